@@ -1,0 +1,661 @@
+//! The typed, resolved configuration that the rest of flemmad reads.
+//!
+//! Every field is filled from the schema defaults, so there are no `Default` impls here: the
+//! schema is the single source of defaults.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The resolved configuration tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The LLM provider.
+    pub provider: Provider,
+    /// The effective model id (the provider's default when unset or set below `provider`).
+    pub model: String,
+    /// Request parameters.
+    pub parameters: Parameters,
+    /// Per-provider connection settings.
+    pub providers: Providers,
+    /// Model catalogue overrides keyed by model id.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelOverride>,
+    /// Tool settings.
+    pub tools: Tools,
+    /// User-defined approval presets keyed by `$name` (built-ins are not listed here).
+    #[serde(default)]
+    pub presets: BTreeMap<String, Preset>,
+    /// Sandbox settings.
+    pub sandbox: Sandbox,
+    /// Document editing settings.
+    pub editing: Editing,
+    /// Credential resolver settings.
+    pub secrets: Secrets,
+    /// Logging.
+    pub log: Log,
+}
+
+/// A built-in LLM provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Provider {
+    /// Anthropic Messages API.
+    Anthropic,
+    /// OpenAI Responses API.
+    Openai,
+    /// Any Chat Completions server (Ollama, llama.cpp, vLLM, LM Studio, OpenRouter).
+    OpenaiCompatible,
+    /// Moonshot (Chat Completions preset).
+    Moonshot,
+    /// Google Gemini API.
+    Gemini,
+    /// Google Vertex AI.
+    Vertex,
+}
+
+impl Provider {
+    /// Every provider, in documentation order.
+    pub const ALL: [Provider; 6] = [
+        Provider::Anthropic,
+        Provider::Openai,
+        Provider::OpenaiCompatible,
+        Provider::Moonshot,
+        Provider::Gemini,
+        Provider::Vertex,
+    ];
+
+    /// The configuration name (`openai-compatible`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::Openai => "openai",
+            Provider::OpenaiCompatible => "openai-compatible",
+            Provider::Moonshot => "moonshot",
+            Provider::Gemini => "gemini",
+            Provider::Vertex => "vertex",
+        }
+    }
+
+    /// Parses a configuration name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}
+
+/// The model used when a provider is chosen without a model.
+pub fn default_model(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Anthropic => "claude-sonnet-4-5",
+        Provider::Openai => "gpt-5",
+        Provider::OpenaiCompatible => "llama3.2",
+        Provider::Moonshot => "kimi-k2-thinking",
+        Provider::Gemini | Provider::Vertex => "gemini-2.5-pro",
+    }
+}
+
+/// Request parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Parameters {
+    /// Unified thinking setting.
+    pub thinking: Thinking,
+    /// Output token limit.
+    pub max_tokens: MaxTokens,
+    /// Sampling temperature (provider default when unset).
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// Whole-request timeout in seconds.
+    pub timeout: u64,
+    /// Connection timeout in seconds.
+    pub connect_timeout: u64,
+    /// Prompt caching.
+    pub cache_retention: CacheRetention,
+    /// Anthropic-only parameters.
+    pub anthropic: AnthropicParameters,
+    /// OpenAI-only parameters.
+    pub openai: OpenAiParameters,
+    /// Chat Completions server parameters.
+    pub openai_compatible: OpenAiCompatibleParameters,
+    /// Vertex AI parameters.
+    pub vertex: VertexParameters,
+    /// Gemini API parameters.
+    pub gemini: GeminiParameters,
+}
+
+/// A thinking level name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThinkingLevel {
+    /// Least reasoning.
+    Minimal,
+    /// Low.
+    Low,
+    /// Medium.
+    Medium,
+    /// High (the default).
+    High,
+    /// The most the model allows.
+    Max,
+}
+
+/// `parameters.thinking`: a level, a token budget, or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Value", into = "Value")]
+pub enum Thinking {
+    /// A named level.
+    Level(ThinkingLevel),
+    /// An explicit budget in tokens.
+    Budget(u64),
+    /// Thinking disabled (`false`).
+    Off,
+}
+
+impl TryFrom<Value> for Thinking {
+    type Error = String;
+    fn try_from(value: Value) -> Result<Self, String> {
+        match value {
+            Value::Bool(false) => Ok(Thinking::Off),
+            Value::Number(n) => n
+                .as_u64()
+                .map(Thinking::Budget)
+                .ok_or_else(|| format!("thinking budget {n} is not a non-negative integer")),
+            other => serde_json::from_value(other)
+                .map(Thinking::Level)
+                .map_err(|error| error.to_string()),
+        }
+    }
+}
+
+impl From<Thinking> for Value {
+    fn from(thinking: Thinking) -> Value {
+        match thinking {
+            Thinking::Off => json!(false),
+            Thinking::Budget(n) => json!(n),
+            Thinking::Level(level) => serde_json::to_value(level).unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// `parameters.max_tokens`: a count or a percentage of the model's output limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Value", into = "Value")]
+pub enum MaxTokens {
+    /// An absolute number of tokens.
+    Tokens(u64),
+    /// A percentage (1..=100) of the model's output limit.
+    Percent(u8),
+}
+
+impl MaxTokens {
+    /// The token limit for a model whose output limit is `model_limit`.
+    pub fn for_limit(self, model_limit: u64) -> u64 {
+        match self {
+            MaxTokens::Tokens(n) => n,
+            MaxTokens::Percent(p) => (model_limit * u64::from(p) / 100).max(1),
+        }
+    }
+}
+
+impl TryFrom<Value> for MaxTokens {
+    type Error = String;
+    fn try_from(value: Value) -> Result<Self, String> {
+        match &value {
+            Value::Number(n) => n
+                .as_u64()
+                .map(MaxTokens::Tokens)
+                .ok_or_else(|| format!("max_tokens {n} is not a positive integer")),
+            Value::String(text) => parse_percent(text)
+                .map(MaxTokens::Percent)
+                .ok_or_else(|| format!("max_tokens '{text}' is not a percentage such as \"50%\"")),
+            other => Err(format!(
+                "max_tokens {other} is neither a number nor a percentage"
+            )),
+        }
+    }
+}
+
+impl From<MaxTokens> for Value {
+    fn from(max_tokens: MaxTokens) -> Value {
+        match max_tokens {
+            MaxTokens::Tokens(n) => json!(n),
+            MaxTokens::Percent(p) => json!(format!("{p}%")),
+        }
+    }
+}
+
+/// Parses `"NN%"` with NN in 1..=100.
+pub(crate) fn parse_percent(text: &str) -> Option<u8> {
+    let digits = text.strip_suffix('%')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let value: u8 = digits.parse().ok()?;
+    (1..=100).contains(&value).then_some(value)
+}
+
+/// Prompt caching retention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheRetention {
+    /// Provider default (5 minutes on Anthropic).
+    Short,
+    /// One hour.
+    Long,
+    /// No cache markers.
+    None,
+}
+
+/// A reasoning effort name (OpenAI and Chat Completions servers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    /// Minimal.
+    Minimal,
+    /// Low.
+    Low,
+    /// Medium.
+    Medium,
+    /// High.
+    High,
+}
+
+/// OpenAI reasoning summary style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningSummary {
+    /// Let the model choose.
+    Auto,
+    /// Short.
+    Concise,
+    /// Long.
+    Detailed,
+}
+
+/// Anthropic-only parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnthropicParameters {
+    /// Thinking budget overriding `parameters.thinking`.
+    #[serde(default)]
+    pub thinking_budget: Option<u64>,
+    /// `anthropic-version` header.
+    pub api_version: String,
+    /// Extra `anthropic-beta` flags.
+    pub beta: Vec<String>,
+}
+
+/// OpenAI-only parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenAiParameters {
+    /// Reasoning effort overriding `parameters.thinking`.
+    #[serde(default)]
+    pub reasoning: Option<ReasoningEffort>,
+    /// Reasoning summary style.
+    #[serde(default)]
+    pub reasoning_summary: Option<ReasoningSummary>,
+}
+
+/// Chat Completions server parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenAiCompatibleParameters {
+    /// `reasoning_effort` overriding `parameters.thinking`.
+    #[serde(default)]
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// Whether a missing API key is an error.
+    pub api_key_required: bool,
+}
+
+/// Vertex AI parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VertexParameters {
+    /// Google Cloud project id.
+    #[serde(default)]
+    pub project_id: Option<String>,
+    /// Vertex AI location.
+    pub location: String,
+    /// Thinking budget overriding `parameters.thinking`.
+    #[serde(default)]
+    pub thinking_budget: Option<u64>,
+}
+
+/// Gemini API parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeminiParameters {
+    /// Thinking budget overriding `parameters.thinking`.
+    #[serde(default)]
+    pub thinking_budget: Option<u64>,
+}
+
+/// Per-provider connection settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Providers {
+    /// Anthropic.
+    #[serde(default)]
+    pub anthropic: ProviderConnection,
+    /// OpenAI.
+    #[serde(default)]
+    pub openai: ProviderConnection,
+    /// Chat Completions servers.
+    #[serde(default, rename = "openai-compatible")]
+    pub openai_compatible: ProviderConnection,
+    /// Moonshot.
+    #[serde(default)]
+    pub moonshot: ProviderConnection,
+    /// Gemini API.
+    #[serde(default)]
+    pub gemini: ProviderConnection,
+    /// Vertex AI.
+    #[serde(default)]
+    pub vertex: ProviderConnection,
+}
+
+impl Providers {
+    /// The connection settings of `provider`.
+    pub fn get(&self, provider: Provider) -> &ProviderConnection {
+        match provider {
+            Provider::Anthropic => &self.anthropic,
+            Provider::Openai => &self.openai,
+            Provider::OpenaiCompatible => &self.openai_compatible,
+            Provider::Moonshot => &self.moonshot,
+            Provider::Gemini => &self.gemini,
+            Provider::Vertex => &self.vertex,
+        }
+    }
+}
+
+/// Connection settings of one provider.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConnection {
+    /// Base URL override (env-var defaults are applied by the provider crate).
+    #[serde(default)]
+    pub base_url: Option<String>,
+}
+
+/// Catalogue overrides for one model.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelOverride {
+    /// USD per million input tokens.
+    #[serde(default)]
+    pub input: Option<f64>,
+    /// USD per million output tokens.
+    #[serde(default)]
+    pub output: Option<f64>,
+    /// USD per million cache-read tokens.
+    #[serde(default)]
+    pub cache_read: Option<f64>,
+    /// USD per million cache-write tokens.
+    #[serde(default)]
+    pub cache_write: Option<f64>,
+    /// Context window in tokens.
+    #[serde(default)]
+    pub context_window: Option<u64>,
+    /// Output limit in tokens.
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
+    /// Whether the model supports thinking.
+    #[serde(default)]
+    pub thinking: Option<bool>,
+}
+
+/// Tool settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tools {
+    /// Tools offered to the model, presets and globs expanded, exclusions applied.
+    pub enabled: Vec<String>,
+    /// Auto-approved tools with presets expanded and exclusions applied; globs stay verbatim.
+    /// Empty when a function decides (see `ResolvedConfig::auto_approve`).
+    pub auto_approve: Vec<String>,
+    /// When false, every tool call is approved.
+    pub require_approval: bool,
+    /// Approve `auto_approves_if_sandboxed` tools when a sandbox backend is active.
+    pub auto_approve_sandboxed: bool,
+    /// Concurrent tool executions per document (0 = unlimited).
+    pub max_concurrent: u64,
+    /// Default tool timeout in seconds.
+    pub default_timeout: u64,
+    /// Autopilot settings.
+    pub autopilot: Autopilot,
+    /// Result store settings.
+    pub store: Store,
+    /// Skills directory for `read_skill`.
+    #[serde(default)]
+    pub skills_dir: Option<String>,
+    /// Whether `fetch_content` is offered.
+    pub fetch_content: bool,
+    /// The `lsp` tool.
+    pub lsp: LspTool,
+    /// The `bash` tool.
+    pub bash: WorkingDirectory,
+    /// The `grep` tool.
+    pub grep: SearchTool,
+    /// The `find` tool.
+    pub find: SearchTool,
+    /// The `ls` tool.
+    pub ls: WorkingDirectory,
+    /// Command-line tools.
+    pub custom: Vec<CustomTool>,
+    /// Tool discovery commands.
+    pub sources: Vec<ToolSource>,
+}
+
+/// Autopilot settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Autopilot {
+    /// Whether autopilot runs.
+    pub enabled: bool,
+    /// Maximum automatic turns per send.
+    pub max_turns: u64,
+    /// Delay in milliseconds before resuming after background completions at idle.
+    pub resume_delay: u64,
+}
+
+/// Result store settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Store {
+    /// `$chat`, `$state` or a template path.
+    pub path_format: String,
+    /// Template path for unsaved documents.
+    pub unnamed_path_format: String,
+    /// Write every result to the store.
+    pub materialize: bool,
+    /// Preview size for redirects.
+    pub preview: Preview,
+    /// Backup strategy.
+    pub backup: Backup,
+}
+
+/// Preview size for redirected output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Preview {
+    /// Lines.
+    pub lines: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// Backup strategy before overwriting a store file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Value", into = "Value")]
+pub enum Backup {
+    /// Rename to `<stem>.<n>.<ext>`.
+    Version,
+    /// Overwrite in place (`false`).
+    Off,
+}
+
+impl TryFrom<Value> for Backup {
+    type Error = String;
+    fn try_from(value: Value) -> Result<Self, String> {
+        match value {
+            Value::Bool(false) => Ok(Backup::Off),
+            Value::String(text) if text == "version" => Ok(Backup::Version),
+            other => Err(format!("backup {other} is neither \"version\" nor false")),
+        }
+    }
+}
+
+impl From<Backup> for Value {
+    fn from(backup: Backup) -> Value {
+        match backup {
+            Backup::Version => json!("version"),
+            Backup::Off => json!(false),
+        }
+    }
+}
+
+/// The `lsp` tool settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LspTool {
+    /// Language server command lines.
+    pub servers: Vec<String>,
+}
+
+/// A tool with only a working directory setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkingDirectory {
+    /// Working directory (`urn:flemma:buffer:path` = the chat's directory).
+    pub cwd: String,
+}
+
+/// `grep` / `find` settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchTool {
+    /// Working directory.
+    pub cwd: String,
+    /// Excluded directory names.
+    pub exclude: Vec<String>,
+}
+
+/// A command-line tool declared in config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomTool {
+    /// Tool name.
+    pub name: String,
+    /// Description for the model.
+    pub description: String,
+    /// Command line (`bash -c`).
+    pub command: String,
+    /// JSON Schema of the input.
+    #[serde(default = "empty_input_schema")]
+    pub input_schema: Value,
+    /// Capability tags.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// Timeout in seconds.
+    #[serde(default)]
+    pub timeout: Option<u64>,
+}
+
+fn empty_input_schema() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+/// A tool discovery command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSource {
+    /// Command line (`bash -c`).
+    pub command: String,
+    /// Timeout in seconds.
+    #[serde(default)]
+    pub timeout: Option<u64>,
+}
+
+/// A user-defined approval preset (its list as written, before expansion).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Preset {
+    /// Tool names, globs and presets.
+    pub auto_approve: Vec<String>,
+}
+
+/// Sandbox settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sandbox {
+    /// Sandbox tool processes when a backend is available.
+    pub enabled: bool,
+    /// Backend choice.
+    pub backend: SandboxBackend,
+    /// Policy.
+    pub policy: SandboxPolicy,
+}
+
+/// Sandbox backend choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxBackend {
+    /// Pick the best available backend.
+    Auto,
+    /// Bubblewrap.
+    Bwrap,
+    /// No process sandbox.
+    None,
+}
+
+/// Sandbox policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxPolicy {
+    /// Writable paths (URNs and `${VAR:-default}` unexpanded).
+    pub rw_paths: Vec<String>,
+    /// Network access.
+    pub network: bool,
+    /// Privilege escalation.
+    pub allow_privileged: bool,
+}
+
+/// Document editing settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Editing {
+    /// Compact tool headers.
+    pub compact_headers: bool,
+    /// Edit coalescing window in milliseconds.
+    pub coalesce_ms: u64,
+}
+
+/// Credential resolver settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Secrets {
+    /// The gcloud resolver.
+    pub gcloud: GcloudSecrets,
+}
+
+/// The gcloud resolver settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GcloudSecrets {
+    /// The gcloud executable.
+    pub path: String,
+}
+
+/// Logging settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Log {
+    /// Level name.
+    pub level: String,
+    /// Log file (stderr when unset).
+    #[serde(default)]
+    pub file: Option<String>,
+}

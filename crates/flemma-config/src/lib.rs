@@ -1,0 +1,42 @@
+//! `flemma-config`: flemmad's layered configuration.
+//!
+//! Layers, lowest first: [`LayerKind::Defaults`] → [`LayerKind::UserFile`] →
+//! [`LayerKind::Client`] → [`LayerKind::Runtime`] → [`LayerKind::Frontmatter`]. Scalars take the
+//! highest layer that sets them; list-valued options accumulate op-prefix operations
+//! (`+x` append, `^x` prepend, `!x` remove, `$preset` spread) across layers. One declarative
+//! schema drives validation ("did you mean" included), the defaults, the JSON Schema and the
+//! option reference in `docs/configuration.md`.
+//!
+//! ```
+//! use flemma_config::{ConfigLayer, LayerKind, resolve};
+//! use serde_json::json;
+//!
+//! let user = ConfigLayer::from_toml_str(
+//!     "[tools]\nauto_approve = [\"$standard\", \"!write\", \"+bash\"]\n",
+//!     LayerKind::UserFile,
+//! )?;
+//! let mut frontmatter = ConfigLayer::new(LayerKind::Frontmatter);
+//! frontmatter.set(&flemma_config::opt_path("thinking")?, json!("medium"))?;
+//! let resolved = resolve(&[ConfigLayer::defaults(), user, frontmatter])?;
+//! assert_eq!(resolved.source_of("parameters.thinking"), Some(LayerKind::Frontmatter));
+//! assert_eq!(resolved.auto_approve().approves("bash"), Some(true));
+//! assert_eq!(resolved.auto_approve().approves("write"), Some(false));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod config;
+mod error;
+mod generate;
+mod layer;
+mod resolve;
+mod schema;
+
+pub use config::*;
+pub use error::{ConfigError, ConfigErrors, Location};
+pub use generate::{DOCS_BEGIN, DOCS_END, json_schema, options_markdown, splice_docs};
+pub use layer::{
+    ConfigLayer, FunctionRef, LayerKind, ListOp, OptionShape, default_config_path, opt_path,
+    option_shape,
+};
+pub use resolve::{AutoApprove, ResolvedConfig, glob_match, resolve, resolve_with_tools};
+pub use schema::{BUILTIN_TOOLS, UNCONDITIONAL_TOOLS};

@@ -1,0 +1,955 @@
+//! The one declarative description of every option. Validation, the defaults layer, the JSON
+//! Schema and the option reference in `docs/configuration.md` are all derived from it.
+
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+
+use crate::config::Provider;
+
+/// How the items of a list-valued option are interpreted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ItemKind {
+    /// Tool names, globs (`slack.*`, expanded against registered tools) and `$preset` spreads.
+    Tool,
+    /// Tool names, globs (kept verbatim) and `$preset` spreads.
+    Approval,
+    /// Free text (paths, patterns, commands); `$HOME`-like items are plain text.
+    Text,
+}
+
+/// Which keys a map-valued option accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyRule {
+    /// Any non-empty key.
+    Any,
+    /// A preset name: `$` followed by a lowercase name.
+    Preset,
+}
+
+/// The shape of one schema node.
+#[derive(Debug, Clone)]
+pub(crate) enum Kind {
+    /// A table with fixed keys.
+    Object {
+        fields: Vec<Field>,
+        /// `key = true|false` is short for `key.<field> = …`.
+        bool_shorthand: Option<&'static str>,
+        /// `key = [..]` is short for `key.<field> = [..]`.
+        array_shorthand: Option<&'static str>,
+    },
+    /// A table with user-chosen keys, all described by `value`.
+    Map { key: KeyRule, value: Box<Node> },
+    /// Any string.
+    String,
+    /// One of a fixed set of strings.
+    Enum(Vec<&'static str>),
+    /// An integer in `min..=max`.
+    Integer { min: i64, max: i64 },
+    /// A number in `min..=max`.
+    Number { min: f64, max: f64 },
+    /// `true` or `false`.
+    Bool,
+    /// Only `false` (used inside `OneOf` for "off").
+    False,
+    /// A percentage string such as `"50%"` (1..=100).
+    Percent,
+    /// A list with op-prefix syntax; `allows_function` when a function may replace it.
+    List {
+        items: ItemKind,
+        allows_function: bool,
+    },
+    /// An array of tables replaced as a whole by the highest layer that sets it.
+    Records(Box<Node>),
+    /// A plain array of strings (inside records).
+    Strings,
+    /// Any JSON object (for example a tool's input schema).
+    AnyObject,
+    /// The first alternative that accepts the value wins.
+    OneOf(Vec<Node>),
+}
+
+/// One option (or group of options) with its documentation and default.
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    pub kind: Kind,
+    pub doc: &'static str,
+    pub default: Option<Value>,
+}
+
+/// A named member of an object node.
+#[derive(Debug, Clone)]
+pub(crate) struct Field {
+    pub name: &'static str,
+    pub node: Node,
+    /// Only meaningful inside records: the key must be present.
+    pub required: bool,
+}
+
+impl Node {
+    fn new(kind: Kind, doc: &'static str, default: Option<Value>) -> Self {
+        Self { kind, doc, default }
+    }
+
+    /// Whether this node holds a value (as opposed to a table of options).
+    pub fn is_leaf(&self) -> bool {
+        !matches!(self.kind, Kind::Object { .. } | Kind::Map { .. })
+    }
+
+    /// The field named `name` of an object node.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        match &self.kind {
+            Kind::Object { fields, .. } => fields.iter().find(|field| field.name == name),
+            _ => None,
+        }
+    }
+
+    /// A short human description of the accepted values ("an integer from 0 to 10").
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            Kind::Object { .. } | Kind::Map { .. } => "a table".into(),
+            Kind::String => "a string".into(),
+            Kind::Enum(values) => format!(
+                "one of {}",
+                values
+                    .iter()
+                    .map(|value| format!("'{value}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Kind::Integer { min, max } if *max == i64::MAX => {
+                format!("an integer of at least {min}")
+            }
+            Kind::Integer { min, max } => format!("an integer from {min} to {max}"),
+            Kind::Number { min, max } if max.is_infinite() => format!("a number of at least {min}"),
+            Kind::Number { min, max } => format!("a number from {min} to {max}"),
+            Kind::Bool => "true or false".into(),
+            Kind::False => "false".into(),
+            Kind::Percent => "a percentage such as \"50%\"".into(),
+            Kind::List { .. } | Kind::Strings => "a list of strings".into(),
+            Kind::Records(_) => "a list of tables".into(),
+            Kind::AnyObject => "a table (JSON object)".into(),
+            Kind::OneOf(alternatives) => alternatives
+                .iter()
+                .map(Node::describe)
+                .collect::<Vec<_>>()
+                .join(", or "),
+        }
+    }
+}
+
+// ---- builders ------------------------------------------------------------------------------
+
+fn object(doc: &'static str, fields: Vec<Field>) -> Node {
+    Node::new(
+        Kind::Object {
+            fields,
+            bool_shorthand: None,
+            array_shorthand: None,
+        },
+        doc,
+        None,
+    )
+}
+
+fn field(name: &'static str, node: Node) -> Field {
+    Field {
+        name,
+        node,
+        required: false,
+    }
+}
+
+fn required(name: &'static str, node: Node) -> Field {
+    Field {
+        name,
+        node,
+        required: true,
+    }
+}
+
+fn string(doc: &'static str, default: Option<&str>) -> Node {
+    Node::new(Kind::String, doc, default.map(|text| json!(text)))
+}
+
+fn choice(values: &[&'static str], doc: &'static str, default: Option<&str>) -> Node {
+    Node::new(
+        Kind::Enum(values.to_vec()),
+        doc,
+        default.map(|text| json!(text)),
+    )
+}
+
+fn integer(min: i64, max: i64, doc: &'static str, default: Option<i64>) -> Node {
+    Node::new(Kind::Integer { min, max }, doc, default.map(|n| json!(n)))
+}
+
+fn count(doc: &'static str, default: Option<i64>) -> Node {
+    integer(0, i64::MAX, doc, default)
+}
+
+fn price(doc: &'static str) -> Node {
+    Node::new(
+        Kind::Number {
+            min: 0.0,
+            max: f64::INFINITY,
+        },
+        doc,
+        None,
+    )
+}
+
+fn boolean(doc: &'static str, default: Option<bool>) -> Node {
+    Node::new(Kind::Bool, doc, default.map(|b| json!(b)))
+}
+
+fn list(items: ItemKind, doc: &'static str, default: &[&str]) -> Node {
+    Node::new(
+        Kind::List {
+            items,
+            allows_function: false,
+        },
+        doc,
+        Some(json!(default)),
+    )
+}
+
+fn one_of(alternatives: Vec<Node>, doc: &'static str, default: Option<Value>) -> Node {
+    Node::new(Kind::OneOf(alternatives), doc, default)
+}
+
+fn alternative(kind: Kind) -> Node {
+    Node::new(kind, "", None)
+}
+
+// ---- the schema ----------------------------------------------------------------------------
+
+/// Built-in tools that are always offered unless a layer removes them.
+pub const UNCONDITIONAL_TOOLS: [&str; 8] = [
+    "bash",
+    "read",
+    "write",
+    "edit",
+    "grep",
+    "find",
+    "ls",
+    "flemma.jobs.status",
+];
+
+/// Every built-in tool name (the conditional ones are offered only when configured).
+pub const BUILTIN_TOOLS: [&str; 11] = [
+    "bash",
+    "read",
+    "write",
+    "edit",
+    "grep",
+    "find",
+    "ls",
+    "read_skill",
+    "fetch_content",
+    "lsp",
+    "flemma.jobs.status",
+];
+
+const SEARCH_EXCLUDES: [&str; 8] = [
+    ".git",
+    "node_modules",
+    "__pycache__",
+    ".venv",
+    "target",
+    "dist",
+    "build",
+    "vendor",
+];
+
+const THINKING_LEVELS: [&str; 5] = ["minimal", "low", "medium", "high", "max"];
+
+/// The root of the option schema (built once).
+pub(crate) fn root() -> &'static Node {
+    static ROOT: OnceLock<Node> = OnceLock::new();
+    ROOT.get_or_init(build_root)
+}
+
+fn thinking_budget(doc: &'static str) -> Node {
+    count(doc, None)
+}
+
+fn base_url(provider: &'static str) -> Field {
+    let doc: &'static str = match provider {
+        "anthropic" => {
+            "Base URL of the Anthropic API (default `https://api.anthropic.com`, or `ANTHROPIC_BASE_URL`)."
+        }
+        "openai" => {
+            "Base URL of the OpenAI API (default `https://api.openai.com`, or `OPENAI_BASE_URL`)."
+        }
+        "openai-compatible" => {
+            "Base URL of the Chat Completions server (Ollama `http://localhost:11434`, llama.cpp `http://localhost:8080`, vLLM, LM Studio, OpenRouter…)."
+        }
+        "moonshot" => "Base URL of the Moonshot API (default `https://api.moonshot.ai`).",
+        "gemini" => {
+            "Base URL of the Gemini API (default `https://generativelanguage.googleapis.com`, or `GEMINI_BASE_URL`)."
+        }
+        _ => "Base URL of the Vertex AI API (default derived from `parameters.vertex.location`).",
+    };
+    field(
+        provider,
+        object(
+            "Connection settings for this provider.",
+            vec![field("base_url", string(doc, None))],
+        ),
+    )
+}
+
+fn search_tool(doc: &'static str, with_exclude: bool) -> Node {
+    let mut fields = vec![field(
+        "cwd",
+        string(
+            "Working directory; `urn:flemma:buffer:path` is the chat file's directory.",
+            Some("urn:flemma:buffer:path"),
+        ),
+    )];
+    if with_exclude {
+        fields.push(field(
+            "exclude",
+            list(
+                ItemKind::Text,
+                "Directory names that are never searched.",
+                &SEARCH_EXCLUDES,
+            ),
+        ));
+    }
+    object(doc, fields)
+}
+
+fn build_root() -> Node {
+    let provider_names: Vec<&'static str> = Provider::ALL.iter().map(|p| p.as_str()).collect();
+
+    let parameters = object(
+        "Request parameters. The provider-specific tables win over the general options.",
+        vec![
+            field(
+                "thinking",
+                one_of(
+                    vec![
+                        alternative(Kind::Enum(THINKING_LEVELS.to_vec())),
+                        alternative(Kind::Integer {
+                            min: 0,
+                            max: i64::MAX,
+                        }),
+                        alternative(Kind::False),
+                    ],
+                    "Reasoning effort: a level (`minimal`, `low`, `medium`, `high`, `max`), a token budget, or `false` to turn thinking off.",
+                    Some(json!("high")),
+                ),
+            ),
+            field(
+                "max_tokens",
+                one_of(
+                    vec![
+                        alternative(Kind::Integer {
+                            min: 1,
+                            max: i64::MAX,
+                        }),
+                        alternative(Kind::Percent),
+                    ],
+                    "Maximum output tokens: a number, or a percentage of the model's output limit such as `\"50%\"`.",
+                    Some(json!("50%")),
+                ),
+            ),
+            field(
+                "temperature",
+                Node::new(
+                    Kind::Number { min: 0.0, max: 2.0 },
+                    "Sampling temperature; unset means the provider's default. Ignored while thinking is on for providers that forbid it.",
+                    None,
+                ),
+            ),
+            field(
+                "timeout",
+                integer(1, i64::MAX, "Whole-request timeout in seconds.", Some(600)),
+            ),
+            field(
+                "connect_timeout",
+                integer(1, i64::MAX, "Connection timeout in seconds.", Some(10)),
+            ),
+            field(
+                "cache_retention",
+                choice(
+                    &["short", "long", "none"],
+                    "Prompt caching: `short` (provider default, 5 minutes on Anthropic), `long` (1 hour), `none`.",
+                    Some("short"),
+                ),
+            ),
+            field(
+                "anthropic",
+                object(
+                    "Anthropic-only parameters.",
+                    vec![
+                        field(
+                            "thinking_budget",
+                            thinking_budget(
+                                "Thinking budget in tokens; overrides `parameters.thinking`.",
+                            ),
+                        ),
+                        field(
+                            "api_version",
+                            string(
+                                "Value of the `anthropic-version` header.",
+                                Some("2023-06-01"),
+                            ),
+                        ),
+                        field(
+                            "beta",
+                            list(ItemKind::Text, "Extra `anthropic-beta` feature flags.", &[]),
+                        ),
+                    ],
+                ),
+            ),
+            field(
+                "openai",
+                object(
+                    "OpenAI-only parameters (Responses API).",
+                    vec![
+                        field(
+                            "reasoning",
+                            choice(
+                                &["minimal", "low", "medium", "high"],
+                                "Reasoning effort; overrides `parameters.thinking`.",
+                                None,
+                            ),
+                        ),
+                        field(
+                            "reasoning_summary",
+                            choice(
+                                &["auto", "concise", "detailed"],
+                                "Reasoning summary style requested from the model.",
+                                None,
+                            ),
+                        ),
+                    ],
+                ),
+            ),
+            field(
+                "openai_compatible",
+                object(
+                    "Parameters for Chat Completions servers (`openai-compatible` and `moonshot`).",
+                    vec![
+                        field(
+                            "reasoning_effort",
+                            choice(
+                                &["minimal", "low", "medium", "high"],
+                                "`reasoning_effort` sent to servers that support it; overrides `parameters.thinking`.",
+                                None,
+                            ),
+                        ),
+                        field(
+                            "api_key_required",
+                            boolean(
+                                "Whether a missing API key is an error (local servers usually need none).",
+                                Some(false),
+                            ),
+                        ),
+                    ],
+                ),
+            ),
+            field(
+                "vertex",
+                object(
+                    "Vertex AI parameters.",
+                    vec![
+                        field("project_id", string("Google Cloud project id.", None)),
+                        field("location", string("Vertex AI location.", Some("global"))),
+                        field(
+                            "thinking_budget",
+                            thinking_budget(
+                                "Thinking budget in tokens; overrides `parameters.thinking`.",
+                            ),
+                        ),
+                    ],
+                ),
+            ),
+            field(
+                "gemini",
+                object(
+                    "Gemini API parameters.",
+                    vec![field(
+                        "thinking_budget",
+                        thinking_budget(
+                            "Thinking budget in tokens; overrides `parameters.thinking`.",
+                        ),
+                    )],
+                ),
+            ),
+        ],
+    );
+
+    let model_entry = object(
+        "Catalogue entry for one model id; every field is optional and overrides the built-in catalogue.",
+        vec![
+            field("input", price("Price per million input tokens (USD).")),
+            field("output", price("Price per million output tokens (USD).")),
+            field(
+                "cache_read",
+                price("Price per million cache-read tokens (USD)."),
+            ),
+            field(
+                "cache_write",
+                price("Price per million cache-write tokens (USD)."),
+            ),
+            field("context_window", count("Context window in tokens.", None)),
+            field("max_output_tokens", count("Output limit in tokens.", None)),
+            field(
+                "thinking",
+                boolean("Whether the model supports thinking.", None),
+            ),
+        ],
+    );
+
+    let custom_tool = object(
+        "A tool backed by a command: the input is passed as JSON on stdin, stdout is the result.",
+        vec![
+            required("name", string("Tool name offered to the model.", None)),
+            required(
+                "description",
+                string("Description offered to the model.", None),
+            ),
+            required(
+                "command",
+                string(
+                    "Command line, run with `bash -c` in the chat's directory.",
+                    None,
+                ),
+            ),
+            field(
+                "input_schema",
+                Node::new(
+                    Kind::AnyObject,
+                    "JSON Schema of the tool's input.",
+                    Some(json!({"type": "object", "properties": {}})),
+                ),
+            ),
+            field(
+                "capabilities",
+                Node::new(
+                    Kind::Strings,
+                    "Capability tags (`disables_background`, `disables_save_to`, `auto_approves_if_sandboxed`, `emits_template`).",
+                    Some(json!([])),
+                ),
+            ),
+            field(
+                "timeout",
+                integer(
+                    1,
+                    i64::MAX,
+                    "Timeout in seconds (default `tools.default_timeout`).",
+                    None,
+                ),
+            ),
+        ],
+    );
+
+    let tool_source = object(
+        "A command that prints tool definitions (JSON) for discovery.",
+        vec![
+            required("command", string("Command line, run with `bash -c`.", None)),
+            field(
+                "timeout",
+                integer(
+                    1,
+                    i64::MAX,
+                    "Discovery timeout in seconds (default `tools.default_timeout`).",
+                    None,
+                ),
+            ),
+        ],
+    );
+
+    let mut autopilot = object(
+        "Autopilot: run approved tools and send their results automatically. `tools.autopilot = false` is short for `tools.autopilot.enabled = false`.",
+        vec![
+            field("enabled", boolean("Whether autopilot runs.", Some(true))),
+            field(
+                "max_turns",
+                integer(1, i64::MAX, "Maximum automatic turns per send.", Some(100)),
+            ),
+            field(
+                "resume_delay",
+                count(
+                    "Milliseconds to wait before continuing when background jobs complete at idle.",
+                    Some(2000),
+                ),
+            ),
+        ],
+    );
+    if let Kind::Object { bool_shorthand, .. } = &mut autopilot.kind {
+        *bool_shorthand = Some("enabled");
+    }
+
+    let store = object(
+        "Tool result store (overflowing outputs, `flemma.save_to` redirects).",
+        vec![
+            field(
+                "path_format",
+                string(
+                    "`$chat` (next to the chat file), `$state` (under `$XDG_STATE_HOME`), or a template path.",
+                    Some("$chat"),
+                ),
+            ),
+            field(
+                "unnamed_path_format",
+                string(
+                    "Template path for documents that have no file yet.",
+                    Some(
+                        "${TMPDIR:-/tmp}/flemma/unnamed/{{ flemma.pid }}/{{ bufnr }}/{{ source }}_{{ name }}_{{ id }}.txt",
+                    ),
+                ),
+            ),
+            field(
+                "materialize",
+                boolean(
+                    "Write every result to the store, not only overflow and redirects.",
+                    Some(false),
+                ),
+            ),
+            field(
+                "preview",
+                object(
+                    "Preview kept in the document for redirected output.",
+                    vec![
+                        field("lines", count("Preview lines (0 = none).", Some(10))),
+                        field("bytes", count("Preview size cap in bytes.", Some(2048))),
+                    ],
+                ),
+            ),
+            field(
+                "backup",
+                one_of(
+                    vec![
+                        alternative(Kind::Enum(vec!["version"])),
+                        alternative(Kind::False),
+                    ],
+                    "Before overwriting a store file: `\"version\"` renames it to `<stem>.<n>.<ext>`; `false` overwrites in place.",
+                    Some(json!("version")),
+                ),
+            ),
+        ],
+    );
+
+    let mut tools = object(
+        "Tools offered to the model and how they are approved. `tools = [..]` is short for `tools.enabled = [..]`.",
+        vec![
+            field(
+                "enabled",
+                list(
+                    ItemKind::Tool,
+                    "Tools offered to the model (names, globs such as `slack.*`, `$presets`). The default also gains `fetch_content` when `tools.fetch_content = true`, `read_skill` when `tools.skills_dir` is set, `lsp` when `tools.lsp.servers` is not empty, and every `tools.custom` tool.",
+                    &UNCONDITIONAL_TOOLS,
+                ),
+            ),
+            field(
+                "auto_approve",
+                Node::new(
+                    Kind::List {
+                        items: ItemKind::Approval,
+                        allows_function: true,
+                    },
+                    "Tools approved without asking: names, globs (kept verbatim, matched at approval time) and `$presets`. Frontmatter may assign a function instead.",
+                    Some(json!(["$standard"])),
+                ),
+            ),
+            field(
+                "require_approval",
+                boolean(
+                    "When `false`, every tool call is approved (catch-all resolver).",
+                    Some(true),
+                ),
+            ),
+            field(
+                "auto_approve_sandboxed",
+                boolean(
+                    "Approve tools tagged `auto_approves_if_sandboxed` (bash) when a sandbox backend is active.",
+                    Some(true),
+                ),
+            ),
+            field(
+                "max_concurrent",
+                count(
+                    "Tools executed at the same time per document (0 = unlimited).",
+                    Some(2),
+                ),
+            ),
+            field(
+                "default_timeout",
+                integer(1, i64::MAX, "Default tool timeout in seconds.", Some(30)),
+            ),
+            field("autopilot", autopilot),
+            field("store", store),
+            field(
+                "skills_dir",
+                string(
+                    "Directory of skills (`<name>.md` or `<name>/SKILL.md`) for `read_skill`.",
+                    None,
+                ),
+            ),
+            field(
+                "fetch_content",
+                boolean("Offer the `fetch_content` tool.", Some(false)),
+            ),
+            field(
+                "lsp",
+                object(
+                    "The `lsp` tool.",
+                    vec![field(
+                        "servers",
+                        list(
+                            ItemKind::Text,
+                            "Language server command lines (for example `rust-analyzer`, `pyright-langserver --stdio`); the tool is offered when at least one is on `PATH`.",
+                            &[],
+                        ),
+                    )],
+                ),
+            ),
+            field(
+                "bash",
+                object(
+                    "The `bash` tool.",
+                    vec![field(
+                        "cwd",
+                        string(
+                            "Working directory; `urn:flemma:buffer:path` is the chat file's directory.",
+                            Some("urn:flemma:buffer:path"),
+                        ),
+                    )],
+                ),
+            ),
+            field("grep", search_tool("The `grep` tool.", true)),
+            field("find", search_tool("The `find` tool.", true)),
+            field("ls", search_tool("The `ls` tool.", false)),
+            field(
+                "custom",
+                Node::new(
+                    Kind::Records(Box::new(custom_tool)),
+                    "Command-line tools (`[[tools.custom]]`). The highest layer that sets this list replaces it as a whole.",
+                    Some(json!([])),
+                ),
+            ),
+            field(
+                "sources",
+                Node::new(
+                    Kind::Records(Box::new(tool_source)),
+                    "Tool sources (`[[tools.sources]]`): commands that print tool definitions. Replaced as a whole by the highest layer.",
+                    Some(json!([])),
+                ),
+            ),
+        ],
+    );
+    if let Kind::Object {
+        array_shorthand, ..
+    } = &mut tools.kind
+    {
+        *array_shorthand = Some("enabled");
+    }
+
+    let preset = object(
+        "An approval preset.",
+        vec![field(
+            "auto_approve",
+            list(
+                ItemKind::Approval,
+                "Tool names, globs and other presets this preset approves.",
+                &[],
+            ),
+        )],
+    );
+
+    let sandbox = object(
+        "Sandboxing of tool processes.",
+        vec![
+            field(
+                "enabled",
+                boolean(
+                    "Sandbox tool processes when a backend is available.",
+                    Some(true),
+                ),
+            ),
+            field(
+                "backend",
+                choice(
+                    &["auto", "bwrap", "none"],
+                    "`auto` picks `bwrap` on Linux when installed; `none` disables process sandboxing.",
+                    Some("auto"),
+                ),
+            ),
+            field(
+                "policy",
+                object(
+                    "What sandboxed processes may touch. `write`, `edit` and `flemma.save_to` follow it even without a backend.",
+                    vec![
+                        field(
+                            "rw_paths",
+                            list(
+                                ItemKind::Text,
+                                "Writable paths; `urn:flemma:cwd`, `urn:flemma:buffer:path`, `urn:flemma:store` and `${VAR:-default}` are expanded.",
+                                &[
+                                    "urn:flemma:cwd",
+                                    "urn:flemma:buffer:path",
+                                    "urn:flemma:store",
+                                    "/tmp",
+                                    "${TMPDIR:-/tmp}",
+                                    "${XDG_CACHE_HOME:-~/.cache}",
+                                ],
+                            ),
+                        ),
+                        field("network", boolean("Allow network access.", Some(true))),
+                        field(
+                            "allow_privileged",
+                            boolean(
+                                "Allow privilege escalation (setuid binaries, sudo).",
+                                Some(false),
+                            ),
+                        ),
+                    ],
+                ),
+            ),
+        ],
+    );
+
+    object(
+        "flemmad configuration.",
+        vec![
+            field(
+                "provider",
+                choice(&provider_names, "The LLM provider.", Some("anthropic")),
+            ),
+            field(
+                "model",
+                string(
+                    "Model id. Unset, or set in a lower layer than `provider`, means the provider's default model (anthropic `claude-sonnet-4-5`, openai `gpt-5`, gemini/vertex `gemini-2.5-pro`, moonshot `kimi-k2-thinking`, openai-compatible `llama3.2`).",
+                    None,
+                ),
+            ),
+            field("parameters", parameters),
+            field(
+                "providers",
+                object(
+                    "Per-provider connection settings.",
+                    provider_names.iter().map(|name| base_url(name)).collect(),
+                ),
+            ),
+            field(
+                "models",
+                Node::new(
+                    Kind::Map {
+                        key: KeyRule::Any,
+                        value: Box::new(model_entry),
+                    },
+                    "Model catalogue overrides keyed by model id (`[models.\"gpt-5\"]`).",
+                    None,
+                ),
+            ),
+            field("tools", tools),
+            field(
+                "presets",
+                Node::new(
+                    Kind::Map {
+                        key: KeyRule::Preset,
+                        value: Box::new(preset),
+                    },
+                    "Approval presets keyed by `$name` (`[presets.\"$yolo\"]`); they override built-ins (`$readonly`, `$standard`) of the same name.",
+                    None,
+                ),
+            ),
+            field("sandbox", sandbox),
+            field(
+                "editing",
+                object(
+                    "How the daemon edits documents.",
+                    vec![
+                        field(
+                            "compact_headers",
+                            boolean("Write compact tool headers.", Some(true)),
+                        ),
+                        field(
+                            "coalesce_ms",
+                            count(
+                                "Milliseconds over which streamed edits are coalesced into one edit.",
+                                Some(100),
+                            ),
+                        ),
+                    ],
+                ),
+            ),
+            field(
+                "secrets",
+                object(
+                    "Credential resolvers.",
+                    vec![field(
+                        "gcloud",
+                        object(
+                            "The gcloud resolver (Vertex AI access tokens).",
+                            vec![field(
+                                "path",
+                                string("The gcloud executable.", Some("gcloud")),
+                            )],
+                        ),
+                    )],
+                ),
+            ),
+            field(
+                "log",
+                object(
+                    "Daemon logging.",
+                    vec![
+                        field(
+                            "level",
+                            choice(
+                                &["error", "warn", "info", "debug", "trace"],
+                                "Log level (`RUST_LOG` wins when set).",
+                                Some("info"),
+                            ),
+                        ),
+                        field("file", string("Log file; unset logs to stderr.", None)),
+                    ],
+                ),
+            ),
+        ],
+    )
+}
+
+/// Built-in approval presets.
+pub(crate) fn builtin_presets() -> Vec<(&'static str, Vec<&'static str>)> {
+    vec![
+        ("$readonly", vec!["read", "find", "grep", "ls"]),
+        (
+            "$standard",
+            vec!["read", "write", "edit", "find", "grep", "ls", "flemma.*"],
+        ),
+    ]
+}
+
+/// Every leaf path of the schema (maps contribute `<key>` placeholders), in schema order.
+pub(crate) fn leaf_paths() -> Vec<(String, &'static Node)> {
+    fn walk(prefix: &str, node: &'static Node, out: &mut Vec<(String, &'static Node)>) {
+        match &node.kind {
+            Kind::Object { fields, .. } => {
+                for field in fields {
+                    let path = join(prefix, field.name);
+                    walk(&path, &field.node, out);
+                }
+            }
+            Kind::Map { value, .. } => walk(&join(prefix, "<key>"), value, out),
+            _ => out.push((prefix.to_string(), node)),
+        }
+    }
+    let mut out = Vec::new();
+    walk("", root(), &mut out);
+    out
+}
+
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}.{name}")
+    }
+}

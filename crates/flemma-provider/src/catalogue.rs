@@ -1,0 +1,750 @@
+//! The model catalogue: prices, context and output limits and thinking support of the current
+//! models of each provider, and the cost of a request.
+//!
+//! Prices are US dollars per million tokens, as published by the providers (list prices for the
+//! standard tier, checked when this table was written; providers change them, so every entry can
+//! be overridden from config with a [`ModelOverride`]).
+//! [`Catalogue::lookup`] accepts dated ids (`claude-sonnet-4-5-20250929`, `gpt-5-2025-08-07`,
+//! `claude-3-7-sonnet@20250219`, `models/gemini-2.5-flash`).
+
+use flemma_conversation::Usage;
+
+use crate::{CacheRetention, ProviderKind};
+
+/// Prices for prompts above a size threshold (Gemini Pro and Anthropic 1M-context pricing).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LongContextPrices {
+    /// Prompts with more input tokens than this use these prices.
+    pub above_input_tokens: u64,
+    /// Input price per million tokens.
+    pub input: f64,
+    /// Output price per million tokens.
+    pub output: f64,
+    /// Cache read price per million tokens.
+    pub cache_read: f64,
+}
+
+/// What flemmad knows about one model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSpec {
+    /// The provider family (`Gemini` entries also serve `Vertex`; `OpenAiCompatible` has none).
+    pub provider: ProviderKind,
+    /// The model id without date suffix.
+    pub id: String,
+    /// Input price per million tokens (uncached).
+    pub input: f64,
+    /// Output price per million tokens (thinking included).
+    pub output: f64,
+    /// Cache read price per million tokens.
+    pub cache_read: f64,
+    /// Cache write price per million tokens, 5-minute retention (Anthropic; others: input).
+    pub cache_write_5m: f64,
+    /// Cache write price per million tokens, 1-hour retention (Anthropic; others: input).
+    pub cache_write_1h: f64,
+    /// Context window in tokens.
+    pub context_window: u64,
+    /// Maximum output tokens per request.
+    pub max_output_tokens: u64,
+    /// The model can think (extended thinking, reasoning effort, thinking budget).
+    pub thinking: bool,
+    /// Anthropic adaptive thinking (`{"type":"adaptive"}` + effort) instead of budgets.
+    pub adaptive_thinking: bool,
+    /// Higher prices for long prompts.
+    pub long_context: Option<LongContextPrices>,
+}
+
+/// A config entry that changes or adds a model (`[[models]]` in the user config; the lead maps
+/// flemma-config onto it). Unset fields keep the built-in value; a new model starts from
+/// zero prices, a 128k context and 8192 output tokens.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelOverride {
+    /// Provider name (`anthropic`, `openai`, `gemini`, …).
+    pub provider: String,
+    /// Model id (exact, without date suffix).
+    pub model: String,
+    /// Input price per million tokens.
+    pub input: Option<f64>,
+    /// Output price per million tokens.
+    pub output: Option<f64>,
+    /// Cache read price per million tokens.
+    pub cache_read: Option<f64>,
+    /// Cache write price (5 minutes) per million tokens.
+    pub cache_write_5m: Option<f64>,
+    /// Cache write price (1 hour) per million tokens.
+    pub cache_write_1h: Option<f64>,
+    /// Context window in tokens.
+    pub context_window: Option<u64>,
+    /// Maximum output tokens.
+    pub max_output_tokens: Option<u64>,
+    /// Thinking support.
+    pub thinking: Option<bool>,
+    /// Anthropic adaptive thinking.
+    pub adaptive_thinking: Option<bool>,
+}
+
+/// Errors of the catalogue helpers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogueError {
+    /// A `[[models]]` override names an unknown provider.
+    #[error(
+        "model override for {model:?} names an unknown provider {provider:?}; use anthropic, openai, openai_compatible, moonshot, gemini or vertex"
+    )]
+    UnknownProvider {
+        /// The provider as written.
+        provider: String,
+        /// The model of the override.
+        model: String,
+    },
+    /// `max_tokens` is neither a number nor a percentage.
+    #[error(
+        "max_tokens {0:?} is not a token count or a percentage; write a number like 8192 or a percentage of the model's output limit like \"50%\""
+    )]
+    InvalidMaxTokens(String),
+}
+
+/// The built-in table plus config overrides.
+#[derive(Debug, Clone)]
+pub struct Catalogue {
+    models: Vec<ModelSpec>,
+}
+
+struct Row {
+    provider: ProviderKind,
+    id: &'static str,
+    input: f64,
+    output: f64,
+    cache_read: f64,
+    context_window: u64,
+    max_output_tokens: u64,
+    thinking: bool,
+    long_context: Option<LongContextPrices>,
+}
+
+const fn row(
+    provider: ProviderKind,
+    id: &'static str,
+    prices: (f64, f64, f64),
+    context_window: u64,
+    max_output_tokens: u64,
+    thinking: bool,
+) -> Row {
+    Row {
+        provider,
+        id,
+        input: prices.0,
+        output: prices.1,
+        cache_read: prices.2,
+        context_window,
+        max_output_tokens,
+        thinking,
+        long_context: None,
+    }
+}
+
+const fn long(mut base: Row, above: u64, prices: (f64, f64, f64)) -> Row {
+    base.long_context = Some(LongContextPrices {
+        above_input_tokens: above,
+        input: prices.0,
+        output: prices.1,
+        cache_read: prices.2,
+    });
+    base
+}
+
+use ProviderKind::{Anthropic, Gemini, Moonshot, OpenAi};
+
+/// (input, output, cache read) per million tokens. Anthropic cache writes are derived: 1.25×
+/// input (5 minutes) and 2× input (1 hour).
+const BUILTIN: &[Row] = &[
+    // Anthropic
+    row(
+        Anthropic,
+        "claude-opus-4-5",
+        (5.0, 25.0, 0.5),
+        200_000,
+        64_000,
+        true,
+    ),
+    row(
+        Anthropic,
+        "claude-opus-4-1",
+        (15.0, 75.0, 1.5),
+        200_000,
+        32_000,
+        true,
+    ),
+    row(
+        Anthropic,
+        "claude-opus-4",
+        (15.0, 75.0, 1.5),
+        200_000,
+        32_000,
+        true,
+    ),
+    long(
+        row(
+            Anthropic,
+            "claude-sonnet-4-5",
+            (3.0, 15.0, 0.3),
+            200_000,
+            64_000,
+            true,
+        ),
+        200_000,
+        (6.0, 22.5, 0.6),
+    ),
+    long(
+        row(
+            Anthropic,
+            "claude-sonnet-4",
+            (3.0, 15.0, 0.3),
+            200_000,
+            64_000,
+            true,
+        ),
+        200_000,
+        (6.0, 22.5, 0.6),
+    ),
+    row(
+        Anthropic,
+        "claude-haiku-4-5",
+        (1.0, 5.0, 0.1),
+        200_000,
+        64_000,
+        true,
+    ),
+    row(
+        Anthropic,
+        "claude-3-7-sonnet",
+        (3.0, 15.0, 0.3),
+        200_000,
+        64_000,
+        true,
+    ),
+    row(
+        Anthropic,
+        "claude-3-5-haiku",
+        (0.8, 4.0, 0.08),
+        200_000,
+        8_192,
+        false,
+    ),
+    // OpenAI (cache read = cached input)
+    row(
+        OpenAi,
+        "gpt-5.1",
+        (1.25, 10.0, 0.125),
+        400_000,
+        128_000,
+        true,
+    ),
+    row(OpenAi, "gpt-5", (1.25, 10.0, 0.125), 400_000, 128_000, true),
+    row(
+        OpenAi,
+        "gpt-5-mini",
+        (0.25, 2.0, 0.025),
+        400_000,
+        128_000,
+        true,
+    ),
+    row(
+        OpenAi,
+        "gpt-5-nano",
+        (0.05, 0.4, 0.005),
+        400_000,
+        128_000,
+        true,
+    ),
+    row(OpenAi, "gpt-4.1", (2.0, 8.0, 0.5), 1_047_576, 32_768, false),
+    row(
+        OpenAi,
+        "gpt-4.1-mini",
+        (0.4, 1.6, 0.1),
+        1_047_576,
+        32_768,
+        false,
+    ),
+    row(OpenAi, "gpt-4o", (2.5, 10.0, 1.25), 128_000, 16_384, false),
+    row(OpenAi, "o3", (2.0, 8.0, 0.5), 200_000, 100_000, true),
+    row(OpenAi, "o4-mini", (1.1, 4.4, 0.275), 200_000, 100_000, true),
+    row(OpenAi, "o3-mini", (1.1, 4.4, 0.55), 200_000, 100_000, true),
+    // Gemini API and Vertex AI (thoughts are billed as output)
+    long(
+        row(
+            Gemini,
+            "gemini-3-pro-preview",
+            (2.0, 12.0, 0.2),
+            1_048_576,
+            65_536,
+            true,
+        ),
+        200_000,
+        (4.0, 18.0, 0.4),
+    ),
+    row(
+        Gemini,
+        "gemini-3-flash-preview",
+        (0.5, 3.0, 0.05),
+        1_048_576,
+        65_536,
+        true,
+    ),
+    long(
+        row(
+            Gemini,
+            "gemini-2.5-pro",
+            (1.25, 10.0, 0.125),
+            1_048_576,
+            65_536,
+            true,
+        ),
+        200_000,
+        (2.5, 15.0, 0.25),
+    ),
+    row(
+        Gemini,
+        "gemini-2.5-flash",
+        (0.3, 2.5, 0.03),
+        1_048_576,
+        65_536,
+        true,
+    ),
+    row(
+        Gemini,
+        "gemini-2.5-flash-lite",
+        (0.1, 0.4, 0.01),
+        1_048_576,
+        65_536,
+        true,
+    ),
+    // Moonshot (Kimi)
+    row(
+        Moonshot,
+        "kimi-k2-thinking",
+        (0.6, 2.5, 0.15),
+        262_144,
+        32_768,
+        true,
+    ),
+    row(
+        Moonshot,
+        "kimi-k2-turbo-preview",
+        (1.15, 8.0, 0.15),
+        262_144,
+        32_768,
+        false,
+    ),
+    row(
+        Moonshot,
+        "kimi-k2",
+        (0.6, 2.5, 0.15),
+        262_144,
+        32_768,
+        false,
+    ),
+];
+
+impl ModelSpec {
+    fn from_row(row: &Row) -> Self {
+        let (cache_write_5m, cache_write_1h) = if row.provider == Anthropic {
+            (row.input * 1.25, row.input * 2.0)
+        } else {
+            (row.input, row.input)
+        };
+        ModelSpec {
+            provider: row.provider,
+            id: row.id.to_string(),
+            input: row.input,
+            output: row.output,
+            cache_read: row.cache_read,
+            cache_write_5m,
+            cache_write_1h,
+            context_window: row.context_window,
+            max_output_tokens: row.max_output_tokens,
+            thinking: row.thinking,
+            adaptive_thinking: false,
+            long_context: row.long_context,
+        }
+    }
+}
+
+impl Default for Catalogue {
+    fn default() -> Self {
+        Catalogue::builtin()
+    }
+}
+
+/// The catalogue family a provider kind looks models up in.
+fn family(kind: ProviderKind) -> ProviderKind {
+    match kind {
+        ProviderKind::Vertex => ProviderKind::Gemini,
+        other => other,
+    }
+}
+
+impl Catalogue {
+    /// The built-in table.
+    pub fn builtin() -> Self {
+        Catalogue {
+            models: BUILTIN.iter().map(ModelSpec::from_row).collect(),
+        }
+    }
+
+    /// Applies config overrides (changing a known model or adding a new one).
+    pub fn with_overrides(mut self, overrides: &[ModelOverride]) -> Result<Self, CatalogueError> {
+        for entry in overrides {
+            let kind = ProviderKind::from_name(&entry.provider).ok_or_else(|| {
+                CatalogueError::UnknownProvider {
+                    provider: entry.provider.clone(),
+                    model: entry.model.clone(),
+                }
+            })?;
+            let provider = family(kind);
+            let index = match self
+                .models
+                .iter()
+                .position(|m| m.provider == provider && m.id == entry.model)
+            {
+                Some(index) => index,
+                None => {
+                    self.models.push(ModelSpec {
+                        provider,
+                        id: entry.model.clone(),
+                        input: 0.0,
+                        output: 0.0,
+                        cache_read: 0.0,
+                        cache_write_5m: 0.0,
+                        cache_write_1h: 0.0,
+                        context_window: 128_000,
+                        max_output_tokens: 8_192,
+                        thinking: false,
+                        adaptive_thinking: false,
+                        long_context: None,
+                    });
+                    self.models.len() - 1
+                }
+            };
+            let spec = &mut self.models[index];
+            if let Some(input) = entry.input {
+                spec.input = input;
+                if provider != Anthropic {
+                    spec.cache_write_5m = input;
+                    spec.cache_write_1h = input;
+                } else {
+                    spec.cache_write_5m = input * 1.25;
+                    spec.cache_write_1h = input * 2.0;
+                }
+            }
+            set(&mut spec.output, entry.output);
+            set(&mut spec.cache_read, entry.cache_read);
+            set(&mut spec.cache_write_5m, entry.cache_write_5m);
+            set(&mut spec.cache_write_1h, entry.cache_write_1h);
+            set(&mut spec.context_window, entry.context_window);
+            set(&mut spec.max_output_tokens, entry.max_output_tokens);
+            set(&mut spec.thinking, entry.thinking);
+            set(&mut spec.adaptive_thinking, entry.adaptive_thinking);
+        }
+        Ok(self)
+    }
+
+    /// Every model of the catalogue.
+    pub fn models(&self) -> &[ModelSpec] {
+        &self.models
+    }
+
+    /// Finds a model: the exact id, else the longest catalogue id that the given id extends with
+    /// a date or version suffix (`-20250514`, `-2025-08-07`, `@20250219`, `-latest`,
+    /// `-preview-09-2025`). A `models/` prefix is ignored. Vertex uses the Gemini entries.
+    pub fn lookup(&self, kind: ProviderKind, model: &str) -> Option<&ModelSpec> {
+        let provider = family(kind);
+        let model = model.trim();
+        let model = model.strip_prefix("models/").unwrap_or(model);
+        let candidates = self.models.iter().filter(|m| m.provider == provider);
+        let mut best: Option<&ModelSpec> = None;
+        for spec in candidates {
+            if spec.id == model {
+                return Some(spec);
+            }
+            let Some(rest) = model.strip_prefix(spec.id.as_str()) else {
+                continue;
+            };
+            let Some(suffix) = rest.strip_prefix(['-', '@']) else {
+                continue;
+            };
+            if is_version_suffix(suffix) && best.is_none_or(|b| spec.id.len() > b.id.len()) {
+                best = Some(spec);
+            }
+        }
+        best
+    }
+}
+
+fn set<T>(target: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *target = value;
+    }
+}
+
+/// A date (`20250514`, `2025-08-07`, `0905-preview`) or a release word after a model id.
+fn is_version_suffix(suffix: &str) -> bool {
+    let digits = suffix.chars().take_while(char::is_ascii_digit).count();
+    digits >= 4
+        || ["latest", "preview", "exp"]
+            .iter()
+            .any(|word| suffix.starts_with(word))
+}
+
+/// The cost in US dollars of one request with 5-minute cache writes. See [`cost_with`].
+pub fn cost(usage: &Usage, model: &ModelSpec) -> f64 {
+    cost_with(usage, model, CacheRetention::Short)
+}
+
+/// The cost in US dollars of one request.
+///
+/// `usage.input_tokens` counts every prompt token, so the uncached part is
+/// `input − cache_read − cache_write`; cache reads are billed at the cache-read price (Anthropic
+/// 0.1×, OpenAI cached-input discount, Gemini context cache), cache writes at the 5-minute or
+/// 1-hour write price (Anthropic 1.25× / 2×; other providers bill them as input);
+/// `usage.output_tokens` includes thinking, billed as output (Gemini thoughts too).
+pub fn cost_with(usage: &Usage, model: &ModelSpec, retention: CacheRetention) -> f64 {
+    let (input_price, output_price, read_price) = match model.long_context {
+        Some(tier) if usage.input_tokens > tier.above_input_tokens => {
+            (tier.input, tier.output, tier.cache_read)
+        }
+        _ => (model.input, model.output, model.cache_read),
+    };
+    let write_price = match retention {
+        CacheRetention::Long => model.cache_write_1h,
+        CacheRetention::Short | CacheRetention::None => model.cache_write_5m,
+    };
+    let uncached = usage
+        .input_tokens
+        .saturating_sub(usage.cache_read_tokens)
+        .saturating_sub(usage.cache_write_tokens);
+    let per_million = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
+    per_million(uncached, input_price)
+        + per_million(usage.cache_read_tokens, read_price)
+        + per_million(usage.cache_write_tokens, write_price)
+        + per_million(usage.output_tokens, output_price)
+}
+
+/// The `max_tokens` setting: a token count or a percentage of the model's output limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MaxTokens {
+    /// A fixed count.
+    Tokens(u32),
+    /// A percentage (0-100] of the model's `max_output_tokens`.
+    Percent(f64),
+}
+
+/// Output limit assumed for a percentage when the model is not in the catalogue.
+pub const UNKNOWN_MODEL_OUTPUT_LIMIT: u64 = 8_192;
+
+impl MaxTokens {
+    /// The default, `"50%"`.
+    pub const DEFAULT: MaxTokens = MaxTokens::Percent(50.0);
+
+    /// Parses `"50%"` or `"8192"`.
+    pub fn parse(text: &str) -> Result<MaxTokens, CatalogueError> {
+        let trimmed = text.trim();
+        let invalid = || CatalogueError::InvalidMaxTokens(text.to_string());
+        if let Some(percent) = trimmed.strip_suffix('%') {
+            let value: f64 = percent.trim().parse().map_err(|_| invalid())?;
+            if !(value > 0.0 && value <= 100.0) {
+                return Err(invalid());
+            }
+            return Ok(MaxTokens::Percent(value));
+        }
+        match trimmed.parse::<u32>() {
+            Ok(0) | Err(_) => Err(invalid()),
+            Ok(tokens) => Ok(MaxTokens::Tokens(tokens)),
+        }
+    }
+
+    /// The token count for a model (a percentage of its output limit, at least 1; unknown
+    /// models use [`UNKNOWN_MODEL_OUTPUT_LIMIT`]).
+    pub fn resolve(&self, model: Option<&ModelSpec>) -> u32 {
+        match *self {
+            MaxTokens::Tokens(tokens) => tokens,
+            MaxTokens::Percent(percent) => {
+                let limit = model.map_or(UNKNOWN_MODEL_OUTPUT_LIMIT, |m| m.max_output_tokens);
+                let tokens = (limit as f64 * percent / 100.0).floor() as u64;
+                u32::try_from(tokens.max(1)).unwrap_or(u32::MAX)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn lookup_handles_dates_and_prefixes() {
+        let catalogue = Catalogue::builtin();
+        let find = |kind, model| catalogue.lookup(kind, model).map(|m| m.id.as_str());
+        assert_eq!(
+            find(Anthropic, "claude-sonnet-4-5-20250929"),
+            Some("claude-sonnet-4-5")
+        );
+        assert_eq!(
+            find(Anthropic, "claude-sonnet-4-20250514"),
+            Some("claude-sonnet-4")
+        );
+        assert_eq!(
+            find(Anthropic, "claude-3-7-sonnet@20250219"),
+            Some("claude-3-7-sonnet")
+        );
+        assert_eq!(find(Anthropic, "claude-opus-4-1"), Some("claude-opus-4-1"));
+        assert_eq!(find(Anthropic, "claude-sonnet-4-7"), None);
+        assert_eq!(find(OpenAi, "gpt-5-2025-08-07"), Some("gpt-5"));
+        assert_eq!(find(OpenAi, "gpt-5-mini-2025-08-07"), Some("gpt-5-mini"));
+        assert_eq!(find(OpenAi, "o3"), Some("o3"));
+        assert_eq!(
+            find(ProviderKind::Vertex, "gemini-2.5-flash"),
+            Some("gemini-2.5-flash")
+        );
+        assert_eq!(
+            find(Gemini, "models/gemini-2.5-flash-preview-09-2025"),
+            Some("gemini-2.5-flash")
+        );
+        assert_eq!(find(Moonshot, "kimi-k2-0905-preview"), Some("kimi-k2"));
+        assert_eq!(find(ProviderKind::OpenAiCompatible, "llama3.2"), None);
+        assert_eq!(find(Anthropic, "gpt-5"), None);
+    }
+
+    #[test]
+    fn anthropic_cost_counts_cache_writes_and_reads() {
+        let catalogue = Catalogue::builtin();
+        let sonnet = catalogue.lookup(Anthropic, "claude-sonnet-4-5").unwrap();
+        // 1M uncached + 1M read + 1M written, 1M out.
+        let usage = Usage {
+            input_tokens: 3_000_000 - 1,
+            output_tokens: 1_000_000,
+            thinking_tokens: 0,
+            cache_read_tokens: 1_000_000,
+            cache_write_tokens: 1_000_000,
+        };
+        // Long-context tier does not apply to the sum check below; use a small request instead.
+        let small = Usage {
+            input_tokens: 1_000 + 2_000 + 4_000,
+            output_tokens: 500,
+            thinking_tokens: 100,
+            cache_read_tokens: 2_000,
+            cache_write_tokens: 4_000,
+        };
+        let expected = (1_000.0 * 3.0 + 2_000.0 * 0.3 + 4_000.0 * 3.75 + 500.0 * 15.0) / 1e6;
+        assert!(
+            close(cost(&small, sonnet), expected),
+            "{}",
+            cost(&small, sonnet)
+        );
+        let expected_long = (1_000.0 * 3.0 + 2_000.0 * 0.3 + 4_000.0 * 6.0 + 500.0 * 15.0) / 1e6;
+        assert!(close(
+            cost_with(&small, sonnet, CacheRetention::Long),
+            expected_long
+        ));
+        // Above 200k input tokens the long-context prices apply.
+        let expected_tier = (999_999.0 * 6.0 + 1e6 * 0.6 + 1e6 * 3.75 + 1e6 * 22.5) / 1e6;
+        assert!(
+            close(cost(&usage, sonnet), expected_tier),
+            "{}",
+            cost(&usage, sonnet)
+        );
+    }
+
+    #[test]
+    fn openai_and_gemini_cost() {
+        let catalogue = Catalogue::builtin();
+        let gpt5 = catalogue.lookup(OpenAi, "gpt-5").unwrap();
+        let usage = Usage {
+            input_tokens: 10_000,
+            output_tokens: 2_000,
+            thinking_tokens: 1_500,
+            cache_read_tokens: 8_000,
+            cache_write_tokens: 0,
+        };
+        let expected = (2_000.0 * 1.25 + 8_000.0 * 0.125 + 2_000.0 * 10.0) / 1e6;
+        assert!(close(cost(&usage, gpt5), expected));
+
+        let flash = catalogue
+            .lookup(ProviderKind::Vertex, "gemini-2.5-flash")
+            .unwrap();
+        // Thoughts are part of output_tokens (normalised usage) and billed as output.
+        let usage = Usage {
+            input_tokens: 11,
+            output_tokens: 2 + 21,
+            thinking_tokens: 21,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+        };
+        let expected = (11.0 * 0.3 + 23.0 * 2.5) / 1e6;
+        assert!(close(cost(&usage, flash), expected));
+    }
+
+    #[test]
+    fn overrides_change_and_add_models() {
+        let catalogue = Catalogue::builtin()
+            .with_overrides(&[
+                ModelOverride {
+                    provider: "anthropic".to_string(),
+                    model: "claude-haiku-4-5".to_string(),
+                    input: Some(2.0),
+                    adaptive_thinking: Some(true),
+                    ..ModelOverride::default()
+                },
+                ModelOverride {
+                    provider: "openai_compatible".to_string(),
+                    model: "qwen3:8b".to_string(),
+                    context_window: Some(32_768),
+                    max_output_tokens: Some(4_096),
+                    thinking: Some(true),
+                    ..ModelOverride::default()
+                },
+            ])
+            .unwrap();
+        let haiku = catalogue
+            .lookup(Anthropic, "claude-haiku-4-5-20251001")
+            .unwrap();
+        assert!(close(haiku.input, 2.0));
+        assert!(close(haiku.cache_write_5m, 2.5));
+        assert!(haiku.adaptive_thinking);
+        let qwen = catalogue
+            .lookup(ProviderKind::OpenAiCompatible, "qwen3:8b")
+            .unwrap();
+        assert_eq!(qwen.max_output_tokens, 4_096);
+        assert!(close(cost(&Usage::default(), qwen), 0.0));
+
+        let error = Catalogue::builtin()
+            .with_overrides(&[ModelOverride {
+                provider: "antropic".to_string(),
+                model: "x".to_string(),
+                ..ModelOverride::default()
+            }])
+            .unwrap_err();
+        assert!(error.to_string().contains("unknown provider"));
+    }
+
+    #[test]
+    fn max_tokens_percentages() {
+        let catalogue = Catalogue::builtin();
+        let sonnet = catalogue.lookup(Anthropic, "claude-sonnet-4-5").unwrap();
+        assert_eq!(MaxTokens::DEFAULT.resolve(Some(sonnet)), 32_000);
+        assert_eq!(
+            MaxTokens::parse("25%").unwrap().resolve(Some(sonnet)),
+            16_000
+        );
+        assert_eq!(
+            MaxTokens::parse("4096").unwrap().resolve(Some(sonnet)),
+            4_096
+        );
+        assert_eq!(MaxTokens::parse("50%").unwrap().resolve(None), 4_096);
+        for bad in ["", "0", "150%", "0%", "lots", "-5"] {
+            assert!(MaxTokens::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! Provider failures explained: every [`ProviderError`] says what happened and what to do.
+//!
+//! [`explain_http_error`] reads a non-2xx response (status, headers, body) of any provider;
+//! [`stop_warning`] and [`stop_error`] turn a stop reason into the "Response truncated" warning
+//! or a refusal error.
+
+use std::time::Duration;
+
+use flemma_conversation::StopReason;
+use reqwest::header::HeaderMap;
+
+use crate::credentials::{CredentialError, Secret};
+use crate::{BuildError, ProviderKind};
+
+/// How many characters of an unexpected body are quoted in an error.
+pub const BODY_EXCERPT_CHARS: usize = 300;
+
+/// Everything that can go wrong talking to a provider.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The conversation does not fit the model's context window.
+    #[error(
+        "{provider}: the conversation is too long for the model's context window ({message}). Trim earlier messages or large tool results (or use a model with a larger context window), then send again"
+    )]
+    ContextOverflow {
+        /// Provider name.
+        provider: &'static str,
+        /// The provider's own words.
+        message: String,
+    },
+    /// The provider refused the credential (401/403).
+    #[error(
+        "{provider} rejected the credential {credential} (HTTP {status}: {message}). Check that {credential} holds a valid, active key with access to this model, then send again"
+    )]
+    Authentication {
+        /// Provider name.
+        provider: &'static str,
+        /// HTTP status (401 or 403).
+        status: u16,
+        /// Which credential was used: the environment variable name (never the value).
+        credential: String,
+        /// The provider's own words.
+        message: String,
+    },
+    /// Rate limited (429) and retries did not help.
+    #[error("{provider} rate limit reached (HTTP {status}: {message}).{}{} Wait and send again, or lower the request rate", retry_after_text(.retry_after), limits_text(.limits))]
+    RateLimited {
+        /// Provider name.
+        provider: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// The provider's own words.
+        message: String,
+        /// How long the provider asked to wait.
+        retry_after: Option<Duration>,
+        /// The rate-limit headers (`anthropic-ratelimit-*`, `x-ratelimit-*`) as sent.
+        limits: Vec<(String, String)>,
+    },
+    /// The provider is overloaded or failing (5xx, 529) and retries did not help.
+    #[error(
+        "{provider} is unavailable (HTTP {status}: {message}). This is on the provider's side; try again in a few minutes"
+    )]
+    Unavailable {
+        /// Provider name.
+        provider: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// The provider's own words.
+        message: String,
+    },
+    /// The provider rejected the request (other 4xx).
+    #[error("{provider} rejected the request (HTTP {status}: {message}). {advice}")]
+    Rejected {
+        /// Provider name.
+        provider: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// The provider's own words.
+        message: String,
+        /// What to do about it.
+        advice: &'static str,
+    },
+    /// An HTML or non-JSON body where JSON was expected (a proxy, a captive portal, a wrong URL).
+    #[error(
+        "Unexpected API response: {status} {excerpt} (is the base URL right, and is a proxy in the way?)"
+    )]
+    UnexpectedResponse {
+        /// HTTP status.
+        status: u16,
+        /// The first 300 characters of the body.
+        excerpt: String,
+    },
+    /// The provider reported an error in the middle of the stream.
+    #[error("{provider} reported an error during the reply: {message}.{}", partial_text(*.partial))]
+    Stream {
+        /// Provider name.
+        provider: &'static str,
+        /// The provider's own words.
+        message: String,
+        /// Content had already been streamed.
+        partial: bool,
+    },
+    /// The connection dropped after the reply had started.
+    #[error(
+        "the connection to {provider} dropped during the reply ({message}); the content received so far may be partial. Send again to continue"
+    )]
+    Interrupted {
+        /// Provider name.
+        provider: &'static str,
+        /// What the transport said.
+        message: String,
+    },
+    /// The provider could not be reached (after retries).
+    #[error(
+        "could not reach {provider} at {url} ({message}). Check the network and the base URL (config or the *_BASE_URL variable)"
+    )]
+    Connection {
+        /// Provider name.
+        provider: &'static str,
+        /// The URL tried (never carries credentials).
+        url: String,
+        /// What the transport said.
+        message: String,
+    },
+    /// The model refused, or a safety filter stopped the reply.
+    #[error(
+        "the model refused to answer: {reason}. Rephrase the request or remove the content that triggered it"
+    )]
+    Refusal {
+        /// The provider's reason (category, explanation or finish reason).
+        reason: String,
+    },
+    /// The request was cancelled.
+    #[error("the request was cancelled")]
+    Cancelled,
+    /// No credential could be found.
+    #[error(transparent)]
+    Credentials(#[from] CredentialError),
+    /// The request could not be built, or a response body could not be read.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// The HTTP client could not be set up.
+    #[error("could not set up the HTTP client: {0}")]
+    Client(String),
+}
+
+fn retry_after_text(retry_after: &Option<Duration>) -> String {
+    match retry_after {
+        Some(delay) => format!(
+            " The provider asks to retry after {} s.",
+            delay.as_secs_f64()
+        ),
+        None => String::new(),
+    }
+}
+
+fn limits_text(limits: &[(String, String)]) -> String {
+    if limits.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = limits
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}"))
+        .collect();
+    format!(" Limits: {}.", list.join(", "))
+}
+
+fn partial_text(partial: bool) -> &'static str {
+    if partial {
+        " The content received so far may be partial; send again to continue"
+    } else {
+        " Send again to retry"
+    }
+}
+
+/// Turns a non-2xx response into a [`ProviderError`]. `credential` names the credential used
+/// (the environment variable), `secret` is removed from any text quoted from the body.
+pub fn explain_http_error(
+    kind: ProviderKind,
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+    credential: &str,
+    secret: Option<&Secret>,
+    retry_after: Option<Duration>,
+) -> ProviderError {
+    let provider = kind.name();
+    let text = redact(&String::from_utf8_lossy(body), secret);
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return ProviderError::UnexpectedResponse {
+            status,
+            excerpt: excerpt(&text),
+        };
+    };
+    let error = json.get("error").unwrap_or(&json);
+    let message = error
+        .get("message")
+        .and_then(|m| m.as_str())
+        .or_else(|| error.as_str())
+        .map(str::to_string);
+    let Some(message) = message else {
+        return ProviderError::UnexpectedResponse {
+            status,
+            excerpt: excerpt(&text),
+        };
+    };
+    let code = ["type", "code", "status"]
+        .iter()
+        .filter_map(|key| error.get(*key))
+        .filter_map(|value| value.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let described = if code.is_empty() {
+        message.clone()
+    } else {
+        format!("{code}: {message}")
+    };
+    if is_context_overflow(status, &code, &message) {
+        return ProviderError::ContextOverflow {
+            provider,
+            message: described,
+        };
+    }
+    // Google answers a bad API key with 400 INVALID_ARGUMENT / reason API_KEY_INVALID.
+    let bad_google_key = status == 400
+        && (text.contains("API_KEY_INVALID")
+            || message.to_ascii_lowercase().contains("api key not valid"));
+    match status {
+        _ if bad_google_key => ProviderError::Authentication {
+            provider,
+            status,
+            credential: credential.to_string(),
+            message: described,
+        },
+        401 | 403 => ProviderError::Authentication {
+            provider,
+            status,
+            credential: credential.to_string(),
+            message: described,
+        },
+        429 => ProviderError::RateLimited {
+            provider,
+            status,
+            message: described,
+            retry_after,
+            limits: rate_limit_headers(headers),
+        },
+        500..=599 => ProviderError::Unavailable {
+            provider,
+            status,
+            message: described,
+        },
+        _ => ProviderError::Rejected {
+            provider,
+            status,
+            message: described,
+            advice: advice_for(status),
+        },
+    }
+}
+
+fn advice_for(status: u16) -> &'static str {
+    match status {
+        402 => "Check the account's billing and credit balance",
+        404 => "Check the model name (`flemmad models PROVIDER` lists them) and the base URL",
+        413 => "The request is too large: remove large attachments or tool results",
+        _ => "Check the model name and parameters in the frontmatter or config",
+    }
+}
+
+fn is_context_overflow(status: u16, code: &str, message: &str) -> bool {
+    if !matches!(status, 400 | 413) {
+        return false;
+    }
+    let message = message.to_ascii_lowercase();
+    code.contains("context_length_exceeded")
+        || [
+            "prompt is too long",
+            "context length",
+            "context window",
+            "maximum context",
+            "too many tokens",
+            "input token count",
+            "exceeds the maximum number of tokens",
+        ]
+        .iter()
+        .any(|needle| message.contains(needle))
+}
+
+/// The rate-limit headers of a response, in the order received.
+pub fn rate_limit_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| {
+            let name = name.as_str();
+            name.starts_with("anthropic-ratelimit-") || name.starts_with("x-ratelimit-")
+        })
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_string(), value.to_str().ok()?.to_string()))
+        })
+        .collect()
+}
+
+/// The first [`BODY_EXCERPT_CHARS`] characters of a body, trimmed.
+pub fn excerpt(text: &str) -> String {
+    text.trim().chars().take(BODY_EXCERPT_CHARS).collect()
+}
+
+/// Removes a secret's value from a text (providers sometimes echo part of a key).
+pub fn redact(text: &str, secret: Option<&Secret>) -> String {
+    match secret {
+        Some(secret) if !secret.expose().is_empty() => text.replace(secret.expose(), "[redacted]"),
+        _ => text.to_string(),
+    }
+}
+
+/// The warning for a reply that stopped early without failing: `max_tokens` → "Response
+/// truncated".
+pub fn stop_warning(stop: &StopReason) -> Option<String> {
+    match stop {
+        StopReason::MaxTokens => Some(
+            "Response truncated: the model reached the max_tokens limit. Raise max_tokens (e.g. \"80%\") or ask it to continue".to_string(),
+        ),
+        _ => None,
+    }
+}
+
+/// The error for a reply the model refused or a safety filter stopped, naming the reason.
+pub fn stop_error(stop: &StopReason) -> Option<ProviderError> {
+    match stop {
+        StopReason::Refusal { reason } => Some(ProviderError::Refusal {
+            reason: if reason.is_empty() {
+                "refusal".to_string()
+            } else {
+                reason.clone()
+            },
+        }),
+        StopReason::ContextWindowExceeded => Some(ProviderError::ContextOverflow {
+            provider: "the provider",
+            message: "the model stopped at the context window limit".to_string(),
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    fn explain(kind: ProviderKind, status: u16, headers: &HeaderMap, body: &str) -> ProviderError {
+        explain_http_error(
+            kind,
+            status,
+            headers,
+            body.as_bytes(),
+            "ANTHROPIC_API_KEY",
+            Some(&Secret::new("sk-ant-secret-123")),
+            None,
+        )
+    }
+
+    #[test]
+    fn context_overflow_advises_trimming() {
+        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 205351 tokens > 200000 maximum"},"request_id":"req_1"}"#;
+        let error = explain(ProviderKind::Anthropic, 400, &HeaderMap::new(), body);
+        assert!(matches!(error, ProviderError::ContextOverflow { .. }));
+        let text = error.to_string();
+        assert!(text.contains("205351 tokens"), "{text}");
+        assert!(text.contains("Trim earlier messages"), "{text}");
+
+        let body = r#"{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+        let error = explain(ProviderKind::OpenAi, 400, &HeaderMap::new(), body);
+        assert!(matches!(error, ProviderError::ContextOverflow { .. }));
+    }
+
+    #[test]
+    fn authentication_names_the_variable_never_the_value() {
+        let body = r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key sk-ant-secret-123"}}"#;
+        let error = explain(ProviderKind::Anthropic, 401, &HeaderMap::new(), body);
+        let text = error.to_string();
+        assert!(text.contains("ANTHROPIC_API_KEY"), "{text}");
+        assert!(text.contains("authentication_error"), "{text}");
+        assert!(!text.contains("sk-ant-secret-123"), "{text}");
+        assert!(!format!("{error:?}").contains("sk-ant-secret-123"));
+    }
+
+    #[test]
+    fn rate_limit_lists_the_headers_and_the_wait() {
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", HeaderValue::from_static("17"));
+        headers.insert(
+            "anthropic-ratelimit-requests-remaining",
+            HeaderValue::from_static("0"),
+        );
+        headers.insert(
+            "anthropic-ratelimit-requests-reset",
+            HeaderValue::from_static("2026-08-21T12:00:17Z"),
+        );
+        headers.insert(
+            "x-ratelimit-remaining-tokens",
+            HeaderValue::from_static("0"),
+        );
+        let body = r#"{"type":"error","error":{"type":"rate_limit_error","message":"Please try again later."}}"#;
+        let error = explain_http_error(
+            ProviderKind::Anthropic,
+            429,
+            &headers,
+            body.as_bytes(),
+            "ANTHROPIC_API_KEY",
+            None,
+            Some(Duration::from_secs(17)),
+        );
+        let text = error.to_string();
+        assert!(text.contains("rate limit"), "{text}");
+        assert!(text.contains("retry after 17 s"), "{text}");
+        assert!(
+            text.contains("anthropic-ratelimit-requests-reset: 2026-08-21T12:00:17Z"),
+            "{text}"
+        );
+        assert!(text.contains("x-ratelimit-remaining-tokens: 0"), "{text}");
+    }
+
+    #[test]
+    fn html_bodies_are_quoted_up_to_300_characters() {
+        let body = format!(
+            "<html><head><title>502 Bad Gateway</title></head><body>{}</body></html>",
+            "x".repeat(1000)
+        );
+        let error = explain(ProviderKind::OpenAi, 502, &HeaderMap::new(), &body);
+        let ProviderError::UnexpectedResponse { status, excerpt } = &error else {
+            panic!("{error:?}");
+        };
+        assert_eq!(*status, 502);
+        assert_eq!(excerpt.chars().count(), 300);
+        assert!(
+            error
+                .to_string()
+                .starts_with("Unexpected API response: 502 <html><head><title>502 Bad Gateway")
+        );
+    }
+
+    #[test]
+    fn gemini_and_server_errors() {
+        let body = r#"{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}"#;
+        let error = explain(ProviderKind::Gemini, 503, &HeaderMap::new(), body);
+        assert!(matches!(
+            error,
+            ProviderError::Unavailable { status: 503, .. }
+        ));
+        assert!(
+            error
+                .to_string()
+                .contains("UNAVAILABLE: The model is overloaded")
+        );
+
+        let body = r#"{"error":{"code":404,"message":"models/gemini-9 is not found","status":"NOT_FOUND"}}"#;
+        let error = explain(ProviderKind::Gemini, 404, &HeaderMap::new(), body);
+        assert!(
+            error.to_string().contains("Check the model name"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn stop_reasons() {
+        assert!(
+            stop_warning(&StopReason::MaxTokens)
+                .unwrap()
+                .starts_with("Response truncated")
+        );
+        assert_eq!(stop_warning(&StopReason::EndTurn), None);
+        let error = stop_error(&StopReason::Refusal {
+            reason: "SAFETY".to_string(),
+        })
+        .unwrap();
+        assert!(error.to_string().contains("SAFETY"));
+        assert!(stop_error(&StopReason::ToolUse).is_none());
+    }
+}

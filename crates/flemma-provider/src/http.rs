@@ -1,0 +1,533 @@
+//! The HTTP edge: sends built requests with authentication, retries before the first byte,
+//! streams the body through the provider's decoder, and explains failures.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use flemma_conversation::{Conversation, StopReason, StreamEvent, Usage};
+use reqwest::header::HeaderMap;
+use tokio_util::sync::CancellationToken;
+
+use crate::credentials::{CredentialEnvironment, CredentialResolver, Secret, env_var_name};
+use crate::explain::{ProviderError, explain_http_error, redact, stop_warning};
+use crate::retry::{RetryPolicy, is_retryable_status, retry_hint};
+use crate::{
+    ModelInfo, ProviderKind, RequestOptions, WireRequest, build_request, count_tokens_request,
+    decoder, list_models_request, parse_count_tokens, parse_models, vertex_default_base_url,
+};
+
+/// Timeouts and retries of a [`ProviderClient`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Time to establish a connection (`connect_timeout`, default 10 s).
+    pub connect_timeout: Duration,
+    /// Time for a whole request including the streamed body (`timeout`, default 600 s).
+    pub timeout: Duration,
+    /// When to retry.
+    pub retry: RetryPolicy,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            connect_timeout: Duration::from_secs(10),
+            timeout: Duration::from_secs(600),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Where to send a provider's requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Base URL without trailing slash; the wire paths are appended to it (Anthropic and Gemini
+    /// without a version, OpenAI-style bases with `/v1`).
+    pub base_url: String,
+    /// A credential to use instead of the resolver chain (tests, config).
+    pub credential: Option<Secret>,
+}
+
+impl Endpoint {
+    /// An endpoint at `base_url` whose credential comes from the resolver chain.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Endpoint {
+            base_url: base_url.into().trim_end_matches('/').to_string(),
+            credential: None,
+        }
+    }
+
+    /// Uses this credential instead of the resolver chain.
+    pub fn with_credential(mut self, credential: Secret) -> Self {
+        self.credential = Some(credential);
+        self
+    }
+
+    /// The endpoint of a provider: the configured base URL, else the conventional variable
+    /// ([`base_url_env_var`]), else the provider's real default ([`default_base_url`]).
+    pub fn for_provider(
+        kind: ProviderKind,
+        configured: Option<&str>,
+        environment: &CredentialEnvironment,
+        vertex_location: &str,
+    ) -> Self {
+        let from_env = environment
+            .var(base_url_env_var(kind))
+            .map(str::trim)
+            .filter(|value| !value.is_empty());
+        let base = configured
+            .map(str::trim)
+            .filter(|value| !value.is_empty())
+            .or(from_env)
+            .map_or_else(|| default_base_url(kind, vertex_location), str::to_string);
+        Endpoint::new(base)
+    }
+}
+
+/// The variable the official SDKs read for a provider's base URL.
+pub fn base_url_env_var(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Anthropic => "ANTHROPIC_BASE_URL",
+        ProviderKind::OpenAi => "OPENAI_BASE_URL",
+        ProviderKind::OpenAiCompatible => "OPENAI_COMPATIBLE_BASE_URL",
+        ProviderKind::Moonshot => "MOONSHOT_BASE_URL",
+        ProviderKind::Gemini => "GEMINI_BASE_URL",
+        ProviderKind::Vertex => "VERTEX_BASE_URL",
+    }
+}
+
+/// The real base URL of a provider (OpenAI-compatible: a local Ollama).
+pub fn default_base_url(kind: ProviderKind, vertex_location: &str) -> String {
+    match kind {
+        ProviderKind::Anthropic => "https://api.anthropic.com".to_string(),
+        ProviderKind::OpenAi => "https://api.openai.com/v1".to_string(),
+        ProviderKind::OpenAiCompatible => "http://127.0.0.1:11434/v1".to_string(),
+        ProviderKind::Moonshot => "https://api.moonshot.ai/v1".to_string(),
+        ProviderKind::Gemini => "https://generativelanguage.googleapis.com".to_string(),
+        ProviderKind::Vertex => vertex_default_base_url(vertex_location),
+    }
+}
+
+/// The `(service, kind)` of the credential a provider needs (`("anthropic", "api_key")`,
+/// `("vertex", "access_token")`).
+pub fn credential_for(kind: ProviderKind) -> (&'static str, &'static str) {
+    match kind {
+        ProviderKind::Vertex => ("vertex", "access_token"),
+        other => (other.name(), "api_key"),
+    }
+}
+
+/// What the client reports while a request runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// A retryable failure before the first byte; the client waits `delay` and tries again.
+    Retrying {
+        /// The retry number (1 for the first retry).
+        attempt: u32,
+        /// How long the client waits before it.
+        delay: Duration,
+        /// Why (`HTTP 429`, `connection error: …`).
+        reason: String,
+    },
+    /// The first byte of the reply body arrived (from now on nothing is retried).
+    FirstByte,
+    /// A decoded event, as soon as its bytes arrived. [`StreamEvent::Error`] is never
+    /// forwarded: it ends the stream with an `Err`.
+    Event(StreamEvent),
+}
+
+/// How a streamed reply ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSummary {
+    /// The last usage the provider reported.
+    pub usage: Usage,
+    /// Why the model stopped.
+    pub stop: StopReason,
+    /// The provider's request id (`request-id`, `x-request-id`), for support requests.
+    pub request_id: Option<String>,
+    /// Things the user should know: adaptations made by the request builder and the "Response
+    /// truncated" warning.
+    pub warnings: Vec<String>,
+    /// How many retries it took.
+    pub retries: u32,
+}
+
+impl StreamSummary {
+    /// The error a refusal or safety stop amounts to (see [`crate::explain::stop_error`]).
+    pub fn stop_error(&self) -> Option<ProviderError> {
+        crate::explain::stop_error(&self.stop)
+    }
+}
+
+/// The HTTP client for every provider.
+#[derive(Debug, Clone)]
+pub struct ProviderClient {
+    http: reqwest::Client,
+    credentials: Arc<CredentialResolver>,
+    retry: RetryPolicy,
+    timeout: Duration,
+}
+
+/// A successful response and the retries it took.
+struct Sent {
+    response: reqwest::Response,
+    secret: Option<Secret>,
+    retries: u32,
+}
+
+impl ProviderClient {
+    /// Builds the client (installs the `ring` TLS provider as the process default if none is).
+    pub fn new(
+        config: ClientConfig,
+        credentials: Arc<CredentialResolver>,
+    ) -> Result<Self, ProviderError> {
+        // Fails only when a provider is already installed, which is what we want anyway.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.timeout)
+            .user_agent(concat!("flemmad/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|error| ProviderError::Client(error.to_string()))?;
+        Ok(ProviderClient {
+            http,
+            credentials,
+            retry: config.retry,
+            timeout: config.timeout,
+        })
+    }
+
+    /// Sends `conversation` and streams the reply: every decoded event goes to `observer` as
+    /// its bytes arrive. Retries (reported as [`ClientEvent::Retrying`]) happen only before the
+    /// first byte. Cancelling `cancel` drops the connection at once and returns
+    /// [`ProviderError::Cancelled`].
+    pub async fn stream(
+        &self,
+        kind: ProviderKind,
+        conversation: &Conversation,
+        options: &RequestOptions,
+        endpoint: &Endpoint,
+        cancel: CancellationToken,
+        observer: &mut dyn FnMut(ClientEvent),
+    ) -> Result<StreamSummary, ProviderError> {
+        let built = build_request(kind, conversation, options)?;
+        let sent = self
+            .send(kind, &built.request, endpoint, &cancel, observer)
+            .await?;
+        let request_id = request_id(sent.response.headers());
+        let mut response = sent.response;
+        let mut stream_decoder = decoder(kind);
+        let mut summary = StreamSummary {
+            usage: Usage::default(),
+            stop: StopReason::EndTurn,
+            request_id,
+            warnings: built.warnings,
+            retries: sent.retries,
+        };
+        let mut first_byte = true;
+        let mut content = false;
+        loop {
+            let chunk = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+                chunk = response.chunk() => chunk,
+            };
+            let (events, done) = match chunk {
+                Ok(Some(bytes)) => {
+                    if first_byte {
+                        first_byte = false;
+                        observer(ClientEvent::FirstByte);
+                    }
+                    (stream_decoder.feed(&bytes), false)
+                }
+                Ok(None) => (stream_decoder.finish(), true),
+                Err(error) => {
+                    let message = if error.is_timeout() {
+                        format!("no complete reply within {} s", self.timeout.as_secs())
+                    } else {
+                        transport_message(&error)
+                    };
+                    return Err(ProviderError::Interrupted {
+                        provider: kind.name(),
+                        message,
+                    });
+                }
+            };
+            for event in events {
+                match event {
+                    StreamEvent::Error { message } => {
+                        return Err(ProviderError::Stream {
+                            provider: kind.name(),
+                            message: redact(&message, sent.secret.as_ref()),
+                            partial: content,
+                        });
+                    }
+                    StreamEvent::Usage { usage } => {
+                        summary.usage = usage;
+                        observer(ClientEvent::Event(StreamEvent::Usage { usage }));
+                    }
+                    StreamEvent::Stop { reason } => {
+                        summary.stop = reason.clone();
+                        observer(ClientEvent::Event(StreamEvent::Stop { reason }));
+                    }
+                    other => {
+                        content = true;
+                        observer(ClientEvent::Event(other));
+                    }
+                }
+            }
+            if done {
+                break;
+            }
+        }
+        if let Some(warning) = stop_warning(&summary.stop) {
+            summary.warnings.push(warning);
+        }
+        Ok(summary)
+    }
+
+    /// Counts the input tokens of `conversation` with the provider's counting endpoint.
+    pub async fn count_tokens(
+        &self,
+        kind: ProviderKind,
+        conversation: &Conversation,
+        options: &RequestOptions,
+        endpoint: &Endpoint,
+        cancel: CancellationToken,
+    ) -> Result<u64, ProviderError> {
+        let request = count_tokens_request(kind, conversation, options)?;
+        let body = self
+            .fetch(kind, &request, endpoint, &cancel, &mut |_| {})
+            .await?;
+        Ok(parse_count_tokens(kind, &body)?)
+    }
+
+    /// Lists the models the provider offers.
+    pub async fn list_models(
+        &self,
+        kind: ProviderKind,
+        options: &RequestOptions,
+        endpoint: &Endpoint,
+        cancel: CancellationToken,
+    ) -> Result<Vec<ModelInfo>, ProviderError> {
+        let request = list_models_request(kind, options);
+        let body = self
+            .fetch(kind, &request, endpoint, &cancel, &mut |_| {})
+            .await?;
+        Ok(parse_models(kind, &body)?)
+    }
+
+    /// Sends a non-streaming request and reads the whole body.
+    async fn fetch(
+        &self,
+        kind: ProviderKind,
+        request: &WireRequest,
+        endpoint: &Endpoint,
+        cancel: &CancellationToken,
+        observer: &mut dyn FnMut(ClientEvent),
+    ) -> Result<Vec<u8>, ProviderError> {
+        let sent = self.send(kind, request, endpoint, cancel, observer).await?;
+        let body = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+            body = sent.response.bytes() => body,
+        };
+        body.map(|bytes| bytes.to_vec())
+            .map_err(|error| ProviderError::Interrupted {
+                provider: kind.name(),
+                message: transport_message(&error),
+            })
+    }
+
+    /// The credential for a request: the endpoint's own, else the resolver chain
+    /// (OpenAI-compatible servers may have none).
+    async fn credential(
+        &self,
+        kind: ProviderKind,
+        endpoint: &Endpoint,
+    ) -> Result<Option<Secret>, ProviderError> {
+        if let Some(secret) = &endpoint.credential {
+            return Ok(Some(secret.clone()));
+        }
+        let (service, credential_kind) = credential_for(kind);
+        match self.credentials.resolve(service, credential_kind).await {
+            Ok(secret) => Ok(Some(secret)),
+            Err(_) if kind == ProviderKind::OpenAiCompatible => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Sends a request until it gets a 2xx response, retrying as [`RetryPolicy`] says.
+    async fn send(
+        &self,
+        kind: ProviderKind,
+        wire: &WireRequest,
+        endpoint: &Endpoint,
+        cancel: &CancellationToken,
+        observer: &mut dyn FnMut(ClientEvent),
+    ) -> Result<Sent, ProviderError> {
+        let secret = self.credential(kind, endpoint).await?;
+        let (service, credential_kind) = credential_for(kind);
+        let credential_name = env_var_name(service, credential_kind);
+        let url = format!("{}{}", endpoint.base_url, wire.path_and_query);
+        let method = reqwest::Method::from_bytes(wire.method.as_bytes())
+            .map_err(|error| ProviderError::Client(error.to_string()))?;
+        let mut retries = 0;
+        loop {
+            let mut request = self.http.request(method.clone(), &url);
+            for (name, value) in &wire.headers {
+                request = request.header(name, value);
+            }
+            if let Some(secret) = &secret {
+                request = match kind {
+                    ProviderKind::Anthropic => request.header("x-api-key", secret.expose()),
+                    ProviderKind::Gemini => request.header("x-goog-api-key", secret.expose()),
+                    ProviderKind::OpenAi
+                    | ProviderKind::OpenAiCompatible
+                    | ProviderKind::Moonshot
+                    | ProviderKind::Vertex => request.bearer_auth(secret.expose()),
+                };
+            }
+            if !wire.body.is_empty() {
+                request = request
+                    .header("content-type", "application/json")
+                    .body(wire.body.clone());
+            }
+            let outcome = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+                outcome = request.send() => outcome,
+            };
+            let (reason, hint, error) = match outcome {
+                Ok(response) if response.status().is_success() => {
+                    return Ok(Sent {
+                        response,
+                        secret,
+                        retries,
+                    });
+                }
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let headers = response.headers().clone();
+                    let body = tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+                        body = response.bytes() => body.map(|b| b.to_vec()).unwrap_or_default(),
+                    };
+                    let hint = retry_hint(&headers, &body, SystemTime::now());
+                    let error = explain_http_error(
+                        kind,
+                        status,
+                        &headers,
+                        &body,
+                        &credential_name,
+                        secret.as_ref(),
+                        hint,
+                    );
+                    if matches!(error, ProviderError::Authentication { .. }) {
+                        // A stale cached token (gcloud) is fetched again on the next send.
+                        self.credentials.invalidate(service, credential_kind);
+                    }
+                    if !is_retryable_status(status) {
+                        return Err(error);
+                    }
+                    (format!("HTTP {status}"), hint, error)
+                }
+                Err(error) => {
+                    let message = transport_message(&error);
+                    let failure = ProviderError::Connection {
+                        provider: kind.name(),
+                        url: url.clone(),
+                        message: message.clone(),
+                    };
+                    // Connection failures (refused, reset, connect timeout) are retried; a
+                    // request that used up the whole `timeout` is not.
+                    let retryable =
+                        error.is_connect() || (error.is_request() && !error.is_timeout());
+                    if !retryable {
+                        return Err(failure);
+                    }
+                    (format!("connection error: {message}"), None, failure)
+                }
+            };
+            retries += 1;
+            let Some(delay) = self.retry.delay_before(retries, hint) else {
+                return Err(error);
+            };
+            observer(ClientEvent::Retrying {
+                attempt: retries,
+                delay,
+                reason,
+            });
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+}
+
+/// The request id of a response (`request-id` for Anthropic, `x-request-id` for OpenAI-style
+/// servers, `x-goog-request-id` for Google).
+fn request_id(headers: &HeaderMap) -> Option<String> {
+    ["request-id", "x-request-id", "x-goog-request-id"]
+        .iter()
+        .find_map(|name| headers.get(*name)?.to_str().ok().map(str::to_string))
+}
+
+/// A transport error with its causes (reqwest's top-level message alone says little).
+fn transport_message(error: &reqwest::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_come_from_config_then_environment_then_defaults() {
+        let env = CredentialEnvironment::from_vars([
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/"),
+            ("OPENAI_COMPATIBLE_BASE_URL", "http://127.0.0.1:11434/v1"),
+        ]);
+        let anthropic = Endpoint::for_provider(ProviderKind::Anthropic, None, &env, "global");
+        assert_eq!(anthropic.base_url, "http://127.0.0.1:9");
+        let configured = Endpoint::for_provider(
+            ProviderKind::Anthropic,
+            Some("https://proxy.example/"),
+            &env,
+            "global",
+        );
+        assert_eq!(configured.base_url, "https://proxy.example");
+        let openai = Endpoint::for_provider(ProviderKind::OpenAi, None, &env, "global");
+        assert_eq!(openai.base_url, "https://api.openai.com/v1");
+        let vertex = Endpoint::for_provider(ProviderKind::Vertex, None, &env, "us-east5");
+        assert_eq!(
+            vertex.base_url,
+            "https://us-east5-aiplatform.googleapis.com"
+        );
+        let compat = Endpoint::for_provider(ProviderKind::OpenAiCompatible, None, &env, "");
+        assert_eq!(compat.base_url, "http://127.0.0.1:11434/v1");
+    }
+
+    #[test]
+    fn credentials_per_provider() {
+        assert_eq!(
+            credential_for(ProviderKind::Anthropic),
+            ("anthropic", "api_key")
+        );
+        assert_eq!(
+            credential_for(ProviderKind::Vertex),
+            ("vertex", "access_token")
+        );
+        let (service, kind) = credential_for(ProviderKind::OpenAiCompatible);
+        assert_eq!(env_var_name(service, kind), "OPENAI_COMPATIBLE_API_KEY");
+    }
+}

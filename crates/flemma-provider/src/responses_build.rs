@@ -1,0 +1,253 @@
+//! OpenAI Responses request bodies (`store: false`, encrypted reasoning round trip).
+
+use base64::Engine as _;
+use flemma_conversation::{Part, Role};
+use serde_json::{Map, Value, json};
+
+use crate::prepare::{Prepared, ThinkingUse, classify_thinking, data_url, file_name};
+use crate::tools::normalize_tool_id;
+use crate::{
+    BuildError, CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel,
+    WireRequest, encode_tool_name, inject_harness_parameters, sorted_tools,
+};
+
+const MAX_ID_LEN: usize = 64;
+
+/// `reasoning.effort` of a named level (`max` maps to `high`, accepted by every reasoning
+/// model; set `openai.reasoning` for `xhigh`).
+pub fn openai_level_effort(level: ThinkingLevel) -> &'static str {
+    match level {
+        ThinkingLevel::Minimal => "minimal",
+        ThinkingLevel::Low => "low",
+        ThinkingLevel::Medium => "medium",
+        ThinkingLevel::High | ThinkingLevel::Max => "high",
+    }
+}
+
+/// `reasoning.effort` of a token budget.
+pub fn openai_budget_effort(budget: u32) -> &'static str {
+    match budget {
+        0..=1024 => "low",
+        1025..=8192 => "medium",
+        _ => "high",
+    }
+}
+
+/// The effort to request, `None` when reasoning is off. The `openai.reasoning` override wins.
+pub(crate) fn effort(options: &RequestOptions) -> Option<String> {
+    if let Some(effort) = &options.openai_reasoning {
+        return (!effort.is_empty()).then(|| effort.clone());
+    }
+    match options.thinking {
+        Thinking::Off => None,
+        Thinking::Level(level) => Some(openai_level_effort(level).to_string()),
+        Thinking::Budget(0) => None,
+        Thinking::Budget(budget) => Some(openai_budget_effort(budget).to_string()),
+    }
+}
+
+fn user_content(part: &Part) -> Option<Value> {
+    match part {
+        Part::Text { text } | Part::TextFile { text, .. } if !text.is_empty() => {
+            Some(json!({"type": "input_text", "text": text}))
+        }
+        Part::Image { mime, data, .. } => {
+            Some(json!({"type": "input_image", "image_url": data_url(mime, data)}))
+        }
+        Part::Pdf { data, path } => Some(json!({
+            "type": "input_file",
+            "filename": file_name(path),
+            "file_data": data_url("application/pdf", data),
+        })),
+        _ => None,
+    }
+}
+
+fn tool_output(content: &[Part]) -> Value {
+    let has_attachments = content
+        .iter()
+        .any(|p| matches!(p, Part::Image { .. } | Part::Pdf { .. }));
+    if has_attachments {
+        Value::Array(content.iter().filter_map(user_content).collect())
+    } else {
+        json!(Part::joined_text(content))
+    }
+}
+
+fn push_assistant_text(items: &mut Vec<Value>, text: &str) {
+    items.push(json!({"role": "assistant", "content": text}));
+}
+
+fn assistant_items(parts: &[Part], items: &mut Vec<Value>, warnings: &mut Vec<String>) {
+    let mut texts: Vec<String> = Vec::new();
+    for part in parts {
+        if let Part::Thinking {
+            text,
+            signature,
+            redacted,
+        } = part
+        {
+            match classify_thinking(ProviderKind::OpenAi, text, signature.as_ref(), *redacted) {
+                ThinkingUse::Native { text, signature } => match decode_reasoning_item(&signature)
+                {
+                    Some(item) => items.push(item),
+                    None => {
+                        warnings.push(
+                            "an openai thinking signature is not a base64 reasoning item; its text was sent as plain context".into(),
+                        );
+                        if !text.trim().is_empty() {
+                            texts.push(format!("<thinking>\n{}\n</thinking>", text.trim_end()));
+                        }
+                    }
+                },
+                ThinkingUse::ForeignText(text) => texts.push(text),
+                ThinkingUse::NativeRedacted { .. } | ThinkingUse::Drop => {}
+            }
+        }
+    }
+    if !texts.is_empty() {
+        push_assistant_text(items, &texts.join("\n\n"));
+    }
+    for part in parts {
+        match part {
+            Part::Text { text } if !text.is_empty() => push_assistant_text(items, text),
+            Part::ToolUse {
+                id,
+                name,
+                input,
+                raw_input,
+            } => {
+                let arguments = if raw_input.trim().is_empty() {
+                    input.to_string()
+                } else {
+                    raw_input.clone()
+                };
+                items.push(json!({
+                    "type": "function_call",
+                    "call_id": normalize_tool_id(id, MAX_ID_LEN),
+                    "name": encode_tool_name(name),
+                    "arguments": arguments,
+                }));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Decodes an `openai:` signature: base64 of the JSON of a reasoning output item.
+fn decode_reasoning_item(signature: &str) -> Option<Value> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(signature.trim())
+        .ok()?;
+    let item: Value = serde_json::from_slice(&bytes).ok()?;
+    (item.get("type").and_then(Value::as_str) == Some("reasoning")).then_some(item)
+}
+
+/// The body as a JSON map.
+pub(crate) fn body(
+    prepared: &Prepared,
+    options: &RequestOptions,
+    warnings: &mut Vec<String>,
+) -> Map<String, Value> {
+    let mut input: Vec<Value> = Vec::new();
+    for turn in &prepared.turns {
+        match turn.role {
+            Role::User => {
+                let mut content = Vec::new();
+                for part in &turn.parts {
+                    match part {
+                        Part::ToolResult {
+                            tool_use_id,
+                            content: result,
+                            ..
+                        } => input.push(json!({
+                            "type": "function_call_output",
+                            "call_id": normalize_tool_id(tool_use_id, MAX_ID_LEN),
+                            "output": tool_output(result),
+                        })),
+                        other => content.extend(user_content(other)),
+                    }
+                }
+                if !content.is_empty() {
+                    input.push(json!({"role": "user", "content": content}));
+                }
+            }
+            Role::Assistant => assistant_items(&turn.parts, &mut input, warnings),
+        }
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), json!(options.model));
+    if !prepared.system.is_empty() {
+        body.insert("instructions".into(), json!(prepared.system));
+    }
+    body.insert("input".into(), Value::Array(input));
+    let tools: Vec<Value> = sorted_tools(&options.tools)
+        .into_iter()
+        .map(|tool| {
+            json!({
+                "type": "function",
+                "name": encode_tool_name(&tool.name),
+                "description": tool.description,
+                "parameters": inject_harness_parameters(tool),
+                "strict": tool.strict,
+            })
+        })
+        .collect();
+    if !tools.is_empty() {
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    let effort = effort(options);
+    if let Some(effort) = &effort {
+        let summary = options
+            .openai_reasoning_summary
+            .clone()
+            .unwrap_or_else(|| "auto".to_string());
+        body.insert(
+            "reasoning".into(),
+            json!({"effort": effort, "summary": summary}),
+        );
+        body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+    }
+    body.insert("max_output_tokens".into(), json!(options.max_tokens));
+    if let (Some(temperature), None) = (options.temperature, &effort) {
+        body.insert("temperature".into(), json!(temperature));
+    }
+    if let (Some(key), false) = (
+        &options.prompt_cache_key,
+        options.cache_retention == CacheRetention::None,
+    ) {
+        body.insert("prompt_cache_key".into(), json!(key));
+    }
+    body.insert("store".into(), json!(false));
+    body.insert("stream".into(), json!(true));
+    body
+}
+
+/// Headers besides authentication.
+pub(crate) fn headers() -> Vec<(String, String)> {
+    vec![("content-type".to_string(), "application/json".to_string())]
+}
+
+/// The `/responses/input_tokens` request.
+pub(crate) fn count_tokens(
+    prepared: &Prepared,
+    options: &RequestOptions,
+) -> Result<WireRequest, BuildError> {
+    let mut body = body(prepared, options, &mut Vec::new());
+    for key in [
+        "stream",
+        "store",
+        "include",
+        "max_output_tokens",
+        "temperature",
+        "prompt_cache_key",
+    ] {
+        body.shift_remove(key);
+    }
+    Ok(WireRequest {
+        method: "POST",
+        path_and_query: "/responses/input_tokens".into(),
+        headers: headers(),
+        body: crate::to_bytes(&Value::Object(body))?,
+    })
+}

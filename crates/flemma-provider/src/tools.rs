@@ -1,0 +1,210 @@
+//! Tool names, tool schemas with the harness parameters, and tool-call ids across providers.
+
+use serde_json::{Map, Value, json};
+
+use crate::ToolDefinition;
+
+/// The harness parameter that runs an async tool in the background.
+pub const BACKGROUND_PARAMETER: &str = "flemma.background";
+/// The harness parameter that redirects a tool's output to a file.
+pub const SAVE_TO_PARAMETER: &str = "flemma.save_to";
+/// The prefix of the synthetic ids flemmad gives Gemini tool calls that came without an id.
+pub const SYNTHETIC_ID_PREFIX: &str = "urn:flemma:tool:";
+
+const BACKGROUND_DESCRIPTION: &str = "Set to true to run this tool in the background: you get a \
+job id at once and the result arrives later. Only do this when you have other useful work to do \
+meanwhile and no upcoming decision depends on the result; otherwise leave it unset.";
+const SAVE_TO_DESCRIPTION: &str = "A file path to write the full output to instead of the \
+conversation (you then receive a short preview and the path). Use it for large outputs or when \
+the output must live at a specific path.";
+
+/// Encodes a dotted tool name for the wire: `.` (and the legacy `:`) become `__`.
+pub fn encode_tool_name(name: &str) -> String {
+    name.replace(['.', ':'], "__")
+}
+
+/// Decodes a wire tool name: `__` becomes `.`, and `:` is accepted as `.`.
+pub fn decode_tool_name(wire: &str) -> String {
+    wire.replace("__", ".").replace(':', ".")
+}
+
+/// The schema sent to the model for `tool`: its input schema plus the harness parameters
+/// `flemma.background` (async tools without `disables_background`) and `flemma.save_to` (tools
+/// without `disables_save_to`). For strict tools both are nullable and appended to `required`.
+pub fn inject_harness_parameters(tool: &ToolDefinition) -> Value {
+    let mut schema = match &tool.input_schema {
+        Value::Object(map) => map.clone(),
+        _ => {
+            let mut map = Map::new();
+            map.insert("type".into(), json!("object"));
+            map
+        }
+    };
+    let has_capability = |word: &str| tool.capabilities.iter().any(|c| c == word);
+    let mut injected: Vec<(&str, &str, &str)> = Vec::new();
+    if tool.is_async && !has_capability("disables_background") {
+        injected.push((BACKGROUND_PARAMETER, "boolean", BACKGROUND_DESCRIPTION));
+    }
+    if !has_capability("disables_save_to") {
+        injected.push((SAVE_TO_PARAMETER, "string", SAVE_TO_DESCRIPTION));
+    }
+    if injected.is_empty() {
+        return Value::Object(schema);
+    }
+    if !matches!(schema.get("properties"), Some(Value::Object(_))) {
+        schema.insert("properties".into(), Value::Object(Map::new()));
+    }
+    for (name, kind, description) in &injected {
+        let type_value = if tool.strict {
+            json!([kind, "null"])
+        } else {
+            json!(kind)
+        };
+        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+            let mut property = Map::new();
+            property.insert("type".into(), type_value);
+            property.insert("description".into(), json!(description));
+            properties.insert((*name).to_string(), Value::Object(property));
+        }
+    }
+    if tool.strict {
+        if !matches!(schema.get("required"), Some(Value::Array(_))) {
+            schema.insert("required".into(), Value::Array(Vec::new()));
+        }
+        if let Some(Value::Array(required)) = schema.get_mut("required") {
+            for (name, _, _) in &injected {
+                if !required.iter().any(|r| r == name) {
+                    required.push(json!(name));
+                }
+            }
+        }
+    }
+    Value::Object(schema)
+}
+
+/// 64-bit FNV-1a: a small, stable hash for deterministic id mapping (not for security).
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// Makes `id` acceptable where ids must match `^[a-zA-Z0-9_-]+$` and be at most `max_len`
+/// long. Valid ids are kept; others are mapped deterministically (sanitised prefix plus a hash
+/// of the original), so a tool use and its result map to the same id.
+pub fn normalize_tool_id(id: &str, max_len: usize) -> String {
+    let valid = !id.is_empty()
+        && id.len() <= max_len
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if valid {
+        return id.to_string();
+    }
+    let hash = format!("{:016x}", fnv1a(id.as_bytes()));
+    let budget = max_len.saturating_sub(hash.len() + 1).min(24);
+    let mut prefix: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(budget)
+        .collect();
+    if prefix.is_empty() {
+        prefix.push_str("id");
+    }
+    format!("{prefix}_{hash}")
+}
+
+/// The tool name encoded in a synthetic `urn:flemma:tool:<name>:<hex>` id.
+pub fn name_from_synthetic_id(id: &str) -> Option<String> {
+    let rest = id.strip_prefix(SYNTHETIC_ID_PREFIX)?;
+    let (name, _hex) = rest.rsplit_once(':')?;
+    (!name.is_empty()).then(|| decode_tool_name(name))
+}
+
+/// A synthetic id `urn:flemma:tool:<name>:<12 hex>` derived from `seed`.
+pub fn synthetic_tool_id(name: &str, seed: &str) -> String {
+    let hash = fnv1a(format!("{name}\u{0}{seed}").as_bytes());
+    format!("{SYNTHETIC_ID_PREFIX}{name}:{:012x}", hash & 0xffff_ffff_ffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(strict: bool, is_async: bool, capabilities: &[&str]) -> ToolDefinition {
+        ToolDefinition {
+            name: "bash".into(),
+            description: "Run a command".into(),
+            input_schema: json!({"type":"object","properties":{"command":{"type":"string"}},"required":["command"],"additionalProperties":false}),
+            strict,
+            capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
+            is_async,
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(encode_tool_name("flemma.jobs.status"), "flemma__jobs__status");
+        assert_eq!(encode_tool_name("slack:channels_list"), "slack__channels_list");
+        assert_eq!(decode_tool_name("flemma__jobs__status"), "flemma.jobs.status");
+        assert_eq!(decode_tool_name("a:b"), "a.b");
+        assert_eq!(decode_tool_name("read_skill"), "read_skill");
+    }
+
+    #[test]
+    fn strict_async_tool_gets_nullable_required_parameters() {
+        let schema = inject_harness_parameters(&tool(true, true, &[]));
+        assert_eq!(
+            schema["required"],
+            json!(["command", "flemma.background", "flemma.save_to"])
+        );
+        assert_eq!(schema["properties"]["flemma.background"]["type"], json!(["boolean", "null"]));
+        assert_eq!(schema["properties"]["flemma.save_to"]["type"], json!(["string", "null"]));
+    }
+
+    #[test]
+    fn loose_sync_tool_gets_optional_save_to_only() {
+        let schema = inject_harness_parameters(&tool(false, false, &[]));
+        assert_eq!(schema["required"], json!(["command"]));
+        assert!(schema["properties"].get("flemma.background").is_none());
+        assert_eq!(schema["properties"]["flemma.save_to"]["type"], json!("string"));
+    }
+
+    #[test]
+    fn capabilities_disable_injection() {
+        let schema = inject_harness_parameters(&tool(
+            true,
+            true,
+            &["disables_background", "disables_save_to"],
+        ));
+        assert_eq!(schema, tool(true, true, &[]).input_schema);
+    }
+
+    #[test]
+    fn ids_are_normalised_deterministically() {
+        assert_eq!(normalize_tool_id("toolu_01ABC", 64), "toolu_01ABC");
+        let mapped = normalize_tool_id("urn:flemma:tool:bash:0123456789ab", 64);
+        assert!(mapped.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+        assert_eq!(mapped, normalize_tool_id("urn:flemma:tool:bash:0123456789ab", 64));
+        assert_ne!(mapped, normalize_tool_id("urn:flemma:tool:bash:0123456789ac", 64));
+        assert!(normalize_tool_id(&"x".repeat(80), 40).len() <= 40);
+    }
+
+    #[test]
+    fn synthetic_ids_carry_the_name() {
+        let id = synthetic_tool_id("flemma.jobs.status", "seed");
+        assert!(id.starts_with("urn:flemma:tool:flemma.jobs.status:"));
+        assert_eq!(id.len(), "urn:flemma:tool:flemma.jobs.status:".len() + 12);
+        assert_eq!(name_from_synthetic_id(&id).as_deref(), Some("flemma.jobs.status"));
+        assert_eq!(name_from_synthetic_id("toolu_1"), None);
+    }
+}

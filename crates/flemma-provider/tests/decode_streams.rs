@@ -1,0 +1,495 @@
+//! The recorded streams of providers.md (and composed edge cases) through the real decoders.
+
+use base64::Engine as _;
+use flemma_provider::{ProviderKind, StreamEvent, TRUNCATED_STREAM_MESSAGE, decoder};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const FIXTURES: &[(&str, ProviderKind)] = &[
+    ("anthropic_text", ProviderKind::Anthropic),
+    ("anthropic_thinking", ProviderKind::Anthropic),
+    ("anthropic_tools", ProviderKind::Anthropic),
+    ("composed_anthropic_redacted_error", ProviderKind::Anthropic),
+    ("composed_anthropic_refusal", ProviderKind::Anthropic),
+    ("responses_text", ProviderKind::OpenAi),
+    ("responses_reasoning_partial", ProviderKind::OpenAi),
+    ("responses_tools", ProviderKind::OpenAi),
+    ("composed_responses_reasoning_call", ProviderKind::OpenAi),
+    ("composed_responses_failed", ProviderKind::OpenAi),
+    ("composed_responses_incomplete", ProviderKind::OpenAi),
+    ("composed_responses_error_event", ProviderKind::OpenAi),
+    ("chat_text", ProviderKind::OpenAiCompatible),
+    ("chat_llamacpp_thinking", ProviderKind::OpenAiCompatible),
+    ("chat_tools", ProviderKind::OpenAiCompatible),
+    ("composed_chat_reasoning_ollama", ProviderKind::Moonshot),
+    ("composed_chat_error", ProviderKind::OpenAiCompatible),
+    ("gemini_text", ProviderKind::Gemini),
+    ("vertex_text", ProviderKind::Vertex),
+    ("gemini_thinking", ProviderKind::Gemini),
+    ("gemini_parallel", ProviderKind::Gemini),
+    ("composed_gemini_bare_error", ProviderKind::Gemini),
+    ("composed_gemini_blocked", ProviderKind::Gemini),
+    ("composed_gemini_signature_text", ProviderKind::Vertex),
+];
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/tests/fixtures/streams/{name}.sse",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn kind_of(name: &str) -> ProviderKind {
+    FIXTURES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, k)| *k)
+        .unwrap()
+}
+
+fn decode_chunks(kind: ProviderKind, bytes: &[u8], splits: &[usize]) -> Vec<StreamEvent> {
+    let mut decoder = decoder(kind);
+    let mut events = Vec::new();
+    let mut start = 0;
+    for &split in splits {
+        let split = split.clamp(start, bytes.len());
+        events.extend(decoder.feed(&bytes[start..split]));
+        start = split;
+    }
+    events.extend(decoder.feed(&bytes[start..]));
+    events.extend(decoder.finish());
+    events
+}
+
+fn decode(name: &str) -> Value {
+    let events = decode_chunks(kind_of(name), &fixture(name), &[]);
+    serde_json::to_value(events).unwrap()
+}
+
+fn usage(input: u64, output: u64, thinking: u64, cache_read: u64, cache_write: u64) -> Value {
+    json!({"type": "usage", "usage": {
+        "input_tokens": input, "output_tokens": output, "thinking_tokens": thinking,
+        "cache_read_tokens": cache_read, "cache_write_tokens": cache_write}})
+}
+
+fn text(t: &str) -> Value {
+    json!({"type": "text_delta", "text": t})
+}
+
+fn thinking(t: &str) -> Value {
+    json!({"type": "thinking_delta", "text": t})
+}
+
+fn signature(provider: &str, value: &str) -> Value {
+    json!({"type": "thinking_signature", "signature": {"provider": provider, "value": value}})
+}
+
+fn start(index: usize, id: &str, name: &str) -> Value {
+    json!({"type": "tool_call_start", "index": index, "id": id, "name": name})
+}
+
+fn args(index: usize, json: &str) -> Value {
+    json!({"type": "tool_call_args_delta", "index": index, "json": json})
+}
+
+fn end(index: usize, arguments: &str) -> Value {
+    json!({"type": "tool_call_end", "index": index, "arguments": arguments})
+}
+
+fn stop(reason: Value) -> Value {
+    json!({"type": "stop", "reason": reason})
+}
+
+fn error(message: &str) -> Value {
+    json!({"type": "error", "message": message})
+}
+
+fn refusal(reason: &str) -> Value {
+    json!({"refusal": {"reason": reason}})
+}
+
+#[test]
+fn anthropic_plain_text_with_ping_and_cumulative_usage() {
+    assert_eq!(
+        decode("anthropic_text"),
+        json!([text("Olá"), text("!"), usage(16, 12, 0, 0, 0), stop(json!("end_turn"))])
+    );
+}
+
+#[test]
+fn anthropic_thinking_skips_empty_delta_and_keeps_signature() {
+    assert_eq!(
+        decode("anthropic_thinking"),
+        json!([
+            thinking("The user is asking for"),
+            thinking(" weather in Florence."),
+            signature("anthropic", "EtYDCkYICxgCKkAVHEWRYo6R...base64..."),
+            text("It is 40 °C in Florence."),
+            usage(424, 119, 0, 0, 0),
+            stop(json!("end_turn")),
+        ])
+    );
+}
+
+#[test]
+fn anthropic_parallel_tools_with_empty_first_json_delta() {
+    assert_eq!(
+        decode("anthropic_tools"),
+        json!([
+            text("I'll add and multiply 2 and 3."),
+            start(0, "toolu_01UYxUYC2zRPY8wiutnF48eP", "add"),
+            args(0, "{\"a\": 2"),
+            args(0, ", \"b\": 3}"),
+            end(0, "{\"a\": 2, \"b\": 3}"),
+            start(1, "toolu_01VaRx1jpWCvPhi7L4kywAcd", "multiply"),
+            args(1, "{\"a\": 2, \"b\":"),
+            args(1, " 3}"),
+            end(1, "{\"a\": 2, \"b\": 3}"),
+            usage(502, 137, 0, 0, 0),
+            stop(json!("tool_use")),
+        ])
+    );
+}
+
+#[test]
+fn anthropic_redacted_padding_and_mid_stream_error() {
+    assert_eq!(
+        decode("composed_anthropic_redacted_error"),
+        json!([
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/"},
+            text("Partial"),
+            usage(115, 1, 0, 100, 5),
+            error("Anthropic stream error: Overloaded (overloaded_error)"),
+        ])
+    );
+}
+
+#[test]
+fn anthropic_refusal_with_explanation_and_unknown_event() {
+    assert_eq!(
+        decode("composed_anthropic_refusal"),
+        json!([usage(7, 3, 0, 0, 0), stop(refusal("This request was declined."))])
+    );
+}
+
+#[test]
+fn anthropic_truncated_stream_is_an_error() {
+    let bytes = fixture("anthropic_text");
+    let cut = bytes.len() / 2;
+    let events = serde_json::to_value(decode_chunks(ProviderKind::Anthropic, &bytes[..cut], &[]))
+        .unwrap();
+    assert_eq!(events.as_array().unwrap().last().unwrap(), &error(TRUNCATED_STREAM_MESSAGE));
+}
+
+#[test]
+fn responses_plain_text_ignores_reasoning_without_encrypted_content() {
+    assert_eq!(
+        decode("responses_text"),
+        json!([text("Oi"), text("!"), usage(19, 118, 64, 0, 0), stop(json!("end_turn"))])
+    );
+}
+
+fn reasoning_done_item_signature(fixture_name: &str) -> String {
+    // The signature is base64 of the JSON of the `.done` item exactly as received.
+    let bytes = fixture(fixture_name);
+    let text = String::from_utf8(bytes).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("response.output_item.done") && l.contains("\"reasoning\""))
+        .unwrap();
+    let event: Value = serde_json::from_str(line.strip_prefix("data: ").unwrap()).unwrap();
+    let item = event["item"].to_string();
+    assert!(item.contains("FINAL") && !item.contains("PARTIAL"));
+    base64::engine::general_purpose::STANDARD.encode(item)
+}
+
+#[test]
+fn responses_reasoning_signature_uses_the_done_item() {
+    let expected = reasoning_done_item_signature("responses_reasoning_partial");
+    assert_eq!(
+        decode("responses_reasoning_partial"),
+        json!([
+            thinking("**Getting weather info**\n\nI"),
+            thinking(" need to call the weather tool."),
+            signature("openai", &expected),
+            error(TRUNCATED_STREAM_MESSAGE),
+        ])
+    );
+}
+
+#[test]
+fn responses_parallel_calls_without_name_in_done() {
+    assert_eq!(
+        decode("responses_tools"),
+        json!([
+            start(0, "call_inViAUr9eV0GDtyOywkCxp59", "add"),
+            args(0, "{\"a\":2,"),
+            args(0, "\"b\":3}"),
+            end(0, "{\"a\":2,\"b\":3}"),
+            start(1, "call_Op66UUnzuOoKmgGeFJQJFTUY", "multiply"),
+            args(1, "{\"a\":2,\"b\":3}"),
+            end(1, "{\"a\":2,\"b\":3}"),
+            usage(190, 60, 0, 0, 0),
+            stop(json!("tool_use")),
+        ])
+    );
+}
+
+#[test]
+fn responses_reasoning_then_namespaced_call_with_cache_usage() {
+    let expected = reasoning_done_item_signature("composed_responses_reasoning_call");
+    assert_eq!(
+        decode("composed_responses_reasoning_call"),
+        json!([
+            thinking("Need the weather tool."),
+            signature("openai", &expected),
+            start(0, "call_w1", "flemma.jobs.status"),
+            args(0, "{\"job_id\":\"j1\"}"),
+            end(0, "{\"job_id\":\"j1\"}"),
+            usage(81, 1035, 832, 64, 2),
+            stop(json!("tool_use")),
+        ])
+    );
+}
+
+#[test]
+fn responses_failed_incomplete_and_error_event() {
+    assert_eq!(
+        decode("composed_responses_failed"),
+        json!([error("OpenAI stream error: Rate limit reached for gpt-5.1. Please try again in 11.054s. (rate_limit_exceeded)")])
+    );
+    assert_eq!(
+        decode("composed_responses_incomplete"),
+        json!([text("Long"), usage(5, 9, 0, 0, 0), stop(json!("max_tokens"))])
+    );
+    assert_eq!(
+        decode("composed_responses_error_event"),
+        json!([error("OpenAI stream error: Something went wrong (server_error)")])
+    );
+}
+
+#[test]
+fn chat_plain_text_with_usage_only_chunk_and_done() {
+    assert_eq!(
+        decode("chat_text"),
+        json!([text("Olá"), text("!"), usage(19, 75, 64, 0, 0), stop(json!("end_turn"))])
+    );
+}
+
+#[test]
+fn chat_llamacpp_reasoning_content_and_tool_call() {
+    assert_eq!(
+        decode("chat_llamacpp_thinking"),
+        json!([
+            thinking("We need to call weather."),
+            start(0, "g2KOIWzn", "weather"),
+            args(0, "{\""),
+            args(0, "location\":\"Florence, Italy\"}"),
+            end(0, "{\"location\":\"Florence, Italy\"}"),
+            usage(139, 42, 0, 0, 0),
+            stop(json!("tool_use")),
+        ])
+    );
+}
+
+#[test]
+fn chat_parallel_calls_accumulated_by_index() {
+    assert_eq!(
+        decode("chat_tools"),
+        json!([
+            start(0, "call_8ElDxJj6u7IUDEwQIrwFbveM", "add"),
+            args(0, "{\"a\": 2, "),
+            args(0, "\"b\": 3}"),
+            start(1, "call_HEZOX3JzspqFubADMNdWn12E", "multiply"),
+            args(1, "{\"a\": 2, \"b\": 3}"),
+            end(0, "{\"a\": 2, \"b\": 3}"),
+            end(1, "{\"a\": 2, \"b\": 3}"),
+            usage(190, 379, 320, 0, 0),
+            stop(json!("tool_use")),
+        ])
+    );
+}
+
+#[test]
+fn chat_ollama_reasoning_whole_calls_and_no_done() {
+    assert_eq!(
+        decode("composed_chat_reasoning_ollama"),
+        json!([
+            thinking("Let me think."),
+            start(0, "call_x", "flemma.jobs.status"),
+            args(0, "{\"job_id\":\"j\"}"),
+            start(1, "call_y", "read"),
+            args(1, "{}"),
+            end(0, "{\"job_id\":\"j\"}"),
+            end(1, "{}"),
+            usage(12, 8, 0, 0, 0),
+            stop(json!("tool_use")),
+        ])
+    );
+}
+
+#[test]
+fn chat_mid_stream_error_object() {
+    assert_eq!(
+        decode("composed_chat_error"),
+        json!([
+            text("Hel"),
+            error("stream error from the server: The server had an error while processing your request. Sorry about that!"),
+        ])
+    );
+}
+
+#[test]
+fn gemini_single_chunk_with_crlf_separators() {
+    assert_eq!(
+        decode("gemini_text"),
+        json!([text("Olá!"), usage(11, 23, 21, 0, 0), stop(json!("end_turn"))])
+    );
+}
+
+#[test]
+fn vertex_usage_repeated_last_one_wins() {
+    assert_eq!(
+        decode("vertex_text"),
+        json!([
+            text("Olá!"),
+            text(" (pronounced \"oh-LAH\")"),
+            usage(9, 45, 36, 0, 0),
+            stop(json!("end_turn")),
+        ])
+    );
+}
+
+#[test]
+fn gemini_thought_and_call_without_id_gets_synthetic_id() {
+    let events = decode("gemini_thinking");
+    let id = events[1]["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("urn:flemma:tool:weather:"), "{id}");
+    assert_eq!(id.len(), "urn:flemma:tool:weather:".len() + 12);
+    assert!(id["urn:flemma:tool:weather:".len()..].bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(
+        events,
+        json!([
+            thinking("**Determining the Weather Inquiry**\n\nI'll activate the `weather` tool…\n\n\n"),
+            start(0, &id, "weather"),
+            args(0, "{\"location\":\"Florence, Italy\"}"),
+            end(0, "{\"location\":\"Florence, Italy\"}"),
+            signature("vertex", "CiQBvj72+y6VX8BA..."),
+            usage(54, 76, 62, 0, 0),
+            stop(json!("tool_use")),
+        ])
+    );
+}
+
+#[test]
+fn gemini_synthetic_ids_are_unique_per_call() {
+    let bytes = b"data: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"name\":\"read\",\"args\":{}}},{\"functionCall\":{\"name\":\"read\",\"args\":{}}}]},\"finishReason\":\"STOP\"}],\"responseId\":\"x\"}\n\n";
+    let events = serde_json::to_value(decode_chunks(ProviderKind::Gemini, bytes, &[])).unwrap();
+    let ids: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "tool_call_start")
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1]);
+}
+
+#[test]
+fn gemini_parallel_calls_signature_on_first_only() {
+    assert_eq!(
+        decode("gemini_parallel"),
+        json!([
+            start(0, "8hd01vsf", "add"),
+            args(0, "{\"a\":2,\"b\":3}"),
+            end(0, "{\"a\":2,\"b\":3}"),
+            signature("vertex", "EsINCr8NAb4+9vve..."),
+            start(1, "k0srpqrc", "multiply"),
+            args(1, "{\"b\":3,\"a\":2}"),
+            end(1, "{\"b\":3,\"a\":2}"),
+            usage(157, 470, 438, 0, 0),
+            stop(json!("tool_use")),
+        ])
+    );
+}
+
+#[test]
+fn gemini_bare_json_error_line() {
+    assert_eq!(
+        decode("composed_gemini_bare_error"),
+        json!([text("test"), error("Gemini stream error: Error (INTERNAL 500)")])
+    );
+}
+
+#[test]
+fn gemini_prompt_block_and_safety_finish_are_refusals() {
+    assert_eq!(
+        decode("composed_gemini_blocked"),
+        json!([usage(8, 0, 0, 0, 0), stop(refusal("SAFETY"))])
+    );
+    assert_eq!(
+        decode("composed_gemini_signature_text"),
+        json!([
+            text("Hi"),
+            signature("vertex", "EpEBCo4B"),
+            usage(4, 4, 3, 2, 0),
+            stop(refusal("SAFETY")),
+        ])
+    );
+}
+
+#[test]
+fn every_fixture_is_covered_by_the_table() {
+    let dir = format!("{}/tests/fixtures/streams", env!("CARGO_MANIFEST_DIR"));
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let stem = name.strip_suffix(".sse").unwrap();
+        assert!(FIXTURES.iter().any(|(n, _)| *n == stem), "{stem} not in FIXTURES");
+    }
+}
+
+#[test]
+fn every_stream_ends_with_exactly_one_stop_or_error() {
+    for (name, kind) in FIXTURES {
+        let events = decode_chunks(*kind, &fixture(name), &[]);
+        let terminals = events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::Stop { .. } | StreamEvent::Error { .. }))
+            .count();
+        assert_eq!(terminals, 1, "{name}");
+        assert!(
+            matches!(
+                events.last(),
+                Some(StreamEvent::Stop { .. } | StreamEvent::Error { .. })
+            ),
+            "{name}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn any_chunking_gives_the_same_events(
+        fixture_index in 0..FIXTURES.len(),
+        mut splits in proptest::collection::vec(0usize..4000, 0..40),
+    ) {
+        let (name, kind) = FIXTURES[fixture_index];
+        let bytes = fixture(name);
+        splits.sort_unstable();
+        let whole = decode_chunks(kind, &bytes, &[]);
+        let chunked = decode_chunks(kind, &bytes, &splits);
+        prop_assert_eq!(whole, chunked);
+    }
+
+    #[test]
+    fn byte_by_byte_feeding_matches(fixture_index in 0..FIXTURES.len()) {
+        let (name, kind) = FIXTURES[fixture_index];
+        let bytes = fixture(name);
+        let splits: Vec<usize> = (1..bytes.len()).collect();
+        prop_assert_eq!(decode_chunks(kind, &bytes, &[]), decode_chunks(kind, &bytes, &splits));
+    }
+}

@@ -1,0 +1,32 @@
+//! `flemma-syntax`: the `.chat` format as a lossless tree with byte ranges, its printer, queries
+//! and text edits. No IO, no async, no panics on any input.
+//!
+//! ```
+//! let doc = flemma_syntax::parse("@You:\nHello {{ name }}\n");
+//! assert_eq!(doc.print(), "@You:\nHello {{ name }}\n");
+//! assert_eq!(doc.messages()[0].segments.len(), 3);
+//! ```
+
+mod range;
+pub mod suffix;
+mod tree;
+pub mod write;
+
+pub use range::{Encoding, LineIndex, Position, TextRange};
+pub use suffix::{Status, Suffix, SuffixValue};
+pub use tree::*;
+
+mod document;
+mod edits;
+mod dump;
+mod lines;
+mod parser;
+mod scan;
+
+pub use document::{apply_edits, line_range_at, Document, NodeAt, TextEdit};
+pub use scan::scan_templated;
+
+/// Parses a `.chat` text. Never fails and never panics; problems are diagnostics.
+pub fn parse(text: impl Into<String>) -> Document {
+    Document::parse(text)
+}

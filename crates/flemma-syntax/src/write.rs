@@ -1,0 +1,232 @@
+//! Writers: the exact text flemmad puts into a `.chat` file (`chat-format.md` §4).
+//!
+//! Every block ends with a line break. Fences follow the writer rule: `max(3, longest backtick
+//! run in the content + 1)` backticks, so any content round-trips. Headers are compact (no blank
+//! line between a header and its fence) unless `compact` is false.
+
+use crate::suffix::{Status, Suffix};
+
+/// The text of the abort marker flemmad writes when a stream is cancelled after content arrived.
+pub const ABORT_MARKER: &str = "<!-- flemma:aborted: Response interrupted by the user. -->";
+
+/// The abort marker with a custom message.
+pub fn abort_marker(message: &str) -> String {
+    format!("<!-- flemma:aborted: {} -->", message.replace("-->", "--&gt;"))
+}
+
+/// The backticks of a fence that can hold `content`.
+pub fn fence_for(content: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for b in content.bytes() {
+        if b == b'`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    "`".repeat((longest + 1).max(3))
+}
+
+/// A fenced block: opener (with `language`), content (a line break is added when it lacks
+/// one; empty content gives an empty fence), closer, line break.
+pub fn fenced(language: &str, content: &str) -> String {
+    let ticks = fence_for(content);
+    let mut out = String::with_capacity(content.len() + 2 * ticks.len() + language.len() + 4);
+    out.push_str(&ticks);
+    out.push_str(language);
+    out.push('\n');
+    out.push_str(content);
+    if !content.is_empty() && !content.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&ticks);
+    out.push('\n');
+    out
+}
+
+fn header_gap(compact: bool) -> &'static str {
+    if compact { "" } else { "\n" }
+}
+
+/// `**Tool Use:** `name` (`id`)` and a `json` fence holding `input_json` verbatim.
+pub fn tool_use_block(name: &str, id: &str, input_json: &str, compact: bool) -> String {
+    format!(
+        "**Tool Use:** `{name}` (`{id}`)\n{}{}",
+        header_gap(compact),
+        fenced("json", input_json)
+    )
+}
+
+/// Compact JSON with object keys sorted (the form tool inputs are written in).
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    fn sorted(value: &serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                let mut out = serde_json::Map::with_capacity(map.len());
+                for key in keys {
+                    out.insert(key.clone(), sorted(&map[key]));
+                }
+                serde_json::Value::Object(out)
+            }
+            serde_json::Value::Array(items) => {
+                serde_json::Value::Array(items.iter().map(sorted).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
+
+/// The header line of a tool result: `**Tool Result:** `id`` plus ` (suffix)` when not empty.
+pub fn tool_result_header(tool_use_id: &str, suffix: &str) -> String {
+    if suffix.is_empty() {
+        format!("**Tool Result:** `{tool_use_id}`")
+    } else {
+        format!("**Tool Result:** `{tool_use_id}` ({suffix})")
+    }
+}
+
+/// A placeholder: header with a status (and meta) and an empty fence.
+pub fn tool_result_placeholder(
+    tool_use_id: &str,
+    status: Status,
+    meta: &[(&str, &str)],
+    compact: bool,
+) -> String {
+    format!(
+        "{}\n{}{}",
+        tool_result_header(tool_use_id, &Suffix::render(Some(status), meta)),
+        header_gap(compact),
+        fenced("", "")
+    )
+}
+
+/// A final tool result. `suffix` is the full suffix text (e.g. `error`, `job=job_x`, or empty);
+/// `language` is `json` for structured output, else empty.
+pub fn tool_result_block(
+    tool_use_id: &str,
+    suffix: &str,
+    content: &str,
+    language: &str,
+    compact: bool,
+) -> String {
+    format!(
+        "{}\n{}{}",
+        tool_result_header(tool_use_id, suffix),
+        header_gap(compact),
+        fenced(language, content)
+    )
+}
+
+/// A job result block; ` (error)` when the job failed.
+pub fn job_result_block(job_id: &str, error: bool, content: &str, compact: bool) -> String {
+    let header = if error {
+        format!("**Job Result:** `{job_id}` (error)")
+    } else {
+        format!("**Job Result:** `{job_id}`")
+    };
+    format!("{header}\n{}{}", header_gap(compact), fenced("", content))
+}
+
+/// A thinking block. `signature` is `(provider, payload)`. With a signature and no text, the
+/// self-closing form `<thinking provider:signature="…"/>` is written.
+pub fn thinking_block(text: &str, signature: Option<(&str, &str)>, redacted: bool) -> String {
+    let attributes = match (redacted, signature) {
+        (true, _) => " redacted".to_owned(),
+        (false, Some((provider, payload))) => {
+            format!(" {provider}:signature=\"{}\"", escape_attribute(payload))
+        }
+        (false, None) => String::new(),
+    };
+    if text.is_empty() && signature.is_some() && !redacted {
+        return format!("<thinking{attributes}/>\n");
+    }
+    let mut out = format!("<thinking{attributes}>\n");
+    out.push_str(text);
+    if !text.is_empty() && !text.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str("</thinking>\n");
+    out
+}
+
+fn escape_attribute(value: &str) -> String {
+    value.replace('&', "&amp;").replace('"', "&quot;")
+}
+
+/// Undoes [`escape_attribute`] (used by the parser for signatures).
+pub(crate) fn unescape_attribute(value: &str) -> String {
+    if !value.contains('&') {
+        return value.to_owned();
+    }
+    value.replace("&quot;", "\"").replace("&amp;", "&")
+}
+
+/// A role line: `@You:` and a line break.
+pub fn role_line(role: &str) -> String {
+    format!("@{role}:\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fence_rule() {
+        assert_eq!(fence_for("plain"), "```");
+        assert_eq!(fence_for("a ``` b"), "````");
+        assert_eq!(fence_for("````` x"), "``````");
+    }
+
+    #[test]
+    fn tool_use_compact_and_loose() {
+        assert_eq!(
+            tool_use_block("bash", "toolu_1", r#"{"command":"ls"}"#, true),
+            "**Tool Use:** `bash` (`toolu_1`)\n```json\n{\"command\":\"ls\"}\n```\n"
+        );
+        assert_eq!(
+            tool_use_block("bash", "toolu_1", "{}", false),
+            "**Tool Use:** `bash` (`toolu_1`)\n\n```json\n{}\n```\n"
+        );
+    }
+
+    #[test]
+    fn placeholder_and_results() {
+        assert_eq!(
+            tool_result_placeholder("t1", Status::Pending, &[], true),
+            "**Tool Result:** `t1` (pending)\n```\n```\n"
+        );
+        assert_eq!(
+            tool_result_block("t1", "error", "boom", "", true),
+            "**Tool Result:** `t1` (error)\n```\nboom\n```\n"
+        );
+        assert_eq!(
+            job_result_block("job_a", false, "done\n", true),
+            "**Job Result:** `job_a`\n```\ndone\n```\n"
+        );
+    }
+
+    #[test]
+    fn thinking_forms() {
+        assert_eq!(thinking_block("t", None, false), "<thinking>\nt\n</thinking>\n");
+        assert_eq!(
+            thinking_block("t", Some(("anthropic", "s\"1")), false),
+            "<thinking anthropic:signature=\"s&quot;1\">\nt\n</thinking>\n"
+        );
+        assert_eq!(
+            thinking_block("", Some(("openai", "abc")), false),
+            "<thinking openai:signature=\"abc\"/>\n"
+        );
+        assert_eq!(thinking_block("data", None, true), "<thinking redacted>\ndata\n</thinking>\n");
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys() {
+        let v: serde_json::Value = serde_json::from_str(r#"{"b":1,"a":{"d":2,"c":3}}"#).unwrap();
+        assert_eq!(canonical_json(&v), r#"{"a":{"c":3,"d":2},"b":1}"#);
+    }
+}

@@ -1,0 +1,47 @@
+//! File IO at the edge: reading chat files with clear errors, and atomic writes (a temporary file
+//! in the same directory, fsync, rename; never truncate-and-write).
+
+use std::io::Write as _;
+use std::path::Path;
+
+use anyhow::Context as _;
+
+/// Reads a chat file as UTF-8, with an error that names the file and the reason.
+pub fn read_chat(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read {}: it is not UTF-8 text (invalid byte at offset {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// Writes `contents` to `path` atomically: temporary file in the same directory, fsync, rename.
+/// The file's permissions are kept when it exists.
+pub fn write_atomic(path: &Path, contents: &str) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".flemmad-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    tmp.write_all(contents.as_bytes())
+        .with_context(|| format!("cannot write a temporary file in {}", dir.display()))?;
+    tmp.as_file()
+        .sync_all()
+        .with_context(|| format!("cannot flush a temporary file in {}", dir.display()))?;
+    if let Ok(metadata) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(tmp.path(), metadata.permissions());
+    }
+    tmp.persist(path)
+        .map_err(|e| anyhow::anyhow!("cannot replace {}: {}", path.display(), e.error))?;
+    if let Ok(dir_handle) = std::fs::File::open(dir) {
+        let _ = dir_handle.sync_all();
+    }
+    Ok(())
+}

@@ -1,0 +1,20 @@
+//! `flemmad`: the command-line entry point. Parses arguments and hands off to `cli::*`.
+
+mod cli;
+mod fsutil;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    cli::init_logging(&args);
+    match cli::run(args) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("flemmad: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
