@@ -43,6 +43,10 @@ pub fn run(args: FmtArgs) -> anyhow::Result<ExitCode> {
     let edits: Vec<_> = changes.iter().map(|(e, _)| e.clone()).collect();
     let (formatted, _) = flemma_syntax::apply_edits(&text, &edits);
     fsutil::write_atomic(&args.file, &formatted)?;
-    eprintln!("{}: {} change(s) written", args.file.display(), changes.len());
+    eprintln!(
+        "{}: {} change(s) written",
+        args.file.display(),
+        changes.len()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -16,7 +16,12 @@ use clap::{Parser, Subcommand, ValueEnum};
 ///
 /// Logs go to standard error; set RUST_LOG (e.g. `RUST_LOG=flemmad=debug`) for more detail.
 #[derive(Debug, Parser)]
-#[command(name = "flemmad", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "flemmad",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -159,7 +159,9 @@ pub enum StopReason {
 ///
 /// `input` counts every prompt token (uncached + cache read + cache write), `output` every
 /// generated token including thinking, `thinking` the reasoning part of `output` when known.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -183,19 +185,43 @@ impl Usage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum StreamEvent {
-    TextDelta { text: String },
-    ThinkingDelta { text: String },
+    TextDelta {
+        text: String,
+    },
+    ThinkingDelta {
+        text: String,
+    },
     /// The signature of the thinking block streamed so far (Anthropic `signature_delta`, OpenAI
     /// reasoning item, Gemini `thoughtSignature`).
-    ThinkingSignature { signature: ThinkingSignature },
+    ThinkingSignature {
+        signature: ThinkingSignature,
+    },
     /// A whole redacted thinking block (Anthropic `redacted_thinking`).
-    RedactedThinking { data: String },
-    ToolCallStart { index: usize, id: String, name: String },
-    ToolCallArgsDelta { index: usize, json: String },
+    RedactedThinking {
+        data: String,
+    },
+    ToolCallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    ToolCallArgsDelta {
+        index: usize,
+        json: String,
+    },
     /// The call is complete; `arguments` is the full argument string as the provider sent it.
-    ToolCallEnd { index: usize, arguments: String },
-    Usage { usage: Usage },
-    Stop { reason: StopReason },
+    ToolCallEnd {
+        index: usize,
+        arguments: String,
+    },
+    Usage {
+        usage: Usage,
+    },
+    Stop {
+        reason: StopReason,
+    },
     /// A provider error after the stream started (the stream ends after it).
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }

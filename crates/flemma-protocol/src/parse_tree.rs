@@ -198,15 +198,31 @@ fn segment_kind(doc: &Document, kind: &SegmentKind, range: TextRange) -> Segment
         }
         SegmentKind::ToolResult(t) => SegmentKindJson::ToolResult {
             tool_use_id: t.tool_use_id.clone(),
-            status: t.suffix.as_ref().and_then(|s| s.status()).map(|s| s.as_str().to_owned()),
+            status: t
+                .suffix
+                .as_ref()
+                .and_then(|s| s.status())
+                .map(|s| s.as_str().to_owned()),
             meta: meta_of(t.suffix.as_ref()),
-            content: t.fence.as_ref().map_or("", |f| doc.slice(f.content)).to_owned(),
+            content: t
+                .fence
+                .as_ref()
+                .map_or("", |f| doc.slice(f.content))
+                .to_owned(),
         },
         SegmentKind::JobResult(j) => SegmentKindJson::JobResult {
             job_id: j.job_id.clone(),
-            status: j.suffix.as_ref().and_then(|s| s.status()).map(|s| s.as_str().to_owned()),
+            status: j
+                .suffix
+                .as_ref()
+                .and_then(|s| s.status())
+                .map(|s| s.as_str().to_owned()),
             meta: meta_of(j.suffix.as_ref()),
-            content: j.fence.as_ref().map_or("", |f| doc.slice(f.content)).to_owned(),
+            content: j
+                .fence
+                .as_ref()
+                .map_or("", |f| doc.slice(f.content))
+                .to_owned(),
         },
         SegmentKind::Thinking(t) => SegmentKindJson::Thinking {
             provider: t.provider.clone(),

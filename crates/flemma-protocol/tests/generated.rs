@@ -1,6 +1,8 @@
 //! The JSON Schemas under `protocol/` are generated from these types; this test fails when the
 //! committed files drift. `UPDATE_GENERATED=1 cargo test -p flemma-protocol` rewrites them.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[test]
 fn committed_schemas_are_current() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../protocol");

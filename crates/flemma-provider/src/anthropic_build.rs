@@ -6,8 +6,8 @@ use serde_json::{Map, Value, json};
 use crate::prepare::{Prepared, ThinkingUse, base64_encode, classify_thinking};
 use crate::tools::normalize_tool_id;
 use crate::{
-    BuildError, CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel,
-    WireRequest, encode_tool_name, inject_harness_parameters, sorted_tools,
+    BuildError, CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel, WireRequest,
+    encode_tool_name, inject_harness_parameters, sorted_tools,
 };
 
 /// The `anthropic-version` sent when the options leave it empty.
@@ -292,7 +292,10 @@ pub(crate) fn headers(options: &RequestOptions) -> Vec<(String, String)> {
         ("anthropic-version".to_string(), version.to_string()),
     ];
     if !options.anthropic_beta.is_empty() {
-        headers.push(("anthropic-beta".to_string(), options.anthropic_beta.join(",")));
+        headers.push((
+            "anthropic-beta".to_string(),
+            options.anthropic_beta.join(","),
+        ));
     }
     headers
 }

@@ -123,7 +123,11 @@ impl UsageSnapshot {
         if let Some(v) = usage.cache_read_input_tokens {
             self.cache_read = v;
         }
-        if let Some(v) = usage.output_tokens_details.as_ref().and_then(|d| d.thinking_tokens) {
+        if let Some(v) = usage
+            .output_tokens_details
+            .as_ref()
+            .and_then(|d| d.thinking_tokens)
+        {
             self.thinking = v;
         }
     }

@@ -31,7 +31,9 @@ fn user_content(
                     "images in tool results are not supported by {}; {path} sent as text",
                     kind.name()
                 ));
-                Some(json!({"type": "text", "text": unsupported_attachment_text(path, "images in tool results are", kind.name())}))
+                Some(
+                    json!({"type": "text", "text": unsupported_attachment_text(path, "images in tool results are", kind.name())}),
+                )
             } else {
                 Some(json!({"type": "image_url", "image_url": {"url": data_url(mime, data)}}))
             }
@@ -41,7 +43,9 @@ fn user_content(
                 "PDF attachments are not supported by {}; {path} sent as text",
                 kind.name()
             ));
-            Some(json!({"type": "text", "text": unsupported_attachment_text(path, "PDF attachments are", kind.name())}))
+            Some(
+                json!({"type": "text", "text": unsupported_attachment_text(path, "PDF attachments are", kind.name())}),
+            )
         }
         _ => None,
     }

@@ -243,7 +243,10 @@ pub(crate) fn body(
 }
 
 /// The model path (`/v1beta/models/{m}` or the Vertex publisher path) without the method.
-pub(crate) fn model_path(kind: ProviderKind, options: &RequestOptions) -> Result<String, BuildError> {
+pub(crate) fn model_path(
+    kind: ProviderKind,
+    options: &RequestOptions,
+) -> Result<String, BuildError> {
     let model = model_id(&options.model);
     if model.is_empty() {
         return Err(BuildError::MissingOption(format!(

@@ -149,8 +149,15 @@ fn map_finish_reason(reason: &str, message: Option<String>, called_tools: bool) 
         "STOP" if called_tools => StopReason::ToolUse,
         "STOP" => StopReason::EndTurn,
         "MAX_TOKENS" => StopReason::MaxTokens,
-        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "LANGUAGE"
-        | "IMAGE_SAFETY" | "IMAGE_PROHIBITED_CONTENT" | "IMAGE_RECITATION" => {
+        "SAFETY"
+        | "RECITATION"
+        | "BLOCKLIST"
+        | "PROHIBITED_CONTENT"
+        | "SPII"
+        | "LANGUAGE"
+        | "IMAGE_SAFETY"
+        | "IMAGE_PROHIBITED_CONTENT"
+        | "IMAGE_RECITATION" => {
             let reason = match message.filter(|m| !m.is_empty()) {
                 Some(message) => format!("{reason}: {message}"),
                 None => reason.to_string(),
@@ -247,11 +254,7 @@ impl GeminiDecoder {
         let Some(candidate) = candidates.into_iter().next() else {
             return;
         };
-        for part in candidate
-            .content
-            .and_then(|c| c.parts)
-            .unwrap_or_default()
-        {
+        for part in candidate.content.and_then(|c| c.parts).unwrap_or_default() {
             self.part(part, out);
         }
         if let Some(reason) = candidate.finish_reason.filter(|r| !r.is_empty()) {

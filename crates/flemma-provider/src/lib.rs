@@ -347,8 +347,7 @@ pub fn decoder(kind: ProviderKind) -> Box<dyn StreamDecoder + Send> {
 }
 
 /// The error message of a stream that ended without the provider's terminal event.
-pub const TRUNCATED_STREAM_MESSAGE: &str =
-    "stream ended before the provider finished (truncated)";
+pub const TRUNCATED_STREAM_MESSAGE: &str = "stream ended before the provider finished (truncated)";
 
 pub(crate) fn truncated_error() -> String {
     TRUNCATED_STREAM_MESSAGE.to_string()
@@ -413,13 +412,16 @@ pub fn parse_count_tokens(kind: ProviderKind, body: &[u8]) -> Result<u64, BuildE
         ProviderKind::Gemini | ProviderKind::Vertex => "totalTokens",
         _ => "input_tokens",
     };
-    value.get(field).and_then(serde_json::Value::as_u64).ok_or_else(|| {
-        BuildError::InvalidResponse(format!(
-            "{} token count response has no numeric `{field}`: {}",
-            kind.name(),
-            value.to_string().chars().take(300).collect::<String>()
-        ))
-    })
+    value
+        .get(field)
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| {
+            BuildError::InvalidResponse(format!(
+                "{} token count response has no numeric `{field}`: {}",
+                kind.name(),
+                value.to_string().chars().take(300).collect::<String>()
+            ))
+        })
 }
 
 /// Builds the request listing the provider's models (first page, as large as the API allows).
@@ -483,7 +485,9 @@ pub fn parse_models(kind: ProviderKind, body: &[u8]) -> Result<Vec<ModelInfo>, B
                     .get("supportedGenerationMethods")
                     .and_then(Value::as_array)
                     .is_none_or(|methods| {
-                        methods.iter().any(|m| m == "streamGenerateContent" || m == "generateContent")
+                        methods
+                            .iter()
+                            .any(|m| m == "streamGenerateContent" || m == "generateContent")
                     });
                 let Some(name) = text(entry, "name").filter(|_| generates) else {
                     continue;
@@ -515,9 +519,9 @@ pub fn parse_models(kind: ProviderKind, body: &[u8]) -> Result<Vec<ModelInfo>, B
 }
 
 // edge modules are declared below
+pub mod catalogue;
 pub mod credentials;
 pub mod explain;
-pub mod retry;
-pub mod catalogue;
 pub mod http;
 pub mod render;
+pub mod retry;

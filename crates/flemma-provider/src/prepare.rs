@@ -309,7 +309,10 @@ mod tests {
                 message(Role::User, vec![Part::text("a")]),
                 message(Role::User, vec![Part::text("b")]),
                 message(Role::Assistant, vec![tool_use("t1"), tool_use("t2")]),
-                message(Role::User, vec![Part::text("note"), result("t2"), result("t1")]),
+                message(
+                    Role::User,
+                    vec![Part::text("note"), result("t2"), result("t1")],
+                ),
             ],
         };
         let mut warnings = Vec::new();
@@ -354,7 +357,10 @@ mod tests {
             messages: vec![
                 message(Role::Assistant, vec![Part::text(text.clone())]),
                 message(Role::User, vec![Part::text("again")]),
-                message(Role::Assistant, vec![Part::text(text.clone()), tool_use("t")]),
+                message(
+                    Role::Assistant,
+                    vec![Part::text(text.clone()), tool_use("t")],
+                ),
                 message(Role::User, vec![result("t")]),
             ],
         };

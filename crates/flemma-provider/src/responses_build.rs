@@ -7,8 +7,8 @@ use serde_json::{Map, Value, json};
 use crate::prepare::{Prepared, ThinkingUse, classify_thinking, data_url, file_name};
 use crate::tools::normalize_tool_id;
 use crate::{
-    BuildError, CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel,
-    WireRequest, encode_tool_name, inject_harness_parameters, sorted_tools,
+    BuildError, CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel, WireRequest,
+    encode_tool_name, inject_harness_parameters, sorted_tools,
 };
 
 const MAX_ID_LEN: usize = 64;
@@ -88,18 +88,19 @@ fn assistant_items(parts: &[Part], items: &mut Vec<Value>, warnings: &mut Vec<St
         } = part
         {
             match classify_thinking(ProviderKind::OpenAi, text, signature.as_ref(), *redacted) {
-                ThinkingUse::Native { text, signature } => match decode_reasoning_item(&signature)
-                {
-                    Some(item) => items.push(item),
-                    None => {
-                        warnings.push(
+                ThinkingUse::Native { text, signature } => {
+                    match decode_reasoning_item(&signature) {
+                        Some(item) => items.push(item),
+                        None => {
+                            warnings.push(
                             "an openai thinking signature is not a base64 reasoning item; its text was sent as plain context".into(),
                         );
-                        if !text.trim().is_empty() {
-                            texts.push(format!("<thinking>\n{}\n</thinking>", text.trim_end()));
+                            if !text.trim().is_empty() {
+                                texts.push(format!("<thinking>\n{}\n</thinking>", text.trim_end()));
+                            }
                         }
                     }
-                },
+                }
                 ThinkingUse::ForeignText(text) => texts.push(text),
                 ThinkingUse::NativeRedacted { .. } | ThinkingUse::Drop => {}
             }

@@ -237,9 +237,12 @@ impl ResponsesDecoder {
     }
 
     fn call_for(&mut self, event: &Event<'_>) -> Option<&mut OpenCall> {
-        let index = event
-            .output_index
-            .or_else(|| event.item_id.as_ref().and_then(|id| self.call_items.get(id).copied()))?;
+        let index = event.output_index.or_else(|| {
+            event
+                .item_id
+                .as_ref()
+                .and_then(|id| self.call_items.get(id).copied())
+        })?;
         self.calls.get_mut(&index)
     }
 

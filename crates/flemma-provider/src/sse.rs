@@ -156,7 +156,10 @@ impl SseDecoder {
     }
 
     fn process_line(&mut self, raw: &[u8], on_event: &mut dyn FnMut(&str, &str)) {
-        let decoded = String::from_utf8_lossy(raw);
+        let decoded = match std::str::from_utf8(raw) {
+            Ok(line) => std::borrow::Cow::Borrowed(line),
+            Err(_) => String::from_utf8_lossy(raw),
+        };
         let line: &str = &decoded;
         if let Some(bare) = self.bare.as_mut() {
             if bare.scan(line) {
@@ -268,13 +271,17 @@ mod tests {
 
     #[test]
     fn bare_json_objects_spanning_lines() {
-        let input = b"data: {\"a\":1}\r\n\r\n{\"error\":{\n  \"message\":\"}{\",\n  \"code\":500}\n}\n";
+        let input =
+            b"data: {\"a\":1}\r\n\r\n{\"error\":{\n  \"message\":\"}{\",\n  \"code\":500}\n}\n";
         let events = all(&mut SseDecoder::with_bare_json(), input);
         assert_eq!(
             events,
             vec![
                 ev("", "{\"a\":1}"),
-                ev("", "{\"error\":{\n  \"message\":\"}{\",\n  \"code\":500}\n}")
+                ev(
+                    "",
+                    "{\"error\":{\n  \"message\":\"}{\",\n  \"code\":500}\n}"
+                )
             ]
         );
     }

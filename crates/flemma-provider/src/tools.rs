@@ -133,7 +133,10 @@ pub fn name_from_synthetic_id(id: &str) -> Option<String> {
 /// A synthetic id `urn:flemma:tool:<name>:<12 hex>` derived from `seed`.
 pub fn synthetic_tool_id(name: &str, seed: &str) -> String {
     let hash = fnv1a(format!("{name}\u{0}{seed}").as_bytes());
-    format!("{SYNTHETIC_ID_PREFIX}{name}:{:012x}", hash & 0xffff_ffff_ffff)
+    format!(
+        "{SYNTHETIC_ID_PREFIX}{name}:{:012x}",
+        hash & 0xffff_ffff_ffff
+    )
 }
 
 #[cfg(test)]
@@ -153,9 +156,18 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        assert_eq!(encode_tool_name("flemma.jobs.status"), "flemma__jobs__status");
-        assert_eq!(encode_tool_name("slack:channels_list"), "slack__channels_list");
-        assert_eq!(decode_tool_name("flemma__jobs__status"), "flemma.jobs.status");
+        assert_eq!(
+            encode_tool_name("flemma.jobs.status"),
+            "flemma__jobs__status"
+        );
+        assert_eq!(
+            encode_tool_name("slack:channels_list"),
+            "slack__channels_list"
+        );
+        assert_eq!(
+            decode_tool_name("flemma__jobs__status"),
+            "flemma.jobs.status"
+        );
         assert_eq!(decode_tool_name("a:b"), "a.b");
         assert_eq!(decode_tool_name("read_skill"), "read_skill");
     }
@@ -167,8 +179,14 @@ mod tests {
             schema["required"],
             json!(["command", "flemma.background", "flemma.save_to"])
         );
-        assert_eq!(schema["properties"]["flemma.background"]["type"], json!(["boolean", "null"]));
-        assert_eq!(schema["properties"]["flemma.save_to"]["type"], json!(["string", "null"]));
+        assert_eq!(
+            schema["properties"]["flemma.background"]["type"],
+            json!(["boolean", "null"])
+        );
+        assert_eq!(
+            schema["properties"]["flemma.save_to"]["type"],
+            json!(["string", "null"])
+        );
     }
 
     #[test]
@@ -176,7 +194,10 @@ mod tests {
         let schema = inject_harness_parameters(&tool(false, false, &[]));
         assert_eq!(schema["required"], json!(["command"]));
         assert!(schema["properties"].get("flemma.background").is_none());
-        assert_eq!(schema["properties"]["flemma.save_to"]["type"], json!("string"));
+        assert_eq!(
+            schema["properties"]["flemma.save_to"]["type"],
+            json!("string")
+        );
     }
 
     #[test]
@@ -193,9 +214,19 @@ mod tests {
     fn ids_are_normalised_deterministically() {
         assert_eq!(normalize_tool_id("toolu_01ABC", 64), "toolu_01ABC");
         let mapped = normalize_tool_id("urn:flemma:tool:bash:0123456789ab", 64);
-        assert!(mapped.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
-        assert_eq!(mapped, normalize_tool_id("urn:flemma:tool:bash:0123456789ab", 64));
-        assert_ne!(mapped, normalize_tool_id("urn:flemma:tool:bash:0123456789ac", 64));
+        assert!(
+            mapped
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        );
+        assert_eq!(
+            mapped,
+            normalize_tool_id("urn:flemma:tool:bash:0123456789ab", 64)
+        );
+        assert_ne!(
+            mapped,
+            normalize_tool_id("urn:flemma:tool:bash:0123456789ac", 64)
+        );
         assert!(normalize_tool_id(&"x".repeat(80), 40).len() <= 40);
     }
 
@@ -204,7 +235,10 @@ mod tests {
         let id = synthetic_tool_id("flemma.jobs.status", "seed");
         assert!(id.starts_with("urn:flemma:tool:flemma.jobs.status:"));
         assert_eq!(id.len(), "urn:flemma:tool:flemma.jobs.status:".len() + 12);
-        assert_eq!(name_from_synthetic_id(&id).as_deref(), Some("flemma.jobs.status"));
+        assert_eq!(
+            name_from_synthetic_id(&id).as_deref(),
+            Some("flemma.jobs.status")
+        );
         assert_eq!(name_from_synthetic_id("toolu_1"), None);
     }
 }

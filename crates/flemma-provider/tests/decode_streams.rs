@@ -1,5 +1,7 @@
 //! The recorded streams of providers.md (and composed edge cases) through the real decoders.
 
+#![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
+
 use base64::Engine as _;
 use flemma_provider::{ProviderKind, StreamEvent, TRUNCATED_STREAM_MESSAGE, decoder};
 use proptest::prelude::*;
@@ -113,7 +115,12 @@ fn refusal(reason: &str) -> Value {
 fn anthropic_plain_text_with_ping_and_cumulative_usage() {
     assert_eq!(
         decode("anthropic_text"),
-        json!([text("Olá"), text("!"), usage(16, 12, 0, 0, 0), stop(json!("end_turn"))])
+        json!([
+            text("Olá"),
+            text("!"),
+            usage(16, 12, 0, 0, 0),
+            stop(json!("end_turn"))
+        ])
     );
 }
 
@@ -169,7 +176,10 @@ fn anthropic_redacted_padding_and_mid_stream_error() {
 fn anthropic_refusal_with_explanation_and_unknown_event() {
     assert_eq!(
         decode("composed_anthropic_refusal"),
-        json!([usage(7, 3, 0, 0, 0), stop(refusal("This request was declined."))])
+        json!([
+            usage(7, 3, 0, 0, 0),
+            stop(refusal("This request was declined."))
+        ])
     );
 }
 
@@ -177,16 +187,24 @@ fn anthropic_refusal_with_explanation_and_unknown_event() {
 fn anthropic_truncated_stream_is_an_error() {
     let bytes = fixture("anthropic_text");
     let cut = bytes.len() / 2;
-    let events = serde_json::to_value(decode_chunks(ProviderKind::Anthropic, &bytes[..cut], &[]))
-        .unwrap();
-    assert_eq!(events.as_array().unwrap().last().unwrap(), &error(TRUNCATED_STREAM_MESSAGE));
+    let events =
+        serde_json::to_value(decode_chunks(ProviderKind::Anthropic, &bytes[..cut], &[])).unwrap();
+    assert_eq!(
+        events.as_array().unwrap().last().unwrap(),
+        &error(TRUNCATED_STREAM_MESSAGE)
+    );
 }
 
 #[test]
 fn responses_plain_text_ignores_reasoning_without_encrypted_content() {
     assert_eq!(
         decode("responses_text"),
-        json!([text("Oi"), text("!"), usage(19, 118, 64, 0, 0), stop(json!("end_turn"))])
+        json!([
+            text("Oi"),
+            text("!"),
+            usage(19, 118, 64, 0, 0),
+            stop(json!("end_turn"))
+        ])
     );
 }
 
@@ -257,15 +275,23 @@ fn responses_reasoning_then_namespaced_call_with_cache_usage() {
 fn responses_failed_incomplete_and_error_event() {
     assert_eq!(
         decode("composed_responses_failed"),
-        json!([error("OpenAI stream error: Rate limit reached for gpt-5.1. Please try again in 11.054s. (rate_limit_exceeded)")])
+        json!([error(
+            "OpenAI stream error: Rate limit reached for gpt-5.1. Please try again in 11.054s. (rate_limit_exceeded)"
+        )])
     );
     assert_eq!(
         decode("composed_responses_incomplete"),
-        json!([text("Long"), usage(5, 9, 0, 0, 0), stop(json!("max_tokens"))])
+        json!([
+            text("Long"),
+            usage(5, 9, 0, 0, 0),
+            stop(json!("max_tokens"))
+        ])
     );
     assert_eq!(
         decode("composed_responses_error_event"),
-        json!([error("OpenAI stream error: Something went wrong (server_error)")])
+        json!([error(
+            "OpenAI stream error: Something went wrong (server_error)"
+        )])
     );
 }
 
@@ -273,7 +299,12 @@ fn responses_failed_incomplete_and_error_event() {
 fn chat_plain_text_with_usage_only_chunk_and_done() {
     assert_eq!(
         decode("chat_text"),
-        json!([text("Olá"), text("!"), usage(19, 75, 64, 0, 0), stop(json!("end_turn"))])
+        json!([
+            text("Olá"),
+            text("!"),
+            usage(19, 75, 64, 0, 0),
+            stop(json!("end_turn"))
+        ])
     );
 }
 
@@ -335,7 +366,9 @@ fn chat_mid_stream_error_object() {
         decode("composed_chat_error"),
         json!([
             text("Hel"),
-            error("stream error from the server: The server had an error while processing your request. Sorry about that!"),
+            error(
+                "stream error from the server: The server had an error while processing your request. Sorry about that!"
+            ),
         ])
     );
 }
@@ -344,7 +377,11 @@ fn chat_mid_stream_error_object() {
 fn gemini_single_chunk_with_crlf_separators() {
     assert_eq!(
         decode("gemini_text"),
-        json!([text("Olá!"), usage(11, 23, 21, 0, 0), stop(json!("end_turn"))])
+        json!([
+            text("Olá!"),
+            usage(11, 23, 21, 0, 0),
+            stop(json!("end_turn"))
+        ])
     );
 }
 
@@ -367,11 +404,17 @@ fn gemini_thought_and_call_without_id_gets_synthetic_id() {
     let id = events[1]["id"].as_str().unwrap().to_string();
     assert!(id.starts_with("urn:flemma:tool:weather:"), "{id}");
     assert_eq!(id.len(), "urn:flemma:tool:weather:".len() + 12);
-    assert!(id["urn:flemma:tool:weather:".len()..].bytes().all(|b| b.is_ascii_hexdigit()));
+    assert!(
+        id["urn:flemma:tool:weather:".len()..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit())
+    );
     assert_eq!(
         events,
         json!([
-            thinking("**Determining the Weather Inquiry**\n\nI'll activate the `weather` tool…\n\n\n"),
+            thinking(
+                "**Determining the Weather Inquiry**\n\nI'll activate the `weather` tool…\n\n\n"
+            ),
             start(0, &id, "weather"),
             args(0, "{\"location\":\"Florence, Italy\"}"),
             end(0, "{\"location\":\"Florence, Italy\"}"),
@@ -419,7 +462,10 @@ fn gemini_parallel_calls_signature_on_first_only() {
 fn gemini_bare_json_error_line() {
     assert_eq!(
         decode("composed_gemini_bare_error"),
-        json!([text("test"), error("Gemini stream error: Error (INTERNAL 500)")])
+        json!([
+            text("test"),
+            error("Gemini stream error: Error (INTERNAL 500)")
+        ])
     );
 }
 
@@ -446,7 +492,10 @@ fn every_fixture_is_covered_by_the_table() {
     for entry in std::fs::read_dir(dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
         let stem = name.strip_suffix(".sse").unwrap();
-        assert!(FIXTURES.iter().any(|(n, _)| *n == stem), "{stem} not in FIXTURES");
+        assert!(
+            FIXTURES.iter().any(|(n, _)| *n == stem),
+            "{stem} not in FIXTURES"
+        );
     }
 }
 

@@ -1,5 +1,7 @@
 //! Request bodies per provider, asserted as exact JSON, plus byte stability and round trips.
 
+#![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
+
 use base64::Engine as _;
 use flemma_conversation::{Conversation, Message, Part, Role, ThinkingSignature};
 use flemma_provider::{
@@ -179,16 +181,25 @@ fn anthropic_thinking_levels_budget_clamp_adaptive_and_override() {
     let built = build_request(ProviderKind::Anthropic, &conversation, &opts).unwrap();
     let b: Value = serde_json::from_slice(&built.request.body).unwrap();
     // High is 8192, clamped below max_tokens 4096.
-    assert_eq!(b["thinking"], json!({"type": "enabled", "budget_tokens": 4095}));
+    assert_eq!(
+        b["thinking"],
+        json!({"type": "enabled", "budget_tokens": 4095})
+    );
     assert_eq!(
         built.warnings,
         vec!["thinking budget 8192 lowered to 4095 to stay below max_tokens 4096"]
     );
-    assert!(b.get("temperature").is_none(), "temperature is omitted with thinking");
+    assert!(
+        b.get("temperature").is_none(),
+        "temperature is omitted with thinking"
+    );
 
     opts.thinking = Thinking::Level(ThinkingLevel::Medium);
     let b = body(ProviderKind::Anthropic, &conversation, &opts);
-    assert_eq!(b["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
+    assert_eq!(
+        b["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
 
     opts.thinking = Thinking::Level(ThinkingLevel::Minimal);
     assert_eq!(
@@ -229,10 +240,17 @@ fn anthropic_cache_control_on_last_tool_system_and_tail() {
     assert_eq!(b["tools"][1]["cache_control"], marker);
     assert!(b["tools"][0].get("cache_control").is_none());
     assert_eq!(b["messages"][2]["content"][0]["cache_control"], marker);
-    assert!(b["messages"][0]["content"][1].get("cache_control").is_none());
+    assert!(
+        b["messages"][0]["content"][1]
+            .get("cache_control")
+            .is_none()
+    );
     opts.cache_retention = CacheRetention::Short;
     let b = body(ProviderKind::Anthropic, &conversation, &opts);
-    assert_eq!(b["system"][0]["cache_control"], json!({"type": "ephemeral"}));
+    assert_eq!(
+        b["system"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
 }
 
 #[test]
@@ -244,8 +262,15 @@ fn anthropic_ids_normalised_errors_flagged_and_results_first() {
         vec![Part::text("and then?"), result(id, "boom", true)],
     );
     let b = body(ProviderKind::Anthropic, &conversation, &options("claude"));
-    let use_id = b["messages"][1]["content"][1]["id"].as_str().unwrap().to_string();
-    assert!(use_id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-'));
+    let use_id = b["messages"][1]["content"][1]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        use_id
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+    );
     assert_eq!(
         b["messages"][2]["content"],
         json!([
@@ -339,7 +364,10 @@ fn openai_reasoning_override_and_off() {
     opts.openai_reasoning = Some("xhigh".into());
     opts.openai_reasoning_summary = Some("detailed".into());
     let b = body(ProviderKind::OpenAi, &conversation, &opts);
-    assert_eq!(b["reasoning"], json!({"effort": "xhigh", "summary": "detailed"}));
+    assert_eq!(
+        b["reasoning"],
+        json!({"effort": "xhigh", "summary": "detailed"})
+    );
     assert!(b.get("temperature").is_none());
 }
 
@@ -360,7 +388,10 @@ fn chat_completions_body_with_pdf_warning() {
     );
     let b: Value = serde_json::from_slice(&built.request.body).unwrap();
     let weather_params = b["tools"][1]["function"]["parameters"].clone();
-    assert_eq!(weather_params["required"], json!(["location", "flemma.save_to"]));
+    assert_eq!(
+        weather_params["required"],
+        json!(["location", "flemma.save_to"])
+    );
     assert_eq!(
         b,
         json!({
@@ -402,9 +433,10 @@ fn chat_completions_body_with_pdf_warning() {
 fn gemini_body_with_signature_on_first_call_and_function_response() {
     let id = "urn:flemma:tool:weather:0123456789ab";
     let mut conversation = conversation(id, signed("vertex", "thought summary", "CiQB"));
-    conversation.messages[1]
-        .parts
-        .insert(2, tool_use("8hd01vsf", "flemma.jobs.status", "{\"job_id\":\"j\"}"));
+    conversation.messages[1].parts.insert(
+        2,
+        tool_use("8hd01vsf", "flemma.jobs.status", "{\"job_id\":\"j\"}"),
+    );
     conversation.messages[2]
         .parts
         .push(result("8hd01vsf", "job failed", true));
@@ -417,7 +449,10 @@ fn gemini_body_with_signature_on_first_call_and_function_response() {
     );
     let b: Value = serde_json::from_slice(&built.request.body).unwrap();
     let weather_schema = b["tools"][0]["functionDeclarations"][1]["parametersJsonSchema"].clone();
-    assert_eq!(weather_schema["required"], json!(["location", "flemma.save_to"]));
+    assert_eq!(
+        weather_schema["required"],
+        json!(["location", "flemma.save_to"])
+    );
     assert_eq!(
         b,
         json!({
@@ -456,7 +491,11 @@ fn gemini_signature_on_last_text_without_calls_and_levels_for_gemini_3() {
             message(Role::User, vec![Part::text("hi")]),
             message(
                 Role::Assistant,
-                vec![Part::text("a"), Part::text("b"), signed("vertex", "", "EpEB")],
+                vec![
+                    Part::text("a"),
+                    Part::text("b"),
+                    signed("vertex", "", "EpEB"),
+                ],
             ),
             message(Role::User, vec![Part::text("more")]),
         ],
@@ -533,14 +572,22 @@ fn bodies_are_byte_stable_and_a_second_turn_extends_the_first() {
         assert_eq!(a, b, "{kind:?}");
 
         let mut second = first.clone();
-        second.messages.push(message(Role::Assistant, vec![Part::text("Sunny.")]));
-        second.messages.push(message(Role::User, vec![Part::text("Thanks")]));
+        second
+            .messages
+            .push(message(Role::Assistant, vec![Part::text("Sunny.")]));
+        second
+            .messages
+            .push(message(Role::User, vec![Part::text("Thanks")]));
         let c = build_request(kind, &second, &opts).unwrap().request.body;
         let first_messages = messages_of(kind, &a);
         let second_messages = messages_of(kind, &c);
         let prefix = &second_messages[..first_messages.len()];
         // Anthropic moves the tail cache marker; compare without it.
-        assert_eq!(strip_cache(prefix), strip_cache(&first_messages), "{kind:?}");
+        assert_eq!(
+            strip_cache(prefix),
+            strip_cache(&first_messages),
+            "{kind:?}"
+        );
         // Everything before the messages is identical.
         let head = |bytes: &[u8]| {
             let v: Value = serde_json::from_slice(bytes).unwrap();
@@ -592,21 +639,40 @@ fn token_counting_and_model_listing() {
     assert_eq!(request.path_and_query, "/v1/messages/count_tokens");
     let b: Value = serde_json::from_slice(&request.body).unwrap();
     assert!(b.get("max_tokens").is_none() && b.get("stream").is_none());
-    assert_eq!(parse_count_tokens(ProviderKind::Anthropic, br#"{"input_tokens": 2095}"#), Ok(2095));
+    assert_eq!(
+        parse_count_tokens(ProviderKind::Anthropic, br#"{"input_tokens": 2095}"#),
+        Ok(2095)
+    );
 
-    let request = count_tokens_request(ProviderKind::OpenAi, &conversation, &options("gpt-5")).unwrap();
+    let request =
+        count_tokens_request(ProviderKind::OpenAi, &conversation, &options("gpt-5")).unwrap();
     assert_eq!(request.path_and_query, "/responses/input_tokens");
     assert_eq!(
-        parse_count_tokens(ProviderKind::OpenAi, br#"{"object":"response.input_tokens","input_tokens":11}"#),
+        parse_count_tokens(
+            ProviderKind::OpenAi,
+            br#"{"object":"response.input_tokens","input_tokens":11}"#
+        ),
         Ok(11)
     );
-    let request =
-        count_tokens_request(ProviderKind::Gemini, &conversation, &options("gemini-2.5-flash"))
-            .unwrap();
-    assert_eq!(request.path_and_query, "/v1beta/models/gemini-2.5-flash:countTokens");
+    let request = count_tokens_request(
+        ProviderKind::Gemini,
+        &conversation,
+        &options("gemini-2.5-flash"),
+    )
+    .unwrap();
+    assert_eq!(
+        request.path_and_query,
+        "/v1beta/models/gemini-2.5-flash:countTokens"
+    );
     let b: Value = serde_json::from_slice(&request.body).unwrap();
-    assert_eq!(b["generateContentRequest"]["model"], "models/gemini-2.5-flash");
-    assert_eq!(parse_count_tokens(ProviderKind::Gemini, br#"{"totalTokens":31}"#), Ok(31));
+    assert_eq!(
+        b["generateContentRequest"]["model"],
+        "models/gemini-2.5-flash"
+    );
+    assert_eq!(
+        parse_count_tokens(ProviderKind::Gemini, br#"{"totalTokens":31}"#),
+        Ok(31)
+    );
     assert!(count_tokens_request(ProviderKind::Moonshot, &conversation, &opts).is_err());
     assert!(parse_count_tokens(ProviderKind::Anthropic, b"<html>").is_err());
 

@@ -2,6 +2,8 @@
 //! way the `.chat` writer keeps it, and sent back; the provider's native blocks must come back
 //! unmodified and in place.
 
+#![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
+
 use flemma_conversation::{Conversation, Message, Part, Role, StreamEvent};
 use flemma_provider::{ProviderKind, RequestOptions, build_request, decoder};
 use serde_json::{Value, json};
@@ -203,8 +205,17 @@ fn gemini_thinking_replayed_to_anthropic_is_foreign_text_with_mapped_ids() {
     let body = second_request(ProviderKind::Anthropic, assistant);
     let content = body["messages"][1]["content"].as_array().unwrap();
     assert_eq!(content[0]["type"], "text");
-    assert!(content[0]["text"].as_str().unwrap().starts_with("<thinking>\n**Determining"));
+    assert!(
+        content[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("<thinking>\n**Determining")
+    );
     let id = content[1]["id"].as_str().unwrap();
-    assert!(id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'), "{id}");
+    assert!(
+        id.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+        "{id}"
+    );
     assert_eq!(body["messages"][2]["content"][0]["tool_use_id"], id);
 }

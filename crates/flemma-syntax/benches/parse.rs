@@ -4,10 +4,12 @@
 //!
 //! Run: `cargo bench -p flemma-syntax --bench parse`
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use flemma_syntax::{Document, TextEdit, TextRange};
 
 /// A deterministic chat of about `target` bytes.
@@ -55,14 +57,19 @@ fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse_10mb");
     group.throughput(Throughput::Bytes(text.len() as u64));
     group.sample_size(20);
-    group.bench_function("full_parse", |b| b.iter(|| Document::parse(black_box(text.as_str()))));
+    group.bench_function("full_parse", |b| {
+        b.iter(|| Document::parse(black_box(text.as_str())))
+    });
     group.bench_function("memchr_line_count", |b| {
         b.iter(|| memchr::memchr_iter(b'\n', black_box(text.as_bytes())).count())
     });
     group.finish();
 
     let mut group = c.benchmark_group("incremental");
-    let chunk = format!("{:<99}\n", "streamed text of the assistant's reply, one hundred bytes with the line break");
+    let chunk = format!(
+        "{:<99}\n",
+        "streamed text of the assistant's reply, one hundred bytes with the line break"
+    );
     assert_eq!(chunk.len(), 100);
     let mut with_capacity = String::with_capacity(text.len() + 4096);
     with_capacity.push_str(&text);

@@ -46,7 +46,8 @@ impl TextEdit {
 pub fn apply_edits(text: &str, edits: &[TextEdit]) -> (String, usize) {
     let mut sorted: Vec<&TextEdit> = edits.iter().collect();
     sorted.sort_by_key(|e| (e.range.start, e.range.end));
-    let mut out = String::with_capacity(text.len() + edits.iter().map(|e| e.new_text.len()).sum::<usize>());
+    let mut out =
+        String::with_capacity(text.len() + edits.iter().map(|e| e.new_text.len()).sum::<usize>());
     let mut cursor = 0;
     let mut applied = 0;
     for edit in sorted {
@@ -168,14 +169,23 @@ impl Document {
         // Edits in the head (frontmatter, preamble, the first role line) or in a document whose
         // first line opens a frontmatter that never closes can change everything.
         let touches_role_line = |m: &Message| {
-            start < m.role_line.end || (start == m.role_line.end && !self.text[..m.role_line.end].ends_with('\n'))
+            start < m.role_line.end
+                || (start == m.role_line.end && !self.text[..m.role_line.end].ends_with('\n'))
         };
         let restart_index = match self.messages.first() {
-            Some(first) if !self.head_sensitive && first.range.start <= start && !touches_role_line(first) => {
+            Some(first)
+                if !self.head_sensitive
+                    && first.range.start <= start
+                    && !touches_role_line(first) =>
+            {
                 // The last message starting at or before the edit; the one before it when the
                 // edit touches its role line.
                 let k = self.messages.partition_point(|m| m.range.start <= start) - 1;
-                Some(if touches_role_line(&self.messages[k]) { k - 1 } else { k })
+                Some(if touches_role_line(&self.messages[k]) {
+                    k - 1
+                } else {
+                    k
+                })
             }
             _ => None,
         };
@@ -261,14 +271,21 @@ impl Document {
         if message.role_line.contains(offset) {
             return Some(NodeAt::RoleLine(message));
         }
-        let k = message.segments.partition_point(|s| s.range.start <= offset);
+        let k = message
+            .segments
+            .partition_point(|s| s.range.start <= offset);
         let segment = message.segments.get(k.checked_sub(1)?)?;
         (segment.range.contains(offset) || offset == segment.range.end)
             .then_some(NodeAt::Segment(message, segment))
     }
 
     /// The node at a line/column position in the given encoding.
-    pub fn node_at_position(&self, index: &LineIndex, position: Position, encoding: Encoding) -> Option<NodeAt<'_>> {
+    pub fn node_at_position(
+        &self,
+        index: &LineIndex,
+        position: Position,
+        encoding: Encoding,
+    ) -> Option<NodeAt<'_>> {
         self.node_at(index.offset(&self.text, position, encoding))
     }
 
@@ -310,9 +327,10 @@ impl Document {
         self.messages.iter().find_map(|m| {
             m.tool_results()
                 .find(|(_, t)| {
-                    t.suffix.as_ref().and_then(|s| s.get("job")).is_some_and(
-                        |v| matches!(v, crate::SuffixValue::String(j) if j == job_id),
-                    )
+                    t.suffix
+                        .as_ref()
+                        .and_then(|s| s.get("job"))
+                        .is_some_and(|v| matches!(v, crate::SuffixValue::String(j) if j == job_id))
                 })
                 .map(|(s, t)| (m, s, t))
         })
@@ -355,7 +373,6 @@ impl Document {
     }
 }
 
-
 /// Convenience: the line containing `offset`, as a range without its line break.
 pub fn line_range_at(text: &str, offset: usize) -> TextRange {
     let bytes = text.as_bytes();
@@ -375,7 +392,11 @@ impl Document {
         for message in &self.messages {
             total += message.segments.capacity() * size_of::<Segment>()
                 + message.diagnostics.capacity() * size_of::<Diagnostic>()
-                + message.diagnostics.iter().map(|d| d.message.capacity()).sum::<usize>();
+                + message
+                    .diagnostics
+                    .iter()
+                    .map(|d| d.message.capacity())
+                    .sum::<usize>();
             if let Role::Other(name) = &message.role {
                 total += name.capacity();
             }
@@ -397,7 +418,10 @@ impl Document {
                     SegmentKind::Aborted(a) => a.message.capacity(),
                     SegmentKind::FileReference(f) => {
                         f.path.capacity()
-                            + f.options.iter().map(|(k, v)| k.capacity() + v.capacity()).sum::<usize>()
+                            + f.options
+                                .iter()
+                                .map(|(k, v)| k.capacity() + v.capacity())
+                                .sum::<usize>()
                     }
                     SegmentKind::Text | SegmentKind::Expression(_) | SegmentKind::Code(_) => 0,
                 };

@@ -26,7 +26,12 @@ impl Document {
             );
         }
         if !self.preamble().is_empty() {
-            let _ = writeln!(out, "preamble {} {:?}", at(self.preamble()), excerpt(self.slice(self.preamble())));
+            let _ = writeln!(
+                out,
+                "preamble {} {:?}",
+                at(self.preamble()),
+                excerpt(self.slice(self.preamble()))
+            );
         }
         for message in self.messages() {
             let _ = writeln!(
@@ -53,7 +58,10 @@ impl Document {
                     SegmentKind::ToolResult(t) => format!(
                         "id={} status={} meta=[{}] content={:?}",
                         t.tool_use_id,
-                        t.suffix.as_ref().and_then(|s| s.status()).map_or("none", |s| s.as_str()),
+                        t.suffix
+                            .as_ref()
+                            .and_then(|s| s.status())
+                            .map_or("none", |s| s.as_str()),
                         t.suffix.as_ref().map_or(String::new(), |s| s
                             .meta()
                             .map(|(k, v)| format!("{k}={}", v.to_json()))
@@ -64,7 +72,10 @@ impl Document {
                     SegmentKind::JobResult(j) => format!(
                         "id={} status={} content={:?}",
                         j.job_id,
-                        j.suffix.as_ref().and_then(|s| s.status()).map_or("none", |s| s.as_str()),
+                        j.suffix
+                            .as_ref()
+                            .and_then(|s| s.status())
+                            .map_or("none", |s| s.as_str()),
                         excerpt(j.fence.as_ref().map_or("", |f| self.slice(f.content)))
                     ),
                     SegmentKind::Thinking(t) => format!(
@@ -81,9 +92,17 @@ impl Document {
                         t.trim_before,
                         t.trim_after
                     ),
-                    SegmentKind::FileReference(f) => format!("path={:?} options={:?}", f.path, f.options),
+                    SegmentKind::FileReference(f) => {
+                        format!("path={:?} options={:?}", f.path, f.options)
+                    }
                 };
-                let _ = writeln!(out, "  {} {} {}", segment.kind.name(), at(segment.range), detail);
+                let _ = writeln!(
+                    out,
+                    "  {} {} {}",
+                    segment.kind.name(),
+                    at(segment.range),
+                    detail
+                );
             }
         }
         let diagnostics = self.diagnostics();

@@ -1,16 +1,20 @@
 //! Edits of a document expressed as [`TextEdit`]s, so the engine (writing files) and the LSP
 //! (sending `workspace/applyEdit`) share one way of changing documents.
 
+use crate::TextRange;
 use crate::document::{Document, TextEdit};
 use crate::suffix::{Status, Suffix};
 use crate::tree::{Role, ToolResult};
 use crate::write;
-use crate::TextRange;
 
 impl Document {
     /// Rewrites the status of the tool result answering `tool_use_id`, keeping its meta tokens
     /// exactly as written. `None` removes the status (and the parentheses when nothing is left).
-    pub fn set_tool_result_status(&self, tool_use_id: &str, status: Option<Status>) -> Option<TextEdit> {
+    pub fn set_tool_result_status(
+        &self,
+        tool_use_id: &str,
+        status: Option<Status>,
+    ) -> Option<TextEdit> {
         let (_, _, result) = self.tool_result(tool_use_id)?;
         Some(self.suffix_edit(result, status))
     }
@@ -56,13 +60,19 @@ impl Document {
     /// The text to append so the document ends with an empty `@You:` message ready for typing:
     /// a blank line before the role line when needed, the role line, and a blank line.
     pub fn append_you_prompt(&self) -> TextEdit {
-        TextEdit::insert(self.text().len(), format!("{}@You:\n\n", self.blank_line_before_end()))
+        TextEdit::insert(
+            self.text().len(),
+            format!("{}@You:\n\n", self.blank_line_before_end()),
+        )
     }
 
     /// The edit that starts an assistant turn at the end of the document: a blank line before
     /// `@Assistant:` when the last line is not blank, then the role line.
     pub fn append_assistant_start(&self) -> TextEdit {
-        TextEdit::insert(self.text().len(), format!("{}@Assistant:\n", self.blank_line_before_end()))
+        TextEdit::insert(
+            self.text().len(),
+            format!("{}@Assistant:\n", self.blank_line_before_end()),
+        )
     }
 
     /// What must precede a new role line at the end so it stands on its own line after a blank
@@ -98,7 +108,10 @@ impl Document {
                         let new_text = format!("{}\n{rest}", &line[..=colon]);
                         edits.push((
                             TextEdit::replace(diagnostic.range, new_text),
-                            format!("split the inline role marker `{}` onto its own line", &line[..=colon]),
+                            format!(
+                                "split the inline role marker `{}` onto its own line",
+                                &line[..=colon]
+                            ),
                         ));
                     }
                 }
@@ -106,7 +119,10 @@ impl Document {
                     let name = self.slice(diagnostic.range);
                     edits.push((
                         TextEdit::replace(diagnostic.range, name.replace(':', ".")),
-                        format!("rewrite the tool name `{name}` as `{}`", name.replace(':', ".")),
+                        format!(
+                            "rewrite the tool name `{name}` as `{}`",
+                            name.replace(':', ".")
+                        ),
                     ));
                 }
                 _ => {}
@@ -118,24 +134,34 @@ impl Document {
 
 #[cfg(test)]
 mod tests {
-    use crate::{apply_edits, parse, Status};
+    use crate::{Status, apply_edits, parse};
 
     #[test]
     fn status_rewrite_keeps_meta() {
         let text = "@You:\n**Tool Result:** `t1` (status=pending sandbox=false)\n```\n```\n";
         let doc = parse(text);
-        let edit = doc.set_tool_result_status("t1", Some(Status::Approved)).unwrap();
+        let edit = doc
+            .set_tool_result_status("t1", Some(Status::Approved))
+            .unwrap();
         let (out, _) = apply_edits(text, &[edit]);
-        assert_eq!(out, "@You:\n**Tool Result:** `t1` (status=approved sandbox=false)\n```\n```\n");
+        assert_eq!(
+            out,
+            "@You:\n**Tool Result:** `t1` (status=approved sandbox=false)\n```\n```\n"
+        );
     }
 
     #[test]
     fn resolve_keeps_job_meta() {
         let text = "@You:\n**Tool Result:** `t1` (pending job=job_abcdefgh)\n```\n```\nhi\n";
         let doc = parse(text);
-        let edit = doc.resolve_tool_result("t1", "out", true, "", true).unwrap();
+        let edit = doc
+            .resolve_tool_result("t1", "out", true, "", true)
+            .unwrap();
         let (out, _) = apply_edits(text, &[edit]);
-        assert_eq!(out, "@You:\n**Tool Result:** `t1` (error job=job_abcdefgh)\n```\nout\n```\nhi\n");
+        assert_eq!(
+            out,
+            "@You:\n**Tool Result:** `t1` (error job=job_abcdefgh)\n```\nout\n```\nhi\n"
+        );
     }
 
     #[test]
@@ -149,10 +175,14 @@ mod tests {
 
     #[test]
     fn fmt_edits() {
-        let text = "@You: hello\n@Assistant:\n**Tool Use:** `slack:list` (`t1`)\n```json\n{}\n```\n";
+        let text =
+            "@You: hello\n@Assistant:\n**Tool Use:** `slack:list` (`t1`)\n```json\n{}\n```\n";
         let doc = parse(text);
         let edits: Vec<_> = doc.format_edits().into_iter().map(|(e, _)| e).collect();
         let (out, _) = apply_edits(text, &edits);
-        assert_eq!(out, "@You:\nhello\n@Assistant:\n**Tool Use:** `slack.list` (`t1`)\n```json\n{}\n```\n");
+        assert_eq!(
+            out,
+            "@You:\nhello\n@Assistant:\n**Tool Use:** `slack.list` (`t1`)\n```json\n{}\n```\n"
+        );
     }
 }

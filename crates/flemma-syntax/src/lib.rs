@@ -17,13 +17,13 @@ pub use suffix::{Status, Suffix, SuffixValue};
 pub use tree::*;
 
 mod document;
-mod edits;
 mod dump;
+mod edits;
 mod lines;
 mod parser;
 mod scan;
 
-pub use document::{apply_edits, line_range_at, Document, NodeAt, TextEdit};
+pub use document::{Document, NodeAt, TextEdit, apply_edits, line_range_at};
 pub use scan::scan_templated;
 
 /// Parses a `.chat` text. Never fails and never panics; problems are diagnostics.

@@ -15,8 +15,16 @@ pub(crate) fn line_at(bytes: &[u8], start: usize) -> Line {
     match memchr::memchr(b'\n', &bytes[start..]) {
         Some(i) => {
             let nl = start + i;
-            let end = if nl > start && bytes[nl - 1] == b'\r' { nl - 1 } else { nl };
-            Line { start, end, next: nl + 1 }
+            let end = if nl > start && bytes[nl - 1] == b'\r' {
+                nl - 1
+            } else {
+                nl
+            };
+            Line {
+                start,
+                end,
+                next: nl + 1,
+            }
         }
         None => Line {
             start,
@@ -40,11 +48,17 @@ pub(crate) fn role_line(bytes: &[u8], line: Line) -> Option<(usize, usize)> {
     if text.first() != Some(&b'@') {
         return None;
     }
-    let name_len = text[1..].iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+    let name_len = text[1..]
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric())
+        .count();
     if name_len == 0 || text.get(1 + name_len) != Some(&b':') {
         return None;
     }
-    if text[2 + name_len..].iter().all(|b| *b == b' ' || *b == b'\t') {
+    if text[2 + name_len..]
+        .iter()
+        .all(|b| *b == b' ' || *b == b'\t')
+    {
         Some((line.start + 1, line.start + 1 + name_len))
     } else {
         None
@@ -59,7 +73,9 @@ pub(crate) fn legacy_inline_role(bytes: &[u8], line: Line) -> Option<&'static st
             && text[0] == b'@'
             && &text[1..1 + role.len()] == role.as_bytes()
             && text[1 + role.len()] == b':'
-            && text[2 + role.len()..].iter().any(|b| !b.is_ascii_whitespace())
+            && text[2 + role.len()..]
+                .iter()
+                .any(|b| !b.is_ascii_whitespace())
         {
             return Some(role);
         }

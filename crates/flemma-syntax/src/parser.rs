@@ -1,12 +1,12 @@
 //! The parser: a line scanner over byte offsets. Never fails, never panics.
 
+use crate::TextRange;
 use crate::lines::{
-    fence_closer, fence_opener, is_blank, legacy_inline_role, line_at, role_line, trim_end, Line,
+    Line, fence_closer, fence_opener, is_blank, legacy_inline_role, line_at, role_line, trim_end,
 };
 use crate::scan::scan_templated;
 use crate::suffix::Suffix;
 use crate::tree::*;
-use crate::TextRange;
 
 /// Frontmatter and preamble of a document, and where its first message starts.
 pub(crate) struct Head {
@@ -109,8 +109,7 @@ fn frontmatter_opener(bytes: &[u8], line: Line) -> Option<TextRange> {
 
 fn is_frontmatter_closer(bytes: &[u8], line: Line) -> bool {
     let text = &bytes[line.start..line.end];
-    text.starts_with(b"```")
-        && text[3..].iter().all(|b| *b == b' ' || *b == b'\t')
+    text.starts_with(b"```") && text[3..].iter().all(|b| *b == b' ' || *b == b'\t')
 }
 
 fn legacy_diagnostic(line: Line, role: &str) -> Diagnostic {
@@ -145,7 +144,8 @@ pub(crate) fn parse_messages(
             // treating the rest as preamble-like text of an unknown message.
             break;
         };
-        let message = MessageParser::new(text, Role::from_name(&text[name_start..name_end]), line).parse();
+        let message =
+            MessageParser::new(text, Role::from_name(&text[name_start..name_end]), line).parse();
         pos = message.range.end;
         messages.push(message);
     }
@@ -321,7 +321,10 @@ impl<'a> MessageParser<'a> {
                 continue;
             }
             let ticks = fence_opener(bytes, line)?;
-            let info = TextRange::new(line.start + ticks, trim_end(bytes, line.start + ticks, line.end));
+            let info = TextRange::new(
+                line.start + ticks,
+                trim_end(bytes, line.start + ticks, line.end),
+            );
             let content_start = line.next;
             let mut p = content_start;
             while p < bytes.len() {
@@ -413,10 +416,16 @@ impl<'a> MessageParser<'a> {
             match validate_json_object(input) {
                 Ok(()) => input_is_valid = true,
                 Err(problem) => self.diagnostics.push(Diagnostic::new(
-                    if fence.content.is_empty() { fence.open } else { fence.content },
+                    if fence.content.is_empty() {
+                        fence.open
+                    } else {
+                        fence.content
+                    },
                     Severity::Warning,
                     DiagnosticCode::InvalidToolInput,
-                    format!("tool input is not a valid JSON object ({problem}); it is kept as written"),
+                    format!(
+                        "tool input is not a valid JSON object ({problem}); it is kept as written"
+                    ),
                 )),
             }
         }
@@ -439,7 +448,11 @@ impl<'a> MessageParser<'a> {
     /// `**Tool Result:**` (tool = true) or `**Job Result:**` blocks.
     fn result_block(&mut self, header: Line, tool: bool) -> Option<usize> {
         let text = self.text;
-        let prefix = if tool { "**Tool Result:**" } else { "**Job Result:**" };
+        let prefix = if tool {
+            "**Tool Result:**"
+        } else {
+            "**Job Result:**"
+        };
         let header_range = TextRange::new(header.start, header.end);
         let mut cursor = Cursor::new(self.bytes, header.start + prefix.len(), header.end);
         cursor.spaces();
@@ -545,7 +558,9 @@ impl<'a> MessageParser<'a> {
         let mut signature = None;
         let mut redacted = false;
         let attributes = attributes.trim_start_matches([' ', '\t']);
-        if attributes.len() == inner.len() - if self_closing { 2 } else { 1 } && !attributes.is_empty() {
+        if attributes.len() == inner.len() - if self_closing { 2 } else { 1 }
+            && !attributes.is_empty()
+        {
             // `<thinkingX>`: no space after the tag name.
             return None;
         }
@@ -554,7 +569,11 @@ impl<'a> MessageParser<'a> {
         } else if !attributes.is_empty() {
             let (prov, rest) = attributes.split_once(":signature=\"")?;
             let payload = rest.trim_end().strip_suffix('"')?;
-            if prov.is_empty() || !prov.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+            if prov.is_empty()
+                || !prov
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
                 return None;
             }
             provider = Some(prov.to_owned());
@@ -631,7 +650,11 @@ impl<'a> MessageParser<'a> {
             .strip_suffix("-->")?
             .trim()
             .to_owned();
-        self.push_block(line.start, line.next, SegmentKind::Aborted(Box::new(Aborted { message })));
+        self.push_block(
+            line.start,
+            line.next,
+            SegmentKind::Aborted(Box::new(Aborted { message })),
+        );
         Some(line.next)
     }
 }
@@ -697,7 +720,11 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn new(bytes: &'a [u8], pos: usize, end: usize) -> Self {
-        Self { bytes, pos: pos.min(end), end }
+        Self {
+            bytes,
+            pos: pos.min(end),
+            end,
+        }
     }
 
     fn peek(&self) -> Option<u8> {

@@ -169,7 +169,12 @@ impl LineIndex {
         }
     }
 
-    pub fn range(&self, text: &str, range: crate::TextRange, encoding: Encoding) -> (Position, Position) {
+    pub fn range(
+        &self,
+        text: &str,
+        range: crate::TextRange,
+        encoding: Encoding,
+    ) -> (Position, Position) {
         (
             self.position(text, range.start, encoding),
             self.position(text, range.end, encoding),

@@ -1,7 +1,7 @@
 //! Scanning of templated text: `{{ expr }}`, `{% code %}` and `@./file` references.
 
-use crate::tree::{FileReference, Segment, SegmentKind, Template};
 use crate::TextRange;
+use crate::tree::{FileReference, Segment, SegmentKind, Template};
 
 /// A tag longer than this is not a tag (keeps pathological input linear enough).
 const MAX_TAG_LEN: usize = 256 * 1024;
@@ -180,13 +180,14 @@ fn scan_file_reference(text: &str, at: usize, range: TextRange) -> Option<(FileR
         }
     }
     let rest = &bytes[at + 1..range.end];
-    let prefix_len = if rest.starts_with(b"./") || rest.starts_with(b"~/") || rest.starts_with(b"//") {
-        2
-    } else if rest.starts_with(b"../") {
-        3
-    } else {
-        return None;
-    };
+    let prefix_len =
+        if rest.starts_with(b"./") || rest.starts_with(b"~/") || rest.starts_with(b"//") {
+            2
+        } else if rest.starts_with(b"../") {
+            3
+        } else {
+            return None;
+        };
     let path_start = at + 1;
     let mut i = path_start;
     while i < range.end && !bytes[i].is_ascii_whitespace() && bytes[i] != b';' {
@@ -199,7 +200,9 @@ fn scan_file_reference(text: &str, at: usize, range: TextRange) -> Option<(FileR
     while end < range.end && bytes[end] == b';' {
         let key_start = end + 1;
         let mut k = key_start;
-        while k < range.end && (bytes[k].is_ascii_alphanumeric() || bytes[k] == b'_' || bytes[k] == b'-') {
+        while k < range.end
+            && (bytes[k].is_ascii_alphanumeric() || bytes[k] == b'_' || bytes[k] == b'-')
+        {
             k += 1;
         }
         if k == key_start || k >= range.end || bytes[k] != b'=' {
@@ -209,7 +212,8 @@ fn scan_file_reference(text: &str, at: usize, range: TextRange) -> Option<(FileR
         let (value, value_end, quoted) = match bytes.get(value_start) {
             Some(&q @ (b'\'' | b'"')) if value_start < range.end => {
                 let close = skip_string(bytes, value_start + 1, q, range.end);
-                if close > range.end || bytes.get(close - 1) != Some(&q) || close == value_start + 1 {
+                if close > range.end || bytes.get(close - 1) != Some(&q) || close == value_start + 1
+                {
                     break;
                 }
                 (unescape(&text[value_start + 1..close - 1]), close, true)
@@ -227,7 +231,9 @@ fn scan_file_reference(text: &str, at: usize, range: TextRange) -> Option<(FileR
         last_value_unquoted = !quoted;
     }
     if options.is_empty() {
-        while path_end > path_start + prefix_len && TRAILING_PUNCTUATION.contains(&bytes[path_end - 1]) {
+        while path_end > path_start + prefix_len
+            && TRAILING_PUNCTUATION.contains(&bytes[path_end - 1])
+        {
             path_end -= 1;
         }
         end = path_end;
@@ -328,10 +334,19 @@ mod tests {
 
     #[test]
     fn rhai_aware_closers() {
-        assert_eq!(kinds(r#"{{ "}}" }}"#), vec![("expression", r#"{{ "}}" }}"#)]);
-        assert_eq!(kinds("{{ #{a: 1} }}"), vec![("expression", "{{ #{a: 1} }}")]);
+        assert_eq!(
+            kinds(r#"{{ "}}" }}"#),
+            vec![("expression", r#"{{ "}}" }}"#)]
+        );
+        assert_eq!(
+            kinds("{{ #{a: 1} }}"),
+            vec![("expression", "{{ #{a: 1} }}")]
+        );
         assert_eq!(kinds("{{ '}' }}"), vec![("expression", "{{ '}' }}")]);
-        assert_eq!(kinds("{{ /* }} */ 1 }}"), vec![("expression", "{{ /* }} */ 1 }}")]);
+        assert_eq!(
+            kinds("{{ /* }} */ 1 }}"),
+            vec![("expression", "{{ /* }} */ 1 }}")]
+        );
         assert_eq!(kinds("{{ `a}}b` }}"), vec![("expression", "{{ `a}}b` }}")]);
     }
 
@@ -339,7 +354,9 @@ mod tests {
     fn trim_markers() {
         let text = "{{- x -}}";
         let segs = scan_templated(text, TextRange::new(0, text.len()));
-        let SegmentKind::Expression(t) = &segs[0].kind else { panic!() };
+        let SegmentKind::Expression(t) = &segs[0].kind else {
+            panic!()
+        };
         assert!(t.trim_before && t.trim_after);
         assert_eq!(&text[t.code.start..t.code.end], " x ");
     }

@@ -343,10 +343,16 @@ mod tests {
             s.render_with_status(Some(Status::Approved)),
             "status=approved sandbox=false note=\"x \\\" y\""
         );
-        assert_eq!(s.render_with_status(None), "sandbox=false note=\"x \\\" y\"");
+        assert_eq!(
+            s.render_with_status(None),
+            "sandbox=false note=\"x \\\" y\""
+        );
         let (s, _) = Suffix::parse("job=job_k7x2m9qa");
         assert_eq!(s.status(), None);
-        assert_eq!(s.render_with_status(Some(Status::Error)), "error job=job_k7x2m9qa");
+        assert_eq!(
+            s.render_with_status(Some(Status::Error)),
+            "error job=job_k7x2m9qa"
+        );
     }
 
     #[test]

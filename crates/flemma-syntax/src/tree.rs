@@ -4,8 +4,8 @@
 //! or a segment of a message body. Nodes hold byte ranges into the document's text (never copies
 //! of it), plus the few decoded values a consumer needs (tool names, ids, suffix tokens).
 
-use crate::suffix::Suffix;
 use crate::TextRange;
+use crate::suffix::Suffix;
 
 /// How bad a diagnostic is. Mirrors LSP severities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -11,7 +11,10 @@ pub const ABORT_MARKER: &str = "<!-- flemma:aborted: Response interrupted by the
 
 /// The abort marker with a custom message.
 pub fn abort_marker(message: &str) -> String {
-    format!("<!-- flemma:aborted: {} -->", message.replace("-->", "--&gt;"))
+    format!(
+        "<!-- flemma:aborted: {} -->",
+        message.replace("-->", "--&gt;")
+    )
 }
 
 /// The backticks of a fence that can hold `content`.
@@ -212,7 +215,10 @@ mod tests {
 
     #[test]
     fn thinking_forms() {
-        assert_eq!(thinking_block("t", None, false), "<thinking>\nt\n</thinking>\n");
+        assert_eq!(
+            thinking_block("t", None, false),
+            "<thinking>\nt\n</thinking>\n"
+        );
         assert_eq!(
             thinking_block("t", Some(("anthropic", "s\"1")), false),
             "<thinking anthropic:signature=\"s&quot;1\">\nt\n</thinking>\n"
@@ -221,7 +227,10 @@ mod tests {
             thinking_block("", Some(("openai", "abc")), false),
             "<thinking openai:signature=\"abc\"/>\n"
         );
-        assert_eq!(thinking_block("data", None, true), "<thinking redacted>\ndata\n</thinking>\n");
+        assert_eq!(
+            thinking_block("data", None, true),
+            "<thinking redacted>\ndata\n</thinking>\n"
+        );
     }
 
     #[test]

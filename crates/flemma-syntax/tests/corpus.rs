@@ -1,9 +1,11 @@
 //! The fixture corpus (`tests/fixtures/chat/*.chat` at the workspace root): every file round
 //! trips, re-analyses incrementally to the same tree, and matches its outline snapshot.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
-use flemma_syntax::{parse, Document};
+use flemma_syntax::{Document, parse};
 
 fn fixtures() -> Vec<(String, String)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chat");

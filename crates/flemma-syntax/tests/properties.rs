@@ -1,7 +1,9 @@
 //! Property tests: lossless printing, incremental re-analysis equal to a full parse, and header
 //! rewrites that touch only their own bytes. Parsing never panics.
 
-use flemma_syntax::{apply_edits, parse, Document, Status, TextEdit, TextRange};
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use flemma_syntax::{Document, Status, TextEdit, TextRange, apply_edits, parse};
 use proptest::prelude::*;
 
 /// Pieces that exercise every construct of the format, mixed with noise.
