@@ -1,7 +1,10 @@
 //! `flemmad`: the command-line entry point. Parses arguments and hands off to `cli::*`.
 
+mod chat;
 mod cli;
 mod fsutil;
+mod provider_setup;
+mod reply_file;
 
 use std::process::ExitCode;
 

@@ -1,7 +1,10 @@
 //! The `flemmad` command line: one module per subcommand.
 
+mod count;
 mod fmt;
+mod models;
 mod parse;
+mod send;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +26,10 @@ use clap::{Parser, Subcommand, ValueEnum};
     max_term_width = 100
 )]
 pub struct Cli {
+    /// Configuration file to use instead of $FLEMMA_CONFIG or
+    /// $XDG_CONFIG_HOME/flemma/config.toml (see docs/configuration.md).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -42,6 +49,31 @@ pub enum Command {
     /// Everything else stays byte-identical. With --check, nothing is written: the command
     /// exits 1 and names each change it would make.
     Fmt(fmt::FmtArgs),
+    /// Send a .chat file to its provider and stream the reply into the file.
+    ///
+    /// Evaluates the frontmatter and templates, sends the conversation to the provider and model
+    /// the file (or the config) selects, writes the reply under a new `@Assistant:` as it
+    /// arrives (atomic writes; text added to the file meanwhile is kept), then appends an empty
+    /// `@You:`. Progress, retries, token usage and cost go to stderr. Tool calls the model makes
+    /// are written as tool-use blocks (running them needs the engine, not yet part of flemmad).
+    ///
+    /// Exit status: 0 on success; 1 when nothing could be sent or the provider failed (the file
+    /// is left as it was, or ends with the abort marker when part of the reply had arrived);
+    /// 2 when the file cannot be read; 130 when interrupted with Ctrl-C.
+    ///
+    /// Credentials: ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, VERTEX_ACCESS_TOKEN (or
+    /// gcloud), MOONSHOT_API_KEY, OPENAI_COMPATIBLE_API_KEY, then secret-tool / the macOS
+    /// keychain. Base URLs: ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GEMINI_BASE_URL,
+    /// VERTEX_BASE_URL, MOONSHOT_BASE_URL, OPENAI_COMPATIBLE_BASE_URL.
+    Send(send::SendArgs),
+    /// Count the input tokens of a .chat file with its provider's counting endpoint.
+    ///
+    /// Evaluates the file like `send` does, then asks the provider (Anthropic
+    /// /v1/messages/count_tokens, OpenAI /v1/responses/input_tokens, Gemini/Vertex
+    /// :countTokens). Chat Completions servers have no counting endpoint.
+    Count(count::CountArgs),
+    /// List the models a provider serves (with catalogue prices when known).
+    Models(models::ModelsArgs),
 }
 
 /// Unit of the `character` field of positions in JSON output.
@@ -81,5 +113,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Parse(args) => parse::run(args),
         Command::Fmt(args) => fmt::run(args),
+        Command::Send(args) => send::run(args, cli.config.as_deref()),
+        Command::Count(args) => count::run(args, cli.config.as_deref()),
+        Command::Models(args) => models::run(args, cli.config.as_deref()),
     }
 }

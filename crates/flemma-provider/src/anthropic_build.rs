@@ -245,7 +245,18 @@ pub(crate) fn body(
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
-    let (thinking, output_config) = thinking_settings(options, warnings);
+    let (mut thinking, mut output_config) = thinking_settings(options, warnings);
+    let in_tool_loop_without_thinking = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .is_some_and(|messages| tool_loop_lacks_thinking(messages));
+    if thinking.is_some() && in_tool_loop_without_thinking {
+        warnings.push(
+            "thinking turned off for this request: the last assistant turn has tool calls but no Anthropic thinking block (it came from another provider or thinking was off); Anthropic rejects thinking in that case".into(),
+        );
+        thinking = None;
+        output_config = None;
+    }
     let thinking_on = thinking.is_some();
     if let Some(thinking) = thinking {
         body.insert("thinking".into(), thinking);
@@ -258,6 +269,32 @@ pub(crate) fn body(
     }
     body.insert("stream".into(), json!(true));
     body
+}
+
+/// True when the request continues a tool loop (the last message carries tool results) whose
+/// assistant turn does not start with a thinking block: Anthropic rejects thinking then.
+fn tool_loop_lacks_thinking(messages: &[Value]) -> bool {
+    let block_type = |block: &Value| {
+        block
+            .get("type")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let [.., assistant, last] = messages else {
+        return false;
+    };
+    let has_results = last["content"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|b| block_type(b).as_deref() == Some("tool_result"))
+    });
+    if !has_results || assistant["role"] != "assistant" {
+        return false;
+    }
+    let first = assistant["content"]
+        .as_array()
+        .and_then(|c| c.first())
+        .and_then(block_type);
+    !matches!(first.as_deref(), Some("thinking" | "redacted_thinking"))
 }
 
 /// Puts `cache_control` on the last cacheable block of the last message.

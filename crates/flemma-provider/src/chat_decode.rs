@@ -89,6 +89,7 @@ struct CompletionDetails {
 #[derive(Debug)]
 struct Call {
     wire_index: usize,
+    id: String,
     ordinal: usize,
     arguments: String,
     ended: bool,
@@ -178,25 +179,29 @@ impl ChatDecoder {
                 name: None,
                 arguments: None,
             });
-            let existing = self
-                .calls
-                .iter()
-                .position(|c| c.wire_index == wire_index && !c.ended);
+            let incoming_id = call.id.filter(|id| !id.is_empty());
+            // Same index and (when the server repeats ids) the same id: a continuation.
+            let existing = self.calls.iter().position(|c| {
+                c.wire_index == wire_index
+                    && !c.ended
+                    && incoming_id.as_ref().is_none_or(|id| *id == c.id)
+            });
             let slot = match existing {
                 Some(slot) => slot,
                 None => {
                     let ordinal = self.calls.len();
-                    let id = call.id.filter(|id| !id.is_empty()).unwrap_or_else(|| {
+                    let id = incoming_id.unwrap_or_else(|| {
                         let seed = format!("{}:{ordinal}", self.response_id);
                         format!("call_{:016x}", fnv1a(seed.as_bytes()))
                     });
                     out.push(StreamEvent::ToolCallStart {
                         index: ordinal,
-                        id,
+                        id: id.clone(),
                         name: decode_tool_name(function.name.as_deref().unwrap_or_default()),
                     });
                     self.calls.push(Call {
                         wire_index,
+                        id,
                         ordinal,
                         arguments: String::new(),
                         ended: false,

@@ -169,13 +169,44 @@ fn model_parts(kind: ProviderKind, parts: &[Part]) -> Vec<Value> {
     out
 }
 
+/// The dummy signature Google documents for function calls that did not come from Gemini 3
+/// (history from another model), which Gemini 3 would otherwise reject as unsigned.
+pub const FOREIGN_CALL_SIGNATURE: &str = "skip_thought_signature_validator";
+
+/// Gemini 3 validates signatures in the current turn only: when the conversation ends with
+/// function responses to a model turn whose calls carry no signature, the first call gets
+/// [`FOREIGN_CALL_SIGNATURE`].
+fn sign_current_tool_turn(contents: &mut [Value]) {
+    let [.., model, last] = contents else {
+        return;
+    };
+    let answers_calls = last["parts"]
+        .as_array()
+        .is_some_and(|p| p.iter().any(|part| part.get("functionResponse").is_some()));
+    if !answers_calls || model["role"] != "model" {
+        return;
+    }
+    let Some(parts) = model.get_mut("parts").and_then(Value::as_array_mut) else {
+        return;
+    };
+    if parts.iter().any(|p| p.get("thoughtSignature").is_some()) {
+        return;
+    }
+    if let Some(Value::Object(call)) = parts.iter_mut().find(|p| p.get("functionCall").is_some()) {
+        call.insert("thoughtSignature".into(), json!(FOREIGN_CALL_SIGNATURE));
+    }
+}
+
 fn thinking_config(options: &RequestOptions) -> Option<Value> {
     if let Some(budget) = options.gemini_thinking_budget {
         return Some(json!({"includeThoughts": budget != 0, "thinkingBudget": budget}));
     }
     let levels = uses_thinking_levels(&options.model);
+    // Gemini 3 and the 2.5 Pro models cannot turn thinking off (budget 0 is rejected): "off"
+    // leaves the model's default and does not ask for thoughts.
+    let always_thinks = levels || model_id(&options.model).contains("-pro");
     match options.thinking {
-        Thinking::Off if levels => None,
+        Thinking::Off | Thinking::Budget(0) if always_thinks => None,
         Thinking::Off | Thinking::Budget(0) => Some(json!({"thinkingBudget": 0})),
         Thinking::Level(level) if levels => Some(json!({
             "includeThoughts": true, "thinkingLevel": gemini_level_name(level),
@@ -228,6 +259,9 @@ pub(crate) fn body(
         if !parts.is_empty() {
             contents.push(json!({"role": role, "parts": parts}));
         }
+    }
+    if uses_thinking_levels(&options.model) {
+        sign_current_tool_turn(&mut contents);
     }
     body.insert("contents".into(), Value::Array(contents));
     let mut generation = Map::new();

@@ -12,7 +12,9 @@ pub use tools::{
 };
 
 pub use anthropic_build::{DEFAULT_ANTHROPIC_VERSION, anthropic_level_budget};
-pub use gemini_build::{gemini_level_budget, gemini_level_name, is_gemini_call_id};
+pub use gemini_build::{
+    FOREIGN_CALL_SIGNATURE, gemini_level_budget, gemini_level_name, is_gemini_call_id,
+};
 pub use prepare::{ABORT_MARKER_PREFIX, MISSING_RESULT_TEXT};
 pub use responses_build::{openai_budget_effort, openai_level_effort};
 
@@ -108,10 +110,15 @@ pub struct ToolDefinition {
 /// Named thinking effort levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ThinkingLevel {
+    /// The least reasoning a model offers (Anthropic 1024 tokens, OpenAI `minimal`).
     Minimal,
+    /// Anthropic 1024 tokens, OpenAI `low`.
     Low,
+    /// Anthropic 2048 tokens, OpenAI `medium`.
     Medium,
+    /// Anthropic 8192 tokens, OpenAI `high` (flemmad's default).
     High,
+    /// Anthropic 16384 tokens (adaptive effort `max`), OpenAI `high`.
     Max,
 }
 
@@ -125,6 +132,24 @@ pub enum Thinking {
     Level(ThinkingLevel),
     /// An explicit token budget.
     Budget(u32),
+}
+
+impl Thinking {
+    /// Parses the configuration value: `minimal|low|medium|high|max`, a token budget, or
+    /// `false`/`off`/`none`/`0` for no reasoning. `None` when the word is unknown.
+    pub fn parse(value: &str) -> Option<Self> {
+        let value = value.trim().to_ascii_lowercase();
+        let level = match value.as_str() {
+            "false" | "off" | "none" | "0" => return Some(Thinking::Off),
+            "minimal" => ThinkingLevel::Minimal,
+            "low" => ThinkingLevel::Low,
+            "medium" => ThinkingLevel::Medium,
+            "high" => ThinkingLevel::High,
+            "max" => ThinkingLevel::Max,
+            number => return number.parse::<u32>().ok().map(Thinking::Budget),
+        };
+        Some(Thinking::Level(level))
+    }
 }
 
 /// Prompt cache retention.
@@ -258,7 +283,7 @@ pub fn build_request(
     conversation: &Conversation,
     options: &RequestOptions,
 ) -> Result<BuiltRequest, BuildError> {
-    check_model(kind, options)?;
+    check_options(kind, options)?;
     let mut warnings = Vec::new();
     let prepared = prepare::prepare(conversation, &mut warnings);
     let request = match kind {
@@ -308,6 +333,18 @@ fn check_model(kind: ProviderKind, options: &RequestOptions) -> Result<(), Build
         return Err(BuildError::MissingOption(format!(
             "no model is set for {}: choose one in the frontmatter or the config (model = \"…\")",
             kind.name()
+        )));
+    }
+    Ok(())
+}
+
+fn check_options(kind: ProviderKind, options: &RequestOptions) -> Result<(), BuildError> {
+    check_model(kind, options)?;
+    if options.max_tokens == 0 {
+        return Err(BuildError::MissingOption(format!(
+            "max_tokens is 0 for {} model {}: set max_tokens to a positive number or a percentage of the model's output limit",
+            kind.name(),
+            options.model
         )));
     }
     Ok(())

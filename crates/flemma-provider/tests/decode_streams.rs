@@ -542,3 +542,47 @@ proptest! {
         prop_assert_eq!(decode_chunks(kind, &bytes, &[]), decode_chunks(kind, &bytes, &splits));
     }
 }
+
+#[test]
+fn chat_calls_without_index_are_split_by_id_and_missing_ids_are_generated() {
+    let stream = concat!(
+        "data: {\"id\":\"r1\",\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"a\",\"function\":{\"name\":\"read\",\"arguments\":\"{}\"}}]}}]}\n\n",
+        "data: {\"id\":\"r1\",\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"b\",\"function\":{\"name\":\"ls\",\"arguments\":\"{}\"}}]}}]}\n\n",
+        "data: {\"id\":\"r1\",\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":5,\"function\":{\"name\":\"find\"}}]}}]}\n\n",
+        "data: {\"id\":\"r1\",\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let events = serde_json::to_value(decode_chunks(
+        ProviderKind::OpenAiCompatible,
+        stream.as_bytes(),
+        &[],
+    ))
+    .unwrap();
+    let starts: Vec<(&str, &str)> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "tool_call_start")
+        .map(|e| (e["id"].as_str().unwrap(), e["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(starts.len(), 3);
+    assert_eq!(starts[0], ("a", "read"));
+    assert_eq!(starts[1], ("b", "ls"));
+    assert!(starts[2].0.starts_with("call_") && starts[2].1 == "find");
+    assert_eq!(
+        events.as_array().unwrap().last().unwrap(),
+        &stop(json!("tool_use"))
+    );
+}
+
+#[test]
+fn invalid_utf8_is_replaced_not_fatal() {
+    let mut stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"a".to_vec();
+    stream.push(0xff);
+    stream.extend_from_slice(b"b\"}}]}\n\ndata: [DONE]\n\n");
+    let events = decode_chunks(ProviderKind::OpenAiCompatible, &stream, &[]);
+    assert_eq!(
+        serde_json::to_value(events).unwrap(),
+        json!([text("a\u{fffd}b"), stop(json!("end_turn"))])
+    );
+}

@@ -1011,3 +1011,30 @@ async fn a_3_mb_reply_streams_and_renders_intact() {
         );
     }
 }
+
+#[tokio::test]
+async fn anthropic_redacted_thinking_follows_the_signed_block() {
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(
+        Turn::default()
+            .redacted_thinking("EmwKAhgBEgy3va3pzix")
+            .thinking("Checking the weather.", "sig-1")
+            .tool_call("weather", json!({"location": "Florence"}))
+            .anthropic_padding(true),
+    );
+    let reply = stream(ProviderKind::Anthropic, &conversation("Weather?"), &mock).await;
+    assert_eq!(reply.summary().stop, StopReason::ToolUse);
+    let text = &reply.rendered;
+    let tool = text.find("**Tool Use:** `weather`").expect(text);
+    let signed = text
+        .find("<thinking anthropic:signature=\"sig-1\">\nChecking the weather.\n</thinking>\n")
+        .expect(text);
+    let redacted = text
+        .find("<thinking redacted>\nEmwKAhgBEgy3va3pzix\n</thinking>\n")
+        .expect(text);
+    assert!(tool < signed && signed < redacted, "{text}");
+    assert!(
+        text.contains("```json\n{\"location\":\"Florence\"}\n```\n\n<thinking"),
+        "{text}"
+    );
+}

@@ -175,7 +175,10 @@ fn anthropic_body_headers_and_native_thinking_first() {
 
 #[test]
 fn anthropic_thinking_levels_budget_clamp_adaptive_and_override() {
-    let conversation = conversation("toolu_01A", Part::text(""));
+    let conversation = Conversation {
+        system: vec![],
+        messages: vec![message(Role::User, vec![Part::text("Think.")])],
+    };
     let mut opts = options("claude-sonnet-4-5");
     opts.thinking = Thinking::Level(ThinkingLevel::High);
     let built = build_request(ProviderKind::Anthropic, &conversation, &opts).unwrap();
@@ -702,4 +705,110 @@ fn token_counting_and_model_listing() {
     assert_eq!(models.len(), 1);
     assert_eq!(models[0].id, "gemini-2.5-flash");
     assert_eq!(models[0].max_output_tokens, Some(65536));
+}
+
+#[test]
+fn anthropic_thinking_is_turned_off_in_a_tool_loop_without_a_thinking_block() {
+    // The tool call came from another provider: no Anthropic thinking block to put first.
+    let foreign = conversation("call_1", signed("openai", "other", "eyJ9"));
+    let mut opts = options("claude-sonnet-4-5");
+    opts.max_tokens = 32000;
+    opts.thinking = Thinking::Level(ThinkingLevel::High);
+    let built = build_request(ProviderKind::Anthropic, &foreign, &opts).unwrap();
+    let b: Value = serde_json::from_slice(&built.request.body).unwrap();
+    assert!(b.get("thinking").is_none());
+    assert_eq!(b["temperature"], 0.5);
+    assert!(built.warnings[0].starts_with("thinking turned off for this request"));
+    // With a native block first, thinking stays on.
+    let native = conversation("toolu_1", signed("anthropic", "mine", "sig"));
+    let b = body(ProviderKind::Anthropic, &native, &opts);
+    assert_eq!(b["thinking"]["type"], "enabled");
+}
+
+#[test]
+fn gemini_3_foreign_calls_in_the_current_turn_get_the_documented_dummy_signature() {
+    let conversation = conversation("toolu_1", signed("anthropic", "other", "sig"));
+    let b = body(
+        ProviderKind::Gemini,
+        &conversation,
+        &options("gemini-3-pro-preview"),
+    );
+    assert_eq!(
+        b["contents"][1]["parts"][2],
+        json!({"functionCall": {"name": "weather", "args": {"location": "Florence"}},
+               "thoughtSignature": "skip_thought_signature_validator"})
+    );
+    // Gemini 2.5 does not validate: nothing is invented.
+    let b = body(
+        ProviderKind::Gemini,
+        &conversation,
+        &options("gemini-2.5-flash"),
+    );
+    assert!(
+        b["contents"][1]["parts"][2]
+            .get("thoughtSignature")
+            .is_none()
+    );
+}
+
+#[test]
+fn thinking_values_parse_like_the_config_writes_them() {
+    assert_eq!(
+        Thinking::parse("high"),
+        Some(Thinking::Level(ThinkingLevel::High))
+    );
+    assert_eq!(
+        Thinking::parse(" Minimal "),
+        Some(Thinking::Level(ThinkingLevel::Minimal))
+    );
+    assert_eq!(Thinking::parse("false"), Some(Thinking::Off));
+    assert_eq!(Thinking::parse("4096"), Some(Thinking::Budget(4096)));
+    assert_eq!(Thinking::parse("loads"), None);
+    assert_eq!(
+        ProviderKind::from_name("openai-compatible"),
+        Some(ProviderKind::OpenAiCompatible)
+    );
+    assert_eq!(
+        ProviderKind::from_name("gemini"),
+        Some(ProviderKind::Gemini)
+    );
+    assert_eq!(ProviderKind::from_name("claude"), None);
+    for kind in ProviderKind::ALL {
+        assert_eq!(ProviderKind::from_name(kind.name()), Some(kind));
+    }
+}
+
+#[test]
+fn zero_max_tokens_is_an_explained_error() {
+    let mut opts = options("gpt-5");
+    opts.max_tokens = 0;
+    let error = build_request(ProviderKind::OpenAi, &Conversation::default(), &opts).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("max_tokens is 0 for openai model gpt-5")
+    );
+    // Token counting does not need it.
+    assert!(count_tokens_request(ProviderKind::OpenAi, &Conversation::default(), &opts).is_ok());
+}
+
+#[test]
+fn gemini_off_is_budget_zero_except_for_models_that_always_think() {
+    let conversation = Conversation::default();
+    let b = body(
+        ProviderKind::Gemini,
+        &conversation,
+        &options("gemini-2.5-flash"),
+    );
+    assert_eq!(
+        b["generationConfig"]["thinkingConfig"],
+        json!({"thinkingBudget": 0})
+    );
+    for model in ["gemini-2.5-pro", "models/gemini-3-pro-preview"] {
+        let b = body(ProviderKind::Gemini, &conversation, &options(model));
+        assert!(
+            b["generationConfig"].get("thinkingConfig").is_none(),
+            "{model}"
+        );
+    }
 }

@@ -1,0 +1,346 @@
+//! The sandboxed Rhai engine and the pure helper functions every template sees.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use flemma_conversation::Part;
+use rhai::module_resolvers::DummyModuleResolver;
+use rhai::packages::{Package, StandardPackage};
+use rhai::{Array, Dynamic, Engine, FLOAT, INT, ImmutableString, Map, Shared};
+
+use crate::Limits;
+
+/// The token `on_progress` stops a script with when the evaluation is cancelled.
+pub(crate) const CANCELLED: &str = "evaluation cancelled";
+
+/// Attachments and mixed output produced by `include()` (binary mode, or a template that
+/// attaches files). Emitting it with `{{ }}` or `emit()` inserts the parts in place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attachment {
+    /// The parts, in order.
+    pub parts: Vec<Part>,
+}
+
+fn standard_package() -> Shared<rhai::Module> {
+    static PACKAGE: OnceLock<Shared<rhai::Module>> = OnceLock::new();
+    PACKAGE
+        .get_or_init(|| StandardPackage::new().as_shared_module())
+        .clone()
+}
+
+/// A sandboxed engine: the standard package (strings, maths, arrays, maps, iterators), no
+/// module resolver, no `eval`, printing to `tracing`, resource limits, and a progress callback
+/// that stops on the cancel flag or when the wall-clock budget is spent.
+pub(crate) fn sandboxed_engine(
+    limits: &Limits,
+    started: Instant,
+    cancel: Option<Arc<AtomicBool>>,
+    now: SystemTime,
+) -> Engine {
+    let mut engine = Engine::new_raw();
+    engine.register_global_module(standard_package());
+    engine.set_module_resolver(DummyModuleResolver::new());
+    engine.disable_symbol("eval");
+    engine.set_max_operations(limits.max_operations);
+    engine.set_max_string_size(limits.max_string_size);
+    engine.set_max_array_size(limits.max_array_size);
+    engine.set_max_map_size(limits.max_map_size);
+    engine.set_max_call_levels(limits.max_call_levels);
+    engine.set_max_expr_depths(limits.max_expr_depth, limits.max_expr_depth);
+    engine.set_max_variables(10_000);
+    engine.on_print(|text| tracing::info!(target: "flemma_template::print", "{text}"));
+    engine.on_debug(|text, source, position| {
+        tracing::debug!(target: "flemma_template::debug", ?source, %position, "{text}");
+    });
+    let budget = limits.time_budget;
+    engine.on_progress(move |operations| {
+        if operations % 512 != 0 {
+            return None;
+        }
+        if cancel
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+        {
+            return Some(Dynamic::from(CANCELLED.to_string()));
+        }
+        if started.elapsed() > budget {
+            return Some(Dynamic::from(format!(
+                "the template time budget of {} ms is spent (an endless loop?)",
+                budget.as_millis()
+            )));
+        }
+        None
+    });
+    register_helpers(&mut engine, now);
+    engine
+}
+
+fn register_helpers(engine: &mut Engine, now: SystemTime) {
+    engine.register_type_with_name::<Attachment>("Attachment");
+    engine.register_fn("to_string", |attachment: &mut Attachment| {
+        describe_parts(&attachment.parts)
+    });
+    engine.register_fn("values", |array: Array| array);
+    engine.register_fn("values", |map: Map| -> Array { map.into_values().collect() });
+    engine.register_fn("each", each);
+    engine.register_fn("format_number", |n: INT| format_number(n as FLOAT, 0));
+    engine.register_fn("format_number", |n: FLOAT| format_number(n, 2));
+    engine.register_fn("format_number", |n: INT, decimals: INT| {
+        format_number(n as FLOAT, decimals)
+    });
+    engine.register_fn("format_number", format_number);
+    engine.register_fn("format_tokens", |n: INT| format_tokens(n as FLOAT));
+    engine.register_fn("format_tokens", format_tokens);
+    engine.register_fn("format_money", |n: INT| format_money(n as FLOAT, "$"));
+    engine.register_fn("format_money", |n: FLOAT| format_money(n, "$"));
+    engine.register_fn("format_money", |n: INT, symbol: &str| {
+        format_money(n as FLOAT, symbol)
+    });
+    engine.register_fn("format_money", |n: FLOAT, symbol: &str| format_money(n, symbol));
+    engine.register_fn("format_percent", |n: INT| format_percent(n as FLOAT, 0));
+    engine.register_fn("format_percent", |n: FLOAT| format_percent(n, 1));
+    engine.register_fn("format_percent", format_percent);
+    engine.register_fn("format_percent", |n: INT, decimals: INT| {
+        format_percent(n as FLOAT, decimals)
+    });
+    let seconds = unix_seconds(now);
+    engine.register_fn("now", move || format_date(seconds, "%Y-%m-%dT%H:%M:%SZ"));
+    engine.register_fn("date", move || format_date(seconds, "%Y-%m-%d"));
+    engine.register_fn("date", move |format: &str| format_date(seconds, format));
+    engine.register_fn("unix_time", move || seconds);
+}
+
+/// `each(array)`: one map per item with `item`, `index` (1-based), `index0`, `first`, `last`
+/// and `length`.
+fn each(array: Array) -> Array {
+    let length = array.len();
+    array
+        .into_iter()
+        .enumerate()
+        .map(|(index0, item)| {
+            let mut map = Map::new();
+            map.insert("item".into(), item);
+            map.insert("index".into(), Dynamic::from(index0 as INT + 1));
+            map.insert("index0".into(), Dynamic::from(index0 as INT));
+            map.insert("first".into(), Dynamic::from(index0 == 0));
+            map.insert("last".into(), Dynamic::from(index0 + 1 == length));
+            map.insert("length".into(), Dynamic::from(length as INT));
+            Dynamic::from_map(map)
+        })
+        .collect()
+}
+
+/// `1234567.891` → `1,234,567.89` (with `decimals` digits after the point).
+pub(crate) fn format_number(n: FLOAT, decimals: INT) -> String {
+    let decimals = decimals.clamp(0, 12) as usize;
+    let formatted = format!("{:.*}", decimals, n.abs());
+    let (whole, fraction) = match formatted.split_once('.') {
+        Some((whole, fraction)) => (whole.to_string(), Some(fraction.to_string())),
+        None => (formatted, None),
+    };
+    let mut grouped = String::new();
+    for (i, digit) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    let sign = if n < 0.0 && n.abs() >= 0.5 * 10f64.powi(-(decimals as i32)) {
+        "-"
+    } else {
+        ""
+    };
+    match fraction {
+        Some(fraction) => format!("{sign}{grouped}.{fraction}"),
+        None => format!("{sign}{grouped}"),
+    }
+}
+
+/// `950` → `950`, `1234` → `1.2k`, `2500000` → `2.5M`.
+pub(crate) fn format_tokens(n: FLOAT) -> String {
+    let abs = n.abs();
+    let (value, suffix) = if abs >= 1e9 {
+        (n / 1e9, "B")
+    } else if abs >= 1e6 {
+        (n / 1e6, "M")
+    } else if abs >= 1e3 {
+        (n / 1e3, "k")
+    } else {
+        return format!("{}", n.round() as INT);
+    };
+    let text = format!("{value:.1}");
+    let text = text.strip_suffix(".0").unwrap_or(&text);
+    format!("{text}{suffix}")
+}
+
+/// `1234.5` → `$1,234.50`.
+pub(crate) fn format_money(n: FLOAT, symbol: &str) -> String {
+    let number = format_number(n.abs(), 2);
+    if n < 0.0 {
+        format!("-{symbol}{number}")
+    } else {
+        format!("{symbol}{number}")
+    }
+}
+
+/// A fraction as a percentage: `0.425` → `42.5%`.
+pub(crate) fn format_percent(n: FLOAT, decimals: INT) -> String {
+    format!("{}%", format_number(n * 100.0, decimals))
+}
+
+fn unix_seconds(time: SystemTime) -> INT {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(duration) => INT::try_from(duration.as_secs()).unwrap_or(INT::MAX),
+        Err(before) => -INT::try_from(before.duration().as_secs()).unwrap_or(INT::MAX),
+    }
+}
+
+/// Formats a Unix time (UTC) with `%Y %m %d %H %M %S %A %a %B %b %j %%`.
+pub(crate) fn format_date(seconds: INT, format: &str) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    const DAYS: [&str; 7] = [
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+    ];
+    let days = seconds.div_euclid(86_400);
+    let secs = seconds.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    let weekday = DAYS[days.rem_euclid(7) as usize];
+    let month_name = MONTHS[(month - 1) as usize];
+    let day_of_year = days - days_from_civil(year, 1, 1) + 1;
+    let mut out = String::new();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('Y') => out.push_str(&year.to_string()),
+            Some('m') => out.push_str(&format!("{month:02}")),
+            Some('d') => out.push_str(&format!("{day:02}")),
+            Some('H') => out.push_str(&format!("{:02}", secs / 3600)),
+            Some('M') => out.push_str(&format!("{:02}", secs / 60 % 60)),
+            Some('S') => out.push_str(&format!("{:02}", secs % 60)),
+            Some('A') => out.push_str(weekday),
+            Some('a') => out.push_str(&weekday[..3]),
+            Some('B') => out.push_str(month_name),
+            Some('b') => out.push_str(&month_name[..3]),
+            Some('j') => out.push_str(&format!("{day_of_year:03}")),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
+fn civil_from_days(days: INT) -> (INT, INT, INT) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + INT::from(month <= 2);
+    (year, month, day)
+}
+
+fn days_from_civil(year: INT, month: INT, day: INT) -> INT {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let mp = if month > 2 { month - 3 } else { month + 9 };
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// What `{{ value }}` writes: `()` → nothing, strings as is, maps and arrays as JSON,
+/// attachments as parts, anything else with `to_string`.
+pub(crate) enum Emitted {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+pub(crate) fn emitted(value: &Dynamic) -> Emitted {
+    if value.is_unit() {
+        return Emitted::Text(String::new());
+    }
+    if let Some(text) = value.read_lock::<ImmutableString>() {
+        return Emitted::Text(text.to_string());
+    }
+    if let Some(attachment) = value.read_lock::<Attachment>() {
+        return Emitted::Parts(attachment.parts.clone());
+    }
+    if value.is_map() || value.is_array() {
+        return Emitted::Text(serde_json::to_string(value).unwrap_or_else(|_| value.to_string()));
+    }
+    Emitted::Text(value.to_string())
+}
+
+/// A short description of attachment parts (for `to_string` on an attachment).
+pub(crate) fn describe_parts(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .map(|part| match part {
+            Part::Text { text } => text.clone(),
+            Part::Image { path, mime, .. } => format!("[image {path} ({mime})]"),
+            Part::Pdf { path, .. } => format!("[pdf {path}]"),
+            Part::TextFile { text, .. } => text.clone(),
+            _ => String::new(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_numbers_tokens_money_percent() {
+        assert_eq!(format_number(1_234_567.0, 0), "1,234,567");
+        assert_eq!(format_number(-1234.567, 2), "-1,234.57");
+        assert_eq!(format_number(999.0, 0), "999");
+        assert_eq!(format_tokens(950.0), "950");
+        assert_eq!(format_tokens(1234.0), "1.2k");
+        assert_eq!(format_tokens(2_000_000.0), "2M");
+        assert_eq!(format_money(1234.5, "$"), "$1,234.50");
+        assert_eq!(format_money(-3.0, "€"), "-€3.00");
+        assert_eq!(format_percent(0.425, 1), "42.5%");
+    }
+
+    #[test]
+    fn formats_dates_in_utc() {
+        // 2026-11-30T08:38:57Z is a Monday.
+        let seconds = 1_796_027_937;
+        assert_eq!(format_date(seconds, "%Y-%m-%dT%H:%M:%SZ"), "2026-11-30T08:38:57Z");
+        assert_eq!(format_date(seconds, "%A %d %B %Y (%j) 100%%"), "Monday 30 November 2026 (334) 100%");
+        assert_eq!(format_date(0, "%Y-%m-%d %a"), "1970-01-01 Thu");
+    }
+}

@@ -1,0 +1,206 @@
+//! `flemmad send FILE`: evaluate the chat, send it to the configured provider, stream the reply
+//! into the file on disk, and append the closing `@You:`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use flemma_provider::credentials::CredentialEnvironment;
+use flemma_provider::explain::ProviderError;
+use flemma_provider::http::ClientEvent;
+use flemma_provider::render::{ReplyOutcome, ReplyRenderer};
+use flemma_syntax::Role;
+use tokio_util::sync::CancellationToken;
+
+use crate::chat::{self, LoadedChat};
+use crate::provider_setup::provider_setup;
+use crate::reply_file::{ReplyFile, ReplyFileError};
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The .chat file to send. Its last `@You:` message must hold what you want to say.
+    pub file: PathBuf,
+}
+
+/// What follows a finished reply: a blank line, `@You:`, a blank line.
+const CLOSING_PROMPT: &str = "\n@You:\n\n";
+
+pub fn run(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    crate::provider_setup::runtime()?.block_on(send(args, config_path))
+}
+
+async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let path = args.file;
+    let loaded = match chat::load(&path, config_path) {
+        Ok(loaded) => loaded,
+        Err(chat::LoadError::Unreadable(error)) => {
+            eprintln!("flemmad send: {error:#}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(chat::LoadError::Blocked(report)) => {
+            eprint!("{report}");
+            eprintln!("flemmad send: nothing was sent; fix the errors above and send again");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    eprint!("{}", loaded.warnings);
+    let LoadedChat {
+        doc,
+        conversation,
+        config,
+        ..
+    } = loaded;
+    match doc.messages().last() {
+        Some(last) if last.role == Role::You && !last.content.is_empty() => {}
+        _ => {
+            eprintln!(
+                "flemmad send: nothing to send in {}: write your message under a final `@You:` line",
+                path.display()
+            );
+            return Ok(ExitCode::from(1));
+        }
+    }
+    let environment = CredentialEnvironment::from_process();
+    let setup = provider_setup(&config, Some(&path), &environment)?;
+    let client = crate::provider_setup::client(&config, &setup, environment)?;
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_interrupt.cancel();
+        }
+    });
+
+    eprintln!(
+        "flemmad: sending {} to {} ({})…",
+        path.display(),
+        setup.kind.name(),
+        setup.options.model
+    );
+    let started = Instant::now();
+    let coalesce = Duration::from_millis(config.editing.coalesce_ms);
+    let mut writer = StreamWriter {
+        renderer: ReplyRenderer::for_provider(setup.kind, config.editing.compact_headers),
+        file: ReplyFile::new(&path),
+        pending: String::new(),
+        last_flush: Instant::now(),
+        coalesce,
+        failure: None,
+        cancel: cancel.clone(),
+        bytes: 0,
+    };
+    let result = client
+        .stream(
+            setup.kind,
+            &conversation,
+            &setup.options,
+            &setup.endpoint,
+            cancel.clone(),
+            &mut |event| writer.on_event(event),
+        )
+        .await;
+    if let Some(error) = writer.failure.take() {
+        eprintln!("flemmad send: {error}");
+        return Ok(ExitCode::from(1));
+    }
+    match result {
+        Ok(summary) => {
+            let tail = writer.renderer.finish(ReplyOutcome::Completed);
+            writer.pending.push_str(&tail);
+            writer.pending.push_str(CLOSING_PROMPT);
+            writer.flush()?;
+            for warning in &summary.warnings {
+                eprintln!("flemmad: warning: {warning}");
+            }
+            let usage = summary.usage;
+            let cost = setup
+                .model
+                .as_ref()
+                .map(|m| flemma_provider::catalogue::cost(&usage, m));
+            eprintln!(
+                "flemmad: done in {:.1}s: {} input, {} output tokens{}{}",
+                started.elapsed().as_secs_f64(),
+                usage.input_tokens,
+                usage.output_tokens,
+                cost.map_or(String::new(), |c| format!(", ${c:.4}")),
+                if summary.retries > 0 {
+                    format!(" ({} retries)", summary.retries)
+                } else {
+                    String::new()
+                }
+            );
+            if let Some(error) = summary.stop_error() {
+                eprintln!("flemmad send: {error}");
+                return Ok(ExitCode::from(1));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            let cancelled = matches!(error, ProviderError::Cancelled);
+            if writer.renderer.has_content() || writer.file.started() {
+                let tail = writer.renderer.finish(ReplyOutcome::Interrupted);
+                writer.pending.push_str(&tail);
+                writer.pending.push_str(CLOSING_PROMPT);
+                writer.flush()?;
+            }
+            if cancelled {
+                eprintln!("flemmad send: cancelled");
+                Ok(ExitCode::from(130))
+            } else {
+                eprintln!("flemmad send: {error}");
+                Ok(ExitCode::from(1))
+            }
+        }
+    }
+}
+
+/// Renders stream events and writes them to the file, coalesced.
+struct StreamWriter {
+    renderer: ReplyRenderer,
+    file: ReplyFile,
+    pending: String,
+    last_flush: Instant,
+    coalesce: Duration,
+    failure: Option<ReplyFileError>,
+    cancel: CancellationToken,
+    bytes: usize,
+}
+
+impl StreamWriter {
+    fn on_event(&mut self, event: ClientEvent) {
+        match event {
+            ClientEvent::Retrying {
+                attempt,
+                delay,
+                reason,
+            } => eprintln!(
+                "flemmad: {reason}; retrying in {:.1}s (attempt {attempt})",
+                delay.as_secs_f64()
+            ),
+            ClientEvent::FirstByte => {}
+            ClientEvent::Event(event) => {
+                if let Some(text) = self.renderer.push(&event) {
+                    self.pending.push_str(&text);
+                }
+                if self.last_flush.elapsed() >= self.coalesce {
+                    if let Err(error) = self.flush() {
+                        self.failure = Some(error);
+                        self.cancel.cancel();
+                    }
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), ReplyFileError> {
+        if self.failure.is_some() || self.pending.is_empty() {
+            return Ok(());
+        }
+        self.file.append(&self.pending)?;
+        self.bytes += self.pending.len();
+        self.pending.clear();
+        self.last_flush = Instant::now();
+        Ok(())
+    }
+}

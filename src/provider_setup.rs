@@ -1,0 +1,161 @@
+//! From a resolved configuration to what the provider crate needs: the provider kind, request
+//! options, the endpoint (config → environment → default), client timeouts and the catalogue
+//! entry of the model.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use flemma_config::{CacheRetention as ConfigCache, Config, MaxTokens, Thinking as ConfigThinking};
+use flemma_provider::catalogue::{Catalogue, ModelOverride, ModelSpec};
+use flemma_provider::credentials::CredentialEnvironment;
+use flemma_provider::http::{ClientConfig, Endpoint};
+use flemma_provider::{CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel};
+
+/// Output tokens assumed for models the catalogue does not know.
+const UNKNOWN_MODEL_OUTPUT_LIMIT: u64 = 8192;
+
+#[derive(Debug, Clone)]
+pub struct ProviderSetup {
+    pub kind: ProviderKind,
+    pub options: RequestOptions,
+    pub endpoint: Endpoint,
+    pub client: ClientConfig,
+    pub model: Option<ModelSpec>,
+}
+
+pub fn provider_setup(
+    config: &Config,
+    chat_path: Option<&Path>,
+    environment: &CredentialEnvironment,
+) -> anyhow::Result<ProviderSetup> {
+    let provider_name = config.provider.as_str();
+    let kind = ProviderKind::from_name(provider_name)
+        .with_context(|| format!("provider `{provider_name}` has no wire implementation"))?;
+    let overrides: Vec<ModelOverride> = config
+        .models
+        .iter()
+        .map(|(model, o)| ModelOverride {
+            provider: provider_name.to_owned(),
+            model: model.clone(),
+            input: o.input,
+            output: o.output,
+            cache_read: o.cache_read,
+            cache_write_5m: o.cache_write,
+            cache_write_1h: o.cache_write.map(|p| p * 1.6),
+            context_window: o.context_window,
+            max_output_tokens: o.max_output_tokens,
+            thinking: o.thinking,
+        })
+        .collect();
+    let catalogue = Catalogue::builtin()
+        .with_overrides(&overrides)
+        .context("the `models` section of the configuration is invalid")?;
+    let model = catalogue.lookup(kind, &config.model).cloned();
+    let parameters = &config.parameters;
+    let output_limit = model
+        .as_ref()
+        .map_or(UNKNOWN_MODEL_OUTPUT_LIMIT, |m| m.max_output_tokens);
+    let max_tokens = match parameters.max_tokens {
+        MaxTokens::Tokens(n) => n,
+        percent @ MaxTokens::Percent(_) => percent.for_limit(output_limit),
+    };
+    let thinking_supported = model.as_ref().is_none_or(|m| m.thinking);
+    let thinking = if thinking_supported {
+        match parameters.thinking {
+            ConfigThinking::Off => Thinking::Off,
+            ConfigThinking::Budget(n) => Thinking::Budget(u32::try_from(n).unwrap_or(u32::MAX)),
+            ConfigThinking::Level(level) => Thinking::Level(match level {
+                flemma_config::ThinkingLevel::Minimal => ThinkingLevel::Minimal,
+                flemma_config::ThinkingLevel::Low => ThinkingLevel::Low,
+                flemma_config::ThinkingLevel::Medium => ThinkingLevel::Medium,
+                flemma_config::ThinkingLevel::High => ThinkingLevel::High,
+                flemma_config::ThinkingLevel::Max => ThinkingLevel::Max,
+            }),
+        }
+    } else {
+        Thinking::Off
+    };
+    let options = RequestOptions {
+        model: config.model.clone(),
+        max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX),
+        temperature: parameters.temperature,
+        thinking,
+        cache_retention: match parameters.cache_retention {
+            ConfigCache::None => CacheRetention::None,
+            ConfigCache::Short => CacheRetention::Short,
+            ConfigCache::Long => CacheRetention::Long,
+        },
+        tools: Vec::new(),
+        prompt_cache_key: chat_path.map(|p| p.display().to_string()),
+        anthropic_version: parameters.anthropic.api_version.clone(),
+        anthropic_beta: parameters.anthropic.beta.clone(),
+        anthropic_thinking_budget: parameters
+            .anthropic
+            .thinking_budget
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+        openai_reasoning: parameters.openai.reasoning.map(|e| json_name(&e)),
+        openai_reasoning_summary: parameters.openai.reasoning_summary.map(|s| json_name(&s)),
+        gemini_thinking_budget: match kind {
+            ProviderKind::Vertex => parameters.vertex.thinking_budget,
+            _ => parameters.gemini.thinking_budget,
+        }
+        .map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+        vertex_project: parameters.vertex.project_id.clone(),
+        vertex_location: parameters.vertex.location.clone(),
+        supports_adaptive_thinking: model.as_ref().is_some_and(|m| m.adaptive_thinking),
+    };
+    let endpoint = Endpoint::for_provider(
+        kind,
+        config.providers.get(config.provider).base_url.as_deref(),
+        environment,
+        &parameters.vertex.location,
+    );
+    let client = ClientConfig {
+        connect_timeout: Duration::from_secs(parameters.connect_timeout),
+        timeout: Duration::from_secs(parameters.timeout),
+        ..ClientConfig::default()
+    };
+    Ok(ProviderSetup {
+        kind,
+        options,
+        endpoint,
+        client,
+        model,
+    })
+}
+
+/// The serde name of a unit enum value (`ReasoningEffort::High` → `high`).
+fn json_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+/// The HTTP client with the credential resolver chain configured from `config`.
+pub fn client(
+    config: &Config,
+    setup: &ProviderSetup,
+    environment: CredentialEnvironment,
+) -> anyhow::Result<flemma_provider::http::ProviderClient> {
+    let resolver = flemma_provider::credentials::CredentialResolver::new(
+        environment,
+        flemma_provider::credentials::ResolverOptions {
+            gcloud_path: config.secrets.gcloud.path.clone(),
+            ..Default::default()
+        },
+    );
+    Ok(flemma_provider::http::ProviderClient::new(
+        setup.client,
+        std::sync::Arc::new(resolver),
+    )?)
+}
+
+/// A runtime for one command.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}

@@ -1,0 +1,329 @@
+//! `flemmad send` driven as a process against `flemma-mock-provider` over real HTTP, for every
+//! provider wire format, with the failure cases of the brief.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use flemma_mock_provider::{Failure, MockConfig, MockProvider, Turn};
+use serde_json::json;
+
+struct Chat {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    config_home: PathBuf,
+}
+
+fn chat(text: &str) -> Chat {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("talk.chat");
+    std::fs::write(&path, text).unwrap();
+    let config_home = dir.path().join("config");
+    std::fs::create_dir_all(&config_home).unwrap();
+    Chat {
+        path,
+        config_home,
+        _dir: dir,
+    }
+}
+
+fn frontmatter(provider: &str, model: &str) -> String {
+    let extra = if provider == "vertex" {
+        r#", "parameters": {"vertex": {"project_id": "demo-project", "location": "us-central1"}}"#
+    } else {
+        ""
+    };
+    format!("```json\n{{\"flemma\": {{\"provider\": \"{provider}\", \"model\": \"{model}\"{extra}}}}}\n```\n")
+}
+
+/// Environment pointing every provider at the mock.
+fn provider_env(base: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("ANTHROPIC_BASE_URL", base.to_owned()),
+        ("ANTHROPIC_API_KEY", "sk-ant-test-secret".to_owned()),
+        ("OPENAI_BASE_URL", format!("{base}/v1")),
+        ("OPENAI_API_KEY", "sk-openai-test".to_owned()),
+        ("OPENAI_COMPATIBLE_BASE_URL", format!("{base}/v1")),
+        ("GEMINI_BASE_URL", base.to_owned()),
+        ("GEMINI_API_KEY", "gemini-test".to_owned()),
+        ("VERTEX_BASE_URL", base.to_owned()),
+        ("VERTEX_ACCESS_TOKEN", "ya29.test".to_owned()),
+        ("MOONSHOT_BASE_URL", format!("{base}/v1")),
+        ("MOONSHOT_API_KEY", "moonshot-test".to_owned()),
+    ]
+}
+
+fn send_command(chat: &Chat, base: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    command
+        .arg("send")
+        .arg(&chat.path)
+        .env("XDG_CONFIG_HOME", &chat.config_home)
+        .env_remove("FLEMMA_CONFIG")
+        .env("PATH", "/usr/bin:/bin")
+        .kill_on_drop(true);
+    for (key, value) in provider_env(base) {
+        command.env(key, value);
+    }
+    command
+}
+
+async fn send(chat: &Chat, base: &str) -> Output {
+    let output = tokio::time::timeout(Duration::from_secs(60), send_command(chat, base).output())
+        .await
+        .expect("flemmad send finished in time")
+        .unwrap();
+    output
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+async fn two_turn_conversation(provider: &str, model: &str) {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat(&format!("{}@You:\nSay hello.\n", frontmatter(provider, model)));
+    mock.push(Turn::text("Hello there!"));
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{provider}: {}", stderr(&out));
+    let after_first = read(&chat.path);
+    assert!(
+        after_first.ends_with("@You:\nSay hello.\n\n@Assistant:\nHello there!\n\n@You:\n\n"),
+        "{provider}: {after_first:?}"
+    );
+
+    // Second turn: the user types under the new @You: and sends again.
+    std::fs::write(&chat.path, format!("{after_first}And goodbye?\n")).unwrap();
+    mock.push(Turn::text("Goodbye!"));
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{provider}: {}", stderr(&out));
+    assert!(read(&chat.path).ends_with("And goodbye?\n\n@Assistant:\nGoodbye!\n\n@You:\n\n"));
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{provider}");
+    // The second request carries the first reply, and starts with the first request's messages
+    // (the replay is stable for prompt caching).
+    assert!(requests[1].raw_body.contains("Hello there!"), "{provider}: {}", requests[1].raw_body);
+    assert!(requests[1].raw_body.contains("And goodbye?"), "{provider}");
+    assert!(!requests[0].raw_body.contains("@Assistant"), "{provider}: role markers are not sent");
+}
+
+#[tokio::test]
+async fn anthropic_two_turns() {
+    two_turn_conversation("anthropic", "claude-sonnet-4-5").await;
+}
+
+#[tokio::test]
+async fn openai_two_turns() {
+    two_turn_conversation("openai", "gpt-5").await;
+}
+
+#[tokio::test]
+async fn openai_compatible_two_turns() {
+    two_turn_conversation("openai-compatible", "llama3.2").await;
+}
+
+#[tokio::test]
+async fn gemini_two_turns() {
+    two_turn_conversation("gemini", "gemini-2.5-pro").await;
+}
+
+#[tokio::test]
+async fn vertex_two_turns() {
+    two_turn_conversation("vertex", "gemini-2.5-pro").await;
+}
+
+#[tokio::test]
+async fn moonshot_two_turns() {
+    two_turn_conversation("moonshot", "kimi-k2-thinking").await;
+}
+
+#[tokio::test]
+async fn templates_are_evaluated_before_sending() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat("```json\n{\"team\": \"QA\"}\n```\n@System:\nBe brief.\n\n@You:\nHello {{ team }} team\n");
+    mock.push(Turn::text("ok"));
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let body = &mock.requests()[0].body;
+    assert_eq!(body["system"][0]["text"], "Be brief.", "{body}");
+    assert_eq!(body["messages"][0]["content"][0]["text"], "Hello QA team", "{body}");
+    // The file keeps the template, not its value.
+    assert!(read(&chat.path).contains("Hello {{ team }} team"));
+}
+
+#[tokio::test]
+async fn thinking_and_tool_calls_are_written_as_blocks() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat("@You:\nRun the tests.\n");
+    mock.push(
+        Turn::default()
+            .thinking("I should run make test.", "sig-abc")
+            .and_text("Running them now.")
+            .tool_call("bash", json!({"command": "make test", "label": "running tests"})),
+    );
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = read(&chat.path);
+    let doc = flemma_syntax::parse(text.as_str());
+    let assistant = &doc.messages()[1];
+    let (_, tool_use) = assistant.tool_uses().next().expect("a tool use block");
+    assert_eq!(tool_use.name, "bash");
+    assert!(tool_use.input_is_valid);
+    assert!(text.contains("<thinking anthropic:signature=\"sig-abc\">\nI should run make test.\n</thinking>\n"), "{text}");
+    // Thinking goes at the end of the turn, after the tool use.
+    assert!(text.find("**Tool Use:**").unwrap() < text.find("<thinking").unwrap());
+    assert!(text.ends_with("</thinking>\n\n@You:\n\n"), "{text:?}");
+}
+
+#[tokio::test]
+async fn overloaded_then_success_is_retried_visibly() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat("@You:\nhi\n");
+    mock.push(Turn::failing(Failure::Http {
+        status: 529,
+        retry_after: Some("0".into()),
+        retry_after_ms: None,
+    }));
+    mock.push(Turn::text("Recovered."));
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("retrying"), "{}", stderr(&out));
+    assert!(read(&chat.path).contains("Recovered."));
+    assert_eq!(mock.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn an_html_error_page_is_explained_and_the_file_is_untouched() {
+    let mock = MockProvider::start().await.unwrap();
+    let original = "@You:\nhi\n";
+    let chat = chat(original);
+    mock.push(Turn::failing(Failure::Html { status: 403 }));
+    let out = send(&chat, &mock.base_url()).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("Unexpected API response: 403"), "{}", stderr(&out));
+    assert_eq!(read(&chat.path), original);
+}
+
+#[tokio::test]
+async fn a_rejected_key_names_the_variable_and_never_prints_the_key() {
+    let mock = MockProvider::start().await.unwrap();
+    let original = "@You:\nhi\n";
+    let chat = chat(original);
+    mock.push(Turn::failing(Failure::Unauthorized));
+    let out = send(&chat, &mock.base_url()).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("ANTHROPIC_API_KEY"), "{err}");
+    assert!(!err.contains("sk-ant-test-secret"), "{err}");
+    assert_eq!(read(&chat.path), original);
+}
+
+#[tokio::test]
+async fn a_dropped_connection_after_content_leaves_the_abort_marker() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat("@You:\nTell me a long story.\n");
+    let long = "Once upon a time ".repeat(40);
+    mock.push(Turn::text(long).failure(Failure::DisconnectAfterBytes(1500)));
+    let out = send(&chat, &mock.base_url()).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = read(&chat.path);
+    assert!(text.contains("@Assistant:\nOnce upon a time"), "{text}");
+    assert!(
+        text.ends_with("<!-- flemma:aborted: Response interrupted by the user. -->\n\n@You:\n\n"),
+        "{text:?}"
+    );
+    assert_eq!(mock.requests().len(), 1, "no retry after content streamed");
+}
+
+#[tokio::test]
+async fn text_appended_while_streaming_is_kept() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat("@You:\nStream slowly.\n");
+    mock.push(Turn::text("word ".repeat(60)).bytes_per_sec(4000));
+    let mut child = send_command(&chat, &mock.base_url()).spawn().unwrap();
+    // Wait for the reply to start landing, then append text as an editor would.
+    for _ in 0..100 {
+        if read(&chat.path).contains("@Assistant:") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut text = read(&chat.path);
+    assert!(text.contains("@Assistant:"), "the stream started");
+    text.push_str("NOTE TYPED WHILE STREAMING\n");
+    std::fs::write(&chat.path, text).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await.unwrap().unwrap();
+    assert!(status.success());
+    let text = read(&chat.path);
+    assert!(text.contains("NOTE TYPED WHILE STREAMING"), "{text}");
+    assert!(text.contains(&"word ".repeat(60).trim_end().to_string()), "{text}");
+    let doc = flemma_syntax::parse(text.as_str());
+    assert!(doc.print() == text);
+}
+
+#[tokio::test]
+async fn ctrl_c_mid_stream_writes_the_abort_marker() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat("@You:\nStream slowly.\n");
+    mock.push(Turn::text("slow ".repeat(400)).bytes_per_sec(2000));
+    let child = send_command(&chat, &mock.base_url()).spawn().unwrap();
+    for _ in 0..100 {
+        if read(&chat.path).contains("@Assistant:\nslow") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(killed.success());
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let text = read(&chat.path);
+    assert!(
+        text.ends_with("<!-- flemma:aborted: Response interrupted by the user. -->\n\n@You:\n\n"),
+        "{text:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_blocking_template_error_sends_nothing() {
+    let mock = MockProvider::start_with(MockConfig::default()).await.unwrap();
+    let original = "@You:\n{% if undefined_variable { %}x{% } %}\n";
+    let chat = chat(original);
+    let out = send(&chat, &mock.base_url()).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("talk.chat:2:"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing was sent"), "{}", stderr(&out));
+    assert!(mock.requests().is_empty());
+    assert_eq!(read(&chat.path), original);
+}
+
+#[tokio::test]
+async fn nothing_to_send_is_explained() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat("@You:\nhi\n\n@Assistant:\nhello\n\n@You:\n\n");
+    let out = send(&chat, &mock.base_url()).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("nothing to send"), "{}", stderr(&out));
+    assert!(mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn an_unreadable_file_exits_two() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"))
+        .args(["send", "/nonexistent/dir/x.chat"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
