@@ -42,10 +42,11 @@ pub fn provider_setup(
             output: o.output,
             cache_read: o.cache_read,
             cache_write_5m: o.cache_write,
-            cache_write_1h: o.cache_write.map(|p| p * 1.6),
+            cache_write_1h: None,
             context_window: o.context_window,
             max_output_tokens: o.max_output_tokens,
             thinking: o.thinking,
+            adaptive_thinking: None,
         })
         .collect();
     let catalogue = Catalogue::builtin()
@@ -142,7 +143,7 @@ pub fn client(
     let resolver = flemma_provider::credentials::CredentialResolver::new(
         environment,
         flemma_provider::credentials::ResolverOptions {
-            gcloud_path: config.secrets.gcloud.path.clone(),
+            gcloud_path: Some(config.secrets.gcloud.path.clone()),
             ..Default::default()
         },
     );

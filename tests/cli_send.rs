@@ -3,88 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
+mod common;
+
 use std::time::Duration;
 
+use common::{chat, frontmatter, read, send, send_command, stderr};
 use flemma_mock_provider::{Failure, MockConfig, MockProvider, Turn};
 use serde_json::json;
-
-struct Chat {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-    config_home: PathBuf,
-}
-
-fn chat(text: &str) -> Chat {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("talk.chat");
-    std::fs::write(&path, text).unwrap();
-    let config_home = dir.path().join("config");
-    std::fs::create_dir_all(&config_home).unwrap();
-    Chat {
-        path,
-        config_home,
-        _dir: dir,
-    }
-}
-
-fn frontmatter(provider: &str, model: &str) -> String {
-    let extra = if provider == "vertex" {
-        r#", "parameters": {"vertex": {"project_id": "demo-project", "location": "us-central1"}}"#
-    } else {
-        ""
-    };
-    format!("```json\n{{\"flemma\": {{\"provider\": \"{provider}\", \"model\": \"{model}\"{extra}}}}}\n```\n")
-}
-
-/// Environment pointing every provider at the mock.
-fn provider_env(base: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("ANTHROPIC_BASE_URL", base.to_owned()),
-        ("ANTHROPIC_API_KEY", "sk-ant-test-secret".to_owned()),
-        ("OPENAI_BASE_URL", format!("{base}/v1")),
-        ("OPENAI_API_KEY", "sk-openai-test".to_owned()),
-        ("OPENAI_COMPATIBLE_BASE_URL", format!("{base}/v1")),
-        ("GEMINI_BASE_URL", base.to_owned()),
-        ("GEMINI_API_KEY", "gemini-test".to_owned()),
-        ("VERTEX_BASE_URL", base.to_owned()),
-        ("VERTEX_ACCESS_TOKEN", "ya29.test".to_owned()),
-        ("MOONSHOT_BASE_URL", format!("{base}/v1")),
-        ("MOONSHOT_API_KEY", "moonshot-test".to_owned()),
-    ]
-}
-
-fn send_command(chat: &Chat, base: &str) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
-    command
-        .arg("send")
-        .arg(&chat.path)
-        .env("XDG_CONFIG_HOME", &chat.config_home)
-        .env_remove("FLEMMA_CONFIG")
-        .env("PATH", "/usr/bin:/bin")
-        .kill_on_drop(true);
-    for (key, value) in provider_env(base) {
-        command.env(key, value);
-    }
-    command
-}
-
-async fn send(chat: &Chat, base: &str) -> Output {
-    let output = tokio::time::timeout(Duration::from_secs(60), send_command(chat, base).output())
-        .await
-        .expect("flemmad send finished in time")
-        .unwrap();
-    output
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 async fn two_turn_conversation(provider: &str, model: &str) {
     let mock = MockProvider::start().await.unwrap();
@@ -247,7 +172,10 @@ async fn text_appended_while_streaming_is_kept() {
     let mock = MockProvider::start().await.unwrap();
     let chat = chat("@You:\nStream slowly.\n");
     mock.push(Turn::text("word ".repeat(60)).bytes_per_sec(4000));
-    let mut child = send_command(&chat, &mock.base_url()).spawn().unwrap();
+    let mut child = send_command(&chat, &mock.base_url())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     // Wait for the reply to start landing, then append text as an editor would.
     for _ in 0..100 {
         if read(&chat.path).contains("@Assistant:") {
@@ -273,7 +201,10 @@ async fn ctrl_c_mid_stream_writes_the_abort_marker() {
     let mock = MockProvider::start().await.unwrap();
     let chat = chat("@You:\nStream slowly.\n");
     mock.push(Turn::text("slow ".repeat(400)).bytes_per_sec(2000));
-    let child = send_command(&chat, &mock.base_url()).spawn().unwrap();
+    let child = send_command(&chat, &mock.base_url())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     for _ in 0..100 {
         if read(&chat.path).contains("@Assistant:\nslow") {
             break;
@@ -326,4 +257,29 @@ async fn an_unreadable_file_exits_two() {
         .await
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn writes_follow_the_stream_within_the_coalescing_window() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat("@You:\nStream slowly.\n");
+    // About 3 s of streaming at 2 kB/s: pauses between events are longer than the window.
+    mock.push(Turn::text("tick ".repeat(40)).bytes_per_sec(2000));
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        send_command(&chat, &mock.base_url()).env("RUST_LOG", "flemmad=info").output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let max_delay: u64 = err
+        .split("max_delay_ms=")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no max_delay_ms in {err}"));
+    // The default window is 100 ms; allow for scheduling and the atomic write itself.
+    assert!(max_delay <= 250, "a byte waited {max_delay} ms before being written");
 }

@@ -15,6 +15,10 @@ pub struct ParseArgs {
     /// Print the stable JSON form (see protocol/parse.md) instead of the outline.
     #[arg(long)]
     pub json: bool,
+    /// Evaluate the frontmatter and templates too, and print the conversation that would be
+    /// sent (with --json: `{conversation, config_layer, diagnostics}`, see protocol/eval.md).
+    #[arg(long)]
+    pub eval: bool,
     /// Unit of `character` in JSON positions.
     #[arg(long, value_enum, default_value_t = PositionEncoding::Utf16, requires = "json")]
     pub position_encoding: PositionEncoding,
@@ -30,6 +34,37 @@ pub fn run(args: ParseArgs) -> anyhow::Result<ExitCode> {
     };
     let doc = flemma_syntax::parse(text);
     let mut stdout = std::io::stdout().lock();
+    if args.eval {
+        let evaluation = flemma_template::evaluate(
+            &doc,
+            &flemma_template::FsHost,
+            &flemma_template::EvalOptions {
+                path: Some(std::path::absolute(&args.file).unwrap_or(args.file.clone())),
+                ..Default::default()
+            },
+        );
+        if args.json {
+            serde_json::to_writer_pretty(&mut stdout, &evaluation)?;
+            writeln!(stdout)?;
+        } else {
+            write!(stdout, "{}", conversation_outline(&evaluation.conversation))?;
+            let index = doc.line_index();
+            for d in &evaluation.diagnostics {
+                let p = index.position(doc.text(), d.range.start, flemma_syntax::Encoding::Utf8);
+                writeln!(
+                    stdout,
+                    "{}:{}:{}: {}{}: {}",
+                    args.file.display(),
+                    p.line + 1,
+                    p.character + 1,
+                    d.severity.as_str(),
+                    if d.blocking { " (blocks sending)" } else { "" },
+                    d.message
+                )?;
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.json {
         let tree = flemma_protocol::parse_tree::ParsedDocument::from_document(
             &doc,
@@ -41,4 +76,46 @@ pub fn run(args: ParseArgs) -> anyhow::Result<ExitCode> {
         write!(stdout, "{}", doc.outline())?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A readable view of an evaluated conversation: roles, text, and one line per other part.
+fn conversation_outline(conversation: &flemma_conversation::Conversation) -> String {
+    use flemma_conversation::Part;
+    use std::fmt::Write as _;
+    fn parts(out: &mut String, list: &[Part]) {
+        for part in list {
+            let _ = match part {
+                Part::Text { text } => writeln!(out, "{}", text.trim_end_matches('\n')),
+                Part::Image { mime, data, path } => writeln!(out, "[image {path} {mime}, {} bytes]", data.len()),
+                Part::Pdf { data, path } => writeln!(out, "[pdf {path}, {} bytes]", data.len()),
+                Part::TextFile { mime, text, path } => writeln!(out, "[file {path} {mime}, {} bytes]", text.len()),
+                Part::Thinking { text, signature, redacted } => writeln!(
+                    out,
+                    "[thinking{}{}, {} bytes]",
+                    signature.as_ref().map_or(String::new(), |s| format!(" signed by {}", s.provider)),
+                    if *redacted { " redacted" } else { "" },
+                    text.len()
+                ),
+                Part::ToolUse { id, name, raw_input, .. } => writeln!(out, "[tool use {name} {id}: {raw_input}]"),
+                Part::ToolResult { tool_use_id, content, is_error } => {
+                    let _ = writeln!(out, "[tool result {tool_use_id}{}]", if *is_error { " (error)" } else { "" });
+                    Ok(parts(out, content))
+                }
+            };
+        }
+    }
+    let mut out = String::new();
+    if !conversation.system.is_empty() {
+        out.push_str("== system\n");
+        parts(&mut out, &conversation.system);
+    }
+    for message in &conversation.messages {
+        let role = match message.role {
+            flemma_conversation::Role::User => "user",
+            flemma_conversation::Role::Assistant => "assistant",
+        };
+        let _ = writeln!(out, "== {role}");
+        parts(&mut out, &message.parts);
+    }
+    out
 }

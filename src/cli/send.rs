@@ -79,27 +79,47 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         setup.options.model
     );
     let started = Instant::now();
-    let coalesce = Duration::from_millis(config.editing.coalesce_ms);
     let mut writer = StreamWriter {
         renderer: ReplyRenderer::for_provider(setup.kind, config.editing.compact_headers),
         file: ReplyFile::new(&path),
         pending: String::new(),
-        last_flush: Instant::now(),
-        coalesce,
+        pending_since: None,
+        coalesce: Duration::from_millis(config.editing.coalesce_ms),
         failure: None,
         cancel: cancel.clone(),
-        bytes: 0,
+        max_delay: Duration::ZERO,
     };
-    let result = client
-        .stream(
-            setup.kind,
-            &conversation,
-            &setup.options,
-            &setup.endpoint,
-            cancel.clone(),
-            &mut |event| writer.on_event(event),
-        )
-        .await;
+    // The stream pushes events into a channel; the writer drains it and flushes coalesced text
+    // when the window of the oldest unwritten byte closes, even if no further event arrives.
+    let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let stream = async {
+        let events = events;
+        client
+            .stream(
+                setup.kind,
+                &conversation,
+                &setup.options,
+                &setup.endpoint,
+                cancel.clone(),
+                &mut |event| {
+                    let _ = events.send(event);
+                },
+            )
+            .await
+    };
+    let write = async {
+        loop {
+            let deadline = writer.deadline();
+            tokio::select! {
+                event = received.recv() => match event {
+                    Some(event) => writer.on_event(event),
+                    None => break,
+                },
+                () = sleep_until_option(deadline) => writer.flush_or_stop(),
+            }
+        }
+    };
+    let (result, ()) = tokio::join!(stream, write);
     if let Some(error) = writer.failure.take() {
         eprintln!("flemmad send: {error}");
         return Ok(ExitCode::from(1));
@@ -107,9 +127,14 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     match result {
         Ok(summary) => {
             let tail = writer.renderer.finish(ReplyOutcome::Completed);
-            writer.pending.push_str(&tail);
-            writer.pending.push_str(CLOSING_PROMPT);
+            writer.push(&tail);
+            writer.push(CLOSING_PROMPT);
             writer.flush()?;
+            tracing::info!(
+                max_delay_ms = writer.max_delay.as_millis() as u64,
+                coalesce_ms = writer.coalesce.as_millis() as u64,
+                "longest wait between a byte arriving and its write"
+            );
             for warning in &summary.warnings {
                 eprintln!("flemmad: warning: {warning}");
             }
@@ -140,8 +165,8 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
             let cancelled = matches!(error, ProviderError::Cancelled);
             if writer.renderer.has_content() || writer.file.started() {
                 let tail = writer.renderer.finish(ReplyOutcome::Interrupted);
-                writer.pending.push_str(&tail);
-                writer.pending.push_str(CLOSING_PROMPT);
+                writer.push(&tail);
+                writer.push(CLOSING_PROMPT);
                 writer.flush()?;
             }
             if cancelled {
@@ -155,16 +180,26 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     }
 }
 
-/// Renders stream events and writes them to the file, coalesced.
+/// Renders stream events and writes them to the file, coalesced: text is written at most
+/// `coalesce` after its first unwritten byte arrived.
 struct StreamWriter {
     renderer: ReplyRenderer,
     file: ReplyFile,
     pending: String,
-    last_flush: Instant,
+    /// When the oldest byte of `pending` arrived.
+    pending_since: Option<Instant>,
     coalesce: Duration,
     failure: Option<ReplyFileError>,
     cancel: CancellationToken,
-    bytes: usize,
+    /// The longest time a byte waited between arriving and being written.
+    max_delay: Duration,
+}
+
+async fn sleep_until_option(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 impl StreamWriter {
@@ -181,15 +216,36 @@ impl StreamWriter {
             ClientEvent::FirstByte => {}
             ClientEvent::Event(event) => {
                 if let Some(text) = self.renderer.push(&event) {
-                    self.pending.push_str(&text);
+                    self.push(&text);
                 }
-                if self.last_flush.elapsed() >= self.coalesce {
-                    if let Err(error) = self.flush() {
-                        self.failure = Some(error);
-                        self.cancel.cancel();
-                    }
+                if self.deadline().is_some_and(|d| Instant::now() >= d) {
+                    self.flush_or_stop();
                 }
             }
+        }
+    }
+
+    fn push(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if self.pending.is_empty() {
+            self.pending_since = Some(Instant::now());
+        }
+        self.pending.push_str(text);
+    }
+
+    /// When the pending text must be written.
+    fn deadline(&self) -> Option<Instant> {
+        self.pending_since.map(|since| since + self.coalesce)
+    }
+
+    /// Flushes; a failure (the block was removed from the file) stops the stream.
+    fn flush_or_stop(&mut self) {
+        if let Err(error) = self.flush() {
+            self.failure = Some(error);
+            self.pending_since = None;
+            self.cancel.cancel();
         }
     }
 
@@ -198,9 +254,10 @@ impl StreamWriter {
             return Ok(());
         }
         self.file.append(&self.pending)?;
-        self.bytes += self.pending.len();
+        if let Some(since) = self.pending_since.take() {
+            self.max_delay = self.max_delay.max(since.elapsed());
+        }
         self.pending.clear();
-        self.last_flush = Instant::now();
         Ok(())
     }
 }

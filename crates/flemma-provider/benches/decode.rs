@@ -1,6 +1,9 @@
-//! Decoding throughput: generated ~10 MB streams fed in 16 KiB chunks, as from the network.
+//! Streaming overhead: generated ~10 MB streams fed in 16 KiB chunks, as from the network,
+//! decoded into events (`decode/*`), and decoded then rendered into `.chat` text
+//! (`decode_render/*`, the whole path from bytes to the text the writer appends).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use flemma_provider::render::{ReplyOutcome, ReplyRenderer};
 use flemma_provider::{ProviderKind, decoder};
 use std::hint::black_box;
 
@@ -50,6 +53,21 @@ fn decode_all(kind: ProviderKind, bytes: &[u8]) -> usize {
     count + decoder.finish().len()
 }
 
+fn decode_render_all(kind: ProviderKind, bytes: &[u8]) -> usize {
+    let mut decoder = decoder(kind);
+    let mut renderer = ReplyRenderer::for_provider(kind, true);
+    let mut written = 0;
+    for chunk in bytes.chunks(CHUNK) {
+        for event in decoder.feed(chunk) {
+            written += renderer.push(&event).map_or(0, |text| text.len());
+        }
+    }
+    for event in decoder.finish() {
+        written += renderer.push(&event).map_or(0, |text| text.len());
+    }
+    written + renderer.finish(ReplyOutcome::Completed).len()
+}
+
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("decode");
     group.sample_size(10);
@@ -67,6 +85,17 @@ fn bench(c: &mut Criterion) {
     ] {
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         group.bench_function(name, |b| b.iter(|| decode_all(kind, black_box(&bytes))));
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("decode_render");
+    group.sample_size(10);
+    for (name, kind, bytes) in [
+        ("anthropic_10mb", ProviderKind::Anthropic, anthropic_stream()),
+        ("openai_responses_10mb", ProviderKind::OpenAi, responses_stream()),
+    ] {
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.bench_function(name, |b| b.iter(|| decode_render_all(kind, black_box(&bytes))));
     }
     group.finish();
 }

@@ -1,7 +1,7 @@
 //! The sandboxed Rhai engine and the pure helper functions every template sees.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use flemma_conversation::Part;
@@ -29,12 +29,39 @@ fn standard_package() -> Shared<rhai::Module> {
         .clone()
 }
 
+/// When the current top-level script run (the frontmatter, one message) started; the time
+/// budget applies to each run, so a long chat never runs out of time while a `loop {}` still
+/// ends after the budget.
+#[derive(Debug, Clone)]
+pub(crate) struct RunClock(Arc<Mutex<Instant>>);
+
+impl RunClock {
+    pub(crate) fn new() -> Self {
+        Self(Arc::new(Mutex::new(Instant::now())))
+    }
+
+    /// Starts the budget of a new run.
+    pub(crate) fn restart(&self) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Instant::now();
+    }
+
+    fn elapsed(&self) -> std::time::Duration {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .elapsed()
+    }
+}
+
 /// A sandboxed engine: the standard package (strings, maths, arrays, maps, iterators), no
 /// module resolver, no `eval`, printing to `tracing`, resource limits, and a progress callback
 /// that stops on the cancel flag or when the wall-clock budget is spent.
 pub(crate) fn sandboxed_engine(
     limits: &Limits,
-    started: Instant,
+    clock: RunClock,
     cancel: Option<Arc<AtomicBool>>,
     now: SystemTime,
 ) -> Engine {
@@ -49,6 +76,8 @@ pub(crate) fn sandboxed_engine(
     engine.set_max_call_levels(limits.max_call_levels);
     engine.set_max_expr_depths(limits.max_expr_depth, limits.max_expr_depth);
     engine.set_max_variables(10_000);
+    // Templates run once per compile: optimising them costs more than it saves.
+    engine.set_optimization_level(rhai::OptimizationLevel::None);
     engine.on_print(|text| tracing::info!(target: "flemma_template::print", "{text}"));
     engine.on_debug(|text, source, position| {
         tracing::debug!(target: "flemma_template::debug", ?source, %position, "{text}");
@@ -64,7 +93,7 @@ pub(crate) fn sandboxed_engine(
         {
             return Some(Dynamic::from(CANCELLED.to_string()));
         }
-        if started.elapsed() > budget {
+        if clock.elapsed() > budget {
             return Some(Dynamic::from(format!(
                 "the template time budget of {} ms is spent (an endless loop?)",
                 budget.as_millis()
@@ -82,7 +111,9 @@ fn register_helpers(engine: &mut Engine, now: SystemTime) {
         describe_parts(&attachment.parts)
     });
     engine.register_fn("values", |array: Array| array);
-    engine.register_fn("values", |map: Map| -> Array { map.into_values().collect() });
+    engine.register_fn("values", |map: Map| -> Array {
+        map.into_values().collect()
+    });
     engine.register_fn("each", each);
     engine.register_fn("format_number", |n: INT| format_number(n as FLOAT, 0));
     engine.register_fn("format_number", |n: FLOAT| format_number(n, 2));
@@ -97,7 +128,9 @@ fn register_helpers(engine: &mut Engine, now: SystemTime) {
     engine.register_fn("format_money", |n: INT, symbol: &str| {
         format_money(n as FLOAT, symbol)
     });
-    engine.register_fn("format_money", |n: FLOAT, symbol: &str| format_money(n, symbol));
+    engine.register_fn("format_money", |n: FLOAT, symbol: &str| {
+        format_money(n, symbol)
+    });
     engine.register_fn("format_percent", |n: INT| format_percent(n as FLOAT, 0));
     engine.register_fn("format_percent", |n: FLOAT| format_percent(n, 1));
     engine.register_fn("format_percent", format_percent);
@@ -339,8 +372,14 @@ mod tests {
     fn formats_dates_in_utc() {
         // 2026-11-30T08:38:57Z is a Monday.
         let seconds = 1_796_027_937;
-        assert_eq!(format_date(seconds, "%Y-%m-%dT%H:%M:%SZ"), "2026-11-30T08:38:57Z");
-        assert_eq!(format_date(seconds, "%A %d %B %Y (%j) 100%%"), "Monday 30 November 2026 (334) 100%");
+        assert_eq!(
+            format_date(seconds, "%Y-%m-%dT%H:%M:%SZ"),
+            "2026-11-30T08:38:57Z"
+        );
+        assert_eq!(
+            format_date(seconds, "%A %d %B %Y (%j) 100%%"),
+            "Monday 30 November 2026 (334) 100%"
+        );
         assert_eq!(format_date(0, "%Y-%m-%d %a"), "1970-01-01 Thu");
     }
 }

@@ -1,1 +1,289 @@
-//! placeholder
+//! `flemma-template`: turns a parsed `.chat` document into a provider-neutral
+//! [`Conversation`](flemma_conversation::Conversation).
+//!
+//! It runs the Rhai (or reads the JSON) frontmatter, evaluates `{{ expr }}` and `{% code %}`
+//! templates in `@System:` and `@You:` messages inside a sandboxed Rhai engine, renders
+//! `include()`d files and personalities, attaches `@./file` references, and maps tool results,
+//! job results, thinking and abort markers to conversation parts. Every problem becomes a
+//! [`TemplateDiagnostic`] with a range in the `.chat` file; blocking ones must stop a send.
+//!
+//! All IO goes through a [`Host`] ([`FsHost`] for the real filesystem).
+//!
+//! ```
+//! use flemma_template::{EvalOptions, FsHost, evaluate};
+//!
+//! let doc = flemma_syntax::parse(
+//!     "```rhai\nlet who = \"QA\";\nflemma.opt.thinking = \"medium\";\n```\n@You:\nHello {{ who }}!\n",
+//! );
+//! let evaluation = evaluate(&doc, &FsHost, &EvalOptions::default());
+//! assert!(evaluation.diagnostics.is_empty());
+//! let text = flemma_conversation::Part::joined_text(&evaluation.conversation.messages[0].parts);
+//! assert_eq!(text, "Hello QA!");
+//! assert_eq!(
+//!     evaluation.frontmatter_layer.get("parameters.thinking"),
+//!     Some(serde_json::json!("medium"))
+//! );
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, SystemTime};
+
+use flemma_config::ConfigLayer;
+use flemma_conversation::Conversation;
+use flemma_syntax::{Document, Severity, TextRange};
+use serde::Serialize;
+use serde::ser::SerializeStruct;
+
+mod convert;
+mod engine;
+mod files;
+mod host;
+mod link;
+mod lua;
+mod opt;
+mod origin;
+mod personality;
+mod render;
+mod script;
+
+pub use engine::Attachment;
+pub use host::{FsHost, Host, PersonalityContext, git_branch_of};
+pub use lua::lua_frontmatter_to_rhai;
+pub use personality::PERSONALITIES;
+pub use script::clear_compile_cache;
+
+/// Resource limits of the sandbox. They apply to each script run: the frontmatter, each
+/// message (with the files it includes), each call of an auto-approve function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Rhai operations per script run.
+    pub max_operations: u64,
+    /// Longest string a script may build, in bytes.
+    pub max_string_size: usize,
+    /// Largest array.
+    pub max_array_size: usize,
+    /// Largest object map.
+    pub max_map_size: usize,
+    /// Deepest function call nesting.
+    pub max_call_levels: usize,
+    /// Deepest expression nesting (also for expressions inside functions).
+    pub max_expr_depth: usize,
+    /// Deepest `include()` nesting.
+    pub max_include_depth: usize,
+    /// Wall-clock budget of one script run.
+    pub time_budget: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_operations: 5_000_000,
+            max_string_size: 4 * 1024 * 1024,
+            max_array_size: 100_000,
+            max_map_size: 100_000,
+            max_call_levels: 48,
+            max_expr_depth: 64,
+            max_include_depth: 16,
+            time_budget: Duration::from_millis(100),
+        }
+    }
+}
+
+/// How to evaluate a document.
+#[derive(Debug, Clone, Default)]
+pub struct EvalOptions {
+    /// The `.chat` file's path (relative paths resolve against its directory); `None` for an
+    /// unsaved buffer (then the host's working directory is used).
+    pub path: Option<PathBuf>,
+    /// Sandbox limits.
+    pub limits: Limits,
+    /// Set to `true` to stop a running evaluation (it ends with a blocking diagnostic).
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// What a template diagnostic is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    /// The frontmatter (syntax, runtime, `flemma.opt` and `flemma` config errors).
+    Frontmatter,
+    /// A `{{ }}` expression (non-blocking: the literal text is sent).
+    Expression,
+    /// `{% %}` code or the message script as a whole (blocking).
+    Code,
+    /// `include()` (missing files, cycles, errors inside included templates).
+    Include,
+    /// `@./file` references (non-blocking: the literal text is sent).
+    FileReference,
+    /// Tool uses and results (missing results, unresolved placeholders).
+    Tool,
+}
+
+/// A problem found while evaluating.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateDiagnostic {
+    /// Where in the `.chat` file; for problems inside included files, the outermost
+    /// `include()` call.
+    pub range: TextRange,
+    /// The included file the problem is in (`None`: the `.chat` file itself).
+    pub file: Option<PathBuf>,
+    /// The 1-based line in [`Self::file`].
+    pub line_in_file: Option<u32>,
+    /// How bad it is.
+    pub severity: Severity,
+    /// What it is about.
+    pub category: Category,
+    /// What happened and what to do.
+    pub message: String,
+    /// For include problems: the files being included, outermost first.
+    pub include_stack: Vec<PathBuf>,
+    /// Whether the conversation must not be sent.
+    pub blocking: bool,
+}
+
+impl Serialize for TemplateDiagnostic {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("TemplateDiagnostic", 8)?;
+        s.serialize_field(
+            "range",
+            &serde_json::json!({"start": self.range.start, "end": self.range.end}),
+        )?;
+        s.serialize_field("file", &self.file)?;
+        s.serialize_field("line_in_file", &self.line_in_file)?;
+        s.serialize_field("severity", self.severity.as_str())?;
+        s.serialize_field("category", &self.category)?;
+        s.serialize_field("message", &self.message)?;
+        s.serialize_field("include_stack", &self.include_stack)?;
+        s.serialize_field("blocking", &self.blocking)?;
+        s.end()
+    }
+}
+
+/// Why an auto-approve function could not decide (its message says what to fix).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AutoApproveError(pub String);
+
+/// A Rhai function the frontmatter assigned to `flemma.opt.tools.auto_approve`.
+#[derive(Debug, Clone)]
+pub struct AutoApproveFunction {
+    function: rhai::FnPtr,
+    functions: Arc<rhai::AST>,
+}
+
+impl AutoApproveFunction {
+    /// Calls the function with `(tool_name, input, context)` in a fresh sandbox. `Some(true)`
+    /// approves, `Some(false)` requires approval, `None` (the function returned `()`) defers to
+    /// the rest of the configuration.
+    pub fn call(
+        &self,
+        tool_name: &str,
+        input: &serde_json::Value,
+        context: &serde_json::Value,
+        limits: &Limits,
+    ) -> Result<Option<bool>, AutoApproveError> {
+        let engine =
+            engine::sandboxed_engine(limits, engine::RunClock::new(), None, SystemTime::now());
+        let to_dynamic = |value: &serde_json::Value| {
+            rhai::serde::to_dynamic(value).map_err(|error| {
+                AutoApproveError(format!(
+                    "cannot pass the tool input to the auto_approve function: {error}"
+                ))
+            })
+        };
+        let args = (
+            rhai::ImmutableString::from(tool_name),
+            to_dynamic(input)?,
+            to_dynamic(context)?,
+        );
+        let result: rhai::Dynamic =
+            self.function
+                .call(&engine, &self.functions, args)
+                .map_err(|error| {
+                    AutoApproveError(format!(
+                        "the frontmatter's auto_approve function failed: {error}; fix it"
+                    ))
+                })?;
+        if result.is_unit() {
+            return Ok(None);
+        }
+        result.as_bool().map(Some).map_err(|type_name| {
+            AutoApproveError(format!(
+                "the frontmatter's auto_approve function returned {type_name}; return true, false or ()"
+            ))
+        })
+    }
+}
+
+/// Everything an evaluation produces.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    /// The conversation to send.
+    pub conversation: Conversation,
+    /// What `flemma.opt` (Rhai) or the `flemma` key (JSON) set.
+    pub frontmatter_layer: ConfigLayer,
+    /// Rhai closures assigned to `flemma.opt.tools.auto_approve`, keyed by the
+    /// [`flemma_config::FunctionRef`] id stored in the layer.
+    pub auto_approve_functions: BTreeMap<u64, AutoApproveFunction>,
+    /// Every problem found, in discovery order.
+    pub diagnostics: Vec<TemplateDiagnostic>,
+}
+
+impl Evaluation {
+    /// Whether a blocking diagnostic forbids sending.
+    pub fn is_blocked(&self) -> bool {
+        self.diagnostics.iter().any(|d| d.blocking)
+    }
+}
+
+/// The layer as JSON: each top-level table this layer touches, in the form of
+/// [`ConfigLayer::get`] (op-prefix lists, `{"function": …}` for closures).
+pub fn layer_to_json(layer: &ConfigLayer) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    if let Some(serde_json::Value::Object(properties)) =
+        flemma_config::json_schema().get("properties")
+    {
+        for key in properties.keys() {
+            if let Some(value) = layer.get(key) {
+                out.insert(key.clone(), value);
+            }
+        }
+    }
+    serde_json::Value::Object(out)
+}
+
+impl Serialize for Evaluation {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("Evaluation", 3)?;
+        s.serialize_field("conversation", &self.conversation)?;
+        s.serialize_field("config_layer", &layer_to_json(&self.frontmatter_layer))?;
+        s.serialize_field("diagnostics", &self.diagnostics)?;
+        s.end()
+    }
+}
+
+/// Evaluates the whole document: frontmatter, every message, file references, tool results.
+pub fn evaluate(doc: &Document, host: &dyn Host, options: &EvalOptions) -> Evaluation {
+    link::with_host(host, |link| {
+        let mut evaluator = convert::Evaluator::new(doc, host, options, link);
+        evaluator.frontmatter();
+        evaluator.conversation()
+    })
+}
+
+/// Runs only the frontmatter (the cheap path for status lines and the language server).
+pub fn evaluate_frontmatter(
+    doc: &Document,
+    host: &dyn Host,
+    options: &EvalOptions,
+) -> (ConfigLayer, Vec<TemplateDiagnostic>) {
+    link::with_host(host, |link| {
+        let mut evaluator = convert::Evaluator::new(doc, host, options, link);
+        evaluator.frontmatter();
+        let evaluation = evaluator.finish(Conversation::default());
+        (evaluation.frontmatter_layer, evaluation.diagnostics)
+    })
+}

@@ -1,0 +1,753 @@
+//! The document walk: frontmatter, then every message into conversation parts.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use flemma_config::{ConfigLayer, LayerKind};
+use flemma_conversation::{Conversation, Message, Part, Role, SourceSpan, ThinkingSignature};
+use flemma_syntax::{
+    Document, FileReference, Frontmatter, FrontmatterLanguage, Role as ChatRole, Segment,
+    SegmentKind, Severity, Status, TextRange, ToolResult,
+};
+use rhai::{AST, Engine, ImmutableString, Scope};
+
+use crate::engine::{RunClock, sandboxed_engine};
+use crate::link::HostLink;
+use crate::opt::{self, FlemmaHandle, SharedOpt};
+use crate::origin::Origin;
+use crate::render::{self, Blame, Environment, SharedState, lock, push_parts, push_text};
+use crate::script::{self, Script};
+use crate::{AutoApproveFunction, Category, EvalOptions, Evaluation, Host, files};
+
+const DENIED: &str = "The tool was denied by a policy.";
+const REJECTED: &str = "This tool has been rejected by the user.";
+const ABORTED: &str = "Response interrupted by the user.";
+const NO_RESULT: &str = "No result provided";
+
+pub(crate) struct Evaluator<'a> {
+    doc: &'a Document,
+    host: &'a dyn Host,
+    engine: Engine,
+    state: SharedState,
+    opt: SharedOpt,
+    origin: Arc<Origin>,
+    scope: Scope<'static>,
+    functions: Option<Arc<AST>>,
+    home: Option<PathBuf>,
+    clock: RunClock,
+}
+
+impl<'a> Evaluator<'a> {
+    pub(crate) fn new(
+        doc: &'a Document,
+        host: &'a dyn Host,
+        options: &EvalOptions,
+        link: HostLink,
+    ) -> Self {
+        let now = host.now();
+        let home = host.home_dir();
+        let dir = match options.path.as_deref().and_then(Path::parent) {
+            Some(dir) => dir.to_path_buf(),
+            None => host.environment().cwd.unwrap_or_else(|| PathBuf::from(".")),
+        };
+        let filename = options
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let clock = RunClock::new();
+        let mut engine =
+            sandboxed_engine(&options.limits, clock.clone(), options.cancel.clone(), now);
+        let state = SharedState::default();
+        let environment = Environment {
+            link,
+            home: home.clone(),
+            now,
+            chat_path: options.path.clone(),
+            max_include_depth: options.limits.max_include_depth,
+            personality_cache: Arc::new(Mutex::new(None)),
+        };
+        render::register(&mut engine, &state, &environment);
+        opt::register(&mut engine);
+        let origin = Arc::new(Origin {
+            file: None,
+            text: Arc::from(""),
+            anchor: None,
+            include_stack: options.path.iter().cloned().collect(),
+            dir: dir.clone(),
+            filename: filename.clone(),
+        });
+        let mut scope = Scope::new();
+        scope.push_constant("__filename", ImmutableString::from(filename));
+        scope.push_constant(
+            "__dirname",
+            ImmutableString::from(dir.display().to_string()),
+        );
+        Self {
+            doc,
+            host,
+            engine,
+            state,
+            opt: opt::new_state(),
+            origin,
+            scope,
+            functions: None,
+            home,
+            clock,
+        }
+    }
+
+    fn diagnose(
+        &self,
+        range: TextRange,
+        severity: Severity,
+        category: Category,
+        message: String,
+        blocking: bool,
+    ) {
+        let diagnostic = self
+            .origin
+            .diagnostic(range, severity, category, message, blocking);
+        lock(&self.state).diagnostics.push(diagnostic);
+    }
+
+    // ---- frontmatter ---------------------------------------------------------------------
+
+    pub(crate) fn frontmatter(&mut self) {
+        let Some(frontmatter) = self.doc.frontmatter() else {
+            return;
+        };
+        match frontmatter.language {
+            FrontmatterLanguage::Rhai => self.rhai_frontmatter(frontmatter),
+            FrontmatterLanguage::Json => self.json_frontmatter(frontmatter),
+            // The parser reports Lua and unknown languages (with the conversion code action).
+            FrontmatterLanguage::Lua | FrontmatterLanguage::Other => {}
+        }
+    }
+
+    fn rhai_frontmatter(&mut self, frontmatter: &Frontmatter) {
+        let code = self.doc.slice(frontmatter.code);
+        let mut script = Script::default();
+        script.push_code(code, frontmatter.code.start, frontmatter.code);
+        let ast = match self.engine.compile(&script.code) {
+            Ok(ast) => ast,
+            Err(error) => {
+                let range = script.locate(error.position(), frontmatter.code);
+                self.diagnose(
+                    range,
+                    Severity::Error,
+                    Category::Frontmatter,
+                    format!(
+                        "the frontmatter does not parse as Rhai: {}; fix it, this blocks sending",
+                        error.err_type()
+                    ),
+                    true,
+                );
+                return;
+            }
+        };
+        let functions = ast.clone_functions_only();
+        if functions.iter_functions().next().is_some() {
+            // Messages call the frontmatter's functions as globals.
+            self.engine.register_global_module(
+                AsRef::<rhai::Shared<rhai::Module>>::as_ref(&functions).clone(),
+            );
+            self.functions = Some(Arc::new(functions));
+        }
+        self.clock.restart();
+        let mut scope = self.scope.clone();
+        scope.push("flemma", FlemmaHandle::new(self.opt.clone()));
+        let _ = render::run(
+            &self.engine,
+            &self.state,
+            &ast,
+            Arc::new(script),
+            self.origin.clone(),
+            &mut scope,
+            Blame {
+                category: Category::Frontmatter,
+                fallback: frontmatter.code,
+            },
+        );
+        let mut variables = Scope::new();
+        for (name, constant, value) in scope.iter() {
+            if name == "flemma" && value.is::<FlemmaHandle>() {
+                continue;
+            }
+            if constant {
+                variables.push_constant_dynamic(name.to_string(), value);
+            } else {
+                variables.push_dynamic(name.to_string(), value);
+            }
+        }
+        self.scope = variables;
+    }
+
+    fn json_frontmatter(&mut self, frontmatter: &Frontmatter) {
+        let code = self.doc.slice(frontmatter.code);
+        let value: serde_json::Value = match serde_json::from_str(code) {
+            Ok(value) => value,
+            Err(error) => {
+                let range = offset_of_line_column(code, error.line(), error.column()).map_or(
+                    frontmatter.code,
+                    |offset| {
+                        TextRange::new(
+                            frontmatter.code.start + offset,
+                            frontmatter.code.start + offset,
+                        )
+                    },
+                );
+                self.diagnose(
+                    range,
+                    Severity::Error,
+                    Category::Frontmatter,
+                    format!("invalid JSON frontmatter: {error}; fix the JSON, this blocks sending"),
+                    true,
+                );
+                return;
+            }
+        };
+        let serde_json::Value::Object(map) = value else {
+            self.diagnose(
+                frontmatter.code,
+                Severity::Error,
+                Category::Frontmatter,
+                "JSON frontmatter must be an object (`{\"name\": \"value\", \"flemma\": {…}}`); wrap the values in braces".into(),
+                true,
+            );
+            return;
+        };
+        for (key, value) in map {
+            if key == "flemma" {
+                match ConfigLayer::from_json(&value, LayerKind::Frontmatter) {
+                    Ok(layer) => {
+                        opt_lock(&self.opt).layer = layer;
+                    }
+                    Err(errors) => {
+                        for error in errors.errors() {
+                            let last = error.path.rsplit('.').next().unwrap_or("");
+                            let range =
+                                find_key(code, last).map_or(frontmatter.code, |(start, end)| {
+                                    TextRange::new(
+                                        frontmatter.code.start + start,
+                                        frontmatter.code.start + end,
+                                    )
+                                });
+                            self.diagnose(
+                                range,
+                                Severity::Error,
+                                Category::Frontmatter,
+                                format!("flemma: {error}"),
+                                true,
+                            );
+                        }
+                    }
+                }
+                continue;
+            }
+            match rhai::serde::to_dynamic(&value) {
+                Ok(dynamic) => {
+                    self.scope.push_dynamic(key, dynamic);
+                }
+                Err(error) => self.diagnose(
+                    frontmatter.code,
+                    Severity::Error,
+                    Category::Frontmatter,
+                    format!("the JSON value of '{key}' cannot become a template variable: {error}"),
+                    true,
+                ),
+            };
+        }
+    }
+
+    // ---- messages ------------------------------------------------------------------------
+
+    pub(crate) fn conversation(mut self) -> Evaluation {
+        let mut conversation = Conversation::default();
+        let doc = self.doc;
+        for message in doc.messages() {
+            let span = Some(SourceSpan {
+                start: message.range.start,
+                end: message.range.end,
+            });
+            match &message.role {
+                ChatRole::System => conversation.system = self.render_message(message),
+                ChatRole::You => {
+                    let parts = self.render_message(message);
+                    if !parts.is_empty() {
+                        conversation.messages.push(Message {
+                            role: Role::User,
+                            parts,
+                            span,
+                        });
+                    }
+                }
+                ChatRole::Assistant => {
+                    let parts = self.assistant_parts(message);
+                    if !parts.is_empty() {
+                        conversation.messages.push(Message {
+                            role: Role::Assistant,
+                            parts,
+                            span,
+                        });
+                    }
+                }
+                ChatRole::Other(_) => {}
+            }
+        }
+        self.add_missing_results(&mut conversation);
+        self.finish(conversation)
+    }
+
+    pub(crate) fn finish(self, conversation: Conversation) -> Evaluation {
+        let diagnostics = std::mem::take(&mut lock(&self.state).diagnostics);
+        let (layer, functions) = {
+            let mut state = opt_lock(&self.opt);
+            (
+                std::mem::replace(&mut state.layer, ConfigLayer::new(LayerKind::Frontmatter)),
+                std::mem::take(&mut state.functions),
+            )
+        };
+        let library = self.functions.clone().unwrap_or_default();
+        let auto_approve_functions: BTreeMap<u64, AutoApproveFunction> = functions
+            .into_iter()
+            .map(|(id, function)| {
+                (
+                    id,
+                    AutoApproveFunction {
+                        function,
+                        functions: library.clone(),
+                    },
+                )
+            })
+            .collect();
+        Evaluation {
+            conversation,
+            frontmatter_layer: layer,
+            auto_approve_functions,
+            diagnostics,
+        }
+    }
+
+    /// The segments of a message's content (trailing blank lines cut off).
+    fn content_segments(message: &flemma_syntax::Message) -> Vec<Segment> {
+        let content = message.content;
+        message
+            .segments
+            .iter()
+            .filter(|s| s.range.end > content.start && s.range.start < content.end)
+            .map(|s| {
+                let mut s = s.clone();
+                if matches!(s.kind, SegmentKind::Text) {
+                    s.range = TextRange::new(
+                        s.range.start.max(content.start),
+                        s.range.end.min(content.end),
+                    );
+                }
+                s
+            })
+            .collect()
+    }
+
+    /// Evaluates a `@You:`/`@System:` message into parts.
+    fn render_message(&mut self, message: &flemma_syntax::Message) -> Vec<Part> {
+        let doc = self.doc;
+        let segments = Self::content_segments(message);
+        let mut prepared: HashMap<usize, Vec<Part>> = HashMap::new();
+        for segment in &segments {
+            let parts = match &segment.kind {
+                SegmentKind::FileReference(reference) => {
+                    Some(self.file_reference(segment, reference))
+                }
+                SegmentKind::ToolResult(result) => Some(self.tool_result(result)),
+                SegmentKind::JobResult(job) => Some(job_result(doc, job)),
+                _ => None,
+            };
+            if let Some(parts) = parts {
+                prepared.insert(segment.range.start, parts);
+            }
+        }
+        let templated = segments
+            .iter()
+            .any(|s| matches!(s.kind, SegmentKind::Expression(_) | SegmentKind::Code(_)));
+        if !templated {
+            // No tags: no script to run.
+            let mut parts = Vec::new();
+            for segment in &segments {
+                match prepared.remove(&segment.range.start) {
+                    Some(prepared) => push_parts(&mut parts, prepared),
+                    None => push_text(&mut parts, doc.slice(segment.range)),
+                }
+            }
+            return tidy(parts);
+        }
+        let mut diagnostics = Vec::new();
+        let (script, compiled) = script::build_and_compile(
+            &self.engine,
+            doc.text(),
+            &segments,
+            &mut |segment| prepared.get(&segment.range.start).cloned(),
+            &self.origin,
+            &mut diagnostics,
+        );
+        lock(&self.state).diagnostics.extend(diagnostics);
+        let literal = || tidy(vec![Part::text(doc.slice(message.content))]);
+        let ast = match compiled {
+            Ok(ast) => ast,
+            Err(error) => {
+                let diagnostic = render::compile_error(
+                    &script,
+                    &self.origin,
+                    &error,
+                    Category::Code,
+                    message.content,
+                );
+                lock(&self.state).diagnostics.push(diagnostic);
+                return literal();
+            }
+        };
+        render::predeclare(&mut self.scope, &script);
+        let length = self.scope.len();
+        self.clock.restart();
+        let result = render::run(
+            &self.engine,
+            &self.state,
+            &ast,
+            Arc::new(script),
+            self.origin.clone(),
+            &mut self.scope,
+            Blame {
+                category: Category::Code,
+                fallback: message.content,
+            },
+        );
+        self.scope.rewind(length);
+        match result {
+            Some(parts) => tidy(parts),
+            None => literal(),
+        }
+    }
+
+    fn file_reference(&self, segment: &Segment, reference: &FileReference) -> Vec<Part> {
+        let written = self.doc.slice(segment.range);
+        let warn = |message: String| {
+            self.diagnose(
+                segment.range,
+                Severity::Warning,
+                Category::FileReference,
+                message,
+                false,
+            );
+            vec![Part::text(written)]
+        };
+        let path =
+            match files::resolve_reference(&reference.path, &self.origin.dir, self.home.as_deref())
+            {
+                Ok(path) => path,
+                Err(message) => return warn(format!("{message}; the literal text is sent")),
+            };
+        let bytes = match self.host.read_file(&path) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                return warn(format!(
+                    "cannot read {} ({error}); the literal text is sent. Check the path (relative to the chat file)",
+                    path.display()
+                ));
+            }
+        };
+        let mime = reference
+            .option("type")
+            .map_or_else(|| files::detect_mime(&path, &bytes), str::to_string);
+        match files::attachment(self.doc.slice(reference.raw_path), &mime, bytes) {
+            Ok(part) => vec![part],
+            Err(message) => warn(format!("{message}; the literal text is sent")),
+        }
+    }
+
+    fn tool_result(&self, result: &ToolResult) -> Vec<Part> {
+        let doc = self.doc;
+        let Some(fence) = &result.fence else {
+            return Vec::new(); // the parser reports the missing fence
+        };
+        let content = strip_line_break(doc.slice(fence.content));
+        let status = result.suffix.as_ref().and_then(|suffix| suffix.status());
+        let id = &result.tool_use_id;
+        let make = |content: Vec<Part>, is_error: bool| {
+            vec![Part::ToolResult {
+                tool_use_id: id.clone(),
+                content,
+                is_error,
+            }]
+        };
+        let text_or = |default: &str| {
+            if content.trim().is_empty() {
+                vec![Part::text(default)]
+            } else {
+                vec![Part::text(content)]
+            }
+        };
+        match status {
+            None | Some(Status::Error) => {
+                let emits_template = doc
+                    .tool_use(id)
+                    .is_some_and(|(_, _, tool_use)| tool_use.name == "read");
+                let parts = if emits_template {
+                    self.template_result(fence.content)
+                } else {
+                    vec![Part::text(content)]
+                };
+                make(parts, status == Some(Status::Error))
+            }
+            Some(Status::Denied) => make(text_or(DENIED), true),
+            Some(Status::Rejected) => make(text_or(REJECTED), true),
+            Some(Status::Aborted) => make(text_or(ABORTED), true),
+            Some(Status::Pending) if !content.trim().is_empty() => {
+                make(vec![Part::text(content)], false)
+            }
+            Some(Status::Pending | Status::Approved) if content.trim().is_empty() => {
+                self.diagnose(
+                    result.header,
+                    Severity::Error,
+                    Category::Tool,
+                    format!(
+                        "tool `{id}` is waiting for approval: approve or reject it, then send again"
+                    ),
+                    true,
+                );
+                Vec::new()
+            }
+            Some(_) => {
+                self.diagnose(
+                    result.header,
+                    Severity::Error,
+                    Category::Tool,
+                    format!(
+                        "tool `{id}` is approved but its result already holds text: clear the text to run the tool, or remove `approved` to send the text"
+                    ),
+                    true,
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// The result of a tool that emits templates (`read`): `@./file` references become
+    /// attachments; `{{ }}`/`{% %}` stay literal (a file being read may contain template syntax).
+    fn template_result(&self, range: TextRange) -> Vec<Part> {
+        let doc = self.doc;
+        let range = TextRange::new(
+            range.start,
+            range.start + strip_line_break(doc.slice(range)).len(),
+        );
+        let mut parts = Vec::new();
+        for segment in flemma_syntax::scan_templated(doc.text(), range) {
+            match &segment.kind {
+                SegmentKind::FileReference(reference) => {
+                    push_parts(&mut parts, self.file_reference(&segment, reference));
+                }
+                _ => push_text(&mut parts, doc.slice(segment.range)),
+            }
+        }
+        parts
+    }
+
+    fn assistant_parts(&self, message: &flemma_syntax::Message) -> Vec<Part> {
+        let doc = self.doc;
+        let has_tool_uses = message.tool_uses().next().is_some();
+        let mut parts = Vec::new();
+        for segment in Self::content_segments(message) {
+            match &segment.kind {
+                SegmentKind::ToolUse(tool_use) => {
+                    let raw_input = tool_use
+                        .fence
+                        .as_ref()
+                        .map(|fence| strip_line_break(doc.slice(fence.content)).to_string())
+                        .unwrap_or_default();
+                    let input = serde_json::from_str::<serde_json::Value>(&raw_input)
+                        .ok()
+                        .filter(serde_json::Value::is_object)
+                        .unwrap_or_else(|| serde_json::json!({}));
+                    parts.push(Part::ToolUse {
+                        id: tool_use.id.clone(),
+                        name: tool_use.name.replace(':', "."),
+                        input,
+                        raw_input,
+                    });
+                }
+                SegmentKind::Thinking(thinking) => {
+                    let signature = match (&thinking.provider, &thinking.signature) {
+                        (Some(provider), Some(value)) => Some(ThinkingSignature {
+                            provider: provider.clone(),
+                            value: value.clone(),
+                        }),
+                        _ => None,
+                    };
+                    parts.push(Part::Thinking {
+                        text: strip_line_break(doc.slice(thinking.content)).to_string(),
+                        signature,
+                        redacted: thinking.redacted,
+                    });
+                }
+                SegmentKind::Aborted(aborted) => {
+                    if !has_tool_uses {
+                        push_text(
+                            &mut parts,
+                            &format!("<!-- flemma:aborted: {} -->", aborted.message),
+                        );
+                    }
+                }
+                _ => push_text(&mut parts, doc.slice(segment.range)),
+            }
+        }
+        tidy(parts)
+    }
+
+    /// A tool use without a result anywhere gets a synthetic error result (and a warning).
+    fn add_missing_results(&self, conversation: &mut Conversation) {
+        let doc = self.doc;
+        let mut index = 0;
+        while index < conversation.messages.len() {
+            if conversation.messages[index].role != Role::Assistant {
+                index += 1;
+                continue;
+            }
+            let missing: Vec<String> = conversation.messages[index]
+                .parts
+                .iter()
+                .filter_map(|part| match part {
+                    Part::ToolUse { id, .. } if doc.tool_result(id).is_none() => Some(id.clone()),
+                    _ => None,
+                })
+                .collect();
+            if missing.is_empty() {
+                index += 1;
+                continue;
+            }
+            let results: Vec<Part> = missing
+                .iter()
+                .map(|id| {
+                    let range = doc
+                        .tool_use(id)
+                        .map_or(TextRange::default(), |(_, _, tool_use)| tool_use.header);
+                    self.diagnose(
+                        range,
+                        Severity::Warning,
+                        Category::Tool,
+                        format!(
+                            "tool use `{id}` has no result: the request carries the error result \"{NO_RESULT}\"; run, reject or delete the tool use"
+                        ),
+                        false,
+                    );
+                    Part::ToolResult {
+                        tool_use_id: id.clone(),
+                        content: vec![Part::text(NO_RESULT)],
+                        is_error: true,
+                    }
+                })
+                .collect();
+            match conversation.messages.get_mut(index + 1) {
+                Some(next) if next.role == Role::User => {
+                    let at = next
+                        .parts
+                        .iter()
+                        .take_while(|part| matches!(part, Part::ToolResult { .. }))
+                        .count();
+                    next.parts.splice(at..at, results);
+                }
+                _ => conversation.messages.insert(
+                    index + 1,
+                    Message {
+                        role: Role::User,
+                        parts: results,
+                        span: None,
+                    },
+                ),
+            }
+            index += 1;
+        }
+    }
+}
+
+fn opt_lock(state: &SharedOpt) -> std::sync::MutexGuard<'_, opt::OptState> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn job_result(doc: &Document, job: &flemma_syntax::JobResult) -> Vec<Part> {
+    let content = job
+        .fence
+        .as_ref()
+        .map(|fence| strip_line_break(doc.slice(fence.content)))
+        .unwrap_or("");
+    let failed = job
+        .suffix
+        .as_ref()
+        .and_then(|suffix| suffix.status())
+        .is_some_and(|status| status == Status::Error);
+    let label = if failed { " (failed)" } else { "" };
+    vec![Part::text(format!(
+        "Job result for {}{label}:\n{content}\n",
+        job.job_id
+    ))]
+}
+
+/// Drops one trailing line break (fence content includes the last line's break).
+fn strip_line_break(text: &str) -> &str {
+    text.strip_suffix("\r\n")
+        .or_else(|| text.strip_suffix('\n'))
+        .unwrap_or(text)
+}
+
+/// Drops whitespace-only text parts and trims text at the message's edges and next to tool
+/// results (the blank lines between blocks); text next to attachments keeps its spaces.
+fn tidy(parts: Vec<Part>) -> Vec<Part> {
+    let parts: Vec<Part> = parts
+        .into_iter()
+        .filter(|part| !matches!(part, Part::Text { text } if text.trim().is_empty()))
+        .collect();
+    let is_boundary = |part: Option<&Part>| {
+        matches!(
+            part,
+            None | Some(Part::ToolResult { .. } | Part::ToolUse { .. } | Part::Thinking { .. })
+        )
+    };
+    let mut out = Vec::with_capacity(parts.len());
+    for (index, part) in parts.iter().enumerate() {
+        match part {
+            Part::Text { text } => {
+                let previous = index.checked_sub(1).and_then(|i| parts.get(i));
+                let mut trimmed = text.as_str();
+                if is_boundary(previous) {
+                    trimmed = trimmed.trim_start();
+                }
+                if is_boundary(parts.get(index + 1)) {
+                    trimmed = trimmed.trim_end();
+                }
+                out.push(Part::text(trimmed));
+            }
+            other => out.push(other.clone()),
+        }
+    }
+    out
+}
+
+/// The byte offset of a 1-based line and column (serde_json's columns count bytes).
+fn offset_of_line_column(text: &str, line: usize, column: usize) -> Option<usize> {
+    let mut offset = 0;
+    for _ in 1..line {
+        offset += text[offset..].find('\n')? + 1;
+    }
+    Some((offset + column.saturating_sub(1)).min(text.len()))
+}
+
+/// The range of `"key"` in JSON text.
+fn find_key(code: &str, key: &str) -> Option<(usize, usize)> {
+    if key.is_empty() {
+        return None;
+    }
+    let needle = format!("\"{key}\"");
+    code.find(&needle)
+        .map(|start| (start, start + needle.len()))
+}

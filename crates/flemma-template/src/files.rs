@@ -1,0 +1,177 @@
+//! `@./file` references and binary includes: path resolution, MIME detection, attachment parts.
+
+use std::path::{Component, Path, PathBuf};
+
+use flemma_conversation::Part;
+
+/// Resolves a reference path as the parser decoded it (`./x`, `../x`, `~/x`, `/abs`) against
+/// `base` (the chat file's directory) and `home`.
+pub(crate) fn resolve_reference(
+    path: &str,
+    base: &Path,
+    home: Option<&Path>,
+) -> Result<PathBuf, String> {
+    if let Some(rest) = path.strip_prefix("~/") {
+        return match home {
+            Some(home) => Ok(normalize(&home.join(rest))),
+            None => Err(format!(
+                "cannot resolve '{path}': the home directory is unknown; use a relative or absolute path"
+            )),
+        };
+    }
+    let candidate = Path::new(path);
+    if candidate.is_absolute() {
+        Ok(normalize(candidate))
+    } else {
+        Ok(normalize(&base.join(candidate)))
+    }
+}
+
+/// Removes `.` and resolves `..` lexically (the files may not exist yet; symlinks are kept).
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The MIME type of `bytes`, by content first (PNG, JPEG, GIF, WEBP, PDF), then by extension.
+pub(crate) fn detect_mime(path: &Path, bytes: &[u8]) -> String {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        return "image/png".into();
+    }
+    if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        return "image/jpeg".into();
+    }
+    if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        return "image/gif".into();
+    }
+    if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        return "image/webp".into();
+    }
+    if bytes.starts_with(b"%PDF-") {
+        return "application/pdf".into();
+    }
+    if let Some(mime) = mime_guess::from_path(path).first() {
+        return mime.essence_str().to_string();
+    }
+    if std::str::from_utf8(bytes).is_ok() && !bytes.contains(&0) {
+        return "text/plain".into();
+    }
+    "application/octet-stream".into()
+}
+
+/// Whether text of this MIME type can be embedded as a text file part.
+fn is_textual(mime: &str) -> bool {
+    let essence = mime.split(';').next().unwrap_or(mime).trim();
+    essence.starts_with("text/")
+        || matches!(
+            essence,
+            "application/json"
+                | "application/xml"
+                | "application/javascript"
+                | "application/x-sh"
+                | "application/toml"
+                | "application/yaml"
+                | "application/x-yaml"
+                | "application/sql"
+        )
+        || essence.ends_with("+json")
+        || essence.ends_with("+xml")
+}
+
+/// Turns file bytes into an attachment part, or says why it cannot.
+pub(crate) fn attachment(written: &str, mime: &str, bytes: Vec<u8>) -> Result<Part, String> {
+    let essence = mime
+        .split(';')
+        .next()
+        .unwrap_or(mime)
+        .trim()
+        .to_ascii_lowercase();
+    if matches!(
+        essence.as_str(),
+        "image/png" | "image/jpeg" | "image/gif" | "image/webp"
+    ) {
+        return Ok(Part::Image {
+            mime: essence,
+            data: bytes,
+            path: written.to_string(),
+        });
+    }
+    if essence == "application/pdf" {
+        return Ok(Part::Pdf {
+            data: bytes,
+            path: written.to_string(),
+        });
+    }
+    if is_textual(&essence) {
+        return match String::from_utf8(bytes) {
+            Ok(text) => Ok(Part::TextFile {
+                mime: mime.to_string(),
+                text,
+                path: written.to_string(),
+            }),
+            Err(_) => Err(format!(
+                "'{written}' is declared as {mime} but is not valid UTF-8 text; fix the file or its ;type="
+            )),
+        };
+    }
+    Err(format!(
+        "'{written}' has the unsupported type {mime}; attach text, PNG/JPEG/GIF/WEBP images or PDFs (override with ;type=…)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_relative_home_and_absolute_paths() {
+        let base = Path::new("/chats/project");
+        assert_eq!(
+            resolve_reference("./a/../b.md", base, None).ok(),
+            Some(PathBuf::from("/chats/project/b.md"))
+        );
+        assert_eq!(
+            resolve_reference("../x.txt", base, None).ok(),
+            Some(PathBuf::from("/chats/x.txt"))
+        );
+        assert_eq!(
+            resolve_reference("~/notes.md", base, Some(Path::new("/home/u"))).ok(),
+            Some(PathBuf::from("/home/u/notes.md"))
+        );
+        assert!(resolve_reference("~/notes.md", base, None).is_err());
+        assert_eq!(
+            resolve_reference("/var/log/app.log", base, None).ok(),
+            Some(PathBuf::from("/var/log/app.log"))
+        );
+    }
+
+    #[test]
+    fn detects_mime_by_content_before_extension() {
+        assert_eq!(
+            detect_mime(Path::new("x.txt"), b"\x89PNG\r\n\x1a\nrest"),
+            "image/png"
+        );
+        assert_eq!(
+            detect_mime(Path::new("x.bin"), b"%PDF-1.7"),
+            "application/pdf"
+        );
+        assert_eq!(detect_mime(Path::new("x.jpg"), b"not really"), "image/jpeg");
+        assert_eq!(detect_mime(Path::new("x.md"), b"# title"), "text/markdown");
+        assert_eq!(detect_mime(Path::new("x"), b"plain"), "text/plain");
+        assert_eq!(
+            detect_mime(Path::new("x"), b"\0\x01"),
+            "application/octet-stream"
+        );
+    }
+}

@@ -1,0 +1,90 @@
+//! Helpers shared by the end-to-end tests: temporary chats, and `flemmad` commands whose
+//! providers all point at a `flemma-mock-provider`.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+pub struct Chat {
+    _dir: tempfile::TempDir,
+    pub path: PathBuf,
+    pub config_home: PathBuf,
+}
+
+pub fn chat(text: &str) -> Chat {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("talk.chat");
+    std::fs::write(&path, text).unwrap();
+    let config_home = dir.path().join("config");
+    std::fs::create_dir_all(&config_home).unwrap();
+    Chat {
+        path,
+        config_home,
+        _dir: dir,
+    }
+}
+
+pub fn frontmatter(provider: &str, model: &str) -> String {
+    let extra = if provider == "vertex" {
+        r#", "parameters": {"vertex": {"project_id": "demo-project", "location": "us-central1"}}"#
+    } else {
+        ""
+    };
+    format!("```json\n{{\"flemma\": {{\"provider\": \"{provider}\", \"model\": \"{model}\"{extra}}}}}\n```\n")
+}
+
+/// Environment pointing every provider at the mock.
+pub fn provider_env(base: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("ANTHROPIC_BASE_URL", base.to_owned()),
+        ("ANTHROPIC_API_KEY", "sk-ant-test-secret".to_owned()),
+        ("OPENAI_BASE_URL", format!("{base}/v1")),
+        ("OPENAI_API_KEY", "sk-openai-test".to_owned()),
+        ("OPENAI_COMPATIBLE_BASE_URL", format!("{base}/v1")),
+        ("GEMINI_BASE_URL", base.to_owned()),
+        ("GEMINI_API_KEY", "gemini-test".to_owned()),
+        ("VERTEX_BASE_URL", base.to_owned()),
+        ("VERTEX_ACCESS_TOKEN", "ya29.test".to_owned()),
+        ("MOONSHOT_BASE_URL", format!("{base}/v1")),
+        ("MOONSHOT_API_KEY", "moonshot-test".to_owned()),
+    ]
+}
+
+pub fn send_command(chat: &Chat, base: &str) -> tokio::process::Command {
+    let mut command = flemmad_command(chat, base);
+    command.arg("send").arg(&chat.path);
+    command
+}
+
+/// `flemmad` with every provider pointed at `base` and an empty user configuration.
+pub fn flemmad_command(chat: &Chat, base: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    command
+        .env("XDG_CONFIG_HOME", &chat.config_home)
+        .env_remove("FLEMMA_CONFIG")
+        .env("PATH", "/usr/bin:/bin")
+        .kill_on_drop(true);
+    for (key, value) in provider_env(base) {
+        command.env(key, value);
+    }
+    command
+}
+
+pub async fn send(chat: &Chat, base: &str) -> Output {
+    let output = tokio::time::timeout(Duration::from_secs(60), send_command(chat, base).output())
+        .await
+        .expect("flemmad send finished in time")
+        .unwrap();
+    output
+}
+
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
