@@ -60,7 +60,12 @@ pub fn load(path: &Path, config_path: Option<&Path>) -> Result<LoadedChat, LoadE
     let mut blocking = String::new();
     let mut warnings = String::new();
     for d in doc.diagnostics() {
-        let line = format!("{}: {}: {}\n", location(d.range.start), d.severity.as_str(), d.message);
+        let line = format!(
+            "{}: {}: {}\n",
+            location(d.range.start),
+            d.severity.as_str(),
+            d.message
+        );
         // Frontmatter that cannot run blocks the send; other syntax problems are reported.
         let blocks = matches!(
             d.code,
@@ -83,7 +88,11 @@ pub fn load(path: &Path, config_path: Option<&Path>) -> Result<LoadedChat, LoadE
     );
     for d in &evaluation.diagnostics {
         let place = match (&d.file, d.line_in_file) {
-            (Some(file), Some(line)) => format!("{}:{line} (included from {})", file.display(), location(d.range.start)),
+            (Some(file), Some(line)) => format!(
+                "{}:{line} (included from {})",
+                file.display(),
+                location(d.range.start)
+            ),
             _ => location(d.range.start),
         };
         let line = format!("{place}: {}: {}\n", d.severity.as_str(), d.message);

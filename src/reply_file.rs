@@ -103,7 +103,10 @@ mod tests {
         std::fs::write(&path, "@You:\nhi\n").unwrap();
         let mut reply = ReplyFile::new(&path);
         reply.append("Hel").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "@You:\nhi\n\n@Assistant:\nHel");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "@You:\nhi\n\n@Assistant:\nHel"
+        );
         // The user appends text while the reply streams.
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str("\nTYPED");
@@ -123,7 +126,9 @@ mod tests {
         std::fs::write(&path, "@You:\nhi\n").unwrap();
         let mut reply = ReplyFile::new(&path);
         reply.append("A").unwrap();
-        let text = std::fs::read_to_string(&path).unwrap().replace("hi", "hello there");
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("hi", "hello there");
         std::fs::write(&path, text).unwrap();
         reply.append("B").unwrap();
         assert_eq!(
@@ -140,6 +145,9 @@ mod tests {
         let mut reply = ReplyFile::new(&path);
         reply.append("partial").unwrap();
         std::fs::write(&path, "@You:\nhi\n").unwrap();
-        assert!(matches!(reply.append("more"), Err(ReplyFileError::BlockRemoved { .. })));
+        assert!(matches!(
+            reply.append("more"),
+            Err(ReplyFileError::BlockRemoved { .. })
+        ));
     }
 }

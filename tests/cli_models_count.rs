@@ -28,7 +28,10 @@ async fn models_lists_what_each_provider_serves() {
     }
     let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
     assert!(paths.contains(&"/v1/models".to_owned()), "{paths:?}");
-    assert!(paths.iter().any(|p| p.starts_with("/v1beta/models")), "{paths:?}");
+    assert!(
+        paths.iter().any(|p| p.starts_with("/v1beta/models")),
+        "{paths:?}"
+    );
 }
 
 #[tokio::test]
@@ -48,11 +51,18 @@ async fn models_rejects_an_unknown_provider_with_a_suggestion() {
 async fn count_asks_the_provider_counting_endpoint() {
     let mock = MockProvider::start().await.unwrap();
     for (provider, model, path) in [
-        ("anthropic", "claude-sonnet-4-5", "/v1/messages/count_tokens"),
+        (
+            "anthropic",
+            "claude-sonnet-4-5",
+            "/v1/messages/count_tokens",
+        ),
         ("openai", "gpt-5", "/v1/responses/input_tokens"),
         ("gemini", "gemini-2.5-pro", ":countTokens"),
     ] {
-        let chat = chat(&format!("{}@You:\nHow many tokens is this?\n", frontmatter(provider, model)));
+        let chat = chat(&format!(
+            "{}@You:\nHow many tokens is this?\n",
+            frontmatter(provider, model)
+        ));
         let out = flemmad_command(&chat, &mock.base_url())
             .arg("count")
             .arg(&chat.path)

@@ -10,7 +10,9 @@ fn flemmad() -> Command {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chat").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/chat")
+        .join(name)
 }
 
 #[test]
@@ -20,7 +22,11 @@ fn parse_json_has_the_documented_shape() {
         .arg(fixture("spec_7_2_parallel_tools.chat"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(json["frontmatter"].is_null());
     let messages = json["messages"].as_array().unwrap();
@@ -35,7 +41,12 @@ fn parse_json_has_the_documented_shape() {
     assert_eq!(tool_uses.len(), 2);
     assert_eq!(tool_uses[0]["name"], "write");
     assert_eq!(tool_uses[0]["input"]["path"], "hello.md");
-    assert!(tool_uses[0]["raw_input"].as_str().unwrap().contains("```python"));
+    assert!(
+        tool_uses[0]["raw_input"]
+            .as_str()
+            .unwrap()
+            .contains("```python")
+    );
     let results: Vec<_> = messages[2]["segments"]
         .as_array()
         .unwrap()
@@ -79,7 +90,9 @@ fn parse_positions_follow_the_requested_encoding() {
             .output()
             .unwrap();
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        json["messages"][0]["segments"][1]["range"]["start"]["character"].as_u64().unwrap()
+        json["messages"][0]["segments"][1]["range"]["start"]["character"]
+            .as_u64()
+            .unwrap()
     };
     assert_eq!(column("utf-16"), 3);
     assert_eq!(column("utf-8"), 5);
@@ -87,7 +100,10 @@ fn parse_positions_follow_the_requested_encoding() {
 
 #[test]
 fn parse_of_a_missing_file_exits_two_with_one_line() {
-    let out = flemmad().args(["parse", "/nonexistent/x.chat"]).output().unwrap();
+    let out = flemmad()
+        .args(["parse", "/nonexistent/x.chat"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -96,23 +112,39 @@ fn parse_of_a_missing_file_exits_two_with_one_line() {
 
 #[test]
 fn parse_outline_lists_nodes() {
-    let out = flemmad().arg("parse").arg(fixture("thinking_forms.chat")).output().unwrap();
+    let out = flemmad()
+        .arg("parse")
+        .arg(fixture("thinking_forms.chat"))
+        .output()
+        .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("thinking 7:0-10:0 provider=anthropic"), "{text}");
+    assert!(
+        text.contains("thinking 7:0-10:0 provider=anthropic"),
+        "{text}"
+    );
 }
 
 #[test]
 fn fmt_check_names_changes_then_fmt_applies_them() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.chat");
-    let original = "@You: hello\n\n@Assistant:\n**Tool Use:** `slack:list` (`t1`)\n\n```json\n{}\n```\n";
+    let original =
+        "@You: hello\n\n@Assistant:\n**Tool Use:** `slack:list` (`t1`)\n\n```json\n{}\n```\n";
     std::fs::write(&path, original).unwrap();
-    let check = flemmad().args(["fmt", "--check"]).arg(&path).output().unwrap();
+    let check = flemmad()
+        .args(["fmt", "--check"])
+        .arg(&path)
+        .output()
+        .unwrap();
     assert_eq!(check.status.code(), Some(1));
     let listed = String::from_utf8_lossy(&check.stdout);
     assert!(listed.contains(":1: would split"), "{listed}");
     assert!(listed.contains("slack.list"), "{listed}");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), original, "--check must not write");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        original,
+        "--check must not write"
+    );
 
     let fmt = flemmad().arg("fmt").arg(&path).output().unwrap();
     assert!(fmt.status.success());
@@ -120,7 +152,11 @@ fn fmt_check_names_changes_then_fmt_applies_them() {
         std::fs::read_to_string(&path).unwrap(),
         "@You:\nhello\n\n@Assistant:\n**Tool Use:** `slack.list` (`t1`)\n\n```json\n{}\n```\n"
     );
-    let again = flemmad().args(["fmt", "--check"]).arg(&path).output().unwrap();
+    let again = flemmad()
+        .args(["fmt", "--check"])
+        .arg(&path)
+        .output()
+        .unwrap();
     assert!(again.status.success());
 }
 

@@ -13,7 +13,10 @@ use serde_json::json;
 
 async fn two_turn_conversation(provider: &str, model: &str) {
     let mock = MockProvider::start().await.unwrap();
-    let chat = chat(&format!("{}@You:\nSay hello.\n", frontmatter(provider, model)));
+    let chat = chat(&format!(
+        "{}@You:\nSay hello.\n",
+        frontmatter(provider, model)
+    ));
     mock.push(Turn::text("Hello there!"));
     let out = send(&chat, &mock.base_url()).await;
     assert!(out.status.success(), "{provider}: {}", stderr(&out));
@@ -34,9 +37,16 @@ async fn two_turn_conversation(provider: &str, model: &str) {
     assert_eq!(requests.len(), 2, "{provider}");
     // The second request carries the first reply, and starts with the first request's messages
     // (the replay is stable for prompt caching).
-    assert!(requests[1].raw_body.contains("Hello there!"), "{provider}: {}", requests[1].raw_body);
+    assert!(
+        requests[1].raw_body.contains("Hello there!"),
+        "{provider}: {}",
+        requests[1].raw_body
+    );
     assert!(requests[1].raw_body.contains("And goodbye?"), "{provider}");
-    assert!(!requests[0].raw_body.contains("@Assistant"), "{provider}: role markers are not sent");
+    assert!(
+        !requests[0].raw_body.contains("@Assistant"),
+        "{provider}: role markers are not sent"
+    );
 }
 
 #[tokio::test]
@@ -72,13 +82,18 @@ async fn moonshot_two_turns() {
 #[tokio::test]
 async fn templates_are_evaluated_before_sending() {
     let mock = MockProvider::start().await.unwrap();
-    let chat = chat("```json\n{\"team\": \"QA\"}\n```\n@System:\nBe brief.\n\n@You:\nHello {{ team }} team\n");
+    let chat = chat(
+        "```json\n{\"team\": \"QA\"}\n```\n@System:\nBe brief.\n\n@You:\nHello {{ team }} team\n",
+    );
     mock.push(Turn::text("ok"));
     let out = send(&chat, &mock.base_url()).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let body = &mock.requests()[0].body;
     assert_eq!(body["system"][0]["text"], "Be brief.", "{body}");
-    assert_eq!(body["messages"][0]["content"][0]["text"], "Hello QA team", "{body}");
+    assert_eq!(
+        body["messages"][0]["content"][0]["text"], "Hello QA team",
+        "{body}"
+    );
     // The file keeps the template, not its value.
     assert!(read(&chat.path).contains("Hello {{ team }} team"));
 }
@@ -91,7 +106,10 @@ async fn thinking_and_tool_calls_are_written_as_blocks() {
         Turn::default()
             .thinking("I should run make test.", "sig-abc")
             .and_text("Running them now.")
-            .tool_call("bash", json!({"command": "make test", "label": "running tests"})),
+            .tool_call(
+                "bash",
+                json!({"command": "make test", "label": "running tests"}),
+            ),
     );
     let out = send(&chat, &mock.base_url()).await;
     assert!(out.status.success(), "{}", stderr(&out));
@@ -101,7 +119,12 @@ async fn thinking_and_tool_calls_are_written_as_blocks() {
     let (_, tool_use) = assistant.tool_uses().next().expect("a tool use block");
     assert_eq!(tool_use.name, "bash");
     assert!(tool_use.input_is_valid);
-    assert!(text.contains("<thinking anthropic:signature=\"sig-abc\">\nI should run make test.\n</thinking>\n"), "{text}");
+    assert!(
+        text.contains(
+            "<thinking anthropic:signature=\"sig-abc\">\nI should run make test.\n</thinking>\n"
+        ),
+        "{text}"
+    );
     // Thinking goes at the end of the turn, after the tool use.
     assert!(text.find("**Tool Use:**").unwrap() < text.find("<thinking").unwrap());
     assert!(text.ends_with("</thinking>\n\n@You:\n\n"), "{text:?}");
@@ -132,7 +155,11 @@ async fn an_html_error_page_is_explained_and_the_file_is_untouched() {
     mock.push(Turn::failing(Failure::Html { status: 403 }));
     let out = send(&chat, &mock.base_url()).await;
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("Unexpected API response: 403"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Unexpected API response: 403"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(read(&chat.path), original);
 }
 
@@ -187,11 +214,17 @@ async fn text_appended_while_streaming_is_kept() {
     assert!(text.contains("@Assistant:"), "the stream started");
     text.push_str("NOTE TYPED WHILE STREAMING\n");
     std::fs::write(&chat.path, text).unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await.unwrap().unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(status.success());
     let text = read(&chat.path);
     assert!(text.contains("NOTE TYPED WHILE STREAMING"), "{text}");
-    assert!(text.contains(&"word ".repeat(60).trim_end().to_string()), "{text}");
+    assert!(
+        text.contains(&"word ".repeat(60).trim_end().to_string()),
+        "{text}"
+    );
     let doc = flemma_syntax::parse(text.as_str());
     assert!(doc.print() == text);
 }
@@ -212,7 +245,10 @@ async fn ctrl_c_mid_stream_writes_the_abort_marker() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let pid = child.id().unwrap().to_string();
-    let killed = std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
     assert!(killed.success());
     let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
         .await
@@ -228,13 +264,19 @@ async fn ctrl_c_mid_stream_writes_the_abort_marker() {
 
 #[tokio::test]
 async fn a_blocking_template_error_sends_nothing() {
-    let mock = MockProvider::start_with(MockConfig::default()).await.unwrap();
+    let mock = MockProvider::start_with(MockConfig::default())
+        .await
+        .unwrap();
     let original = "@You:\n{% if undefined_variable { %}x{% } %}\n";
     let chat = chat(original);
     let out = send(&chat, &mock.base_url()).await;
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("talk.chat:2:"), "{}", stderr(&out));
-    assert!(stderr(&out).contains("nothing was sent"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("nothing was sent"),
+        "{}",
+        stderr(&out)
+    );
     assert!(mock.requests().is_empty());
     assert_eq!(read(&chat.path), original);
 }
@@ -267,7 +309,9 @@ async fn writes_follow_the_stream_within_the_coalescing_window() {
     mock.push(Turn::text("tick ".repeat(40)).bytes_per_sec(2000));
     let out = tokio::time::timeout(
         Duration::from_secs(60),
-        send_command(&chat, &mock.base_url()).env("RUST_LOG", "flemmad=info").output(),
+        send_command(&chat, &mock.base_url())
+            .env("RUST_LOG", "flemmad=info")
+            .output(),
     )
     .await
     .unwrap()
@@ -281,5 +325,8 @@ async fn writes_follow_the_stream_within_the_coalescing_window() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no max_delay_ms in {err}"));
     // The default window is 100 ms; allow for scheduling and the atomic write itself.
-    assert!(max_delay <= 250, "a byte waited {max_delay} ms before being written");
+    assert!(
+        max_delay <= 250,
+        "a byte waited {max_delay} ms before being written"
+    );
 }

@@ -8,7 +8,7 @@ use flemma_config::{ConfigLayer, LayerKind};
 use flemma_provider::credentials::CredentialEnvironment;
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::{user_config_layer, LoadError};
+use crate::chat::{LoadError, user_config_layer};
 use crate::provider_setup::{client, provider_setup, runtime};
 
 #[derive(Debug, Args)]
@@ -32,7 +32,9 @@ pub fn run(args: ModelsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitC
         Err(LoadError::Unreadable(error)) => return Err(error),
     }
     let mut runtime_layer = ConfigLayer::new(LayerKind::Runtime);
-    if let Err(error) = runtime_layer.set("provider", serde_json::Value::String(args.provider.clone())) {
+    if let Err(error) =
+        runtime_layer.set("provider", serde_json::Value::String(args.provider.clone()))
+    {
         eprintln!("flemmad models: {error}");
         return Ok(ExitCode::from(1));
     }

@@ -86,19 +86,42 @@ fn conversation_outline(conversation: &flemma_conversation::Conversation) -> Str
         for part in list {
             let _ = match part {
                 Part::Text { text } => writeln!(out, "{}", text.trim_end_matches('\n')),
-                Part::Image { mime, data, path } => writeln!(out, "[image {path} {mime}, {} bytes]", data.len()),
+                Part::Image { mime, data, path } => {
+                    writeln!(out, "[image {path} {mime}, {} bytes]", data.len())
+                }
                 Part::Pdf { data, path } => writeln!(out, "[pdf {path}, {} bytes]", data.len()),
-                Part::TextFile { mime, text, path } => writeln!(out, "[file {path} {mime}, {} bytes]", text.len()),
-                Part::Thinking { text, signature, redacted } => writeln!(
+                Part::TextFile { mime, text, path } => {
+                    writeln!(out, "[file {path} {mime}, {} bytes]", text.len())
+                }
+                Part::Thinking {
+                    text,
+                    signature,
+                    redacted,
+                } => writeln!(
                     out,
                     "[thinking{}{}, {} bytes]",
-                    signature.as_ref().map_or(String::new(), |s| format!(" signed by {}", s.provider)),
+                    signature
+                        .as_ref()
+                        .map_or(String::new(), |s| format!(" signed by {}", s.provider)),
                     if *redacted { " redacted" } else { "" },
                     text.len()
                 ),
-                Part::ToolUse { id, name, raw_input, .. } => writeln!(out, "[tool use {name} {id}: {raw_input}]"),
-                Part::ToolResult { tool_use_id, content, is_error } => {
-                    let _ = writeln!(out, "[tool result {tool_use_id}{}]", if *is_error { " (error)" } else { "" });
+                Part::ToolUse {
+                    id,
+                    name,
+                    raw_input,
+                    ..
+                } => writeln!(out, "[tool use {name} {id}: {raw_input}]"),
+                Part::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                } => {
+                    let _ = writeln!(
+                        out,
+                        "[tool result {tool_use_id}{}]",
+                        if *is_error { " (error)" } else { "" }
+                    );
                     Ok(parts(out, content))
                 }
             };

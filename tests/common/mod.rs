@@ -32,7 +32,9 @@ pub fn frontmatter(provider: &str, model: &str) -> String {
     } else {
         ""
     };
-    format!("```json\n{{\"flemma\": {{\"provider\": \"{provider}\", \"model\": \"{model}\"{extra}}}}}\n```\n")
+    format!(
+        "```json\n{{\"flemma\": {{\"provider\": \"{provider}\", \"model\": \"{model}\"{extra}}}}}\n```\n"
+    )
 }
 
 /// Environment pointing every provider at the mock.
@@ -87,4 +89,3 @@ pub fn read(path: &Path) -> String {
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
-

@@ -91,11 +91,21 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("decode_render");
     group.sample_size(10);
     for (name, kind, bytes) in [
-        ("anthropic_10mb", ProviderKind::Anthropic, anthropic_stream()),
-        ("openai_responses_10mb", ProviderKind::OpenAi, responses_stream()),
+        (
+            "anthropic_10mb",
+            ProviderKind::Anthropic,
+            anthropic_stream(),
+        ),
+        (
+            "openai_responses_10mb",
+            ProviderKind::OpenAi,
+            responses_stream(),
+        ),
     ] {
         group.throughput(Throughput::Bytes(bytes.len() as u64));
-        group.bench_function(name, |b| b.iter(|| decode_render_all(kind, black_box(&bytes))));
+        group.bench_function(name, |b| {
+            b.iter(|| decode_render_all(kind, black_box(&bytes)))
+        });
     }
     group.finish();
 }

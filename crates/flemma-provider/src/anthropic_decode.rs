@@ -5,8 +5,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use crate::sse::SseDecoder;
-use crate::{StreamDecoder, decode_tool_name, truncated_error};
+use crate::{SseFormat, decode_tool_name, truncated_error};
 
 #[derive(Deserialize)]
 struct Event<'a> {
@@ -155,7 +154,6 @@ struct OpenTool {
 /// Incremental decoder of an Anthropic Messages SSE stream.
 #[derive(Debug, Default)]
 pub(crate) struct AnthropicDecoder {
-    sse: SseDecoder,
     usage: UsageSnapshot,
     saw_usage: bool,
     stop: Option<StopReason>,
@@ -165,7 +163,7 @@ pub(crate) struct AnthropicDecoder {
 }
 
 impl AnthropicDecoder {
-    fn handle(&mut self, sse_event: &str, data: &str, out: &mut Vec<StreamEvent>) {
+    fn handle_event(&mut self, sse_event: &str, data: &str, out: &mut Vec<StreamEvent>) {
         if self.finished {
             return;
         }
@@ -362,23 +360,14 @@ fn map_stop_reason(reason: &str, details: Option<StopDetails>) -> StopReason {
     }
 }
 
-impl StreamDecoder for AnthropicDecoder {
-    fn feed(&mut self, bytes: &[u8]) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        let mut sse = std::mem::take(&mut self.sse);
-        sse.feed_with(bytes, &mut |event, data| self.handle(event, data, &mut out));
-        self.sse = sse;
-        out
+impl SseFormat for AnthropicDecoder {
+    fn handle(&mut self, event: &str, data: &str, out: &mut Vec<StreamEvent>) {
+        self.handle_event(event, data, out);
     }
 
-    fn finish(&mut self) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        let mut sse = std::mem::take(&mut self.sse);
-        sse.finish_with(&mut |event, data| self.handle(event, data, &mut out));
-        self.sse = sse;
+    fn end(&mut self, out: &mut Vec<StreamEvent>) {
         if !self.finished {
-            self.fail(&mut out, truncated_error());
+            self.fail(out, truncated_error());
         }
-        out
     }
 }

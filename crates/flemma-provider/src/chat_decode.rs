@@ -4,9 +4,8 @@ use flemma_conversation::{StopReason, StreamEvent, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::sse::SseDecoder;
 use crate::tools::fnv1a;
-use crate::{StreamDecoder, decode_tool_name, truncated_error};
+use crate::{SseFormat, decode_tool_name, truncated_error};
 
 #[derive(Deserialize)]
 struct Chunk {
@@ -98,7 +97,6 @@ struct Call {
 /// Incremental decoder of a Chat Completions SSE stream.
 #[derive(Debug, Default)]
 pub(crate) struct ChatDecoder {
-    sse: SseDecoder,
     calls: Vec<Call>,
     response_id: String,
     usage: Option<Usage>,
@@ -108,7 +106,7 @@ pub(crate) struct ChatDecoder {
 }
 
 impl ChatDecoder {
-    fn handle(&mut self, _event: &str, data: &str, out: &mut Vec<StreamEvent>) {
+    fn handle_event(&mut self, _event: &str, data: &str, out: &mut Vec<StreamEvent>) {
         if self.finished {
             return;
         }
@@ -267,25 +265,17 @@ impl ChatDecoder {
     }
 }
 
-impl StreamDecoder for ChatDecoder {
-    fn feed(&mut self, bytes: &[u8]) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        let mut sse = std::mem::take(&mut self.sse);
-        sse.feed_with(bytes, &mut |event, data| self.handle(event, data, &mut out));
-        self.sse = sse;
-        out
+impl SseFormat for ChatDecoder {
+    fn handle(&mut self, event: &str, data: &str, out: &mut Vec<StreamEvent>) {
+        self.handle_event(event, data, out);
     }
 
     /// A stream that delivered a `finish_reason` but closed without `[DONE]` is accepted as
     /// complete (some servers omit it); without either it is truncated.
-    fn finish(&mut self) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        let mut sse = std::mem::take(&mut self.sse);
-        sse.finish_with(&mut |event, data| self.handle(event, data, &mut out));
-        self.sse = sse;
+    fn end(&mut self, out: &mut Vec<StreamEvent>) {
         if !self.finished {
             if self.finish.is_some() {
-                self.complete(&mut out);
+                self.complete(out);
             } else {
                 out.push(StreamEvent::Error {
                     message: truncated_error(),
@@ -293,6 +283,5 @@ impl StreamDecoder for ChatDecoder {
                 self.finished = true;
             }
         }
-        out
     }
 }

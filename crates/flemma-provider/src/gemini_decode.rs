@@ -4,9 +4,8 @@ use flemma_conversation::{StopReason, StreamEvent, ThinkingSignature, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::sse::SseDecoder;
 use crate::tools::synthetic_tool_id;
-use crate::{StreamDecoder, decode_tool_name, truncated_error};
+use crate::{SseFormat, decode_tool_name, truncated_error};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -125,7 +124,6 @@ impl UsageSnapshot {
 /// Incremental decoder of a Gemini / Vertex SSE stream (with bare JSON error lines).
 #[derive(Debug)]
 pub(crate) struct GeminiDecoder {
-    sse: SseDecoder,
     usage: UsageSnapshot,
     tool_count: usize,
     response_id: String,
@@ -135,7 +133,6 @@ pub(crate) struct GeminiDecoder {
 impl Default for GeminiDecoder {
     fn default() -> Self {
         Self {
-            sse: SseDecoder::with_bare_json(),
             usage: UsageSnapshot::default(),
             tool_count: 0,
             response_id: String::new(),
@@ -174,7 +171,7 @@ fn map_finish_reason(reason: &str, message: Option<String>, called_tools: bool) 
 }
 
 impl GeminiDecoder {
-    fn handle(&mut self, _event: &str, data: &str, out: &mut Vec<StreamEvent>) {
+    fn handle_event(&mut self, _event: &str, data: &str, out: &mut Vec<StreamEvent>) {
         if self.finished {
             return;
         }
@@ -320,23 +317,14 @@ impl GeminiDecoder {
     }
 }
 
-impl StreamDecoder for GeminiDecoder {
-    fn feed(&mut self, bytes: &[u8]) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        let mut sse = std::mem::take(&mut self.sse);
-        sse.feed_with(bytes, &mut |event, data| self.handle(event, data, &mut out));
-        self.sse = sse;
-        out
+impl SseFormat for GeminiDecoder {
+    fn handle(&mut self, event: &str, data: &str, out: &mut Vec<StreamEvent>) {
+        self.handle_event(event, data, out);
     }
 
-    fn finish(&mut self) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        let mut sse = std::mem::take(&mut self.sse);
-        sse.finish_with(&mut |event, data| self.handle(event, data, &mut out));
-        self.sse = sse;
+    fn end(&mut self, out: &mut Vec<StreamEvent>) {
         if !self.finished {
-            self.fail(&mut out, truncated_error());
+            self.fail(out, truncated_error());
         }
-        out
     }
 }

@@ -365,6 +365,45 @@ pub(crate) fn to_bytes(value: &serde_json::Value) -> Result<Vec<u8>, BuildError>
     })
 }
 
+/// One provider's event handling on top of the shared SSE framing.
+pub(crate) trait SseFormat {
+    /// One SSE event (`event` is empty when the stream sends no `event:` lines).
+    fn handle(&mut self, event: &str, data: &str, out: &mut Vec<StreamEvent>);
+    /// The body ended: emit what a complete stream still owes, or the truncation error.
+    fn end(&mut self, out: &mut Vec<StreamEvent>);
+}
+
+/// SSE framing plus a provider format: the [`StreamDecoder`] every provider uses.
+struct SseStream<F> {
+    sse: SseDecoder,
+    format: F,
+}
+
+impl<F> SseStream<F> {
+    fn new(sse: SseDecoder, format: F) -> Self {
+        Self { sse, format }
+    }
+}
+
+impl<F: SseFormat> StreamDecoder for SseStream<F> {
+    fn feed(&mut self, bytes: &[u8]) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        let Self { sse, format } = self;
+        sse.feed_with(bytes, &mut |event, data| {
+            format.handle(event, data, &mut out)
+        });
+        out
+    }
+
+    fn finish(&mut self) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        let Self { sse, format } = self;
+        sse.finish_with(&mut |event, data| format.handle(event, data, &mut out));
+        format.end(&mut out);
+        out
+    }
+}
+
 /// Returns a fresh stream decoder for `kind`.
 ///
 /// Tool-call `index` values in the events are the 0-based position of the call in the reply
@@ -372,14 +411,22 @@ pub(crate) fn to_bytes(value: &serde_json::Value) -> Result<Vec<u8>, BuildError>
 /// by one `Usage` when the provider reported usage) or one `Error`.
 pub fn decoder(kind: ProviderKind) -> Box<dyn StreamDecoder + Send> {
     match kind {
-        ProviderKind::Anthropic => Box::<anthropic_decode::AnthropicDecoder>::default(),
-        ProviderKind::OpenAi => Box::<responses_decode::ResponsesDecoder>::default(),
-        ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
-            Box::<chat_decode::ChatDecoder>::default()
-        }
-        ProviderKind::Gemini | ProviderKind::Vertex => {
-            Box::<gemini_decode::GeminiDecoder>::default()
-        }
+        ProviderKind::Anthropic => Box::new(SseStream::new(
+            SseDecoder::default(),
+            anthropic_decode::AnthropicDecoder::default(),
+        )),
+        ProviderKind::OpenAi => Box::new(SseStream::new(
+            SseDecoder::default(),
+            responses_decode::ResponsesDecoder::default(),
+        )),
+        ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => Box::new(SseStream::new(
+            SseDecoder::default(),
+            chat_decode::ChatDecoder::default(),
+        )),
+        ProviderKind::Gemini | ProviderKind::Vertex => Box::new(SseStream::new(
+            SseDecoder::with_bare_json(),
+            gemini_decode::GeminiDecoder::default(),
+        )),
     }
 }
 

@@ -9,8 +9,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::sse::SseDecoder;
-use crate::{StreamDecoder, decode_tool_name, truncated_error};
+use crate::{SseFormat, decode_tool_name, truncated_error};
 
 #[derive(Deserialize)]
 struct Event<'a> {
@@ -49,7 +48,6 @@ struct OpenCall {
 /// Incremental decoder of an OpenAI Responses SSE stream.
 #[derive(Debug, Default)]
 pub(crate) struct ResponsesDecoder {
-    sse: SseDecoder,
     /// Function calls keyed by output index.
     calls: HashMap<usize, OpenCall>,
     /// Output index of each function call item id (delta events carry both).
@@ -99,7 +97,7 @@ fn error_text(error: &Value) -> String {
 }
 
 impl ResponsesDecoder {
-    fn handle(&mut self, sse_event: &str, data: &str, out: &mut Vec<StreamEvent>) {
+    fn handle_event(&mut self, sse_event: &str, data: &str, out: &mut Vec<StreamEvent>) {
         if self.finished {
             return;
         }
@@ -344,26 +342,17 @@ fn end_call(call: &mut OpenCall, out: &mut Vec<StreamEvent>) {
     });
 }
 
-impl StreamDecoder for ResponsesDecoder {
-    fn feed(&mut self, bytes: &[u8]) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        let mut sse = std::mem::take(&mut self.sse);
-        sse.feed_with(bytes, &mut |event, data| self.handle(event, data, &mut out));
-        self.sse = sse;
-        out
+impl SseFormat for ResponsesDecoder {
+    fn handle(&mut self, event: &str, data: &str, out: &mut Vec<StreamEvent>) {
+        self.handle_event(event, data, out);
     }
 
-    fn finish(&mut self) -> Vec<StreamEvent> {
-        let mut out = Vec::new();
-        let mut sse = std::mem::take(&mut self.sse);
-        sse.finish_with(&mut |event, data| self.handle(event, data, &mut out));
-        self.sse = sse;
+    fn end(&mut self, out: &mut Vec<StreamEvent>) {
         if !self.finished {
             out.push(StreamEvent::Error {
                 message: truncated_error(),
             });
             self.finished = true;
         }
-        out
     }
 }

@@ -25,6 +25,8 @@
 //! );
 //! ```
 
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -114,12 +114,13 @@ pub(crate) fn register(engine: &mut Engine, state: &SharedState, environment: &E
     let s = state.clone();
     engine.register_fn("__t", move |index: INT| {
         with_top(&s, |frame| {
-            let fragment = usize::try_from(index)
+            let Frame { script, output, .. } = frame;
+            match usize::try_from(index)
                 .ok()
-                .and_then(|i| frame.script.fragments.get(i).cloned());
-            match fragment {
-                Some(Fragment::Text(text)) => push_text(&mut frame.output, &text),
-                Some(Fragment::Parts(parts)) => push_parts(&mut frame.output, parts),
+                .and_then(|i| script.fragments.get(i))
+            {
+                Some(Fragment::Text(text)) => push_text(output, text),
+                Some(Fragment::Parts(parts)) => push_parts(output, parts.clone()),
                 None => {}
             }
         })

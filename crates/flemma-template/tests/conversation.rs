@@ -342,3 +342,19 @@ fn job_results_become_text() {
         "Job result for job_k7x2m9qa:\n    Finished `release` profile\n\nJob result for job_lost1 (failed):\nJob lost: session ended before completion."
     );
 }
+
+#[test]
+fn absolute_references_use_a_double_slash() {
+    // Seed: `Check the logs at @//var/log/app.log.`
+    let host = TestHost::new();
+    let log = host.write("var/log/app.log", "started\n");
+    let absolute = log.display().to_string();
+    let evaluation = host.eval(&format!("@You:\nCheck the logs at @/{absolute}.\n"));
+    assert_clean(&evaluation);
+    let parts = &evaluation.conversation.messages[0].parts;
+    assert!(
+        matches!(&parts[1], Part::TextFile { text, .. } if text == "started\n"),
+        "{parts:#?}"
+    );
+    assert_eq!(parts[2], Part::text("."));
+}

@@ -331,3 +331,10 @@ fn a_long_templated_chat_stays_within_the_per_run_budget() {
     assert_eq!(evaluation.conversation.messages.len(), 800);
     assert_eq!(text_of(&evaluation, 798), "m399 139300");
 }
+
+#[test]
+fn evaluations_can_cross_threads() {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+    assert_send_sync::<flemma_template::Evaluation>();
+    assert_send_sync::<flemma_template::FsHost>();
+}
