@@ -117,12 +117,13 @@ fn conversation_outline(conversation: &flemma_conversation::Conversation) -> Str
                     content,
                     is_error,
                 } => {
-                    let _ = writeln!(
+                    let written = writeln!(
                         out,
                         "[tool result {tool_use_id}{}]",
                         if *is_error { " (error)" } else { "" }
                     );
-                    Ok(parts(out, content))
+                    parts(out, content);
+                    written
                 }
             };
         }

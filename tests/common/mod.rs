@@ -75,11 +75,10 @@ pub fn flemmad_command(chat: &Chat, base: &str) -> tokio::process::Command {
 }
 
 pub async fn send(chat: &Chat, base: &str) -> Output {
-    let output = tokio::time::timeout(Duration::from_secs(60), send_command(chat, base).output())
+    tokio::time::timeout(Duration::from_secs(60), send_command(chat, base).output())
         .await
         .expect("flemmad send finished in time")
-        .unwrap();
-    output
+        .unwrap()
 }
 
 pub fn read(path: &Path) -> String {

@@ -68,29 +68,11 @@ fn decode_render_all(kind: ProviderKind, bytes: &[u8]) -> usize {
     written + renderer.finish(ReplyOutcome::Completed).len()
 }
 
-fn bench(c: &mut Criterion) {
-    let mut group = c.benchmark_group("decode");
-    group.sample_size(10);
-    for (name, kind, bytes) in [
-        (
-            "anthropic_10mb",
-            ProviderKind::Anthropic,
-            anthropic_stream(),
-        ),
-        (
-            "openai_responses_10mb",
-            ProviderKind::OpenAi,
-            responses_stream(),
-        ),
-    ] {
-        group.throughput(Throughput::Bytes(bytes.len() as u64));
-        group.bench_function(name, |b| b.iter(|| decode_all(kind, black_box(&bytes))));
-    }
-    group.finish();
+/// A path from stream bytes to output, returning how much it produced.
+type Path = fn(ProviderKind, &[u8]) -> usize;
 
-    let mut group = c.benchmark_group("decode_render");
-    group.sample_size(10);
-    for (name, kind, bytes) in [
+fn bench(c: &mut Criterion) {
+    let streams = [
         (
             "anthropic_10mb",
             ProviderKind::Anthropic,
@@ -101,13 +83,17 @@ fn bench(c: &mut Criterion) {
             ProviderKind::OpenAi,
             responses_stream(),
         ),
-    ] {
-        group.throughput(Throughput::Bytes(bytes.len() as u64));
-        group.bench_function(name, |b| {
-            b.iter(|| decode_render_all(kind, black_box(&bytes)))
-        });
+    ];
+    let paths: [(&str, Path); 2] = [("decode", decode_all), ("decode_render", decode_render_all)];
+    for (group_name, run) in paths {
+        let mut group = c.benchmark_group(group_name);
+        group.sample_size(10);
+        for (name, kind, bytes) in &streams {
+            group.throughput(Throughput::Bytes(bytes.len() as u64));
+            group.bench_function(*name, |b| b.iter(|| run(*kind, black_box(bytes))));
+        }
+        group.finish();
     }
-    group.finish();
 }
 
 criterion_group!(benches, bench);

@@ -122,23 +122,12 @@ impl UsageSnapshot {
 }
 
 /// Incremental decoder of a Gemini / Vertex SSE stream (with bare JSON error lines).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct GeminiDecoder {
     usage: UsageSnapshot,
     tool_count: usize,
     response_id: String,
     finished: bool,
-}
-
-impl Default for GeminiDecoder {
-    fn default() -> Self {
-        Self {
-            usage: UsageSnapshot::default(),
-            tool_count: 0,
-            response_id: String::new(),
-            finished: false,
-        }
-    }
 }
 
 fn map_finish_reason(reason: &str, message: Option<String>, called_tools: bool) -> StopReason {

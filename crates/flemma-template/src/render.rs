@@ -290,6 +290,8 @@ pub(crate) fn report_runtime_error(
                 format!("stopped: {token}; fix the template")
             }
         }
+        // Raised by our own functions (`flemma.opt`, `include`…): the value says it all.
+        EvalAltResult::ErrorRuntime(value, _) => format!("{value}; this blocks sending"),
         EvalAltResult::ErrorVariableNotFound(variable, _) => format!(
             "undefined variable `{variable}` in template code: define it in the frontmatter (`let {variable} = …;`) or assign it in an earlier tag; this blocks sending"
         ),
@@ -308,7 +310,12 @@ pub(crate) fn report_runtime_error(
             format!("template code failed: {error}; fix it, this blocks sending")
         }
     };
-    let range = script.locate(position, fallback);
+    let whole_statement = matches!(error.unwrap_inner(), EvalAltResult::ErrorRuntime(..));
+    let range = if whole_statement {
+        script.line_range(position, fallback)
+    } else {
+        script.locate(position, fallback)
+    };
     let diagnostic = origin.diagnostic(range, Severity::Error, category, message, true);
     lock(state).diagnostics.push(diagnostic);
 }

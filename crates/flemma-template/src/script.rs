@@ -117,6 +117,26 @@ impl Script {
 }
 
 impl Script {
+    /// The trimmed source line a position is on (for errors about a whole statement, such as
+    /// a rejected `flemma.opt` assignment).
+    pub(crate) fn line_range(&self, position: Position, fallback: TextRange) -> TextRange {
+        let Some(line) = position.line() else {
+            return fallback;
+        };
+        let Some(origin) = self.lines.get(line.saturating_sub(1)).filter(|o| o.exact) else {
+            return self.locate(position, fallback);
+        };
+        let start = self.line_starts[line - 1];
+        let end = self.code[start..]
+            .find('\n')
+            .map_or(self.code.len(), |n| start + n);
+        let text = &self.code[start..end];
+        let leading = text.len() - text.trim_start().len();
+        let trimmed = text.trim();
+        let from = origin.offset + leading;
+        TextRange::new(from, from + trimmed.len())
+    }
+
     /// Like [`Script::locate`], but covers a whole call `name(…)` when it fits on its line.
     pub(crate) fn locate_call(&self, position: Position, fallback: TextRange) -> TextRange {
         let range = self.locate(position, fallback);
