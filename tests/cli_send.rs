@@ -330,3 +330,49 @@ async fn writes_follow_the_stream_within_the_coalescing_window() {
         "a byte waited {max_delay} ms before being written"
     );
 }
+
+#[tokio::test]
+async fn the_key_can_come_from_secret_tool_and_a_missing_key_lists_every_resolver() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mock = MockProvider::start_with(MockConfig {
+        require_key: Some("key-from-keyring".into()),
+        ..MockConfig::default()
+    })
+    .await
+    .unwrap();
+    let chat = chat("@You:\nhi\n");
+    let bin = chat.config_home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("secret-tool");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n[ \"$1 $2 $3 $4 $5\" = \"lookup service anthropic key api_key\" ] && echo key-from-keyring\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    mock.push(Turn::text("From the keyring."));
+    let out = send_command(&chat, &mock.base_url())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(read(&chat.path).contains("From the keyring."));
+
+    // No key anywhere: one error that names every resolver tried.
+    std::fs::remove_file(&fake).unwrap();
+    std::fs::write(&chat.path, "@You:\nhi\n").unwrap();
+    let out = send_command(&chat, &mock.base_url())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("ANTHROPIC_API_KEY not set"), "{err}");
+    assert!(err.contains("secret-tool"), "{err}");
+    assert_eq!(read(&chat.path), "@You:\nhi\n");
+}

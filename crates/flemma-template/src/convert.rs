@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use flemma_config::{ConfigLayer, LayerKind};
@@ -12,7 +13,7 @@ use flemma_syntax::{
 };
 use rhai::{AST, Engine, ImmutableString, Scope};
 
-use crate::engine::{RunClock, sandboxed_engine};
+use crate::engine::{CANCELLED, RunClock, sandboxed_engine};
 use crate::link::HostLink;
 use crate::opt::{self, FlemmaHandle, SharedOpt};
 use crate::origin::Origin;
@@ -36,6 +37,7 @@ pub(crate) struct Evaluator<'a> {
     functions: Option<Arc<AST>>,
     home: Option<PathBuf>,
     clock: RunClock,
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -60,6 +62,7 @@ impl<'a> Evaluator<'a> {
         let mut engine =
             sandboxed_engine(&options.limits, clock.clone(), options.cancel.clone(), now);
         let state = SharedState::default();
+        let opt = opt::new_state();
         let environment = Environment {
             link,
             home: home.clone(),
@@ -67,6 +70,7 @@ impl<'a> Evaluator<'a> {
             chat_path: options.path.clone(),
             max_include_depth: options.limits.max_include_depth,
             personality_cache: Arc::new(Mutex::new(None)),
+            opt: opt.clone(),
         };
         render::register(&mut engine, &state, &environment);
         opt::register(&mut engine);
@@ -89,12 +93,13 @@ impl<'a> Evaluator<'a> {
             host,
             engine,
             state,
-            opt: opt::new_state(),
+            opt,
             origin,
             scope,
             functions: None,
             home,
             clock,
+            cancel: options.cancel.clone(),
         }
     }
 
@@ -267,6 +272,9 @@ impl<'a> Evaluator<'a> {
         let mut conversation = Conversation::default();
         let doc = self.doc;
         for message in doc.messages() {
+            if self.cancelled() {
+                break;
+            }
             let span = Some(SourceSpan {
                 start: message.range.start,
                 end: message.range.end,
@@ -298,6 +306,32 @@ impl<'a> Evaluator<'a> {
         }
         self.add_missing_results(&mut conversation);
         self.finish(conversation)
+    }
+
+    /// Whether the evaluation was cancelled; records one blocking diagnostic the first time.
+    fn cancelled(&self) -> bool {
+        if !self
+            .cancel
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+        {
+            return false;
+        }
+        let mut state = lock(&self.state);
+        if !state
+            .diagnostics
+            .iter()
+            .any(|d| d.message.starts_with(CANCELLED))
+        {
+            state.diagnostics.push(self.origin.diagnostic(
+                TextRange::default(),
+                Severity::Error,
+                Category::Code,
+                format!("{CANCELLED}; send again to evaluate"),
+                true,
+            ));
+        }
+        true
     }
 
     pub(crate) fn finish(self, conversation: Conversation) -> Evaluation {

@@ -75,7 +75,8 @@ pub struct Limits {
     pub max_expr_depth: usize,
     /// Deepest `include()` nesting.
     pub max_include_depth: usize,
-    /// Wall-clock budget of one script run.
+    /// Wall-clock budget of one script run (default 90 ms, so that a runaway template and the
+    /// work around it end within 100 ms).
     pub time_budget: Duration,
 }
 
@@ -89,7 +90,7 @@ impl Default for Limits {
             max_call_levels: 48,
             max_expr_depth: 64,
             max_include_depth: 16,
-            time_budget: Duration::from_millis(100),
+            time_budget: Duration::from_millis(90),
         }
     }
 }

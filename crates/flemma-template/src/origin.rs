@@ -57,7 +57,7 @@ impl Origin {
                     line_in_file: Some(u32::try_from(line).unwrap_or(u32::MAX)),
                     severity,
                     category,
-                    message: format!("{}:{line}: {message}", file.display()),
+                    message,
                     include_stack: self.include_stack.clone(),
                     blocking,
                 }

@@ -50,7 +50,21 @@ pub(crate) fn render(
 }
 
 fn gather(environment: &Environment) -> Ambient {
-    let context = environment.link.environment();
+    let mut context = environment.link.environment();
+    if context.enabled_tools.is_empty() {
+        // A host that does not know the resolved tools: use the defaults and this frontmatter.
+        let layer = environment
+            .opt
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .layer
+            .clone();
+        if let Ok(resolved) =
+            flemma_config::resolve(&[flemma_config::ConfigLayer::defaults(), layer])
+        {
+            context.enabled_tools = resolved.enabled_tools();
+        }
+    }
     let mut directories: Vec<&Path> = Vec::new();
     if let Some(dir) = environment.chat_path.as_deref().and_then(Path::parent) {
         directories.push(dir);

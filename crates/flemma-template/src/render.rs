@@ -59,6 +59,8 @@ pub(crate) struct Environment {
     pub max_include_depth: usize,
     /// The personality's project context and environment, computed once per evaluation.
     pub personality_cache: Arc<Mutex<Option<personality::Ambient>>>,
+    /// What the frontmatter configured (the personality falls back to its tool list).
+    pub opt: crate::opt::SharedOpt,
 }
 
 /// Appends text to `output`, merging with a trailing text part.

@@ -226,3 +226,18 @@ fn an_unsaved_chat_resolves_against_the_host_working_directory() {
     assert_clean(&evaluation);
     assert_eq!(text_of(&evaluation, 0), "from cwd []");
 }
+
+#[test]
+fn the_personality_falls_back_to_the_frontmatter_tools() {
+    let mut host = TestHost::new();
+    host.tools.clear();
+    let evaluation = host.eval(
+        "```rhai\nflemma.opt.tools = [\"grep\", \"read\"];\n```\n@System:\n{{ include(\"urn:flemma:personality:coding-assistant\") }}\n",
+    );
+    assert_clean(&evaluation);
+    assert!(
+        system_text(&evaluation).contains("# Tools\n\n- grep\n- read\n"),
+        "{}",
+        system_text(&evaluation)
+    );
+}

@@ -338,3 +338,18 @@ fn evaluations_can_cross_threads() {
     assert_send_sync::<flemma_template::Evaluation>();
     assert_send_sync::<flemma_template::FsHost>();
 }
+
+#[test]
+fn positions_count_characters_not_bytes() {
+    let host = TestHost::new();
+    let text = "@You:\nÜber {{ \"é🙂\" + nope }}\n{%\n  let s = \"ü\"; let t = s + missing;\n%}\n";
+    let evaluation = host.eval(text);
+    assert_eq!(
+        evaluation.diagnostics.len(),
+        2,
+        "{:#?}",
+        evaluation.diagnostics
+    );
+    assert_eq!(covered(text, &evaluation.diagnostics[0]), "nope");
+    assert_eq!(covered(text, &evaluation.diagnostics[1]), "missing");
+}
