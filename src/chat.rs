@@ -80,7 +80,7 @@ pub fn load(path: &Path, config_path: Option<&Path>) -> Result<LoadedChat, LoadE
     }
     let evaluation = flemma_template::evaluate(
         &doc,
-        &FsHost,
+        std::sync::Arc::new(FsHost),
         &EvalOptions {
             path: Some(path.to_owned()),
             ..EvalOptions::default()

@@ -37,7 +37,7 @@ pub fn run(args: ParseArgs) -> anyhow::Result<ExitCode> {
     if args.eval {
         let evaluation = flemma_template::evaluate(
             &doc,
-            &flemma_template::FsHost,
+            std::sync::Arc::new(flemma_template::FsHost),
             &flemma_template::EvalOptions {
                 path: Some(std::path::absolute(&args.file).unwrap_or(args.file.clone())),
                 ..Default::default()

@@ -2,12 +2,14 @@
 //! and the frontmatter alone (target < 1 ms).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use flemma_template::{EvalOptions, Host, PersonalityContext, evaluate, evaluate_frontmatter};
 
 /// No files, fixed environment: measures the evaluator, not the disk.
+#[derive(Debug)]
 struct NoFiles;
 
 impl Host for NoFiles {
@@ -50,8 +52,9 @@ fn long_chat(messages: usize) -> String {
 
 fn bench(c: &mut Criterion) {
     let options = EvalOptions::default();
+    let host: Arc<dyn Host> = Arc::new(NoFiles);
     let chat = flemma_syntax::parse(long_chat(1_000));
-    let evaluation = evaluate(&chat, &NoFiles, &options);
+    let evaluation = evaluate(&chat, host.clone(), &options);
     assert!(
         evaluation.diagnostics.is_empty(),
         "{:#?}",
@@ -60,20 +63,20 @@ fn bench(c: &mut Criterion) {
     assert_eq!(evaluation.conversation.messages.len(), 1_000);
     c.bench_function(
         "evaluate 1000 messages (warm: compiled templates cached)",
-        |b| b.iter(|| evaluate(&chat, &NoFiles, &options)),
+        |b| b.iter(|| evaluate(&chat, host.clone(), &options)),
     );
     c.bench_function(
         "evaluate 1000 messages (cold: compile cache cleared)",
         |b| {
             b.iter(|| {
                 flemma_template::clear_compile_cache();
-                evaluate(&chat, &NoFiles, &options)
+                evaluate(&chat, host.clone(), &options)
             })
         },
     );
     let frontmatter_only = flemma_syntax::parse(format!("{FRONTMATTER}@You:\nhi\n"));
     c.bench_function("evaluate_frontmatter", |b| {
-        b.iter(|| evaluate_frontmatter(&frontmatter_only, &NoFiles, &options))
+        b.iter(|| evaluate_frontmatter(&frontmatter_only, host.clone(), &options))
     });
 }
 

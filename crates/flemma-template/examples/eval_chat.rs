@@ -11,7 +11,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         path: Some(std::fs::canonicalize(&path)?),
         ..Default::default()
     };
-    let evaluation = flemma_template::evaluate(&doc, &flemma_template::FsHost, &options);
+    let evaluation =
+        flemma_template::evaluate(&doc, std::sync::Arc::new(flemma_template::FsHost), &options);
     println!("{}", serde_json::to_string_pretty(&evaluation)?);
     Ok(())
 }

@@ -14,7 +14,6 @@ use flemma_syntax::{
 use rhai::{AST, Engine, ImmutableString, Scope};
 
 use crate::engine::{CANCELLED, RunClock, sandboxed_engine};
-use crate::link::HostLink;
 use crate::opt::{self, FlemmaHandle, SharedOpt};
 use crate::origin::Origin;
 use crate::render::{self, Blame, Environment, SharedState, lock, push_parts, push_text};
@@ -28,7 +27,7 @@ const NO_RESULT: &str = "No result provided";
 
 pub(crate) struct Evaluator<'a> {
     doc: &'a Document,
-    host: &'a dyn Host,
+    host: Arc<dyn Host>,
     engine: Engine,
     state: SharedState,
     opt: SharedOpt,
@@ -41,12 +40,7 @@ pub(crate) struct Evaluator<'a> {
 }
 
 impl<'a> Evaluator<'a> {
-    pub(crate) fn new(
-        doc: &'a Document,
-        host: &'a dyn Host,
-        options: &EvalOptions,
-        link: HostLink,
-    ) -> Self {
+    pub(crate) fn new(doc: &'a Document, host: Arc<dyn Host>, options: &EvalOptions) -> Self {
         let now = host.now();
         let home = host.home_dir();
         let dir = match options.path.as_deref().and_then(Path::parent) {
@@ -64,7 +58,7 @@ impl<'a> Evaluator<'a> {
         let state = SharedState::default();
         let opt = opt::new_state();
         let environment = Environment {
-            link,
+            host: host.clone(),
             home: home.clone(),
             now,
             chat_path: options.path.clone(),

@@ -20,7 +20,7 @@ pub struct PersonalityContext {
 /// home directory, the clock and the environment described by personalities. Tests use a temp
 /// dir through [`FsHost`] or their own implementation; the daemon uses [`FsHost`] or a wrapper
 /// that adds the enabled tools.
-pub trait Host: Send + Sync {
+pub trait Host: Send + Sync + std::fmt::Debug {
     /// Reads a whole file.
     fn read_file(&self, path: &Path) -> std::io::Result<Vec<u8>>;
     /// The user's home directory (for `@~/…`).

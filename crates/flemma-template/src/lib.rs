@@ -15,7 +15,7 @@
 //! let doc = flemma_syntax::parse(
 //!     "```rhai\nlet who = \"QA\";\nflemma.opt.thinking = \"medium\";\n```\n@You:\nHello {{ who }}!\n",
 //! );
-//! let evaluation = evaluate(&doc, &FsHost, &EvalOptions::default());
+//! let evaluation = evaluate(&doc, std::sync::Arc::new(FsHost), &EvalOptions::default());
 //! assert!(evaluation.diagnostics.is_empty());
 //! let text = flemma_conversation::Part::joined_text(&evaluation.conversation.messages[0].parts);
 //! assert_eq!(text, "Hello QA!");
@@ -43,7 +43,6 @@ mod convert;
 mod engine;
 mod files;
 mod host;
-mod link;
 mod lua;
 mod opt;
 mod origin;
@@ -269,24 +268,20 @@ impl Serialize for Evaluation {
 }
 
 /// Evaluates the whole document: frontmatter, every message, file references, tool results.
-pub fn evaluate(doc: &Document, host: &dyn Host, options: &EvalOptions) -> Evaluation {
-    link::with_host(host, |link| {
-        let mut evaluator = convert::Evaluator::new(doc, host, options, link);
-        evaluator.frontmatter();
-        evaluator.conversation()
-    })
+pub fn evaluate(doc: &Document, host: Arc<dyn Host>, options: &EvalOptions) -> Evaluation {
+    let mut evaluator = convert::Evaluator::new(doc, host, options);
+    evaluator.frontmatter();
+    evaluator.conversation()
 }
 
 /// Runs only the frontmatter (the cheap path for status lines and the language server).
 pub fn evaluate_frontmatter(
     doc: &Document,
-    host: &dyn Host,
+    host: Arc<dyn Host>,
     options: &EvalOptions,
 ) -> (ConfigLayer, Vec<TemplateDiagnostic>) {
-    link::with_host(host, |link| {
-        let mut evaluator = convert::Evaluator::new(doc, host, options, link);
-        evaluator.frontmatter();
-        let evaluation = evaluator.finish(Conversation::default());
-        (evaluation.frontmatter_layer, evaluation.diagnostics)
-    })
+    let mut evaluator = convert::Evaluator::new(doc, host, options);
+    evaluator.frontmatter();
+    let evaluation = evaluator.finish(Conversation::default());
+    (evaluation.frontmatter_layer, evaluation.diagnostics)
 }

@@ -50,7 +50,7 @@ pub(crate) fn render(
 }
 
 fn gather(environment: &Environment) -> Ambient {
-    let mut context = environment.link.environment();
+    let mut context = environment.host.environment();
     if context.enabled_tools.is_empty() {
         // A host that does not know the resolved tools: use the defaults and this frontmatter.
         let layer = environment
@@ -78,7 +78,7 @@ fn gather(environment: &Environment) -> Ambient {
     for dir in directories {
         for name in ["AGENTS.md", "CLAUDE.md"] {
             let path = dir.join(name);
-            if let Ok(bytes) = environment.link.read_file(&path) {
+            if let Ok(bytes) = environment.host.read_file(&path) {
                 if let Ok(text) = String::from_utf8(bytes) {
                     project_files.push((path, text));
                 }

@@ -14,7 +14,6 @@ use rhai::{
 
 use crate::engine::{Attachment, CANCELLED, Emitted, emitted};
 use crate::files;
-use crate::link::HostLink;
 use crate::origin::Origin;
 use crate::personality;
 use crate::script::{self, Fragment, Script};
@@ -52,7 +51,7 @@ pub(crate) fn lock(state: &SharedState) -> MutexGuard<'_, RenderState> {
 /// What native functions need besides the render state.
 #[derive(Debug, Clone)]
 pub(crate) struct Environment {
-    pub link: HostLink,
+    pub host: Arc<dyn crate::Host>,
     pub home: Option<PathBuf>,
     pub now: SystemTime,
     pub chat_path: Option<PathBuf>,
@@ -363,7 +362,7 @@ fn include(
     let mime = options.remove("mime").map(|value| value.to_string());
     let resolved =
         files::resolve_reference(path, &origin.dir, environment.home.as_deref()).map_err(fail)?;
-    let bytes = environment.link.read_file(&resolved).map_err(|error| {
+    let bytes = environment.host.read_file(&resolved).map_err(|error| {
         fail(format!(
             "cannot include '{path}' ({}): {error}; check the path (relative paths start at {})",
             resolved.display(),

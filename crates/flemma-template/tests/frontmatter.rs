@@ -222,7 +222,7 @@ fn frontmatter_only_path_returns_the_layer() {
     let text =
         "```rhai\nflemma.opt.model = \"claude-sonnet-4-5\";\n```\n@You:\n{{ never_evaluated }}\n";
     let doc = flemma_syntax::parse(text);
-    let (layer, diagnostics) = evaluate_frontmatter(&doc, &host, &EvalOptions::default());
+    let (layer, diagnostics) = evaluate_frontmatter(&doc, host.shared(), &EvalOptions::default());
     assert!(diagnostics.is_empty(), "{diagnostics:#?}");
     assert_eq!(layer.kind(), LayerKind::Frontmatter);
     assert_eq!(layer.get("model"), Some(json!("claude-sonnet-4-5")));

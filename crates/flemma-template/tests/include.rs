@@ -221,8 +221,11 @@ fn an_unsaved_chat_resolves_against_the_host_working_directory() {
     let host = TestHost::new();
     host.write("x.md", "from cwd");
     let doc = flemma_syntax::parse("@You:\n{{ include(\"x.md\") }} [{{ __filename }}]\n");
-    let evaluation =
-        flemma_template::evaluate(&doc, &host, &flemma_template::EvalOptions::default());
+    let evaluation = flemma_template::evaluate(
+        &doc,
+        host.shared(),
+        &flemma_template::EvalOptions::default(),
+    );
     assert_clean(&evaluation);
     assert_eq!(text_of(&evaluation, 0), "from cwd []");
 }

@@ -14,15 +14,21 @@ use flemma_template::{
 pub const NOW: u64 = 1_796_027_937;
 
 /// Real files in a temp dir; fixed clock, home and environment.
+#[derive(Debug, Clone)]
 pub struct TestHost {
-    pub dir: tempfile::TempDir,
+    pub dir: std::sync::Arc<tempfile::TempDir>,
     pub tools: Vec<String>,
 }
 
 impl TestHost {
+    /// The host as evaluation takes it.
+    pub fn shared(&self) -> std::sync::Arc<dyn flemma_template::Host> {
+        std::sync::Arc::new(self.clone())
+    }
+
     pub fn new() -> Self {
         Self {
-            dir: tempfile::tempdir().expect("temp dir"),
+            dir: std::sync::Arc::new(tempfile::tempdir().expect("temp dir")),
             tools: vec!["bash".into(), "read".into()],
         }
     }
@@ -49,7 +55,7 @@ impl TestHost {
         let path = self.write("chat.chat", text);
         options.path = Some(path);
         let doc = flemma_syntax::parse(text);
-        evaluate(&doc, self, &options)
+        evaluate(&doc, self.shared(), &options)
     }
 }
 
