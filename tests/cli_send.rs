@@ -305,8 +305,9 @@ async fn an_unreadable_file_exits_two() {
 async fn writes_follow_the_stream_within_the_coalescing_window() {
     let mock = MockProvider::start().await.unwrap();
     let chat = chat("@You:\nStream slowly.\n");
-    // About 3 s of streaming at 2 kB/s: pauses between events are longer than the window.
-    mock.push(Turn::text("tick ".repeat(40)).bytes_per_sec(2000));
+    // Events arrive about half a second apart (300 bytes/s), far longer than the 100 ms window:
+    // a writer that only flushed when the next event arrived would hold text ~500 ms.
+    mock.push(Turn::text("tick ".repeat(6)).bytes_per_sec(300));
     let out = tokio::time::timeout(
         Duration::from_secs(60),
         send_command(&chat, &mock.base_url())
@@ -324,10 +325,10 @@ async fn writes_follow_the_stream_within_the_coalescing_window() {
         .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no max_delay_ms in {err}"));
-    // The default window is 100 ms; allow for scheduling and the atomic write itself.
+    // The default window is 100 ms; allow for scheduling on a loaded machine.
     assert!(
-        max_delay <= 250,
-        "a byte waited {max_delay} ms before being written"
+        max_delay <= 300,
+        "a byte waited {max_delay} ms before its write started"
     );
 }
 

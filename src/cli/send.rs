@@ -191,7 +191,7 @@ struct StreamWriter {
     coalesce: Duration,
     failure: Option<ReplyFileError>,
     cancel: CancellationToken,
-    /// The longest time a byte waited between arriving and being written.
+    /// The longest time a byte waited between arriving and its write starting.
     max_delay: Duration,
 }
 
@@ -253,10 +253,12 @@ impl StreamWriter {
         if self.failure.is_some() || self.pending.is_empty() {
             return Ok(());
         }
-        self.file.append(&self.pending)?;
+        // The delay the writer adds is measured to the moment the write starts (the write
+        // itself, with its fsync, is the file system's time).
         if let Some(since) = self.pending_since.take() {
             self.max_delay = self.max_delay.max(since.elapsed());
         }
+        self.file.append(&self.pending)?;
         self.pending.clear();
         Ok(())
     }
