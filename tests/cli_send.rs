@@ -204,7 +204,7 @@ async fn text_appended_while_streaming_is_kept() {
         .spawn()
         .unwrap();
     // Wait for the reply to start landing, then append text as an editor would.
-    for _ in 0..100 {
+    for _ in 0..400 {
         if read(&chat.path).contains("@Assistant:") {
             break;
         }
@@ -238,7 +238,7 @@ async fn ctrl_c_mid_stream_writes_the_abort_marker() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    for _ in 0..100 {
+    for _ in 0..400 {
         if read(&chat.path).contains("@Assistant:\nslow") {
             break;
         }
