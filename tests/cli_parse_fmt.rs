@@ -169,3 +169,50 @@ fn every_subcommand_has_help() {
         assert!(text.contains("Usage: flemmad"), "{text}");
     }
 }
+
+#[test]
+fn parse_eval_json_prints_conversation_resolved_config_and_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.chat");
+    std::fs::write(
+        &path,
+        "```rhai\nlet who = \"QA\";\nflemma.opt.provider = \"openai\";\nflemma.opt.thinking = \"low\";\n```\n@You:\nHello {{ who }} and {{ nobody }}\n",
+    )
+    .unwrap();
+    let config_home = dir.path().join("config");
+    std::fs::create_dir_all(config_home.join("flemma")).unwrap();
+    std::fs::write(
+        config_home.join("flemma/config.toml"),
+        "[parameters]\ntemperature = 0.5\n",
+    )
+    .unwrap();
+    let out = flemmad()
+        .args(["parse", "--eval", "--json"])
+        .arg(&path)
+        .env("XDG_CONFIG_HOME", &config_home)
+        .env_remove("FLEMMA_CONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = &json["conversation"]["messages"][0]["parts"][0]["text"];
+    assert_eq!(text, "Hello QA and {{ nobody }}");
+    assert_eq!(json["config"]["provider"], "openai");
+    // Switching provider in the frontmatter brings that provider's default model.
+    assert_eq!(json["config"]["model"], "gpt-5");
+    assert_eq!(json["config"]["parameters"]["temperature"], 0.5);
+    assert_eq!(json["config_sources"]["provider"], "frontmatter");
+    assert_eq!(
+        json["config_sources"]["parameters.temperature"],
+        "config file"
+    );
+    assert_eq!(json["config_sources"]["parameters.thinking"], "frontmatter");
+    let diagnostic = &json["diagnostics"][0];
+    assert_eq!(diagnostic["severity"], "warning");
+    assert_eq!(diagnostic["range"]["start"]["line"], 6);
+    assert!(diagnostic["message"].as_str().unwrap().contains("nobody"));
+}

@@ -377,3 +377,53 @@ async fn the_key_can_come_from_secret_tool_and_a_missing_key_lists_every_resolve
     assert!(err.contains("secret-tool"), "{err}");
     assert_eq!(read(&chat.path), "@You:\nhi\n");
 }
+
+#[tokio::test]
+async fn rhai_frontmatter_selects_the_provider_and_model() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat(
+        "```rhai\nflemma.opt.provider = \"openai\";\nflemma.opt.model = \"gpt-5\";\nflemma.opt.thinking = \"low\";\n```\n@You:\nhi\n",
+    );
+    mock.push(Turn::text("Hi from the Responses API."));
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let request = &mock.requests()[0];
+    assert_eq!(request.path, "/v1/responses");
+    assert_eq!(request.body["model"], "gpt-5");
+    assert_eq!(request.body["reasoning"]["effort"], "low");
+    assert_eq!(request.body["store"], false);
+    assert!(read(&chat.path).contains("Hi from the Responses API."));
+}
+
+#[tokio::test]
+async fn a_config_file_selects_the_provider_and_its_error_names_the_line() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat("@You:\nhi\n");
+    std::fs::create_dir_all(chat.config_home.join("flemma")).unwrap();
+    let config = chat.config_home.join("flemma/config.toml");
+    std::fs::write(
+        &config,
+        "provider = \"gemini\"\nmodel = \"gemini-2.5-flash\"\n",
+    )
+    .unwrap();
+    mock.push(Turn::text("Hi from Gemini."));
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        mock.requests()[0]
+            .path
+            .starts_with("/v1beta/models/gemini-2.5-flash:streamGenerateContent")
+    );
+
+    std::fs::write(
+        &config,
+        "provider = \"gemini\"\n[parameters]\nthinkng = \"high\"\n",
+    )
+    .unwrap();
+    std::fs::write(&chat.path, "@You:\nhi\n").unwrap();
+    let out = send(&chat, &mock.base_url()).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("config.toml:3"), "{err}");
+    assert!(err.contains("Did you mean 'parameters.thinking'"), "{err}");
+}

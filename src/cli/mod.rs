@@ -112,7 +112,7 @@ pub fn init_logging(_cli: &Cli) {
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Parse(args) => parse::run(args),
+        Command::Parse(args) => parse::run(args, cli.config.as_deref()),
         Command::Fmt(args) => fmt::run(args),
         Command::Send(args) => send::run(args, cli.config.as_deref()),
         Command::Count(args) => count::run(args, cli.config.as_deref()),

@@ -24,7 +24,7 @@ pub struct ParseArgs {
     pub position_encoding: PositionEncoding,
 }
 
-pub fn run(args: ParseArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: ParseArgs, config_path: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     let text = match fsutil::read_chat(&args.file) {
         Ok(text) => text,
         Err(error) => {
@@ -44,7 +44,13 @@ pub fn run(args: ParseArgs) -> anyhow::Result<ExitCode> {
             },
         );
         if args.json {
-            serde_json::to_writer_pretty(&mut stdout, &evaluation)?;
+            let json = eval_json(
+                &doc,
+                &evaluation,
+                config_path,
+                args.position_encoding.into(),
+            );
+            serde_json::to_writer_pretty(&mut stdout, &json)?;
             writeln!(stdout)?;
         } else {
             write!(stdout, "{}", conversation_outline(&evaluation.conversation))?;
@@ -142,4 +148,53 @@ fn conversation_outline(conversation: &flemma_conversation::Conversation) -> Str
         parts(&mut out, &message.parts);
     }
     out
+}
+
+/// The evaluation as JSON (protocol/eval.md): the template crate's form, with diagnostic ranges
+/// as line/character positions (byte offsets kept under `offsets`), plus the resolved
+/// configuration of the document and the layer that set each value.
+fn eval_json(
+    doc: &flemma_syntax::Document,
+    evaluation: &flemma_template::Evaluation,
+    config_path: Option<&std::path::Path>,
+    encoding: flemma_syntax::Encoding,
+) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let mut json = serde_json::to_value(evaluation).unwrap_or(Value::Null);
+    let index = doc.line_index();
+    if let Some(Value::Array(diagnostics)) = json.get_mut("diagnostics") {
+        for (value, diagnostic) in diagnostics.iter_mut().zip(&evaluation.diagnostics) {
+            let (start, end) = index.range(doc.text(), diagnostic.range, encoding);
+            value["offsets"] =
+                json!({"start": diagnostic.range.start, "end": diagnostic.range.end});
+            value["range"] = json!({
+                "start": {"line": start.line, "character": start.character},
+                "end": {"line": end.line, "character": end.character},
+            });
+        }
+    }
+    let mut layers = Vec::new();
+    let mut config_errors = Vec::new();
+    match crate::chat::user_config_layer(config_path) {
+        Ok(Some(layer)) => layers.push(layer),
+        Ok(None) => {}
+        Err(crate::chat::LoadError::Blocked(report)) => config_errors.push(report),
+        Err(crate::chat::LoadError::Unreadable(error)) => config_errors.push(format!("{error:#}")),
+    }
+    layers.push(evaluation.frontmatter_layer.clone());
+    match flemma_config::resolve(&layers) {
+        Ok(resolved) => {
+            json["config"] = serde_json::to_value(&resolved.config).unwrap_or(Value::Null);
+            json["config_sources"] = resolved
+                .provenance()
+                .into_iter()
+                .filter(|(_, layer)| *layer != flemma_config::LayerKind::Defaults)
+                .map(|(path, layer)| (path, Value::String(layer.as_str().to_owned())))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+        }
+        Err(errors) => config_errors.extend(errors.errors().iter().map(|e| e.to_string())),
+    }
+    json["config_errors"] = json!(config_errors);
+    json
 }
