@@ -325,6 +325,7 @@ async fn writes_follow_the_stream_within_the_coalescing_window() {
         .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no max_delay_ms in {err}"));
+    eprintln!("longest wait before a write: {max_delay} ms (window 100 ms)");
     // The default window is 100 ms; allow for scheduling on a loaded machine.
     assert!(
         max_delay <= 300,
