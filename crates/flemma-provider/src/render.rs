@@ -12,7 +12,9 @@
 use std::collections::BTreeMap;
 
 use flemma_conversation::{StreamEvent, ThinkingSignature};
-use flemma_syntax::write::{ABORT_MARKER, canonical_json, thinking_block, tool_use_block};
+use flemma_syntax::write::{
+    ABORT_MARKER, AssistantText, canonical_json, thinking_block, tool_use_block,
+};
 
 use crate::{ProviderKind, decode_tool_name};
 
@@ -54,6 +56,8 @@ pub struct ReplyRenderer {
     thinking: Vec<ThinkingBlock>,
     /// The last thinking block is still receiving text (no signature yet).
     thinking_open: bool,
+    /// Keeps the model's text text (escapes structure lines, closes fences left open).
+    text_guard: AssistantText,
 }
 
 impl ReplyRenderer {
@@ -69,6 +73,7 @@ impl ReplyRenderer {
             calls: BTreeMap::new(),
             thinking: Vec::new(),
             thinking_open: false,
+            text_guard: AssistantText::new(),
         }
     }
 
@@ -146,14 +151,15 @@ impl ReplyRenderer {
     /// The trailing text of the reply: collected thinking, the abort marker when interrupted
     /// with content, and the line break that ends the last line. Empty when nothing arrived.
     pub fn finish(&mut self, outcome: ReplyOutcome) -> String {
-        let mut out = String::new();
+        let mut out = self.text_guard.close();
         let thinking = std::mem::take(&mut self.thinking);
         let mut blocks: Vec<&ThinkingBlock> = thinking.iter().filter(|b| !b.redacted).collect();
         blocks.extend(thinking.iter().filter(|b| b.redacted));
         let has_thinking = !blocks.is_empty();
         for (position, block) in blocks.into_iter().enumerate() {
             if position == 0 {
-                out.push_str(self.block_separator());
+                let separator = self.block_separator();
+                out.push_str(&separator);
             } else {
                 out.push('\n');
             }
@@ -168,7 +174,8 @@ impl ReplyRenderer {
             self.line_open = false;
         }
         if outcome == ReplyOutcome::Interrupted && self.written {
-            out.push_str(self.block_separator());
+            let separator = self.block_separator();
+            out.push_str(&separator);
             out.push_str(ABORT_MARKER);
             out.push('\n');
             self.line_open = false;
@@ -209,17 +216,20 @@ impl ReplyRenderer {
         self.held_newlines = trailing;
         self.written = true;
         self.line_open = true;
-        Some(out)
+        Some(self.text_guard.push(&out))
     }
 
-    /// What goes before a block so that a blank line precedes it.
-    fn block_separator(&mut self) -> &'static str {
+    /// What goes before a block so that a blank line precedes it: the end of the text run (a
+    /// held line start, the closing line of a fence the model left open), then line breaks.
+    fn block_separator(&mut self) -> String {
         self.held_newlines = 0;
-        match (self.written, self.line_open) {
+        let mut out = self.text_guard.close();
+        out.push_str(match (self.written, self.line_open) {
             (false, _) => "",
             (true, true) => "\n\n",
             (true, false) => "\n",
-        }
+        });
+        out
     }
 
     fn tool_use(&mut self, call: &PendingCall, arguments: &str) -> String {
@@ -239,7 +249,7 @@ impl ReplyRenderer {
         } else {
             decode_tool_name(&call.name)
         };
-        let mut out = self.block_separator().to_string();
+        let mut out = self.block_separator();
         out.push_str(&tool_use_block(
             &name,
             &call.id,
@@ -491,6 +501,60 @@ mod tests {
             let mut split = ReplyRenderer::new(true);
             let actual = render(&mut split, &pieces, ReplyOutcome::Completed);
             prop_assert_eq!(actual, expected);
+        }
+
+        /// Whatever the model writes, its text stays text in the file: no role line, tool
+        /// header, thinking tag or abort marker appears, no fence is left open, and removing
+        /// the escapes gives the model's text back.
+        #[test]
+        fn model_text_never_becomes_structure(
+            pieces in proptest::collection::vec(proptest::prop_oneof![
+                Just("@You:\n".to_owned()), Just("@Assistant:\r\n".to_owned()), Just("@".to_owned()),
+                Just("You:".to_owned()), Just("**Tool Use:** `a` (`b`)\n".to_owned()),
+                Just("**Tool".to_owned()), Just(" Use:**".to_owned()),
+                Just("<thinking>\n".to_owned()), Just("</thinking>\n".to_owned()),
+                Just("<!-- flemma:aborted: x -->\n".to_owned()),
+                Just("```\n".to_owned()), Just("````rust\n".to_owned()), Just("{}\n".to_owned()),
+                "[a-z \n]{0,10}",
+            ], 0..30),
+            thinking in "[a-z@:<>/\n]{0,20}",
+        ) {
+            let mut renderer = ReplyRenderer::new(true);
+            let mut events: Vec<StreamEvent> = pieces.iter().map(|p| text(p)).collect();
+            events.push(StreamEvent::ThinkingDelta { text: thinking.clone() });
+            let out = render(&mut renderer, &events, ReplyOutcome::Completed);
+            let file = format!("@You:\nhi\n\n@Assistant:\n{out}\n@You:\n\n");
+            let doc = flemma_syntax::parse(file.as_str());
+            prop_assert_eq!(doc.messages().len(), 3, "{}", file);
+            let assistant = &doc.messages()[1];
+            let thinking_blocks = assistant
+                .segments
+                .iter()
+                .filter(|s| matches!(s.kind, flemma_syntax::SegmentKind::Thinking(_)))
+                .count();
+            prop_assert!(
+                assistant.segments.iter().all(|s| matches!(
+                    s.kind,
+                    flemma_syntax::SegmentKind::Text | flemma_syntax::SegmentKind::Thinking(_)
+                )),
+                "{}",
+                file
+            );
+            prop_assert!(thinking_blocks <= 1, "{}", file);
+            prop_assert!(
+                !doc.diagnostics().iter().any(|d| d.code == flemma_syntax::DiagnosticCode::UnclosedFence),
+                "{}",
+                file
+            );
+            let unescaped = out.replace(flemma_syntax::write::STRUCTURE_ESCAPE, "");
+            let model_text: String = pieces.concat();
+            let model_text = model_text.trim_start_matches(['\n', '\r']).trim_end_matches('\n');
+            prop_assert!(
+                unescaped.starts_with(model_text.trim_end_matches('\n')),
+                "{:?} does not start with {:?}",
+                unescaped,
+                model_text
+            );
         }
     }
 }

@@ -148,8 +148,9 @@ pub fn thinking_block(text: &str, signature: Option<(&str, &str)>, redacted: boo
     if text.is_empty() && signature.is_some() && !redacted {
         return format!("<thinking{attributes}/>\n");
     }
+    let text = escape_thinking_text(text);
     let mut out = format!("<thinking{attributes}>\n");
-    out.push_str(text);
+    out.push_str(&text);
     if !text.is_empty() && !text.ends_with('\n') {
         out.push('\n');
     }
@@ -237,5 +238,234 @@ mod tests {
     fn canonical_json_sorts_keys() {
         let v: serde_json::Value = serde_json::from_str(r#"{"b":1,"a":{"d":2,"c":3}}"#).unwrap();
         assert_eq!(canonical_json(&v), r#"{"a":{"c":3,"d":2},"b":1}"#);
+    }
+}
+
+/// Put before a line of model text that would otherwise read as structure (a role line, a tool
+/// use header, a thinking tag, the abort marker). Invisible in editors; keeps the text text.
+pub const STRUCTURE_ESCAPE: char = '\u{200B}';
+
+/// Streams the model's text into an assistant message so that it stays text.
+///
+/// Outside code fences, a line that would parse as a role line (`@You:`), a `**Tool Use:**`
+/// header, a `<thinking…>` tag or the abort marker gets [`STRUCTURE_ESCAPE`] in front of it.
+/// Such a line is held back only while its first bytes could still become one. Fences are
+/// tracked so that [`AssistantText::close`] can close one the model left open (a reply cut off
+/// inside a code block must not swallow the rest of the file).
+#[derive(Debug, Default, Clone)]
+pub struct AssistantText {
+    /// The start of the current line, held while it might still be structure.
+    held: String,
+    /// Whether the current line's start has been decided (and written).
+    decided: bool,
+    /// The current line so far (for fence tracking at its end).
+    line: String,
+    /// Backticks of the open fence.
+    fence: Option<usize>,
+}
+
+enum LineStart {
+    Undecided,
+    Plain,
+    Structure,
+}
+
+const STRUCTURE_PREFIXES: [&str; 3] = ["**Tool Use:**", "<thinking", "<!-- flemma:aborted:"];
+
+fn classify(line: &str, complete: bool) -> LineStart {
+    let undecided = if complete {
+        LineStart::Plain
+    } else {
+        LineStart::Undecided
+    };
+    let bytes = line.as_bytes();
+    match bytes.first() {
+        None => undecided,
+        Some(b'@') => {
+            let name = bytes[1..]
+                .iter()
+                .take_while(|b| b.is_ascii_alphanumeric())
+                .count();
+            let rest = &bytes[1 + name..];
+            match rest.first() {
+                None => undecided,
+                Some(b':')
+                    if name > 0 && rest[1..].iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) =>
+                {
+                    if complete {
+                        LineStart::Structure
+                    } else {
+                        LineStart::Undecided
+                    }
+                }
+                _ => LineStart::Plain,
+            }
+        }
+        Some(b'*' | b'<') => {
+            for prefix in STRUCTURE_PREFIXES {
+                if line.starts_with(prefix) {
+                    return LineStart::Structure;
+                }
+                if prefix.starts_with(line) {
+                    return undecided;
+                }
+            }
+            LineStart::Plain
+        }
+        _ => LineStart::Plain,
+    }
+}
+
+impl AssistantText {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the next piece of model text; returns what can be written now.
+    pub fn push(&mut self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len() + 3);
+        for piece in text.split_inclusive('\n') {
+            let ends_line = piece.ends_with('\n');
+            let content = piece.strip_suffix('\n').unwrap_or(piece);
+            if self.decided {
+                out.push_str(content);
+            } else {
+                self.held.push_str(content);
+                self.decide(ends_line, &mut out);
+            }
+            self.line.push_str(content);
+            if ends_line {
+                self.end_line();
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// Ends the text: releases a held line start and closes a fence the model left open
+    /// (the returned text then ends with the closing fence, without a line break).
+    pub fn close(&mut self) -> String {
+        let mut out = String::new();
+        if !self.decided {
+            self.decide(true, &mut out);
+        }
+        let line_was_empty = self.line.is_empty();
+        self.end_line();
+        if let Some(ticks) = self.fence.take() {
+            if !line_was_empty {
+                out.push('\n');
+            }
+            out.push_str(&"`".repeat(ticks));
+        }
+        *self = Self::default();
+        out
+    }
+
+    fn decide(&mut self, complete: bool, out: &mut String) {
+        let kind = if self.fence.is_some() {
+            LineStart::Plain
+        } else {
+            classify(&self.held, complete)
+        };
+        match kind {
+            LineStart::Undecided => {}
+            LineStart::Plain => {
+                out.push_str(&self.held);
+                self.held.clear();
+                self.decided = true;
+            }
+            LineStart::Structure => {
+                out.push(STRUCTURE_ESCAPE);
+                out.push_str(&self.held);
+                self.held.clear();
+                self.decided = true;
+            }
+        }
+    }
+
+    fn end_line(&mut self) {
+        let line = self.line.trim_end_matches('\r');
+        let ticks = line.bytes().take_while(|b| *b == b'`').count();
+        match self.fence {
+            Some(open) => {
+                if ticks >= open && line[ticks..].bytes().all(|b| b == b' ' || b == b'\t') {
+                    self.fence = None;
+                }
+            }
+            None => {
+                if ticks >= 3 && !line[ticks..].contains('`') {
+                    self.fence = Some(ticks);
+                }
+            }
+        }
+        self.line.clear();
+        self.held.clear();
+        self.decided = false;
+    }
+}
+
+/// Escapes lines of thinking text that would end the block or the message early (`</thinking>`,
+/// role lines) with [`STRUCTURE_ESCAPE`].
+fn escape_thinking_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let dangerous = |line: &str| {
+        let trimmed = line.trim_end();
+        trimmed == "</thinking>" || matches!(classify(trimmed, true), LineStart::Structure)
+    };
+    if !text.lines().any(dangerous) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for line in text.split_inclusive('\n') {
+        if dangerous(line.trim_end_matches('\n')) {
+            out.push(STRUCTURE_ESCAPE);
+        }
+        out.push_str(line);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod assistant_text_tests {
+    use super::*;
+
+    fn stream(pieces: &[&str]) -> String {
+        let mut guard = AssistantText::new();
+        let mut out: String = pieces.iter().map(|p| guard.push(p)).collect();
+        out.push_str(&guard.close());
+        out
+    }
+
+    #[test]
+    fn structure_lines_are_escaped_and_plain_text_is_not() {
+        let out = stream(&[
+            "Here is a chat file:\n@Yo",
+            "u:\n**Tool Use:** `x` (`y`)\n<thinking>\nok @You: inline\n",
+        ]);
+        assert_eq!(
+            out,
+            "Here is a chat file:\n\u{200B}@You:\n\u{200B}**Tool Use:** `x` (`y`)\n\u{200B}<thinking>\nok @You: inline\n"
+        );
+        assert_eq!(
+            stream(&["@You: hi there\n", "@user said"]),
+            "@You: hi there\n@user said"
+        );
+    }
+
+    #[test]
+    fn nothing_is_escaped_inside_fences_and_an_open_fence_is_closed() {
+        let out = stream(&["```chat\n@You:\n", "```\n@You:\n````md\ncut off"]);
+        assert_eq!(
+            out,
+            "```chat\n@You:\n```\n\u{200B}@You:\n````md\ncut off\n````"
+        );
+        assert_eq!(stream(&["```\ncode\n```"]), "```\ncode\n```");
+    }
+
+    #[test]
+    fn thinking_text_is_escaped() {
+        assert_eq!(
+            thinking_block("a\n</thinking>\n@You:\nb", None, false),
+            "<thinking>\na\n\u{200B}</thinking>\n\u{200B}@You:\nb\n</thinking>\n"
+        );
     }
 }
