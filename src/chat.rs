@@ -7,7 +7,7 @@ use std::path::Path;
 use flemma_config::{ConfigLayer, LayerKind};
 use flemma_conversation::Conversation;
 use flemma_syntax::{Document, Encoding, Severity};
-use flemma_template::{EvalOptions, FsHost};
+use flemma_template::{Category, EvalOptions, FsHost, TemplatingOptions};
 
 #[derive(Debug)]
 pub struct LoadedChat {
@@ -49,17 +49,94 @@ pub fn user_config_layer(explicit: Option<&Path>) -> Result<Option<ConfigLayer>,
         })
 }
 
+/// The configuration below the frontmatter (the user file), and what evaluation needs from it.
+#[derive(Debug, Default)]
+pub struct BaseConfig {
+    pub layers: Vec<ConfigLayer>,
+    pub templating: TemplatingOptions,
+    /// Configuration errors, formatted for stderr (blocking).
+    pub errors: String,
+}
+
+/// Loads the user configuration and resolves what evaluation needs before the frontmatter
+/// runs: template modules (`~` expanded) and custom frontmatter parsers.
+pub fn base_config(config_path: Option<&Path>) -> Result<BaseConfig, LoadError> {
+    let mut base = BaseConfig::default();
+    match user_config_layer(config_path) {
+        Ok(Some(layer)) => base.layers.push(layer),
+        Ok(None) => {}
+        Err(LoadError::Blocked(report)) => {
+            base.errors = report;
+            return Ok(base);
+        }
+        Err(other) => return Err(other),
+    }
+    match flemma_config::resolve(&base.layers) {
+        Ok(resolved) => {
+            let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+            base.templating = TemplatingOptions {
+                modules: resolved
+                    .config
+                    .templating
+                    .modules
+                    .iter()
+                    .map(|module| match (module.strip_prefix("~/"), &home) {
+                        (Some(rest), Some(home)) => home.join(rest),
+                        _ => std::path::PathBuf::from(module),
+                    })
+                    .collect(),
+                frontmatter_parsers: resolved.config.templating.frontmatter_parsers.clone(),
+                ..TemplatingOptions::default()
+            };
+        }
+        Err(errors) => {
+            for e in errors.errors() {
+                let _ = writeln!(base.errors, "error: {e}");
+            }
+        }
+    }
+    Ok(base)
+}
+
+/// Evaluation options for the chat at `path` under `base`.
+pub fn eval_options(path: &Path, base: &BaseConfig) -> EvalOptions {
+    EvalOptions {
+        path: Some(std::path::absolute(path).unwrap_or_else(|_| path.to_owned())),
+        templating: base.templating.clone(),
+        ..EvalOptions::default()
+    }
+}
+
+/// Whether a syntax diagnostic is answered by the configuration: an unknown frontmatter language
+/// that has a configured parser.
+pub fn configured_away(
+    doc: &Document,
+    diagnostic: &flemma_syntax::Diagnostic,
+    base: &BaseConfig,
+) -> bool {
+    diagnostic.code == flemma_syntax::DiagnosticCode::UnknownFrontmatterLanguage
+        && doc.frontmatter().is_some_and(|f| {
+            base.templating
+                .frontmatter_parsers
+                .contains_key(doc.slice(f.language_range).trim())
+        })
+}
+
 pub fn load(path: &Path, config_path: Option<&Path>) -> Result<LoadedChat, LoadError> {
     let text = crate::fsutil::read_chat(path).map_err(LoadError::Unreadable)?;
     let doc = flemma_syntax::parse(text);
+    let base = base_config(config_path)?;
     let index = doc.line_index();
     let location = |offset: usize| {
         let p = index.position(doc.text(), offset, Encoding::Utf8);
         format!("{}:{}:{}", path.display(), p.line + 1, p.character + 1)
     };
-    let mut blocking = String::new();
+    let mut blocking = base.errors.clone();
     let mut warnings = String::new();
     for d in doc.diagnostics() {
+        if configured_away(&doc, d, &base) {
+            continue;
+        }
         let line = format!(
             "{}: {}: {}\n",
             location(d.range.start),
@@ -81,14 +158,13 @@ pub fn load(path: &Path, config_path: Option<&Path>) -> Result<LoadedChat, LoadE
     let evaluation = flemma_template::evaluate(
         &doc,
         std::sync::Arc::new(FsHost),
-        &EvalOptions {
-            path: Some(path.to_owned()),
-            ..EvalOptions::default()
-        },
+        &eval_options(path, &base),
     );
     for d in &evaluation.diagnostics {
-        let place = match (&d.file, d.line_in_file) {
-            (Some(file), Some(line)) => format!(
+        let place = match (&d.file, d.line_in_file, d.category) {
+            (Some(file), Some(line), Category::Module) => format!("{}:{line}", file.display()),
+            (Some(file), None, Category::Module) => file.display().to_string(),
+            (Some(file), Some(line), _) => format!(
                 "{}:{line} (included from {})",
                 file.display(),
                 location(d.range.start)
@@ -102,13 +178,14 @@ pub fn load(path: &Path, config_path: Option<&Path>) -> Result<LoadedChat, LoadE
             warnings.push_str(&line);
         }
     }
-    let mut layers = Vec::new();
-    match user_config_layer(config_path) {
-        Ok(Some(layer)) => layers.push(layer),
-        Ok(None) => {}
-        Err(LoadError::Blocked(report)) => blocking.push_str(&report),
-        Err(other) => return Err(other),
+    if evaluation.frontmatter_layer.get("templating").is_some() {
+        let _ = writeln!(
+            warnings,
+            "{}: warning: `templating` settings in the frontmatter have no effect (modules and parsers load before the frontmatter runs); put them in config.toml",
+            location(0)
+        );
     }
+    let mut layers = base.layers;
     layers.push(evaluation.frontmatter_layer);
     let config = match flemma_config::resolve(&layers) {
         Ok(resolved) => Some(resolved.config),

@@ -428,3 +428,39 @@ async fn a_config_file_selects_the_provider_and_its_error_names_the_line() {
     assert!(err.contains("config.toml:3"), "{err}");
     assert!(err.contains("Did you mean 'parameters.thinking'"), "{err}");
 }
+
+#[tokio::test]
+async fn template_modules_and_a_custom_frontmatter_parser_come_from_the_config_file() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat("```yaml\nteam: QA\n```\n@You:\n{{ greet(team) }}\n");
+    let flemma_dir = chat.config_home.join("flemma");
+    std::fs::create_dir_all(&flemma_dir).unwrap();
+    // A "YAML" parser: turns `key: value` lines into a JSON object.
+    let parser = flemma_dir.join("yaml2json");
+    std::fs::write(
+        &parser,
+        "#!/bin/sh\nexec awk -F': ' 'BEGIN{printf \"{\"} NF==2{printf \"%s\\\"%s\\\":\\\"%s\\\"\", (n++?\",\":\"\"), $1, $2} END{print \"}\"}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&parser, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let module = flemma_dir.join("helpers.rhai");
+    std::fs::write(&module, "fn greet(who) { `Hello ${who} team!` }\n").unwrap();
+    std::fs::write(
+        flemma_dir.join("config.toml"),
+        format!(
+            "[templating]\nmodules = [\"{}\"]\n[templating.frontmatter_parsers]\nyaml = [\"{}\"]\n",
+            module.display(),
+            parser.display()
+        ),
+    )
+    .unwrap();
+    mock.push(Turn::text("ok"));
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let body = &mock.requests()[0].body;
+    assert_eq!(
+        body["messages"][0]["content"][0]["text"], "Hello QA team!",
+        "{body}"
+    );
+}

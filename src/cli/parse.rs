@@ -35,21 +35,24 @@ pub fn run(args: ParseArgs, config_path: Option<&std::path::Path>) -> anyhow::Re
     let doc = flemma_syntax::parse(text);
     let mut stdout = std::io::stdout().lock();
     if args.eval {
+        let base = match crate::chat::base_config(config_path) {
+            Ok(base) => base,
+            Err(crate::chat::LoadError::Unreadable(error)) => {
+                eprintln!("flemmad parse: {error:#}");
+                return Ok(ExitCode::from(2));
+            }
+            Err(crate::chat::LoadError::Blocked(report)) => crate::chat::BaseConfig {
+                errors: report,
+                ..Default::default()
+            },
+        };
         let evaluation = flemma_template::evaluate(
             &doc,
             std::sync::Arc::new(flemma_template::FsHost),
-            &flemma_template::EvalOptions {
-                path: Some(std::path::absolute(&args.file).unwrap_or(args.file.clone())),
-                ..Default::default()
-            },
+            &crate::chat::eval_options(&args.file, &base),
         );
         if args.json {
-            let json = eval_json(
-                &doc,
-                &evaluation,
-                config_path,
-                args.position_encoding.into(),
-            );
+            let json = eval_json(&doc, &evaluation, base, args.position_encoding.into());
             serde_json::to_writer_pretty(&mut stdout, &json)?;
             writeln!(stdout)?;
         } else {
@@ -156,7 +159,7 @@ fn conversation_outline(conversation: &flemma_conversation::Conversation) -> Str
 fn eval_json(
     doc: &flemma_syntax::Document,
     evaluation: &flemma_template::Evaluation,
-    config_path: Option<&std::path::Path>,
+    base: crate::chat::BaseConfig,
     encoding: flemma_syntax::Encoding,
 ) -> serde_json::Value {
     use serde_json::{Value, json};
@@ -173,14 +176,8 @@ fn eval_json(
             });
         }
     }
-    let mut layers = Vec::new();
-    let mut config_errors = Vec::new();
-    match crate::chat::user_config_layer(config_path) {
-        Ok(Some(layer)) => layers.push(layer),
-        Ok(None) => {}
-        Err(crate::chat::LoadError::Blocked(report)) => config_errors.push(report),
-        Err(crate::chat::LoadError::Unreadable(error)) => config_errors.push(format!("{error:#}")),
-    }
+    let mut config_errors: Vec<String> = base.errors.lines().map(str::to_owned).collect();
+    let mut layers = base.layers;
     layers.push(evaluation.frontmatter_layer.clone());
     match flemma_config::resolve(&layers) {
         Ok(resolved) => {

@@ -88,6 +88,8 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         failure: None,
         cancel: cancel.clone(),
         max_delay: Duration::ZERO,
+        written: 0,
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
     };
     // The stream pushes events into a channel; the writer drains it and flushes coalesced text
     // when the window of the oldest unwritten byte closes, even if no further event arrives.
@@ -120,6 +122,11 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         }
     };
     let (result, ()) = tokio::join!(stream, write);
+    if writer.progress {
+        // Clear the progress line; the summary follows.
+        eprint!("\r\x1b[K");
+        writer.progress = false;
+    }
     if let Some(error) = writer.failure.take() {
         eprintln!("flemmad send: {error}");
         return Ok(ExitCode::from(1));
@@ -193,6 +200,10 @@ struct StreamWriter {
     cancel: CancellationToken,
     /// The longest time a byte waited between arriving and its write starting.
     max_delay: Duration,
+    /// Bytes written into the file so far.
+    written: usize,
+    /// Show a live progress line (stderr is a terminal).
+    progress: bool,
 }
 
 async fn sleep_until_option(deadline: Option<Instant>) {
@@ -259,7 +270,11 @@ impl StreamWriter {
             self.max_delay = self.max_delay.max(since.elapsed());
         }
         self.file.append(&self.pending)?;
+        self.written += self.pending.len();
         self.pending.clear();
+        if self.progress {
+            eprint!("\r\x1b[Kflemmad: receiving… {} bytes written", self.written);
+        }
         Ok(())
     }
 }

@@ -30,6 +30,8 @@ pub struct Config {
     pub presets: BTreeMap<String, Preset>,
     /// Sandbox settings.
     pub sandbox: Sandbox,
+    /// Template extensions.
+    pub templating: Templating,
     /// Document editing settings.
     pub editing: Editing,
     /// Credential resolver settings.
@@ -447,6 +449,17 @@ pub struct Tools {
     pub custom: Vec<CustomTool>,
     /// Tool discovery commands.
     pub sources: Vec<ToolSource>,
+}
+
+/// Template extensions: Rhai modules and custom frontmatter parsers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Templating {
+    /// Rhai module files, in load order (`~` not yet expanded).
+    pub modules: Vec<String>,
+    /// Parser commands (argv) keyed by frontmatter language.
+    #[serde(default)]
+    pub frontmatter_parsers: BTreeMap<String, Vec<String>>,
 }
 
 /// Autopilot settings.

@@ -861,6 +861,37 @@ fn build_root() -> Node {
             ),
             field("sandbox", sandbox),
             field(
+                "templating",
+                object(
+                    "Template extensions (the Rhai counterparts of Flemma's populators and custom frontmatter parsers).",
+                    vec![
+                        field(
+                            "modules",
+                            list(
+                                ItemKind::Text,
+                                "Rhai files of `fn` definitions and `const`s loaded, in order, before every chat's frontmatter; their functions are available to the frontmatter, messages and included files (a later module overrides an earlier one's function of the same name and arity). `~` is expanded; relative paths resolve against the chat file's directory.",
+                                &[],
+                            ),
+                        ),
+                        field(
+                            "frontmatter_parsers",
+                            Node::new(
+                                Kind::Map {
+                                    key: KeyRule::Any,
+                                    value: Box::new(Node::new(
+                                        Kind::Strings,
+                                        "The command (program, then arguments) that reads the frontmatter code on stdin and prints one JSON object on stdout.",
+                                        None,
+                                    )),
+                                },
+                                "Commands keyed by frontmatter language (the fence's info string): `yaml = [\"yq\", \"-o\", \"json\"]`. Their JSON output is treated exactly like JSON frontmatter (variables, and options under `flemma`).",
+                                None,
+                            ),
+                        ),
+                    ],
+                ),
+            ),
+            field(
                 "editing",
                 object(
                     "How the daemon edits documents.",

@@ -51,7 +51,7 @@ pub(crate) fn parse_head(text: &str) -> Head {
                             language_range,
                             Severity::Error,
                             DiagnosticCode::UnknownFrontmatterLanguage,
-                            format!("unknown frontmatter language `{language_text}`; use rhai or json"),
+                            format!("unknown frontmatter language `{language_text}`; use rhai or json, or configure a parser for it (templating.frontmatter_parsers)"),
                         )),
                         _ => {}
                     }

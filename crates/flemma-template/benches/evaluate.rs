@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use flemma_template::{EvalOptions, Host, PersonalityContext, evaluate, evaluate_frontmatter};
@@ -27,6 +27,18 @@ impl Host for NoFiles {
     }
     fn environment(&self) -> PersonalityContext {
         PersonalityContext::default()
+    }
+    fn run_filter(
+        &self,
+        argv: &[String],
+        _input: &[u8],
+        _dir: &Path,
+        _timeout: Duration,
+    ) -> std::io::Result<Vec<u8>> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            format!("{argv:?} (benchmark host runs no processes)"),
+        ))
     }
 }
 

@@ -18,7 +18,9 @@ use crate::opt::{self, FlemmaHandle, SharedOpt};
 use crate::origin::Origin;
 use crate::render::{self, Blame, Environment, SharedState, lock, push_parts, push_text};
 use crate::script::{self, Script};
-use crate::{AutoApproveFunction, Category, EvalOptions, Evaluation, Host, files};
+use crate::{
+    AutoApproveFunction, Category, EvalOptions, Evaluation, Host, TemplatingOptions, files,
+};
 
 const DENIED: &str = "The tool was denied by a policy.";
 const REJECTED: &str = "This tool has been rejected by the user.";
@@ -37,6 +39,7 @@ pub(crate) struct Evaluator<'a> {
     home: Option<PathBuf>,
     clock: RunClock,
     cancel: Option<Arc<AtomicBool>>,
+    templating: TemplatingOptions,
 }
 
 impl<'a> Evaluator<'a> {
@@ -94,6 +97,7 @@ impl<'a> Evaluator<'a> {
             home,
             clock,
             cancel: options.cancel.clone(),
+            templating: options.templating.clone(),
         }
     }
 
@@ -111,6 +115,116 @@ impl<'a> Evaluator<'a> {
         lock(&self.state).diagnostics.push(diagnostic);
     }
 
+    // ---- template modules ----------------------------------------------------------------
+
+    /// Loads `templating.modules` in order: their functions become globals of every script
+    /// (later modules win), their top-level `const`s and `let`s become variables.
+    pub(crate) fn modules(&mut self) {
+        for path in self.templating.modules.clone() {
+            if self.cancelled() {
+                return;
+            }
+            self.module(&path);
+        }
+    }
+
+    fn module(&mut self, path: &Path) {
+        let resolved = files::normalize(&self.origin.dir.join(path));
+        let origin = Arc::new(Origin {
+            file: Some(resolved.clone()),
+            text: Arc::from(""),
+            // Modules are not in the chat file: their diagnostics point at its start.
+            anchor: Some(TextRange::default()),
+            include_stack: Vec::new(),
+            dir: self.origin.dir.clone(),
+            filename: self.origin.filename.clone(),
+        });
+        let fail = |origin: &Origin, range: Option<TextRange>, message: String| {
+            let mut diagnostic = origin.diagnostic(
+                range.unwrap_or_default(),
+                Severity::Error,
+                Category::Module,
+                message,
+                true,
+            );
+            if range.is_none() {
+                // The whole file is at fault (unreadable), not one line of it.
+                diagnostic.line_in_file = None;
+            }
+            lock(&self.state).diagnostics.push(diagnostic);
+        };
+        let text = match self.host.read_file(&resolved).map(String::from_utf8) {
+            Ok(Ok(text)) => text,
+            Ok(Err(_)) => {
+                return fail(
+                    &origin,
+                    None,
+                    format!(
+                        "the template module {} is not UTF-8 text; fix the file or remove it from `templating.modules`, this blocks sending",
+                        resolved.display()
+                    ),
+                );
+            }
+            Err(error) => {
+                return fail(
+                    &origin,
+                    None,
+                    format!(
+                        "cannot read the template module {} ({error}); fix the path in `templating.modules`, this blocks sending",
+                        resolved.display()
+                    ),
+                );
+            }
+        };
+        let origin = Arc::new(Origin {
+            text: Arc::from(text.as_str()),
+            ..(*origin).clone()
+        });
+        let whole = TextRange::new(0, text.len());
+        let mut script = Script::default();
+        script.push_code(&text, 0, whole);
+        let ast = match script::compile_cached(&self.engine, &script.code) {
+            Ok(ast) => ast,
+            Err(error) => {
+                let range = script.locate(error.position(), TextRange::default());
+                return fail(
+                    &origin,
+                    Some(range),
+                    format!(
+                        "the template module {} does not parse as Rhai: {}; fix it, this blocks sending",
+                        resolved.display(),
+                        error.err_type()
+                    ),
+                );
+            }
+        };
+        let functions = ast.clone_functions_only();
+        if functions.iter_functions().next().is_some() {
+            // Registered later, so preferred over earlier modules' functions.
+            self.engine.register_global_module(
+                AsRef::<rhai::Shared<rhai::Module>>::as_ref(&functions).clone(),
+            );
+            let library = match self.functions.take() {
+                Some(library) => library.merge(&functions),
+                None => functions,
+            };
+            self.functions = Some(Arc::new(library));
+        }
+        self.clock.restart();
+        let _ = render::run(
+            &self.engine,
+            &self.state,
+            &ast,
+            Arc::new(script),
+            origin,
+            &mut self.scope,
+            Blame {
+                category: Category::Module,
+                fallback: TextRange::default(),
+            },
+        );
+    }
+
     // ---- frontmatter ---------------------------------------------------------------------
 
     pub(crate) fn frontmatter(&mut self) {
@@ -120,8 +234,9 @@ impl<'a> Evaluator<'a> {
         match frontmatter.language {
             FrontmatterLanguage::Rhai => self.rhai_frontmatter(frontmatter),
             FrontmatterLanguage::Json => self.json_frontmatter(frontmatter),
-            // The parser reports Lua and unknown languages (with the conversion code action).
-            FrontmatterLanguage::Lua | FrontmatterLanguage::Other => {}
+            FrontmatterLanguage::Other => self.custom_frontmatter(frontmatter),
+            // The parser reports Lua (with the conversion code action).
+            FrontmatterLanguage::Lua => {}
         }
     }
 
@@ -148,11 +263,15 @@ impl<'a> Evaluator<'a> {
         };
         let functions = ast.clone_functions_only();
         if functions.iter_functions().next().is_some() {
-            // Messages call the frontmatter's functions as globals.
+            // Messages call the frontmatter's functions as globals (preferred over modules').
             self.engine.register_global_module(
                 AsRef::<rhai::Shared<rhai::Module>>::as_ref(&functions).clone(),
             );
-            self.functions = Some(Arc::new(functions));
+            let library = match self.functions.take() {
+                Some(modules) => modules.merge(&functions),
+                None => functions,
+            };
+            self.functions = Some(Arc::new(library));
         }
         self.clock.restart();
         let mut scope = self.scope.clone();
@@ -217,6 +336,85 @@ impl<'a> Evaluator<'a> {
             );
             return;
         };
+        self.apply_json_object(map, code, frontmatter);
+    }
+
+    /// A frontmatter in a language of `templating.frontmatter_parsers`: the configured command
+    /// turns it into a JSON object, then it is applied like JSON frontmatter. Without a
+    /// configured parser nothing happens here (the syntax parser reports the language).
+    fn custom_frontmatter(&mut self, frontmatter: &Frontmatter) {
+        let language = self.doc.slice(frontmatter.language_range).trim();
+        let Some(argv) = self.templating.frontmatter_parsers.get(language).cloned() else {
+            return;
+        };
+        let setting = format!("templating.frontmatter_parsers.{language}");
+        let fail = |range: TextRange, message: String| {
+            self.diagnose(range, Severity::Error, Category::Frontmatter, message, true);
+        };
+        let Some(program) = argv.first() else {
+            return fail(
+                frontmatter.language_range,
+                format!(
+                    "the frontmatter parser `{setting}` is an empty command; set it to a program and its arguments (such as [\"yq\", \"-o\", \"json\"]), this blocks sending"
+                ),
+            );
+        };
+        let code = self.doc.slice(frontmatter.code);
+        let output = match self.host.run_filter(
+            &argv,
+            code.as_bytes(),
+            &self.origin.dir,
+            self.templating.parser_timeout,
+        ) {
+            Ok(output) => output,
+            Err(error) => {
+                let advice = match error.kind() {
+                    std::io::ErrorKind::NotFound => {
+                        format!("install `{program}` or change `{setting}` in the configuration")
+                    }
+                    std::io::ErrorKind::TimedOut => format!(
+                        "make the frontmatter simpler or check that `{program}` reads stdin and exits"
+                    ),
+                    _ => format!("fix the frontmatter or the command in `{setting}`"),
+                };
+                return fail(
+                    frontmatter.language_range,
+                    format!(
+                        "the {language} frontmatter parser `{program}` failed: {error}; {advice}, this blocks sending"
+                    ),
+                );
+            }
+        };
+        let value: serde_json::Value = match serde_json::from_slice(&output) {
+            Ok(value) => value,
+            Err(error) => {
+                return fail(
+                    frontmatter.code,
+                    format!(
+                        "the {language} frontmatter parser `{program}` did not print JSON ({error}); it must print one JSON object on stdout (yq: `-o json`), fix `{setting}`, this blocks sending"
+                    ),
+                );
+            }
+        };
+        let serde_json::Value::Object(map) = value else {
+            return fail(
+                frontmatter.code,
+                format!(
+                    "the {language} frontmatter parser `{program}` printed JSON that is not an object; the frontmatter must describe a table of variables (and an optional `flemma` table); fix the frontmatter or `{setting}`, this blocks sending"
+                ),
+            );
+        };
+        self.apply_json_object(map, code, frontmatter);
+    }
+
+    /// Applies a JSON frontmatter object: the `flemma` key becomes the frontmatter layer, every
+    /// other key a template variable. `code` is searched for keys to place diagnostics.
+    fn apply_json_object(
+        &mut self,
+        map: serde_json::Map<String, serde_json::Value>,
+        code: &str,
+        frontmatter: &Frontmatter,
+    ) {
         for (key, value) in map {
             if key == "flemma" {
                 match ConfigLayer::from_json(&value, LayerKind::Frontmatter) {

@@ -1,5 +1,6 @@
 //! The sandboxed Rhai engine and the pure helper functions every template sees.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -10,6 +11,7 @@ use rhai::packages::{Package, StandardPackage};
 use rhai::{Array, Dynamic, Engine, FLOAT, INT, ImmutableString, Map, Shared};
 
 use crate::Limits;
+use crate::files::normalize;
 
 /// The token `on_progress` stops a script with when the evaluation is cancelled.
 pub(crate) const CANCELLED: &str = "evaluation cancelled";
@@ -142,6 +144,52 @@ fn register_helpers(engine: &mut Engine, now: SystemTime) {
     engine.register_fn("date", move || format_date(seconds, "%Y-%m-%d"));
     engine.register_fn("date", move |format: &str| format_date(seconds, format));
     engine.register_fn("unix_time", move || seconds);
+    engine.register_fn("path_basename", path_basename);
+    engine.register_fn("path_dirname", path_dirname);
+    engine.register_fn("path_extension", path_extension);
+    engine.register_fn("path_join", path_join);
+    engine.register_fn("path_normalize", path_normalize);
+}
+
+/// `path_basename("/a/b.txt")` → `b.txt` (`""` when the path ends in `..` or is a root).
+fn path_basename(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `path_dirname("/a/b.txt")` → `/a`; `path_dirname("b.txt")` → `.`; a root stays itself.
+fn path_dirname(path: &str) -> String {
+    match Path::new(path).parent() {
+        Some(parent) if parent.as_os_str().is_empty() => ".".into(),
+        Some(parent) => parent.to_string_lossy().into_owned(),
+        None if path.is_empty() => ".".into(),
+        None => path.to_string(),
+    }
+}
+
+/// `path_extension("a.tar.gz")` → `gz` (`""` without an extension).
+fn path_extension(path: &str) -> String {
+    Path::new(path)
+        .extension()
+        .map(|extension| extension.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `path_join("a", "b.txt")` → `a/b.txt`; an absolute second path replaces the first.
+fn path_join(base: &str, path: &str) -> String {
+    Path::new(base).join(path).to_string_lossy().into_owned()
+}
+
+/// Removes `.` and resolves `..` lexically (`a/./b/../c` → `a/c`; empty → `.`).
+fn path_normalize(path: &str) -> String {
+    let normalized = normalize(Path::new(path));
+    if normalized.as_os_str().is_empty() {
+        ".".into()
+    } else {
+        normalized.to_string_lossy().into_owned()
+    }
 }
 
 /// `each(array)`: one map per item with `item`, `index` (1-based), `index0`, `first`, `last`
@@ -366,6 +414,24 @@ mod tests {
         assert_eq!(format_money(1234.5, "$"), "$1,234.50");
         assert_eq!(format_money(-3.0, "€"), "-€3.00");
         assert_eq!(format_percent(0.425, 1), "42.5%");
+    }
+
+    #[test]
+    fn path_helpers_work_lexically() {
+        assert_eq!(path_basename("/a/b/notes.md"), "notes.md");
+        assert_eq!(path_basename("dir/sub/"), "sub");
+        assert_eq!(path_basename("/"), "");
+        assert_eq!(path_dirname("/a/b/notes.md"), "/a/b");
+        assert_eq!(path_dirname("notes.md"), ".");
+        assert_eq!(path_dirname("/"), "/");
+        assert_eq!(path_extension("archive.tar.gz"), "gz");
+        assert_eq!(path_extension("Makefile"), "");
+        assert_eq!(path_join("a/b", "c.txt"), "a/b/c.txt");
+        assert_eq!(path_join("a/b", "/etc/hosts"), "/etc/hosts");
+        assert_eq!(path_normalize("a/./b/../c"), "a/c");
+        assert_eq!(path_normalize("/x/../../y"), "/y");
+        assert_eq!(path_normalize("a/.."), ".");
+        assert_eq!(path_normalize("../a"), "../a");
     }
 
     #[test]

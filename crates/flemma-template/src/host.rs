@@ -1,7 +1,9 @@
 //! Everything the evaluator needs from the outside world goes through [`Host`].
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
@@ -29,6 +31,22 @@ pub trait Host: Send + Sync + std::fmt::Debug {
     fn now(&self) -> SystemTime;
     /// The working directory, git branch and enabled tools, for personalities.
     fn environment(&self) -> PersonalityContext;
+    /// Whether `path` is a file that can be read (`file_readable()` in templates). The default
+    /// reads the whole file; hosts with a cheaper check override it.
+    fn is_readable(&self, path: &Path) -> bool {
+        self.read_file(path).is_ok()
+    }
+    /// Runs a frontmatter parser: `argv[0]` with the arguments `argv[1..]` in `dir`, `input` on
+    /// its stdin; returns its stdout. Fails when the program cannot start, exits unsuccessfully
+    /// (the error includes its stderr) or runs longer than `timeout` (it is killed; the error
+    /// kind is [`std::io::ErrorKind::TimedOut`]).
+    fn run_filter(
+        &self,
+        argv: &[String],
+        input: &[u8],
+        dir: &Path,
+        timeout: Duration,
+    ) -> std::io::Result<Vec<u8>>;
 }
 
 /// The real filesystem, the real clock and the process environment.
@@ -62,6 +80,107 @@ impl Host for FsHost {
             enabled_tools: Vec::new(),
         }
     }
+
+    fn is_readable(&self, path: &Path) -> bool {
+        std::fs::metadata(path).is_ok_and(|metadata| metadata.is_file())
+            && std::fs::File::open(path).is_ok()
+    }
+
+    fn run_filter(
+        &self,
+        argv: &[String],
+        input: &[u8],
+        dir: &Path,
+        timeout: Duration,
+    ) -> std::io::Result<Vec<u8>> {
+        run_process(argv, input, dir, timeout)
+    }
+}
+
+/// Runs `argv` with `input` on stdin, capturing stdout and stderr, killing it after `timeout`.
+fn run_process(
+    argv: &[String],
+    input: &[u8],
+    dir: &Path,
+    timeout: Duration,
+) -> std::io::Result<Vec<u8>> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the command is empty",
+        ));
+    };
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if dir.is_dir() {
+        command.current_dir(dir);
+    }
+    let mut child = command.spawn()?;
+    // Stdin, stdout and stderr are served by threads so that a large output cannot block a
+    // child that has not read all of its input yet.
+    let stdin = child.stdin.take();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        if let Some(mut stdin) = stdin {
+            // A parser that exits without reading everything is judged by its exit status.
+            let _ = stdin.write_all(&input);
+        }
+    });
+    let stdout = child.stdout.take().map(read_to_end_in_thread);
+    let stderr = child.stderr.take().map(read_to_end_in_thread);
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            // Kill errors mean it exited meanwhile; either way it is gone after `wait`.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "`{program}` did not finish within {} ms and was stopped",
+                    timeout.as_millis()
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let _ = writer.join();
+    let collect = |reader: Option<std::thread::JoinHandle<std::io::Result<Vec<u8>>>>| match reader
+        .map(std::thread::JoinHandle::join)
+    {
+        Some(Ok(result)) => result,
+        Some(Err(_)) => Err(std::io::Error::other("reading the output failed")),
+        None => Ok(Vec::new()),
+    };
+    let stdout = collect(stdout)?;
+    let stderr = collect(stderr).unwrap_or_default();
+    if !status.success() {
+        let stderr = String::from_utf8_lossy(&stderr);
+        let stderr = stderr.trim();
+        return Err(std::io::Error::other(if stderr.is_empty() {
+            format!("`{program}` exited with {status} and printed nothing on stderr")
+        } else {
+            format!("`{program}` exited with {status}: {stderr}")
+        }));
+    }
+    Ok(stdout)
+}
+
+fn read_to_end_in_thread(
+    mut reader: impl Read + Send + 'static,
+) -> std::thread::JoinHandle<std::io::Result<Vec<u8>>> {
+    std::thread::spawn(move || {
+        let mut buffer = Vec::new();
+        reader.read_to_end(&mut buffer)?;
+        Ok(buffer)
+    })
 }
 
 /// The branch named by `.git/HEAD` in `dir` or its nearest ancestor that has one.

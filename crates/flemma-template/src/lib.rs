@@ -104,6 +104,35 @@ pub struct EvalOptions {
     pub limits: Limits,
     /// Set to `true` to stop a running evaluation (it ends with a blocking diagnostic).
     pub cancel: Option<Arc<AtomicBool>>,
+    /// The user's template extensions (`templating.*` in the configuration).
+    pub templating: TemplatingOptions,
+}
+
+/// The user's template extensions, from the `templating` table of the resolved configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplatingOptions {
+    /// Rhai files of `fn` definitions and `const`s, loaded in order before the frontmatter;
+    /// their functions are available to the frontmatter, every message and every included
+    /// file (a later module overrides an earlier one's function of the same name and arity;
+    /// the frontmatter's own functions override both). Relative paths resolve against the
+    /// chat file's directory; `~` is not expanded here (the caller expands it).
+    pub modules: Vec<PathBuf>,
+    /// Frontmatter languages (the fence's info string, such as `yaml`) mapped to the command
+    /// (program and arguments) that reads the frontmatter code on stdin and prints one JSON
+    /// object on stdout, then treated exactly like JSON frontmatter.
+    pub frontmatter_parsers: BTreeMap<String, Vec<String>>,
+    /// How long a frontmatter parser may run before it is killed (default 5 s).
+    pub parser_timeout: Duration,
+}
+
+impl Default for TemplatingOptions {
+    fn default() -> Self {
+        Self {
+            modules: Vec::new(),
+            frontmatter_parsers: BTreeMap::new(),
+            parser_timeout: Duration::from_secs(5),
+        }
+    }
 }
 
 /// What a template diagnostic is about.
@@ -122,6 +151,8 @@ pub enum Category {
     FileReference,
     /// Tool uses and results (missing results, unresolved placeholders).
     Tool,
+    /// A template module of `templating.modules` (unreadable, does not parse, fails to run).
+    Module,
 }
 
 /// A problem found while evaluating.
@@ -270,6 +301,7 @@ impl Serialize for Evaluation {
 /// Evaluates the whole document: frontmatter, every message, file references, tool results.
 pub fn evaluate(doc: &Document, host: Arc<dyn Host>, options: &EvalOptions) -> Evaluation {
     let mut evaluator = convert::Evaluator::new(doc, host, options);
+    evaluator.modules();
     evaluator.frontmatter();
     evaluator.conversation()
 }
@@ -281,6 +313,7 @@ pub fn evaluate_frontmatter(
     options: &EvalOptions,
 ) -> (ConfigLayer, Vec<TemplateDiagnostic>) {
     let mut evaluator = convert::Evaluator::new(doc, host, options);
+    evaluator.modules();
     evaluator.frontmatter();
     let evaluation = evaluator.finish(Conversation::default());
     (evaluation.frontmatter_layer, evaluation.diagnostics)

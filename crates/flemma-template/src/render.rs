@@ -139,6 +139,14 @@ pub(crate) fn register(engine: &mut Engine, state: &SharedState, environment: &E
         expression_failed(&s, index, &error)
     });
     let (s, e) = (state.clone(), environment.clone());
+    engine.register_fn("path_absolute", move |path: &str| {
+        resolve_in_template(&s, &e, path).map(|resolved| resolved.to_string_lossy().into_owned())
+    });
+    let (s, e) = (state.clone(), environment.clone());
+    engine.register_fn("file_readable", move |path: &str| {
+        resolve_in_template(&s, &e, path).map(|resolved| e.host.is_readable(&resolved))
+    });
+    let (s, e) = (state.clone(), environment.clone());
     engine.register_fn("include", move |context: NativeCallContext, path: &str| {
         include(&context, &s, &e, path, Map::new())
     });
@@ -149,6 +157,28 @@ pub(crate) fn register(engine: &mut Engine, state: &SharedState, environment: &E
             include(&context, &s, &e, path, options)
         },
     );
+}
+
+/// Resolves `path` like `include()` does: `~/…` against the home directory, relative paths
+/// against the running template's directory (its `__dirname`), then lexically normalised.
+fn resolve_in_template(
+    state: &SharedState,
+    environment: &Environment,
+    path: &str,
+) -> Result<PathBuf, Box<EvalAltResult>> {
+    let dir = lock(state)
+        .frames
+        .last()
+        .map(|frame| frame.origin.dir.clone())
+        .ok_or_else(|| runtime_error("path functions can only be used in templates".into()))?;
+    files::resolve_reference(path, &dir, environment.home.as_deref()).map_err(runtime_error)
+}
+
+fn runtime_error(message: String) -> Box<EvalAltResult> {
+    Box::new(EvalAltResult::ErrorRuntime(
+        Dynamic::from(message),
+        Position::NONE,
+    ))
 }
 
 fn emit_into(output: &mut Vec<Part>, value: &Dynamic) {

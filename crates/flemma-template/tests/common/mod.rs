@@ -79,6 +79,16 @@ impl Host for TestHost {
             enabled_tools: self.tools.clone(),
         }
     }
+
+    fn run_filter(
+        &self,
+        argv: &[String],
+        input: &[u8],
+        dir: &Path,
+        timeout: Duration,
+    ) -> std::io::Result<Vec<u8>> {
+        flemma_template::FsHost.run_filter(argv, input, dir, timeout)
+    }
 }
 
 /// The joined text of the `index`-th conversation message.
