@@ -21,6 +21,22 @@ pub fn read_chat(path: &Path) -> anyhow::Result<String> {
 /// Writes `contents` to `path` atomically: temporary file in the same directory, fsync, rename.
 /// The file's permissions are kept when it exists.
 pub fn write_atomic(path: &Path, contents: &str) -> anyhow::Result<()> {
+    replace_if(path, contents, |_| true).map(|_| ())
+}
+
+/// Like [`write_atomic`], but only when the file still holds `expected` right before the rename
+/// (someone may have written it since it was read). Returns whether it replaced the file.
+pub fn replace_if_unchanged(path: &Path, expected: &str, contents: &str) -> anyhow::Result<bool> {
+    replace_if(path, contents, |current| {
+        current == Some(expected.as_bytes())
+    })
+}
+
+fn replace_if(
+    path: &Path,
+    contents: &str,
+    still_valid: impl Fn(Option<&[u8]>) -> bool,
+) -> anyhow::Result<bool> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -38,10 +54,14 @@ pub fn write_atomic(path: &Path, contents: &str) -> anyhow::Result<()> {
     if let Ok(metadata) = std::fs::metadata(path) {
         let _ = std::fs::set_permissions(tmp.path(), metadata.permissions());
     }
+    let current = std::fs::read(path).ok();
+    if !still_valid(current.as_deref()) {
+        return Ok(false);
+    }
     tmp.persist(path)
         .map_err(|e| anyhow::anyhow!("cannot replace {}: {}", path.display(), e.error))?;
     if let Ok(dir_handle) = std::fs::File::open(dir) {
         let _ = dir_handle.sync_all();
     }
-    Ok(())
+    Ok(true)
 }
