@@ -464,3 +464,34 @@ async fn template_modules_and_a_custom_frontmatter_parser_come_from_the_config_f
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn killing_flemmad_mid_write_leaves_a_whole_file() {
+    let mock = MockProvider::start().await.unwrap();
+    let original = "@You:\nStream slowly.\n";
+    let chat = chat(original);
+    let reply = "abcdefghij ".repeat(40);
+    mock.push(Turn::text(reply.clone()).bytes_per_sec(3000));
+    let mut child = send_command(&chat, &mock.base_url())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..400 {
+        if read(&chat.path).contains("@Assistant:\nabcdefghij abcdefghij") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.start_kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().await.unwrap();
+    let text = read(&chat.path);
+    // Every write was atomic: the file is the original plus a prefix of the reply, never a
+    // truncated or interleaved mix.
+    let streamed = text
+        .strip_prefix(&format!("{original}\n@Assistant:\n"))
+        .unwrap_or_else(|| panic!("unexpected file: {text:?}"));
+    assert!(!streamed.is_empty());
+    assert!(reply.starts_with(streamed), "{streamed:?}");
+    let doc = flemma_syntax::parse(text.as_str());
+    assert_eq!(doc.messages().len(), 2);
+}
