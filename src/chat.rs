@@ -103,6 +103,7 @@ pub fn eval_options(path: &Path, base: &BaseConfig) -> EvalOptions {
     EvalOptions {
         path: Some(std::path::absolute(path).unwrap_or_else(|_| path.to_owned())),
         templating: base.templating.clone(),
+        config_layers: base.layers.clone(),
         ..EvalOptions::default()
     }
 }

@@ -68,6 +68,7 @@ impl<'a> Evaluator<'a> {
             max_include_depth: options.limits.max_include_depth,
             personality_cache: Arc::new(Mutex::new(None)),
             opt: opt.clone(),
+            config_layers: Arc::new(options.config_layers.clone()),
         };
         render::register(&mut engine, &state, &environment);
         opt::register(&mut engine);

@@ -106,6 +106,10 @@ pub struct EvalOptions {
     pub cancel: Option<Arc<AtomicBool>>,
     /// The user's template extensions (`templating.*` in the configuration).
     pub templating: TemplatingOptions,
+    /// The configuration layers below the frontmatter (user file, client, runtime), so that
+    /// what templates show of the configuration (the personality's tool list) is the document's
+    /// resolved configuration. Empty: defaults only.
+    pub config_layers: Vec<ConfigLayer>,
 }
 
 /// The user's template extensions, from the `templating` table of the resolved configuration.

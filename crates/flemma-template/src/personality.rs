@@ -52,16 +52,17 @@ pub(crate) fn render(
 fn gather(environment: &Environment) -> Ambient {
     let mut context = environment.host.environment();
     if context.enabled_tools.is_empty() {
-        // A host that does not know the resolved tools: use the defaults and this frontmatter.
+        // A host that does not know the resolved tools: resolve them from the layers below the
+        // frontmatter and this frontmatter.
         let layer = environment
             .opt
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .layer
             .clone();
-        if let Ok(resolved) =
-            flemma_config::resolve(&[flemma_config::ConfigLayer::defaults(), layer])
-        {
+        let mut layers = environment.config_layers.as_ref().clone();
+        layers.push(layer);
+        if let Ok(resolved) = flemma_config::resolve(&layers) {
             context.enabled_tools = resolved.enabled_tools();
         }
     }

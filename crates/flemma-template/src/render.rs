@@ -60,6 +60,8 @@ pub(crate) struct Environment {
     pub personality_cache: Arc<Mutex<Option<personality::Ambient>>>,
     /// What the frontmatter configured (the personality falls back to its tool list).
     pub opt: crate::opt::SharedOpt,
+    /// The configuration layers below the frontmatter.
+    pub config_layers: Arc<Vec<flemma_config::ConfigLayer>>,
 }
 
 /// Appends text to `output`, merging with a trailing text part.

@@ -244,3 +244,27 @@ fn the_personality_falls_back_to_the_frontmatter_tools() {
         system_text(&evaluation)
     );
 }
+
+#[test]
+fn the_personality_lists_the_tools_of_the_configuration_below_the_frontmatter() {
+    let mut host = TestHost::new();
+    host.tools.clear();
+    let user_file = flemma_config::ConfigLayer::from_toml_str(
+        "[tools]\nenabled = [\"bash\", \"read\"]\n",
+        flemma_config::LayerKind::UserFile,
+    )
+    .unwrap();
+    let evaluation = host.eval_with(
+        "```rhai\nflemma.opt.tools.append(\"grep\");\n```\n@System:\n{{ include(\"urn:flemma:personality:coding-assistant\") }}\n",
+        flemma_template::EvalOptions {
+            config_layers: vec![user_file],
+            ..Default::default()
+        },
+    );
+    assert_clean(&evaluation);
+    assert!(
+        system_text(&evaluation).contains("# Tools\n\n- bash\n- read\n- grep\n"),
+        "{}",
+        system_text(&evaluation)
+    );
+}
