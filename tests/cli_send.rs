@@ -90,6 +90,8 @@ async fn templates_are_evaluated_before_sending() {
     assert!(out.status.success(), "{}", stderr(&out));
     let body = &mock.requests()[0].body;
     assert_eq!(body["system"][0]["text"], "Be brief.", "{body}");
+    // max_tokens defaults to "50%" of the model's output limit (64,000 for Sonnet 4.5).
+    assert_eq!(body["max_tokens"], 32_000, "{body}");
     assert_eq!(
         body["messages"][0]["content"][0]["text"], "Hello QA team",
         "{body}"

@@ -95,11 +95,6 @@ pub enum CatalogueError {
         /// The model of the override.
         model: String,
     },
-    /// `max_tokens` is neither a number nor a percentage.
-    #[error(
-        "max_tokens {0:?} is not a token count or a percentage; write a number like 8192 or a percentage of the model's output limit like \"50%\""
-    )]
-    InvalidMaxTokens(String),
 }
 
 /// The built-in table plus config overrides.
@@ -528,53 +523,6 @@ pub fn cost_with(usage: &Usage, model: &ModelSpec, retention: CacheRetention) ->
         + per_million(usage.output_tokens, output_price)
 }
 
-/// The `max_tokens` setting: a token count or a percentage of the model's output limit.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum MaxTokens {
-    /// A fixed count.
-    Tokens(u32),
-    /// A percentage (0-100] of the model's `max_output_tokens`.
-    Percent(f64),
-}
-
-/// Output limit assumed for a percentage when the model is not in the catalogue.
-pub const UNKNOWN_MODEL_OUTPUT_LIMIT: u64 = 8_192;
-
-impl MaxTokens {
-    /// The default, `"50%"`.
-    pub const DEFAULT: MaxTokens = MaxTokens::Percent(50.0);
-
-    /// Parses `"50%"` or `"8192"`.
-    pub fn parse(text: &str) -> Result<MaxTokens, CatalogueError> {
-        let trimmed = text.trim();
-        let invalid = || CatalogueError::InvalidMaxTokens(text.to_string());
-        if let Some(percent) = trimmed.strip_suffix('%') {
-            let value: f64 = percent.trim().parse().map_err(|_| invalid())?;
-            if !(value > 0.0 && value <= 100.0) {
-                return Err(invalid());
-            }
-            return Ok(MaxTokens::Percent(value));
-        }
-        match trimmed.parse::<u32>() {
-            Ok(0) | Err(_) => Err(invalid()),
-            Ok(tokens) => Ok(MaxTokens::Tokens(tokens)),
-        }
-    }
-
-    /// The token count for a model (a percentage of its output limit, at least 1; unknown
-    /// models use [`UNKNOWN_MODEL_OUTPUT_LIMIT`]).
-    pub fn resolve(&self, model: Option<&ModelSpec>) -> u32 {
-        match *self {
-            MaxTokens::Tokens(tokens) => tokens,
-            MaxTokens::Percent(percent) => {
-                let limit = model.map_or(UNKNOWN_MODEL_OUTPUT_LIMIT, |m| m.max_output_tokens);
-                let tokens = (limit as f64 * percent / 100.0).floor() as u64;
-                u32::try_from(tokens.max(1)).unwrap_or(u32::MAX)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -727,24 +675,5 @@ mod tests {
             }])
             .unwrap_err();
         assert!(error.to_string().contains("unknown provider"));
-    }
-
-    #[test]
-    fn max_tokens_percentages() {
-        let catalogue = Catalogue::builtin();
-        let sonnet = catalogue.lookup(Anthropic, "claude-sonnet-4-5").unwrap();
-        assert_eq!(MaxTokens::DEFAULT.resolve(Some(sonnet)), 32_000);
-        assert_eq!(
-            MaxTokens::parse("25%").unwrap().resolve(Some(sonnet)),
-            16_000
-        );
-        assert_eq!(
-            MaxTokens::parse("4096").unwrap().resolve(Some(sonnet)),
-            4_096
-        );
-        assert_eq!(MaxTokens::parse("50%").unwrap().resolve(None), 4_096);
-        for bad in ["", "0", "150%", "0%", "lots", "-5"] {
-            assert!(MaxTokens::parse(bad).is_err(), "{bad}");
-        }
     }
 }
