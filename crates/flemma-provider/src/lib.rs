@@ -134,24 +134,6 @@ pub enum Thinking {
     Budget(u32),
 }
 
-impl Thinking {
-    /// Parses the configuration value: `minimal|low|medium|high|max`, a token budget, or
-    /// `false`/`off`/`none`/`0` for no reasoning. `None` when the word is unknown.
-    pub fn parse(value: &str) -> Option<Self> {
-        let value = value.trim().to_ascii_lowercase();
-        let level = match value.as_str() {
-            "false" | "off" | "none" | "0" => return Some(Thinking::Off),
-            "minimal" => ThinkingLevel::Minimal,
-            "low" => ThinkingLevel::Low,
-            "medium" => ThinkingLevel::Medium,
-            "high" => ThinkingLevel::High,
-            "max" => ThinkingLevel::Max,
-            number => return number.parse::<u32>().ok().map(Thinking::Budget),
-        };
-        Some(Thinking::Level(level))
-    }
-}
-
 /// Prompt cache retention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CacheRetention {
