@@ -21,6 +21,26 @@ pub fn json_schema() -> Value {
     root
 }
 
+/// The JSON Schema of a ```` ```json ```` frontmatter block: the `flemma` key holds configuration
+/// (the same schema as `config.toml`), every other top-level key is a template variable.
+pub fn frontmatter_json_schema() -> Value {
+    let mut config = node_schema(schema::root());
+    if let Value::Object(map) = &mut config {
+        map.insert(
+            "description".into(),
+            json!("Per-file configuration (the frontmatter layer); list values take op-prefixes (+x ^x !x $preset)."),
+        );
+    }
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "flemmad JSON frontmatter",
+        "description": "Top-level keys other than `flemma` become template variables.",
+        "type": "object",
+        "properties": { "flemma": config },
+        "additionalProperties": true,
+    })
+}
+
 fn node_schema(node: &Node) -> Value {
     let mut out = match &node.kind {
         Kind::Object {

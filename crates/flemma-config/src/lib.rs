@@ -33,7 +33,9 @@ mod schema;
 
 pub use config::*;
 pub use error::{ConfigError, ConfigErrors, Location};
-pub use generate::{DOCS_BEGIN, DOCS_END, json_schema, options_markdown, splice_docs};
+pub use generate::{
+    DOCS_BEGIN, DOCS_END, frontmatter_json_schema, json_schema, options_markdown, splice_docs,
+};
 pub use layer::{
     ConfigLayer, FunctionRef, LayerKind, ListOp, OptionShape, default_config_path, opt_path,
     option_shape,

@@ -33,6 +33,23 @@ fn json_schema_file_is_current() {
 }
 
 #[test]
+fn frontmatter_schema_file_is_current() {
+    let mut text = serde_json::to_string_pretty(&flemma_config::frontmatter_json_schema()).unwrap();
+    text.push('\n');
+    check("protocol/frontmatter.schema.json", &text);
+}
+
+#[test]
+fn frontmatter_schema_accepts_variables_and_checks_the_flemma_key() {
+    let schema = flemma_config::frontmatter_json_schema();
+    assert_eq!(schema["additionalProperties"], true);
+    assert_eq!(
+        schema["properties"]["flemma"]["properties"]["provider"],
+        flemma_config::json_schema()["properties"]["provider"]
+    );
+}
+
+#[test]
 fn configuration_reference_is_current() {
     let path = repo_file("docs/configuration.md");
     let current = std::fs::read_to_string(&path).unwrap();
