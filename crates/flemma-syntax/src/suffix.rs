@@ -82,6 +82,10 @@ impl SuffixValue {
     pub fn to_json(&self) -> serde_json::Value {
         match self {
             SuffixValue::Bool(b) => serde_json::Value::Bool(*b),
+            // Whole numbers print as integers (`attempt=2` → 2, not 2.0).
+            SuffixValue::Number(n) if n.fract() == 0.0 && n.abs() < 9e15 => {
+                serde_json::Value::from(*n as i64)
+            }
             SuffixValue::Number(n) => serde_json::Number::from_f64(*n)
                 .map(serde_json::Value::Number)
                 .unwrap_or(serde_json::Value::Null),
