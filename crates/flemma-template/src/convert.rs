@@ -732,13 +732,25 @@ impl<'a> Evaluator<'a> {
             Some(Status::Pending) if !content.trim().is_empty() => {
                 make(vec![Part::text(content)], false)
             }
-            Some(Status::Pending | Status::Approved) if content.trim().is_empty() => {
+            Some(Status::Pending) if content.trim().is_empty() => {
                 self.diagnose(
                     result.header,
                     Severity::Error,
                     Category::Tool,
                     format!(
                         "tool `{id}` is waiting for approval: approve or reject it, then send again"
+                    ),
+                    true,
+                );
+                Vec::new()
+            }
+            Some(Status::Approved) if content.trim().is_empty() => {
+                self.diagnose(
+                    result.header,
+                    Severity::Error,
+                    Category::Tool,
+                    format!(
+                        "tool `{id}` is approved but has not run yet: let it run (or paste its output into the fence and remove `approved`), then send again"
                     ),
                     true,
                 );

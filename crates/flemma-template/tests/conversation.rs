@@ -164,16 +164,22 @@ fn tool_result_statuses_follow_the_table() {
 #[test]
 fn unresolved_placeholders_block() {
     let host = TestHost::new();
-    for suffix in [" (pending)", " (approved)"] {
+    for (suffix, message) in [
+        (
+            " (pending)",
+            "tool `toolu_1` is waiting for approval: approve or reject it, then send again",
+        ),
+        (
+            " (approved)",
+            "tool `toolu_1` is approved but has not run yet: let it run (or paste its output into the fence and remove `approved`), then send again",
+        ),
+    ] {
         let text = tool_chat(suffix, "");
         let evaluation = host.eval(&text);
         let errors = blocking(&evaluation);
         assert_eq!(errors.len(), 1, "{suffix}: {:#?}", evaluation.diagnostics);
         assert_eq!(errors[0].category, Category::Tool);
-        assert_eq!(
-            errors[0].message,
-            "tool `toolu_1` is waiting for approval: approve or reject it, then send again"
-        );
+        assert_eq!(errors[0].message, message);
         assert!(covered(&text, errors[0]).starts_with("**Tool Result:**"));
     }
     let evaluation = host.eval(&tool_chat(" (approved)", "typed text\n"));
