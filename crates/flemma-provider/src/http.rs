@@ -365,7 +365,8 @@ impl ProviderClient {
         cancel: &CancellationToken,
         observer: &mut dyn FnMut(ClientEvent),
     ) -> Result<Sent, ProviderError> {
-        let secret = self.credential(kind, endpoint).await?;
+        let mut secret = self.credential(kind, endpoint).await?;
+        let mut refreshed = false;
         let (service, credential_kind) = credential_for(kind);
         let credential_name = env_var_name(service, credential_kind);
         let url = format!("{}{}", endpoint.base_url, wire.path_and_query);
@@ -424,8 +425,24 @@ impl ProviderClient {
                         hint,
                     );
                     if matches!(error, ProviderError::Authentication { .. }) {
-                        // A stale cached token (gcloud) is fetched again on the next send.
+                        // A cached token may have expired (gcloud): resolve it again, and when
+                        // that gives a different credential, try once more at once.
                         self.credentials.invalidate(service, credential_kind);
+                        if !refreshed && endpoint.credential.is_none() {
+                            refreshed = true;
+                            let fresh = self.credential(kind, endpoint).await?;
+                            if fresh.is_some() && fresh != secret {
+                                secret = fresh;
+                                observer(ClientEvent::Retrying {
+                                    attempt: retries + 1,
+                                    delay: std::time::Duration::ZERO,
+                                    reason: format!(
+                                        "HTTP {status}: {credential_name} was refused; retrying with a freshly resolved credential"
+                                    ),
+                                });
+                                continue;
+                            }
+                        }
                     }
                     if !is_retryable_status(status) {
                         return Err(error);
