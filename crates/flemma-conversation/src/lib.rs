@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 
 mod bytes_b64;
 
+/// The error result sent for a tool use that has no result at send time (`chat-format.md` §3.1).
+pub const MISSING_TOOL_RESULT: &str = "No result provided";
+
 /// A byte range in the `.chat` file a part came from (for diagnostics and go-to-definition).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SourceSpan {

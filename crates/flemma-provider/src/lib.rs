@@ -15,7 +15,7 @@ pub use anthropic_build::{DEFAULT_ANTHROPIC_VERSION, anthropic_level_budget};
 pub use gemini_build::{
     FOREIGN_CALL_SIGNATURE, gemini_level_budget, gemini_level_name, is_gemini_call_id,
 };
-pub use prepare::{ABORT_MARKER_PREFIX, MISSING_RESULT_TEXT};
+pub use prepare::MISSING_RESULT_TEXT;
 pub use responses_build::{openai_budget_effort, openai_level_effort};
 
 mod anthropic_build;

@@ -9,10 +9,7 @@ use flemma_conversation::{Conversation, Part, Role};
 
 use crate::ProviderKind;
 
-/// The text of a synthetic result for a tool use that has none at send time.
-pub const MISSING_RESULT_TEXT: &str = "No result provided";
-/// The start of the abort marker line written when a reply was interrupted.
-pub const ABORT_MARKER_PREFIX: &str = "<!-- flemma:aborted:";
+pub use flemma_conversation::MISSING_TOOL_RESULT as MISSING_RESULT_TEXT;
 
 /// A merged turn.
 #[derive(Debug, Clone)]
@@ -39,15 +36,6 @@ fn is_empty_part(part: &Part) -> bool {
         } => text.is_empty() && signature.is_none(),
         _ => false,
     }
-}
-
-fn strip_abort_marker(text: &str) -> String {
-    text.lines()
-        .filter(|line| !line.trim_start().starts_with(ABORT_MARKER_PREFIX))
-        .collect::<Vec<_>>()
-        .join("\n")
-        .trim_end()
-        .to_string()
 }
 
 fn orphan_result_text(tool_use_id: &str, content: &[Part], is_error: bool) -> Part {
@@ -96,16 +84,9 @@ pub(crate) fn prepare(conversation: &Conversation, warnings: &mut Vec<String>) -
         if turn.role != Role::Assistant {
             continue;
         }
-        let has_tools = turn.parts.iter().any(|p| matches!(p, Part::ToolUse { .. }));
-        for part in &mut turn.parts {
-            match part {
-                Part::ToolUse { id, name, .. } => {
-                    tool_names.insert(id.clone(), name.clone());
-                }
-                Part::Text { text } if has_tools && text.contains(ABORT_MARKER_PREFIX) => {
-                    *text = strip_abort_marker(text);
-                }
-                _ => {}
+        for part in &turn.parts {
+            if let Part::ToolUse { id, name, .. } = part {
+                tool_names.insert(id.clone(), name.clone());
             }
         }
         turn.parts.retain(|p| !is_empty_part(p));
@@ -346,27 +327,6 @@ mod tests {
                 is_error: true
             }]
         );
-    }
-
-    #[test]
-    fn abort_marker_is_kept_without_tools_and_stripped_with_tools() {
-        let marker = "<!-- flemma:aborted: Response interrupted by the user. -->";
-        let text = format!("partial\n{marker}");
-        let conversation = Conversation {
-            system: vec![],
-            messages: vec![
-                message(Role::Assistant, vec![Part::text(text.clone())]),
-                message(Role::User, vec![Part::text("again")]),
-                message(
-                    Role::Assistant,
-                    vec![Part::text(text.clone()), tool_use("t")],
-                ),
-                message(Role::User, vec![result("t")]),
-            ],
-        };
-        let prepared = prepare(&conversation, &mut Vec::new());
-        assert_eq!(prepared.turns[0].parts, vec![Part::text(text)]);
-        assert_eq!(prepared.turns[2].parts[0], Part::text("partial"));
     }
 
     #[test]

@@ -1,6 +1,5 @@
 //! [`Document`]: the parsed text, its tree, printing, incremental re-analysis and queries.
 
-use crate::lines::line_at;
 use crate::parser::{parse_head, parse_messages};
 use crate::suffix::Status;
 use crate::tree::*;
@@ -96,10 +95,6 @@ impl Document {
 
     pub fn text(&self) -> &str {
         &self.text
-    }
-
-    pub fn into_text(self) -> String {
-        self.text
     }
 
     /// The text of a range (empty when the range is out of bounds).
@@ -371,15 +366,6 @@ impl Document {
         }
         out
     }
-}
-
-/// Convenience: the line containing `offset`, as a range without its line break.
-pub fn line_range_at(text: &str, offset: usize) -> TextRange {
-    let bytes = text.as_bytes();
-    let offset = offset.min(bytes.len());
-    let start = memchr::memrchr(b'\n', &bytes[..offset]).map_or(0, |i| i + 1);
-    let line = line_at(bytes, start);
-    TextRange::new(line.start, line.end)
 }
 
 impl Document {

@@ -4,7 +4,7 @@
 use crate::TextRange;
 use crate::document::{Document, TextEdit};
 use crate::suffix::{Status, Suffix};
-use crate::tree::{Role, ToolResult};
+use crate::tree::ToolResult;
 use crate::write;
 
 impl Document {
@@ -86,13 +86,6 @@ impl Document {
         } else {
             "\n\n"
         }
-    }
-
-    /// Whether the document ends with an empty `@You:` message (only blank lines after it).
-    pub fn ends_with_empty_you(&self) -> bool {
-        self.messages()
-            .last()
-            .is_some_and(|m| m.role == Role::You && m.content.is_empty())
     }
 
     /// Normalisations `flemmad fmt` applies: legacy inline role markers split onto their own

@@ -23,7 +23,7 @@ mod lines;
 mod parser;
 mod scan;
 
-pub use document::{Document, NodeAt, TextEdit, apply_edits, line_range_at};
+pub use document::{Document, NodeAt, TextEdit, apply_edits};
 pub use scan::scan_templated;
 
 /// Parses a `.chat` text. Never fails and never panics; problems are diagnostics.

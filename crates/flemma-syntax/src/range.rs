@@ -26,11 +26,6 @@ impl TextRange {
         self.start == self.end
     }
 
-    /// `offset` lies inside the range (the end counts, so a cursor at the end of a node is in it).
-    pub const fn contains_inclusive(&self, offset: usize) -> bool {
-        self.start <= offset && offset <= self.end
-    }
-
     pub const fn contains(&self, offset: usize) -> bool {
         self.start <= offset && offset < self.end
     }
@@ -39,13 +34,6 @@ impl TextRange {
         Self {
             start: self.start.wrapping_add_signed(delta),
             end: self.end.wrapping_add_signed(delta),
-        }
-    }
-
-    pub fn cover(self, other: TextRange) -> Self {
-        Self {
-            start: self.start.min(other.start),
-            end: self.end.max(other.end),
         }
     }
 }

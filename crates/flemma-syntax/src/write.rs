@@ -170,11 +170,6 @@ pub(crate) fn unescape_attribute(value: &str) -> String {
     value.replace("&quot;", "\"").replace("&amp;", "&")
 }
 
-/// A role line: `@You:` and a line break.
-pub fn role_line(role: &str) -> String {
-    format!("@{role}:\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

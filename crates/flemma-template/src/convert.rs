@@ -25,7 +25,7 @@ use crate::{
 const DENIED: &str = "The tool was denied by a policy.";
 const REJECTED: &str = "This tool has been rejected by the user.";
 const ABORTED: &str = "Response interrupted by the user.";
-const NO_RESULT: &str = "No result provided";
+const NO_RESULT: &str = flemma_conversation::MISSING_TOOL_RESULT;
 
 pub(crate) struct Evaluator<'a> {
     doc: &'a Document,
@@ -832,7 +832,7 @@ impl<'a> Evaluator<'a> {
                     if !has_tool_uses {
                         push_text(
                             &mut parts,
-                            &format!("<!-- flemma:aborted: {} -->", aborted.message),
+                            &flemma_syntax::write::abort_marker(&aborted.message),
                         );
                     }
                 }
