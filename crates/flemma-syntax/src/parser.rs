@@ -67,6 +67,14 @@ pub(crate) fn parse_head(text: &str) -> Head {
                 }
                 pos = line.next;
             }
+            if head_sensitive {
+                diagnostics.push(Diagnostic::new(
+                    TextRange::new(first.start, first.end),
+                    Severity::Error,
+                    DiagnosticCode::UnclosedFrontmatter,
+                    "this frontmatter fence is never closed, so the frontmatter is ignored; close it with ``` on its own line before the first message",
+                ));
+            }
         }
     }
     // The preamble: lines before the first role line. Fences are not tracked here.

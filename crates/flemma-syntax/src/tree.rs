@@ -31,6 +31,7 @@ impl Severity {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DiagnosticCode {
     UnclosedFence,
+    UnclosedFrontmatter,
     ToolUseWithoutFence,
     ToolResultWithoutFence,
     JobResultWithoutFence,
@@ -50,6 +51,7 @@ impl DiagnosticCode {
     pub fn as_str(self) -> &'static str {
         match self {
             DiagnosticCode::UnclosedFence => "unclosed-fence",
+            DiagnosticCode::UnclosedFrontmatter => "unclosed-frontmatter",
             DiagnosticCode::ToolUseWithoutFence => "tool-use-without-fence",
             DiagnosticCode::ToolResultWithoutFence => "tool-result-without-fence",
             DiagnosticCode::JobResultWithoutFence => "job-result-without-fence",
