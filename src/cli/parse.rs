@@ -75,10 +75,7 @@ pub fn run(args: ParseArgs, config_path: Option<&std::path::Path>) -> anyhow::Re
         return Ok(ExitCode::SUCCESS);
     }
     if args.json {
-        let tree = flemma_protocol::parse_tree::ParsedDocument::from_document(
-            &doc,
-            args.position_encoding.into(),
-        );
+        let tree = flemma_ide::to_protocol::parsed_document(&doc, args.position_encoding.into());
         serde_json::to_writer_pretty(&mut stdout, &tree)?;
         writeln!(stdout)?;
     } else {

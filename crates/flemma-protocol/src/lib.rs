@@ -1,16 +1,34 @@
 //! `flemma-protocol`: the serde types of every stable JSON form flemmad speaks, and their JSON
 //! Schemas (written to `protocol/` by `cargo test -p flemma-protocol` when `UPDATE_GENERATED=1`).
 //!
-//! Today: the parse tree printed by `flemmad parse --json` ([`parse_tree`]). The `flemma/*`
-//! methods and events join here as the engine and LSP issues add them.
+//! Depends on no flemma crate: the producers (`flemma-ide::to_protocol`, the binary) convert
+//! their types into these.
+//!
+//! * [`parse_tree`]: `flemmad parse --json`.
+//! * [`eval`]: `flemmad parse --eval --json`.
+//! * [`models`]: `flemmad models --json` (one object per line).
 
+pub mod eval;
+pub mod models;
 pub mod parse_tree;
 
 /// Every schema this crate publishes, as `(file name under protocol/, schema)`.
 pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
-    vec![(
-        "parse.schema.json",
-        serde_json::to_value(schemars::schema_for!(parse_tree::ParsedDocument))
-            .unwrap_or(serde_json::Value::Null),
-    )]
+    fn schema(value: schemars::Schema) -> serde_json::Value {
+        serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+    }
+    vec![
+        (
+            "parse.schema.json",
+            schema(schemars::schema_for!(parse_tree::ParsedDocument)),
+        ),
+        (
+            "eval.schema.json",
+            schema(schemars::schema_for!(eval::EvaluatedDocument)),
+        ),
+        (
+            "models.schema.json",
+            schema(schemars::schema_for!(models::ModelEntry)),
+        ),
+    ]
 }

@@ -1,0 +1,541 @@
+//! [`AnalysisHost`]: the documents a front end has open, changed incrementally, and the
+//! [`Analysis`] of each (syntax tree, evaluation, resolved configuration, one list of
+//! [`Diagnostic`]s), computed on demand and cached until the document or the configuration
+//! changes.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use flemma_config::{ConfigError, ConfigErrors, ConfigLayer, LayerKind, ResolvedConfig};
+use flemma_syntax::{DiagnosticCode, Document, Role, Severity, TextEdit, TextRange};
+use flemma_template::{
+    Category, EvalOptions, Evaluation, Host, PersonalityContext, TemplateDiagnostic,
+    TemplatingOptions,
+};
+
+use crate::diagnostic::{Diagnostic, Source};
+
+/// A document the host holds, named by its absolute path (an unsaved buffer gets a path in
+/// the directory its relative references should resolve against).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DocumentId(PathBuf);
+
+impl DocumentId {
+    /// The document at `path` (the caller makes it absolute; the library does no IO).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self(path.into())
+    }
+
+    /// The path the document is named by.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// The configuration below the frontmatter, given by the caller (the library never reads the
+/// environment, the home directory or config files itself).
+#[derive(Debug, Clone, Default)]
+pub struct ConfigInput {
+    /// The user configuration file, when one is used (for naming it in diagnostics).
+    pub user_file: Option<PathBuf>,
+    /// The layers below the frontmatter (user file, client settings, runtime changes).
+    pub layers: Vec<ConfigLayer>,
+    /// Problems reading the layers (an unreadable or invalid config file); they block sends.
+    pub errors: Vec<ConfigError>,
+    /// The home directory, for `~/` in `templating.modules`.
+    pub home_dir: Option<PathBuf>,
+}
+
+impl ConfigInput {
+    /// Adds the user config file at `path`, given what reading it produced
+    /// (`ConfigLayer::from_toml_file(path, LayerKind::UserFile)`).
+    pub fn with_user_file(
+        mut self,
+        path: PathBuf,
+        read: Result<ConfigLayer, ConfigErrors>,
+    ) -> Self {
+        match read {
+            Ok(layer) => self.layers.push(layer),
+            Err(errors) => self.errors.extend(errors.0),
+        }
+        self.user_file = Some(path);
+        self
+    }
+}
+
+/// A change the host refused; the document is left as it was.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChangeError {
+    /// No document with this id is open.
+    #[error("no document {} is open; open it with its full text first", .0.display())]
+    UnknownDocument(PathBuf),
+    /// An edit does not fit the text it applies to.
+    #[error(
+        "edit {index} ({start}..{end}) does not fit the document ({len} bytes, or not on a character boundary); nothing was changed, send the full text instead"
+    )]
+    EditOutOfRange {
+        /// Which edit of the batch (0-based).
+        index: usize,
+        /// Its byte range in the text the earlier edits produced.
+        start: usize,
+        /// End of that range.
+        end: usize,
+        /// The length of that text.
+        len: usize,
+    },
+}
+
+/// Everything known about one document at one revision. Plain data.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// The document's id (its path).
+    pub id: DocumentId,
+    /// The syntax tree and text.
+    pub document: Arc<Document>,
+    /// The template evaluation: the conversation that would be sent, the frontmatter layer.
+    pub evaluation: Evaluation,
+    /// Every configuration layer, lowest first: the caller's, then the frontmatter's.
+    pub layers: Vec<ConfigLayer>,
+    /// The resolved configuration with its provenance; `None` when it does not resolve (the
+    /// reasons are `Config` diagnostics).
+    pub config: Option<ResolvedConfig>,
+    /// Every problem, in document order per source (syntax, config, template).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Analysis {
+    /// Everything that stops this document from being sent: the blocking diagnostics, and
+    /// "nothing to send" when the chat does not end in something to answer. `send` and
+    /// `count` refuse when this is not empty.
+    pub fn send_blockers(&self) -> Vec<Diagnostic> {
+        let mut blockers: Vec<Diagnostic> = self
+            .diagnostics
+            .iter()
+            .filter(|d| d.blocking)
+            .cloned()
+            .collect();
+        if blockers.is_empty()
+            && let Some(nothing) = nothing_to_send(&self.document)
+        {
+            blockers.push(nothing);
+        }
+        blockers
+    }
+
+    /// Whether any diagnostic blocks a send (what `parse --eval` exits 1 for).
+    pub fn has_blocking_diagnostics(&self) -> bool {
+        self.diagnostics.iter().any(|d| d.blocking)
+    }
+}
+
+/// The code of the "nothing to send" blocker.
+pub const NOTHING_TO_SEND: &str = "nothing-to-send";
+
+/// A chat can be sent when its last message is a `@You:` with content, or when its last
+/// assistant turn was cut off (ends with the abort marker) and only an empty `@You:` (or
+/// nothing) follows it: sending again continues the conversation.
+fn nothing_to_send(doc: &Document) -> Option<Diagnostic> {
+    let messages = doc.messages();
+    let sendable = match messages {
+        [.., last] if last.role == Role::You && !last.content.is_empty() => true,
+        [.., last] if last.role == Role::Assistant => last.is_aborted(),
+        [.., before, last] if last.role == Role::You => {
+            before.role == Role::Assistant && before.is_aborted()
+        }
+        _ => false,
+    };
+    if sendable {
+        return None;
+    }
+    let range = messages
+        .last()
+        .map_or(TextRange::empty(doc.text().len()), |m| m.role_line);
+    Some(Diagnostic {
+        range,
+        file: None,
+        line_in_file: None,
+        severity: Severity::Error,
+        source: Source::Send,
+        code: NOTHING_TO_SEND.to_owned(),
+        message: "nothing to send: the chat does not end with a `@You:` message that has text"
+            .to_owned(),
+        hint: Some("write your message under a final `@You:` line".to_owned()),
+        include_stack: Vec::new(),
+        blocking: true,
+    })
+}
+
+/// The rule for parser findings: which ones stop a send, and the fix to name.
+///
+/// Frontmatter that cannot run (Lua, an unknown language, a fence that never closes) blocks:
+/// sending would silently use other settings. An unclosed code fence outside an assistant
+/// reply blocks: the reply would land inside the user's code block.
+fn syntax_rule(doc: &Document, diagnostic: &flemma_syntax::Diagnostic) -> (bool, Option<String>) {
+    match diagnostic.code {
+        DiagnosticCode::LuaFrontmatter => (
+            true,
+            Some("convert it to Rhai (`flemma.opt.…` assignments) or JSON".to_owned()),
+        ),
+        DiagnosticCode::UnknownFrontmatterLanguage => (true, None),
+        DiagnosticCode::UnclosedFrontmatter => (true, None),
+        DiagnosticCode::UnclosedFence => {
+            let in_reply = doc
+                .message_index_at(diagnostic.range.start)
+                .and_then(|i| doc.messages().get(i))
+                .is_some_and(|m| m.role == Role::Assistant);
+            if in_reply {
+                (false, None)
+            } else {
+                (
+                    true,
+                    Some("close the fence with ``` on its own line".to_owned()),
+                )
+            }
+        }
+        _ => (false, None),
+    }
+}
+
+/// The documents a front end has open and the configuration they are analysed under.
+#[derive(Debug)]
+pub struct AnalysisHost {
+    io: Arc<dyn Host>,
+    config: ConfigInput,
+    base: BaseResolution,
+    documents: HashMap<DocumentId, DocumentState>,
+}
+
+#[derive(Debug)]
+struct DocumentState {
+    document: Arc<Document>,
+    analysis: Option<Arc<Analysis>>,
+}
+
+/// What the caller's layers resolve to before any frontmatter runs.
+#[derive(Debug, Default)]
+struct BaseResolution {
+    templating: TemplatingOptions,
+    errors: Vec<ConfigError>,
+}
+
+impl AnalysisHost {
+    /// A host whose evaluations read files, the clock and run parsers through `io`, under the
+    /// configuration `config`.
+    pub fn new(io: Arc<dyn Host>, config: ConfigInput) -> Self {
+        let base = resolve_base(&config);
+        Self {
+            io,
+            config,
+            base,
+            documents: HashMap::new(),
+        }
+    }
+
+    /// Replaces the configuration below the frontmatter; every analysis is recomputed.
+    pub fn set_config(&mut self, config: ConfigInput) {
+        self.base = resolve_base(&config);
+        self.config = config;
+        for state in self.documents.values_mut() {
+            state.analysis = None;
+        }
+    }
+
+    /// Opens a document, or replaces its whole text.
+    pub fn set_text(&mut self, id: DocumentId, text: impl Into<String>) {
+        let document = Arc::new(flemma_syntax::parse(text));
+        self.documents.insert(
+            id,
+            DocumentState {
+                document,
+                analysis: None,
+            },
+        );
+    }
+
+    /// Applies `edits` in order (each in the coordinates of the text the earlier ones produced),
+    /// re-parsing incrementally. An edit that does not fit refuses the whole batch.
+    pub fn apply_edits(&mut self, id: &DocumentId, edits: &[TextEdit]) -> Result<(), ChangeError> {
+        let state = self
+            .documents
+            .get_mut(id)
+            .ok_or_else(|| ChangeError::UnknownDocument(id.path().to_owned()))?;
+        let fits = |doc: &Document, index: usize, edit: &TextEdit| {
+            let text = doc.text();
+            let TextRange { start, end } = edit.range;
+            if start <= end
+                && end <= text.len()
+                && text.is_char_boundary(start)
+                && text.is_char_boundary(end)
+            {
+                Ok(())
+            } else {
+                Err(ChangeError::EditOutOfRange {
+                    index,
+                    start,
+                    end,
+                    len: text.len(),
+                })
+            }
+        };
+        if let [edit] = edits {
+            fits(&state.document, 0, edit)?;
+            Arc::make_mut(&mut state.document).edit(edit);
+        } else {
+            let mut working = (*state.document).clone();
+            for (index, edit) in edits.iter().enumerate() {
+                fits(&working, index, edit)?;
+                working.edit(edit);
+            }
+            state.document = Arc::new(working);
+        }
+        state.analysis = None;
+        Ok(())
+    }
+
+    /// Closes a document.
+    pub fn remove(&mut self, id: &DocumentId) {
+        self.documents.remove(id);
+    }
+
+    /// The current syntax tree of a document (cheap: no evaluation).
+    pub fn document(&self, id: &DocumentId) -> Option<&Arc<Document>> {
+        self.documents.get(id).map(|state| &state.document)
+    }
+
+    /// The analysis of a document at its current text, computed when first asked for.
+    pub fn analysis(&mut self, id: &DocumentId) -> Result<Arc<Analysis>, ChangeError> {
+        let state = self
+            .documents
+            .get_mut(id)
+            .ok_or_else(|| ChangeError::UnknownDocument(id.path().to_owned()))?;
+        if let Some(analysis) = &state.analysis {
+            return Ok(analysis.clone());
+        }
+        let analysis = Arc::new(analyze(
+            id,
+            state.document.clone(),
+            &self.io,
+            &self.config,
+            &self.base,
+        ));
+        state.analysis = Some(analysis.clone());
+        Ok(analysis)
+    }
+}
+
+fn resolve_base(config: &ConfigInput) -> BaseResolution {
+    let mut base = BaseResolution {
+        errors: config.errors.clone(),
+        ..BaseResolution::default()
+    };
+    if !base.errors.is_empty() {
+        return base;
+    }
+    match flemma_config::resolve(&config.layers) {
+        Ok(resolved) => {
+            let templating = &resolved.config.templating;
+            base.templating = TemplatingOptions {
+                modules: templating
+                    .modules
+                    .iter()
+                    .map(
+                        |module| match (module.strip_prefix("~/"), &config.home_dir) {
+                            (Some(rest), Some(home)) => home.join(rest),
+                            _ => PathBuf::from(module),
+                        },
+                    )
+                    .collect(),
+                frontmatter_parsers: templating.frontmatter_parsers.clone(),
+                ..TemplatingOptions::default()
+            };
+        }
+        Err(errors) => base.errors = errors.0,
+    }
+    base
+}
+
+/// The template host of one document: the caller's IO, with the document's directory as the
+/// working directory personalities describe.
+#[derive(Debug)]
+struct DocumentHost {
+    io: Arc<dyn Host>,
+    dir: Option<PathBuf>,
+}
+
+impl Host for DocumentHost {
+    fn read_file(&self, path: &Path) -> std::io::Result<Vec<u8>> {
+        self.io.read_file(path)
+    }
+    fn home_dir(&self) -> Option<PathBuf> {
+        self.io.home_dir()
+    }
+    fn now(&self) -> SystemTime {
+        self.io.now()
+    }
+    fn environment(&self) -> PersonalityContext {
+        let mut environment = self.io.environment();
+        if let Some(dir) = &self.dir {
+            environment.git_branch = flemma_template::git_branch_of(dir);
+            environment.cwd = Some(dir.clone());
+        }
+        environment
+    }
+    fn is_readable(&self, path: &Path) -> bool {
+        self.io.is_readable(path)
+    }
+    fn run_filter(
+        &self,
+        argv: &[String],
+        input: &[u8],
+        dir: &Path,
+        timeout: Duration,
+    ) -> std::io::Result<Vec<u8>> {
+        self.io.run_filter(argv, input, dir, timeout)
+    }
+}
+
+fn analyze(
+    id: &DocumentId,
+    document: Arc<Document>,
+    io: &Arc<dyn Host>,
+    config: &ConfigInput,
+    base: &BaseResolution,
+) -> Analysis {
+    let doc = &*document;
+    let mut diagnostics = Vec::new();
+    for d in doc.diagnostics() {
+        let configured_away = d.code == DiagnosticCode::UnknownFrontmatterLanguage
+            && doc.frontmatter().is_some_and(|f| {
+                base.templating
+                    .frontmatter_parsers
+                    .contains_key(doc.slice(f.language_range).trim())
+            });
+        if configured_away {
+            continue;
+        }
+        let (blocking, hint) = syntax_rule(doc, d);
+        diagnostics.push(Diagnostic {
+            range: d.range,
+            file: None,
+            line_in_file: None,
+            severity: d.severity,
+            source: Source::Syntax,
+            code: d.code.as_str().to_owned(),
+            message: d.message.clone(),
+            hint,
+            include_stack: Vec::new(),
+            blocking,
+        });
+    }
+    let mut config_errors = base.errors.clone();
+
+    let options = EvalOptions {
+        path: Some(id.path().to_owned()),
+        templating: base.templating.clone(),
+        config_layers: config.layers.clone(),
+        ..EvalOptions::default()
+    };
+    let host = Arc::new(DocumentHost {
+        io: io.clone(),
+        dir: id.path().parent().map(Path::to_owned),
+    });
+    let evaluation = flemma_template::evaluate(doc, host, &options);
+    let mut template_diagnostics: Vec<Diagnostic> =
+        evaluation.diagnostics.iter().map(from_template).collect();
+    if evaluation.frontmatter_layer.get("templating").is_some() {
+        template_diagnostics.push(Diagnostic {
+            range: doc.frontmatter().map_or(TextRange::empty(0), |f| f.language_range),
+            file: None,
+            line_in_file: None,
+            severity: Severity::Warning,
+            source: Source::Config,
+            code: "templating-in-frontmatter".to_owned(),
+            message: "`templating` settings in the frontmatter have no effect (modules and parsers load before the frontmatter runs)".to_owned(),
+            hint: Some("put them in config.toml".to_owned()),
+            include_stack: Vec::new(),
+            blocking: false,
+        });
+    }
+
+    let mut layers = config.layers.clone();
+    layers.push(evaluation.frontmatter_layer.clone());
+    let resolved = if base.errors.is_empty() {
+        match flemma_config::resolve(&layers) {
+            Ok(resolved) => Some(resolved),
+            Err(errors) => {
+                config_errors.extend(errors.0);
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let frontmatter_start = doc.frontmatter().map_or(0, |f| f.range.start);
+    diagnostics.extend(
+        config_errors
+            .iter()
+            .map(|e| from_config(e, config.user_file.as_deref(), frontmatter_start)),
+    );
+    diagnostics.extend(template_diagnostics);
+    Analysis {
+        id: id.clone(),
+        document,
+        evaluation,
+        layers,
+        config: resolved,
+        diagnostics,
+    }
+}
+
+fn from_template(d: &TemplateDiagnostic) -> Diagnostic {
+    let category = serde_json::to_value(d.category)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let outside = d.file.is_some() && d.category == Category::Module;
+    Diagnostic {
+        range: if outside {
+            TextRange::empty(0)
+        } else {
+            d.range
+        },
+        file: d.file.clone(),
+        line_in_file: d.line_in_file.map(|line| line as usize),
+        severity: d.severity,
+        source: Source::Template,
+        code: format!("template-{}", category.replace('_', "-")),
+        message: d.message.clone(),
+        hint: None,
+        include_stack: d.include_stack.clone(),
+        blocking: d.blocking,
+    }
+}
+
+/// Configuration problems always block: the send would use settings the user did not mean.
+fn from_config(e: &ConfigError, user_file: Option<&Path>, frontmatter_start: usize) -> Diagnostic {
+    let file = e.file.as_ref().map(PathBuf::from).or_else(|| {
+        (e.layer == Some(LayerKind::UserFile))
+            .then(|| user_file.map(Path::to_owned))
+            .flatten()
+    });
+    Diagnostic {
+        range: TextRange::empty(if file.is_some() { 0 } else { frontmatter_start }),
+        line_in_file: file
+            .as_ref()
+            .and(e.location)
+            .map(|location| location.line as usize),
+        file,
+        severity: Severity::Error,
+        source: Source::Config,
+        code: "config".to_owned(),
+        message: e.message.clone(),
+        hint: e
+            .suggestion
+            .as_ref()
+            .map(|suggestion| format!("did you mean '{suggestion}'?")),
+        include_stack: Vec::new(),
+        blocking: true,
+    }
+}
