@@ -1,209 +1,124 @@
-//! Loading a chat for sending: read, parse, evaluate templates, resolve configuration. Every
-//! problem becomes a `path:line:col: severity: message` line; blocking ones stop the send.
+//! The edge between the command line and `flemma-ide`: read the chat and the user
+//! configuration (the only place the binary looks at the environment for them), analyse, and
+//! render diagnostics as `path:line:col: severity: message` (one renderer for every command).
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use flemma_config::{ConfigLayer, LayerKind};
-use flemma_conversation::Conversation;
-use flemma_syntax::{Document, Encoding, Severity};
-use flemma_template::{Category, EvalOptions, FsHost, TemplatingOptions};
+use flemma_ide::{Analysis, AnalysisHost, ConfigInput, Diagnostic, DocumentId};
+use flemma_syntax::{Document, Encoding, LineIndex, Severity};
+use flemma_template::FsHost;
 
-#[derive(Debug)]
-pub struct LoadedChat {
-    pub doc: Document,
-    pub conversation: Conversation,
-    pub config: flemma_config::Config,
-    /// Non-blocking diagnostics, formatted for stderr (empty when none).
-    pub warnings: String,
-}
+use crate::cli::CliError;
 
-#[derive(Debug)]
-pub enum LoadError {
-    /// The file (or the config file) cannot be read.
-    Unreadable(anyhow::Error),
-    /// Blocking diagnostics, formatted for stderr.
-    Blocked(String),
-}
-
-/// The user configuration layer: `--config`, else `$FLEMMA_CONFIG`, else
-/// `$XDG_CONFIG_HOME/flemma/config.toml` when it exists.
-pub fn user_config_layer(explicit: Option<&Path>) -> Result<Option<ConfigLayer>, LoadError> {
+/// The configuration below the frontmatter: `--config` (which must exist), else
+/// `$FLEMMA_CONFIG`, else `$XDG_CONFIG_HOME/flemma/config.toml` when it exists.
+pub fn config_input(explicit: Option<&Path>) -> ConfigInput {
+    let home_dir = std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from);
+    let input = ConfigInput {
+        home_dir,
+        ..ConfigInput::default()
+    };
     let path = match explicit {
         Some(path) => path.to_owned(),
         None => match flemma_config::default_config_path(&|key| std::env::var(key).ok()) {
             Some(path) if path.exists() => path,
-            _ => return Ok(None),
+            _ => return input,
         },
     };
-    ConfigLayer::from_toml_file(&path, LayerKind::UserFile)
-        .map(Some)
-        .map_err(|errors| {
-            LoadError::Blocked(
-                errors
-                    .errors()
-                    .iter()
-                    .map(|e| format!("{e}\n"))
-                    .collect::<String>(),
-            )
-        })
+    let read = ConfigLayer::from_toml_file(&path, LayerKind::UserFile);
+    input.with_user_file(path, read)
 }
 
-/// The configuration below the frontmatter (the user file), and what evaluation needs from it.
-#[derive(Debug, Default)]
-pub struct BaseConfig {
-    pub layers: Vec<ConfigLayer>,
-    pub templating: TemplatingOptions,
-    /// Configuration errors, formatted for stderr (blocking).
-    pub errors: String,
+/// A chat read from disk and analysed.
+#[derive(Debug)]
+pub struct LoadedChat {
+    /// The path as the user gave it (for messages).
+    pub path: PathBuf,
+    pub analysis: Arc<Analysis>,
 }
 
-/// Loads the user configuration and resolves what evaluation needs before the frontmatter
-/// runs: template modules (`~` expanded) and custom frontmatter parsers.
-pub fn base_config(config_path: Option<&Path>) -> Result<BaseConfig, LoadError> {
-    let mut base = BaseConfig::default();
-    match user_config_layer(config_path) {
-        Ok(Some(layer)) => base.layers.push(layer),
-        Ok(None) => {}
-        Err(LoadError::Blocked(report)) => {
-            base.errors = report;
-            return Ok(base);
-        }
-        Err(other) => return Err(other),
-    }
-    match flemma_config::resolve(&base.layers) {
-        Ok(resolved) => {
-            let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-            base.templating = TemplatingOptions {
-                modules: resolved
-                    .config
-                    .templating
-                    .modules
-                    .iter()
-                    .map(|module| match (module.strip_prefix("~/"), &home) {
-                        (Some(rest), Some(home)) => home.join(rest),
-                        _ => std::path::PathBuf::from(module),
-                    })
-                    .collect(),
-                frontmatter_parsers: resolved.config.templating.frontmatter_parsers.clone(),
-                ..TemplatingOptions::default()
-            };
-        }
-        Err(errors) => {
-            for e in errors.errors() {
-                let _ = writeln!(base.errors, "error: {e}");
+impl LoadedChat {
+    /// Every diagnostic (and the send blockers when `for_send`), rendered for stderr: errors
+    /// and warnings only, in the order found.
+    pub fn report(&self, for_send: bool) -> String {
+        let doc = &*self.analysis.document;
+        let index = doc.line_index();
+        let mut shown: Vec<Diagnostic> = self
+            .analysis
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity <= Severity::Warning)
+            .cloned()
+            .collect();
+        if for_send {
+            for blocker in self.analysis.send_blockers() {
+                if !shown.contains(&blocker) {
+                    shown.push(blocker);
+                }
             }
         }
-    }
-    Ok(base)
-}
-
-/// Evaluation options for the chat at `path` under `base`.
-pub fn eval_options(path: &Path, base: &BaseConfig) -> EvalOptions {
-    EvalOptions {
-        path: Some(std::path::absolute(path).unwrap_or_else(|_| path.to_owned())),
-        templating: base.templating.clone(),
-        config_layers: base.layers.clone(),
-        ..EvalOptions::default()
+        render_all(&self.path, Some((doc, &index)), &shown)
     }
 }
 
-/// Whether a syntax diagnostic is answered by the configuration: an unknown frontmatter language
-/// that has a configured parser.
-pub fn configured_away(
-    doc: &Document,
-    diagnostic: &flemma_syntax::Diagnostic,
-    base: &BaseConfig,
-) -> bool {
-    diagnostic.code == flemma_syntax::DiagnosticCode::UnknownFrontmatterLanguage
-        && doc.frontmatter().is_some_and(|f| {
-            base.templating
-                .frontmatter_parsers
-                .contains_key(doc.slice(f.language_range).trim())
-        })
+/// Reads and analyses the chat at `path`; a file that cannot be read is `Unreadable`.
+pub fn load(
+    command: &str,
+    path: &Path,
+    config_path: Option<&Path>,
+) -> Result<LoadedChat, CliError> {
+    let text =
+        crate::fsutil::read_chat(path).map_err(|error| CliError::unreadable(command, &error))?;
+    let id = DocumentId::new(std::path::absolute(path).unwrap_or_else(|_| path.to_owned()));
+    let mut host = AnalysisHost::new(Arc::new(FsHost), config_input(config_path));
+    host.set_text(id.clone(), text);
+    let analysis = host
+        .analysis(&id)
+        .map_err(|error| CliError::failed(command, error.to_string()))?;
+    Ok(LoadedChat {
+        path: path.to_owned(),
+        analysis,
+    })
 }
 
-pub fn load(path: &Path, config_path: Option<&Path>) -> Result<LoadedChat, LoadError> {
-    let text = crate::fsutil::read_chat(path).map_err(LoadError::Unreadable)?;
-    let doc = flemma_syntax::parse(text);
-    let base = base_config(config_path)?;
-    let index = doc.line_index();
-    let location = |offset: usize| {
-        let p = index.position(doc.text(), offset, Encoding::Utf8);
-        format!("{}:{}:{}", path.display(), p.line + 1, p.character + 1)
-    };
-    let mut blocking = base.errors.clone();
-    let mut warnings = String::new();
-    for d in doc.diagnostics() {
-        if configured_away(&doc, d, &base) {
-            continue;
-        }
-        let line = format!(
-            "{}: {}: {}\n",
-            location(d.range.start),
-            d.severity.as_str(),
-            d.message
-        );
-        // Frontmatter that cannot run blocks the send; other syntax problems are reported.
-        let blocks = matches!(
-            d.code,
-            flemma_syntax::DiagnosticCode::LuaFrontmatter
-                | flemma_syntax::DiagnosticCode::UnknownFrontmatterLanguage
-        );
-        if blocks {
-            blocking.push_str(&line);
-        } else if d.severity <= Severity::Warning {
-            warnings.push_str(&line);
-        }
-    }
-    let evaluation = flemma_template::evaluate(
-        &doc,
-        std::sync::Arc::new(FsHost),
-        &eval_options(path, &base),
-    );
-    for d in &evaluation.diagnostics {
-        let place = match (&d.file, d.line_in_file, d.category) {
-            (Some(file), Some(line), Category::Module) => format!("{}:{line}", file.display()),
-            (Some(file), None, Category::Module) => file.display().to_string(),
-            (Some(file), Some(line), _) => format!(
-                "{}:{line} (included from {})",
-                file.display(),
-                location(d.range.start)
-            ),
-            _ => location(d.range.start),
+/// Renders diagnostics, one per line (`  hint: …` on the next). `document` is the chat the
+/// ranges point into (`None` when there is none, as for `models`).
+pub fn render_all(
+    path: &Path,
+    document: Option<(&Document, &LineIndex)>,
+    diagnostics: &[Diagnostic],
+) -> String {
+    let mut out = String::new();
+    for d in diagnostics {
+        let here = || match document {
+            Some((doc, index)) => {
+                let p = index.position(doc.text(), d.range.start, Encoding::Utf8);
+                format!("{}:{}:{}", path.display(), p.line + 1, p.character + 1)
+            }
+            None => path.display().to_string(),
         };
-        let line = format!("{place}: {}: {}\n", d.severity.as_str(), d.message);
-        if d.blocking {
-            blocking.push_str(&line);
-        } else if d.severity <= Severity::Warning {
-            warnings.push_str(&line);
-        }
-    }
-    if evaluation.frontmatter_layer.get("templating").is_some() {
-        let _ = writeln!(
-            warnings,
-            "{}: warning: `templating` settings in the frontmatter have no effect (modules and parsers load before the frontmatter runs); put them in config.toml",
-            location(0)
-        );
-    }
-    let mut layers = base.layers;
-    layers.push(evaluation.frontmatter_layer);
-    let config = match flemma_config::resolve(&layers) {
-        Ok(resolved) => Some(resolved.config),
-        Err(errors) => {
-            for e in errors.errors() {
-                let _ = writeln!(blocking, "{}: error: {e}", path.display());
+        let place = match (&d.file, d.line_in_file) {
+            (Some(file), line) => {
+                let mut place = file.display().to_string();
+                if let Some(line) = line {
+                    let _ = write!(place, ":{line}");
+                }
+                if !d.is_outside_document() {
+                    let _ = write!(place, " (included from {})", here());
+                }
+                place
             }
-            None
+            (None, _) => here(),
+        };
+        let _ = writeln!(out, "{place}: {}: {}", d.severity.as_str(), d.message);
+        if let Some(hint) = &d.hint {
+            let _ = writeln!(out, "  hint: {hint}");
         }
-    };
-    match config {
-        Some(config) if blocking.is_empty() => Ok(LoadedChat {
-            doc,
-            conversation: evaluation.conversation,
-            config,
-            warnings,
-        }),
-        _ => Err(LoadError::Blocked(format!("{warnings}{blocking}"))),
     }
+    out
 }

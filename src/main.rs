@@ -5,6 +5,7 @@ mod cli;
 mod fsutil;
 mod provider_setup;
 mod reply_file;
+mod send_lock;
 
 use std::process::ExitCode;
 
@@ -15,9 +16,6 @@ fn main() -> ExitCode {
     cli::init_logging(&args);
     match cli::run(args) {
         Ok(code) => code,
-        Err(error) => {
-            eprintln!("flemmad: {error:#}");
-            ExitCode::from(1)
-        }
+        Err(error) => error.exit(),
     }
 }

@@ -428,7 +428,10 @@ async fn a_config_file_selects_the_provider_and_its_error_names_the_line() {
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("config.toml:3"), "{err}");
-    assert!(err.contains("Did you mean 'parameters.thinking'"), "{err}");
+    assert!(
+        err.contains("hint: did you mean 'parameters.thinking'?"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! The `flemmad` command line: one module per subcommand.
 
 mod count;
+mod error;
 mod fmt;
 mod models;
 mod parse;
@@ -10,6 +11,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+pub use error::CliError;
 
 /// flemmad makes `.chat` files live conversations with LLMs, from any editor or the command line.
 ///
@@ -110,12 +113,16 @@ pub fn init_logging(_cli: &Cli) {
         .try_init();
 }
 
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Runs the command. Exit codes are decided by [`CliError`] (`fmt` still returns its own
+/// until it moves to `CliError`).
+pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    let config = cli.config.as_deref();
     match cli.command {
-        Command::Parse(args) => parse::run(args, cli.config.as_deref()),
-        Command::Fmt(args) => fmt::run(args),
-        Command::Send(args) => send::run(args, cli.config.as_deref()),
-        Command::Count(args) => count::run(args, cli.config.as_deref()),
-        Command::Models(args) => models::run(args, cli.config.as_deref()),
+        Command::Parse(args) => parse::run(args, config),
+        Command::Fmt(args) => return Ok(fmt::run(args)?),
+        Command::Send(args) => send::run(args, config),
+        Command::Count(args) => count::run(args, config),
+        Command::Models(args) => models::run(args, config),
     }
+    .map(|()| ExitCode::SUCCESS)
 }

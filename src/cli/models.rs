@@ -1,84 +1,72 @@
 //! `flemmad models PROVIDER`: list the models a provider serves, with catalogue prices.
 
 use std::path::Path;
-use std::process::ExitCode;
 
 use clap::Args;
 use flemma_config::{ConfigLayer, LayerKind};
+use flemma_protocol::models::ModelEntry;
 use flemma_provider::credentials::CredentialEnvironment;
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::{LoadError, user_config_layer};
+use super::CliError;
 use crate::provider_setup::{client, provider_setup, runtime};
 
 #[derive(Debug, Args)]
 pub struct ModelsArgs {
     /// anthropic, openai, openai-compatible, moonshot, gemini or vertex.
     pub provider: String,
-    /// Print JSON (one object per model) instead of a table.
+    /// Print JSON Lines (one object per model, protocol/models.schema.json) instead of a table.
     #[arg(long)]
     pub json: bool,
 }
 
-pub fn run(args: ModelsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let mut layers = Vec::new();
-    match user_config_layer(config_path) {
-        Ok(Some(layer)) => layers.push(layer),
-        Ok(None) => {}
-        Err(LoadError::Blocked(report)) => {
-            eprint!("{report}");
-            return Ok(ExitCode::from(1));
-        }
-        Err(LoadError::Unreadable(error)) => return Err(error),
+pub fn run(args: ModelsArgs, config_path: Option<&Path>) -> Result<(), CliError> {
+    let input = crate::chat::config_input(config_path);
+    let problems = input.diagnostics();
+    if !problems.is_empty() {
+        let place = input.user_file.clone().unwrap_or_default();
+        return Err(CliError::blocked(
+            "models",
+            crate::chat::render_all(&place, None, &problems),
+            "fix the configuration above and try again",
+        ));
     }
+    let mut layers = input.layers;
     let mut runtime_layer = ConfigLayer::new(LayerKind::Runtime);
-    if let Err(error) =
-        runtime_layer.set("provider", serde_json::Value::String(args.provider.clone()))
-    {
-        eprintln!("flemmad models: {error}");
-        return Ok(ExitCode::from(1));
-    }
+    runtime_layer
+        .set("provider", serde_json::Value::String(args.provider.clone()))
+        .map_err(|error| CliError::failed("models", error))?;
     layers.push(runtime_layer);
     let config = match flemma_config::resolve(&layers) {
         Ok(resolved) => resolved.config,
-        Err(errors) => {
-            for e in errors.errors() {
-                eprintln!("flemmad models: {e}");
-            }
-            return Ok(ExitCode::from(1));
-        }
+        Err(errors) => return Err(CliError::failed("models", errors)),
     };
     let environment = CredentialEnvironment::from_process();
     let setup = provider_setup(&config, None, &environment)?;
     let client = client(&config, &setup, environment)?;
-    let models = runtime()?.block_on(client.list_models(
-        setup.kind,
-        &setup.options,
-        &setup.endpoint,
-        CancellationToken::new(),
-    ));
-    let models = match models {
-        Ok(models) => models,
-        Err(error) => {
-            eprintln!("flemmad models: {error}");
-            return Ok(ExitCode::from(1));
-        }
-    };
+    let models = runtime()?
+        .block_on(client.list_models(
+            setup.kind,
+            &setup.options,
+            &setup.endpoint,
+            CancellationToken::new(),
+        ))
+        .map_err(|error| CliError::failed("models", error))?;
     let catalogue = flemma_provider::catalogue::Catalogue::builtin();
     for model in &models {
         let spec = catalogue.lookup(setup.kind, &model.id);
         if args.json {
-            println!(
-                "{}",
-                serde_json::json!({
-                    "id": model.id,
-                    "display_name": model.display_name,
-                    "context_window": model.context_window.or(spec.map(|s| s.context_window)),
-                    "max_output_tokens": model.max_output_tokens.or(spec.map(|s| s.max_output_tokens)),
-                    "input_price_per_mtok": spec.map(|s| s.input),
-                    "output_price_per_mtok": spec.map(|s| s.output),
-                })
-            );
+            let entry = ModelEntry {
+                id: model.id.clone(),
+                display_name: model.display_name.clone(),
+                context_window: model.context_window.or(spec.map(|s| s.context_window)),
+                max_output_tokens: model
+                    .max_output_tokens
+                    .or(spec.map(|s| s.max_output_tokens)),
+                input_price_per_mtok: spec.map(|s| s.input),
+                output_price_per_mtok: spec.map(|s| s.output),
+            };
+            println!("{}", serde_json::to_string(&entry)?);
         } else {
             let prices = spec.map_or(String::new(), |s| {
                 format!("  ${:.2} in / ${:.2} out per Mtok", s.input, s.output)
@@ -86,5 +74,5 @@ pub fn run(args: ModelsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitC
             println!("{}{}", model.id, prices);
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

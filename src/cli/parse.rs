@@ -1,11 +1,10 @@
 //! `flemmad parse FILE [--json]`.
 
 use std::io::Write as _;
-use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{ChatPath, PositionEncoding};
+use super::{ChatPath, CliError, PositionEncoding};
 use crate::fsutil;
 
 #[derive(Debug, Args)]
@@ -24,56 +23,14 @@ pub struct ParseArgs {
     pub position_encoding: PositionEncoding,
 }
 
-pub fn run(args: ParseArgs, config_path: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
-    let text = match fsutil::read_chat(&args.file) {
-        Ok(text) => text,
-        Err(error) => {
-            eprintln!("flemmad parse: {error:#}");
-            return Ok(ExitCode::from(2));
-        }
-    };
+pub fn run(args: ParseArgs, config_path: Option<&std::path::Path>) -> Result<(), CliError> {
+    if args.eval {
+        return run_eval(&args, config_path);
+    }
+    let text =
+        fsutil::read_chat(&args.file).map_err(|error| CliError::unreadable("parse", &error))?;
     let doc = flemma_syntax::parse(text);
     let mut stdout = std::io::stdout().lock();
-    if args.eval {
-        let base = match crate::chat::base_config(config_path) {
-            Ok(base) => base,
-            Err(crate::chat::LoadError::Unreadable(error)) => {
-                eprintln!("flemmad parse: {error:#}");
-                return Ok(ExitCode::from(2));
-            }
-            Err(crate::chat::LoadError::Blocked(report)) => crate::chat::BaseConfig {
-                errors: report,
-                ..Default::default()
-            },
-        };
-        let evaluation = flemma_template::evaluate(
-            &doc,
-            std::sync::Arc::new(flemma_template::FsHost),
-            &crate::chat::eval_options(&args.file, &base),
-        );
-        if args.json {
-            let json = eval_json(&doc, &evaluation, base, args.position_encoding.into());
-            serde_json::to_writer_pretty(&mut stdout, &json)?;
-            writeln!(stdout)?;
-        } else {
-            write!(stdout, "{}", conversation_outline(&evaluation.conversation))?;
-            let index = doc.line_index();
-            for d in &evaluation.diagnostics {
-                let p = index.position(doc.text(), d.range.start, flemma_syntax::Encoding::Utf8);
-                writeln!(
-                    stdout,
-                    "{}:{}:{}: {}{}: {}",
-                    args.file.display(),
-                    p.line + 1,
-                    p.character + 1,
-                    d.severity.as_str(),
-                    if d.blocking { " (blocks sending)" } else { "" },
-                    d.message
-                )?;
-            }
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
     if args.json {
         let tree = flemma_ide::to_protocol::parsed_document(&doc, args.position_encoding.into());
         serde_json::to_writer_pretty(&mut stdout, &tree)?;
@@ -81,7 +38,38 @@ pub fn run(args: ParseArgs, config_path: Option<&std::path::Path>) -> anyhow::Re
     } else {
         write!(stdout, "{}", doc.outline())?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// `parse --eval`: the conversation on stdout (or the JSON form), the diagnostics on stderr
+/// exactly as `send` reports them; exit 1 when one blocks sending.
+fn run_eval(args: &ParseArgs, config_path: Option<&std::path::Path>) -> Result<(), CliError> {
+    let loaded = crate::chat::load("parse", &args.file, config_path)?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        let json = flemma_ide::to_protocol::evaluated_document(
+            &loaded.analysis,
+            args.position_encoding.into(),
+        );
+        serde_json::to_writer_pretty(&mut stdout, &json)?;
+        writeln!(stdout)?;
+    } else {
+        write!(
+            stdout,
+            "{}",
+            conversation_outline(&loaded.analysis.evaluation.conversation)
+        )?;
+    }
+    let report = loaded.report(false);
+    if loaded.analysis.has_blocking_diagnostics() {
+        return Err(CliError::blocked(
+            "parse",
+            report,
+            "this chat cannot be sent as it is; fix the errors above",
+        ));
+    }
+    eprint!("{report}");
+    Ok(())
 }
 
 /// A readable view of an evaluated conversation: roles, text, and one line per other part.
@@ -148,47 +136,4 @@ fn conversation_outline(conversation: &flemma_conversation::Conversation) -> Str
         parts(&mut out, &message.parts);
     }
     out
-}
-
-/// The evaluation as JSON (protocol/eval.md): the template crate's form, with diagnostic ranges
-/// as line/character positions (byte offsets kept under `offsets`), plus the resolved
-/// configuration of the document and the layer that set each value.
-fn eval_json(
-    doc: &flemma_syntax::Document,
-    evaluation: &flemma_template::Evaluation,
-    base: crate::chat::BaseConfig,
-    encoding: flemma_syntax::Encoding,
-) -> serde_json::Value {
-    use serde_json::{Value, json};
-    let mut json = serde_json::to_value(evaluation).unwrap_or(Value::Null);
-    let index = doc.line_index();
-    if let Some(Value::Array(diagnostics)) = json.get_mut("diagnostics") {
-        for (value, diagnostic) in diagnostics.iter_mut().zip(&evaluation.diagnostics) {
-            let (start, end) = index.range(doc.text(), diagnostic.range, encoding);
-            value["offsets"] =
-                json!({"start": diagnostic.range.start, "end": diagnostic.range.end});
-            value["range"] = json!({
-                "start": {"line": start.line, "character": start.character},
-                "end": {"line": end.line, "character": end.character},
-            });
-        }
-    }
-    let mut config_errors: Vec<String> = base.errors.lines().map(str::to_owned).collect();
-    let mut layers = base.layers;
-    layers.push(evaluation.frontmatter_layer.clone());
-    match flemma_config::resolve(&layers) {
-        Ok(resolved) => {
-            json["config"] = serde_json::to_value(&resolved.config).unwrap_or(Value::Null);
-            json["config_sources"] = resolved
-                .provenance()
-                .into_iter()
-                .filter(|(_, layer)| *layer != flemma_config::LayerKind::Defaults)
-                .map(|(path, layer)| (path, Value::String(layer.as_str().to_owned())))
-                .collect::<serde_json::Map<_, _>>()
-                .into();
-        }
-        Err(errors) => config_errors.extend(errors.errors().iter().map(|e| e.to_string())),
-    }
-    json["config_errors"] = json!(config_errors);
-    json
 }

@@ -2,7 +2,6 @@
 //! into the file on disk, and append the closing `@You:`.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -10,10 +9,10 @@ use flemma_provider::credentials::CredentialEnvironment;
 use flemma_provider::explain::ProviderError;
 use flemma_provider::http::ClientEvent;
 use flemma_provider::render::{ReplyOutcome, ReplyRenderer};
-use flemma_syntax::Role;
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::{self, LoadedChat};
+use super::CliError;
+use crate::chat;
 use crate::provider_setup::provider_setup;
 use crate::reply_file::{ReplyFile, ReplyFileError};
 
@@ -26,41 +25,33 @@ pub struct SendArgs {
 /// What follows a finished reply: a blank line, `@You:`, a blank line.
 const CLOSING_PROMPT: &str = "\n@You:\n\n";
 
-pub fn run(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError> {
     crate::provider_setup::runtime()?.block_on(send(args, config_path))
 }
 
-async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError> {
     let path = args.file;
-    let loaded = match chat::load(&path, config_path) {
-        Ok(loaded) => loaded,
-        Err(chat::LoadError::Unreadable(error)) => {
-            eprintln!("flemmad send: {error:#}");
-            return Ok(ExitCode::from(2));
-        }
-        Err(chat::LoadError::Blocked(report)) => {
-            eprint!("{report}");
-            eprintln!("flemmad send: nothing was sent; fix the errors above and send again");
-            return Ok(ExitCode::from(1));
-        }
-    };
-    eprint!("{}", loaded.warnings);
-    let LoadedChat {
-        doc,
-        conversation,
-        config,
-        ..
-    } = loaded;
-    match doc.messages().last() {
-        Some(last) if last.role == Role::You && !last.content.is_empty() => {}
-        _ => {
-            eprintln!(
-                "flemmad send: nothing to send in {}: write your message under a final `@You:` line",
-                path.display()
-            );
-            return Ok(ExitCode::from(1));
-        }
+    let loaded = chat::load("send", &path, config_path)?;
+    let report = loaded.report(true);
+    if !loaded.analysis.send_blockers().is_empty() {
+        return Err(CliError::blocked(
+            "send",
+            report,
+            "nothing was sent; fix the errors above and send again",
+        ));
     }
+    eprint!("{report}");
+    let Some(resolved) = &loaded.analysis.config else {
+        return Err(CliError::failed(
+            "send",
+            "the configuration does not resolve",
+        ));
+    };
+    let config = resolved.config.clone();
+    let conversation = loaded.analysis.evaluation.conversation.clone();
+    // Held until the reply is written: a second send of the same file is refused at once.
+    let _lock = crate::send_lock::SendLock::acquire(&path)
+        .map_err(|error| CliError::blocked("send", String::new(), &error.to_string()))?;
     let environment = CredentialEnvironment::from_process();
     let setup = provider_setup(&config, Some(&path), &environment)?;
     let client = crate::provider_setup::client(&config, &setup, environment)?;
@@ -128,15 +119,16 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         writer.progress = false;
     }
     if let Some(error) = writer.failure.take() {
-        eprintln!("flemmad send: {error}");
-        return Ok(ExitCode::from(1));
+        return Err(CliError::failed("send", error));
     }
     match result {
         Ok(summary) => {
             let tail = writer.renderer.finish(ReplyOutcome::Completed);
             writer.push(&tail);
             writer.push(CLOSING_PROMPT);
-            writer.flush()?;
+            writer
+                .flush()
+                .map_err(|error| CliError::failed("send", error))?;
             tracing::info!(
                 max_delay_ms = writer.max_delay.as_millis() as u64,
                 coalesce_ms = writer.coalesce.as_millis() as u64,
@@ -163,10 +155,9 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
                 }
             );
             if let Some(error) = summary.stop_error() {
-                eprintln!("flemmad send: {error}");
-                return Ok(ExitCode::from(1));
+                return Err(CliError::failed("send", error));
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
         Err(error) => {
             let cancelled = matches!(error, ProviderError::Cancelled);
@@ -174,14 +165,14 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
                 let tail = writer.renderer.finish(ReplyOutcome::Interrupted);
                 writer.push(&tail);
                 writer.push(CLOSING_PROMPT);
-                writer.flush()?;
+                writer
+                    .flush()
+                    .map_err(|error| CliError::failed("send", error))?;
             }
             if cancelled {
-                eprintln!("flemmad send: cancelled");
-                Ok(ExitCode::from(130))
+                Err(CliError::interrupted("send", "cancelled"))
             } else {
-                eprintln!("flemmad send: {error}");
-                Ok(ExitCode::from(1))
+                Err(CliError::failed("send", error))
             }
         }
     }

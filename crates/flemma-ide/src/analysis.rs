@@ -65,6 +65,18 @@ impl ConfigInput {
     }
 }
 
+impl ConfigInput {
+    /// The problems of the configuration alone (reading it, resolving it without a
+    /// document), for commands that have no chat (`models`). All block.
+    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+        resolve_base(self)
+            .errors
+            .iter()
+            .map(|e| from_config(e, self.user_file.as_deref(), 0))
+            .collect()
+    }
+}
+
 /// A change the host refused; the document is left as it was.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChangeError {

@@ -1,0 +1,94 @@
+//! The one error type of every command, and the one place exit codes are decided.
+
+use std::process::ExitCode;
+
+/// What kind of failure ended a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The chat file cannot be read.
+    Unreadable,
+    /// The input has problems that stop the command (diagnostics say which).
+    Blocked,
+    /// The command ran and failed (the provider refused, the file could not be written).
+    Failed,
+    /// Ctrl-C.
+    Interrupted,
+}
+
+impl ErrorKind {
+    /// The exit status: 2 for unreadable input (clap exits 2 for usage errors before a
+    /// command runs), 130 for an interruption, 1 for everything else.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            ErrorKind::Unreadable => 2,
+            ErrorKind::Blocked | ErrorKind::Failed => 1,
+            ErrorKind::Interrupted => 130,
+        }
+    }
+}
+
+/// A failed command: its kind and what to print on stderr (complete lines).
+#[derive(Debug)]
+pub struct CliError {
+    pub kind: ErrorKind,
+    pub report: String,
+}
+
+impl CliError {
+    fn new(kind: ErrorKind, report: String) -> Self {
+        Self { kind, report }
+    }
+
+    /// `flemmad COMMAND: ERROR` (with the error's causes), exit 2.
+    pub fn unreadable(command: &str, error: &anyhow::Error) -> Self {
+        Self::new(
+            ErrorKind::Unreadable,
+            format!("flemmad {command}: {error:#}\n"),
+        )
+    }
+
+    /// The rendered diagnostics, then `flemmad COMMAND: SUMMARY`, exit 1.
+    pub fn blocked(command: &str, diagnostics: String, summary: &str) -> Self {
+        Self::new(
+            ErrorKind::Blocked,
+            format!("{diagnostics}flemmad {command}: {summary}\n"),
+        )
+    }
+
+    /// `flemmad COMMAND: MESSAGE`, exit 1.
+    pub fn failed(command: &str, message: impl std::fmt::Display) -> Self {
+        Self::new(ErrorKind::Failed, format!("flemmad {command}: {message}\n"))
+    }
+
+    /// `flemmad COMMAND: MESSAGE`, exit 130.
+    pub fn interrupted(command: &str, message: impl std::fmt::Display) -> Self {
+        Self::new(
+            ErrorKind::Interrupted,
+            format!("flemmad {command}: {message}\n"),
+        )
+    }
+
+    /// Prints the report and returns the exit status.
+    pub fn exit(self) -> ExitCode {
+        eprint!("{}", self.report);
+        ExitCode::from(self.kind.exit_code())
+    }
+}
+
+impl From<anyhow::Error> for CliError {
+    fn from(error: anyhow::Error) -> Self {
+        Self::new(ErrorKind::Failed, format!("flemmad: {error:#}\n"))
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(error: std::io::Error) -> Self {
+        Self::new(ErrorKind::Failed, format!("flemmad: {error}\n"))
+    }
+}
+
+impl From<serde_json::Error> for CliError {
+    fn from(error: serde_json::Error) -> Self {
+        Self::new(ErrorKind::Failed, format!("flemmad: {error}\n"))
+    }
+}
