@@ -15,6 +15,7 @@ use super::CliError;
 use crate::chat;
 use crate::provider_setup::provider_setup;
 use crate::reply_file::{ReplyFile, ReplyFileError};
+use crate::send_lock::{LockError, SendLock};
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
@@ -31,7 +32,16 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError> {
 
 async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError> {
     let path = args.file;
+    // Held until the reply is written: a second send of the same file is refused at once,
+    // before it reads a file the first one is still writing.
+    let lock = SendLock::acquire(&path);
+    let refuse = |error: LockError| CliError::blocked("send", String::new(), &error.to_string());
+    if let Err(busy @ LockError::Busy { .. }) = lock {
+        return Err(refuse(busy));
+    }
+    // An unreadable chat says so (exit 2) before a lock that could not be created does.
     let loaded = chat::load("send", &path, config_path)?;
+    let _lock = lock.map_err(refuse)?;
     let report = loaded.report(true);
     if !loaded.analysis.send_blockers().is_empty() {
         return Err(CliError::blocked(
@@ -49,9 +59,6 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError
     };
     let config = resolved.config.clone();
     let conversation = loaded.analysis.evaluation.conversation.clone();
-    // Held until the reply is written: a second send of the same file is refused at once.
-    let _lock = crate::send_lock::SendLock::acquire(&path)
-        .map_err(|error| CliError::blocked("send", String::new(), &error.to_string()))?;
     let environment = CredentialEnvironment::from_process();
     let setup = provider_setup(&config, Some(&path), &environment)?;
     let client = crate::provider_setup::client(&config, &setup, environment)?;
