@@ -239,7 +239,8 @@ async fn a_chat_whose_last_reply_was_aborted_can_be_sent_again() {
 async fn a_second_send_of_the_same_file_is_refused_at_once_naming_the_first() {
     let mock = MockProvider::start().await.unwrap();
     let chat = chat("@You:\nStream slowly.\n");
-    mock.push(Turn::text("slow ".repeat(400)).bytes_per_sec(2000));
+    // About two seconds of stream: the second send starts well before it ends.
+    mock.push(Turn::text("slow ".repeat(40)).bytes_per_sec(2000));
     let first = send_command(&chat, &mock.base_url())
         .stderr(std::process::Stdio::piped())
         .spawn()
