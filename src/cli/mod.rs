@@ -43,7 +43,10 @@ pub enum Command {
     ///
     /// Without --json, prints an outline: one line per node with its line:column range.
     /// With --json, prints the stable JSON form documented in protocol/parse.md.
-    /// Exits 0 even when the file has diagnostics; 2 when it cannot be read.
+    /// With --eval, prints the conversation that would be sent (or, with --json, the form of
+    /// protocol/eval.md) and reports diagnostics on stderr exactly as `send` does.
+    /// Exits 0 even when the file has diagnostics (with --eval: 1 when one blocks sending);
+    /// 2 when it cannot be read.
     Parse(parse::ParseArgs),
     /// Normalise a .chat file in place (or check that it is normalised).
     ///
