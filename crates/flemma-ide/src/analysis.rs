@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use flemma_config::{ConfigError, ConfigErrors, ConfigLayer, LayerKind, ResolvedConfig};
 use flemma_syntax::{DiagnosticCode, Document, Role, Severity, TextEdit, TextRange};
 use flemma_template::{
-    Category, EvalOptions, Evaluation, Host, PersonalityContext, TemplateDiagnostic,
+    Category, CompileCache, EvalOptions, Evaluation, Host, PersonalityContext, TemplateDiagnostic,
     TemplatingOptions,
 };
 
@@ -214,6 +214,7 @@ fn syntax_rule(doc: &Document, diagnostic: &flemma_syntax::Diagnostic) -> (bool,
 #[derive(Debug)]
 pub struct AnalysisHost {
     io: Arc<dyn Host>,
+    compile_cache: Arc<CompileCache>,
     config: ConfigInput,
     base: BaseResolution,
     documents: HashMap<DocumentId, DocumentState>,
@@ -239,10 +240,16 @@ impl AnalysisHost {
         let base = resolve_base(&config);
         Self {
             io,
+            compile_cache: Arc::default(),
             config,
             base,
             documents: HashMap::new(),
         }
+    }
+
+    /// The compiled templates this host reuses across analyses (owned here, not process-wide).
+    pub fn compile_cache(&self) -> &Arc<CompileCache> {
+        &self.compile_cache
     }
 
     /// Replaces the configuration below the frontmatter; every analysis is recomputed.
@@ -329,6 +336,7 @@ impl AnalysisHost {
             id,
             state.document.clone(),
             &self.io,
+            &self.compile_cache,
             &self.config,
             &self.base,
         ));
@@ -412,6 +420,7 @@ fn analyze(
     id: &DocumentId,
     document: Arc<Document>,
     io: &Arc<dyn Host>,
+    compile_cache: &Arc<CompileCache>,
     config: &ConfigInput,
     base: &BaseResolution,
 ) -> Analysis {
@@ -447,6 +456,7 @@ fn analyze(
         path: Some(id.path().to_owned()),
         templating: base.templating.clone(),
         config_layers: config.layers.clone(),
+        compile_cache: Some(compile_cache.clone()),
         ..EvalOptions::default()
     };
     let host = Arc::new(DocumentHost {

@@ -213,3 +213,24 @@ fn relative_includes_resolve_against_the_chat_directory() {
         flemma_conversation::Part::joined_text(&analysis.evaluation.conversation.messages[0].parts);
     assert!(text.contains("from the notes"), "{text}");
 }
+
+#[test]
+fn compiled_templates_are_cached_by_the_host_not_the_process() {
+    let (mut host, id, _dir) = host("@You:\nHello {{ 1 + 1 }}\n");
+    assert!(host.compile_cache().is_empty());
+    host.analysis(&id).unwrap();
+    let compiled = host.compile_cache().len();
+    assert!(compiled > 0);
+    host.set_text(id.clone(), "@You:\nHello {{ 1 + 1 }}\n");
+    host.analysis(&id).unwrap();
+    assert_eq!(
+        host.compile_cache().len(),
+        compiled,
+        "the same script is reused"
+    );
+    let (other, _, _dir2) = self::host("@You:\nHi\n");
+    assert!(
+        other.compile_cache().is_empty(),
+        "another host has its own cache"
+    );
+}

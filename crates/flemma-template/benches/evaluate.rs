@@ -63,7 +63,11 @@ fn long_chat(messages: usize) -> String {
 }
 
 fn bench(c: &mut Criterion) {
-    let options = EvalOptions::default();
+    let cache = std::sync::Arc::new(flemma_template::CompileCache::default());
+    let options = EvalOptions {
+        compile_cache: Some(cache.clone()),
+        ..EvalOptions::default()
+    };
     let host: Arc<dyn Host> = Arc::new(NoFiles);
     let chat = flemma_syntax::parse(long_chat(1_000));
     let evaluation = evaluate(&chat, host.clone(), &options);
@@ -81,7 +85,7 @@ fn bench(c: &mut Criterion) {
         "evaluate 1000 messages (cold: compile cache cleared)",
         |b| {
             b.iter(|| {
-                flemma_template::clear_compile_cache();
+                cache.clear();
                 evaluate(&chat, host.clone(), &options)
             })
         },

@@ -40,6 +40,7 @@ pub(crate) struct Evaluator<'a> {
     clock: RunClock,
     cancel: Option<Arc<AtomicBool>>,
     templating: TemplatingOptions,
+    compile_cache: Arc<crate::CompileCache>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -69,7 +70,9 @@ impl<'a> Evaluator<'a> {
             personality_cache: Arc::new(Mutex::new(None)),
             opt: opt.clone(),
             config_layers: Arc::new(options.config_layers.clone()),
+            compile_cache: options.compile_cache.clone().unwrap_or_default(),
         };
+        let compile_cache = environment.compile_cache.clone();
         render::register(&mut engine, &state, &environment);
         opt::register(&mut engine);
         let origin = Arc::new(Origin {
@@ -99,6 +102,7 @@ impl<'a> Evaluator<'a> {
             clock,
             cancel: options.cancel.clone(),
             templating: options.templating.clone(),
+            compile_cache,
         }
     }
 
@@ -184,7 +188,7 @@ impl<'a> Evaluator<'a> {
         let whole = TextRange::new(0, text.len());
         let mut script = Script::default();
         script.push_code(&text, 0, whole);
-        let ast = match script::compile_cached(&self.engine, &script.code) {
+        let ast = match self.compile_cache.compile(&self.engine, &script.code) {
             Ok(ast) => ast,
             Err(error) => {
                 let range = script.locate(error.position(), TextRange::default());
@@ -611,6 +615,7 @@ impl<'a> Evaluator<'a> {
         }
         let mut diagnostics = Vec::new();
         let (script, compiled) = script::build_and_compile(
+            &self.compile_cache,
             &self.engine,
             doc.text(),
             &segments,

@@ -54,7 +54,7 @@ pub use engine::Attachment;
 pub use host::{FsHost, Host, PersonalityContext, git_branch_of};
 pub use lua::lua_frontmatter_to_rhai;
 pub use personality::PERSONALITIES;
-pub use script::clear_compile_cache;
+pub use script::CompileCache;
 
 /// Resource limits of the sandbox. They apply to each script run: the frontmatter, each
 /// message (with the files it includes), each call of an auto-approve function.
@@ -110,6 +110,9 @@ pub struct EvalOptions {
     /// what templates show of the configuration (the personality's tool list) is the document's
     /// resolved configuration. Empty: defaults only.
     pub config_layers: Vec<ConfigLayer>,
+    /// Compiled templates to reuse across evaluations (the analysis host keeps one per host);
+    /// `None`: a fresh cache for this evaluation only.
+    pub compile_cache: Option<Arc<CompileCache>>,
 }
 
 /// The user's template extensions, from the `templating` table of the resolved configuration.

@@ -62,6 +62,8 @@ pub(crate) struct Environment {
     pub opt: crate::opt::SharedOpt,
     /// The configuration layers below the frontmatter.
     pub config_layers: Arc<Vec<flemma_config::ConfigLayer>>,
+    /// Compiled templates (the caller's, or one for this evaluation).
+    pub compile_cache: Arc<crate::CompileCache>,
 }
 
 /// Appends text to `output`, merging with a trailing text part.
@@ -451,6 +453,7 @@ fn include(
     let mut diagnostics = Vec::new();
     let engine = context.engine();
     let (script, compiled) = script::build_and_compile(
+        &environment.compile_cache,
         engine,
         &text,
         &segments,

@@ -10,7 +10,7 @@
 use flemma_conversation::Part;
 use flemma_syntax::{Segment, SegmentKind, Severity, TextRange};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use rhai::{AST, Engine, Position};
 
@@ -189,6 +189,7 @@ impl Script {
 /// expression; when the script does not compile, it is rebuilt with each expression checked
 /// alone, so expressions that do not parse degrade to warnings and their literal text.
 pub(crate) fn build_and_compile(
+    cache: &CompileCache,
     engine: &Engine,
     text: &str,
     segments: &[Segment],
@@ -197,60 +198,74 @@ pub(crate) fn build_and_compile(
     diagnostics: &mut Vec<TemplateDiagnostic>,
 ) -> (Script, Result<Arc<AST>, rhai::ParseError>) {
     let script = build(engine, text, segments, part_for, origin, diagnostics, false);
-    match compile_cached(engine, &script.code) {
+    match cache.compile(engine, &script.code) {
         Ok(ast) => (script, Ok(ast)),
         Err(_) => {
             let script = build(engine, text, segments, part_for, origin, diagnostics, true);
-            let compiled = compile_cached(engine, &script.code);
+            let compiled = cache.compile(engine, &script.code);
             (script, compiled)
         }
     }
 }
 
-/// Compiled scripts by source, shared by all evaluations: a document is evaluated again and
-/// again while it is edited and sent, and most of its messages do not change. Every engine is
-/// configured the same way for parsing, so an AST compiled by one is valid for all.
+/// Compiled scripts by source: a document is evaluated again and again while it is edited and
+/// sent, and most of its messages do not change. Owned by whoever evaluates repeatedly (the
+/// analysis host) and passed in [`crate::EvalOptions::compile_cache`]; no process-wide state.
+/// Every engine is configured the same way for parsing, so an AST compiled by one is valid for
+/// all.
+#[derive(Debug, Default)]
+pub struct CompileCache {
+    entries: Mutex<HashMap<String, Arc<AST>>>,
+}
+
 const COMPILE_CACHE_ENTRIES: usize = 8192;
 
-fn compile_cache() -> &'static Mutex<HashMap<String, Arc<AST>>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<AST>>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-/// Compiles `code`, reusing an earlier compilation of the same source.
-pub(crate) fn compile_cached(engine: &Engine, code: &str) -> Result<Arc<AST>, rhai::ParseError> {
-    // The parse limits are part of the key: an AST accepted under larger limits must not be
-    // reused by an engine with smaller ones.
-    let key = format!(
-        "{}:{}\n{code}",
-        engine.max_expr_depth(),
-        engine.max_function_expr_depth()
-    );
-    let cache = compile_cache();
-    if let Some(ast) = cache
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .get(&key)
-    {
-        return Ok(ast.clone());
+impl CompileCache {
+    /// Compiles `code`, reusing an earlier compilation of the same source.
+    pub(crate) fn compile(
+        &self,
+        engine: &Engine,
+        code: &str,
+    ) -> Result<Arc<AST>, rhai::ParseError> {
+        // The parse limits are part of the key: an AST accepted under larger limits must not
+        // be reused by an engine with smaller ones.
+        let key = format!(
+            "{}:{}\n{code}",
+            engine.max_expr_depth(),
+            engine.max_function_expr_depth()
+        );
+        if let Some(ast) = self.lock().get(&key) {
+            return Ok(ast.clone());
+        }
+        let ast = Arc::new(engine.compile(code)?);
+        let mut entries = self.lock();
+        if entries.len() >= COMPILE_CACHE_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(key, ast.clone());
+        Ok(ast)
     }
-    let ast = Arc::new(engine.compile(code)?);
-    let mut cache = cache
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if cache.len() >= COMPILE_CACHE_ENTRIES {
-        cache.clear();
-    }
-    cache.insert(key, ast.clone());
-    Ok(ast)
-}
 
-/// Empties the cache of compiled templates (the next evaluation compiles everything again).
-pub fn clear_compile_cache() {
-    compile_cache()
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .clear();
+    /// Empties the cache (the next evaluation compiles everything again).
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
+    /// How many compiled scripts it holds.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<AST>>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 /// Builds the script for `segments` of `text`. `part_for` turns non-template segments (file
