@@ -4,7 +4,7 @@
 
 use base64::Engine as _;
 use flemma_conversation::{Conversation, Message, Part, Role, ThinkingSignature};
-use flemma_provider::{
+use flemma_wire::{
     CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel, ToolDefinition,
     build_request, count_tokens_request, list_models_request, parse_count_tokens, parse_models,
 };
@@ -537,11 +537,11 @@ fn vertex_path_needs_a_project() {
         "/v1beta1/projects/proj/locations/us-east5/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
     );
     assert_eq!(
-        flemma_provider::vertex_default_base_url("us-east5"),
+        flemma_wire::vertex_default_base_url("us-east5"),
         "https://us-east5-aiplatform.googleapis.com"
     );
     assert_eq!(
-        flemma_provider::vertex_default_base_url("global"),
+        flemma_wire::vertex_default_base_url("global"),
         "https://aiplatform.googleapis.com"
     );
 }
@@ -560,7 +560,7 @@ fn missing_model_is_an_explained_error() {
 #[test]
 fn bodies_are_byte_stable_and_a_second_turn_extends_the_first() {
     let (_, encoded) = reasoning_signature();
-    for kind in flemma_provider::ProviderKind::ALL {
+    for kind in flemma_wire::ProviderKind::ALL {
         let signature = match kind.signature_provider() {
             "openai" => signed("openai", "t", &encoded),
             "" => Part::text(""),
