@@ -6,11 +6,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use flemma_config::{CacheRetention as ConfigCache, Config, MaxTokens, Thinking as ConfigThinking};
+use flemma_config::{Config, MaxTokens, Thinking as ConfigThinking};
 use flemma_provider::catalogue::{Catalogue, ModelOverride, ModelSpec};
 use flemma_provider::credentials::CredentialEnvironment;
 use flemma_provider::http::{ClientConfig, Endpoint};
-use flemma_provider::{CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel};
+use flemma_provider::{ProviderKind, RequestOptions, Thinking};
 
 /// Output tokens assumed for models the catalogue does not know.
 const UNKNOWN_MODEL_OUTPUT_LIMIT: u64 = 8192;
@@ -29,14 +29,12 @@ pub fn provider_setup(
     chat_path: Option<&Path>,
     environment: &CredentialEnvironment,
 ) -> anyhow::Result<ProviderSetup> {
-    let provider_name = config.provider.as_str();
-    let kind = ProviderKind::from_name(provider_name)
-        .with_context(|| format!("provider `{provider_name}` has no wire implementation"))?;
+    let kind = ProviderKind::from(config.provider);
     let overrides: Vec<ModelOverride> = config
         .models
         .iter()
         .map(|(model, o)| ModelOverride {
-            provider: provider_name.to_owned(),
+            provider: kind,
             model: model.clone(),
             input: o.input,
             output: o.output,
@@ -49,9 +47,7 @@ pub fn provider_setup(
             adaptive_thinking: None,
         })
         .collect();
-    let catalogue = Catalogue::builtin()
-        .with_overrides(&overrides)
-        .context("the `models` section of the configuration is invalid")?;
+    let catalogue = Catalogue::builtin().with_overrides(&overrides);
     let model = catalogue.lookup(kind, &config.model).cloned();
     let parameters = &config.parameters;
     let output_limit = model
@@ -66,13 +62,7 @@ pub fn provider_setup(
         match parameters.thinking {
             ConfigThinking::Off => Thinking::Off,
             ConfigThinking::Budget(n) => Thinking::Budget(u32::try_from(n).unwrap_or(u32::MAX)),
-            ConfigThinking::Level(level) => Thinking::Level(match level {
-                flemma_config::ThinkingLevel::Minimal => ThinkingLevel::Minimal,
-                flemma_config::ThinkingLevel::Low => ThinkingLevel::Low,
-                flemma_config::ThinkingLevel::Medium => ThinkingLevel::Medium,
-                flemma_config::ThinkingLevel::High => ThinkingLevel::High,
-                flemma_config::ThinkingLevel::Max => ThinkingLevel::Max,
-            }),
+            ConfigThinking::Level(level) => Thinking::Level(level),
         }
     } else {
         Thinking::Off
@@ -82,11 +72,7 @@ pub fn provider_setup(
         max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX),
         temperature: parameters.temperature,
         thinking,
-        cache_retention: match parameters.cache_retention {
-            ConfigCache::None => CacheRetention::None,
-            ConfigCache::Short => CacheRetention::Short,
-            ConfigCache::Long => CacheRetention::Long,
-        },
+        cache_retention: parameters.cache_retention,
         tools: Vec::new(),
         prompt_cache_key: chat_path.map(|p| p.display().to_string()),
         anthropic_version: parameters.anthropic.api_version.clone(),
@@ -95,8 +81,8 @@ pub fn provider_setup(
             .anthropic
             .thinking_budget
             .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-        openai_reasoning: parameters.openai.reasoning.map(|e| json_name(&e)),
-        openai_reasoning_summary: parameters.openai.reasoning_summary.map(|s| json_name(&s)),
+        openai_reasoning: parameters.openai.reasoning,
+        openai_reasoning_summary: parameters.openai.reasoning_summary,
         gemini_thinking_budget: match kind {
             ProviderKind::Vertex => parameters.vertex.thinking_budget,
             _ => parameters.gemini.thinking_budget,
@@ -124,14 +110,6 @@ pub fn provider_setup(
         client,
         model,
     })
-}
-
-/// The serde name of a unit enum value (`ReasoningEffort::High` → `high`).
-fn json_name<T: serde::Serialize>(value: &T) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => String::new(),
-    }
 }
 
 /// The HTTP client with the credential resolver chain configured from `config`.

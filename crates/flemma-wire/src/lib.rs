@@ -63,22 +63,15 @@ impl ProviderKind {
     ];
 
     /// Parses the provider name used in configuration (`anthropic`, `openai`,
-    /// `openai_compatible`, `moonshot`, `gemini`, `vertex`).
+    /// `openai-compatible`, `moonshot`, `gemini`, `vertex`).
     pub fn from_name(name: &str) -> Option<Self> {
-        let normalised = name.trim().to_ascii_lowercase().replace('-', "_");
-        Self::ALL.into_iter().find(|kind| kind.name() == normalised)
+        flemma_config::Provider::from_name(name).map(Self::from)
     }
 
-    /// The configuration name of this provider kind.
+    /// The configuration name of this provider kind (`openai-compatible`): the one spelling,
+    /// owned by [`flemma_config::Provider`].
     pub fn name(&self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::OpenAi => "openai",
-            ProviderKind::OpenAiCompatible => "openai_compatible",
-            ProviderKind::Moonshot => "moonshot",
-            ProviderKind::Gemini => "gemini",
-            ProviderKind::Vertex => "vertex",
-        }
+        flemma_config::Provider::from(*self).as_str()
     }
 
     /// The provider word written in `<thinking PROVIDER:signature="…">` for signatures this
@@ -90,6 +83,47 @@ impl ProviderKind {
             ProviderKind::Gemini | ProviderKind::Vertex => "vertex",
             ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => "",
         }
+    }
+}
+
+impl From<flemma_config::Provider> for ProviderKind {
+    fn from(provider: flemma_config::Provider) -> Self {
+        use flemma_config::Provider;
+        match provider {
+            Provider::Anthropic => ProviderKind::Anthropic,
+            Provider::Openai => ProviderKind::OpenAi,
+            Provider::OpenaiCompatible => ProviderKind::OpenAiCompatible,
+            Provider::Moonshot => ProviderKind::Moonshot,
+            Provider::Gemini => ProviderKind::Gemini,
+            Provider::Vertex => ProviderKind::Vertex,
+        }
+    }
+}
+
+impl From<ProviderKind> for flemma_config::Provider {
+    fn from(kind: ProviderKind) -> Self {
+        use flemma_config::Provider;
+        match kind {
+            ProviderKind::Anthropic => Provider::Anthropic,
+            ProviderKind::OpenAi => Provider::Openai,
+            ProviderKind::OpenAiCompatible => Provider::OpenaiCompatible,
+            ProviderKind::Moonshot => Provider::Moonshot,
+            ProviderKind::Gemini => Provider::Gemini,
+            ProviderKind::Vertex => Provider::Vertex,
+        }
+    }
+}
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ProviderKind {
+    type Err = flemma_config::UnknownName;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.parse::<flemma_config::Provider>().map(Self::from)
     }
 }
 
@@ -111,20 +145,7 @@ pub struct ToolDefinition {
     pub is_async: bool,
 }
 
-/// Named thinking effort levels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ThinkingLevel {
-    /// The least reasoning a model offers (Anthropic 1024 tokens, OpenAI `minimal`).
-    Minimal,
-    /// Anthropic 1024 tokens, OpenAI `low`.
-    Low,
-    /// Anthropic 2048 tokens, OpenAI `medium`.
-    Medium,
-    /// Anthropic 8192 tokens, OpenAI `high` (flemmad's default).
-    High,
-    /// Anthropic 16384 tokens (adaptive effort `max`), OpenAI `high`.
-    Max,
-}
+pub use flemma_config::{CacheRetention, ReasoningEffort, ReasoningSummary, ThinkingLevel};
 
 /// How much the model should think.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -136,18 +157,6 @@ pub enum Thinking {
     Level(ThinkingLevel),
     /// An explicit token budget.
     Budget(u32),
-}
-
-/// Prompt cache retention.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CacheRetention {
-    /// No cache markers.
-    None,
-    /// The provider's default (about 5 minutes).
-    #[default]
-    Short,
-    /// Extended retention (Anthropic `ttl: "1h"`).
-    Long,
 }
 
 /// Everything besides the conversation that shapes a request.
@@ -174,9 +183,9 @@ pub struct RequestOptions {
     /// Overrides the Anthropic thinking budget derived from `thinking`.
     pub anthropic_thinking_budget: Option<u32>,
     /// Overrides the OpenAI `reasoning.effort` derived from `thinking`.
-    pub openai_reasoning: Option<String>,
+    pub openai_reasoning: Option<ReasoningEffort>,
     /// Overrides the OpenAI `reasoning.summary` (default `auto`).
-    pub openai_reasoning_summary: Option<String>,
+    pub openai_reasoning_summary: Option<ReasoningSummary>,
     /// Overrides the Gemini `thinkingBudget` derived from `thinking` (`-1` = dynamic).
     pub gemini_thinking_budget: Option<i32>,
     /// Vertex AI project id (required for Vertex).

@@ -364,12 +364,12 @@ fn openai_reasoning_override_and_off() {
     assert!(b.get("reasoning").is_none() && b.get("include").is_none());
     assert_eq!(b["temperature"], 0.5);
     opts.thinking = Thinking::Level(ThinkingLevel::Low);
-    opts.openai_reasoning = Some("xhigh".into());
-    opts.openai_reasoning_summary = Some("detailed".into());
+    opts.openai_reasoning = Some(flemma_wire::ReasoningEffort::High);
+    opts.openai_reasoning_summary = Some(flemma_wire::ReasoningSummary::Detailed);
     let b = body(ProviderKind::OpenAi, &conversation, &opts);
     assert_eq!(
         b["reasoning"],
-        json!({"effort": "xhigh", "summary": "detailed"})
+        json!({"effort": "high", "summary": "detailed"})
     );
     assert!(b.get("temperature").is_none());
 }
@@ -387,7 +387,7 @@ fn chat_completions_body_with_pdf_warning() {
     assert_eq!(built.request.path_and_query, "/chat/completions");
     assert_eq!(
         built.warnings,
-        vec!["PDF attachments are not supported by openai_compatible; ./spec.pdf sent as text"]
+        vec!["PDF attachments are not supported by openai-compatible; ./spec.pdf sent as text"]
     );
     let b: Value = serde_json::from_slice(&built.request.body).unwrap();
     let weather_params = b["tools"][1]["function"]["parameters"].clone();
@@ -762,9 +762,19 @@ fn provider_names_round_trip() {
         Some(ProviderKind::Gemini)
     );
     assert_eq!(ProviderKind::from_name("claude"), None);
+    assert_eq!(
+        "openai_compatible".parse::<ProviderKind>().map_err(|e| e.to_string()),
+        Err("`openai_compatible` is not a provider (expected one of: anthropic, openai, openai-compatible, moonshot, gemini, vertex)".to_string())
+    );
     for kind in ProviderKind::ALL {
         assert_eq!(ProviderKind::from_name(kind.name()), Some(kind));
+        assert_eq!(kind.to_string().parse::<ProviderKind>(), Ok(kind));
+        assert_eq!(
+            ProviderKind::from(flemma_config::Provider::from(kind)),
+            kind
+        );
     }
+    assert_eq!(ProviderKind::OpenAiCompatible.name(), "openai-compatible");
 }
 
 #[test]
