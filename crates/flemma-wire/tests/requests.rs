@@ -409,7 +409,7 @@ fn chat_completions_body_with_pdf_warning() {
                     {"id": "call_8E", "type": "function", "function": {"name": "weather", "arguments": "{\"location\": \"Florence\"}"}},
                 ]},
                 {"role": "tool", "tool_call_id": "call_8E", "content": "40 C"},
-                {"role": "user", "content": "[attachment ./spec.pdf: PDF attachments are not supported by openai_compatible]"},
+                {"role": "user", "content": "[attachment ./spec.pdf: PDF attachments are not supported by openai-compatible]"},
             ],
             "tools": [
                 {"type": "function", "function": {"name": "flemma__jobs__status", "description": "Job status",
