@@ -171,7 +171,12 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
         Err(error) => {
             let cancelled = matches!(error, ProviderError::Cancelled);
             if writer.renderer.has_content() || writer.file.started() {
-                let tail = writer.renderer.finish(ReplyOutcome::Interrupted);
+                let outcome = if cancelled {
+                    ReplyOutcome::Interrupted
+                } else {
+                    ReplyOutcome::Failed(error.to_string())
+                };
+                let tail = writer.renderer.finish(outcome);
                 writer.push(&tail);
                 writer.push(CLOSING_PROMPT);
                 writer.flush()?;
