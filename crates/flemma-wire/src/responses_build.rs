@@ -63,12 +63,24 @@ fn user_content(part: &Part) -> Option<Value> {
     }
 }
 
-fn tool_output(content: &[Part]) -> Value {
+/// Put before the output of a failed tool call: Responses has no error flag, so the text says it.
+pub const TOOL_ERROR_PREFIX: &str = "Error: ";
+
+fn tool_output(content: &[Part], is_error: bool) -> Value {
     let has_attachments = content
         .iter()
         .any(|p| matches!(p, Part::Image { .. } | Part::Pdf { .. }));
     if has_attachments {
-        Value::Array(content.iter().filter_map(user_content).collect())
+        let mut items: Vec<Value> = content.iter().filter_map(user_content).collect();
+        if is_error {
+            items.insert(
+                0,
+                json!({"type": "input_text", "text": TOOL_ERROR_PREFIX.trim_end()}),
+            );
+        }
+        Value::Array(items)
+    } else if is_error {
+        json!(format!("{TOOL_ERROR_PREFIX}{}", Part::joined_text(content)))
     } else {
         json!(Part::joined_text(content))
     }
@@ -160,11 +172,11 @@ pub(crate) fn body(
                         Part::ToolResult {
                             tool_use_id,
                             content: result,
-                            ..
+                            is_error,
                         } => input.push(json!({
                             "type": "function_call_output",
                             "call_id": normalize_tool_id(tool_use_id, MAX_ID_LEN),
-                            "output": tool_output(result),
+                            "output": tool_output(result, *is_error),
                         })),
                         other => content.extend(user_content(other)),
                     }

@@ -811,3 +811,19 @@ fn gemini_off_is_budget_zero_except_for_models_that_always_think() {
         );
     }
 }
+
+#[test]
+fn responses_marks_failed_tool_results_in_the_output_text() {
+    let mut conversation = conversation("call_err", Part::text(""));
+    conversation.messages[2] = message(Role::User, vec![result("call_err", "exit 2", true)]);
+    let b = body(ProviderKind::OpenAi, &conversation, &options("gpt-5"));
+    let output = b["input"]
+        .as_array()
+        .and_then(|items| items.iter().find(|i| i["type"] == "function_call_output"))
+        .map(|item| item["output"].clone());
+    assert_eq!(output, Some(json!("Error: exit 2")));
+
+    conversation.messages[2] = message(Role::User, vec![result("call_err", "exit 0", false)]);
+    let b = body(ProviderKind::OpenAi, &conversation, &options("gpt-5"));
+    assert!(b.to_string().contains(r#""output":"exit 0""#), "{b}");
+}
