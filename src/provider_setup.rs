@@ -22,6 +22,8 @@ pub struct ProviderSetup {
     pub endpoint: Endpoint,
     pub client: ClientConfig,
     pub model: Option<ModelSpec>,
+    /// "model … is not in the catalogue (did you mean …?)": non-blocking.
+    pub model_warning: Option<String>,
 }
 
 pub fn provider_setup(
@@ -57,7 +59,7 @@ pub fn provider_setup(
         MaxTokens::Tokens(n) => n,
         percent @ MaxTokens::Percent(_) => percent.for_limit(output_limit),
     };
-    let thinking_supported = model.as_ref().is_none_or(|m| m.thinking);
+    let thinking_supported = catalogue.supports_thinking(kind, &config.model);
     let thinking = if thinking_supported {
         match parameters.thinking {
             ConfigThinking::Off => Thinking::Off,
@@ -103,12 +105,14 @@ pub fn provider_setup(
         timeout: Duration::from_secs(parameters.timeout),
         ..ClientConfig::default()
     };
+    let model_warning = catalogue.unknown_model_warning(kind, &config.model);
     Ok(ProviderSetup {
         kind,
         options,
         endpoint,
         client,
         model,
+        model_warning,
     })
 }
 

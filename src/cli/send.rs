@@ -63,6 +63,9 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
     }
     let environment = CredentialEnvironment::from_process();
     let setup = provider_setup(&config, Some(&path), &environment)?;
+    if let Some(warning) = &setup.model_warning {
+        eprintln!("flemmad: warning: {warning}");
+    }
     let client = crate::provider_setup::client(&config, &setup, environment)?;
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();

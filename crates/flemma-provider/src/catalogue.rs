@@ -263,7 +263,23 @@ const BUILTIN: &[Row] = &[
         32_768,
         false,
     ),
+    row(
+        OpenAi,
+        "gpt-4.1-nano",
+        (0.1, 0.4, 0.025),
+        1_047_576,
+        32_768,
+        false,
+    ),
     row(OpenAi, "gpt-4o", (2.5, 10.0, 1.25), 128_000, 16_384, false),
+    row(
+        OpenAi,
+        "gpt-4o-mini",
+        (0.15, 0.6, 0.075),
+        128_000,
+        16_384,
+        false,
+    ),
     row(OpenAi, "o3", (2.0, 8.0, 0.5), 200_000, 100_000, true),
     row(OpenAi, "o4-mini", (1.1, 4.4, 0.275), 200_000, 100_000, true),
     row(OpenAi, "o3-mini", (1.1, 4.4, 0.55), 200_000, 100_000, true),
@@ -472,6 +488,65 @@ impl Catalogue {
     }
 }
 
+impl Catalogue {
+    /// Whether `model` takes reasoning/thinking parameters: the catalogue's word for a known
+    /// model; for an unknown one, its family decides ([`unknown_model_reasons`]).
+    pub fn supports_thinking(&self, kind: ProviderKind, model: &str) -> bool {
+        self.lookup(kind, model)
+            .map_or_else(|| unknown_model_reasons(kind, model), |spec| spec.thinking)
+    }
+
+    /// A non-blocking warning for a model the catalogue does not know, with the closest known
+    /// id ("did you mean"). `None` for known models and for `openai-compatible`, whose servers
+    /// run models of any name.
+    pub fn unknown_model_warning(&self, kind: ProviderKind, model: &str) -> Option<String> {
+        if kind == ProviderKind::OpenAiCompatible || model.trim().is_empty() {
+            return None;
+        }
+        if self.lookup(kind, model).is_some() {
+            return None;
+        }
+        let provider = family(kind);
+        let closest = self
+            .models
+            .iter()
+            .filter(|m| m.provider == provider)
+            .map(|m| (strsim::damerau_levenshtein(model, &m.id), m.id.as_str()))
+            .min_by_key(|(distance, _)| *distance)
+            .filter(|(distance, id)| *distance <= id.len().max(model.len()) / 2);
+        let did_you_mean = closest
+            .map(|(_, id)| format!(" (did you mean `{id}`?)"))
+            .unwrap_or_default();
+        Some(format!(
+            "model `{model}` is not in flemmad's {} catalogue{did_you_mean}; it is sent as written, and its limits and prices are unknown",
+            kind.name()
+        ))
+    }
+}
+
+/// [`Catalogue::unknown_model_warning`] on the built-in catalogue.
+pub fn unknown_model_warning(kind: ProviderKind, model: &str) -> Option<String> {
+    Catalogue::builtin().unknown_model_warning(kind, model)
+}
+
+/// Whether a model the catalogue does not know is assumed to reason. OpenAI rejects reasoning
+/// parameters on non-reasoning models, so only its reasoning families (`o1`, `o3`, `o4`,
+/// `gpt-5…`) get them; other providers ignore or tolerate them for unknown models.
+pub fn unknown_model_reasons(kind: ProviderKind, model: &str) -> bool {
+    match kind {
+        ProviderKind::OpenAi => {
+            let model = model.trim();
+            ["o1", "o3", "o4"].iter().any(|family| {
+                model == *family
+                    || model
+                        .strip_prefix(family)
+                        .is_some_and(|rest| rest.starts_with('-'))
+            }) || model.starts_with("gpt-5")
+        }
+        _ => true,
+    }
+}
+
 fn set<T>(target: &mut T, value: Option<T>) {
     if let Some(value) = value {
         *target = value;
@@ -658,5 +733,55 @@ mod tests {
             .unwrap();
         assert_eq!(qwen.max_output_tokens, 4_096);
         assert!(close(cost(&Usage::default(), qwen), 0.0));
+    }
+
+    #[test]
+    fn unknown_openai_models_reason_only_in_reasoning_families() {
+        let catalogue = Catalogue::builtin();
+        for model in [
+            "gpt-4o-mini",
+            "gpt-4.1",
+            "gpt-4.1-nano",
+            "gpt-4.1-2025-04-14",
+            "gpt-4o-2024-08-06",
+        ] {
+            assert!(catalogue.lookup(OpenAi, model).is_some(), "{model}");
+            assert!(!catalogue.supports_thinking(OpenAi, model), "{model}");
+        }
+        for model in ["gpt-5.2-pro", "o3-pro", "o1", "o4-mini-deep-research"] {
+            assert!(catalogue.supports_thinking(OpenAi, model), "{model}");
+        }
+        for model in ["gpt-4.5-preview", "chatgpt-4o-latest", "o30-ish"] {
+            assert!(!catalogue.supports_thinking(OpenAi, model), "{model}");
+        }
+        assert!(catalogue.supports_thinking(Anthropic, "claude-future-9"));
+    }
+
+    #[test]
+    fn unknown_models_get_a_did_you_mean_warning() {
+        let warning = unknown_model_warning(Anthropic, "claude-sonet-4-5").unwrap_or_default();
+        assert!(
+            warning.contains("did you mean `claude-sonnet-4-5`?"),
+            "{warning}"
+        );
+        let warning = unknown_model_warning(Anthropic, "claude-sonet-9").unwrap_or_default();
+        assert!(
+            warning.contains("`claude-sonet-9` is not in flemmad's anthropic catalogue"),
+            "{warning}"
+        );
+        assert!(
+            warning.contains("did you mean `claude-sonnet-"),
+            "{warning}"
+        );
+        assert_eq!(
+            unknown_model_warning(Anthropic, "claude-sonnet-4-5-20250929"),
+            None
+        );
+        assert_eq!(
+            unknown_model_warning(ProviderKind::OpenAiCompatible, "qwen3:8b"),
+            None
+        );
+        let far = unknown_model_warning(OpenAi, "totally-different-thing").unwrap_or_default();
+        assert!(!far.contains("did you mean"), "{far}");
     }
 }

@@ -262,6 +262,14 @@ pub fn explain_http_error(
             status,
             message: described,
         },
+        400 if kind == ProviderKind::OpenAi && refuses_reasoning(&message) => {
+            ProviderError::Rejected {
+                provider,
+                status,
+                message: described,
+                advice: "This model takes no reasoning parameters: set `parameters.thinking` to false (`flemma.opt.thinking` in the frontmatter), or add the model to `models` with thinking = false",
+            }
+        }
         _ => ProviderError::Rejected {
             provider,
             status,
@@ -323,6 +331,13 @@ pub fn explain_not_found(
         message,
         hint,
     }
+}
+
+/// OpenAI's refusal of `reasoning`/`include` on a model without reasoning.
+fn refuses_reasoning(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    (message.contains("reasoning") || message.contains("reasoning.encrypted_content"))
+        && (message.contains("not supported") || message.contains("unsupported"))
 }
 
 fn advice_for(status: u16) -> &'static str {
@@ -621,5 +636,13 @@ mod tests {
         assert!(listing.contains("no such route"), "{listing}");
         assert!(!listing.contains("/v1`"), "{listing}");
         assert!(!listing.contains("flemmad models"), "{listing}");
+    }
+
+    #[test]
+    fn openai_refusing_reasoning_parameters_is_explained() {
+        let body = r#"{"error":{"message":"Unsupported parameter: 'reasoning.effort' is not supported with this model.","type":"invalid_request_error","param":"reasoning.effort","code":"unsupported_parameter"}}"#;
+        let text = explain(ProviderKind::OpenAi, 400, &HeaderMap::new(), body).to_string();
+        assert!(text.contains("takes no reasoning parameters"), "{text}");
+        assert!(text.contains("`parameters.thinking`"), "{text}");
     }
 }
