@@ -84,3 +84,19 @@ fn the_vertex_project_message_names_project_id() {
             .to_string();
     assert!(error.contains("`parameters.vertex.project_id`"), "{error}");
 }
+
+#[test]
+fn the_documented_default_base_urls_are_the_ones_used() {
+    let docs = flemma_config::options_markdown();
+    for kind in flemma_wire::ProviderKind::ALL {
+        if kind == flemma_wire::ProviderKind::Vertex {
+            continue; // derived from the location
+        }
+        let default = flemma_provider::http::default_base_url(kind, "global");
+        let row = docs
+            .lines()
+            .find(|line| line.contains(&format!("`providers.{}.base_url`", kind.name())))
+            .unwrap_or_else(|| panic!("no docs row for {kind}"));
+        assert!(row.contains(&format!("`{default}`")), "{kind}: {row}");
+    }
+}
