@@ -6,11 +6,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use flemma_config::{CacheRetention as ConfigCache, Config, MaxTokens, Thinking as ConfigThinking};
+use flemma_config::{Config, MaxTokens, Thinking as ConfigThinking};
 use flemma_provider::catalogue::{Catalogue, ModelOverride, ModelSpec};
 use flemma_provider::credentials::CredentialEnvironment;
 use flemma_provider::http::{ClientConfig, Endpoint};
-use flemma_provider::{CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel};
+use flemma_provider::{ProviderKind, RequestOptions, Thinking};
 
 /// Output tokens assumed for models the catalogue does not know.
 const UNKNOWN_MODEL_OUTPUT_LIMIT: u64 = 8192;
@@ -22,6 +22,8 @@ pub struct ProviderSetup {
     pub endpoint: Endpoint,
     pub client: ClientConfig,
     pub model: Option<ModelSpec>,
+    /// "model … is not in the catalogue (did you mean …?)": non-blocking.
+    pub model_warning: Option<String>,
 }
 
 pub fn provider_setup(
@@ -29,14 +31,12 @@ pub fn provider_setup(
     chat_path: Option<&Path>,
     environment: &CredentialEnvironment,
 ) -> anyhow::Result<ProviderSetup> {
-    let provider_name = config.provider.as_str();
-    let kind = ProviderKind::from_name(provider_name)
-        .with_context(|| format!("provider `{provider_name}` has no wire implementation"))?;
+    let kind = ProviderKind::from(config.provider);
     let overrides: Vec<ModelOverride> = config
         .models
         .iter()
         .map(|(model, o)| ModelOverride {
-            provider: provider_name.to_owned(),
+            provider: kind,
             model: model.clone(),
             input: o.input,
             output: o.output,
@@ -49,9 +49,7 @@ pub fn provider_setup(
             adaptive_thinking: None,
         })
         .collect();
-    let catalogue = Catalogue::builtin()
-        .with_overrides(&overrides)
-        .context("the `models` section of the configuration is invalid")?;
+    let catalogue = Catalogue::builtin().with_overrides(&overrides);
     let model = catalogue.lookup(kind, &config.model).cloned();
     let parameters = &config.parameters;
     let output_limit = model
@@ -61,18 +59,12 @@ pub fn provider_setup(
         MaxTokens::Tokens(n) => n,
         percent @ MaxTokens::Percent(_) => percent.for_limit(output_limit),
     };
-    let thinking_supported = model.as_ref().is_none_or(|m| m.thinking);
+    let thinking_supported = catalogue.supports_thinking(kind, &config.model);
     let thinking = if thinking_supported {
         match parameters.thinking {
             ConfigThinking::Off => Thinking::Off,
             ConfigThinking::Budget(n) => Thinking::Budget(u32::try_from(n).unwrap_or(u32::MAX)),
-            ConfigThinking::Level(level) => Thinking::Level(match level {
-                flemma_config::ThinkingLevel::Minimal => ThinkingLevel::Minimal,
-                flemma_config::ThinkingLevel::Low => ThinkingLevel::Low,
-                flemma_config::ThinkingLevel::Medium => ThinkingLevel::Medium,
-                flemma_config::ThinkingLevel::High => ThinkingLevel::High,
-                flemma_config::ThinkingLevel::Max => ThinkingLevel::Max,
-            }),
+            ConfigThinking::Level(level) => Thinking::Level(level),
         }
     } else {
         Thinking::Off
@@ -82,11 +74,7 @@ pub fn provider_setup(
         max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX),
         temperature: parameters.temperature,
         thinking,
-        cache_retention: match parameters.cache_retention {
-            ConfigCache::None => CacheRetention::None,
-            ConfigCache::Short => CacheRetention::Short,
-            ConfigCache::Long => CacheRetention::Long,
-        },
+        cache_retention: parameters.cache_retention,
         tools: Vec::new(),
         prompt_cache_key: chat_path.map(|p| p.display().to_string()),
         anthropic_version: parameters.anthropic.api_version.clone(),
@@ -95,8 +83,8 @@ pub fn provider_setup(
             .anthropic
             .thinking_budget
             .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-        openai_reasoning: parameters.openai.reasoning.map(|e| json_name(&e)),
-        openai_reasoning_summary: parameters.openai.reasoning_summary.map(|s| json_name(&s)),
+        openai_reasoning: parameters.openai.reasoning,
+        openai_reasoning_summary: parameters.openai.reasoning_summary,
         gemini_thinking_budget: match kind {
             ProviderKind::Vertex => parameters.vertex.thinking_budget,
             _ => parameters.gemini.thinking_budget,
@@ -117,21 +105,15 @@ pub fn provider_setup(
         timeout: Duration::from_secs(parameters.timeout),
         ..ClientConfig::default()
     };
+    let model_warning = catalogue.unknown_model_warning(kind, &config.model);
     Ok(ProviderSetup {
         kind,
         options,
         endpoint,
         client,
         model,
+        model_warning,
     })
-}
-
-/// The serde name of a unit enum value (`ReasoningEffort::High` → `high`).
-fn json_name<T: serde::Serialize>(value: &T) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => String::new(),
-    }
 }
 
 /// The HTTP client with the credential resolver chain configured from `config`.

@@ -190,9 +190,11 @@ async fn a_dropped_connection_after_content_leaves_the_abort_marker() {
     let text = read(&chat.path);
     assert!(text.contains("@Assistant:\nOnce upon a time"), "{text}");
     assert!(
-        text.ends_with("<!-- flemma:aborted: Response interrupted by the user. -->\n\n@You:\n\n"),
+        text.contains("\n\n<!-- flemma:aborted: Response cut off by a provider error: "),
         "{text:?}"
     );
+    assert!(!text.contains("interrupted by the user"), "{text:?}");
+    assert!(text.ends_with(" -->\n\n@You:\n\n"), "{text:?}");
     assert_eq!(mock.requests().len(), 1, "no retry after content streamed");
 }
 

@@ -61,6 +61,9 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError
     let conversation = loaded.analysis.evaluation.conversation.clone();
     let environment = CredentialEnvironment::from_process();
     let setup = provider_setup(&config, Some(&path), &environment)?;
+    if let Some(warning) = &setup.model_warning {
+        eprintln!("flemmad: warning: {warning}");
+    }
     let client = crate::provider_setup::client(&config, &setup, environment)?;
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
@@ -169,7 +172,12 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError
         Err(error) => {
             let cancelled = matches!(error, ProviderError::Cancelled);
             if writer.renderer.has_content() || writer.file.started() {
-                let tail = writer.renderer.finish(ReplyOutcome::Interrupted);
+                let outcome = if cancelled {
+                    ReplyOutcome::Interrupted
+                } else {
+                    ReplyOutcome::Failed(error.to_string())
+                };
+                let tail = writer.renderer.finish(outcome);
                 writer.push(&tail);
                 writer.push(CLOSING_PROMPT);
                 writer

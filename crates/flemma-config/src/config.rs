@@ -87,6 +87,23 @@ impl Provider {
     }
 }
 
+impl std::fmt::Display for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Provider {
+    type Err = UnknownName;
+    fn from_str(text: &str) -> Result<Self, UnknownName> {
+        Provider::from_name(text).ok_or_else(|| UnknownName {
+            what: "provider",
+            given: text.to_owned(),
+            expected: Provider::ALL.iter().map(|p| p.as_str()).collect(),
+        })
+    }
+}
+
 /// The model used when a provider is chosen without a model.
 pub fn default_model(provider: Provider) -> &'static str {
     match provider {
@@ -127,8 +144,8 @@ pub struct Parameters {
     pub gemini: GeminiParameters,
 }
 
-/// A thinking level name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A thinking level name: the one spelling for config, frontmatter and the wire crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThinkingLevel {
     /// Least reasoning.
@@ -238,11 +255,12 @@ pub(crate) fn parse_percent(text: &str) -> Option<u8> {
     (1..=100).contains(&value).then_some(value)
 }
 
-/// Prompt caching retention.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Prompt caching retention: the one spelling for config and the wire crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CacheRetention {
     /// Provider default (5 minutes on Anthropic).
+    #[default]
     Short,
     /// One hour.
     Long,
@@ -251,7 +269,7 @@ pub enum CacheRetention {
 }
 
 /// A reasoning effort name (OpenAI and Chat Completions servers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReasoningEffort {
     /// Minimal.
@@ -265,7 +283,7 @@ pub enum ReasoningEffort {
 }
 
 /// OpenAI reasoning summary style.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReasoningSummary {
     /// Let the model choose.
@@ -275,6 +293,62 @@ pub enum ReasoningSummary {
     /// Long.
     Detailed,
 }
+
+/// `Display`, `FromStr` and `as_str` from one table of names per unit enum, so a value's
+/// spelling is written once and matches its serde name.
+macro_rules! named_enum {
+    ($type:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $type {
+            /// Every value, in declaration order.
+            pub const VALUES: &'static [$type] = &[$($type::$variant),+];
+
+            /// The configuration spelling.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($type::$variant => $name),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $type {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $type {
+            type Err = UnknownName;
+            fn from_str(text: &str) -> Result<Self, UnknownName> {
+                $type::VALUES
+                    .iter()
+                    .copied()
+                    .find(|value| value.as_str() == text)
+                    .ok_or_else(|| UnknownName {
+                        what: stringify!($type),
+                        given: text.to_owned(),
+                        expected: $type::VALUES.iter().map(|v| v.as_str()).collect(),
+                    })
+            }
+        }
+    };
+}
+
+/// A name that is not one of an enum's spellings.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{given}` is not a {what} (expected one of: {})", expected.join(", "))]
+pub struct UnknownName {
+    /// The enum's type name.
+    pub what: &'static str,
+    /// The text that did not match.
+    pub given: String,
+    /// Every accepted spelling.
+    pub expected: Vec<&'static str>,
+}
+
+named_enum!(ThinkingLevel { Minimal => "minimal", Low => "low", Medium => "medium", High => "high", Max => "max" });
+named_enum!(CacheRetention { Short => "short", Long => "long", None => "none" });
+named_enum!(ReasoningEffort { Minimal => "minimal", Low => "low", Medium => "medium", High => "high" });
+named_enum!(ReasoningSummary { Auto => "auto", Concise => "concise", Detailed => "detailed" });
 
 /// Anthropic-only parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -671,4 +745,45 @@ pub struct Log {
     /// Log file (stderr when unset).
     #[serde(default)]
     pub file: Option<String>,
+}
+
+#[cfg(test)]
+mod named_enum_tests {
+    use super::*;
+
+    fn serde_name<T: Serialize>(value: T) -> String {
+        match serde_json::to_value(value) {
+            Ok(Value::String(name)) => name,
+            other => panic!("not a unit enum: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn display_from_str_and_serde_agree() {
+        for &level in ThinkingLevel::VALUES {
+            assert_eq!(level.to_string(), serde_name(level));
+            assert_eq!(level.as_str().parse::<ThinkingLevel>(), Ok(level));
+        }
+        for &retention in CacheRetention::VALUES {
+            assert_eq!(retention.to_string(), serde_name(retention));
+            assert_eq!(retention.as_str().parse::<CacheRetention>(), Ok(retention));
+        }
+        for &effort in ReasoningEffort::VALUES {
+            assert_eq!(effort.to_string(), serde_name(effort));
+        }
+        for &summary in ReasoningSummary::VALUES {
+            assert_eq!(summary.to_string(), serde_name(summary));
+        }
+        for provider in Provider::ALL {
+            assert_eq!(provider.to_string(), serde_name(provider));
+            assert_eq!(provider.as_str().parse::<Provider>(), Ok(provider));
+        }
+        let error = "hgih".parse::<ThinkingLevel>().unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("minimal, low, medium, high, max"),
+            "{error}"
+        );
+    }
 }

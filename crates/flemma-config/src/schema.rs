@@ -280,12 +280,14 @@ fn base_url(provider: &'static str) -> Field {
             "Base URL of the Anthropic API (default `https://api.anthropic.com`, or `ANTHROPIC_BASE_URL`)."
         }
         "openai" => {
-            "Base URL of the OpenAI API (default `https://api.openai.com`, or `OPENAI_BASE_URL`)."
+            "Base URL of the OpenAI API, with `/v1` (default `https://api.openai.com/v1`, or `OPENAI_BASE_URL`)."
         }
         "openai-compatible" => {
-            "Base URL of the Chat Completions server (Ollama `http://localhost:11434`, llama.cpp `http://localhost:8080`, vLLM, LM Studio, OpenRouter…)."
+            "Base URL of the Chat Completions server, with `/v1` (default `http://127.0.0.1:11434/v1`, a local Ollama; llama.cpp `http://localhost:8080/v1`, vLLM, LM Studio, OpenRouter…; or `OPENAI_COMPATIBLE_BASE_URL`)."
         }
-        "moonshot" => "Base URL of the Moonshot API (default `https://api.moonshot.ai`).",
+        "moonshot" => {
+            "Base URL of the Moonshot API, with `/v1` (default `https://api.moonshot.ai/v1`, or `MOONSHOT_BASE_URL`)."
+        }
         "gemini" => {
             "Base URL of the Gemini API (default `https://generativelanguage.googleapis.com`, or `GEMINI_BASE_URL`)."
         }

@@ -56,10 +56,10 @@ pub struct ModelSpec {
 /// A config entry that changes or adds a model (`[[models]]` in the user config; the lead maps
 /// flemma-config onto it). Unset fields keep the built-in value; a new model starts from
 /// zero prices, a 128k context and 8192 output tokens.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ModelOverride {
-    /// Provider name (`anthropic`, `openai`, `gemini`, …).
-    pub provider: String,
+    /// The provider whose model this is.
+    pub provider: ProviderKind,
     /// Model id (exact, without date suffix).
     pub model: String,
     /// Input price per million tokens.
@@ -82,19 +82,23 @@ pub struct ModelOverride {
     pub adaptive_thinking: Option<bool>,
 }
 
-/// Errors of the catalogue helpers.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CatalogueError {
-    /// A `[[models]]` override names an unknown provider.
-    #[error(
-        "model override for {model:?} names an unknown provider {provider:?}; use anthropic, openai, openai_compatible, moonshot, gemini or vertex"
-    )]
-    UnknownProvider {
-        /// The provider as written.
-        provider: String,
-        /// The model of the override.
-        model: String,
-    },
+impl ModelOverride {
+    /// An override of `model` that changes nothing yet.
+    pub fn new(provider: ProviderKind, model: impl Into<String>) -> Self {
+        ModelOverride {
+            provider,
+            model: model.into(),
+            input: None,
+            output: None,
+            cache_read: None,
+            cache_write_5m: None,
+            cache_write_1h: None,
+            context_window: None,
+            max_output_tokens: None,
+            thinking: None,
+            adaptive_thinking: None,
+        }
+    }
 }
 
 /// The built-in table plus config overrides.
@@ -259,7 +263,23 @@ const BUILTIN: &[Row] = &[
         32_768,
         false,
     ),
+    row(
+        OpenAi,
+        "gpt-4.1-nano",
+        (0.1, 0.4, 0.025),
+        1_047_576,
+        32_768,
+        false,
+    ),
     row(OpenAi, "gpt-4o", (2.5, 10.0, 1.25), 128_000, 16_384, false),
+    row(
+        OpenAi,
+        "gpt-4o-mini",
+        (0.15, 0.6, 0.075),
+        128_000,
+        16_384,
+        false,
+    ),
     row(OpenAi, "o3", (2.0, 8.0, 0.5), 200_000, 100_000, true),
     row(OpenAi, "o4-mini", (1.1, 4.4, 0.275), 200_000, 100_000, true),
     row(OpenAi, "o3-mini", (1.1, 4.4, 0.55), 200_000, 100_000, true),
@@ -386,15 +406,9 @@ impl Catalogue {
     }
 
     /// Applies config overrides (changing a known model or adding a new one).
-    pub fn with_overrides(mut self, overrides: &[ModelOverride]) -> Result<Self, CatalogueError> {
+    pub fn with_overrides(mut self, overrides: &[ModelOverride]) -> Self {
         for entry in overrides {
-            let kind = ProviderKind::from_name(&entry.provider).ok_or_else(|| {
-                CatalogueError::UnknownProvider {
-                    provider: entry.provider.clone(),
-                    model: entry.model.clone(),
-                }
-            })?;
-            let provider = family(kind);
+            let provider = family(entry.provider);
             let index = match self
                 .models
                 .iter()
@@ -439,7 +453,7 @@ impl Catalogue {
             set(&mut spec.thinking, entry.thinking);
             set(&mut spec.adaptive_thinking, entry.adaptive_thinking);
         }
-        Ok(self)
+        self
     }
 
     /// Every model of the catalogue.
@@ -471,6 +485,65 @@ impl Catalogue {
             }
         }
         best
+    }
+}
+
+impl Catalogue {
+    /// Whether `model` takes reasoning/thinking parameters: the catalogue's word for a known
+    /// model; for an unknown one, its family decides ([`unknown_model_reasons`]).
+    pub fn supports_thinking(&self, kind: ProviderKind, model: &str) -> bool {
+        self.lookup(kind, model)
+            .map_or_else(|| unknown_model_reasons(kind, model), |spec| spec.thinking)
+    }
+
+    /// A non-blocking warning for a model the catalogue does not know, with the closest known
+    /// id ("did you mean"). `None` for known models and for `openai-compatible`, whose servers
+    /// run models of any name.
+    pub fn unknown_model_warning(&self, kind: ProviderKind, model: &str) -> Option<String> {
+        if kind == ProviderKind::OpenAiCompatible || model.trim().is_empty() {
+            return None;
+        }
+        if self.lookup(kind, model).is_some() {
+            return None;
+        }
+        let provider = family(kind);
+        let closest = self
+            .models
+            .iter()
+            .filter(|m| m.provider == provider)
+            .map(|m| (strsim::damerau_levenshtein(model, &m.id), m.id.as_str()))
+            .min_by_key(|(distance, _)| *distance)
+            .filter(|(distance, id)| *distance <= id.len().max(model.len()) / 2);
+        let did_you_mean = closest
+            .map(|(_, id)| format!(" (did you mean `{id}`?)"))
+            .unwrap_or_default();
+        Some(format!(
+            "model `{model}` is not in flemmad's {} catalogue{did_you_mean}; it is sent as written, and its limits and prices are unknown",
+            kind.name()
+        ))
+    }
+}
+
+/// [`Catalogue::unknown_model_warning`] on the built-in catalogue.
+pub fn unknown_model_warning(kind: ProviderKind, model: &str) -> Option<String> {
+    Catalogue::builtin().unknown_model_warning(kind, model)
+}
+
+/// Whether a model the catalogue does not know is assumed to reason. OpenAI rejects reasoning
+/// parameters on non-reasoning models, so only its reasoning families (`o1`, `o3`, `o4`,
+/// `gpt-5…`) get them; other providers ignore or tolerate them for unknown models.
+pub fn unknown_model_reasons(kind: ProviderKind, model: &str) -> bool {
+    match kind {
+        ProviderKind::OpenAi => {
+            let model = model.trim();
+            ["o1", "o3", "o4"].iter().any(|family| {
+                model == *family
+                    || model
+                        .strip_prefix(family)
+                        .is_some_and(|rest| rest.starts_with('-'))
+            }) || model.starts_with("gpt-5")
+        }
+        _ => true,
     }
 }
 
@@ -636,25 +709,19 @@ mod tests {
 
     #[test]
     fn overrides_change_and_add_models() {
-        let catalogue = Catalogue::builtin()
-            .with_overrides(&[
-                ModelOverride {
-                    provider: "anthropic".to_string(),
-                    model: "claude-haiku-4-5".to_string(),
-                    input: Some(2.0),
-                    adaptive_thinking: Some(true),
-                    ..ModelOverride::default()
-                },
-                ModelOverride {
-                    provider: "openai_compatible".to_string(),
-                    model: "qwen3:8b".to_string(),
-                    context_window: Some(32_768),
-                    max_output_tokens: Some(4_096),
-                    thinking: Some(true),
-                    ..ModelOverride::default()
-                },
-            ])
-            .unwrap();
+        let catalogue = Catalogue::builtin().with_overrides(&[
+            ModelOverride {
+                input: Some(2.0),
+                adaptive_thinking: Some(true),
+                ..ModelOverride::new(Anthropic, "claude-haiku-4-5")
+            },
+            ModelOverride {
+                context_window: Some(32_768),
+                max_output_tokens: Some(4_096),
+                thinking: Some(true),
+                ..ModelOverride::new(ProviderKind::OpenAiCompatible, "qwen3:8b")
+            },
+        ]);
         let haiku = catalogue
             .lookup(Anthropic, "claude-haiku-4-5-20251001")
             .unwrap();
@@ -666,14 +733,55 @@ mod tests {
             .unwrap();
         assert_eq!(qwen.max_output_tokens, 4_096);
         assert!(close(cost(&Usage::default(), qwen), 0.0));
+    }
 
-        let error = Catalogue::builtin()
-            .with_overrides(&[ModelOverride {
-                provider: "antropic".to_string(),
-                model: "x".to_string(),
-                ..ModelOverride::default()
-            }])
-            .unwrap_err();
-        assert!(error.to_string().contains("unknown provider"));
+    #[test]
+    fn unknown_openai_models_reason_only_in_reasoning_families() {
+        let catalogue = Catalogue::builtin();
+        for model in [
+            "gpt-4o-mini",
+            "gpt-4.1",
+            "gpt-4.1-nano",
+            "gpt-4.1-2025-04-14",
+            "gpt-4o-2024-08-06",
+        ] {
+            assert!(catalogue.lookup(OpenAi, model).is_some(), "{model}");
+            assert!(!catalogue.supports_thinking(OpenAi, model), "{model}");
+        }
+        for model in ["gpt-5.2-pro", "o3-pro", "o1", "o4-mini-deep-research"] {
+            assert!(catalogue.supports_thinking(OpenAi, model), "{model}");
+        }
+        for model in ["gpt-4.5-preview", "chatgpt-4o-latest", "o30-ish"] {
+            assert!(!catalogue.supports_thinking(OpenAi, model), "{model}");
+        }
+        assert!(catalogue.supports_thinking(Anthropic, "claude-future-9"));
+    }
+
+    #[test]
+    fn unknown_models_get_a_did_you_mean_warning() {
+        let warning = unknown_model_warning(Anthropic, "claude-sonet-4-5").unwrap_or_default();
+        assert!(
+            warning.contains("did you mean `claude-sonnet-4-5`?"),
+            "{warning}"
+        );
+        let warning = unknown_model_warning(Anthropic, "claude-sonet-9").unwrap_or_default();
+        assert!(
+            warning.contains("`claude-sonet-9` is not in flemmad's anthropic catalogue"),
+            "{warning}"
+        );
+        assert!(
+            warning.contains("did you mean `claude-sonnet-"),
+            "{warning}"
+        );
+        assert_eq!(
+            unknown_model_warning(Anthropic, "claude-sonnet-4-5-20250929"),
+            None
+        );
+        assert_eq!(
+            unknown_model_warning(ProviderKind::OpenAiCompatible, "qwen3:8b"),
+            None
+        );
+        let far = unknown_model_warning(OpenAi, "totally-different-thing").unwrap_or_default();
+        assert!(!far.contains("did you mean"), "{far}");
     }
 }

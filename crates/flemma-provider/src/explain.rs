@@ -80,6 +80,18 @@ pub enum ProviderError {
         /// What to do about it.
         advice: &'static str,
     },
+    /// HTTP 404: the URL called does not exist there (a base URL without `/v1`, a wrong model).
+    #[error("{provider} answered HTTP 404 (not found) for {url}: {message}. {hint}")]
+    NotFound {
+        /// Provider name.
+        provider: &'static str,
+        /// The URL that was called.
+        url: String,
+        /// The provider's own words (or the start of its body).
+        message: String,
+        /// What to check.
+        hint: String,
+    },
     /// An HTML or non-JSON body where JSON was expected (a proxy, a captive portal, a wrong URL).
     #[error(
         "Unexpected API response: {status} {excerpt} (is the base URL right, and is a proxy in the way?)"
@@ -250,6 +262,14 @@ pub fn explain_http_error(
             status,
             message: described,
         },
+        400 if kind == ProviderKind::OpenAi && refuses_reasoning(&message) => {
+            ProviderError::Rejected {
+                provider,
+                status,
+                message: described,
+                advice: "This model takes no reasoning parameters: set `parameters.thinking` to false (`flemma.opt.thinking` in the frontmatter), or add the model to `models` with thinking = false",
+            }
+        }
         _ => ProviderError::Rejected {
             provider,
             status,
@@ -257,6 +277,67 @@ pub fn explain_http_error(
             advice: advice_for(status),
         },
     }
+}
+
+/// Explains an HTTP 404 from `url` (built from `base_url`). `listing` is true for the models
+/// request, whose 404 cannot be about the model name.
+pub fn explain_not_found(
+    kind: ProviderKind,
+    base_url: &str,
+    url: &str,
+    body: &[u8],
+    secret: Option<&Secret>,
+    listing: bool,
+) -> ProviderError {
+    let text = redact(&String::from_utf8_lossy(body), secret);
+    let message = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|json| {
+            let error = json.get("error").unwrap_or(&json);
+            error
+                .get("message")
+                .and_then(|m| m.as_str())
+                .or_else(|| error.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| excerpt(text.trim()));
+    let openai_style = matches!(
+        kind,
+        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Moonshot
+    );
+    let trimmed = base_url.trim_end_matches('/');
+    let has_version = trimmed.rsplit('/').next().is_some_and(|last| {
+        last.starts_with('v') && last[1..].starts_with(|c: char| c.is_ascii_digit())
+    });
+    let mut hint = String::new();
+    if openai_style && !has_version {
+        hint.push_str(&format!(
+            "The base URL {trimmed} has no `/v1`; OpenAI-style servers usually need it (try {trimmed}/v1). "
+        ));
+    }
+    if listing {
+        hint.push_str(
+            "Check the base URL (config `providers.<name>.base_url` or the *_BASE_URL variable)",
+        );
+    } else {
+        hint.push_str(&format!(
+            "Check the base URL and the model name (`flemmad models {}` lists them)",
+            kind.name()
+        ));
+    }
+    ProviderError::NotFound {
+        provider: kind.name(),
+        url: url.to_string(),
+        message,
+        hint,
+    }
+}
+
+/// OpenAI's refusal of `reasoning`/`include` on a model without reasoning.
+fn refuses_reasoning(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    (message.contains("reasoning") || message.contains("reasoning.encrypted_content"))
+        && (message.contains("not supported") || message.contains("unsupported"))
 }
 
 fn advice_for(status: u16) -> &'static str {
@@ -309,9 +390,35 @@ pub fn excerpt(text: &str) -> String {
 /// Removes a secret's value from a text (providers sometimes echo part of a key).
 pub fn redact(text: &str, secret: Option<&Secret>) -> String {
     match secret {
-        Some(secret) if !secret.expose().is_empty() => text.replace(secret.expose(), "[redacted]"),
+        Some(secret) if secret.expose().len() >= MIN_REDACTED_SECRET_LEN => {
+            redact_whole(text, secret.expose())
+        }
         _ => text.to_string(),
     }
+}
+
+/// Secrets shorter than this are not real credentials (a test key `k`); replacing them would
+/// mangle every word that contains their characters.
+pub const MIN_REDACTED_SECRET_LEN: usize = 8;
+
+/// Replaces whole occurrences of `secret`: not where it is part of a longer token.
+fn redact_whole(text: &str, secret: &str) -> String {
+    let token_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(secret) {
+        let before = rest[..at].chars().next_back();
+        let after = rest[at + secret.len()..].chars().next();
+        out.push_str(&rest[..at]);
+        if before.is_some_and(token_char) || after.is_some_and(token_char) {
+            out.push_str(secret);
+        } else {
+            out.push_str("[redacted]");
+        }
+        rest = &rest[at + secret.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The warning for a reply that stopped early without failing: `max_tokens` → "Response
@@ -476,5 +583,66 @@ mod tests {
         .unwrap();
         assert!(error.to_string().contains("SAFETY"));
         assert!(stop_error(&StopReason::ToolUse).is_none());
+    }
+
+    #[test]
+    fn only_whole_long_secrets_are_redacted() {
+        let short = Secret::new("k");
+        assert_eq!(
+            redact("mock provider key", Some(&short)),
+            "mock provider key"
+        );
+        let key = Secret::new("sk-test-0123456789");
+        assert_eq!(
+            redact(
+                "bad key sk-test-0123456789, and sk-test-0123456789x",
+                Some(&key)
+            ),
+            "bad key [redacted], and sk-test-0123456789x"
+        );
+    }
+
+    #[test]
+    fn not_found_names_the_url_and_a_missing_v1() {
+        let error = explain_not_found(
+            ProviderKind::OpenAiCompatible,
+            "http://localhost:11434",
+            "http://localhost:11434/chat/completions",
+            b"404 page not found",
+            None,
+            false,
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("for http://localhost:11434/chat/completions"),
+            "{text}"
+        );
+        assert!(text.contains("has no `/v1`"), "{text}");
+        assert!(text.contains("try http://localhost:11434/v1"), "{text}");
+        assert!(
+            text.contains("`flemmad models openai-compatible`"),
+            "{text}"
+        );
+
+        let listing = explain_not_found(
+            ProviderKind::Moonshot,
+            "https://api.moonshot.ai/v1",
+            "https://api.moonshot.ai/v1/models",
+            br#"{"error":{"message":"no such route"}}"#,
+            None,
+            true,
+        )
+        .to_string();
+        assert!(listing.contains("no such route"), "{listing}");
+        assert!(!listing.contains("/v1`"), "{listing}");
+        assert!(!listing.contains("flemmad models"), "{listing}");
+    }
+
+    #[test]
+    fn openai_refusing_reasoning_parameters_is_explained() {
+        let body = r#"{"error":{"message":"Unsupported parameter: 'reasoning.effort' is not supported with this model.","type":"invalid_request_error","param":"reasoning.effort","code":"unsupported_parameter"}}"#;
+        let text = explain(ProviderKind::OpenAi, 400, &HeaderMap::new(), body).to_string();
+        assert!(text.contains("takes no reasoning parameters"), "{text}");
+        assert!(text.contains("`parameters.thinking`"), "{text}");
     }
 }

@@ -9,7 +9,7 @@ use reqwest::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
 use crate::credentials::{CredentialEnvironment, CredentialResolver, Secret, env_var_name};
-use crate::explain::{ProviderError, explain_http_error, redact, stop_warning};
+use crate::explain::{ProviderError, explain_http_error, explain_not_found, redact, stop_warning};
 use crate::retry::{RetryPolicy, is_retryable_status, retry_hint};
 use crate::{
     ModelInfo, ProviderKind, RequestOptions, WireRequest, build_request, count_tokens_request,
@@ -414,6 +414,16 @@ impl ProviderClient {
                         () = cancel.cancelled() => return Err(ProviderError::Cancelled),
                         body = response.bytes() => body.map(|b| b.to_vec()).unwrap_or_default(),
                     };
+                    if status == 404 {
+                        return Err(explain_not_found(
+                            kind,
+                            &endpoint.base_url,
+                            &url,
+                            &body,
+                            secret.as_ref(),
+                            wire.method == "GET",
+                        ));
+                    }
                     let hint = retry_hint(&headers, &body, SystemTime::now());
                     let error = explain_http_error(
                         kind,

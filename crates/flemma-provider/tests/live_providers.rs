@@ -191,10 +191,10 @@ async fn stream_with(
             rendered.push_str(&text);
         }
     }
-    let outcome = if result.is_ok() {
-        ReplyOutcome::Completed
-    } else {
-        ReplyOutcome::Interrupted
+    let outcome = match &result {
+        Ok(_) => ReplyOutcome::Completed,
+        Err(ProviderError::Cancelled) => ReplyOutcome::Interrupted,
+        Err(error) => ReplyOutcome::Failed(error.to_string()),
     };
     rendered.push_str(&renderer.finish(outcome));
     Reply {
@@ -676,7 +676,10 @@ async fn errors_after_the_first_byte_are_not_retried() {
         assert!(error.to_string().contains("may be partial"), "{error}");
         assert_eq!(
             reply.rendered,
-            format!("Partial answer\n\n{ABORT_MARKER}\n"),
+            format!(
+                "Partial answer\n\n{}\n",
+                flemma_syntax::write::provider_error_marker(&error.to_string())
+            ),
             "{kind:?}"
         );
         assert!(reply.retries().is_empty());

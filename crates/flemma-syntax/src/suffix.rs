@@ -373,3 +373,25 @@ mod tests {
         assert_eq!(quote_value(""), "\"\"");
     }
 }
+
+#[cfg(test)]
+mod quoted_bare_word_tests {
+    use super::*;
+
+    #[test]
+    fn a_quoted_bare_word_keeps_its_quotes_in_meta_and_round_trips() {
+        let written = "error \"quoted word\" 'single'";
+        let (s, problem) = Suffix::parse(written);
+        assert!(problem.is_none());
+        assert_eq!(s.status(), Some(Status::Error));
+        let meta: Vec<_> = s.meta().collect();
+        assert_eq!(
+            meta,
+            vec![
+                ("\"quoted word\"", SuffixValue::Bool(true)),
+                ("'single'", SuffixValue::Bool(true)),
+            ]
+        );
+        assert_eq!(s.render_with_status(s.status()), written);
+    }
+}

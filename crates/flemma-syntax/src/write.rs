@@ -9,12 +9,28 @@ use crate::suffix::{Status, Suffix};
 /// The text of the abort marker flemmad writes when a stream is cancelled after content arrived.
 pub const ABORT_MARKER: &str = "<!-- flemma:aborted: Response interrupted by the user. -->";
 
-/// The abort marker with a custom message.
+/// The abort marker with a custom message (kept on one line: line breaks become spaces).
 pub fn abort_marker(message: &str) -> String {
+    let one_line = message.split_whitespace().collect::<Vec<_>>().join(" ");
     format!(
         "<!-- flemma:aborted: {} -->",
-        message.replace("-->", "--&gt;")
+        one_line.replace("-->", "--&gt;")
     )
+}
+
+/// How the message of an abort marker written after a provider error starts. A turn whose last
+/// assistant message ends with such a marker was cut off by the provider, not by the user.
+pub const PROVIDER_ERROR_ABORT_PREFIX: &str = "Response cut off by a provider error:";
+
+/// The abort marker written when the provider failed mid-stream, saying what happened.
+pub fn provider_error_marker(error: &str) -> String {
+    abort_marker(&format!("{PROVIDER_ERROR_ABORT_PREFIX} {error}"))
+}
+
+/// Whether an abort marker's message (as parsed) records a provider error rather than the
+/// user's interruption.
+pub fn is_provider_error_abort(message: &str) -> bool {
+    message.starts_with(PROVIDER_ERROR_ABORT_PREFIX)
 }
 
 /// The backticks of a fence that can hold `content`.
@@ -236,14 +252,34 @@ mod tests {
     }
 }
 
-/// Put before a line of model text that would otherwise read as structure (a role line, a tool
-/// use header, a thinking tag, the abort marker). Invisible in editors; keeps the text text.
+/// Put before a line of model text that would otherwise read as structure (a role line, also
+/// with text after it, a tool use or result header, a thinking tag, the abort marker), and
+/// before a model line that itself starts with it. Invisible in editors; keeps the text text.
+///
+/// The escape is reversible: exactly one leading `STRUCTURE_ESCAPE` of every line is removed by
+/// [`unescape_model_text`], so what the model sent reaches the next request byte for byte.
 pub const STRUCTURE_ESCAPE: char = '\u{200B}';
+
+/// Undoes the writer's escaping of model text (assistant text and thinking): removes exactly one
+/// leading [`STRUCTURE_ESCAPE`] from every line that has one.
+pub fn unescape_model_text(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains(STRUCTURE_ESCAPE) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        out.push_str(line.strip_prefix(STRUCTURE_ESCAPE).unwrap_or(line));
+    }
+    std::borrow::Cow::Owned(out)
+}
 
 /// Streams the model's text into an assistant message so that it stays text.
 ///
-/// Outside code fences, a line that would parse as a role line (`@You:`), a `**Tool Use:**`
-/// header, a `<thinking…>` tag or the abort marker gets [`STRUCTURE_ESCAPE`] in front of it.
+/// Outside code fences, a line that would parse as a role line (`@You:`, or a known role with
+/// text after it, `@You: hi`, which legacy readers split), a `**Tool Use:**`/`**Tool Result:**`
+/// header, a thinking tag or the abort marker gets [`STRUCTURE_ESCAPE`] in front of it; inside
+/// fences, the lines Flemma reads as structure regardless of fences (the headers, thinking tags,
+/// the abort marker) do. A line that starts with the escape gets one more, wherever it is.
 /// Such a line is held back only while its first bytes could still become one. Fences are
 /// tracked so that [`AssistantText::close`] can close one the model left open (a reply cut off
 /// inside a code block must not swallow the rest of the file).
@@ -265,18 +301,31 @@ enum LineStart {
     Structure,
 }
 
-const STRUCTURE_PREFIXES: [&str; 3] = ["**Tool Use:**", "<thinking", "<!-- flemma:aborted:"];
+/// Line starts Flemma reads as structure even inside code fences.
+const FENCE_BLIND_PREFIXES: [&str; 5] = [
+    "**Tool Use:**",
+    "**Tool Result:**",
+    "<thinking",
+    "</thinking",
+    "<!-- flemma:aborted:",
+];
 
-fn classify(line: &str, complete: bool) -> LineStart {
+/// The roles whose inline form (`@You: text`) legacy readers split into a new message.
+const KNOWN_ROLES: [&str; 3] = ["You", "Assistant", "System"];
+
+fn classify(line: &str, complete: bool, in_fence: bool) -> LineStart {
     let undecided = if complete {
         LineStart::Plain
     } else {
         LineStart::Undecided
     };
+    if line.starts_with(STRUCTURE_ESCAPE) {
+        return LineStart::Structure;
+    }
     let bytes = line.as_bytes();
     match bytes.first() {
         None => undecided,
-        Some(b'@') => {
+        Some(b'@') if !in_fence => {
             let name = bytes[1..]
                 .iter()
                 .take_while(|b| b.is_ascii_alphanumeric())
@@ -284,20 +333,25 @@ fn classify(line: &str, complete: bool) -> LineStart {
             let rest = &bytes[1 + name..];
             match rest.first() {
                 None => undecided,
-                Some(b':')
-                    if name > 0 && rest[1..].iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) =>
-                {
-                    if complete {
+                Some(b':') if name > 0 => {
+                    let after = &rest[1..];
+                    if after.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
+                        if complete {
+                            LineStart::Structure
+                        } else {
+                            LineStart::Undecided
+                        }
+                    } else if KNOWN_ROLES.contains(&&line[1..1 + name]) {
                         LineStart::Structure
                     } else {
-                        LineStart::Undecided
+                        LineStart::Plain
                     }
                 }
                 _ => LineStart::Plain,
             }
         }
         Some(b'*' | b'<') => {
-            for prefix in STRUCTURE_PREFIXES {
+            for prefix in FENCE_BLIND_PREFIXES {
                 if line.starts_with(prefix) {
                     return LineStart::Structure;
                 }
@@ -357,11 +411,7 @@ impl AssistantText {
     }
 
     fn decide(&mut self, complete: bool, out: &mut String) {
-        let kind = if self.fence.is_some() {
-            LineStart::Plain
-        } else {
-            classify(&self.held, complete)
-        };
+        let kind = classify(&self.held, complete, self.fence.is_some());
         match kind {
             LineStart::Undecided => {}
             LineStart::Plain => {
@@ -400,12 +450,10 @@ impl AssistantText {
 }
 
 /// Escapes lines of thinking text that would end the block or the message early (`</thinking>`,
-/// role lines) with [`STRUCTURE_ESCAPE`].
+/// role lines, the other structure lines) with [`STRUCTURE_ESCAPE`], as [`AssistantText`] does;
+/// [`unescape_model_text`] undoes it.
 fn escape_thinking_text(text: &str) -> std::borrow::Cow<'_, str> {
-    let dangerous = |line: &str| {
-        let trimmed = line.trim_end();
-        trimmed == "</thinking>" || matches!(classify(trimmed, true), LineStart::Structure)
-    };
+    let dangerous = |line: &str| matches!(classify(line, true, false), LineStart::Structure);
     if !text.lines().any(dangerous) {
         return std::borrow::Cow::Borrowed(text);
     }
@@ -441,9 +489,66 @@ mod assistant_text_tests {
             "Here is a chat file:\n\u{200B}@You:\n\u{200B}**Tool Use:** `x` (`y`)\n\u{200B}<thinking>\nok @You: inline\n"
         );
         assert_eq!(
-            stream(&["@You: hi there\n", "@user said"]),
-            "@You: hi there\n@user said"
+            stream(&["@user said\n", "@Note: kept"]),
+            "@user said\n@Note: kept"
         );
+    }
+
+    #[test]
+    fn inline_role_lines_are_escaped_like_bare_ones() {
+        assert_eq!(
+            stream(&["@You: hello there\n@Assi", "stant: hi\n@System: x"]),
+            "\u{200B}@You: hello there\n\u{200B}@Assistant: hi\n\u{200B}@System: x"
+        );
+        assert_eq!(
+            thinking_block("@You: hello", None, false),
+            "<thinking>\n\u{200B}@You: hello\n</thinking>\n"
+        );
+    }
+
+    #[test]
+    fn fence_blind_structure_is_escaped_inside_fences() {
+        let out = stream(&[
+            "```md\n**Tool Use:** `x` (`y`)\n**Tool Result:** `y`\n<thinking>\n</thinking>\n",
+            "<!-- flemma:aborted: no -->\n@You:\n```\n",
+        ]);
+        assert_eq!(
+            out,
+            "```md\n\u{200B}**Tool Use:** `x` (`y`)\n\u{200B}**Tool Result:** `y`\n\u{200B}<thinking>\n\u{200B}</thinking>\n\u{200B}<!-- flemma:aborted: no -->\n@You:\n```\n"
+        );
+    }
+
+    #[test]
+    fn escaping_is_reversible() {
+        let model = "\u{200B}already escaped\n@You:\n\u{200B}\u{200B}two\n```\n\u{200B}in fence\n```\nplain";
+        let written = stream(&[model]);
+        assert_eq!(
+            written,
+            "\u{200B}\u{200B}already escaped\n\u{200B}@You:\n\u{200B}\u{200B}\u{200B}two\n```\n\u{200B}\u{200B}in fence\n```\nplain"
+        );
+        assert_eq!(unescape_model_text(&written), model);
+        let thinking = "\u{200B}x\n</thinking>\ny";
+        let block = thinking_block(thinking, None, false);
+        let inner = block
+            .strip_prefix("<thinking>\n")
+            .and_then(|b| b.strip_suffix("\n</thinking>\n"))
+            .unwrap_or_default();
+        assert_eq!(unescape_model_text(inner), thinking);
+    }
+
+    #[test]
+    fn provider_error_marker_says_what_happened_on_one_line() {
+        let marker = provider_error_marker("HTTP 529 overloaded\n--> retry later");
+        assert_eq!(
+            marker,
+            "<!-- flemma:aborted: Response cut off by a provider error: HTTP 529 overloaded --&gt; retry later -->"
+        );
+        assert!(is_provider_error_abort(
+            "Response cut off by a provider error: HTTP 529 overloaded --&gt; retry later"
+        ));
+        assert!(!is_provider_error_abort(
+            "Response interrupted by the user."
+        ));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use flemma_config::{ConfigLayer, LayerKind};
 use flemma_conversation::{Conversation, Message, Part, Role, SourceSpan, ThinkingSignature};
+use flemma_syntax::write::unescape_model_text;
 use flemma_syntax::{
     Document, FileReference, Frontmatter, FrontmatterLanguage, Role as ChatRole, Segment,
     SegmentKind, Severity, Status, TextRange, ToolResult,
@@ -827,8 +828,11 @@ impl<'a> Evaluator<'a> {
                         }),
                         _ => None,
                     };
+                    // The model's own bytes: the writer's escaping is undone (signatures
+                    // cover the text exactly as the model sent it).
+                    let text = strip_line_break(doc.slice(thinking.content));
                     parts.push(Part::Thinking {
-                        text: strip_line_break(doc.slice(thinking.content)).to_string(),
+                        text: unescape_model_text(text).into_owned(),
                         signature,
                         redacted: thinking.redacted,
                     });
@@ -841,7 +845,7 @@ impl<'a> Evaluator<'a> {
                         );
                     }
                 }
-                _ => push_text(&mut parts, doc.slice(segment.range)),
+                _ => push_text(&mut parts, &unescape_model_text(doc.slice(segment.range))),
             }
         }
         tidy(parts)

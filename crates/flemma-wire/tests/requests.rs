@@ -4,7 +4,7 @@
 
 use base64::Engine as _;
 use flemma_conversation::{Conversation, Message, Part, Role, ThinkingSignature};
-use flemma_provider::{
+use flemma_wire::{
     CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel, ToolDefinition,
     build_request, count_tokens_request, list_models_request, parse_count_tokens, parse_models,
 };
@@ -364,12 +364,12 @@ fn openai_reasoning_override_and_off() {
     assert!(b.get("reasoning").is_none() && b.get("include").is_none());
     assert_eq!(b["temperature"], 0.5);
     opts.thinking = Thinking::Level(ThinkingLevel::Low);
-    opts.openai_reasoning = Some("xhigh".into());
-    opts.openai_reasoning_summary = Some("detailed".into());
+    opts.openai_reasoning = Some(flemma_wire::ReasoningEffort::High);
+    opts.openai_reasoning_summary = Some(flemma_wire::ReasoningSummary::Detailed);
     let b = body(ProviderKind::OpenAi, &conversation, &opts);
     assert_eq!(
         b["reasoning"],
-        json!({"effort": "xhigh", "summary": "detailed"})
+        json!({"effort": "high", "summary": "detailed"})
     );
     assert!(b.get("temperature").is_none());
 }
@@ -387,7 +387,7 @@ fn chat_completions_body_with_pdf_warning() {
     assert_eq!(built.request.path_and_query, "/chat/completions");
     assert_eq!(
         built.warnings,
-        vec!["PDF attachments are not supported by openai_compatible; ./spec.pdf sent as text"]
+        vec!["PDF attachments are not supported by openai-compatible; ./spec.pdf sent as text"]
     );
     let b: Value = serde_json::from_slice(&built.request.body).unwrap();
     let weather_params = b["tools"][1]["function"]["parameters"].clone();
@@ -409,7 +409,7 @@ fn chat_completions_body_with_pdf_warning() {
                     {"id": "call_8E", "type": "function", "function": {"name": "weather", "arguments": "{\"location\": \"Florence\"}"}},
                 ]},
                 {"role": "tool", "tool_call_id": "call_8E", "content": "40 C"},
-                {"role": "user", "content": "[attachment ./spec.pdf: PDF attachments are not supported by openai_compatible]"},
+                {"role": "user", "content": "[attachment ./spec.pdf: PDF attachments are not supported by openai-compatible]"},
             ],
             "tools": [
                 {"type": "function", "function": {"name": "flemma__jobs__status", "description": "Job status",
@@ -537,11 +537,11 @@ fn vertex_path_needs_a_project() {
         "/v1beta1/projects/proj/locations/us-east5/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
     );
     assert_eq!(
-        flemma_provider::vertex_default_base_url("us-east5"),
+        flemma_wire::vertex_default_base_url("us-east5"),
         "https://us-east5-aiplatform.googleapis.com"
     );
     assert_eq!(
-        flemma_provider::vertex_default_base_url("global"),
+        flemma_wire::vertex_default_base_url("global"),
         "https://aiplatform.googleapis.com"
     );
 }
@@ -560,7 +560,7 @@ fn missing_model_is_an_explained_error() {
 #[test]
 fn bodies_are_byte_stable_and_a_second_turn_extends_the_first() {
     let (_, encoded) = reasoning_signature();
-    for kind in flemma_provider::ProviderKind::ALL {
+    for kind in flemma_wire::ProviderKind::ALL {
         let signature = match kind.signature_provider() {
             "openai" => signed("openai", "t", &encoded),
             "" => Part::text(""),
@@ -762,9 +762,19 @@ fn provider_names_round_trip() {
         Some(ProviderKind::Gemini)
     );
     assert_eq!(ProviderKind::from_name("claude"), None);
+    assert_eq!(
+        "openai_compatible".parse::<ProviderKind>().map_err(|e| e.to_string()),
+        Err("`openai_compatible` is not a provider (expected one of: anthropic, openai, openai-compatible, moonshot, gemini, vertex)".to_string())
+    );
     for kind in ProviderKind::ALL {
         assert_eq!(ProviderKind::from_name(kind.name()), Some(kind));
+        assert_eq!(kind.to_string().parse::<ProviderKind>(), Ok(kind));
+        assert_eq!(
+            ProviderKind::from(flemma_config::Provider::from(kind)),
+            kind
+        );
     }
+    assert_eq!(ProviderKind::OpenAiCompatible.name(), "openai-compatible");
 }
 
 #[test]
@@ -800,4 +810,20 @@ fn gemini_off_is_budget_zero_except_for_models_that_always_think() {
             "{model}"
         );
     }
+}
+
+#[test]
+fn responses_marks_failed_tool_results_in_the_output_text() {
+    let mut conversation = conversation("call_err", Part::text(""));
+    conversation.messages[2] = message(Role::User, vec![result("call_err", "exit 2", true)]);
+    let b = body(ProviderKind::OpenAi, &conversation, &options("gpt-5"));
+    let output = b["input"]
+        .as_array()
+        .and_then(|items| items.iter().find(|i| i["type"] == "function_call_output"))
+        .map(|item| item["output"].clone());
+    assert_eq!(output, Some(json!("Error: exit 2")));
+
+    conversation.messages[2] = message(Role::User, vec![result("call_err", "exit 0", false)]);
+    let b = body(ProviderKind::OpenAi, &conversation, &options("gpt-5"));
+    assert!(b.to_string().contains(r#""output":"exit 0""#), "{b}");
 }

@@ -13,19 +13,23 @@ use std::collections::BTreeMap;
 
 use flemma_conversation::{StreamEvent, ThinkingSignature};
 use flemma_syntax::write::{
-    ABORT_MARKER, AssistantText, canonical_json, thinking_block, tool_use_block,
+    ABORT_MARKER, AssistantText, canonical_json, provider_error_marker, thinking_block,
+    tool_use_block,
 };
 
 use crate::{ProviderKind, decode_tool_name};
 
 /// How a reply ended, for [`ReplyRenderer::finish`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplyOutcome {
     /// The stream ended normally.
     Completed,
-    /// The user cancelled it, or it failed after content arrived: the abort marker is written
+    /// The user cancelled it: the abort marker "Response interrupted by the user." is written
     /// when there is content.
     Interrupted,
+    /// The provider failed after content arrived: an abort marker saying so, with the error
+    /// (see [`flemma_syntax::write::provider_error_marker`]), is written when there is content.
+    Failed(String),
 }
 
 #[derive(Debug, Clone, Default)]
@@ -173,10 +177,15 @@ impl ReplyRenderer {
             self.written = true;
             self.line_open = false;
         }
-        if outcome == ReplyOutcome::Interrupted && self.written {
+        let marker = match &outcome {
+            ReplyOutcome::Completed => None,
+            ReplyOutcome::Interrupted => Some(ABORT_MARKER.to_string()),
+            ReplyOutcome::Failed(error) => Some(provider_error_marker(error)),
+        };
+        if let (Some(marker), true) = (marker, self.written) {
             let separator = self.block_separator();
             out.push_str(&separator);
-            out.push_str(ABORT_MARKER);
+            out.push_str(&marker);
             out.push('\n');
             self.line_open = false;
         }
@@ -458,6 +467,36 @@ mod tests {
     }
 
     #[test]
+    fn a_provider_error_is_recorded_as_such_not_as_the_users_interruption() {
+        let mut renderer = ReplyRenderer::new(true);
+        let out = render(
+            &mut renderer,
+            &[text("Half an answer")],
+            ReplyOutcome::Failed("HTTP 529: overloaded".to_string()),
+        );
+        assert_eq!(
+            out,
+            "Half an answer\n\n<!-- flemma:aborted: Response cut off by a provider error: HTTP 529: overloaded -->\n"
+        );
+        assert!(!out.contains("interrupted by the user"));
+        let doc = flemma_syntax::parse(format!("@You:\nq\n@Assistant:\n{out}@You:\n"));
+        let aborted = doc
+            .messages()
+            .iter()
+            .flat_map(|m| m.segments.iter())
+            .find_map(|s| match &s.kind {
+                flemma_syntax::SegmentKind::Aborted(aborted) => Some(aborted.message.clone()),
+                _ => None,
+            });
+        assert!(
+            aborted
+                .as_deref()
+                .is_some_and(flemma_syntax::write::is_provider_error_abort),
+            "{aborted:?}"
+        );
+    }
+
+    #[test]
     fn fences_grow_around_backticks_in_inputs() {
         let mut renderer = ReplyRenderer::new(true);
         let out = render(
@@ -546,7 +585,7 @@ mod tests {
                 "{}",
                 file
             );
-            let unescaped = out.replace(flemma_syntax::write::STRUCTURE_ESCAPE, "");
+            let unescaped = flemma_syntax::write::unescape_model_text(&out).into_owned();
             let model_text: String = pieces.concat();
             let model_text = model_text.trim_start_matches(['\n', '\r']).trim_end_matches('\n');
             prop_assert!(

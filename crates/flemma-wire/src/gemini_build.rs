@@ -295,7 +295,7 @@ pub(crate) fn model_path(
             .filter(|p| !p.is_empty())
             .ok_or_else(|| {
                 BuildError::MissingOption(
-                    "vertex needs a Google Cloud project id: set the vertex provider's project option in the config".into(),
+                    "vertex needs a Google Cloud project id: set `parameters.vertex.project_id` in the config (or `flemma.opt.vertex.project_id` in the frontmatter)".into(),
                 )
             })?;
         let location = if options.vertex_location.is_empty() {

@@ -3,8 +3,8 @@
 //! (`decode_render/*`, the whole path from bytes to the text the writer appends).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use flemma_provider::render::{ReplyOutcome, ReplyRenderer};
-use flemma_provider::{ProviderKind, decoder};
+use flemma_wire::render::{ReplyOutcome, ReplyRenderer};
+use flemma_wire::{ProviderKind, decoder};
 use std::hint::black_box;
 
 const TARGET: usize = 10 * 1024 * 1024;

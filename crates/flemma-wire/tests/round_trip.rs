@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
 use flemma_conversation::{Conversation, Message, Part, Role, StreamEvent};
-use flemma_provider::{ProviderKind, RequestOptions, build_request, decoder};
+use flemma_wire::{ProviderKind, RequestOptions, build_request, decoder};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -113,7 +113,7 @@ fn second_request(kind: ProviderKind, assistant: Message) -> Value {
     let options = RequestOptions {
         model: "m".into(),
         max_tokens: 1000,
-        cache_retention: flemma_provider::CacheRetention::None,
+        cache_retention: flemma_wire::CacheRetention::None,
         ..RequestOptions::default()
     };
     let built = build_request(kind, &conversation, &options).unwrap();

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
 use base64::Engine as _;
-use flemma_provider::{ProviderKind, StreamEvent, TRUNCATED_STREAM_MESSAGE, decoder};
+use flemma_wire::{ProviderKind, StreamEvent, TRUNCATED_STREAM_MESSAGE, decoder};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -7,8 +7,8 @@ use serde_json::{Map, Value, json};
 use crate::prepare::{Prepared, ThinkingUse, classify_thinking, data_url, file_name};
 use crate::tools::normalize_tool_id;
 use crate::{
-    BuildError, CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel, WireRequest,
-    encode_tool_name, inject_harness_parameters, sorted_tools,
+    BuildError, CacheRetention, ProviderKind, ReasoningSummary, RequestOptions, Thinking,
+    ThinkingLevel, WireRequest, encode_tool_name, inject_harness_parameters, sorted_tools,
 };
 
 const MAX_ID_LEN: usize = 64;
@@ -34,15 +34,15 @@ pub fn openai_budget_effort(budget: u32) -> &'static str {
 }
 
 /// The effort to request, `None` when reasoning is off. The `openai.reasoning` override wins.
-pub(crate) fn effort(options: &RequestOptions) -> Option<String> {
-    if let Some(effort) = &options.openai_reasoning {
-        return (!effort.is_empty()).then(|| effort.clone());
+pub(crate) fn effort(options: &RequestOptions) -> Option<&'static str> {
+    if let Some(effort) = options.openai_reasoning {
+        return Some(effort.as_str());
     }
     match options.thinking {
         Thinking::Off => None,
-        Thinking::Level(level) => Some(openai_level_effort(level).to_string()),
+        Thinking::Level(level) => Some(openai_level_effort(level)),
         Thinking::Budget(0) => None,
-        Thinking::Budget(budget) => Some(openai_budget_effort(budget).to_string()),
+        Thinking::Budget(budget) => Some(openai_budget_effort(budget)),
     }
 }
 
@@ -63,12 +63,24 @@ fn user_content(part: &Part) -> Option<Value> {
     }
 }
 
-fn tool_output(content: &[Part]) -> Value {
+/// Put before the output of a failed tool call: Responses has no error flag, so the text says it.
+pub const TOOL_ERROR_PREFIX: &str = "Error: ";
+
+fn tool_output(content: &[Part], is_error: bool) -> Value {
     let has_attachments = content
         .iter()
         .any(|p| matches!(p, Part::Image { .. } | Part::Pdf { .. }));
     if has_attachments {
-        Value::Array(content.iter().filter_map(user_content).collect())
+        let mut items: Vec<Value> = content.iter().filter_map(user_content).collect();
+        if is_error {
+            items.insert(
+                0,
+                json!({"type": "input_text", "text": TOOL_ERROR_PREFIX.trim_end()}),
+            );
+        }
+        Value::Array(items)
+    } else if is_error {
+        json!(format!("{TOOL_ERROR_PREFIX}{}", Part::joined_text(content)))
     } else {
         json!(Part::joined_text(content))
     }
@@ -160,11 +172,11 @@ pub(crate) fn body(
                         Part::ToolResult {
                             tool_use_id,
                             content: result,
-                            ..
+                            is_error,
                         } => input.push(json!({
                             "type": "function_call_output",
                             "call_id": normalize_tool_id(tool_use_id, MAX_ID_LEN),
-                            "output": tool_output(result),
+                            "output": tool_output(result, *is_error),
                         })),
                         other => content.extend(user_content(other)),
                     }
@@ -201,8 +213,8 @@ pub(crate) fn body(
     if let Some(effort) = &effort {
         let summary = options
             .openai_reasoning_summary
-            .clone()
-            .unwrap_or_else(|| "auto".to_string());
+            .unwrap_or(ReasoningSummary::Auto)
+            .as_str();
         body.insert(
             "reasoning".into(),
             json!({"effort": effort, "summary": summary}),

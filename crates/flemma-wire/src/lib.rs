@@ -1,0 +1,599 @@
+//! Provider wire formats for flemmad: pure request builders, sans-IO stream decoders and the
+//! reply renderer (events → `.chat` text).
+//!
+//! Invariant: nothing here does IO — no HTTP, no processes, no environment, no clock. The edge
+//! (`flemma-provider`) sends what this crate builds and feeds it what comes back.
+//!
+//! [`build_request`] turns a provider-neutral [`Conversation`] into the exact HTTP request a
+//! provider expects (without authentication); [`decoder`] returns an incremental decoder that
+//! turns the streamed response body into [`StreamEvent`]s. Nothing in the wire modules does IO.
+
+pub use flemma_conversation::{Conversation, StopReason, StreamEvent, Usage};
+pub use sse::{SseDecoder, SseEvent};
+pub use tools::{
+    decode_tool_name, encode_tool_name, inject_harness_parameters, name_from_synthetic_id,
+    normalize_tool_id, synthetic_tool_id,
+};
+
+pub use anthropic_build::{DEFAULT_ANTHROPIC_VERSION, anthropic_level_budget};
+pub use gemini_build::{
+    FOREIGN_CALL_SIGNATURE, gemini_level_budget, gemini_level_name, is_gemini_call_id,
+};
+pub use prepare::MISSING_RESULT_TEXT;
+pub use responses_build::{openai_budget_effort, openai_level_effort};
+
+mod anthropic_build;
+mod anthropic_decode;
+mod chat_build;
+mod chat_decode;
+mod gemini_build;
+mod gemini_decode;
+mod prepare;
+mod responses_build;
+mod responses_decode;
+pub mod sse;
+pub mod tools;
+
+/// The wire format families flemmad speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderKind {
+    /// Anthropic Messages API.
+    Anthropic,
+    /// OpenAI Responses API.
+    OpenAi,
+    /// Any server speaking OpenAI Chat Completions.
+    OpenAiCompatible,
+    /// Moonshot (Kimi): a Chat Completions preset.
+    Moonshot,
+    /// Google Gemini API (generativelanguage.googleapis.com).
+    Gemini,
+    /// Google Vertex AI (same model family and body as Gemini).
+    Vertex,
+}
+
+impl ProviderKind {
+    /// Every provider kind, in a stable order.
+    pub const ALL: [ProviderKind; 6] = [
+        ProviderKind::Anthropic,
+        ProviderKind::OpenAi,
+        ProviderKind::OpenAiCompatible,
+        ProviderKind::Moonshot,
+        ProviderKind::Gemini,
+        ProviderKind::Vertex,
+    ];
+
+    /// Parses the provider name used in configuration (`anthropic`, `openai`,
+    /// `openai-compatible`, `moonshot`, `gemini`, `vertex`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        flemma_config::Provider::from_name(name).map(Self::from)
+    }
+
+    /// The configuration name of this provider kind (`openai-compatible`): the one spelling,
+    /// owned by [`flemma_config::Provider`].
+    pub fn name(&self) -> &'static str {
+        flemma_config::Provider::from(*self).as_str()
+    }
+
+    /// The provider word written in `<thinking PROVIDER:signature="…">` for signatures this
+    /// kind produces and accepts back; empty for kinds without signed thinking.
+    pub fn signature_provider(&self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Gemini | ProviderKind::Vertex => "vertex",
+            ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => "",
+        }
+    }
+}
+
+impl From<flemma_config::Provider> for ProviderKind {
+    fn from(provider: flemma_config::Provider) -> Self {
+        use flemma_config::Provider;
+        match provider {
+            Provider::Anthropic => ProviderKind::Anthropic,
+            Provider::Openai => ProviderKind::OpenAi,
+            Provider::OpenaiCompatible => ProviderKind::OpenAiCompatible,
+            Provider::Moonshot => ProviderKind::Moonshot,
+            Provider::Gemini => ProviderKind::Gemini,
+            Provider::Vertex => ProviderKind::Vertex,
+        }
+    }
+}
+
+impl From<ProviderKind> for flemma_config::Provider {
+    fn from(kind: ProviderKind) -> Self {
+        use flemma_config::Provider;
+        match kind {
+            ProviderKind::Anthropic => Provider::Anthropic,
+            ProviderKind::OpenAi => Provider::Openai,
+            ProviderKind::OpenAiCompatible => Provider::OpenaiCompatible,
+            ProviderKind::Moonshot => Provider::Moonshot,
+            ProviderKind::Gemini => Provider::Gemini,
+            ProviderKind::Vertex => Provider::Vertex,
+        }
+    }
+}
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ProviderKind {
+    type Err = flemma_config::UnknownName;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.parse::<flemma_config::Provider>().map(Self::from)
+    }
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDefinition {
+    /// The tool name, namespaced with `.` (`flemma.jobs.status`).
+    pub name: String,
+    /// What the tool does, shown to the model.
+    pub description: String,
+    /// JSON Schema of the input object (without the harness parameters).
+    pub input_schema: serde_json::Value,
+    /// Strict schema mode (OpenAI `strict: true`; harness parameters become nullable+required).
+    pub strict: bool,
+    /// Capability words; `disables_background` and `disables_save_to` suppress the harness
+    /// parameters.
+    pub capabilities: Vec<String>,
+    /// The tool can run in the background (gets the `flemma.background` parameter).
+    pub is_async: bool,
+}
+
+pub use flemma_config::{CacheRetention, ReasoningEffort, ReasoningSummary, ThinkingLevel};
+
+/// How much the model should think.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Thinking {
+    /// No reasoning.
+    #[default]
+    Off,
+    /// A named effort level, mapped per provider.
+    Level(ThinkingLevel),
+    /// An explicit token budget.
+    Budget(u32),
+}
+
+/// Everything besides the conversation that shapes a request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RequestOptions {
+    /// The model id sent to the provider.
+    pub model: String,
+    /// Maximum output tokens.
+    pub max_tokens: u32,
+    /// Sampling temperature (omitted for Anthropic when thinking is on).
+    pub temperature: Option<f64>,
+    /// Reasoning effort.
+    pub thinking: Thinking,
+    /// Prompt cache retention.
+    pub cache_retention: CacheRetention,
+    /// Tools offered to the model.
+    pub tools: Vec<ToolDefinition>,
+    /// OpenAI `prompt_cache_key` (flemmad uses the chat file path).
+    pub prompt_cache_key: Option<String>,
+    /// Anthropic `anthropic-version` header.
+    pub anthropic_version: String,
+    /// Anthropic `anthropic-beta` header values.
+    pub anthropic_beta: Vec<String>,
+    /// Overrides the Anthropic thinking budget derived from `thinking`.
+    pub anthropic_thinking_budget: Option<u32>,
+    /// Overrides the OpenAI `reasoning.effort` derived from `thinking`.
+    pub openai_reasoning: Option<ReasoningEffort>,
+    /// Overrides the OpenAI `reasoning.summary` (default `auto`).
+    pub openai_reasoning_summary: Option<ReasoningSummary>,
+    /// Overrides the Gemini `thinkingBudget` derived from `thinking` (`-1` = dynamic).
+    pub gemini_thinking_budget: Option<i32>,
+    /// Vertex AI project id (required for Vertex).
+    pub vertex_project: Option<String>,
+    /// Vertex AI location (`global`, `us-central1`, …).
+    pub vertex_location: String,
+    /// The model takes Anthropic adaptive thinking (`{"type":"adaptive"}` + effort).
+    pub supports_adaptive_thinking: bool,
+}
+
+/// An HTTP request ready to send, without authentication headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireRequest {
+    /// HTTP method (`POST` or `GET`).
+    pub method: &'static str,
+    /// Path and query appended to the provider base URL.
+    pub path_and_query: String,
+    /// Headers besides authentication.
+    pub headers: Vec<(String, String)>,
+    /// The request body (empty for `GET`).
+    pub body: Vec<u8>,
+}
+
+/// A built request plus what the builder had to adapt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltRequest {
+    /// The request.
+    pub request: WireRequest,
+    /// Human-readable notes about adaptations (unsupported attachments sent as text, …).
+    pub warnings: Vec<String>,
+}
+
+/// A model listed by a provider's models endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    /// The model id to put in requests.
+    pub id: String,
+    /// A display name when the provider gives one.
+    pub display_name: Option<String>,
+    /// Context window in tokens when the provider gives it.
+    pub context_window: Option<u64>,
+    /// Maximum output tokens when the provider gives it.
+    pub max_output_tokens: Option<u64>,
+}
+
+/// Why a request could not be built or a response body could not be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BuildError {
+    /// A required option is missing.
+    #[error("{0}")]
+    MissingOption(String),
+    /// The provider does not offer this operation.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A response body was not what the provider documents.
+    #[error("{0}")]
+    InvalidResponse(String),
+    /// The request could not be serialised (a bug).
+    #[error("{0}")]
+    InvalidRequest(String),
+}
+
+/// An incremental, sans-IO decoder of a streamed response body.
+pub trait StreamDecoder {
+    /// Feeds the next chunk of the body (any split, even inside a UTF-8 sequence) and returns
+    /// the events completed by it.
+    fn feed(&mut self, bytes: &[u8]) -> Vec<StreamEvent>;
+    /// Signals the end of the body. A stream that ended without the provider's terminal event
+    /// yields [`StreamEvent::Error`] "stream ended before the provider finished (truncated)".
+    fn finish(&mut self) -> Vec<StreamEvent>;
+}
+
+/// The default Vertex AI base URL for a location (`global` uses the location-less host).
+pub fn vertex_default_base_url(location: &str) -> String {
+    if location.is_empty() || location == "global" {
+        "https://aiplatform.googleapis.com".to_string()
+    } else {
+        format!("https://{location}-aiplatform.googleapis.com")
+    }
+}
+
+/// Builds the streaming request for `conversation`.
+///
+/// The body is byte-stable: the same conversation and options always give the same bytes, and
+/// a conversation that extends a previous one gives a body whose messages start with the
+/// previous ones unchanged (tools sorted by name, keys in a fixed order, OpenAI argument strings
+/// replayed verbatim).
+pub fn build_request(
+    kind: ProviderKind,
+    conversation: &Conversation,
+    options: &RequestOptions,
+) -> Result<BuiltRequest, BuildError> {
+    check_options(kind, options)?;
+    let mut warnings = Vec::new();
+    let prepared = prepare::prepare(conversation, &mut warnings);
+    let request = match kind {
+        ProviderKind::Anthropic => {
+            let body = anthropic_build::body(&prepared, options, &mut warnings);
+            WireRequest {
+                method: "POST",
+                path_and_query: "/v1/messages".into(),
+                headers: anthropic_build::headers(options),
+                body: to_bytes(&serde_json::Value::Object(body))?,
+            }
+        }
+        ProviderKind::OpenAi => {
+            let body = responses_build::body(&prepared, options, &mut warnings);
+            WireRequest {
+                method: "POST",
+                path_and_query: "/responses".into(),
+                headers: responses_build::headers(),
+                body: to_bytes(&serde_json::Value::Object(body))?,
+            }
+        }
+        ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
+            let body = chat_build::body(kind, &prepared, options, &mut warnings);
+            WireRequest {
+                method: "POST",
+                path_and_query: "/chat/completions".into(),
+                headers: chat_build::headers(),
+                body: to_bytes(&serde_json::Value::Object(body))?,
+            }
+        }
+        ProviderKind::Gemini | ProviderKind::Vertex => {
+            let path = gemini_build::model_path(kind, options)?;
+            let body = gemini_build::body(kind, &prepared, options);
+            WireRequest {
+                method: "POST",
+                path_and_query: format!("{path}:streamGenerateContent?alt=sse"),
+                headers: gemini_build::headers(),
+                body: to_bytes(&serde_json::Value::Object(body))?,
+            }
+        }
+    };
+    Ok(BuiltRequest { request, warnings })
+}
+
+fn check_model(kind: ProviderKind, options: &RequestOptions) -> Result<(), BuildError> {
+    if options.model.trim().is_empty() {
+        return Err(BuildError::MissingOption(format!(
+            "no model is set for {}: choose one in the frontmatter or the config (model = \"…\")",
+            kind.name()
+        )));
+    }
+    Ok(())
+}
+
+fn check_options(kind: ProviderKind, options: &RequestOptions) -> Result<(), BuildError> {
+    check_model(kind, options)?;
+    if options.max_tokens == 0 {
+        return Err(BuildError::MissingOption(format!(
+            "max_tokens is 0 for {} model {}: set max_tokens to a positive number or a percentage of the model's output limit",
+            kind.name(),
+            options.model
+        )));
+    }
+    Ok(())
+}
+
+/// Tools sorted by name (stable prompt-cache prefix).
+pub(crate) fn sorted_tools(tools: &[ToolDefinition]) -> Vec<&ToolDefinition> {
+    let mut sorted: Vec<&ToolDefinition> = tools.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    sorted
+}
+
+pub(crate) fn to_bytes(value: &serde_json::Value) -> Result<Vec<u8>, BuildError> {
+    serde_json::to_vec(value).map_err(|error| {
+        BuildError::InvalidRequest(format!(
+            "the request body could not be serialised ({error}); this is a bug in flemmad, please report it"
+        ))
+    })
+}
+
+/// One provider's event handling on top of the shared SSE framing.
+pub(crate) trait SseFormat {
+    /// One SSE event (`event` is empty when the stream sends no `event:` lines).
+    fn handle(&mut self, event: &str, data: &str, out: &mut Vec<StreamEvent>);
+    /// The body ended: emit what a complete stream still owes, or the truncation error.
+    fn end(&mut self, out: &mut Vec<StreamEvent>);
+}
+
+/// SSE framing plus a provider format: the [`StreamDecoder`] every provider uses.
+struct SseStream<F> {
+    sse: SseDecoder,
+    format: F,
+}
+
+impl<F> SseStream<F> {
+    fn new(sse: SseDecoder, format: F) -> Self {
+        Self { sse, format }
+    }
+}
+
+impl<F: SseFormat> StreamDecoder for SseStream<F> {
+    fn feed(&mut self, bytes: &[u8]) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        let Self { sse, format } = self;
+        sse.feed_with(bytes, &mut |event, data| {
+            format.handle(event, data, &mut out)
+        });
+        out
+    }
+
+    fn finish(&mut self) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        let Self { sse, format } = self;
+        sse.finish_with(&mut |event, data| format.handle(event, data, &mut out));
+        format.end(&mut out);
+        out
+    }
+}
+
+/// Returns a fresh stream decoder for `kind`.
+///
+/// Tool-call `index` values in the events are the 0-based position of the call in the reply
+/// (not the provider's content-block index). Every stream ends with exactly one `Stop` (preceded
+/// by one `Usage` when the provider reported usage) or one `Error`.
+pub fn decoder(kind: ProviderKind) -> Box<dyn StreamDecoder + Send> {
+    match kind {
+        ProviderKind::Anthropic => Box::new(SseStream::new(
+            SseDecoder::default(),
+            anthropic_decode::AnthropicDecoder::default(),
+        )),
+        ProviderKind::OpenAi => Box::new(SseStream::new(
+            SseDecoder::default(),
+            responses_decode::ResponsesDecoder::default(),
+        )),
+        ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => Box::new(SseStream::new(
+            SseDecoder::default(),
+            chat_decode::ChatDecoder::default(),
+        )),
+        ProviderKind::Gemini | ProviderKind::Vertex => Box::new(SseStream::new(
+            SseDecoder::with_bare_json(),
+            gemini_decode::GeminiDecoder::default(),
+        )),
+    }
+}
+
+/// The error message of a stream that ended without the provider's terminal event.
+pub const TRUNCATED_STREAM_MESSAGE: &str = "stream ended before the provider finished (truncated)";
+
+pub(crate) fn truncated_error() -> String {
+    TRUNCATED_STREAM_MESSAGE.to_string()
+}
+
+/// Builds the token-counting request for `conversation` (Anthropic, OpenAI Responses, Gemini,
+/// Vertex; Chat Completions servers have no such endpoint).
+pub fn count_tokens_request(
+    kind: ProviderKind,
+    conversation: &Conversation,
+    options: &RequestOptions,
+) -> Result<WireRequest, BuildError> {
+    check_model(kind, options)?;
+    let prepared = prepare::prepare(conversation, &mut Vec::new());
+    match kind {
+        ProviderKind::Anthropic => anthropic_build::count_tokens(&prepared, options),
+        ProviderKind::OpenAi => responses_build::count_tokens(&prepared, options),
+        ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
+            Err(BuildError::Unsupported(format!(
+                "{} (Chat Completions) has no token counting endpoint; use a provider with one (anthropic, openai, gemini, vertex)",
+                kind.name()
+            )))
+        }
+        ProviderKind::Gemini | ProviderKind::Vertex => {
+            let path = gemini_build::model_path(kind, options)?;
+            let mut body = gemini_build::body(kind, &prepared, options);
+            let body = if kind == ProviderKind::Gemini {
+                body.insert(
+                    "model".into(),
+                    serde_json::json!(format!("models/{}", gemini_build::model_id(&options.model))),
+                );
+                body.shift_remove("generationConfig");
+                serde_json::json!({ "generateContentRequest": body })
+            } else {
+                body.shift_remove("generationConfig");
+                serde_json::Value::Object(body)
+            };
+            Ok(WireRequest {
+                method: "POST",
+                path_and_query: format!("{path}:countTokens"),
+                headers: gemini_build::headers(),
+                body: to_bytes(&body)?,
+            })
+        }
+    }
+}
+
+fn parse_json(kind: ProviderKind, body: &[u8]) -> Result<serde_json::Value, BuildError> {
+    serde_json::from_slice(body).map_err(|error| {
+        let preview: String = String::from_utf8_lossy(body).chars().take(300).collect();
+        BuildError::InvalidResponse(format!(
+            "{} returned a body that is not JSON ({error}): {preview}",
+            kind.name()
+        ))
+    })
+}
+
+/// Reads the token count from a token-counting response body.
+pub fn parse_count_tokens(kind: ProviderKind, body: &[u8]) -> Result<u64, BuildError> {
+    let value = parse_json(kind, body)?;
+    let field = match kind {
+        ProviderKind::Gemini | ProviderKind::Vertex => "totalTokens",
+        _ => "input_tokens",
+    };
+    value
+        .get(field)
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| {
+            BuildError::InvalidResponse(format!(
+                "{} token count response has no numeric `{field}`: {}",
+                kind.name(),
+                value.to_string().chars().take(300).collect::<String>()
+            ))
+        })
+}
+
+/// Builds the request listing the provider's models (first page, as large as the API allows).
+pub fn list_models_request(kind: ProviderKind, options: &RequestOptions) -> WireRequest {
+    let (path, headers) = match kind {
+        ProviderKind::Anthropic => (
+            "/v1/models?limit=1000".to_string(),
+            anthropic_build::headers(options)
+                .into_iter()
+                .filter(|(name, _)| name != "content-type")
+                .collect(),
+        ),
+        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
+            ("/models".to_string(), Vec::new())
+        }
+        ProviderKind::Gemini => ("/v1beta/models?pageSize=1000".to_string(), Vec::new()),
+        ProviderKind::Vertex => ("/v1beta1/publishers/google/models".to_string(), Vec::new()),
+    };
+    WireRequest {
+        method: "GET",
+        path_and_query: path,
+        headers,
+        body: Vec::new(),
+    }
+}
+
+/// Reads the model list from a models response body.
+pub fn parse_models(kind: ProviderKind, body: &[u8]) -> Result<Vec<ModelInfo>, BuildError> {
+    use serde_json::Value;
+    let value = parse_json(kind, body)?;
+    let key = match kind {
+        ProviderKind::Gemini | ProviderKind::Vertex => {
+            if value.get("models").is_some() {
+                "models"
+            } else {
+                "publisherModels"
+            }
+        }
+        _ => "data",
+    };
+    let Some(entries) = value.get(key).and_then(Value::as_array) else {
+        return Err(BuildError::InvalidResponse(format!(
+            "{} model list has no `{key}` array: {}",
+            kind.name(),
+            value.to_string().chars().take(300).collect::<String>()
+        )));
+    };
+    let text = |entry: &Value, field: &str| {
+        entry
+            .get(field)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let number = |entry: &Value, field: &str| entry.get(field).and_then(Value::as_u64);
+    let mut models = Vec::new();
+    for entry in entries {
+        let model = match kind {
+            ProviderKind::Gemini | ProviderKind::Vertex => {
+                let generates = entry
+                    .get("supportedGenerationMethods")
+                    .and_then(Value::as_array)
+                    .is_none_or(|methods| {
+                        methods
+                            .iter()
+                            .any(|m| m == "streamGenerateContent" || m == "generateContent")
+                    });
+                let Some(name) = text(entry, "name").filter(|_| generates) else {
+                    continue;
+                };
+                let id = name.rsplit('/').next().unwrap_or(&name).to_string();
+                ModelInfo {
+                    id,
+                    display_name: text(entry, "displayName"),
+                    context_window: number(entry, "inputTokenLimit"),
+                    max_output_tokens: number(entry, "outputTokenLimit"),
+                }
+            }
+            _ => {
+                let Some(id) = text(entry, "id") else {
+                    continue;
+                };
+                ModelInfo {
+                    id,
+                    display_name: text(entry, "display_name"),
+                    context_window: number(entry, "max_input_tokens")
+                        .or_else(|| number(entry, "context_length")),
+                    max_output_tokens: number(entry, "max_tokens"),
+                }
+            }
+        };
+        models.push(model);
+    }
+    Ok(models)
+}
+pub mod render;
