@@ -4,3 +4,7 @@
 
 pub mod builtin;
 pub mod context;
+pub mod spec;
+
+pub use context::{Cancel, Outcome, PathGuard, RunContext};
+pub use spec::{Capability, ToolSpec};
