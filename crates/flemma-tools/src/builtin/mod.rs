@@ -10,6 +10,7 @@ pub mod edit;
 pub mod fetch;
 pub mod find;
 pub mod grep;
+pub mod jobs;
 pub mod ls;
 pub mod lsp;
 pub mod read;
