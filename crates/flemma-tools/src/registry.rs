@@ -252,7 +252,14 @@ fn finish(
             }
             Err(reason) => {
                 let text = truncate_into_store(&full, &outcome.text, tool, store, call_id);
-                format!("{text}\n[Output not saved: {reason}. Showing the full output instead.]")
+                let separator = if text.ends_with('\n') || text.is_empty() {
+                    ""
+                } else {
+                    "\n"
+                };
+                format!(
+                    "{text}{separator}[Output not saved: {reason}. Showing the full output instead.]"
+                )
             }
         };
         outcome.text = text;

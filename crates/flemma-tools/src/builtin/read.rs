@@ -105,39 +105,24 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
         .unwrap_or(DEFAULT_LIMIT);
     // Stream the file: a huge file is read only up to the requested window (plus a count of
     // what follows is not attempted, so a 2 GB file costs the window, not the whole file).
-    let chained = std::io::Cursor::new(head).chain(reader);
-    let mut lines = BufReader::new(chained);
-    let mut text = String::new();
-    let mut number: u64 = 0;
-    let mut taken: u64 = 0;
-    let mut more = false;
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match lines.read_until(b'\n', &mut buf) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(error) => return Outcome::error(format!("{shown} cannot be read: {error}")),
-        }
-        number += 1;
-        if number < offset {
-            continue;
-        }
-        if taken == limit {
-            more = true;
-            break;
-        }
-        text.push_str(&String::from_utf8_lossy(&buf));
-        taken += 1;
-        if text.len() > crate::truncate::MAX_BYTES * 4 {
-            more = true;
-            break;
-        }
-    }
-    if number < offset && offset > 1 {
+    let mut lines = BufReader::new(std::io::Cursor::new(head).chain(reader));
+    let window = match read_window(&mut lines, offset, limit, crate::truncate::MAX_BYTES * 4) {
+        Ok(window) => window,
+        Err(error) => return Outcome::error(format!("{shown} cannot be read: {error}")),
+    };
+    let Window {
+        mut text,
+        lines_before: number,
+        taken,
+        more,
+    } = window;
+    if taken == 0 && number < offset && offset > 1 {
         return Outcome::error(format!(
             "{shown} has {number} lines; offset {offset} is past its end"
         ));
+    }
+    if text.is_empty() && !more {
+        return Outcome::ok(format!("{shown} is empty"));
     }
     if more {
         if !text.ends_with('\n') {
@@ -149,6 +134,86 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
         ));
     }
     Outcome::ok(text)
+}
+
+/// Lines `offset..offset+limit` of a reader, holding at most `budget` bytes of text: lines before
+/// the window are counted without being kept, and a line with no newline in sight does not grow
+/// memory past the budget.
+struct Window {
+    text: String,
+    /// Lines seen before the window started (all lines when the window is past the end).
+    lines_before: u64,
+    taken: u64,
+    more: bool,
+}
+
+fn read_window(
+    reader: &mut impl BufRead,
+    offset: u64,
+    limit: u64,
+    budget: usize,
+) -> std::io::Result<Window> {
+    let mut line_number: u64 = 1;
+    // Skip to the window.
+    while line_number < offset {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(Window {
+                text: String::new(),
+                lines_before: line_number - 1,
+                taken: 0,
+                more: false,
+            });
+        }
+        match chunk.iter().position(|b| *b == b'\n') {
+            Some(index) => {
+                reader.consume(index + 1);
+                line_number += 1;
+            }
+            None => {
+                let n = chunk.len();
+                reader.consume(n);
+            }
+        }
+    }
+    let mut bytes = Vec::new();
+    let mut taken = 0;
+    let mut more = false;
+    while taken < limit {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            if bytes.last().is_some_and(|b| *b != b'\n') {
+                taken += 1;
+            }
+            break;
+        }
+        let room = budget.saturating_sub(bytes.len());
+        if room == 0 {
+            more = true;
+            break;
+        }
+        match chunk.iter().take(room).position(|b| *b == b'\n') {
+            Some(index) => {
+                bytes.extend_from_slice(&chunk[..=index]);
+                reader.consume(index + 1);
+                taken += 1;
+            }
+            None => {
+                let n = chunk.len().min(room);
+                bytes.extend_from_slice(&chunk[..n]);
+                reader.consume(n);
+            }
+        }
+    }
+    if taken == limit && !more {
+        more = !reader.fill_buf()?.is_empty();
+    }
+    Ok(Window {
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+        lines_before: if taken == 0 { line_number - 1 } else { offset },
+        taken,
+        more,
+    })
 }
 
 /// Binary when the sniffed bytes hold a NUL or are not UTF-8 (allowing a character cut at the
