@@ -62,13 +62,32 @@ impl ApprovalChain {
         user_resolvers: Vec<Box<dyn Resolver>>,
         sandbox_active: bool,
     ) -> Self {
-        Self {
-            auto_approve: config.auto_approve(),
+        Self::from_parts(
+            config.auto_approve(),
+            &config.config.tools,
             function,
             user_resolvers,
             sandbox_active,
-            auto_approve_sandboxed: config.config.tools.auto_approve_sandboxed,
-            require_approval: config.config.tools.require_approval,
+        )
+    }
+
+    /// The chain from an approval policy and the tool settings (for callers holding only a
+    /// `Config`: its `tools.auto_approve` list is already expanded, so
+    /// `AutoApprove::Tools { tools: config.tools.auto_approve.clone(), exclusions: vec![] }`).
+    pub fn from_parts(
+        auto_approve: AutoApprove,
+        tools: &flemma_config::Tools,
+        function: Option<Box<dyn ApprovalFunction>>,
+        user_resolvers: Vec<Box<dyn Resolver>>,
+        sandbox_active: bool,
+    ) -> Self {
+        Self {
+            auto_approve,
+            function,
+            user_resolvers,
+            sandbox_active,
+            auto_approve_sandboxed: tools.auto_approve_sandboxed,
+            require_approval: tools.require_approval,
         }
     }
 

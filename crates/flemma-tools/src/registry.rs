@@ -52,14 +52,19 @@ pub enum InvocationError {
 }
 
 impl Registry {
-    /// The built-ins this crate runs by itself. (`flemma.jobs.status` is listed by
-    /// [`Registry::specs_for`] but run by the engine, which has the job table.)
+    /// The built-ins this crate runs by itself. `flemma.jobs.status` is registered with a runner
+    /// that knows no jobs; the engine, which has the job table, intercepts it.
     pub fn builtin() -> Self {
         let mut registry = Self::default();
         registry.register(builtin::bash::spec(), builtin::bash::run, Keep::Tail);
         registry.register(builtin::read::spec(), builtin::read::run, Keep::Head);
         registry.register(builtin::write::spec(), builtin::write::run, Keep::Head);
         registry.register(builtin::ls::spec(), builtin::ls::run, Keep::Head);
+        registry.register(
+            builtin::jobs::spec(),
+            builtin::jobs::run_without_jobs,
+            Keep::Head,
+        );
         registry
     }
 

@@ -59,3 +59,19 @@ pub fn run(jobs: &dyn JobLookup, input: &Value) -> Outcome {
         None => Outcome::error(format!("No background job with id {job_id}")),
     }
 }
+
+/// The job table of a process that runs no background jobs (`flemmad tools run`): every id is
+/// unknown. The engine intercepts `flemma.jobs.status` and answers from its own table.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoJobs;
+
+impl JobLookup for NoJobs {
+    fn state(&self, _job_id: &str) -> Option<JobState> {
+        None
+    }
+}
+
+/// The registry runner: answers from [`NoJobs`].
+pub fn run_without_jobs(_ctx: &crate::context::RunContext, input: &Value) -> Outcome {
+    run(&NoJobs, input)
+}
