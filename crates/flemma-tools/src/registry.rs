@@ -200,7 +200,7 @@ impl Full<'_> {
                         break;
                     }
                     bytes += chunk.len() as u64;
-                    newlines += chunk.iter().filter(|b| **b == b'\n').count() as u64;
+                    newlines += memchr::memchr_iter(b'\n', chunk).count() as u64;
                     if let Some(b) = chunk.last() {
                         last = *b;
                     }
