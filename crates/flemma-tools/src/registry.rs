@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -18,16 +19,27 @@ use crate::store::ResultStore;
 use crate::truncate::{self, Keep};
 use crate::validate::{SchemaMismatch, validate};
 
-/// A runner: input validated, harness parameters stripped.
-pub type Runner = fn(&RunContext, &Value) -> Outcome;
+/// A runner: input validated, harness parameters stripped. A closure, so custom tools (their
+/// command line) and the engine (its job table) can register runners that carry data; built-ins
+/// register their `run` function.
+pub type Runner = Arc<dyn Fn(&RunContext, &Value) -> Outcome + Send + Sync>;
 
 /// One registered tool.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Registered {
     pub spec: ToolSpec,
     pub runner: Runner,
     /// Which end of an overflowing output is kept.
     pub keep: Keep,
+}
+
+impl std::fmt::Debug for Registered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registered")
+            .field("spec", &self.spec)
+            .field("keep", &self.keep)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The tools that can run in this process.
@@ -69,9 +81,18 @@ impl Registry {
     }
 
     /// Adds (or replaces) a tool.
-    pub fn register(&mut self, spec: ToolSpec, runner: Runner, keep: Keep) {
+    pub fn register(
+        &mut self,
+        spec: ToolSpec,
+        runner: impl Fn(&RunContext, &Value) -> Outcome + Send + Sync + 'static,
+        keep: Keep,
+    ) {
         self.tools.retain(|t| t.spec.name != spec.name);
-        self.tools.push(Registered { spec, runner, keep });
+        self.tools.push(Registered {
+            spec,
+            runner: Arc::new(runner),
+            keep,
+        });
         self.tools.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
     }
 
@@ -123,7 +144,10 @@ impl Registry {
                 suggestion: self.suggest(name),
             });
         };
-        let parameters = harness::strip(&mut input);
+        let mut parameters = harness::strip(&mut input);
+        if tool.spec.has(crate::spec::Capability::DisablesSaveTo) {
+            parameters.save_to = None;
+        }
         validate(&tool.spec.input_schema, &input).map_err(|mismatch| InvocationError::Schema {
             tool: name.to_string(),
             mismatch,

@@ -409,3 +409,30 @@ fn resolution_of_missing_paths_under_symlinks() {
         Ok(root.join("real/file.txt"))
     );
 }
+
+#[test]
+fn closures_register_and_disables_save_to_ignores_the_redirect() {
+    let (_dir, root) = temp();
+    let ctx = context(&root);
+    let store = store(&root);
+    let mut registry = Registry::builtin();
+    let greeting = String::from("hello from a closure");
+    let mut spec = flemma_tools::builtin::jobs::spec();
+    spec.name = "greet".into();
+    registry.register(
+        spec,
+        move |_ctx, _input| Outcome::ok(greeting.clone()),
+        flemma_tools::truncate::Keep::Head,
+    );
+    let out = registry
+        .execute(
+            "greet",
+            json!({"label": "t", "job_id": "x", "flemma.save_to": "saved.txt"}),
+            &ctx,
+            &store,
+            "1",
+        )
+        .expect("valid");
+    assert_eq!(out.text, "hello from a closure");
+    assert!(!root.join("saved.txt").exists());
+}
