@@ -156,14 +156,17 @@ pub(crate) fn locate(src: &Source<'_>, old: &str, new: &str) -> Result<Found, Mi
 
 /// Every start offset of `needle` in `hay`, overlapping ones included.
 fn occurrences(hay: &str, needle: &str) -> Vec<usize> {
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
+    let bytes = hay.as_bytes();
     let mut out = Vec::new();
     let mut from = 0;
-    while let Some(i) = hay[from..].find(needle) {
+    while let Some(i) = finder.find(&bytes[from..]) {
         let at = from + i;
         out.push(at);
+        // The next search starts one character further, so overlapping copies count too.
         let step = hay[at..].chars().next().map_or(1, char::len_utf8);
         from = at + step;
-        if from > hay.len() {
+        if from >= bytes.len() {
             break;
         }
     }
@@ -269,16 +272,69 @@ fn indent_matches(src: &Source<'_>, old_lines: &[&str]) -> Vec<usize> {
 /// Similarity at which a line "lines up" with a line of `old` without being equal.
 const LINE_SIMILARITY: f64 = 0.7;
 
-fn lines_up(file_trimmed: &str, old_trimmed: &str) -> bool {
-    file_trimmed == old_trimmed
-        || (!old_trimmed.is_empty()
-            && !file_trimmed.is_empty()
-            && strsim::sorensen_dice(file_trimmed, old_trimmed) >= LINE_SIMILARITY)
+/// A line of `old` with its byte bigrams, sorted, computed once per call.
+struct Wanted<'a> {
+    text: &'a str,
+    bigrams: Vec<u16>,
+}
+
+impl<'a> Wanted<'a> {
+    fn new(text: &'a str) -> Self {
+        Self {
+            text,
+            bigrams: bigrams(text),
+        }
+    }
+
+    fn lines_up(&self, file_trimmed: &str) -> bool {
+        if file_trimmed == self.text {
+            return true;
+        }
+        if self.bigrams.is_empty() || file_trimmed.len() < 2 {
+            return false;
+        }
+        // Dice ≥ s needs the lengths within a ratio: cheap rejection first.
+        let (a, b) = (self.text.len() as f64, file_trimmed.len() as f64);
+        if 2.0 * a.min(b) / (a + b) < LINE_SIMILARITY {
+            return false;
+        }
+        dice(&self.bigrams, &bigrams(file_trimmed)) >= LINE_SIMILARITY
+    }
+}
+
+fn bigrams(s: &str) -> Vec<u16> {
+    let mut v: Vec<u16> = s
+        .as_bytes()
+        .windows(2)
+        .map(|w| u16::from_be_bytes([w[0], w[1]]))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Sørensen–Dice coefficient of two sorted bigram multisets.
+fn dice(a: &[u16], b: &[u16]) -> f64 {
+    let (mut i, mut j, mut common) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                common += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    2.0 * common as f64 / (a.len() + b.len()) as f64
 }
 
 /// The window of the file that comes closest to `old`, when at least half its lines line up.
 fn closest_region(src: &Source<'_>, old: &str) -> Option<Region> {
-    let want: Vec<&str> = content_lines(old).iter().map(|l| l.trim()).collect();
+    let want: Vec<Wanted<'_>> = content_lines(old)
+        .iter()
+        .map(|l| Wanted::new(l.trim()))
+        .collect();
     let k = want.len();
     if k == 0 || src.lines.len() < k {
         return None;
@@ -293,7 +349,7 @@ fn closest_region(src: &Source<'_>, old: &str) -> Option<Region> {
                 continue;
             }
             for (j, w) in want.iter().enumerate() {
-                if *w == line.trimmed && p >= j && p - j + k <= src.lines.len() {
+                if w.text == line.trimmed && p >= j && p - j + k <= src.lines.len() {
                     candidates.push(p - j);
                 }
             }
@@ -306,7 +362,7 @@ fn closest_region(src: &Source<'_>, old: &str) -> Option<Region> {
         let score = want
             .iter()
             .enumerate()
-            .filter(|(j, w)| lines_up(src.lines[i + j].trimmed, w))
+            .filter(|(j, w)| w.lines_up(src.lines[i + j].trimmed))
             .count();
         if score * 2 >= k && score > 0 && best.is_none_or(|(s, _)| score > s) {
             best = Some((score, i));
