@@ -5,6 +5,7 @@ mod fmt;
 mod models;
 mod parse;
 mod send;
+mod tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -74,6 +75,16 @@ pub enum Command {
     Count(count::CountArgs),
     /// List the models a provider serves (with catalogue prices when known).
     Models(models::ModelsArgs),
+    /// List the tools enabled for a chat, or run one as the engine would.
+    ///
+    /// `flemmad tools [--chat FILE] [--json]` lists the enabled tools (config from the user
+    /// file and the chat's frontmatter) with their input schemas and what the approval chain
+    /// decides for each. `flemmad tools run NAME 'JSON' [--chat FILE]` validates the input,
+    /// runs the tool in the chat's directory with the sandbox and the result store applied, and
+    /// prints exactly the text that would go into the tool-result fence. You are the approver:
+    /// nothing is asked. Exit status: 0 success result, 1 error result (text still on stdout),
+    /// 2 bad invocation (unknown tool, JSON that does not parse or fit the schema).
+    Tools(tools::ToolsArgs),
 }
 
 /// Unit of the `character` field of positions in JSON output.
@@ -117,5 +128,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Send(args) => send::run(args, cli.config.as_deref()),
         Command::Count(args) => count::run(args, cli.config.as_deref()),
         Command::Models(args) => models::run(args, cli.config.as_deref()),
+        Command::Tools(args) => tools::run(args, cli.config.as_deref()),
     }
 }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::sandbox::Bwrap;
+
 /// Cooperative cancellation shared between the shell and a running tool.
 #[derive(Debug, Clone, Default)]
 pub struct Cancel(Arc<AtomicBool>);
@@ -43,7 +45,53 @@ pub struct RunContext {
     pub cancel: Cancel,
     /// Extra environment for processes (e.g. `FLEMMA_TOOLS_STORE_PATH`).
     pub env: Vec<(String, String)>,
+    /// The process sandbox wrapping `bash` and custom tools, when a backend is active.
+    pub sandbox: Option<Arc<Bwrap>>,
 }
+
+impl RunContext {
+    /// A context in `cwd` with `guard`, a 30 s timeout, no chat, no extra environment and no
+    /// process sandbox.
+    pub fn new(cwd: impl Into<PathBuf>, guard: Arc<dyn PathGuard>) -> Self {
+        Self {
+            cwd: cwd.into(),
+            chat_path: None,
+            guard,
+            timeout: Duration::from_secs(30),
+            cancel: Cancel::new(),
+            env: Vec::new(),
+            sandbox: None,
+        }
+    }
+
+    /// Resolves `path` (relative to `cwd`) for reading.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        let path = Path::new(path);
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.cwd.join(path)
+        }
+    }
+}
+
+/// The file holding a tool's complete output when the runner produced more than its text shows
+/// (`bash` reads huge outputs back from both ends only). Deleted when the last clone is dropped.
+#[derive(Debug, Clone)]
+pub struct FullOutput(pub Arc<tempfile::TempPath>);
+
+impl FullOutput {
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl PartialEq for FullOutput {
+    fn eq(&self, other: &Self) -> bool {
+        self.path() == other.path()
+    }
+}
+impl Eq for FullOutput {}
 
 /// What a runner returns: the text that goes into the tool-result fence, and whether it is an
 /// error result. Truncation and the result store are applied after, by the caller.
@@ -51,6 +99,8 @@ pub struct RunContext {
 pub struct Outcome {
     pub text: String,
     pub is_error: bool,
+    /// The complete output when `text` holds only part of it (used by the store).
+    pub full_output: Option<FullOutput>,
 }
 
 impl Outcome {
@@ -58,12 +108,14 @@ impl Outcome {
         Self {
             text: text.into(),
             is_error: false,
+            full_output: None,
         }
     }
     pub fn error(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
             is_error: true,
+            full_output: None,
         }
     }
 }

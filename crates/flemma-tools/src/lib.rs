@@ -2,5 +2,22 @@
 //! truncation, result store) plus the built-in runners. No knowledge of documents or LSP: the
 //! engine decides *when* a tool runs, this crate says *what* it is and runs it.
 
+pub mod approval;
 pub mod builtin;
 pub mod context;
+pub mod harness;
+pub mod loop_detector;
+pub mod process;
+pub mod registry;
+pub mod sandbox;
+pub mod spec;
+pub mod store;
+pub mod truncate;
+pub mod validate;
+
+pub use approval::{ApprovalChain, Decision, Verdict};
+pub use context::{Cancel, FullOutput, Outcome, PathGuard, RunContext};
+pub use registry::{InvocationError, Registry};
+pub use sandbox::{Bwrap, PathPolicy, PolicyPlaces};
+pub use spec::{Capability, ToolSpec};
+pub use store::ResultStore;

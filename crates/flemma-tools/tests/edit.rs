@@ -53,6 +53,7 @@ fn fixture() -> Fixture {
         timeout: Duration::from_secs(30),
         cancel: Cancel::new(),
         env: Vec::new(),
+        sandbox: None,
     };
     Fixture {
         _dir: dir,

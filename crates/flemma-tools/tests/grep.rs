@@ -97,6 +97,7 @@ impl Tree {
             timeout: Duration::from_secs(30),
             cancel: Cancel::new(),
             env: vec![("PATH".into(), self.bin.display().to_string())],
+            sandbox: None,
         }
     }
 

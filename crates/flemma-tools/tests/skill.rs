@@ -24,6 +24,7 @@ fn ctx(cwd: &Path) -> RunContext {
         timeout: Duration::from_secs(30),
         cancel: Cancel::new(),
         env: Vec::new(),
+        sandbox: None,
     }
 }
 
@@ -51,7 +52,7 @@ fn catalogue_description_and_reading() {
 
     let spec = skill::spec(&skills).unwrap_or_else(|| panic!("declared"));
     assert_eq!(
-        spec["description"],
+        spec.description,
         "Read the full instructions of a skill before doing a task it covers. Skills:\n  both — flat wins\n  pdf — Fill and split PDF files\n  release — Cutting a release"
     );
     let c = ctx(dir.path());

@@ -15,25 +15,28 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::context::{Outcome, RunContext};
+use crate::spec::{ToolSpec, strict_object_schema};
 use matching::{Found, Miss, Pass, Source};
 
 pub const NAME: &str = "edit";
 
 /// The tool's definition: name, description, strict input schema (with the required `label`).
-pub fn spec() -> Value {
-    json!({
-        "name": NAME,
-        "description": "Replace text in an existing file. Each edit's `old` must appear exactly once in the file \
-    (whitespace at its edges and line indentation are forgiven, and reported); all edits are resolved against the \
-    original file and must not overlap. If any edit is refused, nothing is written. `new` is re-indented to the \
-    file's style. Use `dry_run` to see the diff without writing.",
-        "strict": true,
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "label": {"type": "string", "description": "A short human-readable label for this edit"},
-                "path": {"type": "string", "description": "Path of an existing file, relative to the working directory"},
-                "edits": {
+pub fn spec() -> ToolSpec {
+    ToolSpec {
+        name: NAME.into(),
+        description: "Replace text in an existing file. Each edit's `old` must appear exactly once in the file \
+(whitespace at its edges and line indentation are forgiven, and reported); all edits are resolved against the \
+original file and must not overlap. If any edit is refused, nothing is written. `new` is re-indented to the \
+file's style. Use `dry_run` to see the diff without writing."
+            .into(),
+        input_schema: strict_object_schema(vec![
+            (
+                "path",
+                json!({"type": "string", "description": "Path of an existing file, relative to the chat's directory or absolute"}),
+            ),
+            (
+                "edits",
+                json!({
                     "type": "array",
                     "description": "Replacements, all resolved against the original file",
                     "items": {
@@ -45,14 +48,17 @@ pub fn spec() -> Value {
                         "required": ["old", "new"],
                         "additionalProperties": false
                     }
-                },
-                "dry_run": {"type": ["boolean", "null"], "description": "Report what would change, write nothing"}
-            },
-            "required": ["label", "path", "edits", "dry_run"],
-            "additionalProperties": false
-        },
-        "capabilities": []
-    })
+                }),
+            ),
+            (
+                "dry_run",
+                json!({"type": ["boolean", "null"], "description": "Report what would change, write nothing"}),
+            ),
+        ]),
+        strict: true,
+        is_async: false,
+        capabilities: vec![],
+    }
 }
 
 /// One requested replacement.
@@ -123,7 +129,7 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
         Err(e) => return Outcome::error(e),
     };
     let shown = req.path.as_str();
-    let path = ctx.cwd.join(&req.path);
+    let path = ctx.resolve(&req.path);
     if path.is_dir() {
         return Outcome::error(format!(
             "{shown} is a directory — edit changes one existing file"

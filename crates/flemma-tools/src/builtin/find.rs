@@ -6,31 +6,28 @@ use serde_json::{Value, json};
 
 use super::grep::lines::{End, command, find_program, run_lines};
 use crate::context::{Outcome, RunContext};
+use crate::spec::{ToolSpec, strict_object_schema};
 
 pub const NAME: &str = "find";
 /// Paths returned when the call gives no `limit`.
 pub const DEFAULT_LIMIT: usize = 200;
 
-pub fn spec() -> Value {
-    json!({
-        "name": NAME,
-        "description": "Find files and directories whose name matches a glob (`*.rs`, `test_*`, `src/**/mod.rs`; \
-    `*`, `?`, `[abc]`, `{a,b}` and `**`). A pattern without `/` matches the name alone. Returns sorted paths, one per line. \
-    Skips .git, node_modules, __pycache__, .venv, target, dist, build and vendor.",
-        "strict": true,
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "label": {"type": "string", "description": "A short human-readable label for this search"},
-                "pattern": {"type": "string", "description": "Glob the file name (or, with `/`, the relative path) must match"},
-                "path": {"type": ["string", "null"], "description": "Directory to search (default: the working directory)"},
-                "limit": {"type": ["integer", "null"], "description": "Maximum number of paths (default 200)"}
-            },
-            "required": ["label", "pattern", "path", "limit"],
-            "additionalProperties": false
-        },
-        "capabilities": []
-    })
+pub fn spec() -> ToolSpec {
+    ToolSpec {
+        name: NAME.into(),
+        description: "Find files and directories whose name matches a glob (`*.rs`, `test_*`, `src/**/mod.rs`; \
+`*`, `?`, `[abc]`, `{a,b}` and `**`). A pattern without `/` matches the name alone. Returns sorted paths, one per line. \
+Skips .git, node_modules, __pycache__, .venv, target, dist, build and vendor."
+            .into(),
+        input_schema: strict_object_schema(vec![
+            ("pattern", json!({"type": "string", "description": "Glob the file name (or, with `/`, the relative path) must match"})),
+            ("path", json!({"type": ["string", "null"], "description": "Directory to search (default: the working directory)"})),
+            ("limit", json!({"type": ["integer", "null"], "description": "Maximum number of paths (default 200)"})),
+        ]),
+        strict: true,
+        is_async: false,
+        capabilities: vec![],
+    }
 }
 
 /// What the configuration adds to a call.
@@ -82,7 +79,7 @@ pub fn run_with(ctx: &RunContext, input: &Value, options: &FindOptions) -> Outco
             None => return Outcome::error("`limit` must be a positive integer"),
         },
     };
-    if !ctx.cwd.join(path).is_dir() {
+    if !ctx.resolve(path).is_dir() {
         return Outcome::error(format!(
             "{path} is not a directory — give the directory to search in `path`"
         ));

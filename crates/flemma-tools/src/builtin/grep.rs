@@ -7,6 +7,7 @@ pub(crate) mod lines;
 use serde_json::{Value, json};
 
 use crate::context::{Outcome, RunContext};
+use crate::spec::{ToolSpec, strict_object_schema};
 use lines::{End, command, find_program, run_lines};
 
 pub const NAME: &str = "grep";
@@ -19,26 +20,22 @@ pub const DEFAULT_LIMIT: usize = 100;
 /// Longest matched line shown whole; longer ones are cut.
 const MAX_LINE_CHARS: usize = 500;
 
-pub fn spec() -> Value {
-    json!({
-        "name": NAME,
-        "description": "Search file contents for a regular expression (ripgrep syntax; `\\d \\w \\s` work everywhere). \
-    Returns `path:line: text` lines. Skips .git, node_modules, __pycache__, .venv, target, dist, build and vendor.",
-        "strict": true,
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "label": {"type": "string", "description": "A short human-readable label for this search"},
-                "pattern": {"type": "string", "description": "Regular expression to search for"},
-                "path": {"type": ["string", "null"], "description": "File or directory to search (default: the working directory)"},
-                "glob": {"type": ["string", "null"], "description": "Only files whose name matches this glob, e.g. `*.rs`"},
-                "limit": {"type": ["integer", "null"], "description": "Maximum number of matches (default 100)"}
-            },
-            "required": ["label", "pattern", "path", "glob", "limit"],
-            "additionalProperties": false
-        },
-        "capabilities": []
-    })
+pub fn spec() -> ToolSpec {
+    ToolSpec {
+        name: NAME.into(),
+        description: "Search file contents for a regular expression (ripgrep syntax; `\\d \\w \\s` work everywhere). \
+Returns `path:line: text` lines. Skips .git, node_modules, __pycache__, .venv, target, dist, build and vendor."
+            .into(),
+        input_schema: strict_object_schema(vec![
+            ("pattern", json!({"type": "string", "description": "Regular expression to search for"})),
+            ("path", json!({"type": ["string", "null"], "description": "File or directory to search (default: the working directory)"})),
+            ("glob", json!({"type": ["string", "null"], "description": "Only files whose name matches this glob, e.g. `*.rs`"})),
+            ("limit", json!({"type": ["integer", "null"], "description": "Maximum number of matches (default 100)"})),
+        ]),
+        strict: true,
+        is_async: false,
+        capabilities: vec![],
+    }
 }
 
 /// What the configuration adds to a call.
@@ -109,7 +106,7 @@ pub fn run_with(ctx: &RunContext, input: &Value, options: &GrepOptions) -> Outco
         Ok(r) => r,
         Err(e) => return Outcome::error(e),
     };
-    if !ctx.cwd.join(&req.path).exists() {
+    if !ctx.resolve(&req.path).exists() {
         return Outcome::error(format!(
             "{} does not exist — give a file or directory to search",
             req.path

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::context::{Outcome, RunContext};
+use crate::spec::{ToolSpec, strict_object_schema};
 
 pub const NAME: &str = "read_skill";
 /// Longest description shown in the catalogue.
@@ -101,7 +102,7 @@ fn clip(s: &str) -> String {
 
 /// The tool's definition for the skills in `dir`, or `None` when there are none (the tool is
 /// then not declared).
-pub fn spec(dir: &Path) -> Option<Value> {
+pub fn spec(dir: &Path) -> Option<ToolSpec> {
     let skills = catalogue(dir);
     if skills.is_empty() {
         return None;
@@ -112,21 +113,17 @@ pub fn spec(dir: &Path) -> Option<Value> {
     for s in &skills {
         description.push_str(&format!("  {} — {}\n", s.name, s.description));
     }
-    Some(json!({
-        "name": NAME,
-        "description": description.trim_end(),
-        "strict": true,
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "label": {"type": "string", "description": "A short human-readable label for this call"},
-                "name": {"type": "string", "description": "Skill name, exactly as listed in the description"}
-            },
-            "required": ["label", "name"],
-            "additionalProperties": false
-        },
-        "capabilities": []
-    }))
+    Some(ToolSpec {
+        name: NAME.into(),
+        description: description.trim_end().to_string(),
+        input_schema: strict_object_schema(vec![(
+            "name",
+            json!({"type": "string", "description": "Skill name, exactly as listed in the description"}),
+        )]),
+        strict: true,
+        is_async: false,
+        capabilities: vec![],
+    })
 }
 
 /// Reads a skill from `skills_dir` (the resolved `tools.skills_dir`).

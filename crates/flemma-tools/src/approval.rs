@@ -1,0 +1,237 @@
+//! The approval chain: resolvers by priority, highest first; the first that decides wins; when
+//! none does, the call needs approval.
+
+use serde_json::Value;
+
+use flemma_config::{AutoApprove, ResolvedConfig};
+
+use crate::spec::{Capability, ToolSpec};
+
+/// What the chain decides for a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Approve,
+    RequireApproval,
+    Deny { message: String },
+}
+
+/// A verdict and the resolver (urn) that gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub resolver: String,
+}
+
+pub const CONFIG_URN: &str = "urn:flemma:approval:config";
+pub const SANDBOX_URN: &str = "urn:flemma:approval:sandbox";
+pub const CATCH_ALL_URN: &str = "urn:flemma:approval:catch-all";
+pub const DEFAULT_URN: &str = "urn:flemma:approval:default";
+
+/// A function deciding instead of the `tools.auto_approve` list (the Rhai closure of
+/// `flemma.opt.tools.auto_approve = |tool, input, ctx| …`, filled by the template crate).
+/// `None` passes to the next resolver.
+pub trait ApprovalFunction: Send + Sync + std::fmt::Debug {
+    fn decide(&self, tool: &str, input: &Value) -> Option<Verdict>;
+}
+
+/// A user-defined resolver (priority 50).
+pub trait Resolver: Send + Sync + std::fmt::Debug {
+    /// Its urn, shown as the deciding resolver.
+    fn urn(&self) -> String;
+    fn decide(&self, tool: &ToolSpec, input: &Value) -> Option<Verdict>;
+}
+
+/// The chain for one resolved config.
+#[derive(Debug)]
+pub struct ApprovalChain {
+    auto_approve: AutoApprove,
+    function: Option<Box<dyn ApprovalFunction>>,
+    user_resolvers: Vec<Box<dyn Resolver>>,
+    sandbox_active: bool,
+    auto_approve_sandboxed: bool,
+    require_approval: bool,
+}
+
+impl ApprovalChain {
+    /// The chain from `config`. `function` is the closure when `tools.auto_approve` is a
+    /// function (`AutoApprove::Function`); `sandbox_active` says whether a process sandbox
+    /// backend is in use.
+    pub fn new(
+        config: &ResolvedConfig,
+        function: Option<Box<dyn ApprovalFunction>>,
+        user_resolvers: Vec<Box<dyn Resolver>>,
+        sandbox_active: bool,
+    ) -> Self {
+        Self::from_parts(
+            config.auto_approve(),
+            &config.config.tools,
+            function,
+            user_resolvers,
+            sandbox_active,
+        )
+    }
+
+    /// The chain from an approval policy and the tool settings (for callers holding only a
+    /// `Config`: its `tools.auto_approve` list is already expanded, so
+    /// `AutoApprove::Tools { tools: config.tools.auto_approve.clone(), exclusions: vec![] }`).
+    pub fn from_parts(
+        auto_approve: AutoApprove,
+        tools: &flemma_config::Tools,
+        function: Option<Box<dyn ApprovalFunction>>,
+        user_resolvers: Vec<Box<dyn Resolver>>,
+        sandbox_active: bool,
+    ) -> Self {
+        Self {
+            auto_approve,
+            function,
+            user_resolvers,
+            sandbox_active,
+            auto_approve_sandboxed: tools.auto_approve_sandboxed,
+            require_approval: tools.require_approval,
+        }
+    }
+
+    /// Decides a call of `tool` with `input`.
+    pub fn decide(&self, tool: &ToolSpec, input: &Value) -> Decision {
+        let decided = |verdict, urn: &str| Decision {
+            verdict,
+            resolver: urn.to_string(),
+        };
+        // 100: config (list or function).
+        match (&self.auto_approve, &self.function) {
+            (AutoApprove::Function(_), Some(function)) => {
+                if let Some(verdict) = function.decide(&tool.name, input) {
+                    return decided(verdict, CONFIG_URN);
+                }
+            }
+            (list @ AutoApprove::Tools { .. }, _) => {
+                if list.approves(&tool.name) == Some(true) {
+                    return decided(Verdict::Approve, CONFIG_URN);
+                }
+            }
+            (AutoApprove::Function(_), None) => {}
+        }
+        // 50: user resolvers.
+        for resolver in &self.user_resolvers {
+            if let Some(verdict) = resolver.decide(tool, input) {
+                return Decision {
+                    verdict,
+                    resolver: resolver.urn(),
+                };
+            }
+        }
+        // 25: sandbox.
+        if self.sandbox_active
+            && self.auto_approve_sandboxed
+            && tool.has(Capability::AutoApprovesIfSandboxed)
+        {
+            return decided(Verdict::Approve, SANDBOX_URN);
+        }
+        // 0: catch-all.
+        if !self.require_approval {
+            return decided(Verdict::Approve, CATCH_ALL_URN);
+        }
+        decided(Verdict::RequireApproval, DEFAULT_URN)
+    }
+}
+
+impl Verdict {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Approve => "approve",
+            Verdict::RequireApproval => "require_approval",
+            Verdict::Deny { .. } => "deny",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flemma_config::{ConfigLayer, LayerKind, resolve};
+    use serde_json::json;
+
+    fn config(toml: &str) -> ResolvedConfig {
+        let user = ConfigLayer::from_toml_str(toml, LayerKind::UserFile).expect("layer");
+        resolve(&[user]).expect("resolve")
+    }
+
+    #[derive(Debug)]
+    struct DenyWrites;
+    impl Resolver for DenyWrites {
+        fn urn(&self) -> String {
+            "urn:user:deny-writes".into()
+        }
+        fn decide(&self, tool: &ToolSpec, _: &Value) -> Option<Verdict> {
+            (tool.name == "bash").then(|| Verdict::Deny {
+                message: "no shell".into(),
+            })
+        }
+    }
+
+    #[derive(Debug)]
+    struct OnlyRead;
+    impl ApprovalFunction for OnlyRead {
+        fn decide(&self, tool: &str, _: &Value) -> Option<Verdict> {
+            (tool == "read").then_some(Verdict::Approve)
+        }
+    }
+
+    #[test]
+    fn chain_order_and_resolver_names() {
+        let bash = crate::builtin::bash::spec();
+        let read = crate::builtin::read::spec();
+        let standard = config("");
+        let chain = ApprovalChain::new(&standard, None, vec![], false);
+        assert_eq!(chain.decide(&read, &json!({})).resolver, CONFIG_URN);
+        assert_eq!(
+            chain.decide(&bash, &json!({})).verdict,
+            Verdict::RequireApproval
+        );
+        let sandboxed = ApprovalChain::new(&standard, None, vec![], true);
+        assert_eq!(sandboxed.decide(&bash, &json!({})).resolver, SANDBOX_URN);
+        let user = ApprovalChain::new(&standard, None, vec![Box::new(DenyWrites)], true);
+        let decision = user.decide(&bash, &json!({}));
+        assert_eq!(decision.resolver, "urn:user:deny-writes");
+        assert!(matches!(decision.verdict, Verdict::Deny { .. }));
+        let open = config("[tools]\nrequire_approval = false\nauto_approve = []\n");
+        let chain = ApprovalChain::new(&open, None, vec![], false);
+        assert_eq!(chain.decide(&bash, &json!({})).resolver, CATCH_ALL_URN);
+        let globbed = config("[tools]\nauto_approve = [\"$readonly\", \"+bash\"]\n");
+        let chain = ApprovalChain::new(&globbed, None, vec![], false);
+        assert_eq!(chain.decide(&bash, &json!({})).verdict, Verdict::Approve);
+        let write = crate::builtin::write::spec();
+        assert_eq!(
+            chain.decide(&write, &json!({})).verdict,
+            Verdict::RequireApproval
+        );
+    }
+
+    #[test]
+    fn function_passes_on_unit() {
+        let mut layer = ConfigLayer::new(LayerKind::Frontmatter);
+        layer
+            .set_function(
+                "tools.auto_approve",
+                flemma_config::FunctionRef {
+                    id: 1,
+                    description: "closure".into(),
+                },
+            )
+            .expect("function");
+        let resolved = resolve(&[layer]).expect("resolve");
+        let chain = ApprovalChain::new(&resolved, Some(Box::new(OnlyRead)), vec![], false);
+        assert_eq!(
+            chain
+                .decide(&crate::builtin::read::spec(), &json!({}))
+                .verdict,
+            Verdict::Approve
+        );
+        assert_eq!(
+            chain
+                .decide(&crate::builtin::write::spec(), &json!({}))
+                .verdict,
+            Verdict::RequireApproval
+        );
+    }
+}

@@ -1,0 +1,337 @@
+//! `flemmad tools`: list the tools enabled for a chat, or run one as the engine would.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use flemma_config::{AutoApprove, Config, SandboxBackend};
+use flemma_provider::ToolDefinition;
+use flemma_tools::registry::{Registered, Registry};
+use flemma_tools::sandbox::{Bwrap, PathPolicy, PolicyPlaces};
+use flemma_tools::{ApprovalChain, ResultStore, RunContext, ToolSpec, Verdict};
+use serde_json::{Value, json};
+
+use crate::chat::{self, LoadError};
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = false)]
+pub struct ToolsArgs {
+    /// The chat whose configuration (user file + frontmatter) and directory apply; without it,
+    /// the user configuration and the current directory.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub chat: Option<PathBuf>,
+    /// Print the list as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub action: Option<ToolsAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolsAction {
+    /// Run one tool and print exactly the text of its result.
+    Run {
+        /// The tool name (`bash`, `read`, `flemma.jobs.status`, …).
+        name: String,
+        /// The input, a JSON object (harness parameters such as `flemma.save_to` included).
+        input: String,
+    },
+}
+
+/// Everything a tool call needs in this process, resolved for one chat.
+struct Setup {
+    config: Config,
+    registry: Registry,
+    ctx: RunContext,
+    store: ResultStore,
+    sandbox: Result<(), String>,
+}
+
+/// The chat's resolved configuration. The one place this command loads a chat (the chat
+/// loading is being replaced; keep the call here).
+fn load_config(chat: Option<&Path>, config_path: Option<&Path>) -> Result<Config, String> {
+    match chat {
+        Some(path) => match chat::load(path, config_path) {
+            Ok(loaded) => {
+                eprint!("{}", loaded.warnings);
+                Ok(loaded.config)
+            }
+            Err(LoadError::Unreadable(error)) => Err(format!("{error:#}")),
+            Err(LoadError::Blocked(report)) => Err(report.trim_end().to_string()),
+        },
+        None => {
+            let base = chat::base_config(config_path).map_err(|error| match error {
+                LoadError::Unreadable(error) => format!("{error:#}"),
+                LoadError::Blocked(report) => report.trim_end().to_string(),
+            })?;
+            if !base.errors.is_empty() {
+                return Err(base.errors.trim_end().to_string());
+            }
+            flemma_config::resolve(&base.layers)
+                .map(|resolved| resolved.config)
+                .map_err(|errors| {
+                    errors
+                        .errors()
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+        }
+    }
+}
+
+fn setup(chat: Option<&Path>, config_path: Option<&Path>) -> Result<Setup, String> {
+    let config = load_config(chat, config_path)?;
+    let chat = match chat {
+        Some(path) => Some(std::path::absolute(path).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let here = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
+    let chat_dir = chat
+        .as_deref()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    let cwd = match config.tools.bash.cwd.as_str() {
+        "urn:flemma:buffer:path" => chat_dir.clone().unwrap_or_else(|| here.clone()),
+        other => {
+            let expanded = PathBuf::from(flemma_tools::sandbox::expand_env(other, &env));
+            chat_dir.as_deref().unwrap_or(&here).join(expanded)
+        }
+    };
+    let store = ResultStore::new(&config.tools.store, chat.as_deref(), 0, &env);
+    let places = PolicyPlaces {
+        cwd: cwd.clone(),
+        chat_path: chat.clone(),
+        store_dir: Some(store.dir().to_path_buf()),
+    };
+    let policy = PathPolicy::from_config(&config.sandbox.policy, &places, &env);
+    let sandbox = if !config.sandbox.enabled || config.sandbox.backend == SandboxBackend::None {
+        Err("sandbox disabled in config".to_string())
+    } else {
+        Bwrap::for_policy(&policy, config.sandbox.policy.network)
+    };
+    let mut ctx = RunContext::new(cwd, Arc::new(policy));
+    ctx.chat_path = chat;
+    ctx.timeout = std::time::Duration::from_secs(config.tools.default_timeout);
+    ctx.env.push((
+        "FLEMMA_TOOLS_STORE_PATH".into(),
+        store.dir().display().to_string(),
+    ));
+    let sandbox = match sandbox {
+        Ok(bwrap) => {
+            ctx.sandbox = Some(Arc::new(bwrap));
+            Ok(())
+        }
+        Err(reason) => Err(reason),
+    };
+    Ok(Setup {
+        config,
+        registry: Registry::builtin(),
+        ctx,
+        store,
+        sandbox,
+    })
+}
+
+/// The provider-side definition of a tool (the integrator's mapping).
+pub fn to_definition(spec: &ToolSpec) -> ToolDefinition {
+    ToolDefinition {
+        name: spec.name.clone(),
+        description: spec.description.clone(),
+        input_schema: spec.input_schema.clone(),
+        strict: spec.strict,
+        capabilities: spec.capability_tags(),
+        is_async: spec.is_async,
+    }
+}
+
+pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let setup = match setup(args.chat.as_deref(), config_path) {
+        Ok(setup) => setup,
+        Err(message) => {
+            eprintln!("flemmad tools: {message}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    match args.action {
+        None => list(&setup, args.json),
+        Some(ToolsAction::Run { name, input }) => run_one(&setup, &name, &input),
+    }
+}
+
+fn approval_chain(setup: &Setup) -> ApprovalChain {
+    let auto_approve = AutoApprove::Tools {
+        tools: setup.config.tools.auto_approve.clone(),
+        exclusions: Vec::new(),
+    };
+    ApprovalChain::from_parts(
+        auto_approve,
+        &setup.config.tools,
+        None,
+        Vec::new(),
+        setup.sandbox.is_ok(),
+    )
+}
+
+fn list(setup: &Setup, as_json: bool) -> anyhow::Result<ExitCode> {
+    let chain = approval_chain(setup);
+    let enabled: Vec<&Registered> = setup.registry.enabled(&setup.config);
+    let missing: Vec<&String> = setup
+        .config
+        .tools
+        .enabled
+        .iter()
+        .filter(|name| setup.registry.get(name).is_none())
+        .collect();
+    let sandbox = match &setup.sandbox {
+        Ok(()) => format!(
+            "bwrap (network {})",
+            if setup.config.sandbox.policy.network {
+                "on"
+            } else {
+                "off"
+            }
+        ),
+        Err(reason) => format!("none: {reason}"),
+    };
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let tools: Vec<Value> = enabled
+            .iter()
+            .map(|tool| {
+                let decision = chain.decide(&tool.spec, &json!({}));
+                json!({
+                    "name": tool.spec.name,
+                    "description": tool.spec.description,
+                    "strict": tool.spec.strict,
+                    "async": tool.spec.is_async,
+                    "capabilities": tool.spec.capability_tags(),
+                    "input_schema": tool.spec.input_schema,
+                    "wire_schema": flemma_provider::tools::inject_harness_parameters(&to_definition(&tool.spec)),
+                    "approval": {"verdict": decision.verdict.as_str(), "resolver": decision.resolver},
+                })
+            })
+            .collect();
+        let report = json!({
+            "cwd": setup.ctx.cwd,
+            "store": setup.store.dir(),
+            "sandbox": sandbox,
+            "tools": tools,
+            "enabled_without_runner": missing,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(out, "cwd:     {}", setup.ctx.cwd.display())?;
+    writeln!(out, "store:   {}", setup.store.dir().display())?;
+    writeln!(out, "sandbox: {sandbox}")?;
+    for tool in enabled {
+        let decision = chain.decide(&tool.spec, &json!({}));
+        let verdict = match &decision.verdict {
+            Verdict::Deny { message } => format!("deny ({message})"),
+            other => other.as_str().to_string(),
+        };
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{}  [{verdict} by {}]{}",
+            tool.spec.name,
+            decision.resolver,
+            if tool.spec.capabilities.is_empty() {
+                String::new()
+            } else {
+                format!("  capabilities: {}", tool.spec.capability_tags().join(", "))
+            }
+        )?;
+        writeln!(out, "  {}", tool.spec.description)?;
+        writeln!(out, "  input: {}", describe_inputs(&tool.spec.input_schema))?;
+    }
+    if !missing.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "enabled in config but not runnable in this build: {}",
+            missing
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `command: string, timeout: integer|null` from a schema's properties (label left out).
+fn describe_inputs(schema: &Value) -> String {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return "(none)".into();
+    };
+    properties
+        .iter()
+        .filter(|(name, _)| name.as_str() != "label")
+        .map(|(name, property)| {
+            let kind = match property.get("type") {
+                Some(Value::String(kind)) => kind.clone(),
+                Some(Value::Array(kinds)) => kinds
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("|"),
+                _ => "any".into(),
+            };
+            format!("{name}: {kind}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn run_one(setup: &Setup, name: &str, input: &str) -> anyhow::Result<ExitCode> {
+    let input: Value = match serde_json::from_str(input) {
+        Ok(value @ Value::Object(_)) => value,
+        Ok(other) => {
+            eprintln!(
+                "flemmad tools run: the input must be a JSON object, got {}",
+                other
+            );
+            return Ok(ExitCode::from(2));
+        }
+        Err(error) => {
+            eprintln!(
+                "flemmad tools run: the input is not valid JSON ({error}); quote it for the shell, e.g. '{{\"label\": \"x\", \"command\": \"ls\", \"timeout\": null}}'"
+            );
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if !setup.config.tools.enabled.iter().any(|n| n == name) && setup.registry.get(name).is_some() {
+        eprintln!(
+            "flemmad tools run: note: `{name}` is not enabled for this chat; running it anyway"
+        );
+    }
+    let call_id = format!("cli_{}", std::process::id());
+    match setup
+        .registry
+        .execute(name, input, &setup.ctx, &setup.store, &call_id)
+    {
+        Ok(outcome) => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(outcome.text.as_bytes())?;
+            if !outcome.text.ends_with('\n') {
+                out.write_all(b"\n")?;
+            }
+            out.flush()?;
+            Ok(if outcome.is_error {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Err(error) => {
+            eprintln!("flemmad tools run: {error}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
