@@ -134,8 +134,8 @@ fn setup(chat: Option<&Path>, config_path: Option<&Path>) -> Result<Setup, Strin
         Err(reason) => Err(reason),
     };
     Ok(Setup {
+        registry: Registry::for_config(&config),
         config,
-        registry: Registry::builtin(),
         ctx,
         store,
         sandbox,

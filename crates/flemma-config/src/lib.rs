@@ -41,4 +41,4 @@ pub use layer::{
     option_shape,
 };
 pub use resolve::{AutoApprove, ResolvedConfig, glob_match, resolve, resolve_with_tools};
-pub use schema::{BUILTIN_TOOLS, UNCONDITIONAL_TOOLS};
+pub use schema::{BUILTIN_TOOLS, SEARCH_EXCLUDES, UNCONDITIONAL_TOOLS};

@@ -251,7 +251,8 @@ pub const BUILTIN_TOOLS: [&str; 11] = [
     "flemma.jobs.status",
 ];
 
-const SEARCH_EXCLUDES: [&str; 8] = [
+/// Directory names `grep` and `find` never search unless configured otherwise.
+pub const SEARCH_EXCLUDES: [&str; 8] = [
     ".git",
     "node_modules",
     "__pycache__",

@@ -72,11 +72,56 @@ impl Registry {
         registry.register(builtin::read::spec(), builtin::read::run, Keep::Head);
         registry.register(builtin::write::spec(), builtin::write::run, Keep::Head);
         registry.register(builtin::ls::spec(), builtin::ls::run, Keep::Head);
+        registry.register(builtin::edit::spec(), builtin::edit::run, Keep::Head);
+        registry.register(builtin::grep::spec(), builtin::grep::run, Keep::Head);
+        registry.register(builtin::find::spec(), builtin::find::run, Keep::Head);
+        registry.register(builtin::fetch::spec(), builtin::fetch::run, Keep::Head);
         registry.register(
             builtin::jobs::spec(),
             builtin::jobs::run_without_jobs,
             Keep::Head,
         );
+        registry
+    }
+
+    /// The built-ins as `config` sets them up (search exclusions, the skills catalogue) plus
+    /// the custom tools it defines.
+    pub fn for_config(config: &Config) -> Self {
+        let mut registry = Self::builtin();
+        let grep = builtin::grep::GrepOptions {
+            exclude: config.tools.grep.exclude.clone(),
+        };
+        registry.register(
+            builtin::grep::spec(),
+            move |ctx, input| builtin::grep::run_with(ctx, input, &grep),
+            Keep::Head,
+        );
+        let find = builtin::find::FindOptions {
+            exclude: config.tools.find.exclude.clone(),
+        };
+        registry.register(
+            builtin::find::spec(),
+            move |ctx, input| builtin::find::run_with(ctx, input, &find),
+            Keep::Head,
+        );
+        if let Some(dir) = config.tools.skills_dir.as_deref() {
+            let dir = std::path::PathBuf::from(dir);
+            if let Some(spec) = builtin::skill::spec(&dir) {
+                registry.register(
+                    spec,
+                    move |ctx, input| builtin::skill::run(ctx, input, &dir),
+                    Keep::Head,
+                );
+            }
+        }
+        for tool in &config.tools.custom {
+            let definition = tool.clone();
+            registry.register(
+                builtin::custom::spec(tool),
+                move |ctx, input| builtin::custom::run(ctx, &definition, input),
+                Keep::Tail,
+            );
+        }
         registry
     }
 
@@ -108,11 +153,17 @@ impl Registry {
 
     /// The tools enabled by `config`, in `tools.enabled` order, keeping only those registered
     /// and, for the conditional ones, only when their condition holds.
+    /// Custom tools are enabled by being defined.
     pub fn enabled<'a>(&'a self, config: &Config) -> Vec<&'a Registered> {
-        config
-            .tools
-            .enabled
-            .iter()
+        let custom = config.tools.custom.iter().map(|tool| &tool.name);
+        let mut names: Vec<&String> = config.tools.enabled.iter().collect();
+        for name in custom {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+            .into_iter()
             .filter(|name| condition_holds(name, config))
             .filter_map(|name| self.get(name))
             .collect()
@@ -171,7 +222,7 @@ pub fn condition_holds(name: &str, config: &Config) -> bool {
             .tools
             .skills_dir
             .as_deref()
-            .map(|dir| has_skills(Path::new(dir)))
+            .map(|dir| !builtin::skill::catalogue(Path::new(dir)).is_empty())
             .unwrap_or(false),
         "fetch_content" => config.tools.fetch_content,
         "lsp" => config.tools.lsp.servers.iter().any(|line| {
@@ -182,17 +233,6 @@ pub fn condition_holds(name: &str, config: &Config) -> bool {
         }),
         _ => true,
     }
-}
-
-fn has_skills(dir: &Path) -> bool {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    entries.filter_map(Result::ok).any(|entry| {
-        let path = entry.path();
-        (path.extension().is_some_and(|e| e == "md") && path.is_file())
-            || path.join("SKILL.md").is_file()
-    })
 }
 
 /// Where the full output is read from: the runner's file, or its text.
