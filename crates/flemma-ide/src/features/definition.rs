@@ -31,7 +31,7 @@ pub fn definition(
         return None;
     };
     let header = match &segment.kind {
-        SegmentKind::ToolUse(tool_use) => doc.tool_result(&tool_use.id)?.2.header,
+        SegmentKind::ToolUse(tool_use) => result_after(doc, offset, &tool_use.id)?,
         SegmentKind::ToolResult(result) => match job_id_of(result) {
             Some(job_id) => doc.job_result(job_id)?.2.header,
             None => doc.tool_use(&result.tool_use_id)?.2.header,
@@ -47,6 +47,17 @@ pub fn definition(
         _ => return None,
     };
     Some(Definition::InDocument(header))
+}
+
+/// The header of the first tool result answering `id` after the message holding `offset`: a
+/// forward search from the use, so a long chat costs the distance to the answer, not its length.
+fn result_after(doc: &Document, offset: usize, id: &str) -> Option<TextRange> {
+    let index = doc.message_index_at(offset)?;
+    doc.messages()[index + 1..].iter().find_map(|m| {
+        m.tool_results()
+            .find(|(_, r)| r.tool_use_id == id)
+            .map(|(_, r)| r.header)
+    })
 }
 
 #[cfg(test)]
