@@ -2,6 +2,7 @@
 
 use crate::parser::{parse_head, parse_messages};
 use crate::suffix::Status;
+use crate::text_edit::{EditError, TextEdit, TextEdits};
 use crate::tree::*;
 use crate::{Encoding, LineIndex, Position, TextRange};
 
@@ -17,55 +18,52 @@ pub struct Document {
     head_sensitive: bool,
 }
 
-/// One change to a document's text: replace `range` (in the old text) with `new_text`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TextEdit {
-    pub range: TextRange,
-    pub new_text: String,
+/// A text's line-ending convention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineEnding {
+    /// `\n`.
+    Lf,
+    /// `\r\n`.
+    CrLf,
 }
 
-impl TextEdit {
-    pub fn insert(at: usize, text: impl Into<String>) -> Self {
-        Self {
-            range: TextRange::empty(at),
-            new_text: text.into(),
+impl LineEnding {
+    /// The convention of `text`'s first line break; `Lf` when it has none.
+    pub fn of(text: &str) -> Self {
+        match memchr::memchr(b'\n', text.as_bytes()) {
+            Some(nl) if nl > 0 && text.as_bytes()[nl - 1] == b'\r' => LineEnding::CrLf,
+            _ => LineEnding::Lf,
         }
     }
 
-    pub fn replace(range: TextRange, text: impl Into<String>) -> Self {
-        Self {
-            range,
-            new_text: text.into(),
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineEnding::Lf => "\n",
+            LineEnding::CrLf => "\r\n",
         }
     }
-}
 
-/// Applies non-overlapping edits (in any order) to `text`. Edits whose ranges fall outside the
-/// text or overlap an earlier one are skipped; the count of applied edits is returned.
-pub fn apply_edits(text: &str, edits: &[TextEdit]) -> (String, usize) {
-    let mut sorted: Vec<&TextEdit> = edits.iter().collect();
-    sorted.sort_by_key(|e| (e.range.start, e.range.end));
-    let mut out =
-        String::with_capacity(text.len() + edits.iter().map(|e| e.new_text.len()).sum::<usize>());
-    let mut cursor = 0;
-    let mut applied = 0;
-    for edit in sorted {
-        let TextRange { start, end } = edit.range;
-        if start < cursor
-            || end < start
-            || end > text.len()
-            || !text.is_char_boundary(start)
-            || !text.is_char_boundary(end)
-        {
-            continue;
+    /// Converts every lone `\n` of `text` to this convention (`\r\n` already there is kept).
+    pub fn convert(self, text: String) -> String {
+        match self {
+            LineEnding::Lf => text,
+            LineEnding::CrLf => {
+                if !text.contains('\n') {
+                    return text;
+                }
+                let mut out = String::with_capacity(text.len() + text.len() / 16);
+                let mut previous = '\0';
+                for ch in text.chars() {
+                    if ch == '\n' && previous != '\r' {
+                        out.push('\r');
+                    }
+                    out.push(ch);
+                    previous = ch;
+                }
+                out
+            }
         }
-        out.push_str(&text[cursor..start]);
-        out.push_str(&edit.new_text);
-        cursor = end;
-        applied += 1;
     }
-    out.push_str(&text[cursor..]);
-    (out, applied)
 }
 
 /// The node found at a position: the message and, when inside one, the segment.
@@ -152,15 +150,12 @@ impl Document {
     /// Applies one edit and re-analyses only what it can affect: parsing restarts at the message
     /// holding the edit (the one before, when the edit touches a role line) and stops as soon as
     /// it reaches an unchanged message start after the edit; later messages are reused, shifted.
-    pub fn edit(&mut self, edit: &TextEdit) {
+    ///
+    /// An edit that is reversed, out of range or not on character boundaries is refused and the
+    /// document is left as it was.
+    pub fn edit(&mut self, edit: &TextEdit) -> Result<(), EditError> {
+        TextEdits::new(vec![edit.clone()])?.check_against(&self.text)?;
         let TextRange { start, end } = edit.range;
-        if start > end
-            || end > self.text.len()
-            || !self.text.is_char_boundary(start)
-            || !self.text.is_char_boundary(end)
-        {
-            return;
-        }
         // Edits in the head (frontmatter, preamble, the first role line) or in a document whose
         // first line opens a frontmatter that never closes can change everything.
         let touches_role_line = |m: &Message| {
@@ -188,7 +183,7 @@ impl Document {
         let delta = edit.new_text.len() as isize - (end - start) as isize;
         let Some(restart_index) = restart_index else {
             *self = Document::parse(std::mem::take(&mut self.text));
-            return;
+            return Ok(());
         };
         let restart = self.messages[restart_index].range.start;
         // Old message starts after the edit, in new coordinates, for resynchronisation.
@@ -225,12 +220,37 @@ impl Document {
         self.messages.truncate(restart_index);
         self.messages.extend(new_messages);
         self.messages.extend(tail);
+        Ok(())
+    }
+
+    /// Applies several edits (in any order, disjoint) as one change. Refused edits leave the
+    /// document as it was.
+    pub fn apply(&mut self, edits: &TextEdits) -> Result<(), EditError> {
+        edits.check_against(&self.text)?;
+        // From the last to the first, so earlier ranges stay valid.
+        for edit in edits.as_slice().iter().rev() {
+            self.edit(edit)?;
+        }
+        Ok(())
     }
 
     /// Appends text at the end (the streaming case).
     pub fn append(&mut self, text: &str) {
         let at = self.text.len();
-        self.edit(&TextEdit::insert(at, text));
+        // An insertion at the end is always on a character boundary and in range.
+        let inserted = self.edit(&TextEdit::insert(at, text));
+        debug_assert!(inserted.is_ok());
+    }
+
+    /// The document's line-ending convention: the one of its first line break (`\n` for a text
+    /// without one). Everything the writers add to the document uses it.
+    pub fn line_ending(&self) -> LineEnding {
+        LineEnding::of(&self.text)
+    }
+
+    /// `text` (written with `\n` line breaks) in the document's line-ending convention.
+    pub fn in_line_ending(&self, text: impl Into<String>) -> String {
+        self.line_ending().convert(text.into())
     }
 
     // ----- queries -----

@@ -2,8 +2,9 @@
 //! (sending `workspace/applyEdit`) share one way of changing documents.
 
 use crate::TextRange;
-use crate::document::{Document, TextEdit};
+use crate::document::Document;
 use crate::suffix::{Status, Suffix};
+use crate::text_edit::{TextEdit, apply_edits};
 use crate::tree::ToolResult;
 use crate::write;
 
@@ -27,6 +28,7 @@ impl Document {
             Some(suffix) => suffix.render_with_status(status),
             None => Suffix::render(status, &[]),
         };
+        // A suffix holds no line break: no line-ending conversion needed.
         let new_text = if rendered.is_empty() {
             String::new()
         } else {
@@ -53,60 +55,103 @@ impl Document {
         };
         Some(TextEdit::replace(
             segment.range,
-            write::tool_result_block(tool_use_id, &suffix, content, language, compact),
+            self.in_line_ending(write::tool_result_block(
+                tool_use_id,
+                &suffix,
+                content,
+                language,
+                compact,
+            )),
         ))
     }
 
     /// The text to append so the document ends with an empty `@You:` message ready for typing:
     /// a blank line before the role line when needed, the role line, and a blank line.
     pub fn append_you_prompt(&self) -> TextEdit {
-        TextEdit::insert(
-            self.text().len(),
-            format!("{}@You:\n\n", self.blank_line_before_end()),
-        )
+        self.insert_at_end(format!("{}@You:\n\n", self.blank_line_before_end()))
     }
 
     /// The edit that starts an assistant turn at the end of the document: a blank line before
     /// `@Assistant:` when the last line is not blank, then the role line.
     pub fn append_assistant_start(&self) -> TextEdit {
-        TextEdit::insert(
-            self.text().len(),
-            format!("{}@Assistant:\n", self.blank_line_before_end()),
-        )
+        self.insert_at_end(format!("{}@Assistant:\n", self.blank_line_before_end()))
+    }
+
+    /// An insertion at the end of the text, in the document's line-ending convention.
+    fn insert_at_end(&self, text: String) -> TextEdit {
+        TextEdit::insert(self.text().len(), self.in_line_ending(text))
     }
 
     /// What must precede a new role line at the end so it stands on its own line after a blank
-    /// line.
+    /// line (with `\n` breaks; the caller converts).
     fn blank_line_before_end(&self) -> &'static str {
         let text = self.text();
-        if text.is_empty() || text.ends_with("\n\n") || text == "\n" {
+        let Some(without_last_break) = text
+            .strip_suffix("\r\n")
+            .or_else(|| text.strip_suffix('\n'))
+        else {
+            return if text.is_empty() { "" } else { "\n\n" };
+        };
+        if without_last_break.is_empty() || without_last_break.ends_with('\n') {
             ""
-        } else if text.ends_with('\n') {
-            "\n"
         } else {
-            "\n\n"
+            "\n"
         }
     }
 
     /// Normalisations `flemmad fmt` applies: legacy inline role markers split onto their own
     /// line, `:` tool namespaces rewritten to `.`. Everything else stays byte-identical.
+    ///
+    /// The result is a fixed point: splitting a marker can turn text into structure (a tool use
+    /// that was plain text in a `@You:` message becomes one of an `@Assistant:` message, with its
+    /// own legacy name), so passes repeat on the result until nothing changes, and the edits of
+    /// later passes are composed onto the original text. Applying the edits to the text and
+    /// calling this again gives no edits.
     pub fn format_edits(&self) -> Vec<(TextEdit, String)> {
+        let mut composed = self.format_pass();
+        if composed.is_empty() {
+            return composed;
+        }
+        let Ok(mut text) = apply_edits(self.text(), &edits_of(&composed)) else {
+            return composed;
+        };
+        for _ in 0..MAX_FORMAT_PASSES {
+            let next = Document::parse(text.as_str()).format_pass();
+            if next.is_empty() {
+                break;
+            }
+            let Ok(next_text) = apply_edits(&text, &edits_of(&next)) else {
+                break;
+            };
+            composed = compose(composed, next, &text);
+            text = next_text;
+        }
+        composed
+    }
+
+    /// The fmt edit of one legacy inline role diagnostic (`@You: hi` → `@You:` + `hi`), for the
+    /// quick fix: `None` when the range does not hold a role marker.
+    pub fn split_legacy_marker(&self, range: TextRange) -> Option<(TextEdit, String)> {
+        let line = self.slice(range);
+        let colon = line.find(':')?;
+        let rest = line[colon + 1..].trim_start();
+        let new_text = self.in_line_ending(format!("{}\n{rest}", &line[..=colon]));
+        Some((
+            TextEdit::replace(range, new_text),
+            format!(
+                "split the inline role marker `{}` onto its own line",
+                &line[..=colon]
+            ),
+        ))
+    }
+
+    /// One pass of the fmt normalisations, from this parse's diagnostics.
+    fn format_pass(&self) -> Vec<(TextEdit, String)> {
         let mut edits = Vec::new();
         for diagnostic in self.diagnostics() {
             match diagnostic.code {
                 crate::DiagnosticCode::LegacyInlineRole => {
-                    let line = self.slice(diagnostic.range);
-                    if let Some(colon) = line.find(':') {
-                        let rest = line[colon + 1..].trim_start();
-                        let new_text = format!("{}\n{rest}", &line[..=colon]);
-                        edits.push((
-                            TextEdit::replace(diagnostic.range, new_text),
-                            format!(
-                                "split the inline role marker `{}` onto its own line",
-                                &line[..=colon]
-                            ),
-                        ));
-                    }
+                    edits.extend(self.split_legacy_marker(diagnostic.range));
                 }
                 crate::DiagnosticCode::ColonToolNamespace => {
                     let name = self.slice(diagnostic.range);
@@ -125,6 +170,91 @@ impl Document {
     }
 }
 
+/// Enough for any input: each pass only splits lines or renames, and a pass that changes
+/// nothing ends the loop.
+const MAX_FORMAT_PASSES: usize = 16;
+
+fn edits_of(described: &[(TextEdit, String)]) -> Vec<TextEdit> {
+    described.iter().map(|(e, _)| e.clone()).collect()
+}
+
+/// Composes `first` (edits of text 0, giving `text1`) with `second` (edits of `text1`) into edits
+/// of text 0 with the same result. Edits of `second` inside (or touching) the new text of an edit
+/// of `first` merge into it; the others are mapped back to text 0. Both inputs are disjoint.
+fn compose(
+    mut first: Vec<(TextEdit, String)>,
+    mut second: Vec<(TextEdit, String)>,
+    text1: &str,
+) -> Vec<(TextEdit, String)> {
+    first.sort_by_key(|(e, _)| e.range.start);
+    second.sort_by_key(|(e, _)| e.range.start);
+    // Every item as a range of text1: the new text of a first edit, the old range of a second.
+    enum Item {
+        First(usize, isize),
+        Second(usize),
+    }
+    let mut items: Vec<(TextRange, Item)> = Vec::with_capacity(first.len() + second.len());
+    let mut delta: isize = 0;
+    for (i, (edit, _)) in first.iter().enumerate() {
+        let start = edit.range.start.wrapping_add_signed(delta);
+        let own_delta = edit.new_text.len() as isize - edit.range.len() as isize;
+        items.push((
+            TextRange::new(start, start + edit.new_text.len()),
+            Item::First(i, own_delta),
+        ));
+        delta += own_delta;
+    }
+    for (j, (edit, _)) in second.iter().enumerate() {
+        items.push((edit.range, Item::Second(j)));
+    }
+    items.sort_by_key(|(r, _)| (r.start, r.end));
+
+    let mut out = Vec::new();
+    let mut delta_before: isize = 0;
+    let mut i = 0;
+    while i < items.len() {
+        let mut cluster = TextRange::new(items[i].0.start, items[i].0.end);
+        let mut k = i + 1;
+        while k < items.len() && items[k].0.start <= cluster.end {
+            cluster.end = cluster.end.max(items[k].0.end);
+            k += 1;
+        }
+        let mut cluster_delta: isize = 0;
+        let mut seconds: Vec<&TextEdit> = Vec::new();
+        let mut descriptions: Vec<&str> = Vec::new();
+        for (_, item) in &items[i..k] {
+            match item {
+                Item::First(index, own_delta) => {
+                    cluster_delta += own_delta;
+                    descriptions.push(&first[*index].1);
+                }
+                Item::Second(index) => {
+                    seconds.push(&second[*index].0);
+                    descriptions.push(&second[*index].1);
+                }
+            }
+        }
+        let mut new_text = String::new();
+        let mut cursor = cluster.start;
+        for edit in seconds {
+            new_text.push_str(text1.get(cursor..edit.range.start).unwrap_or(""));
+            new_text.push_str(&edit.new_text);
+            cursor = edit.range.end;
+        }
+        new_text.push_str(text1.get(cursor..cluster.end).unwrap_or(""));
+        let range = TextRange::new(
+            cluster.start.wrapping_add_signed(-delta_before),
+            cluster
+                .end
+                .wrapping_add_signed(-(delta_before + cluster_delta)),
+        );
+        out.push((TextEdit::replace(range, new_text), descriptions.join("; ")));
+        delta_before += cluster_delta;
+        i = k;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{Status, apply_edits, parse};
@@ -136,7 +266,7 @@ mod tests {
         let edit = doc
             .set_tool_result_status("t1", Some(Status::Approved))
             .unwrap();
-        let (out, _) = apply_edits(text, &[edit]);
+        let out = apply_edits(text, &[edit]).unwrap();
         assert_eq!(
             out,
             "@You:\n**Tool Result:** `t1` (status=approved sandbox=false)\n```\n```\n"
@@ -150,7 +280,7 @@ mod tests {
         let edit = doc
             .resolve_tool_result("t1", "out", true, "", true)
             .unwrap();
-        let (out, _) = apply_edits(text, &[edit]);
+        let out = apply_edits(text, &[edit]).unwrap();
         assert_eq!(
             out,
             "@You:\n**Tool Result:** `t1` (error job=job_abcdefgh)\n```\nout\n```\nhi\n"
@@ -172,7 +302,7 @@ mod tests {
             "@You: hello\n@Assistant:\n**Tool Use:** `slack:list` (`t1`)\n```json\n{}\n```\n";
         let doc = parse(text);
         let edits: Vec<_> = doc.format_edits().into_iter().map(|(e, _)| e).collect();
-        let (out, _) = apply_edits(text, &edits);
+        let out = apply_edits(text, &edits).unwrap();
         assert_eq!(
             out,
             "@You:\nhello\n@Assistant:\n**Tool Use:** `slack.list` (`t1`)\n```json\n{}\n```\n"

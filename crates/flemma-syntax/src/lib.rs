@@ -22,9 +22,11 @@ mod edits;
 mod lines;
 mod parser;
 mod scan;
+mod text_edit;
 
-pub use document::{Document, NodeAt, TextEdit, apply_edits};
+pub use document::{Document, LineEnding, NodeAt};
 pub use scan::scan_templated;
+pub use text_edit::{Assoc, EditError, TextEdit, TextEdits, apply_edits, diff_to_edits};
 
 /// Parses a `.chat` text. Never fails and never panics; problems are diagnostics.
 pub fn parse(text: impl Into<String>) -> Document {

@@ -3,7 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flemma_syntax::{Document, Status, TextEdit, TextRange, apply_edits, parse};
+use flemma_syntax::{
+    Assoc, Document, Status, TextEdit, TextEdits, TextRange, apply_edits, diff_to_edits, parse,
+};
 use proptest::prelude::*;
 
 /// Pieces that exercise every construct of the format, mixed with noise.
@@ -88,8 +90,8 @@ proptest! {
         let insert: String = insert.chars().take(30).collect();
         let edit = TextEdit::replace(TextRange::new(start, end), insert);
         let mut doc = parse(text.as_str());
-        doc.edit(&edit);
-        let (expected, _) = apply_edits(&text, &[edit]);
+        doc.edit(&edit).unwrap();
+        let expected = apply_edits(&text, &[edit]).unwrap();
         prop_assert_eq!(doc, parse(expected));
     }
 
@@ -104,8 +106,7 @@ proptest! {
             let (_, _, before) = doc.tool_result(id).unwrap();
             let header = before.header;
             prop_assert!(edit.range.start >= header.start && edit.range.end <= header.end);
-            let (next, applied) = apply_edits(&current, std::slice::from_ref(&edit));
-            prop_assert_eq!(applied, 1);
+            let next = apply_edits(&current, std::slice::from_ref(&edit)).unwrap();
             // Bytes outside the edited range are untouched.
             prop_assert_eq!(&next[..edit.range.start], &current[..edit.range.start]);
             prop_assert_eq!(&next[edit.range.start + edit.new_text.len()..], &current[edit.range.end..]);
@@ -118,4 +119,96 @@ proptest! {
             current = next;
         }
     }
+
+    #[test]
+    fn applying_a_diff_gives_the_new_text(a in chat_text(), b in chat_text()) {
+        let edits = diff_to_edits(&a, &b);
+        prop_assert_eq!(apply_edits(&a, &edits).unwrap(), b.clone());
+        // The edits are disjoint and sorted already.
+        prop_assert_eq!(TextEdits::new(edits.clone()).unwrap().into_vec(), edits);
+        if a == b {
+            prop_assert!(diff_to_edits(&a, &b).is_empty());
+        }
+    }
+
+    #[test]
+    fn mapping_offsets_is_monotone_and_agrees_with_applying(a in chat_text(), b in chat_text(), picks in prop::collection::vec(any::<prop::sample::Index>(), 1..8)) {
+        let edits = TextEdits::new(diff_to_edits(&a, &b)).unwrap();
+        let new = edits.apply(&a).unwrap();
+        let bounds = char_boundaries(&a);
+        let mut offsets: Vec<usize> = picks.iter().map(|p| bounds[p.index(bounds.len())]).collect();
+        offsets.sort_unstable();
+        for assoc in [Assoc::Before, Assoc::After] {
+            let mapped: Vec<usize> = offsets.iter().map(|o| edits.map_offset(*o, assoc)).collect();
+            prop_assert!(mapped.windows(2).all(|w| w[0] <= w[1]), "not monotone: {:?} -> {:?}", offsets, mapped);
+            prop_assert!(mapped.iter().all(|m| *m <= new.len() && new.is_char_boundary(*m)));
+        }
+        for &offset in &offsets {
+            let before = edits.map_offset(offset, Assoc::Before);
+            let after = edits.map_offset(offset, Assoc::After);
+            prop_assert!(before <= after);
+            // Untouched text after the offset (up to the next edit) follows the mapped offset.
+            let next_edit = edits.as_slice().iter().map(|e| e.range.start).find(|s| *s >= offset).unwrap_or(a.len());
+            let inside = edits.as_slice().iter().any(|e| e.range.start <= offset && offset < e.range.end);
+            if !inside {
+                prop_assert!(new[after..].starts_with(&a[offset..next_edit]));
+                prop_assert_eq!(edits.map_offset_back(after), offset);
+            }
+        }
+        // The end of the text maps to the end of the new text.
+        prop_assert_eq!(edits.map_offset(a.len(), Assoc::After), new.len());
+    }
+
+    #[test]
+    fn refused_edits_leave_the_text(text in chat_text(), insert in "[a-z\n]{0,4}", a in any::<prop::sample::Index>(), extra in 1usize..5) {
+        let bounds = char_boundaries(&text);
+        let at = bounds[a.index(bounds.len())];
+        let mut doc = parse(text.as_str());
+        // Past the end.
+        let out_of_range = TextEdit::insert(text.len() + extra, insert.clone());
+        prop_assert!(apply_edits(&text, std::slice::from_ref(&out_of_range)).is_err());
+        prop_assert!(doc.edit(&out_of_range).is_err());
+        prop_assert_eq!(doc.text(), text.as_str());
+        // Overlapping.
+        let end = (at + extra).min(text.len());
+        if end > at && text.is_char_boundary(end) {
+            let overlapping = [TextEdit::replace(TextRange::new(at, end), insert.clone()), TextEdit::insert(end - 1, "x")];
+            if text.is_char_boundary(end - 1) {
+                prop_assert!(apply_edits(&text, &overlapping).is_err());
+                let set = TextEdits::new(overlapping.to_vec());
+                prop_assert!(set.is_err());
+            }
+        }
+        // Reversed.
+        if at > 0 {
+            prop_assert!(doc.edit(&TextEdit::replace(TextRange::new(at, at - 1), "x")).is_err());
+        }
+        prop_assert_eq!(doc, parse(text.as_str()));
+    }
+
+    #[test]
+    fn one_fmt_pass_reaches_the_fixed_point(text in chat_text()) {
+        let doc = parse(text.as_str());
+        let edits: Vec<TextEdit> = doc.format_edits().into_iter().map(|(e, _)| e).collect();
+        let formatted = apply_edits(&text, &edits).unwrap();
+        let again = parse(formatted.as_str()).format_edits();
+        prop_assert!(again.is_empty(), "second pass on {:?} still changes: {:?}", formatted, again);
+    }
+
+    #[test]
+    fn crlf_documents_get_no_lone_line_feed(text in chat_text()) {
+        let crlf = format!("@You:\r\n{}", text.replace("\r\n", "\n").replace('\n', "\r\n"));
+        let doc = parse(crlf.as_str());
+        let mut edits: Vec<TextEdit> = doc.format_edits().into_iter().map(|(e, _)| e).collect();
+        edits.push(doc.append_assistant_start());
+        let formatted = apply_edits(&crlf, &edits).unwrap();
+        prop_assert!(!has_lone_line_feed(&formatted), "{:?}", formatted);
+        let prompt = apply_edits(&crlf, &[doc.append_you_prompt()]).unwrap();
+        prop_assert!(!has_lone_line_feed(&prompt), "{:?}", prompt);
+    }
+}
+
+fn has_lone_line_feed(text: &str) -> bool {
+    text.match_indices('\n')
+        .any(|(i, _)| i == 0 || text.as_bytes()[i - 1] != b'\r')
 }

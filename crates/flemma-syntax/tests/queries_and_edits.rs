@@ -23,7 +23,7 @@ fn rejecting_with_a_reason_matches_the_spec_example() {
             true,
         )
         .unwrap();
-    let (out, _) = apply_edits(PARALLEL, &[edit]);
+    let out = apply_edits(PARALLEL, &[edit]).unwrap();
     assert!(out.ends_with(
         "**Tool Result:** `toolu_01BBB` (error)\n```\nUser feedback: just run make test-unit\n```\n"
     ));
@@ -202,7 +202,7 @@ fn crlf_is_preserved_by_edits() {
     let edit = doc
         .set_tool_result_status("t1", Some(Status::Approved))
         .unwrap();
-    let (out, _) = apply_edits(text, &[edit]);
+    let out = apply_edits(text, &[edit]).unwrap();
     assert_eq!(
         out,
         "@You:\r\n**Tool Result:** `t1` (approved)\r\n```\r\n```\r\n"
@@ -218,4 +218,110 @@ fn a_broken_tool_use_does_not_hide_the_next_one() {
         .map(|(_, t)| (t.id.clone(), t.input_is_valid))
         .collect();
     assert_eq!(uses, [("1".to_owned(), false), ("2".to_owned(), true)]);
+}
+
+fn assert_no_lone_line_feed(text: &str) {
+    for (i, _) in text.match_indices('\n') {
+        assert!(
+            i > 0 && text.as_bytes()[i - 1] == b'\r',
+            "lone \\n at byte {i} of {text:?}"
+        );
+    }
+}
+
+const CRLF_CHAT: &str = r#"@You: please list the channels
+@Assistant: Sure.
+**Tool Use:** `slack:list` (`t1`)
+```json
+{"limit": 5}
+```
+
+@You:
+**Tool Result:** `t1` (pending)
+```
+```
+"#;
+
+#[test]
+fn every_edit_kind_keeps_a_crlf_document_crlf() {
+    let text = CRLF_CHAT.replace('\n', "\r\n");
+    let doc = parse(text.as_str());
+    assert_eq!(doc.line_ending(), flemma_syntax::LineEnding::CrLf);
+    let edits = [
+        doc.set_tool_result_status("t1", Some(Status::Approved))
+            .unwrap(),
+        doc.resolve_tool_result("t1", "general\nrandom\n", false, "", false)
+            .unwrap(),
+        doc.append_assistant_start(),
+        doc.append_you_prompt(),
+    ];
+    for edit in edits {
+        let out = apply_edits(&text, &[edit]).unwrap();
+        assert_no_lone_line_feed(&out);
+    }
+    let fmt: Vec<_> = doc.format_edits().into_iter().map(|(e, _)| e).collect();
+    let out = apply_edits(&text, &fmt).unwrap();
+    assert_no_lone_line_feed(&out);
+    assert!(out.starts_with("@You:\r\nplease list the channels\r\n@Assistant:\r\nSure.\r\n"));
+    assert!(out.contains("`slack.list`"));
+}
+
+#[test]
+fn fmt_splits_a_crlf_inline_marker_into_crlf_lines() {
+    let text = "@You: hi\r\n";
+    let doc = parse(text);
+    let edits: Vec<_> = doc.format_edits().into_iter().map(|(e, _)| e).collect();
+    assert_eq!(apply_edits(text, &edits).unwrap(), "@You:\r\nhi\r\n");
+}
+
+#[test]
+fn an_lf_document_stays_lf() {
+    let doc = parse(CRLF_CHAT);
+    assert_eq!(doc.line_ending(), flemma_syntax::LineEnding::Lf);
+    assert_eq!(doc.append_you_prompt().new_text, "\n@You:\n\n");
+}
+
+/// A legacy file: the tool use is plain text of the `@You:` message until the inline
+/// `@Assistant:` marker is split, and only then is its `slack:list` name seen.
+const LEGACY: &str = r#"@You: list the channels
+@Assistant: Here they are.
+**Tool Use:** `slack:list` (`t1`)
+```json
+{}
+```
+@You: **Tool Result:** `t1`
+```
+general
+```
+"#;
+
+#[test]
+fn fmt_reaches_its_fixed_point_in_one_pass() {
+    let doc = parse(LEGACY);
+    let changes = doc.format_edits();
+    let edits: Vec<_> = changes.iter().map(|(e, _)| e.clone()).collect();
+    let out = apply_edits(LEGACY, &edits).unwrap();
+    assert_eq!(
+        out,
+        r#"@You:
+list the channels
+@Assistant:
+Here they are.
+**Tool Use:** `slack.list` (`t1`)
+```json
+{}
+```
+@You:
+**Tool Result:** `t1`
+```
+general
+```
+"#
+    );
+    assert!(
+        parse(out.as_str()).format_edits().is_empty(),
+        "{:?}",
+        parse(out.as_str()).format_edits()
+    );
+    assert!(changes.iter().any(|(_, d)| d.contains("slack.list")));
 }

@@ -1,0 +1,285 @@
+//! Code actions: on a pending placeholder "Approve" and "Reject"; on a running tool "Move to
+//! background" and "Execute now"; on the document "Send", "Cancel" and "Approve all"; quick fixes
+//! that convert Lua frontmatter to Rhai and split a legacy inline role marker; and the whole-file
+//! `fmt` normalisation.
+//!
+//! Commands name the `flemma.*` LSP command and its arguments after the document: the front end
+//! puts the document's uri first (`flemma.approve [uri, toolId]`).
+
+use flemma_syntax::{
+    DiagnosticCode, Document, FrontmatterLanguage, NodeAt, SegmentKind, Status, TextEdit,
+    TextRange, write,
+};
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    /// Fixes a problem at the cursor.
+    QuickFix,
+    /// Acts on the whole document (send, cancel, approve all, fmt).
+    Source,
+}
+
+/// A `flemma.*` command and its arguments after the document's uri.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Command {
+    pub name: &'static str,
+    pub args: Vec<Value>,
+}
+
+/// An action: an edit of the document, a command, or both.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeAction {
+    pub title: String,
+    pub kind: ActionKind,
+    pub edit: Option<Vec<TextEdit>>,
+    pub command: Option<Command>,
+}
+
+/// What the engine knows about the document that the text does not say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DocumentState {
+    /// A request is streaming (or tools are running) for this document.
+    pub busy: bool,
+}
+
+/// The actions for the cursor range `range` (a point when empty).
+pub fn code_actions(doc: &Document, range: TextRange, state: DocumentState) -> Vec<CodeAction> {
+    let mut out = Vec::new();
+    placeholder_actions(doc, range, &mut out);
+    quick_fixes(doc, range, &mut out);
+    document_actions(doc, state, &mut out);
+    out
+}
+
+fn command(title: &str, kind: ActionKind, name: &'static str, args: Vec<Value>) -> CodeAction {
+    CodeAction {
+        title: title.to_owned(),
+        kind,
+        edit: None,
+        command: Some(Command { name, args }),
+    }
+}
+
+fn placeholder_actions(doc: &Document, range: TextRange, out: &mut Vec<CodeAction>) {
+    let Some(NodeAt::Segment(_, segment)) = doc.node_at(range.start) else {
+        return;
+    };
+    let SegmentKind::ToolResult(result) = &segment.kind else {
+        return;
+    };
+    let id = json!(result.tool_use_id);
+    let empty = result
+        .fence
+        .as_ref()
+        .is_some_and(|f| doc.slice(f.content).trim().is_empty());
+    match result.suffix.as_ref().and_then(|s| s.status()) {
+        Some(Status::Pending) => {
+            out.push(command(
+                &format!("Approve `{}`", result.tool_use_id),
+                ActionKind::QuickFix,
+                "flemma.approve",
+                vec![id.clone()],
+            ));
+            out.push(command(
+                &format!("Reject `{}`", result.tool_use_id),
+                ActionKind::QuickFix,
+                "flemma.reject",
+                vec![id],
+            ));
+        }
+        Some(Status::Approved) if empty && super::job_id_of(result).is_none() => {
+            out.push(command(
+                &format!("Move `{}` to the background", result.tool_use_id),
+                ActionKind::QuickFix,
+                "flemma.background",
+                vec![id.clone()],
+            ));
+            out.push(command(
+                &format!("Execute `{}` now", result.tool_use_id),
+                ActionKind::QuickFix,
+                "flemma.execute",
+                vec![id],
+            ));
+        }
+        _ => {}
+    }
+}
+
+fn quick_fixes(doc: &Document, range: TextRange, out: &mut Vec<CodeAction>) {
+    for diagnostic in doc.diagnostics() {
+        let touches = diagnostic.range.start <= range.end && range.start <= diagnostic.range.end;
+        if !touches || diagnostic.code != DiagnosticCode::LegacyInlineRole {
+            continue;
+        }
+        if let Some((edit, description)) = doc.split_legacy_marker(diagnostic.range) {
+            out.push(CodeAction {
+                title: capitalise(&description),
+                kind: ActionKind::QuickFix,
+                edit: Some(vec![edit]),
+                command: None,
+            });
+        }
+    }
+    if let Some(frontmatter) = doc.frontmatter() {
+        let inside = range.start < frontmatter.range.end;
+        if inside && frontmatter.language == FrontmatterLanguage::Lua {
+            out.extend(convert_lua(doc));
+        }
+    }
+}
+
+/// Replaces a Lua frontmatter with its Rhai translation, when the Lua is the declarative subset
+/// the converter understands.
+fn convert_lua(doc: &Document) -> Option<CodeAction> {
+    let frontmatter = doc.frontmatter()?;
+    if frontmatter.language != FrontmatterLanguage::Lua {
+        return None;
+    }
+    let rhai = flemma_template::lua_frontmatter_to_rhai(doc.slice(frontmatter.code))?;
+    let block = doc.in_line_ending(write::fenced("rhai", &rhai));
+    Some(CodeAction {
+        title: "Convert the Lua frontmatter to Rhai".to_owned(),
+        kind: ActionKind::QuickFix,
+        edit: Some(vec![TextEdit::replace(frontmatter.range, block)]),
+        command: None,
+    })
+}
+
+fn document_actions(doc: &Document, state: DocumentState, out: &mut Vec<CodeAction>) {
+    if state.busy {
+        out.push(command(
+            "Cancel the request",
+            ActionKind::Source,
+            "flemma.cancel",
+            vec![],
+        ));
+    } else {
+        out.push(command("Send", ActionKind::Source, "flemma.send", vec![]));
+    }
+    let pending = doc.placeholders(Some(Status::Pending)).len();
+    if pending > 0 {
+        out.push(command(
+            &format!("Approve all ({pending} pending)"),
+            ActionKind::Source,
+            "flemma.approveAll",
+            vec![],
+        ));
+    }
+    let fmt = doc.format_edits();
+    if !fmt.is_empty() {
+        out.push(CodeAction {
+            title: format!(
+                "Normalise the file ({} change(s), as `flemmad fmt`)",
+                fmt.len()
+            ),
+            kind: ActionKind::Source,
+            edit: Some(fmt.into_iter().map(|(e, _)| e).collect()),
+            command: None,
+        });
+    }
+}
+
+fn capitalise(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::fixture::cursor;
+
+    fn actions(fixture: &str, state: DocumentState) -> (String, Vec<CodeAction>) {
+        let (text, offset) = cursor(fixture);
+        let doc = flemma_syntax::parse(text.as_str());
+        let found = code_actions(&doc, TextRange::empty(offset), state);
+        (text, found)
+    }
+
+    fn titles(actions: &[CodeAction]) -> Vec<&str> {
+        actions.iter().map(|a| a.title.as_str()).collect()
+    }
+
+    const PENDING: &str = r#"@Assistant:
+**Tool Use:** `bash` (`t1`)
+```json
+{"command": "ls", "label": "list"}
+```
+
+@You:
+**Tool Result:** `t1` (pending)
+```
+$0```
+"#;
+
+    #[test]
+    fn a_pending_placeholder_offers_approve_and_reject() {
+        let (_, found) = actions(PENDING, DocumentState::default());
+        assert_eq!(
+            titles(&found),
+            [
+                "Approve `t1`",
+                "Reject `t1`",
+                "Send",
+                "Approve all (1 pending)"
+            ]
+        );
+        assert_eq!(
+            found[0].command,
+            Some(Command {
+                name: "flemma.approve",
+                args: vec![json!("t1")]
+            })
+        );
+        assert_eq!(found[1].command.as_ref().unwrap().name, "flemma.reject");
+    }
+
+    #[test]
+    fn a_running_tool_offers_background_and_execute_and_a_busy_document_cancel() {
+        let running = PENDING.replace("(pending)", "(approved)");
+        let (_, found) = actions(&running, DocumentState { busy: true });
+        let names: Vec<&str> = found
+            .iter()
+            .filter_map(|a| a.command.as_ref().map(|c| c.name))
+            .collect();
+        assert_eq!(
+            names,
+            ["flemma.background", "flemma.execute", "flemma.cancel"]
+        );
+    }
+
+    #[test]
+    fn a_legacy_marker_is_split_by_its_quick_fix() {
+        let (text, found) = actions("@You:\nhi\n@Assis$0tant: hello\n", DocumentState::default());
+        let split = found
+            .iter()
+            .find(|a| a.kind == ActionKind::QuickFix)
+            .unwrap();
+        let out = flemma_syntax::apply_edits(&text, split.edit.as_ref().unwrap()).unwrap();
+        assert_eq!(out, "@You:\nhi\n@Assistant:\nhello\n");
+        assert!(
+            found
+                .iter()
+                .any(|a| a.title.starts_with("Normalise the file"))
+        );
+    }
+
+    #[test]
+    fn lua_frontmatter_converts_to_rhai() {
+        let fixture = "```lua\n$0flemma.opt.thinking = \"low\"\n```\n@You:\nhi\n";
+        let (text, found) = actions(fixture, DocumentState::default());
+        let convert = found
+            .iter()
+            .find(|a| a.title.contains("Lua"))
+            .unwrap_or_else(|| panic!("{found:?}"));
+        let out = flemma_syntax::apply_edits(&text, convert.edit.as_ref().unwrap()).unwrap();
+        assert_eq!(
+            out,
+            "```rhai\nflemma.opt.thinking = \"low\";\n```\n@You:\nhi\n"
+        );
+    }
+}

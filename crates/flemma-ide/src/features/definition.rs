@@ -1,0 +1,157 @@
+//! Go-to-definition: a tool use → its tool result; a `job=` tool result → its job result (a
+//! plain tool result → its tool use); a job result → the tool result that started it; `@./`
+//! references and `include("…")` paths → the file.
+
+use std::path::{Path, PathBuf};
+
+use flemma_syntax::{Document, NodeAt, SegmentKind, TextRange};
+
+use super::{FileSystem, include_path_at, job_id_of, resolve_path, template_code_at};
+
+/// Where a definition is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Definition {
+    /// A range of the same document: the target block's header line.
+    InDocument(TextRange),
+    File(PathBuf),
+}
+
+/// The definition of the node at `offset`, or `None`.
+pub fn definition(
+    doc: &Document,
+    offset: usize,
+    chat_dir: &Path,
+    fs: &dyn FileSystem,
+) -> Option<Definition> {
+    if let Some(code) = template_code_at(doc, offset) {
+        let (_, written) = include_path_at(doc.text(), code, offset)?;
+        return Some(Definition::File(resolve_path(written, chat_dir, fs)));
+    }
+    let NodeAt::Segment(_, segment) = doc.node_at(offset)? else {
+        return None;
+    };
+    let header = match &segment.kind {
+        SegmentKind::ToolUse(tool_use) => result_after(doc, offset, &tool_use.id)?,
+        SegmentKind::ToolResult(result) => match job_id_of(result) {
+            Some(job_id) => doc.job_result(job_id)?.2.header,
+            None => doc.tool_use(&result.tool_use_id)?.2.header,
+        },
+        SegmentKind::JobResult(job) => doc.tool_result_for_job(&job.job_id)?.2.header,
+        SegmentKind::FileReference(reference) => {
+            return Some(Definition::File(resolve_path(
+                &reference.path,
+                chat_dir,
+                fs,
+            )));
+        }
+        _ => return None,
+    };
+    Some(Definition::InDocument(header))
+}
+
+/// The header of the first tool result answering `id` after the message holding `offset`: a
+/// forward search from the use, so a long chat costs the distance to the answer, not its length.
+fn result_after(doc: &Document, offset: usize, id: &str) -> Option<TextRange> {
+    let index = doc.message_index_at(offset)?;
+    doc.messages()[index + 1..].iter().find_map(|m| {
+        m.tool_results()
+            .find(|(_, r)| r.tool_use_id == id)
+            .map(|(_, r)| r.header)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::fixture::{MemoryFs, cursor};
+
+    const JOB_CHAT: &str = r#"@Assistant:
+**Tool Use:** `bash` (`t1`)
+```json
+{"command": "make test", "label": "tests"}
+```
+
+@You:
+**Tool Result:** `t1` (job=job_abcdefgh)
+```
+started in the background
+```
+
+@Assistant:
+Waiting.
+
+@You:
+**Job Result:** `job_abcdefgh`
+```
+ok
+```
+"#;
+
+    fn definition_at(fixture: &str) -> Option<(String, Definition)> {
+        let (text, offset) = cursor(fixture);
+        let doc = flemma_syntax::parse(text.as_str());
+        let fs = MemoryFs::new(&[]);
+        let found = definition(&doc, offset, Path::new("/chats"), &fs)?;
+        let target = match &found {
+            Definition::InDocument(range) => doc.slice(*range).to_owned(),
+            Definition::File(path) => path.display().to_string(),
+        };
+        Some((target, found))
+    }
+
+    #[test]
+    fn tool_use_goes_to_its_result_and_the_result_to_its_job() {
+        let fixture = JOB_CHAT.replace("(`t1`)", "(`t$01`)");
+        assert_eq!(
+            definition_at(&fixture).unwrap().0,
+            "**Tool Result:** `t1` (job=job_abcdefgh)"
+        );
+        let fixture = JOB_CHAT.replace("started in", "sta$0rted in");
+        assert_eq!(
+            definition_at(&fixture).unwrap().0,
+            "**Job Result:** `job_abcdefgh`"
+        );
+        let fixture = JOB_CHAT.replace("ok\n", "o$0k\n");
+        assert_eq!(
+            definition_at(&fixture).unwrap().0,
+            "**Tool Result:** `t1` (job=job_abcdefgh)"
+        );
+    }
+
+    #[test]
+    fn a_plain_result_goes_to_its_tool_use() {
+        let fixture = "@Assistant:\n**Tool Use:** `ls` (`a`)\n```json\n{}\n```\n@You:\n**Tool Result:** `$0a`\n```\nx\n```\n";
+        assert_eq!(
+            definition_at(fixture).unwrap().0,
+            "**Tool Use:** `ls` (`a`)"
+        );
+    }
+
+    #[test]
+    fn paths_go_to_files() {
+        assert_eq!(
+            definition_at("@You:\nsee @./docs/a$0.md\n").unwrap().1,
+            Definition::File(PathBuf::from("/chats/docs/a.md"))
+        );
+        assert_eq!(
+            definition_at("@You:\n{{ include(\"~/p$0.md\") }}\n")
+                .unwrap()
+                .1,
+            Definition::File(PathBuf::from("/home/me/p.md"))
+        );
+        assert_eq!(
+            definition_at("```rhai\nlet x = include('/etc/$0x');\n```\n@You:\nhi\n")
+                .unwrap()
+                .1,
+            Definition::File(PathBuf::from("/etc/x"))
+        );
+    }
+
+    #[test]
+    fn unanswered_tool_use_has_no_definition() {
+        assert_eq!(
+            definition_at("@Assistant:\n**Tool Use:** `ls` (`$0a`)\n```json\n{}\n```\n"),
+            None
+        );
+    }
+}
