@@ -280,32 +280,26 @@ impl AnalysisHost {
             .documents
             .get_mut(id)
             .ok_or_else(|| ChangeError::UnknownDocument(id.path().to_owned()))?;
-        let fits = |doc: &Document, index: usize, edit: &TextEdit| {
-            let text = doc.text();
-            let TextRange { start, end } = edit.range;
-            if start <= end
-                && end <= text.len()
-                && text.is_char_boundary(start)
-                && text.is_char_boundary(end)
-            {
-                Ok(())
-            } else {
-                Err(ChangeError::EditOutOfRange {
-                    index,
-                    start,
-                    end,
-                    len: text.len(),
-                })
+        let out_of_range = |doc: &Document, index: usize, edit: &TextEdit| {
+            ChangeError::EditOutOfRange {
+                index,
+                start: edit.range.start,
+                end: edit.range.end,
+                len: doc.text().len(),
             }
         };
+        // `Document::edit` refuses an edit that does not fit without changing anything.
         if let [edit] = edits {
-            fits(&state.document, 0, edit)?;
-            Arc::make_mut(&mut state.document).edit(edit);
+            let document = Arc::make_mut(&mut state.document);
+            if document.edit(edit).is_err() {
+                return Err(out_of_range(document, 0, edit));
+            }
         } else {
             let mut working = (*state.document).clone();
             for (index, edit) in edits.iter().enumerate() {
-                fits(&working, index, edit)?;
-                working.edit(edit);
+                if working.edit(edit).is_err() {
+                    return Err(out_of_range(&working, index, edit));
+                }
             }
             state.document = Arc::new(working);
         }
