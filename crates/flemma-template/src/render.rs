@@ -2,6 +2,7 @@
 //! `emit`, `include`…) and the error mapping.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -62,6 +63,11 @@ pub(crate) struct Environment {
     pub opt: crate::opt::SharedOpt,
     /// The configuration layers below the frontmatter.
     pub config_layers: Arc<Vec<flemma_config::ConfigLayer>>,
+    /// Compiled templates.
+    pub cache: crate::TemplateCache,
+    /// Set when a template reads from the outside world (files, the clock): its result must
+    /// not be reused by a later evaluation.
+    pub impure: Arc<AtomicBool>,
 }
 
 /// Appends text to `output`, merging with a trailing text part.
@@ -146,6 +152,7 @@ pub(crate) fn register(engine: &mut Engine, state: &SharedState, environment: &E
     });
     let (s, e) = (state.clone(), environment.clone());
     engine.register_fn("file_readable", move |path: &str| {
+        e.impure.store(true, Ordering::Relaxed);
         resolve_in_template(&s, &e, path).map(|resolved| e.host.is_readable(&resolved))
     });
     let (s, e) = (state.clone(), environment.clone());
@@ -361,6 +368,7 @@ fn include(
     path: &str,
     mut options: Map,
 ) -> Result<Dynamic, Box<EvalAltResult>> {
+    environment.impure.store(true, Ordering::Relaxed);
     let (origin, call_range) = {
         let guard = lock(state);
         let Some(frame) = guard.frames.last() else {
@@ -456,6 +464,7 @@ fn include(
         &segments,
         &mut |_| None,
         &child,
+        &environment.cache,
         &mut diagnostics,
     );
     lock(state).diagnostics.extend(diagnostics);

@@ -9,12 +9,11 @@
 
 use flemma_conversation::Part;
 use flemma_syntax::{Segment, SegmentKind, Severity, TextRange};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use rhai::{AST, Engine, Position};
 
-use crate::{Category, TemplateDiagnostic, origin::Origin};
+use crate::{Category, TemplateCache, TemplateDiagnostic, origin::Origin};
 
 /// Where one script line comes from.
 #[derive(Debug, Clone, Copy)]
@@ -194,63 +193,18 @@ pub(crate) fn build_and_compile(
     segments: &[Segment],
     part_for: &mut dyn FnMut(&Segment) -> Option<Vec<Part>>,
     origin: &Origin,
+    cache: &TemplateCache,
     diagnostics: &mut Vec<TemplateDiagnostic>,
 ) -> (Script, Result<Arc<AST>, rhai::ParseError>) {
     let script = build(engine, text, segments, part_for, origin, diagnostics, false);
-    match compile_cached(engine, &script.code) {
+    match cache.compile(engine, &script.code) {
         Ok(ast) => (script, Ok(ast)),
         Err(_) => {
             let script = build(engine, text, segments, part_for, origin, diagnostics, true);
-            let compiled = compile_cached(engine, &script.code);
+            let compiled = cache.compile(engine, &script.code);
             (script, compiled)
         }
     }
-}
-
-/// Compiled scripts by source, shared by all evaluations: a document is evaluated again and
-/// again while it is edited and sent, and most of its messages do not change. Every engine is
-/// configured the same way for parsing, so an AST compiled by one is valid for all.
-const COMPILE_CACHE_ENTRIES: usize = 8192;
-
-fn compile_cache() -> &'static Mutex<HashMap<String, Arc<AST>>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<AST>>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-/// Compiles `code`, reusing an earlier compilation of the same source.
-pub(crate) fn compile_cached(engine: &Engine, code: &str) -> Result<Arc<AST>, rhai::ParseError> {
-    // The parse limits are part of the key: an AST accepted under larger limits must not be
-    // reused by an engine with smaller ones.
-    let key = format!(
-        "{}:{}\n{code}",
-        engine.max_expr_depth(),
-        engine.max_function_expr_depth()
-    );
-    let cache = compile_cache();
-    if let Some(ast) = cache
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .get(&key)
-    {
-        return Ok(ast.clone());
-    }
-    let ast = Arc::new(engine.compile(code)?);
-    let mut cache = cache
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if cache.len() >= COMPILE_CACHE_ENTRIES {
-        cache.clear();
-    }
-    cache.insert(key, ast.clone());
-    Ok(ast)
-}
-
-/// Empties the cache of compiled templates (the next evaluation compiles everything again).
-pub fn clear_compile_cache() {
-    compile_cache()
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .clear();
 }
 
 /// Builds the script for `segments` of `text`. `part_for` turns non-template segments (file
