@@ -61,6 +61,11 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> anyhow::Result<Exit
             return Ok(ExitCode::from(1));
         }
     }
+    // The reply must have somewhere to go before it is paid for.
+    if let Err(error) = crate::fsutil::check_writable(&path) {
+        eprintln!("flemmad send: {error:#}; nothing was sent");
+        return Ok(ExitCode::from(1));
+    }
     let environment = CredentialEnvironment::from_process();
     let setup = provider_setup(&config, Some(&path), &environment)?;
     let client = crate::provider_setup::client(&config, &setup, environment)?;

@@ -1,0 +1,99 @@
+//! Data safety through the binary: read-only files and directories are refused with a clear
+//! message before anything is written or paid for.
+//!
+//! These tests may run as root, who can write any file whatever its mode: `flemmad` checks the
+//! permission bits itself (a file or directory without write bits is refused), so they hold for
+//! every user.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use common::{chat, frontmatter, read, send, stderr};
+use flemma_mock_provider::{MockProvider, Turn};
+
+fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn mode_of(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+fn flemmad(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_flemmad"))
+        .args(args)
+        .env_remove("FLEMMA_CONFIG")
+        .env("XDG_CONFIG_HOME", "/nonexistent-flemmad-test-config")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn fmt_refuses_a_read_only_file_and_leaves_it_alone() {
+    let chat = chat("@You: legacy inline marker\n");
+    set_mode(&chat.path, 0o444);
+    let out = flemmad(&["fmt".as_ref(), chat.path.as_os_str()]);
+    assert!(!out.status.success());
+    let message = stderr(&out);
+    assert!(message.contains("read-only"), "{message}");
+    assert!(message.contains("chmod u+w"), "{message}");
+    assert_eq!(read(&chat.path), "@You: legacy inline marker\n");
+    assert_eq!(mode_of(&chat.path), 0o444);
+
+    // Writable again: fmt does its work.
+    set_mode(&chat.path, 0o644);
+    let out = flemmad(&["fmt".as_ref(), chat.path.as_os_str()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read(&chat.path), "@You:\nlegacy inline marker\n");
+}
+
+#[tokio::test]
+async fn send_refuses_a_read_only_file_before_the_request() {
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text("A reply that would be lost."));
+    let text = format!(
+        "{}@You:\nhello\n",
+        frontmatter("anthropic", "claude-sonnet-4-5")
+    );
+    let chat = chat(&text);
+    set_mode(&chat.path, 0o444);
+    let out = send(&chat, &mock.base_url()).await;
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert!(message.contains("read-only"), "{message}");
+    assert!(message.contains("nothing was sent"), "{message}");
+    assert!(mock.requests().is_empty(), "no request is paid for");
+    assert_eq!(read(&chat.path), text);
+    assert_eq!(mode_of(&chat.path), 0o444);
+}
+
+#[tokio::test]
+async fn send_refuses_a_read_only_directory_before_the_request() {
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text("A reply that would be lost."));
+    let text = format!(
+        "{}@You:\nhello\n",
+        frontmatter("anthropic", "claude-sonnet-4-5")
+    );
+    let chat = chat(&text);
+    let dir = chat.path.parent().unwrap().to_path_buf();
+    set_mode(&dir, 0o555);
+    let out = send(&chat, &mock.base_url()).await;
+    set_mode(&dir, 0o755);
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert!(message.contains("directory"), "{message}");
+    assert!(message.contains("nothing was sent"), "{message}");
+    assert!(mock.requests().is_empty(), "no request is paid for");
+    assert_eq!(read(&chat.path), text);
+
+    // Writable: the same send goes through.
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(read(&chat.path).contains("A reply that would be lost."));
+}
