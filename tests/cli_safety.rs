@@ -1,5 +1,6 @@
-//! Data safety through the binary: read-only files and directories are refused with a clear
-//! message before anything is written or paid for.
+//! What a new user runs into, through the binary: read-only files and directories are refused
+//! with a clear message before anything is written or paid for; Lua frontmatter is converted by
+//! the command its diagnostic names.
 //!
 //! These tests may run as root, who can write any file whatever its mode: `flemmad` checks the
 //! permission bits itself (a file or directory without write bits is refused), so they hold for
@@ -96,4 +97,82 @@ async fn send_refuses_a_read_only_directory_before_the_request() {
     let out = send(&chat, &mock.base_url()).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(read(&chat.path).contains("A reply that would be lost."));
+}
+
+const LUA_CHAT: &str = "```lua\nrecipient = \"QA team\"\nflemma.opt.thinking = \"medium\"\n```\n@You: Hello {{ recipient }}\n";
+
+#[test]
+fn the_lua_diagnostic_names_the_command_that_converts() {
+    let chat = chat(LUA_CHAT);
+    let out = flemmad(&["parse".as_ref(), chat.path.as_os_str()]);
+    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(printed.contains("flemmad fmt --convert-lua"), "{printed}");
+    let out = flemmad(&["fmt".as_ref(), chat.path.as_os_str()]);
+    assert!(
+        stderr(&out).contains("`flemmad fmt --convert-lua"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn fmt_convert_lua_turns_declarative_lua_into_rhai() {
+    let chat = chat(LUA_CHAT);
+    let check = flemmad(&[
+        "fmt".as_ref(),
+        "--check".as_ref(),
+        "--convert-lua".as_ref(),
+        chat.path.as_os_str(),
+    ]);
+    assert_eq!(check.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("would convert the Lua frontmatter"));
+    assert_eq!(read(&chat.path), LUA_CHAT);
+
+    let out = flemmad(&[
+        "fmt".as_ref(),
+        "--convert-lua".as_ref(),
+        chat.path.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        read(&chat.path),
+        "```rhai\nlet recipient = \"QA team\";\nflemma.opt.thinking = \"medium\";\n```\n@You:\nHello {{ recipient }}\n"
+    );
+    let eval = flemmad(&["parse".as_ref(), "--eval".as_ref(), chat.path.as_os_str()]);
+    let printed = String::from_utf8_lossy(&eval.stdout);
+    assert!(
+        printed.contains("Hello QA team"),
+        "{printed}{}",
+        stderr(&eval)
+    );
+    assert!(!printed.contains("error"), "{printed}");
+    // The fixed point: nothing more to do.
+    let again = flemmad(&[
+        "fmt".as_ref(),
+        "--check".as_ref(),
+        "--convert-lua".as_ref(),
+        chat.path.as_os_str(),
+    ]);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+}
+
+#[test]
+fn fmt_convert_lua_refuses_code_it_cannot_convert() {
+    let text =
+        "```lua\nif os.getenv(\"CI\") then\n  flemma.opt.thinking = \"low\"\nend\n```\n@You:\nhi\n";
+    let chat = chat(text);
+    let out = flemmad(&[
+        "fmt".as_ref(),
+        "--convert-lua".as_ref(),
+        chat.path.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert!(message.contains("by hand"), "{message}");
+    assert!(message.contains("not changed"), "{message}");
+    assert_eq!(read(&chat.path), text);
 }
