@@ -176,3 +176,17 @@ fn fmt_convert_lua_refuses_code_it_cannot_convert() {
     assert!(message.contains("not changed"), "{message}");
     assert_eq!(read(&chat.path), text);
 }
+
+#[test]
+fn an_incomplete_tag_is_not_blamed_on_a_semicolon_the_user_never_wrote() {
+    let chat = chat("@You:\n{% if %}yes{% } %}\n\n@You:\n{% x = %}\n");
+    let out = flemmad(&["parse".as_ref(), "--eval".as_ref(), chat.path.as_os_str()]);
+    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(!printed.contains("';'"), "{printed}");
+    assert_eq!(printed.matches("ends too early").count(), 2, "{printed}");
+
+    let chat = common::chat("@You:\n{% if true %}yes{% endif %}\n");
+    let out = flemmad(&["parse".as_ref(), "--eval".as_ref(), chat.path.as_os_str()]);
+    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(printed.contains("{% if cond { %}"), "{printed}");
+}

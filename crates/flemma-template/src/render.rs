@@ -535,14 +535,24 @@ pub(crate) fn compile_error(
     fallback: TextRange,
 ) -> TemplateDiagnostic {
     let range = script.locate(error.position(), fallback);
+    let problem = error.err_type().to_string();
+    // The glue between tags (the `;` ending a tag's statement) is ours: an error on it means
+    // the tag's code stopped too early, not that the user wrote a `;`.
+    let problem = if script.is_generated(error.position()) && problem.contains("';'") {
+        "the code in this tag ends too early (something is missing before `%}`, such as the condition of an `if` or the value of an assignment)".to_string()
+    } else {
+        problem
+    };
+    let hint = if problem.contains("to start a statement block") {
+        " (Rhai blocks use braces across tags: `{% if cond { %}…{% } else { %}…{% } %}`, not `endif`/`endfor`)"
+    } else {
+        ""
+    };
     origin.diagnostic(
         range,
         Severity::Error,
         category,
-        format!(
-            "template code does not parse: {}; fix the {{% %}} code, this blocks sending",
-            error.err_type()
-        ),
+        format!("template code does not parse: {problem}{hint}; fix the {{% %}} code, this blocks sending"),
         true,
     )
 }

@@ -116,6 +116,15 @@ impl Script {
 }
 
 impl Script {
+    /// Whether `position` is on a line we generated (glue such as the `;` that ends a tag's
+    /// statement) rather than on the user's code.
+    pub(crate) fn is_generated(&self, position: Position) -> bool {
+        position
+            .line()
+            .and_then(|line| self.lines.get(line.saturating_sub(1)))
+            .is_some_and(|origin| !origin.exact)
+    }
+
     /// The trimmed source line a position is on (for errors about a whole statement, such as
     /// a rejected `flemma.opt` assignment).
     pub(crate) fn line_range(&self, position: Position, fallback: TextRange) -> TextRange {
