@@ -10,11 +10,47 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// Exit status when the reader of our output went away (`flemmad parse big.chat | head`): what a
+/// shell reports for a program ended by SIGPIPE (128 + 13).
+const BROKEN_PIPE_EXIT: u8 = 141;
+
+/// Ends the process quietly when printing fails because the reader closed the pipe (Rust
+/// ignores SIGPIPE, so `println!` panics with "Broken pipe" instead); other panics report as
+/// usual.
+fn exit_quietly_on_broken_pipe() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if payload.starts_with("failed printing to std")
+            && (payload.contains("Broken pipe") || payload.contains("os error 32"))
+        {
+            std::process::exit(i32::from(BROKEN_PIPE_EXIT));
+        }
+        default_hook(info);
+    }));
+}
+
+/// Whether a command failed because the reader of its output went away.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 fn main() -> ExitCode {
+    exit_quietly_on_broken_pipe();
     let args = cli::Cli::parse();
     cli::init_logging(&args);
     match cli::run(args) {
         Ok(code) => code,
+        Err(error) if is_broken_pipe(&error) => ExitCode::from(BROKEN_PIPE_EXIT),
         Err(error) => {
             eprintln!("flemmad: {error:#}");
             ExitCode::from(1)

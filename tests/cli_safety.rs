@@ -190,3 +190,70 @@ fn an_incomplete_tag_is_not_blamed_on_a_semicolon_the_user_never_wrote() {
     let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
     assert!(printed.contains("{% if cond { %}"), "{printed}");
 }
+
+#[test]
+fn output_cut_short_by_the_reader_ends_quietly() {
+    use std::io::Read as _;
+    let mut text = String::new();
+    for i in 0..20_000 {
+        text.push_str(&format!("@You:\nmessage {i}\n\n@Assistant:\nreply {i}\n\n"));
+    }
+    let chat = chat(&text);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flemmad"))
+        .args(["parse".as_ref(), chat.path.as_os_str()])
+        .env("XDG_CONFIG_HOME", &chat.config_home)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout); // like `| head -1`
+    let out = child.wait_with_output().unwrap();
+    let message = stderr(&out);
+    assert!(!message.contains("Broken pipe"), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+    assert_eq!(out.status.code(), Some(141));
+}
+
+#[test]
+fn log_level_and_file_from_the_configuration_are_used() {
+    let chat = chat("@You:\n{{ print(\"a line for the log\") }}hi\n");
+    let log = chat.config_home.join("flemmad.log");
+    let config = chat.config_home.join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[log]\nlevel = \"info\"\nfile = \"{}\"\n", log.display()),
+    )
+    .unwrap();
+    let run = |config: Option<&Path>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_flemmad"));
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
+        command
+            .args(["parse".as_ref(), "--eval".as_ref(), chat.path.as_os_str()])
+            .env("XDG_CONFIG_HOME", "/nonexistent-flemmad-test-config")
+            .env_remove("FLEMMA_CONFIG")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    };
+    let out = run(Some(&config));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("a line for the log"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(read(&log).contains("a line for the log"), "{}", read(&log));
+
+    // Without the configuration: warnings only, on stderr.
+    let out = run(None);
+    assert!(
+        !stderr(&out).contains("a line for the log"),
+        "{}",
+        stderr(&out)
+    );
+}
