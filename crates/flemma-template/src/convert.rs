@@ -577,8 +577,9 @@ impl<'a> Evaluator<'a> {
             };
             let output = if self.reuse_messages {
                 let input_key = self.message_key(key, message);
+                // Entries are kept for the messages that are evaluated (not `@Note:` and such).
                 let reusable = previous
-                    .get_mut(index)
+                    .get_mut(entries.len())
                     .filter(|entry| entry.input_key == input_key && entry.output.is_some());
                 if let Some(entry) = reusable {
                     let entry = std::mem::replace(entry, MessageEntry::empty());

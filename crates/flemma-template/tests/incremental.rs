@@ -137,6 +137,19 @@ fn a_file_read_that_leaves_the_variables_alone_keeps_the_rest_cached() {
 }
 
 #[test]
+fn notes_between_messages_do_not_stop_reuse() {
+    let host = TestHost::new();
+    let cache = TemplateCache::new();
+    let text = "@You:\n{{ 1 + 1 }}\n\n@Note:\nnot sent\n\n@Assistant:\nok\n\n@You:\n{{ 2 + 2 }}\n";
+    eval_both(&host, text, &cache);
+    let edited = text.replace("{{ 2 + 2 }}", "{{ 3 + 3 }}");
+    let again = eval_both(&host, &edited, &cache);
+    assert_eq!(text_of(&again, 2), "6");
+    assert_eq!(again.stats.messages_reused, 2);
+    assert_eq!(again.stats.messages_evaluated, 1);
+}
+
+#[test]
 fn the_clock_is_read_again() {
     let host = TestHost::new();
     let cache = TemplateCache::new();
