@@ -550,9 +550,13 @@ impl<'a> Evaluator<'a> {
         };
         let mut entries: Vec<MessageEntry> = Vec::new();
         // The chain key: the head and the variables the frontmatter left.
-        let mut head = self.head.clone();
-        scope_fingerprint(&self.scope).hash(&mut head);
-        let mut key = head.finish();
+        let mut key = if self.reuse_messages {
+            let mut head = self.head.clone();
+            scope_fingerprint(&self.scope).hash(&mut head);
+            head.finish()
+        } else {
+            0
+        };
         // The entry whose variables `self.scope` must be set to before the next evaluated
         // message (reused messages leave them in their entry, copied only when needed).
         let mut pending_scope: Option<usize> = None;
