@@ -11,7 +11,30 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+
+/// Ends the process quietly when printing fails because the reader closed the pipe (Rust
+/// ignores SIGPIPE, so `println!` panics with "Broken pipe" instead); other panics report as
+/// usual.
+fn exit_quietly_on_broken_pipe() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if payload.starts_with("failed printing to std")
+            && (payload.contains("Broken pipe") || payload.contains("os error 32"))
+        {
+            std::process::exit(i32::from(cli::BROKEN_PIPE_EXIT));
+        }
+        default_hook(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    exit_quietly_on_broken_pipe();
     let args = cli::Cli::parse();
     cli::init_logging(&args);
     match cli::run(args) {

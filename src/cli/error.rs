@@ -13,7 +13,13 @@ pub enum ErrorKind {
     Failed,
     /// Ctrl-C.
     Interrupted,
+    /// The reader of our output went away (`flemmad parse big.chat | head`): exit quietly.
+    BrokenPipe,
 }
+
+/// Exit status when the reader of our output went away: what a shell reports for a program
+/// ended by SIGPIPE (128 + 13).
+pub const BROKEN_PIPE_EXIT: u8 = 141;
 
 impl ErrorKind {
     /// The exit status: 2 for unreadable input (clap exits 2 for usage errors before a
@@ -23,6 +29,7 @@ impl ErrorKind {
             ErrorKind::Unreadable => 2,
             ErrorKind::Blocked | ErrorKind::Failed => 1,
             ErrorKind::Interrupted => 130,
+            ErrorKind::BrokenPipe => BROKEN_PIPE_EXIT,
         }
     }
 }
@@ -77,12 +84,23 @@ impl CliError {
 
 impl From<anyhow::Error> for CliError {
     fn from(error: anyhow::Error) -> Self {
+        let broken_pipe = error.chain().any(|cause| {
+            cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        });
+        if broken_pipe {
+            return Self::new(ErrorKind::BrokenPipe, String::new());
+        }
         Self::new(ErrorKind::Failed, format!("flemmad: {error:#}\n"))
     }
 }
 
 impl From<std::io::Error> for CliError {
     fn from(error: std::io::Error) -> Self {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            return Self::new(ErrorKind::BrokenPipe, String::new());
+        }
         Self::new(ErrorKind::Failed, format!("flemmad: {error}\n"))
     }
 }

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-pub use error::CliError;
+pub use error::{BROKEN_PIPE_EXIT, CliError};
 
 /// flemmad makes `.chat` files live conversations with LLMs, from any editor or the command line.
 ///
@@ -117,14 +117,50 @@ impl From<PositionEncoding> for flemma_syntax::Encoding {
 /// A path argument for a chat file.
 pub type ChatPath = PathBuf;
 
-pub fn init_logging(_cli: &Cli) {
+/// Logging: `RUST_LOG` when set, else the configuration's `log.level` when the configuration
+/// file sets it, else warnings only; to the configuration's `log.file` (appended) when set,
+/// else to stderr.
+pub fn init_logging(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .try_init();
+    let layers = crate::chat::config_input(cli.config.as_deref()).layers;
+    let setting = |key: &str| {
+        layers
+            .iter()
+            .rev()
+            .find_map(|layer| layer.get(key))
+            .and_then(|value| value.as_str().map(str::to_owned))
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(setting("log.level").unwrap_or_else(|| "warn".to_owned()))
+    });
+    let subscriber = tracing_subscriber::fmt().with_env_filter(filter);
+    let file = setting("log.file").and_then(|file| {
+        let path = match (file.strip_prefix("~/"), std::env::var_os("HOME")) {
+            (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+            _ => PathBuf::from(&file),
+        };
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|error| {
+                eprintln!(
+                    "flemmad: cannot open the log file {} ({error}); logging to stderr. Fix `log.file` in the configuration",
+                    path.display()
+                );
+            })
+            .ok()
+    });
+    let _ = match file {
+        Some(file) => subscriber
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .try_init(),
+        None => subscriber
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+            .try_init(),
+    };
 }
 
 /// Runs the command. Exit codes are decided by [`CliError`] (`fmt` still returns its own

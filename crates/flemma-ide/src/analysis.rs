@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use flemma_config::{ConfigError, ConfigErrors, ConfigLayer, LayerKind, ResolvedConfig};
 use flemma_syntax::{DiagnosticCode, Document, Role, Severity, TextEdit, TextRange};
 use flemma_template::{
-    Category, CompileCache, EvalOptions, Evaluation, Host, PersonalityContext, TemplateDiagnostic,
+    Category, EvalOptions, Evaluation, Host, PersonalityContext, TemplateCache, TemplateDiagnostic,
     TemplatingOptions,
 };
 
@@ -214,7 +214,7 @@ fn syntax_rule(doc: &Document, diagnostic: &flemma_syntax::Diagnostic) -> (bool,
 #[derive(Debug)]
 pub struct AnalysisHost {
     io: Arc<dyn Host>,
-    compile_cache: Arc<CompileCache>,
+    template_cache: TemplateCache,
     config: ConfigInput,
     base: BaseResolution,
     documents: HashMap<DocumentId, DocumentState>,
@@ -240,7 +240,7 @@ impl AnalysisHost {
         let base = resolve_base(&config);
         Self {
             io,
-            compile_cache: Arc::default(),
+            template_cache: TemplateCache::new(),
             config,
             base,
             documents: HashMap::new(),
@@ -248,8 +248,8 @@ impl AnalysisHost {
     }
 
     /// The compiled templates this host reuses across analyses (owned here, not process-wide).
-    pub fn compile_cache(&self) -> &Arc<CompileCache> {
-        &self.compile_cache
+    pub fn template_cache(&self) -> &TemplateCache {
+        &self.template_cache
     }
 
     /// Replaces the configuration below the frontmatter; every analysis is recomputed.
@@ -310,6 +310,7 @@ impl AnalysisHost {
     /// Closes a document.
     pub fn remove(&mut self, id: &DocumentId) {
         self.documents.remove(id);
+        self.template_cache.forget_document(Some(id.path()));
     }
 
     /// The current syntax tree of a document (cheap: no evaluation).
@@ -330,7 +331,7 @@ impl AnalysisHost {
             id,
             state.document.clone(),
             &self.io,
-            &self.compile_cache,
+            &self.template_cache,
             &self.config,
             &self.base,
         ));
@@ -414,7 +415,7 @@ fn analyze(
     id: &DocumentId,
     document: Arc<Document>,
     io: &Arc<dyn Host>,
-    compile_cache: &Arc<CompileCache>,
+    template_cache: &TemplateCache,
     config: &ConfigInput,
     base: &BaseResolution,
 ) -> Analysis {
@@ -450,7 +451,7 @@ fn analyze(
         path: Some(id.path().to_owned()),
         templating: base.templating.clone(),
         config_layers: config.layers.clone(),
-        compile_cache: Some(compile_cache.clone()),
+        cache: Some(template_cache.clone()),
         ..EvalOptions::default()
     };
     let host = Arc::new(DocumentHost {

@@ -217,20 +217,20 @@ fn relative_includes_resolve_against_the_chat_directory() {
 #[test]
 fn compiled_templates_are_cached_by_the_host_not_the_process() {
     let (mut host, id, _dir) = host("@You:\nHello {{ 1 + 1 }}\n");
-    assert!(host.compile_cache().is_empty());
+    assert!(host.template_cache().compiled_scripts() == 0);
     host.analysis(&id).unwrap();
-    let compiled = host.compile_cache().len();
+    let compiled = host.template_cache().compiled_scripts();
     assert!(compiled > 0);
     host.set_text(id.clone(), "@You:\nHello {{ 1 + 1 }}\n");
     host.analysis(&id).unwrap();
     assert_eq!(
-        host.compile_cache().len(),
+        host.template_cache().compiled_scripts(),
         compiled,
         "the same script is reused"
     );
     let (other, _, _dir2) = self::host("@You:\nHi\n");
     assert!(
-        other.compile_cache().is_empty(),
+        other.template_cache().compiled_scripts() == 0,
         "another host has its own cache"
     );
 }

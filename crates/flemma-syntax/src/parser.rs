@@ -45,7 +45,7 @@ pub(crate) fn parse_head(text: &str) -> Head {
                             language_range,
                             Severity::Error,
                             DiagnosticCode::LuaFrontmatter,
-                            "Lua frontmatter is not supported; use rhai or json (a code action converts the common declarative subset to Rhai)",
+                            "Lua frontmatter is not supported; use rhai or json (`flemmad fmt --convert-lua FILE` or the editor's code action converts the common declarative subset to Rhai)",
                         )),
                         FrontmatterLanguage::Other => diagnostics.push(Diagnostic::new(
                             language_range,

@@ -1,12 +1,19 @@
-//! Evaluation speed: a 1,000-message chat with a few expressions per message (target < 20 ms)
-//! and the frontmatter alone (target < 1 ms).
+//! Evaluation speed: a 1,000-message chat with a few expressions per message (target < 20 ms),
+//! the frontmatter alone (target < 1 ms), chats shaped like long agentic sessions at 1, 10 and
+//! 50 MB (target: 10 MB under 100 ms cold), and re-evaluating after an edit in the last message
+//! with a [`TemplateCache`].
+
+#[path = "../tests/common/agentic.rs"]
+mod agentic;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use flemma_template::{EvalOptions, Host, PersonalityContext, evaluate, evaluate_frontmatter};
+use flemma_template::{
+    EvalOptions, Host, PersonalityContext, TemplateCache, evaluate, evaluate_frontmatter,
+};
 
 /// No files, fixed environment: measures the evaluator, not the disk.
 #[derive(Debug)]
@@ -63,9 +70,9 @@ fn long_chat(messages: usize) -> String {
 }
 
 fn bench(c: &mut Criterion) {
-    let cache = std::sync::Arc::new(flemma_template::CompileCache::default());
+    let cache = TemplateCache::new();
     let options = EvalOptions {
-        compile_cache: Some(cache.clone()),
+        cache: Some(cache.clone()),
         ..EvalOptions::default()
     };
     let host: Arc<dyn Host> = Arc::new(NoFiles);
@@ -94,6 +101,65 @@ fn bench(c: &mut Criterion) {
     c.bench_function("evaluate_frontmatter", |b| {
         b.iter(|| evaluate_frontmatter(&frontmatter_only, host.clone(), &options))
     });
+    agentic_sessions(c, host);
+}
+
+fn agentic_sessions(c: &mut Criterion, host: Arc<dyn Host>) {
+    let mut group = c.benchmark_group("agentic session");
+    group.sample_size(10);
+    for megabytes in [1, 2, 8, 10, 50] {
+        let text = agentic::agentic_chat(megabytes * 1_000_000);
+        let doc = flemma_syntax::parse(text.as_str());
+        let evaluation = evaluate(&doc, host.clone(), &EvalOptions::default());
+        assert!(
+            evaluation.diagnostics.is_empty(),
+            "{:#?}",
+            evaluation.diagnostics
+        );
+        // Cold: a command such as `parse --eval` or `send` (no cache kept between runs).
+        group.bench_function(format!("evaluate {megabytes} MB (cold)"), |b| {
+            b.iter(|| evaluate(&doc, host.clone(), &EvalOptions::default()))
+        });
+        if megabytes == 2 || megabytes == 8 {
+            continue;
+        }
+        // The language server after a keystroke in the last message: the document is parsed
+        // again by the caller (not measured here); evaluation reuses every earlier message.
+        let cache = TemplateCache::new();
+        let options = EvalOptions {
+            cache: Some(cache.clone()),
+            ..EvalOptions::default()
+        };
+        evaluate(&doc, host.clone(), &options);
+        let edits = [
+            text.replace(
+                agentic::LAST_QUESTION,
+                "@You:
+All steps of {{ project }} done? A
+",
+            ),
+            text.replace(
+                agentic::LAST_QUESTION,
+                "@You:
+All steps of {{ project }} done? B
+",
+            ),
+        ];
+        let edited = edits.map(flemma_syntax::parse);
+        let mut turn = 0;
+        group.bench_function(
+            format!("re-evaluate {megabytes} MB after an edit in the last message"),
+            |b| {
+                b.iter(|| {
+                    turn += 1;
+                    let evaluation = evaluate(&edited[turn % 2], host.clone(), &options);
+                    debug_assert_eq!(evaluation.stats.messages_evaluated, 1);
+                    evaluation
+                })
+            },
+        );
+    }
+    group.finish();
 }
 
 criterion_group!(benches, bench);

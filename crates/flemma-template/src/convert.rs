@@ -1,6 +1,7 @@
 //! The document walk: frontmatter, then every message into conversation parts.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,13 +15,15 @@ use flemma_syntax::{
 };
 use rhai::{AST, Engine, ImmutableString, Scope};
 
+use crate::cache::{MessageEntry, MessageOutput, scope_fingerprint};
 use crate::engine::{CANCELLED, RunClock, sandboxed_engine};
 use crate::opt::{self, FlemmaHandle, SharedOpt};
 use crate::origin::Origin;
 use crate::render::{self, Blame, Environment, SharedState, lock, push_parts, push_text};
 use crate::script::{self, Script};
 use crate::{
-    AutoApproveFunction, Category, EvalOptions, Evaluation, Host, TemplatingOptions, files,
+    AutoApproveFunction, Category, EvalOptions, EvalStats, Evaluation, Host, Progress,
+    ProgressCallback, TemplateCache, TemplatingOptions, files,
 };
 
 const DENIED: &str = "The tool was denied by a policy.";
@@ -28,8 +31,49 @@ const REJECTED: &str = "This tool has been rejected by the user.";
 const ABORTED: &str = "Response interrupted by the user.";
 const NO_RESULT: &str = flemma_conversation::MISSING_TOOL_RESULT;
 
+/// The tool uses and results of a document by id, built once per evaluation (looking each id
+/// up in the document is a scan of every message, which made evaluation quadratic).
+#[derive(Debug, Default)]
+struct ToolIndex<'a> {
+    /// The last tool use with each id: its name and header range.
+    uses: HashMap<&'a str, (&'a str, TextRange)>,
+    /// The ids that have a result somewhere.
+    results: std::collections::HashSet<&'a str>,
+}
+
+impl<'a> ToolIndex<'a> {
+    fn new(doc: &'a Document) -> Self {
+        let mut index = Self::default();
+        for message in doc.messages() {
+            for (_, tool_use) in message.tool_uses() {
+                index.uses.insert(
+                    tool_use.id.as_str(),
+                    (tool_use.name.as_str(), tool_use.header),
+                );
+            }
+            for (_, result) in message.tool_results() {
+                index.results.insert(result.tool_use_id.as_str());
+            }
+        }
+        index
+    }
+
+    fn name_of(&self, id: &str) -> Option<&'a str> {
+        self.uses.get(id).map(|(name, _)| *name)
+    }
+
+    fn header_of(&self, id: &str) -> Option<TextRange> {
+        self.uses.get(id).map(|(_, header)| *header)
+    }
+
+    fn has_result(&self, id: &str) -> bool {
+        self.results.contains(id)
+    }
+}
+
 pub(crate) struct Evaluator<'a> {
     doc: &'a Document,
+    tools: ToolIndex<'a>,
     host: Arc<dyn Host>,
     engine: Engine,
     state: SharedState,
@@ -41,7 +85,19 @@ pub(crate) struct Evaluator<'a> {
     clock: RunClock,
     cancel: Option<Arc<AtomicBool>>,
     templating: TemplatingOptions,
-    compile_cache: Arc<crate::CompileCache>,
+    /// Compiled templates (and message results when `reuse_messages`).
+    cache: TemplateCache,
+    /// Whether message results are looked up in and stored to `cache`.
+    reuse_messages: bool,
+    /// Set by anything that reads the outside world while a template runs.
+    impure: Arc<AtomicBool>,
+    /// The document's path (the cache's document key).
+    path: Option<PathBuf>,
+    progress: Option<ProgressCallback>,
+    /// Everything before the messages that their results depend on: the options, the
+    /// template modules' text, the frontmatter (its variables are added after it ran).
+    head: DefaultHasher,
+    stats: EvalStats,
 }
 
 impl<'a> Evaluator<'a> {
@@ -58,8 +114,15 @@ impl<'a> Evaluator<'a> {
             .map(|p| p.display().to_string())
             .unwrap_or_default();
         let clock = RunClock::new();
-        let mut engine =
-            sandboxed_engine(&options.limits, clock.clone(), options.cancel.clone(), now);
+        let impure = Arc::new(AtomicBool::new(false));
+        let cache = options.cache.clone().unwrap_or_default();
+        let mut engine = sandboxed_engine(
+            &options.limits,
+            clock.clone(),
+            options.cancel.clone(),
+            now,
+            impure.clone(),
+        );
         let state = SharedState::default();
         let opt = opt::new_state();
         let environment = Environment {
@@ -71,9 +134,9 @@ impl<'a> Evaluator<'a> {
             personality_cache: Arc::new(Mutex::new(None)),
             opt: opt.clone(),
             config_layers: Arc::new(options.config_layers.clone()),
-            compile_cache: options.compile_cache.clone().unwrap_or_default(),
+            cache: cache.clone(),
+            impure: impure.clone(),
         };
-        let compile_cache = environment.compile_cache.clone();
         render::register(&mut engine, &state, &environment);
         opt::register(&mut engine);
         let origin = Arc::new(Origin {
@@ -90,8 +153,12 @@ impl<'a> Evaluator<'a> {
             "__dirname",
             ImmutableString::from(dir.display().to_string()),
         );
+        let mut head = DefaultHasher::new();
+        options.path.hash(&mut head);
+        format!("{:?}|{:?}", options.limits, options.templating).hash(&mut head);
         Self {
             doc,
+            tools: ToolIndex::new(doc),
             host,
             engine,
             state,
@@ -103,7 +170,13 @@ impl<'a> Evaluator<'a> {
             clock,
             cancel: options.cancel.clone(),
             templating: options.templating.clone(),
-            compile_cache,
+            cache,
+            reuse_messages: options.cache.is_some(),
+            impure,
+            path: options.path.clone(),
+            progress: options.progress.clone(),
+            head,
+            stats: EvalStats::default(),
         }
     }
 
@@ -182,6 +255,7 @@ impl<'a> Evaluator<'a> {
                 );
             }
         };
+        text.hash(&mut self.head);
         let origin = Arc::new(Origin {
             text: Arc::from(text.as_str()),
             ..(*origin).clone()
@@ -189,7 +263,7 @@ impl<'a> Evaluator<'a> {
         let whole = TextRange::new(0, text.len());
         let mut script = Script::default();
         script.push_code(&text, 0, whole);
-        let ast = match self.compile_cache.compile(&self.engine, &script.code) {
+        let ast = match self.cache.compile(&self.engine, &script.code) {
             Ok(ast) => ast,
             Err(error) => {
                 let range = script.locate(error.position(), TextRange::default());
@@ -237,6 +311,7 @@ impl<'a> Evaluator<'a> {
         let Some(frontmatter) = self.doc.frontmatter() else {
             return;
         };
+        self.doc.slice(frontmatter.range).hash(&mut self.head);
         match frontmatter.language {
             FrontmatterLanguage::Rhai => self.rhai_frontmatter(frontmatter),
             FrontmatterLanguage::Json => self.json_frontmatter(frontmatter),
@@ -469,41 +544,148 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn conversation(mut self) -> Evaluation {
         let mut conversation = Conversation::default();
         let doc = self.doc;
-        for message in doc.messages() {
+        let mut previous = if self.reuse_messages {
+            self.cache.take_messages(self.path.as_deref())
+        } else {
+            Vec::new()
+        };
+        let mut entries: Vec<MessageEntry> = Vec::new();
+        // The chain key: the head and the variables the frontmatter left.
+        let mut key = if self.reuse_messages {
+            let mut head = self.head.clone();
+            scope_fingerprint(&self.scope).hash(&mut head);
+            head.finish()
+        } else {
+            0
+        };
+        // The entry whose variables `self.scope` must be set to before the next evaluated
+        // message (reused messages leave them in their entry, copied only when needed).
+        let mut pending_scope: Option<usize> = None;
+        let messages = doc.messages();
+        for (index, message) in messages.iter().enumerate() {
             if self.cancelled() {
                 break;
+            }
+            if index > 0 && index % ProgressCallback::EVERY == 0 {
+                self.report_progress(index, message.range.start);
             }
             let span = Some(SourceSpan {
                 start: message.range.start,
                 end: message.range.end,
             });
-            match &message.role {
-                ChatRole::System => conversation.system = self.render_message(message),
-                ChatRole::You => {
-                    let parts = self.render_message(message);
-                    if !parts.is_empty() {
-                        conversation.messages.push(Message {
-                            role: Role::User,
-                            parts,
-                            span,
-                        });
+            // `None`: the system prompt.
+            let role = match &message.role {
+                ChatRole::System => None,
+                ChatRole::You => Some(Role::User),
+                ChatRole::Assistant => Some(Role::Assistant),
+                ChatRole::Other(_) => continue,
+            };
+            let output = if self.reuse_messages {
+                let input_key = self.message_key(key, message);
+                // Entries are kept for the messages that are evaluated (not `@Note:` and such).
+                let reusable = previous
+                    .get_mut(entries.len())
+                    .filter(|entry| entry.input_key == input_key && entry.output.is_some());
+                if let Some(entry) = reusable {
+                    let entry = std::mem::replace(entry, MessageEntry::empty());
+                    self.stats.messages_reused += 1;
+                    key = entry.chain_key;
+                    let output = entry.output.clone().unwrap_or_else(MessageOutput::empty);
+                    lock(&self.state)
+                        .diagnostics
+                        .extend(output.diagnostics.iter().cloned());
+                    if entry.scope_after.is_some() {
+                        pending_scope = Some(entries.len());
                     }
-                }
-                ChatRole::Assistant => {
-                    let parts = self.assistant_parts(message);
-                    if !parts.is_empty() {
-                        conversation.messages.push(Message {
-                            role: Role::Assistant,
-                            parts,
-                            span,
-                        });
+                    entries.push(entry);
+                    output.parts
+                } else {
+                    if let Some(scope) = pending_scope
+                        .take()
+                        .and_then(|at| entries.get(at))
+                        .and_then(|entry| entry.scope_after.as_ref())
+                    {
+                        self.scope = scope.clone();
                     }
+                    let diagnostics_before = lock(&self.state).diagnostics.len();
+                    self.impure.store(false, Ordering::Relaxed);
+                    let (parts, ran_script) = self.message_parts(message);
+                    let impure = self.impure.load(Ordering::Relaxed);
+                    let chain_key = if impure && ran_script {
+                        let mut hasher = DefaultHasher::new();
+                        input_key.hash(&mut hasher);
+                        scope_fingerprint(&self.scope).hash(&mut hasher);
+                        hasher.finish()
+                    } else {
+                        input_key
+                    };
+                    key = chain_key;
+                    let output = (!impure).then(|| MessageOutput {
+                        parts: parts.clone(),
+                        diagnostics: lock(&self.state).diagnostics[diagnostics_before..].to_vec(),
+                    });
+                    entries.push(MessageEntry {
+                        input_key,
+                        chain_key,
+                        output,
+                        scope_after: ran_script.then(|| self.scope.clone()),
+                    });
+                    parts
                 }
-                ChatRole::Other(_) => {}
+            } else {
+                self.message_parts(message).0
+            };
+            match role {
+                None => conversation.system = output,
+                Some(_) if output.is_empty() => {}
+                Some(role) => conversation.messages.push(Message {
+                    role,
+                    parts: output,
+                    span,
+                }),
             }
+        }
+        if let Some(last) = messages.last() {
+            self.report_progress(messages.len(), last.range.end);
+        }
+        if self.reuse_messages {
+            self.cache.store_messages(self.path.as_deref(), entries);
         }
         self.add_missing_results(&mut conversation);
         self.finish(conversation)
+    }
+
+    /// The chain key of `message` after `previous`: its offset, text and the names of the tools
+    /// its results answer (a `read` result is rendered differently).
+    fn message_key(&self, previous: u64, message: &flemma_syntax::Message) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        previous.hash(&mut hasher);
+        message.range.start.hash(&mut hasher);
+        self.doc.slice(message.range).hash(&mut hasher);
+        for (_, result) in message.tool_results() {
+            self.tools.name_of(&result.tool_use_id).hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+
+    /// The parts of one message, and whether it ran template code.
+    fn message_parts(&mut self, message: &flemma_syntax::Message) -> (Vec<Part>, bool) {
+        self.stats.messages_evaluated += 1;
+        match message.role {
+            ChatRole::Assistant => (self.assistant_parts(message), false),
+            _ => self.render_message(message),
+        }
+    }
+
+    fn report_progress(&self, messages_done: usize, bytes_done: usize) {
+        if let Some(progress) = &self.progress {
+            (progress.0)(Progress {
+                messages_done,
+                messages_total: self.doc.messages().len(),
+                bytes_done,
+                bytes_total: self.doc.text().len(),
+            });
+        }
     }
 
     /// Whether the evaluation was cancelled; records one blocking diagnostic the first time.
@@ -559,6 +741,7 @@ impl<'a> Evaluator<'a> {
             frontmatter_layer: layer,
             auto_approve_functions,
             diagnostics,
+            stats: self.stats,
         }
     }
 
@@ -582,8 +765,8 @@ impl<'a> Evaluator<'a> {
             .collect()
     }
 
-    /// Evaluates a `@You:`/`@System:` message into parts.
-    fn render_message(&mut self, message: &flemma_syntax::Message) -> Vec<Part> {
+    /// Evaluates a `@You:`/`@System:` message into parts; says whether it ran template code.
+    fn render_message(&mut self, message: &flemma_syntax::Message) -> (Vec<Part>, bool) {
         let doc = self.doc;
         let segments = Self::content_segments(message);
         let mut prepared: HashMap<usize, Vec<Part>> = HashMap::new();
@@ -612,16 +795,16 @@ impl<'a> Evaluator<'a> {
                     None => push_text(&mut parts, doc.slice(segment.range)),
                 }
             }
-            return tidy(parts);
+            return (tidy(parts), false);
         }
         let mut diagnostics = Vec::new();
         let (script, compiled) = script::build_and_compile(
-            &self.compile_cache,
             &self.engine,
             doc.text(),
             &segments,
             &mut |segment| prepared.get(&segment.range.start).cloned(),
             &self.origin,
+            &self.cache,
             &mut diagnostics,
         );
         lock(&self.state).diagnostics.extend(diagnostics);
@@ -637,7 +820,7 @@ impl<'a> Evaluator<'a> {
                     message.content,
                 );
                 lock(&self.state).diagnostics.push(diagnostic);
-                return literal();
+                return (literal(), false);
             }
         };
         render::predeclare(&mut self.scope, &script);
@@ -657,12 +840,13 @@ impl<'a> Evaluator<'a> {
         );
         self.scope.rewind(length);
         match result {
-            Some(parts) => tidy(parts),
-            None => literal(),
+            Some(parts) => (tidy(parts), true),
+            None => (literal(), true),
         }
     }
 
     fn file_reference(&self, segment: &Segment, reference: &FileReference) -> Vec<Part> {
+        self.impure.store(true, Ordering::Relaxed);
         let written = self.doc.slice(segment.range);
         let warn = |message: String| {
             self.diagnose(
@@ -722,9 +906,7 @@ impl<'a> Evaluator<'a> {
         };
         match status {
             None | Some(Status::Error) => {
-                let emits_template = doc
-                    .tool_use(id)
-                    .is_some_and(|(_, _, tool_use)| tool_use.name == "read");
+                let emits_template = self.tools.name_of(id) == Some("read");
                 let parts = if emits_template {
                     self.template_result(fence.content)
                 } else {
@@ -853,7 +1035,6 @@ impl<'a> Evaluator<'a> {
 
     /// A tool use without a result anywhere gets a synthetic error result (and a warning).
     fn add_missing_results(&self, conversation: &mut Conversation) {
-        let doc = self.doc;
         let mut index = 0;
         while index < conversation.messages.len() {
             if conversation.messages[index].role != Role::Assistant {
@@ -864,7 +1045,7 @@ impl<'a> Evaluator<'a> {
                 .parts
                 .iter()
                 .filter_map(|part| match part {
-                    Part::ToolUse { id, .. } if doc.tool_result(id).is_none() => Some(id.clone()),
+                    Part::ToolUse { id, .. } if !self.tools.has_result(id) => Some(id.clone()),
                     _ => None,
                 })
                 .collect();
@@ -875,9 +1056,7 @@ impl<'a> Evaluator<'a> {
             let results: Vec<Part> = missing
                 .iter()
                 .map(|id| {
-                    let range = doc
-                        .tool_use(id)
-                        .map_or(TextRange::default(), |(_, _, tool_use)| tool_use.header);
+                    let range = self.tools.header_of(id).unwrap_or_default();
                     self.diagnose(
                         range,
                         Severity::Warning,

@@ -66,6 +66,7 @@ pub(crate) fn sandboxed_engine(
     clock: RunClock,
     cancel: Option<Arc<AtomicBool>>,
     now: SystemTime,
+    impure: Arc<AtomicBool>,
 ) -> Engine {
     let mut engine = Engine::new_raw();
     engine.register_global_module(standard_package());
@@ -85,6 +86,7 @@ pub(crate) fn sandboxed_engine(
         tracing::debug!(target: "flemma_template::debug", ?source, %position, "{text}");
     });
     let budget = limits.time_budget;
+    let interrupted = impure.clone();
     engine.on_progress(move |operations| {
         if operations % 512 != 0 {
             return None;
@@ -93,9 +95,12 @@ pub(crate) fn sandboxed_engine(
             .as_ref()
             .is_some_and(|flag| flag.load(Ordering::Relaxed))
         {
+            interrupted.store(true, Ordering::Relaxed);
             return Some(Dynamic::from(CANCELLED.to_string()));
         }
         if clock.elapsed() > budget {
+            // Stopped by the clock: another run may get further.
+            interrupted.store(true, Ordering::Relaxed);
             return Some(Dynamic::from(format!(
                 "the template time budget of {} ms is spent (an endless loop?)",
                 budget.as_millis()
@@ -103,11 +108,12 @@ pub(crate) fn sandboxed_engine(
         }
         None
     });
-    register_helpers(&mut engine, now);
+    register_helpers(&mut engine, now, impure);
     engine
 }
 
-fn register_helpers(engine: &mut Engine, now: SystemTime) {
+/// `impure` is set when a template reads the clock.
+fn register_helpers(engine: &mut Engine, now: SystemTime, impure: Arc<AtomicBool>) {
     engine.register_type_with_name::<Attachment>("Attachment");
     engine.register_fn("to_string", |attachment: &mut Attachment| {
         describe_parts(&attachment.parts)
@@ -140,10 +146,17 @@ fn register_helpers(engine: &mut Engine, now: SystemTime) {
         format_percent(n as FLOAT, decimals)
     });
     let seconds = unix_seconds(now);
-    engine.register_fn("now", move || format_date(seconds, "%Y-%m-%dT%H:%M:%SZ"));
-    engine.register_fn("date", move || format_date(seconds, "%Y-%m-%d"));
-    engine.register_fn("date", move |format: &str| format_date(seconds, format));
-    engine.register_fn("unix_time", move || seconds);
+    let clock_read = move || {
+        impure.store(true, Ordering::Relaxed);
+        seconds
+    };
+    let read = clock_read.clone();
+    engine.register_fn("now", move || format_date(read(), "%Y-%m-%dT%H:%M:%SZ"));
+    let read = clock_read.clone();
+    engine.register_fn("date", move || format_date(read(), "%Y-%m-%d"));
+    let read = clock_read.clone();
+    engine.register_fn("date", move |format: &str| format_date(read(), format));
+    engine.register_fn("unix_time", clock_read);
     engine.register_fn("path_basename", path_basename);
     engine.register_fn("path_dirname", path_dirname);
     engine.register_fn("path_extension", path_extension);

@@ -39,6 +39,7 @@ use flemma_syntax::{Document, Severity, TextRange};
 use serde::Serialize;
 use serde::ser::SerializeStruct;
 
+mod cache;
 mod convert;
 mod engine;
 mod files;
@@ -50,11 +51,11 @@ mod personality;
 mod render;
 mod script;
 
+pub use cache::TemplateCache;
 pub use engine::Attachment;
 pub use host::{FsHost, Host, PersonalityContext, git_branch_of};
 pub use lua::lua_frontmatter_to_rhai;
 pub use personality::PERSONALITIES;
-pub use script::CompileCache;
 
 /// Resource limits of the sandbox. They apply to each script run: the frontmatter, each
 /// message (with the files it includes), each call of an auto-approve function.
@@ -110,9 +111,49 @@ pub struct EvalOptions {
     /// what templates show of the configuration (the personality's tool list) is the document's
     /// resolved configuration. Empty: defaults only.
     pub config_layers: Vec<ConfigLayer>,
-    /// Compiled templates to reuse across evaluations (the analysis host keeps one per host);
-    /// `None`: a fresh cache for this evaluation only.
-    pub compile_cache: Option<Arc<CompileCache>>,
+    /// Compiled templates and message results to reuse. `None`: a private cache for this one
+    /// evaluation (right for a command that evaluates once). A long-lived owner (the language
+    /// server's analysis host) keeps one [`TemplateCache`] and passes it to every evaluation,
+    /// so that after an edit only the messages from the edit on are evaluated again.
+    pub cache: Option<TemplateCache>,
+    /// Called as the evaluation advances through the messages (for a progress line on a
+    /// terminal; a long chat takes a while).
+    pub progress: Option<ProgressCallback>,
+}
+
+/// How far an evaluation has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Messages evaluated so far.
+    pub messages_done: usize,
+    /// Messages in the document.
+    pub messages_total: usize,
+    /// Bytes of the document up to the end of the last evaluated message.
+    pub bytes_done: usize,
+    /// Bytes of the document.
+    pub bytes_total: usize,
+}
+
+/// A progress callback: called at most every [`ProgressCallback::EVERY`] messages, and once
+/// with `messages_done == messages_total` at the end (not at all for a document without
+/// messages). It runs on the evaluating thread: keep it quick (print and return).
+#[derive(Clone)]
+pub struct ProgressCallback(pub Arc<dyn Fn(Progress) + Send + Sync>);
+
+impl ProgressCallback {
+    /// How many messages pass between two calls.
+    pub const EVERY: usize = 1024;
+
+    /// Wraps a closure.
+    pub fn new(callback: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(callback))
+    }
+}
+
+impl std::fmt::Debug for ProgressCallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressCallback(..)")
+    }
 }
 
 /// The user's template extensions, from the `templating` table of the resolved configuration.
@@ -225,8 +266,13 @@ impl AutoApproveFunction {
         context: &serde_json::Value,
         limits: &Limits,
     ) -> Result<Option<bool>, AutoApproveError> {
-        let engine =
-            engine::sandboxed_engine(limits, engine::RunClock::new(), None, SystemTime::now());
+        let engine = engine::sandboxed_engine(
+            limits,
+            engine::RunClock::new(),
+            None,
+            SystemTime::now(),
+            Arc::default(),
+        );
         let to_dynamic = |value: &serde_json::Value| {
             rhai::serde::to_dynamic(value).map_err(|error| {
                 AutoApproveError(format!(
@@ -270,6 +316,17 @@ pub struct Evaluation {
     pub auto_approve_functions: BTreeMap<u64, AutoApproveFunction>,
     /// Every problem found, in discovery order.
     pub diagnostics: Vec<TemplateDiagnostic>,
+    /// How much work the evaluation did and how much it reused.
+    pub stats: EvalStats,
+}
+
+/// How much work an evaluation did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EvalStats {
+    /// Messages evaluated.
+    pub messages_evaluated: usize,
+    /// Messages whose result was taken from [`EvalOptions::cache`] instead.
+    pub messages_reused: usize,
 }
 
 impl Evaluation {

@@ -2,6 +2,7 @@
 //! `emit`, `include`…) and the error mapping.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -62,8 +63,11 @@ pub(crate) struct Environment {
     pub opt: crate::opt::SharedOpt,
     /// The configuration layers below the frontmatter.
     pub config_layers: Arc<Vec<flemma_config::ConfigLayer>>,
-    /// Compiled templates (the caller's, or one for this evaluation).
-    pub compile_cache: Arc<crate::CompileCache>,
+    /// Compiled templates.
+    pub cache: crate::TemplateCache,
+    /// Set when a template reads from the outside world (files, the clock): its result must
+    /// not be reused by a later evaluation.
+    pub impure: Arc<AtomicBool>,
 }
 
 /// Appends text to `output`, merging with a trailing text part.
@@ -148,6 +152,7 @@ pub(crate) fn register(engine: &mut Engine, state: &SharedState, environment: &E
     });
     let (s, e) = (state.clone(), environment.clone());
     engine.register_fn("file_readable", move |path: &str| {
+        e.impure.store(true, Ordering::Relaxed);
         resolve_in_template(&s, &e, path).map(|resolved| e.host.is_readable(&resolved))
     });
     let (s, e) = (state.clone(), environment.clone());
@@ -363,6 +368,7 @@ fn include(
     path: &str,
     mut options: Map,
 ) -> Result<Dynamic, Box<EvalAltResult>> {
+    environment.impure.store(true, Ordering::Relaxed);
     let (origin, call_range) = {
         let guard = lock(state);
         let Some(frame) = guard.frames.last() else {
@@ -453,12 +459,12 @@ fn include(
     let mut diagnostics = Vec::new();
     let engine = context.engine();
     let (script, compiled) = script::build_and_compile(
-        &environment.compile_cache,
         engine,
         &text,
         &segments,
         &mut |_| None,
         &child,
+        &environment.cache,
         &mut diagnostics,
     );
     lock(state).diagnostics.extend(diagnostics);
@@ -529,14 +535,24 @@ pub(crate) fn compile_error(
     fallback: TextRange,
 ) -> TemplateDiagnostic {
     let range = script.locate(error.position(), fallback);
+    let problem = error.err_type().to_string();
+    // The glue between tags (the `;` ending a tag's statement) is ours: an error on it means
+    // the tag's code stopped too early, not that the user wrote a `;`.
+    let problem = if script.is_generated(error.position()) && problem.contains("';'") {
+        "the code in this tag ends too early (something is missing before `%}`, such as the condition of an `if` or the value of an assignment)".to_string()
+    } else {
+        problem
+    };
+    let hint = if problem.contains("to start a statement block") {
+        " (Rhai blocks use braces across tags: `{% if cond { %}…{% } else { %}…{% } %}`, not `endif`/`endfor`)"
+    } else {
+        ""
+    };
     origin.diagnostic(
         range,
         Severity::Error,
         category,
-        format!(
-            "template code does not parse: {}; fix the {{% %}} code, this blocks sending",
-            error.err_type()
-        ),
+        format!("template code does not parse: {problem}{hint}; fix the {{% %}} code, this blocks sending"),
         true,
     )
 }

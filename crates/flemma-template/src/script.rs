@@ -9,12 +9,11 @@
 
 use flemma_conversation::Part;
 use flemma_syntax::{Segment, SegmentKind, Severity, TextRange};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rhai::{AST, Engine, Position};
 
-use crate::{Category, TemplateDiagnostic, origin::Origin};
+use crate::{Category, TemplateCache, TemplateDiagnostic, origin::Origin};
 
 /// Where one script line comes from.
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +116,15 @@ impl Script {
 }
 
 impl Script {
+    /// Whether `position` is on a line we generated (glue such as the `;` that ends a tag's
+    /// statement) rather than on the user's code.
+    pub(crate) fn is_generated(&self, position: Position) -> bool {
+        position
+            .line()
+            .and_then(|line| self.lines.get(line.saturating_sub(1)))
+            .is_some_and(|origin| !origin.exact)
+    }
+
     /// The trimmed source line a position is on (for errors about a whole statement, such as
     /// a rejected `flemma.opt` assignment).
     pub(crate) fn line_range(&self, position: Position, fallback: TextRange) -> TextRange {
@@ -189,12 +197,12 @@ impl Script {
 /// expression; when the script does not compile, it is rebuilt with each expression checked
 /// alone, so expressions that do not parse degrade to warnings and their literal text.
 pub(crate) fn build_and_compile(
-    cache: &CompileCache,
     engine: &Engine,
     text: &str,
     segments: &[Segment],
     part_for: &mut dyn FnMut(&Segment) -> Option<Vec<Part>>,
     origin: &Origin,
+    cache: &TemplateCache,
     diagnostics: &mut Vec<TemplateDiagnostic>,
 ) -> (Script, Result<Arc<AST>, rhai::ParseError>) {
     let script = build(engine, text, segments, part_for, origin, diagnostics, false);
@@ -205,66 +213,6 @@ pub(crate) fn build_and_compile(
             let compiled = cache.compile(engine, &script.code);
             (script, compiled)
         }
-    }
-}
-
-/// Compiled scripts by source: a document is evaluated again and again while it is edited and
-/// sent, and most of its messages do not change. Owned by whoever evaluates repeatedly (the
-/// analysis host) and passed in [`crate::EvalOptions::compile_cache`]; no process-wide state.
-/// Every engine is configured the same way for parsing, so an AST compiled by one is valid for
-/// all.
-#[derive(Debug, Default)]
-pub struct CompileCache {
-    entries: Mutex<HashMap<String, Arc<AST>>>,
-}
-
-const COMPILE_CACHE_ENTRIES: usize = 8192;
-
-impl CompileCache {
-    /// Compiles `code`, reusing an earlier compilation of the same source.
-    pub(crate) fn compile(
-        &self,
-        engine: &Engine,
-        code: &str,
-    ) -> Result<Arc<AST>, rhai::ParseError> {
-        // The parse limits are part of the key: an AST accepted under larger limits must not
-        // be reused by an engine with smaller ones.
-        let key = format!(
-            "{}:{}\n{code}",
-            engine.max_expr_depth(),
-            engine.max_function_expr_depth()
-        );
-        if let Some(ast) = self.lock().get(&key) {
-            return Ok(ast.clone());
-        }
-        let ast = Arc::new(engine.compile(code)?);
-        let mut entries = self.lock();
-        if entries.len() >= COMPILE_CACHE_ENTRIES {
-            entries.clear();
-        }
-        entries.insert(key, ast.clone());
-        Ok(ast)
-    }
-
-    /// Empties the cache (the next evaluation compiles everything again).
-    pub fn clear(&self) {
-        self.lock().clear();
-    }
-
-    /// How many compiled scripts it holds.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<AST>>> {
-        self.entries
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

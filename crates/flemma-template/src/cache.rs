@@ -1,0 +1,203 @@
+//! [`TemplateCache`]: compiled templates and, per document, the result of every message, so that
+//! evaluating a document again after an edit only evaluates the messages from the edit on.
+//!
+//! Each message's entry is keyed by a hash chained through the document: the key of message
+//! *n* covers the frontmatter's outcome (its text, the template modules, the variables it left,
+//! the options), every earlier message, and message *n*'s own text and offset. A message is
+//! reused only when its key matches, so variables that persist across messages always see the
+//! same history. A message whose evaluation touched the outside world (a file, `include()`, the
+//! clock) is never reused: it is evaluated again each time, and when it ran template code the
+//! chain continues with a fingerprint of the variables it left, so the messages after it are
+//! reused exactly when those variables came out the same.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use flemma_conversation::Part;
+use rhai::{AST, Engine, Scope};
+
+use crate::TemplateDiagnostic;
+
+/// How many compiled templates a cache keeps before it starts over.
+const COMPILED_ENTRIES: usize = 8192;
+/// How many documents' message results a cache keeps before it drops one.
+const DOCUMENTS: usize = 64;
+
+/// Compiled templates and per-message results, reused across evaluations.
+///
+/// Cloning shares the cache. Give every evaluation of a document the same cache (through
+/// [`crate::EvalOptions::cache`]) and re-evaluating after an edit in the last message redoes
+/// only that message. Documents are told apart by [`crate::EvalOptions::path`].
+///
+/// Memory: for each cached document, a copy of every message's parts and, after each message
+/// that runs template code, a copy of the template variables.
+#[derive(Debug, Clone, Default)]
+pub struct TemplateCache {
+    inner: Arc<Mutex<CacheState>>,
+}
+
+#[derive(Debug, Default)]
+struct CacheState {
+    compiled: HashMap<String, Arc<AST>>,
+    documents: HashMap<Option<PathBuf>, Vec<MessageEntry>>,
+}
+
+/// What one message evaluated to.
+#[derive(Debug, Clone)]
+pub(crate) struct MessageOutput {
+    pub parts: Vec<Part>,
+    pub diagnostics: Vec<TemplateDiagnostic>,
+}
+
+/// One message of a cached document.
+#[derive(Debug)]
+pub(crate) struct MessageEntry {
+    /// The chain key before the message ran: everything before it and its own text.
+    pub input_key: u64,
+    /// The chain key after it: `input_key`, or for a message that touched the outside world
+    /// while running template code, `input_key` with the fingerprint of the variables it left.
+    pub chain_key: u64,
+    /// `None` when the message must be evaluated again each time.
+    pub output: Option<MessageOutput>,
+    /// The template variables after the message, when it ran template code.
+    pub scope_after: Option<Scope<'static>>,
+}
+
+impl MessageOutput {
+    pub(crate) fn empty() -> Self {
+        Self {
+            parts: Vec::new(),
+            diagnostics: Vec::new(),
+        }
+    }
+}
+
+impl MessageEntry {
+    /// A placeholder left where an entry was moved out.
+    pub(crate) fn empty() -> Self {
+        Self {
+            input_key: 0,
+            chain_key: 0,
+            output: None,
+            scope_after: None,
+        }
+    }
+}
+
+impl TemplateCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, CacheState> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Forgets everything (the next evaluation compiles and evaluates everything again).
+    pub fn clear(&self) {
+        let mut state = self.lock();
+        state.compiled.clear();
+        state.documents.clear();
+    }
+
+    /// Forgets the message results of the document at `path` (`None`: the unsaved buffer),
+    /// for example when it is closed.
+    pub fn forget_document(&self, path: Option<&std::path::Path>) {
+        self.lock()
+            .documents
+            .remove(&path.map(std::path::Path::to_path_buf));
+    }
+
+    /// How many messages of the document at `path` have a reusable result.
+    pub fn cached_messages(&self, path: Option<&std::path::Path>) -> usize {
+        self.lock()
+            .documents
+            .get(&path.map(std::path::Path::to_path_buf))
+            .map_or(0, |entries| {
+                entries.iter().filter(|e| e.output.is_some()).count()
+            })
+    }
+
+    /// How many compiled scripts the cache holds.
+    pub fn compiled_scripts(&self) -> usize {
+        self.lock().compiled.len()
+    }
+
+    /// Compiles `code`, reusing an earlier compilation of the same source.
+    pub(crate) fn compile(
+        &self,
+        engine: &Engine,
+        code: &str,
+    ) -> Result<Arc<AST>, rhai::ParseError> {
+        // The parse limits are part of the key: an AST accepted under larger limits must not be
+        // reused by an engine with smaller ones. Every engine is otherwise configured the same
+        // way for parsing, so an AST compiled by one is valid for all.
+        let key = format!(
+            "{}:{}\n{code}",
+            engine.max_expr_depth(),
+            engine.max_function_expr_depth()
+        );
+        if let Some(ast) = self.lock().compiled.get(&key) {
+            return Ok(ast.clone());
+        }
+        let ast = Arc::new(engine.compile(code)?);
+        let mut state = self.lock();
+        if state.compiled.len() >= COMPILED_ENTRIES {
+            state.compiled.clear();
+        }
+        state.compiled.insert(key, ast.clone());
+        Ok(ast)
+    }
+
+    /// Takes the message entries of a document out of the cache (the evaluation puts the new
+    /// ones back with [`Self::store_messages`]).
+    pub(crate) fn take_messages(&self, path: Option<&std::path::Path>) -> Vec<MessageEntry> {
+        self.lock()
+            .documents
+            .remove(&path.map(std::path::Path::to_path_buf))
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn store_messages(
+        &self,
+        path: Option<&std::path::Path>,
+        entries: Vec<MessageEntry>,
+    ) {
+        let mut state = self.lock();
+        if state.documents.len() >= DOCUMENTS
+            && let Some(victim) = state.documents.keys().next().cloned()
+        {
+            state.documents.remove(&victim);
+        }
+        state
+            .documents
+            .insert(path.map(std::path::Path::to_path_buf), entries);
+    }
+}
+
+/// A fingerprint of the template variables: their names, constness and values (through their
+/// debug form, which shows the whole value).
+pub(crate) fn scope_fingerprint(scope: &Scope<'_>) -> u64 {
+    struct Feed<'h>(&'h mut DefaultHasher);
+    impl std::fmt::Write for Feed<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.write(s.as_bytes());
+            Ok(())
+        }
+    }
+    let mut hasher = DefaultHasher::new();
+    for (name, constant, value) in scope.iter_raw() {
+        name.hash(&mut hasher);
+        constant.hash(&mut hasher);
+        // Writing into a hasher cannot fail.
+        let _ = write!(Feed(&mut hasher), "{value:?}");
+        0xffu8.hash(&mut hasher);
+    }
+    hasher.finish()
+}
