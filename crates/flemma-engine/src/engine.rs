@@ -796,7 +796,10 @@ impl Engine {
         });
     }
 
+    /// The cycle stops: results of jobs that finished meanwhile are delivered now (a stop is a
+    /// delivery point, like idle), then the stop is reported.
     fn stop(&mut self, out: &mut Vec<Effect>, reason: StopReason) {
+        self.deliver_jobs(out);
         out.push(Effect::Stopped { reason });
     }
 

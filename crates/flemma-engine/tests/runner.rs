@@ -3,3 +3,4 @@
 mod common;
 mod cycle;
 mod jobs;
+mod properties;
