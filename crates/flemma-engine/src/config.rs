@@ -18,6 +18,9 @@ pub struct EngineConfig {
     /// Foreground tools running at once (0 = unlimited).
     pub max_concurrent: usize,
     pub compact_headers: bool,
+    /// Write tool-call argument strings verbatim (providers that send strings: OpenAI
+    /// Responses, Chat Completions, Moonshot). The shell sets it from the provider.
+    pub verbatim_tool_arguments: bool,
     /// Prices of the model, when the catalogue knows them.
     pub prices: Option<Prices>,
     /// Seed of the job id source.
@@ -33,6 +36,7 @@ impl EngineConfig {
             resume_delay: config.tools.autopilot.resume_delay,
             max_concurrent: usize::try_from(config.tools.max_concurrent).unwrap_or(usize::MAX),
             compact_headers: config.editing.compact_headers,
+            verbatim_tool_arguments: false,
             prices: None,
             id_seed: 0,
         }
@@ -48,6 +52,7 @@ impl Default for EngineConfig {
             resume_delay: 2000,
             max_concurrent: 2,
             compact_headers: true,
+            verbatim_tool_arguments: false,
             prices: None,
             id_seed: 0,
         }

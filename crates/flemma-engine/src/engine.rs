@@ -19,7 +19,7 @@ use crate::ids::IdSource;
 use crate::jobs::{Job, JobState, JobTable};
 use crate::loop_detect::{LoopDetector, LoopVerdict};
 use crate::policy::{BACKGROUND_PARAMETER, JOBS_STATUS_TOOL, ToolPolicy, Verdict};
-use crate::reply::{ReplyOutcome, ReplyRenderer};
+use crate::reply::{self, ReplyOutcome, ReplyRenderer};
 use crate::texts;
 use crate::types::*;
 
@@ -37,7 +37,7 @@ pub struct PendingCall {
 }
 
 /// The reply being streamed.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct ActiveStream {
     request: RequestId,
     renderer: ReplyRenderer,
@@ -71,6 +71,7 @@ enum Execution {
 }
 
 /// The state machine of one document.
+#[derive(Clone)]
 pub struct Engine {
     config: EngineConfig,
     policy: Arc<dyn ToolPolicy>,
@@ -378,12 +379,9 @@ impl Engine {
         let mut calls: Vec<Call> = Vec::new();
         {
             let messages = self.doc.messages();
-            let unresolved = self.doc.unresolved_tool_uses();
-            for (message, _, tool_use) in unresolved {
-                let index = messages
-                    .iter()
-                    .position(|m| std::ptr::eq(m, message))
-                    .unwrap_or(0);
+            let unresolved = unresolved_tool_uses(&self.doc);
+            for (index, tool_use) in unresolved {
+                let message = &messages[index];
                 let raw = tool_use
                     .fence
                     .as_ref()
@@ -786,7 +784,10 @@ impl Engine {
         self.apply(vec![start], out);
         self.stream = Some(ActiveStream {
             request,
-            renderer: ReplyRenderer::new(self.config.compact_headers),
+            renderer: reply::renderer(
+                self.config.compact_headers,
+                self.config.verbatim_tool_arguments,
+            ),
             block_start,
             anchor: block_start + prefix.len(),
             prefix,
@@ -1373,6 +1374,28 @@ enum Resolution {
     Done,
     Pending,
     UserContent,
+}
+
+/// Tool uses without a result in a later message, with their message index, in document order:
+/// one pass from the end (`Document::unresolved_tool_uses` rescans the later messages for
+/// every use, which is quadratic on a long chat).
+fn unresolved_tool_uses(doc: &Document) -> Vec<(usize, &flemma_syntax::ToolUse)> {
+    let mut answered_later: HashSet<&str> = HashSet::new();
+    let mut out = Vec::new();
+    for (index, message) in doc.messages().iter().enumerate().rev() {
+        let first = out.len();
+        for (_, tool_use) in message.tool_uses() {
+            if !answered_later.contains(tool_use.id.as_str()) {
+                out.push((index, tool_use));
+            }
+        }
+        out[first..].reverse();
+        for (_, result) in message.tool_results() {
+            answered_later.insert(result.tool_use_id.as_str());
+        }
+    }
+    out.reverse();
+    out
 }
 
 /// What must precede a new role line inserted at `at` so it stands after a blank line.

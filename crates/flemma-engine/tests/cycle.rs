@@ -457,3 +457,44 @@ fn no_autopilot_does_one_step() {
     d.send(Input::Advance);
     assert_eq!(d.engine.request(), Some(RequestId(2)));
 }
+
+#[test]
+fn the_worked_example_of_docs_engine_md() {
+    let mut d = Driver::new("@You:\nList the files, then run the tests.\n");
+    d.send(Input::Advance);
+    let mut events = call(0, "t1", "ls", r#"{"path":"."}"#);
+    events.extend(call(1, "t2", "bash", r#"{"command":"make test"}"#));
+    let lines = d.reply(1, events);
+    assert_eq!(
+        lines,
+        [
+            "emit request:finished",
+            "emit usage:updated",
+            "emit tool:executing",
+            r#"start ls t1 {"path":"."}"#
+        ]
+    );
+    let lines = d.send(finished("t1", "README.md\nsrc/"));
+    assert_eq!(
+        lines,
+        [
+            "emit tool:completed",
+            "emit tool:approval-required",
+            "stopped AwaitingApproval { tool_ids: [\"t2\"] }"
+        ]
+    );
+    assert_eq!(
+        d.shell,
+        "@You:\nList the files, then run the tests.\n\n@Assistant:\n**Tool Use:** `ls` (`t1`)\n```json\n{\"path\":\".\"}\n```\n\n**Tool Use:** `bash` (`t2`)\n```json\n{\"command\":\"make test\"}\n```\n\n@You:\n**Tool Result:** `t1`\n```\nREADME.md\nsrc/\n```\n\n**Tool Result:** `t2` (pending)\n```\n```\n\n"
+    );
+    let lines = d.send(Input::Approve {
+        tool_id: "t2".into(),
+    });
+    assert_eq!(
+        lines,
+        [
+            "emit tool:executing",
+            r#"start bash t2 {"command":"make test"}"#
+        ]
+    );
+}
