@@ -1,0 +1,60 @@
+//! The part of the resolved configuration the engine reads.
+
+/// Prices in dollars per million tokens, for the per-document cost total.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Prices {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    pub autopilot: bool,
+    pub max_turns: u64,
+    /// Milliseconds before an auto-continue after job results delivered at idle.
+    pub resume_delay: u64,
+    /// Foreground tools running at once (0 = unlimited).
+    pub max_concurrent: usize,
+    pub compact_headers: bool,
+    /// Write tool-call argument strings verbatim (providers that send strings: OpenAI
+    /// Responses, Chat Completions, Moonshot). The shell sets it from the provider.
+    pub verbatim_tool_arguments: bool,
+    /// Prices of the model, when the catalogue knows them.
+    pub prices: Option<Prices>,
+    /// Seed of the job id source.
+    pub id_seed: u64,
+}
+
+impl EngineConfig {
+    /// From the resolved configuration (frontmatter included).
+    pub fn from_config(config: &flemma_config::Config) -> Self {
+        Self {
+            autopilot: config.tools.autopilot.enabled,
+            max_turns: config.tools.autopilot.max_turns,
+            resume_delay: config.tools.autopilot.resume_delay,
+            max_concurrent: usize::try_from(config.tools.max_concurrent).unwrap_or(usize::MAX),
+            compact_headers: config.editing.compact_headers,
+            verbatim_tool_arguments: false,
+            prices: None,
+            id_seed: 0,
+        }
+    }
+}
+
+impl Default for EngineConfig {
+    /// The documented defaults (`harness.md` §8).
+    fn default() -> Self {
+        Self {
+            autopilot: true,
+            max_turns: 100,
+            resume_delay: 2000,
+            max_concurrent: 2,
+            compact_headers: true,
+            verbatim_tool_arguments: false,
+            prices: None,
+            id_seed: 0,
+        }
+    }
+}

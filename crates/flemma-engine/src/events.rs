@@ -1,0 +1,28 @@
+//! Lifecycle event names (`harness.md` §9, seed `004`) and the shape of their data (camelCase
+//! keys, as every JSON form of flemmad).
+
+use serde_json::{Value, json};
+
+use crate::types::{Effect, Event};
+
+pub const REQUEST_SENDING: &str = "request:sending";
+pub const REQUEST_FINISHED: &str = "request:finished";
+pub const TOOL_EXECUTING: &str = "tool:executing";
+pub const TOOL_COMPLETED: &str = "tool:completed";
+pub const TOOL_APPROVAL_REQUIRED: &str = "tool:approval-required";
+pub const JOB_SUBMITTED: &str = "job:submitted";
+pub const JOB_COMPLETED: &str = "job:completed";
+pub const CONVERSATION_IDLE: &str = "conversation:idle";
+pub const AUTOPILOT_RESUME_SCHEDULED: &str = "autopilot:resume-scheduled";
+pub const AUTOPILOT_RESUME_CANCELLED: &str = "autopilot:resume-cancelled";
+pub const AUTOPILOT_RESUMED: &str = "autopilot:resumed";
+pub const USAGE_UPDATED: &str = "usage:updated";
+pub const DOCUMENT_RECOVERED: &str = "document:recovered";
+
+pub fn emit(out: &mut Vec<Effect>, name: &'static str, data: Value) {
+    out.push(Effect::Emit(Event { name, data }));
+}
+
+pub fn empty() -> Value {
+    json!({})
+}

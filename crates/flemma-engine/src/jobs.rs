@@ -1,0 +1,103 @@
+//! The job table: background jobs of one document and their delivery queue.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    Running,
+    /// Finished; the result waits for a delivery point.
+    Completed {
+        text: String,
+        is_error: bool,
+    },
+    /// The `**Job Result:**` block was written.
+    Delivered,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub job_id: String,
+    pub tool_id: String,
+    pub tool_name: String,
+    pub state: JobState,
+}
+
+/// Jobs by id, and the FIFO of completed ones.
+#[derive(Debug, Clone, Default)]
+pub struct JobTable {
+    jobs: BTreeMap<String, Job>,
+    queue: VecDeque<String>,
+}
+
+impl JobTable {
+    pub fn submit(&mut self, job_id: &str, tool_id: &str, tool_name: &str) {
+        self.jobs.insert(
+            job_id.to_owned(),
+            Job {
+                job_id: job_id.to_owned(),
+                tool_id: tool_id.to_owned(),
+                tool_name: tool_name.to_owned(),
+                state: JobState::Running,
+            },
+        );
+    }
+
+    pub fn get(&self, job_id: &str) -> Option<&Job> {
+        self.jobs.get(job_id)
+    }
+
+    pub fn by_tool(&self, tool_id: &str) -> Option<&Job> {
+        self.jobs
+            .values()
+            .find(|j| j.tool_id == tool_id && j.state == JobState::Running)
+    }
+
+    pub fn contains(&self, job_id: &str) -> bool {
+        self.jobs.contains_key(job_id)
+    }
+
+    /// Marks a running job finished and queues it; false when it is not running.
+    pub fn complete(&mut self, job_id: &str, text: String, is_error: bool) -> bool {
+        match self.jobs.get_mut(job_id) {
+            Some(job) if job.state == JobState::Running => {
+                job.state = JobState::Completed { text, is_error };
+                self.queue.push_back(job_id.to_owned());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes the completed jobs in completion order, marking them delivered.
+    pub fn take_deliveries(&mut self) -> Vec<(Job, String, bool)> {
+        let mut out = Vec::with_capacity(self.queue.len());
+        while let Some(id) = self.queue.pop_front() {
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            if let JobState::Completed { text, is_error } =
+                std::mem::replace(&mut job.state, JobState::Delivered)
+            {
+                out.push((job.clone(), text, is_error));
+            }
+        }
+        out
+    }
+
+    pub fn has_deliveries(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Jobs still running.
+    pub fn active_count(&self) -> usize {
+        self.jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .count()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values()
+    }
+}

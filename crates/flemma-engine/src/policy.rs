@@ -1,0 +1,39 @@
+//! The port through which the shell's tool registry and approval chain answer the engine.
+
+use serde_json::Value;
+
+/// What the approval chain decided for one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Approve,
+    RequireApproval,
+    Deny { message: String },
+}
+
+/// A decision and the resolver that made it (`urn:flemma:approval:config`, …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub resolver: String,
+}
+
+/// What the engine needs to know about a tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolInfo {
+    /// May run as a background job.
+    pub is_async: bool,
+    /// Never runs in the background (`flemma.jobs.status`).
+    pub disables_background: bool,
+}
+
+/// Implemented by the shell (from `flemma-tools`).
+pub trait ToolPolicy: Send + Sync {
+    fn decide(&self, name: &str, input: &Value) -> Decision;
+    /// `None`: no such tool (the call gets an error result naming it).
+    fn capabilities(&self, name: &str) -> Option<ToolInfo>;
+}
+
+/// The name of the harness tool the engine answers itself.
+pub const JOBS_STATUS_TOOL: &str = "flemma.jobs.status";
+/// The harness parameter that sends a call to the background.
+pub const BACKGROUND_PARAMETER: &str = "flemma.background";

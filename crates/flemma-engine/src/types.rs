@@ -1,0 +1,163 @@
+//! What goes into the engine and what comes out.
+
+use flemma_conversation::StreamEvent;
+use flemma_syntax::TextEdit;
+use serde_json::Value;
+
+/// Milliseconds on the shell's clock (the engine has none).
+pub type Millis = u64;
+
+/// One request to a provider, numbered per engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(pub u64);
+
+/// One timer, numbered per engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TimerId(pub u64);
+
+/// What to cancel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelScope {
+    /// The request, every foreground tool, the tools waiting for a slot and the resume timer
+    /// (background jobs keep running).
+    All,
+    /// The request in flight.
+    Request,
+    /// One running tool or background job (by its tool use id).
+    Tool(String),
+}
+
+/// How a stream ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamOutcome {
+    Finished,
+    Failed { message: String, retryable: bool },
+    Cancelled,
+}
+
+/// Everything that happens to a document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// The user or another program changed the text (edits in the engine's current coordinates,
+    /// non-overlapping, like one LSP `didChange` or one diff of the file).
+    TextChanged {
+        edits: Vec<TextEdit>,
+    },
+    /// The document was opened: recover orphaned jobs.
+    Load,
+    /// Do the next thing (`flemma/send`, `flemmad send`).
+    Advance,
+    Approve {
+        tool_id: String,
+    },
+    Reject {
+        tool_id: String,
+        reason: Option<String>,
+    },
+    ApproveAll,
+    /// Move a running foreground tool to the background.
+    Background {
+        tool_id: String,
+    },
+    /// Run or resolve one tool now (Alt-Enter).
+    Execute {
+        tool_id: String,
+    },
+    Cancel {
+        scope: CancelScope,
+    },
+    Stream {
+        request: RequestId,
+        event: StreamEvent,
+    },
+    StreamEnded {
+        request: RequestId,
+        outcome: StreamOutcome,
+    },
+    ToolFinished {
+        tool_id: String,
+        text: String,
+        is_error: bool,
+    },
+    JobFinished {
+        job_id: String,
+        text: String,
+        is_error: bool,
+    },
+    Timer {
+        id: TimerId,
+    },
+}
+
+/// A lifecycle event (`harness.md` §9): a name such as `request:finished` and its data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub name: &'static str,
+    pub data: Value,
+}
+
+/// Why the cycle stopped (so `flemmad send` knows when to exit and with what status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// Nothing left to do; the file ends with an empty `@You:` (or the user's text).
+    Idle,
+    /// A `pending` placeholder waits for the user.
+    AwaitingApproval { tool_ids: Vec<String> },
+    /// An `approved` placeholder holds text the user typed: it was not run; review it.
+    UserContentInApproved { tool_id: String },
+    /// Autopilot is off: one advance done.
+    StepDone,
+    /// Autopilot ran `tools.autopilot.max_turns` turns in a row.
+    MaxTurns { message: String },
+    /// The request or a tool failed; what happened before stays in the file.
+    Error { message: String },
+    /// The user cancelled.
+    Cancelled,
+}
+
+/// What the shell must do. Effects are performed in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Apply these edits (non-overlapping, in the coordinates of the text before this effect)
+    /// to the buffer or file. The engine's own view already has them. If the target refuses or
+    /// rebases, feed the difference back as `TextChanged`.
+    Edit {
+        edits: Vec<TextEdit>,
+    },
+    /// Evaluate the text as it is when this effect is taken and stream the reply as `Stream`
+    /// inputs, then `StreamEnded`. The `@Assistant:` line follows as the next `Edit`.
+    StartRequest {
+        request: RequestId,
+    },
+    CancelRequest {
+        request: RequestId,
+    },
+    /// Run a tool (harness parameters such as `flemma.background` already stripped).
+    StartTool {
+        tool_id: String,
+        name: String,
+        input: Value,
+        background: bool,
+        job_id: Option<String>,
+    },
+    KillTool {
+        tool_id: String,
+    },
+    SetTimer {
+        id: TimerId,
+        at: Millis,
+    },
+    CancelTimer {
+        id: TimerId,
+    },
+    Emit(Event),
+    /// The cycle stopped; nothing runs in the foreground.
+    Stopped {
+        reason: StopReason,
+    },
+    /// An input could not be applied (unknown tool id, edits outside the text…); nothing
+    /// changed. The message says what to do.
+    Refused {
+        message: String,
+    },
+}

@@ -1,0 +1,500 @@
+//! The advance cycle, streaming, approvals and cancellation, as data: a chat before, inputs,
+//! the effects (edits are checked through the text), and the chat after.
+
+use crate::common::*;
+use flemma_engine::*;
+
+#[test]
+fn a_plain_reply_streams_under_assistant_and_ends_with_an_empty_you() {
+    let mut d = Driver::new("@You:\nHello\n");
+    assert_eq!(
+        d.send(Input::Advance),
+        ["emit request:sending", "start request 1"]
+    );
+    assert_eq!(d.shell, "@You:\nHello\n\n@Assistant:\n");
+    let lines = d.reply(1, vec![text("Hi "), text("there.")]);
+    assert_eq!(
+        lines,
+        [
+            "emit request:finished",
+            "emit usage:updated",
+            "emit conversation:idle",
+            "stopped Idle"
+        ]
+    );
+    assert_eq!(
+        d.shell,
+        "@You:\nHello\n\n@Assistant:\nHi there.\n\n@You:\n\n"
+    );
+}
+
+#[test]
+fn text_typed_before_the_anchor_shifts_it_and_text_after_stays_after() {
+    let mut d = Driver::new("@You:\nHello\n");
+    d.send(Input::Advance);
+    d.send(Input::Stream {
+        request: RequestId(1),
+        event: text("One"),
+    });
+    // The user fixes a typo in their message and types below the reply.
+    d.send(Input::TextChanged {
+        edits: vec![flemma_syntax::TextEdit::insert(11, ", world")],
+    });
+    d.type_at_end("\nTYPED");
+    d.reply(1, vec![text(" two")]);
+    assert_eq!(
+        d.shell,
+        "@You:\nHello, world\n\n@Assistant:\nOne two\n\n@You:\n\n\nTYPED"
+    );
+}
+
+#[test]
+fn deleting_the_reply_being_written_cancels_the_request() {
+    let mut d = Driver::new("@You:\nHello\n");
+    d.send(Input::Advance);
+    d.send(Input::Stream {
+        request: RequestId(1),
+        event: text("partial"),
+    });
+    let len = d.shell.len();
+    let lines = d.send(Input::TextChanged {
+        edits: vec![flemma_syntax::TextEdit::replace(
+            flemma_syntax::TextRange::new(12, len),
+            "",
+        )],
+    });
+    assert_eq!(lines[0], "cancel request 1");
+    assert!(lines.last().is_some_and(|l| l.starts_with("stopped Error")));
+    // A late event writes nothing.
+    d.send(Input::Stream {
+        request: RequestId(1),
+        event: text("more"),
+    });
+    assert_eq!(d.shell, "@You:\nHello\n");
+}
+
+#[test]
+fn cancel_with_content_writes_the_abort_marker_and_without_removes_the_role_line() {
+    let mut d = Driver::new("@You:\nHello\n");
+    d.send(Input::Advance);
+    d.send(Input::Stream {
+        request: RequestId(1),
+        event: text("Half"),
+    });
+    let lines = d.send(Input::Cancel {
+        scope: CancelScope::Request,
+    });
+    assert_eq!(lines[0], "cancel request 1");
+    assert_eq!(
+        d.shell,
+        "@You:\nHello\n\n@Assistant:\nHalf\n\n<!-- flemma:aborted: Response interrupted by the user. -->\n\n@You:\n\n"
+    );
+
+    let mut d = Driver::new("@You:\nHello\n");
+    d.send(Input::Advance);
+    d.send(Input::StreamEnded {
+        request: RequestId(1),
+        outcome: StreamOutcome::Cancelled,
+    });
+    assert_eq!(d.shell, "@You:\nHello\n");
+}
+
+#[test]
+fn a_failure_after_content_keeps_it_with_the_abort_marker() {
+    let mut d = Driver::new("@You:\nHello\n");
+    d.send(Input::Advance);
+    d.send(Input::Stream {
+        request: RequestId(1),
+        event: text("Some"),
+    });
+    let lines = d.send(Input::StreamEnded {
+        request: RequestId(1),
+        outcome: StreamOutcome::Failed {
+            message: "overloaded".into(),
+            retryable: true,
+        },
+    });
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("stopped Error { message: \"overloaded\" }")
+    );
+    assert!(d.shell.contains("Some\n\n<!-- flemma:aborted:"));
+    assert_eq!(
+        d.event("request:finished")
+            .map(|e| e.data["status"].clone()),
+        Some("errored".into())
+    );
+}
+
+#[test]
+fn approved_tools_run_and_autopilot_sends_their_results() {
+    let mut d = Driver::new("@You:\nList and read.\n");
+    d.send(Input::Advance);
+    let mut events = vec![text("Looking.")];
+    events.extend(call(0, "t1", "ls", r#"{"path":"."}"#));
+    events.extend(call(1, "t2", "read", r#"{"path":"a.txt"}"#));
+    let lines = d.reply(1, events);
+    assert_eq!(
+        lines,
+        [
+            "emit request:finished",
+            "emit usage:updated",
+            "emit tool:executing",
+            r#"start ls t1 {"path":"."}"#,
+            "emit tool:executing",
+            r#"start read t2 {"path":"a.txt"}"#,
+        ]
+    );
+    assert_eq!(
+        d.shell,
+        "@You:\nList and read.\n\n@Assistant:\nLooking.\n\n**Tool Use:** `ls` (`t1`)\n```json\n{\"path\":\".\"}\n```\n\n**Tool Use:** `read` (`t2`)\n```json\n{\"path\":\"a.txt\"}\n```\n\n@You:\n**Tool Result:** `t1` (approved)\n```\n```\n\n**Tool Result:** `t2` (approved)\n```\n```\n\n"
+    );
+    assert_eq!(d.send(finished("t2", "hello")), ["emit tool:completed"]);
+    let lines = d.send(finished("t1", "a.txt"));
+    assert_eq!(
+        lines,
+        [
+            "emit tool:completed",
+            "emit request:sending",
+            "start request 2"
+        ]
+    );
+    assert!(d.shell.ends_with(
+        "@You:\n**Tool Result:** `t1`\n```\na.txt\n```\n\n**Tool Result:** `t2`\n```\nhello\n```\n\n@Assistant:\n"
+    ));
+    d.reply(2, vec![text("Done.")]);
+    assert!(d.shell.ends_with("@Assistant:\nDone.\n\n@You:\n\n"));
+    assert_well_formed(&d.shell);
+}
+
+#[test]
+fn a_pending_call_stops_the_cycle_with_one_approval_batch_and_approve_resumes() {
+    let mut d = Driver::new("@You:\nRun it.\n");
+    d.send(Input::Advance);
+    let mut events = call(0, "t1", "bash", r#"{"command":"make"}"#);
+    events.extend(call(1, "t2", "bash", r#"{"command":"make test"}"#));
+    let lines = d.reply(1, events);
+    assert_eq!(
+        lines[2..],
+        [
+            "emit tool:approval-required",
+            "stopped AwaitingApproval { tool_ids: [\"t1\", \"t2\"] }"
+        ]
+    );
+    let batch = &d.event("tool:approval-required").map(|e| e.data.clone());
+    let batch = batch.as_ref().map(|b| b["tools"].as_array().map(Vec::len));
+    assert_eq!(batch, Some(Some(2)));
+    assert_eq!(
+        d.engine.pending_calls()[0].resolver,
+        "urn:flemma:approval:catch-all"
+    );
+    // Approving one re-stops on the other; rejecting it with a reason lets the cycle go on.
+    let lines = d.send(Input::Approve {
+        tool_id: "t1".into(),
+    });
+    assert!(lines.is_empty(), "{lines:?}");
+    let lines = d.send(Input::Reject {
+        tool_id: "t2".into(),
+        reason: Some("just run make".into()),
+    });
+    assert_eq!(
+        lines,
+        ["emit tool:executing", r#"start bash t1 {"command":"make"}"#]
+    );
+    assert!(
+        d.shell
+            .contains("**Tool Result:** `t2` (error)\n```\nUser feedback: just run make\n```\n")
+    );
+    d.send(finished("t1", "ok"));
+    assert_eq!(d.engine.request(), Some(RequestId(2)));
+}
+
+#[test]
+fn unknown_tools_invalid_input_and_denied_calls_get_error_results() {
+    let mut d = Driver::new("@You:\nGo.\n");
+    d.send(Input::Advance);
+    let mut events = call(0, "t1", "nope", "{}");
+    events.extend(call(1, "t2", "rm", r#"{"path":"/"}"#));
+    d.reply(1, events);
+    assert!(
+        d.shell
+            .contains("**Tool Result:** `t1` (error)\n```\nUnknown tool `nope`")
+    );
+    assert!(
+        d.shell
+            .contains("**Tool Result:** `t2` (error)\n```\nrm is not allowed here\n```")
+    );
+    // Both are final, so autopilot sent them.
+    assert_eq!(d.engine.request(), Some(RequestId(2)));
+
+    let invalid = "@You:\nx\n\n@Assistant:\n**Tool Use:** `read` (`t9`)\n```json\nnot json\n```\n";
+    let mut d = Driver::new(invalid);
+    d.send(Input::Advance);
+    assert!(
+        d.shell.contains(
+            "**Tool Result:** `t9` (error)\n```\nThe input of `read` is not a JSON object"
+        )
+    );
+}
+
+#[test]
+fn placeholders_go_above_text_the_user_already_typed() {
+    let before = "@You:\nq\n\n@Assistant:\n**Tool Use:** `bash` (`t1`)\n```json\n{\"command\":\"ls\"}\n```\n\n@You:\nmy next question\n";
+    let mut d = Driver::new(before);
+    d.send(Input::Advance);
+    assert!(
+        d.shell
+            .ends_with("@You:\n**Tool Result:** `t1` (pending)\n```\n```\n\nmy next question\n"),
+        "{}",
+        d.shell
+    );
+}
+
+#[test]
+fn user_content_in_pending_is_the_result_and_in_approved_pauses() {
+    let before = "@You:\nq\n\n@Assistant:\n**Tool Use:** `bash` (`t1`)\n```json\n{}\n```\n\n@You:\n**Tool Result:** `t1` (pending)\n```\nI ran it: ok\n```\n";
+    let mut d = Driver::new(before);
+    d.send(Input::Advance);
+    assert!(
+        d.shell
+            .contains("**Tool Result:** `t1`\n```\nI ran it: ok\n```\n")
+    );
+    assert_eq!(d.engine.request(), Some(RequestId(1)));
+
+    let approved = before.replace("(pending)", "(approved)");
+    let mut d = Driver::new(&approved);
+    let lines = d.send(Input::Advance);
+    assert_eq!(lines, ["stopped UserContentInApproved { tool_id: \"t1\" }"]);
+    assert_eq!(d.shell, approved);
+}
+
+#[test]
+fn text_typed_into_a_running_tools_block_is_never_replaced() {
+    let mut d = Driver::new("@You:\nq\n");
+    d.send(Input::Advance);
+    d.reply(1, call(0, "t1", "read", r#"{"path":"x"}"#));
+    let at = d.shell.rfind("```\n```").map(|i| i + 4).unwrap_or(0);
+    d.send(Input::TextChanged {
+        edits: vec![flemma_syntax::TextEdit::insert(at, "mine\n")],
+    });
+    let lines = d.send(finished("t1", "tool output"));
+    assert!(
+        d.shell
+            .contains("**Tool Result:** `t1` (approved)\n```\nmine\n```\n")
+    );
+    assert!(d.shell.contains("tool output"));
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("stopped UserContentInApproved { tool_id: \"t1\" }")
+    );
+}
+
+#[test]
+fn max_concurrent_limits_running_tools_and_the_rest_wait_approved() {
+    let mut d = Driver::new("@You:\nq\n");
+    d.send(Input::Advance);
+    let mut events = Vec::new();
+    for i in 0..5 {
+        events.extend(call(
+            i,
+            &format!("t{i}"),
+            "read",
+            &format!(r#"{{"path":"{i}"}}"#),
+        ));
+    }
+    d.reply(1, events);
+    assert_eq!(d.engine.running_tools(), ["t0", "t1"]);
+    assert_eq!(d.shell.matches("(approved)").count(), 5);
+    d.send(finished("t0", "0"));
+    assert_eq!(d.engine.running_tools(), ["t1", "t2"]);
+    for i in 1..5 {
+        d.send(finished(&format!("t{i}"), &i.to_string()));
+    }
+    assert_eq!(d.engine.request(), Some(RequestId(2)));
+    assert_eq!(d.shell.matches("(approved)").count(), 0);
+}
+
+#[test]
+fn autopilot_stops_after_max_turns_with_the_exact_message() {
+    let config = EngineConfig {
+        max_turns: 2,
+        ..EngineConfig::default()
+    };
+    let mut d = Driver::with(config, "@You:\nloop\n");
+    d.send(Input::Advance);
+    let mut last = Vec::new();
+    for turn in 1..=3u64 {
+        d.reply(
+            turn,
+            call(
+                0,
+                &format!("t{turn}"),
+                "read",
+                &format!(r#"{{"path":"{turn}"}}"#),
+            ),
+        );
+        last = d.send(finished(&format!("t{turn}"), "x"));
+    }
+    assert_eq!(
+        last.last().map(String::as_str),
+        Some("stopped MaxTurns { message: \"Autopilot stopped – exceeded 2 consecutive turns.\" }")
+    );
+}
+
+#[test]
+fn the_sixth_identical_call_stops_autopilot_with_an_error() {
+    let mut d = Driver::new("@You:\nloop\n");
+    d.send(Input::Advance);
+    let mut last = Vec::new();
+    for turn in 1..=6u64 {
+        d.reply(
+            turn,
+            call(0, &format!("t{turn}"), "read", r#"{"path":"same"}"#),
+        );
+        last = d.send(finished(&format!("t{turn}"), "same output"));
+    }
+    assert!(
+        d.shell.contains(
+            "**Tool Result:** `t3`\n```\nsame output\n\n[LOOP_DETECTED: You have attempted"
+        )
+    );
+    assert!(d.shell.contains(
+        "**Tool Result:** `t6` (error)\n```\n[error: the model repeated the same read call 6 times"
+    ));
+    assert!(
+        last.last().is_some_and(|l| l.starts_with("stopped Error")),
+        "{last:?}"
+    );
+    assert_eq!(d.engine.request(), None);
+}
+
+#[test]
+fn cancelling_everything_aborts_running_and_waiting_tools() {
+    let config = EngineConfig {
+        max_concurrent: 1,
+        ..EngineConfig::default()
+    };
+    let mut d = Driver::with(config, "@You:\nq\n");
+    d.send(Input::Advance);
+    let mut events = call(0, "t1", "read", r#"{"path":"1"}"#);
+    events.extend(call(1, "t2", "read", r#"{"path":"2"}"#));
+    d.reply(1, events);
+    let lines = d.send(Input::Cancel {
+        scope: CancelScope::All,
+    });
+    assert_eq!(lines, ["kill t1", "stopped Cancelled"]);
+    assert_eq!(d.shell.matches("(aborted)").count(), 2);
+    // A late result of the killed tool is dropped; the next advance sends the aborted results.
+    assert!(d.send(finished("t1", "late")).is_empty());
+    d.send(Input::Advance);
+    assert!(
+        d.shell
+            .contains("**Tool Result:** `t1` (error)\n```\nResponse interrupted by the user.\n```")
+    );
+    assert_eq!(d.engine.request(), Some(RequestId(2)));
+}
+
+#[test]
+fn approving_an_unknown_id_is_refused_with_the_pending_ids() {
+    let mut d = Driver::new("@You:\nq\n");
+    let lines = d.send(Input::Approve {
+        tool_id: "nope".into(),
+    });
+    assert_eq!(
+        lines,
+        ["refused no unresolved tool call `nope` in this document; pending: none"]
+    );
+    let lines = d.send(Input::TextChanged {
+        edits: vec![flemma_syntax::TextEdit::insert(99, "x")],
+    });
+    assert!(lines[0].starts_with("refused the change does not fit"));
+}
+
+#[test]
+fn usage_and_cost_are_summed_per_document() {
+    let config = EngineConfig {
+        prices: Some(Prices {
+            input: 3.0,
+            output: 15.0,
+            cache_read: 0.0,
+            cache_write: 0.0,
+        }),
+        ..EngineConfig::default()
+    };
+    let mut d = Driver::with(config, "@You:\nq\n");
+    d.send(Input::Advance);
+    let usage = flemma_conversation::Usage {
+        input_tokens: 1000,
+        output_tokens: 100,
+        ..Default::default()
+    };
+    d.reply(
+        1,
+        vec![text("a"), flemma_conversation::StreamEvent::Usage { usage }],
+    );
+    assert_eq!(d.engine.usage().input_tokens, 1000);
+    let cost = d.engine.cost().unwrap_or_default();
+    assert!((cost - 0.0045).abs() < 1e-9, "{cost}");
+    let updated = d
+        .event("usage:updated")
+        .map(|e| e.data["usage"]["input_tokens"].clone());
+    assert_eq!(updated, Some(1000.into()));
+}
+
+#[test]
+fn no_autopilot_does_one_step() {
+    let config = EngineConfig {
+        autopilot: false,
+        ..EngineConfig::default()
+    };
+    let mut d = Driver::with(config, "@You:\nq\n");
+    d.send(Input::Advance);
+    let lines = d.reply(1, call(0, "t1", "read", "{}"));
+    assert_eq!(lines.last().map(String::as_str), Some("stopped StepDone"));
+    d.send(Input::Advance);
+    let lines = d.send(finished("t1", "x"));
+    assert_eq!(lines.last().map(String::as_str), Some("stopped StepDone"));
+    d.send(Input::Advance);
+    assert_eq!(d.engine.request(), Some(RequestId(2)));
+}
+
+#[test]
+fn the_worked_example_of_docs_engine_md() {
+    let mut d = Driver::new("@You:\nList the files, then run the tests.\n");
+    d.send(Input::Advance);
+    let mut events = call(0, "t1", "ls", r#"{"path":"."}"#);
+    events.extend(call(1, "t2", "bash", r#"{"command":"make test"}"#));
+    let lines = d.reply(1, events);
+    assert_eq!(
+        lines,
+        [
+            "emit request:finished",
+            "emit usage:updated",
+            "emit tool:executing",
+            r#"start ls t1 {"path":"."}"#
+        ]
+    );
+    let lines = d.send(finished("t1", "README.md\nsrc/"));
+    assert_eq!(
+        lines,
+        [
+            "emit tool:completed",
+            "emit tool:approval-required",
+            "stopped AwaitingApproval { tool_ids: [\"t2\"] }"
+        ]
+    );
+    assert_eq!(
+        d.shell,
+        "@You:\nList the files, then run the tests.\n\n@Assistant:\n**Tool Use:** `ls` (`t1`)\n```json\n{\"path\":\".\"}\n```\n\n**Tool Use:** `bash` (`t2`)\n```json\n{\"command\":\"make test\"}\n```\n\n@You:\n**Tool Result:** `t1`\n```\nREADME.md\nsrc/\n```\n\n**Tool Result:** `t2` (pending)\n```\n```\n\n"
+    );
+    let lines = d.send(Input::Approve {
+        tool_id: "t2".into(),
+    });
+    assert_eq!(
+        lines,
+        [
+            "emit tool:executing",
+            r#"start bash t2 {"command":"make test"}"#
+        ]
+    );
+}

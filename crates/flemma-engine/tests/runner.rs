@@ -1,0 +1,6 @@
+//! One test binary for the engine: data-driven cycle tests, jobs, and properties.
+
+mod common;
+mod cycle;
+mod jobs;
+mod properties;
