@@ -2,6 +2,7 @@
 
 mod count;
 mod fmt;
+mod lsp;
 mod models;
 mod parse;
 mod send;
@@ -74,6 +75,12 @@ pub enum Command {
     Count(count::CountArgs),
     /// List the models a provider serves (with catalogue prices when known).
     Models(models::ModelsArgs),
+    /// Run the language server over stdio (what editors launch: `flemmad lsp --stdio`).
+    ///
+    /// Diagnostics, hover, go-to-definition, symbols, folding, code actions and the flemma.*
+    /// commands (protocol/README.md). Logs go to $XDG_STATE_HOME/flemma/flemmad.log, never
+    /// stdout; RUST_LOG sets the level.
+    Lsp(lsp::LspArgs),
 }
 
 /// Unit of the `character` field of positions in JSON output.
@@ -100,8 +107,11 @@ impl From<PositionEncoding> for flemma_syntax::Encoding {
 /// A path argument for a chat file.
 pub type ChatPath = PathBuf;
 
-pub fn init_logging(_cli: &Cli) {
+pub fn init_logging(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
+    if matches!(cli.command, Command::Lsp(_)) {
+        return lsp::init_logging();
+    }
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -117,5 +127,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Send(args) => send::run(args, cli.config.as_deref()),
         Command::Count(args) => count::run(args, cli.config.as_deref()),
         Command::Models(args) => models::run(args, cli.config.as_deref()),
+        Command::Lsp(args) => lsp::run(args),
     }
 }

@@ -66,8 +66,14 @@ where
 
 fn write_loop<W: Write>(messages: &Receiver<Message>, output: &Mutex<W>) -> io::Result<()> {
     for message in messages {
-        let body = serde_json::to_vec(&message).map_err(io::Error::other)?;
-        write_frame(output, &body)?;
+        // `Message::write` frames the message and adds `"jsonrpc": "2.0"`.
+        let mut framed = Vec::new();
+        message.write(&mut framed)?;
+        let mut out = output
+            .lock()
+            .map_err(|_| io::Error::other("the output lock is poisoned"))?;
+        out.write_all(&framed)?;
+        out.flush()?;
     }
     Ok(())
 }
