@@ -37,7 +37,12 @@ pub fn run(connection: Connection, backend: Box<dyn Backend>) -> Result<(), LspE
     let params: lsp_types::InitializeParams = serde_json::from_value(params)?;
     let encoding = from_proto::negotiate_encoding(&params.capabilities);
     let result = handlers::initialize::result(encoding);
-    connection.initialize_finish(id, serde_json::to_value(result)?)?;
+    // Answered directly (not `initialize_finish`, which insists on `initialized` coming next
+    // and ends the session otherwise); `initialized` is handled like any notification.
+    let answer = lsp_server::Response::new_ok(id, result);
+    if connection.sender.send(Message::Response(answer)).is_err() {
+        return Ok(());
+    }
     tracing::info!(
         client = ?params.client_info.as_ref().map(|c| &c.name),
         ?encoding,
