@@ -11,7 +11,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-
 /// Ends the process quietly when printing fails because the reader closed the pipe (Rust
 /// ignores SIGPIPE, so `println!` panics with "Broken pipe" instead); other panics report as
 /// usual.

@@ -3,6 +3,7 @@
 mod count;
 mod error;
 mod fmt;
+mod lsp;
 mod models;
 mod parse;
 mod send;
@@ -91,6 +92,12 @@ pub enum Command {
     /// nothing is asked. Exit status: 0 success result, 1 error result (text still on stdout),
     /// 2 bad invocation (unknown tool, JSON that does not parse or fit the schema).
     Tools(tools::ToolsArgs),
+    /// Run the language server over stdio (what editors launch: `flemmad lsp --stdio`).
+    ///
+    /// Diagnostics, hover, go-to-definition, symbols, folding, code actions and the flemma.*
+    /// commands (protocol/README.md). Logs go to $XDG_STATE_HOME/flemma/flemmad.log, never
+    /// stdout; RUST_LOG sets the level.
+    Lsp(lsp::LspArgs),
 }
 
 /// Unit of the `character` field of positions in JSON output.
@@ -122,6 +129,9 @@ pub type ChatPath = PathBuf;
 /// else to stderr.
 pub fn init_logging(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
+    if matches!(cli.command, Command::Lsp(_)) {
+        return lsp::init_logging();
+    }
     let layers = crate::chat::config_input(cli.config.as_deref()).layers;
     let setting = |key: &str| {
         layers
@@ -174,6 +184,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Count(args) => count::run(args, config),
         Command::Models(args) => models::run(args, config),
         Command::Tools(args) => return Ok(tools::run(args, config)?),
+        Command::Lsp(args) => return Ok(lsp::run(args)?),
     }
     .map(|()| ExitCode::SUCCESS)
 }

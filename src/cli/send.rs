@@ -61,7 +61,10 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError
     let conversation = loaded.analysis.evaluation.conversation.clone();
     // The reply must have somewhere to go before it is paid for.
     if let Err(error) = crate::fsutil::check_writable(&path) {
-        return Err(CliError::failed("send", format!("{error:#}; nothing was sent")));
+        return Err(CliError::failed(
+            "send",
+            format!("{error:#}; nothing was sent"),
+        ));
     }
     let environment = CredentialEnvironment::from_process();
     let setup = provider_setup(&config, Some(&path), &environment)?;

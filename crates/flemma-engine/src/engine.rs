@@ -284,7 +284,9 @@ impl Engine {
         let mut sorted: Vec<&TextEdit> = edits.iter().collect();
         sorted.sort_by_key(|e| std::cmp::Reverse((e.range.start, e.range.end)));
         for edit in sorted {
-            self.doc.edit(edit);
+            // The callers checked these edits against the text (`edits_fit`) before this.
+            let applied = self.doc.edit(edit);
+            debug_assert!(applied.is_ok(), "engine edit does not fit: {edit:?}");
         }
     }
 

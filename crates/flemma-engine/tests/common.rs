@@ -84,9 +84,7 @@ pub fn shell_apply(shell: &mut String, effects: &[Effect]) {
     for effect in effects {
         if let Effect::Edit { edits } = effect {
             assert!(edits_fit(shell, edits), "edits do not fit: {edits:?}");
-            let (next, applied) = flemma_syntax::apply_edits(shell, edits);
-            assert_eq!(applied, edits.len());
-            *shell = next;
+            *shell = flemma_syntax::apply_edits(shell, edits).expect("the effect's edits apply");
         }
     }
 }
@@ -120,7 +118,8 @@ impl Driver {
         self.now += 1;
         if let Input::TextChanged { edits } = &input {
             if edits_fit(&self.shell, edits) {
-                self.shell = flemma_syntax::apply_edits(&self.shell, edits).0;
+                self.shell =
+                    flemma_syntax::apply_edits(&self.shell, edits).expect("the edits apply");
             }
         }
         let effects = self.engine.handle(self.now, input);

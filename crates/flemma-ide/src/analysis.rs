@@ -280,14 +280,13 @@ impl AnalysisHost {
             .documents
             .get_mut(id)
             .ok_or_else(|| ChangeError::UnknownDocument(id.path().to_owned()))?;
-        let out_of_range = |doc: &Document, index: usize, edit: &TextEdit| {
-            ChangeError::EditOutOfRange {
+        let out_of_range =
+            |doc: &Document, index: usize, edit: &TextEdit| ChangeError::EditOutOfRange {
                 index,
                 start: edit.range.start,
                 end: edit.range.end,
                 len: doc.text().len(),
-            }
-        };
+            };
         // `Document::edit` refuses an edit that does not fit without changing anything.
         if let [edit] = edits {
             let document = Arc::make_mut(&mut state.document);

@@ -1,0 +1,243 @@
+//! The `flemma.*` LSP commands (`workspace/executeCommand`) and their positional arguments.
+//!
+//! `flemma.approve`, `flemma.reject` and `flemma.approveAll` are answered by the session itself
+//! (they edit the placeholder through `workspace/applyEdit`); the others go to the engine
+//! through [`Backend`](crate::Backend).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::backend::EngineCommand;
+
+/// Every command, as advertised in `executeCommandProvider.commands`.
+pub const COMMANDS: &[&str] = &[
+    "flemma.send",
+    "flemma.cancel",
+    "flemma.approve",
+    "flemma.reject",
+    "flemma.approveAll",
+    "flemma.background",
+    "flemma.execute",
+    "flemma.status",
+];
+
+/// A parsed command, its document resolved to an open document's URI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Approve {
+        uri: String,
+        tool_id: String,
+    },
+    Reject {
+        uri: String,
+        tool_id: String,
+        reason: Option<String>,
+    },
+    ApproveAll {
+        uri: String,
+    },
+    Engine(EngineCommand),
+}
+
+impl Command {
+    pub fn uri(&self) -> &str {
+        match self {
+            Command::Approve { uri, .. }
+            | Command::Reject { uri, .. }
+            | Command::ApproveAll { uri } => uri,
+            Command::Engine(c) => c.uri(),
+        }
+    }
+}
+
+/// Parses `command` with its positional `arguments`; `resolve` turns the document argument (a
+/// URI or a path, relative to the workspace root) into an open document's URI.
+pub(crate) fn parse(
+    command: &str,
+    arguments: &[Value],
+    resolve: impl Fn(&str) -> Result<String, String>,
+) -> Result<Command, String> {
+    let usage = match command {
+        "flemma.send" | "flemma.cancel" | "flemma.approveAll" | "flemma.status" => "[uri]",
+        "flemma.approve" | "flemma.background" | "flemma.execute" => "[uri, toolId]",
+        "flemma.reject" => "[uri, toolId, reason?]",
+        other => {
+            return Err(format!(
+                "unknown command `{other}`; flemmad knows {}",
+                COMMANDS.join(", ")
+            ));
+        }
+    };
+    let string_at = |i: usize, name: &str| -> Result<String, String> {
+        match arguments.get(i) {
+            Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+            Some(other) => Err(format!(
+                "`{command}` takes {usage}: argument {} ({name}) must be a non-empty string, got {other}",
+                i + 1
+            )),
+            None => Err(format!(
+                "`{command}` takes {usage}: argument {} ({name}) is missing",
+                i + 1
+            )),
+        }
+    };
+    let uri = resolve(&string_at(0, "uri")?)?;
+    Ok(match command {
+        "flemma.send" => Command::Engine(EngineCommand::Send { uri }),
+        "flemma.cancel" => Command::Engine(EngineCommand::Cancel { uri }),
+        "flemma.status" => Command::Engine(EngineCommand::Status { uri }),
+        "flemma.approveAll" => Command::ApproveAll { uri },
+        "flemma.approve" => Command::Approve {
+            uri,
+            tool_id: string_at(1, "toolId")?,
+        },
+        "flemma.background" => Command::Engine(EngineCommand::Background {
+            uri,
+            tool_id: string_at(1, "toolId")?,
+        }),
+        "flemma.execute" => Command::Engine(EngineCommand::Execute {
+            uri,
+            tool_id: string_at(1, "toolId")?,
+        }),
+        _ => Command::Reject {
+            uri,
+            tool_id: string_at(1, "toolId")?,
+            reason: match arguments.get(2) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) if s.trim().is_empty() => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(other) => {
+                    return Err(format!(
+                        "`flemma.reject` takes [uri, toolId, reason?]: the reason must be a string, got {other}"
+                    ));
+                }
+            },
+        },
+    })
+}
+
+/// Finds the open document a command argument names: an open URI as is, else a `file:` URI or
+/// a path (relative paths against `root`) compared by path.
+pub(crate) fn resolve_document<'a>(
+    argument: &str,
+    open: impl Iterator<Item = &'a str> + Clone,
+    root: Option<&Path>,
+) -> Result<String, String> {
+    if let Some(uri) = open.clone().find(|uri| *uri == argument) {
+        return Ok(uri.to_owned());
+    }
+    let wanted = if argument.contains("://") {
+        uri_to_path(argument)
+    } else {
+        let path = PathBuf::from(argument);
+        Some(match (path.is_relative(), root) {
+            (true, Some(root)) => root.join(path),
+            _ => path,
+        })
+    };
+    let wanted = wanted.map(|p| normalize(&p));
+    open.into_iter()
+        .find(|uri| uri_to_path(uri).map(|p| normalize(&p)) == wanted && wanted.is_some())
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            format!(
+                "`{argument}` is not a document open in this editor session; open the .chat file first (paths are relative to the workspace root{})",
+                root.map(|r| format!(" {}", r.display())).unwrap_or_default()
+            )
+        })
+}
+
+/// `.` and `..` components removed without touching the file system.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The path of a `file:` URI (percent-decoded); `None` for other schemes.
+pub(crate) fn uri_to_path(uri: &str) -> Option<PathBuf> {
+    let rest = uri.strip_prefix("file://")?;
+    let path = match rest.find('/') {
+        Some(0) => rest,
+        Some(i) if &rest[..i] == "localhost" => &rest[i..],
+        _ => return None,
+    };
+    let bytes = path.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                decoded.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        decoded.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(decoded).ok().map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const OPEN: &[&str] = &["file:///work/a%20b/t.chat", "file:///work/x.chat"];
+
+    fn resolve(arg: &str) -> Result<String, String> {
+        resolve_document(arg, OPEN.iter().copied(), Some(Path::new("/work")))
+    }
+
+    #[test]
+    fn documents_resolve_by_uri_absolute_or_relative_path() {
+        assert_eq!(resolve("file:///work/x.chat").unwrap(), OPEN[1]);
+        assert_eq!(resolve("a b/t.chat").unwrap(), OPEN[0]);
+        assert_eq!(resolve("./a b/../x.chat").unwrap(), OPEN[1]);
+        assert_eq!(resolve("/work/x.chat").unwrap(), OPEN[1]);
+        let err = resolve("nope.chat").unwrap_err();
+        assert!(err.contains("not a document open"), "{err}");
+    }
+
+    #[test]
+    fn arguments_are_checked_with_the_usage_in_the_error() {
+        let ok = |s: &str| Ok::<_, String>(s.to_owned());
+        let c = parse(
+            "flemma.reject",
+            &["u".into(), "t1".into(), "too slow".into()],
+            ok,
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            Command::Reject {
+                uri: "u".into(),
+                tool_id: "t1".into(),
+                reason: Some("too slow".into())
+            }
+        );
+        let err = parse("flemma.approve", &["u".into()], ok).unwrap_err();
+        assert!(
+            err.contains("[uri, toolId]") && err.contains("missing"),
+            "{err}"
+        );
+        let err = parse("flemma.send", &[Value::from(3)], ok).unwrap_err();
+        assert!(err.contains("must be a non-empty string"), "{err}");
+        assert!(
+            parse("flemma.nope", &[], ok)
+                .unwrap_err()
+                .contains("unknown command")
+        );
+    }
+}

@@ -1,0 +1,214 @@
+//! `workspace/executeCommand`: the `flemma.*` commands. Returns at once: approve and reject
+//! send a versioned `workspace/applyEdit` and are done; engine commands go to the backend.
+
+use flemma_syntax::{Document, SegmentKind, Status, TextEdit};
+use lsp_server::ErrorCode;
+use lsp_types::ExecuteCommandParams;
+use lsp_types::request::ApplyWorkspaceEdit;
+use serde_json::{Value, json};
+
+use super::{HandlerResult, error};
+use crate::commands::{self, Command};
+use crate::session::{ResponseHandler, Session};
+use crate::to_proto;
+
+/// How often a refused approve/reject edit is rebuilt on the latest text and sent again.
+const EDIT_ATTEMPTS: u8 = 5;
+
+pub(crate) fn handle(
+    session: &mut Session,
+    params: ExecuteCommandParams,
+) -> HandlerResult<Option<Value>> {
+    let root = session.root.clone();
+    let command = commands::parse(&params.command, &params.arguments, |arg| {
+        commands::resolve_document(
+            arg,
+            session.documents.keys().map(String::as_str),
+            root.as_deref(),
+        )
+    })
+    .map_err(|message| error(ErrorCode::InvalidParams, message))?;
+    match command {
+        Command::Engine(command) => session
+            .backend
+            .command(command, &session.outbox)
+            .map(Some)
+            .map_err(|e| error(ErrorCode::RequestFailed, e.to_string())),
+        local => {
+            let can_edit = session
+                .capabilities
+                .workspace
+                .as_ref()
+                .and_then(|w| w.apply_edit)
+                .unwrap_or(false);
+            if !can_edit {
+                return Err(error(
+                    ErrorCode::RequestFailed,
+                    "this editor does not accept edits from the server (no workspace/applyEdit); edit the placeholder's status by hand",
+                ));
+            }
+            let tool_ids = send_edit(session, local, 1)?;
+            Ok(Some(json!({ "toolIds": tool_ids })))
+        }
+    }
+}
+
+/// The client answered the edit of a local command: refused → rebuilt on the latest text.
+pub(crate) fn on_edit_answer(session: &mut Session, command: Command, attempts: u8, applied: bool) {
+    if applied {
+        return;
+    }
+    if attempts >= EDIT_ATTEMPTS {
+        session.show_message(
+            lsp_types::MessageType::ERROR,
+            format!(
+                "flemma: the editor refused the edit of {} {attempts} times; run the command again",
+                describe(&command)
+            ),
+        );
+        return;
+    }
+    if let Err(e) = send_edit(session, command, attempts + 1) {
+        // The placeholder may have been resolved meanwhile (by hand): say so.
+        session.show_message(
+            lsp_types::MessageType::WARNING,
+            format!("flemma: {}", e.message),
+        );
+    }
+}
+
+fn describe(command: &Command) -> String {
+    match command {
+        Command::Approve { tool_id, .. } => format!("approving `{tool_id}`"),
+        Command::Reject { tool_id, .. } => format!("rejecting `{tool_id}`"),
+        Command::ApproveAll { .. } => "approving every pending tool call".into(),
+        Command::Engine(c) => format!("{c:?}"),
+    }
+}
+
+/// Builds the command's edits on the mirror and sends them as one versioned applyEdit.
+/// Returns the tool ids the edit touches.
+fn send_edit(session: &mut Session, command: Command, attempt: u8) -> HandlerResult<Vec<String>> {
+    let encoding = session.encoding;
+    let uri = command.uri().to_owned();
+    let Some(doc) = session.documents.get(&uri) else {
+        return Err(error(
+            ErrorCode::InvalidParams,
+            format!("{uri} is no longer open"),
+        ));
+    };
+    let (tool_ids, edits) = placeholder_edits(&doc.doc, &command)
+        .map_err(|message| error(ErrorCode::InvalidParams, message))?;
+    let text_edits = edits
+        .into_iter()
+        .map(|edit| {
+            lsp_types::OneOf::Left(lsp_types::TextEdit::new(
+                to_proto::range(&doc.index, doc.text(), edit.range, encoding),
+                edit.new_text,
+            ))
+        })
+        .collect();
+    let params = lsp_types::ApplyWorkspaceEditParams {
+        label: Some(format!("flemma: {}", describe(&command))),
+        edit: lsp_types::WorkspaceEdit {
+            document_changes: Some(lsp_types::DocumentChanges::Edits(vec![
+                lsp_types::TextDocumentEdit {
+                    text_document: lsp_types::OptionalVersionedTextDocumentIdentifier {
+                        uri: doc.uri.clone(),
+                        version: Some(doc.version),
+                    },
+                    edits: text_edits,
+                },
+            ])),
+            ..Default::default()
+        },
+    };
+    session.request::<ApplyWorkspaceEdit>(
+        params,
+        ResponseHandler::CommandEdit {
+            command,
+            attempts: attempt,
+        },
+    );
+    Ok(tool_ids)
+}
+
+/// The edits approving or rejecting placeholders, built with `flemma_syntax`'s edits: the
+/// status is rewritten and meta kept; a reject with a reason becomes an error result whose
+/// fence holds `User feedback: <reason>` (chat-format.md §7.2).
+fn placeholder_edits(
+    doc: &Document,
+    command: &Command,
+) -> Result<(Vec<String>, Vec<TextEdit>), String> {
+    let pending = |tool_id: &str| -> Result<(), String> {
+        let Some((_, _, result)) = doc.tool_result(tool_id) else {
+            return Err(format!(
+                "there is no tool result placeholder for `{tool_id}` in this document"
+            ));
+        };
+        match result.suffix.as_ref().and_then(|s| s.status()) {
+            Some(Status::Pending) => Ok(()),
+            Some(status) => Err(format!(
+                "the tool call `{tool_id}` is not waiting for approval: its status is `{status}`"
+            )),
+            None => Err(format!("the tool call `{tool_id}` already has its result")),
+        }
+    };
+    let missing = |tool_id: &str| format!("cannot edit the placeholder of `{tool_id}`");
+    match command {
+        Command::Approve { tool_id, .. } => {
+            pending(tool_id)?;
+            let edit = doc
+                .set_tool_result_status(tool_id, Some(Status::Approved))
+                .ok_or_else(|| missing(tool_id))?;
+            Ok((vec![tool_id.clone()], vec![edit]))
+        }
+        Command::Reject {
+            tool_id, reason, ..
+        } => {
+            pending(tool_id)?;
+            let edit = match reason {
+                None => doc.set_tool_result_status(tool_id, Some(Status::Rejected)),
+                Some(reason) => doc.resolve_tool_result(
+                    tool_id,
+                    &format!("User feedback: {reason}"),
+                    true,
+                    "",
+                    is_compact(doc, tool_id),
+                ),
+            }
+            .ok_or_else(|| missing(tool_id))?;
+            Ok((vec![tool_id.clone()], vec![edit]))
+        }
+        Command::ApproveAll { .. } => {
+            let ids: Vec<String> = doc
+                .placeholders(Some(Status::Pending))
+                .into_iter()
+                .map(|(_, _, r)| r.tool_use_id.clone())
+                .collect();
+            if ids.is_empty() {
+                return Err("no tool call in this document waits for approval".into());
+            }
+            let edits = ids
+                .iter()
+                .filter_map(|id| doc.set_tool_result_status(id, Some(Status::Approved)))
+                .collect();
+            Ok((ids, edits))
+        }
+        Command::Engine(_) => Ok((Vec::new(), Vec::new())),
+    }
+}
+
+/// Whether the placeholder's fence follows its header without a blank line.
+fn is_compact(doc: &Document, tool_id: &str) -> bool {
+    doc.tool_result(tool_id)
+        .and_then(
+            |(_, segment, result)| match (&segment.kind, &result.fence) {
+                (SegmentKind::ToolResult(_), Some(fence)) => {
+                    Some(fence.open.start == result.header.end + 1)
+                }
+                _ => None,
+            },
+        )
+        .unwrap_or(false)
+}

@@ -1,0 +1,59 @@
+//! `initialize`: the server's capabilities and the negotiated position encoding.
+
+use std::path::PathBuf;
+
+use flemma_syntax::Encoding;
+use lsp_types::{
+    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, ExecuteCommandOptions,
+    FoldingRangeProviderCapability, HoverProviderCapability, InitializeResult, OneOf,
+    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind,
+    TextDocumentSyncOptions,
+};
+
+use crate::{commands, to_proto};
+
+pub(crate) fn result(encoding: Encoding) -> InitializeResult {
+    InitializeResult {
+        capabilities: ServerCapabilities {
+            position_encoding: Some(to_proto::encoding_kind(encoding)),
+            text_document_sync: Some(TextDocumentSyncCapability::Options(
+                TextDocumentSyncOptions {
+                    open_close: Some(true),
+                    change: Some(TextDocumentSyncKind::INCREMENTAL),
+                    ..Default::default()
+                },
+            )),
+            hover_provider: Some(HoverProviderCapability::Simple(true)),
+            definition_provider: Some(OneOf::Left(true)),
+            document_symbol_provider: Some(OneOf::Left(true)),
+            folding_range_provider: Some(FoldingRangeProviderCapability::Simple(true)),
+            code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+                code_action_kinds: Some(vec![CodeActionKind::QUICKFIX]),
+                ..Default::default()
+            })),
+            execute_command_provider: Some(ExecuteCommandOptions {
+                commands: commands::COMMANDS.iter().map(|c| (*c).to_owned()).collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        server_info: Some(ServerInfo {
+            name: "flemmad".into(),
+            version: Some(env!("CARGO_PKG_VERSION").into()),
+        }),
+    }
+}
+
+/// The workspace root relative command paths resolve against: the first workspace folder,
+/// else `rootUri`, else `rootPath` (Helix sends the current directory there).
+#[allow(deprecated)] // rootUri and rootPath are what clients outside a workspace still send.
+pub(crate) fn root(params: &lsp_types::InitializeParams) -> Option<PathBuf> {
+    let from_uri = |uri: &lsp_types::Uri| crate::commands::uri_to_path(uri.as_str());
+    params
+        .workspace_folders
+        .as_ref()
+        .and_then(|f| f.first())
+        .and_then(|f| from_uri(&f.uri))
+        .or_else(|| params.root_uri.as_ref().and_then(from_uri))
+        .or_else(|| params.root_path.as_ref().map(PathBuf::from))
+}

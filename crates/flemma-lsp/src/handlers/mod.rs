@@ -1,0 +1,221 @@
+//! One file per LSP method. Routing is one `match` on the method; unknown → `MethodNotFound`.
+//! A panic in a request handler answers that request with an error; the server goes on.
+
+pub(crate) mod code_action;
+pub(crate) mod definition;
+pub(crate) mod did_change;
+pub(crate) mod did_close;
+pub(crate) mod did_open;
+pub(crate) mod document_symbol;
+pub(crate) mod execute_command;
+pub(crate) mod folding_range;
+pub(crate) mod hover;
+pub(crate) mod initialize;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use lsp_server::{ErrorCode, Notification, Request, Response, ResponseError};
+use lsp_types::notification::Notification as _;
+use lsp_types::request::Request as _;
+
+use crate::session::{OpenDocument, ResponseHandler, Session};
+use crate::{features_shim, streaming, to_proto};
+
+pub(crate) type HandlerResult<T> = Result<T, ResponseError>;
+
+pub(crate) fn error(code: ErrorCode, message: impl Into<String>) -> ResponseError {
+    ResponseError {
+        code: code as i32,
+        message: message.into(),
+        data: None,
+    }
+}
+
+pub(crate) fn on_request(session: &mut Session, request: Request) {
+    use lsp_types::request as r;
+    if session.shutdown_requested && request.method != r::Shutdown::METHOD {
+        session.respond(Response::new_err(
+            request.id,
+            ErrorCode::InvalidRequest as i32,
+            "the server is shutting down; only `exit` is accepted now".into(),
+        ));
+        return;
+    }
+    match request.method.as_str() {
+        r::Shutdown::METHOD => {
+            session.shutdown_requested = true;
+            session.respond(Response::new_ok(request.id, ()));
+        }
+        r::HoverRequest::METHOD => dispatch::<r::HoverRequest>(session, request, hover::handle),
+        r::GotoDefinition::METHOD => {
+            dispatch::<r::GotoDefinition>(session, request, definition::handle)
+        }
+        r::DocumentSymbolRequest::METHOD => {
+            dispatch::<r::DocumentSymbolRequest>(session, request, document_symbol::handle)
+        }
+        r::FoldingRangeRequest::METHOD => {
+            dispatch::<r::FoldingRangeRequest>(session, request, folding_range::handle)
+        }
+        r::CodeActionRequest::METHOD => {
+            dispatch::<r::CodeActionRequest>(session, request, code_action::handle)
+        }
+        r::ExecuteCommand::METHOD => {
+            dispatch::<r::ExecuteCommand>(session, request, execute_command::handle)
+        }
+        method => {
+            let message = format!("flemmad does not implement `{method}`");
+            session.respond(Response::new_err(
+                request.id,
+                ErrorCode::MethodNotFound as i32,
+                message,
+            ));
+        }
+    }
+}
+
+/// Decodes the parameters, runs the handler under `catch_unwind`, and answers.
+fn dispatch<R: lsp_types::request::Request>(
+    session: &mut Session,
+    request: Request,
+    handler: fn(&mut Session, R::Params) -> HandlerResult<R::Result>,
+) {
+    let id = request.id.clone();
+    let params: R::Params = match serde_json::from_value(request.params) {
+        Ok(params) => params,
+        Err(e) => {
+            session.respond(Response::new_err(
+                id,
+                ErrorCode::InvalidParams as i32,
+                format!("invalid parameters for `{}`: {e}", R::METHOD),
+            ));
+            return;
+        }
+    };
+    let outcome = catch_unwind(AssertUnwindSafe(|| handler(session, params)));
+    let response = match outcome {
+        Ok(Ok(result)) => Response::new_ok(id, result),
+        Ok(Err(e)) => Response {
+            id,
+            response_result: Err(e),
+        },
+        Err(panic) => {
+            let detail = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_owned());
+            tracing::error!(method = R::METHOD, detail, "a request handler panicked");
+            Response::new_err(
+                id,
+                ErrorCode::InternalError as i32,
+                format!(
+                    "flemmad failed while handling `{}` ({detail}); the server keeps running — please report this with the log ($XDG_STATE_HOME/flemma/flemmad.log)",
+                    R::METHOD
+                ),
+            )
+        }
+    };
+    session.respond(response);
+}
+
+pub(crate) fn on_notification(session: &mut Session, notification: Notification) {
+    use lsp_types::notification as n;
+    let method = notification.method.clone();
+    let outcome = match method.as_str() {
+        n::DidOpenTextDocument::METHOD => notify(session, notification, did_open::handle),
+        n::DidChangeTextDocument::METHOD => notify(session, notification, did_change::handle),
+        n::DidCloseTextDocument::METHOD => notify(session, notification, did_close::handle),
+        // Nothing to do: the server keeps no state for these.
+        n::Initialized::METHOD
+        | n::DidSaveTextDocument::METHOD
+        | n::Cancel::METHOD
+        | n::DidChangeConfiguration::METHOD => Ok(()),
+        other => {
+            tracing::debug!(method = other, "ignoring an unknown notification");
+            Ok(())
+        }
+    };
+    if let Err(e) = outcome {
+        tracing::warn!(
+            method,
+            error = e.message,
+            "a notification could not be handled"
+        );
+        session.show_message(
+            lsp_types::MessageType::ERROR,
+            format!("flemma: {}", e.message),
+        );
+    }
+}
+
+fn notify<P: serde::de::DeserializeOwned>(
+    session: &mut Session,
+    notification: Notification,
+    handler: fn(&mut Session, P) -> HandlerResult<()>,
+) -> HandlerResult<()> {
+    let params: P = serde_json::from_value(notification.params).map_err(|e| {
+        error(
+            ErrorCode::InvalidParams,
+            format!("invalid parameters for `{}`: {e}", notification.method),
+        )
+    })?;
+    match catch_unwind(AssertUnwindSafe(|| handler(session, params))) {
+        Ok(result) => result,
+        Err(_) => Err(error(
+            ErrorCode::InternalError,
+            format!("flemmad failed while handling `{}`", notification.method),
+        )),
+    }
+}
+
+pub(crate) fn on_response(session: &mut Session, response: lsp_server::Response) {
+    let Some(handler) = session.requests.outgoing.complete(response.id.clone()) else {
+        tracing::warn!(id = ?response.id, "a response to no request of ours");
+        return;
+    };
+    let applied = response
+        .response_result
+        .ok()
+        .and_then(|r| serde_json::from_value::<lsp_types::ApplyWorkspaceEditResponse>(r).ok())
+        .is_some_and(|r| r.applied);
+    match handler {
+        ResponseHandler::StreamEdit { uri } => streaming::on_answer(session, &uri, applied),
+        ResponseHandler::CommandEdit { command, attempts } => {
+            execute_command::on_edit_answer(session, command, attempts, applied)
+        }
+    }
+}
+
+/// The open document a request is about.
+pub(crate) fn document<'s>(
+    session: &'s Session,
+    uri: &lsp_types::Uri,
+) -> HandlerResult<&'s OpenDocument> {
+    session.documents.get(uri.as_str()).ok_or_else(|| {
+        error(
+            ErrorCode::InvalidParams,
+            format!(
+                "{} is not open in this session; open it first (textDocument/didOpen)",
+                uri.as_str()
+            ),
+        )
+    })
+}
+
+/// Publishes the document's diagnostics (from [`features_shim::diagnostics`], the one source).
+pub(crate) fn publish_diagnostics(session: &Session, uri: &str) {
+    let Some(doc) = session.documents.get(uri) else {
+        return;
+    };
+    let diagnostics = features_shim::diagnostics(&doc.doc)
+        .into_iter()
+        .map(|d| to_proto::diagnostic(&doc.index, doc.text(), d, session.encoding))
+        .collect();
+    session.notify::<lsp_types::notification::PublishDiagnostics>(
+        lsp_types::PublishDiagnosticsParams {
+            uri: doc.uri.clone(),
+            diagnostics,
+            version: Some(doc.version),
+        },
+    );
+}

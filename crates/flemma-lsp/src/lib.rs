@@ -1,0 +1,30 @@
+//! The flemmad language server.
+//!
+//! **Architecture invariant:** this is the only crate that knows LSP types (`lsp-types`,
+//! `lsp-server`). Everything it answers comes from plain-data features over
+//! `flemma_syntax::Document` (today [`features_shim`], later `flemma_ide::features`), converted at
+//! the edge by `from_proto`/`to_proto`. Handlers never wait on the LLM or a tool: work that
+//! takes time belongs to the [`Backend`] (the engine), which answers at once and reports back
+//! through its [`Outbox`].
+//!
+//! Layout: [`Session`](session) owns all state; `main_loop` runs one loop over a closed
+//! `Event` enum; `handlers/` holds one file per LSP method; [`stream_edits`] is the pure
+//! streaming writer of `editors.md` §5.4; [`transport`] frames messages over stdio.
+
+mod backend;
+mod commands;
+mod features_shim;
+mod from_proto;
+mod handlers;
+mod main_loop;
+mod session;
+pub mod stream_edits;
+mod streaming;
+mod to_proto;
+pub mod transport;
+
+pub use backend::{
+    Backend, BackendError, EngineCommand, NoEngine, Outbox, ScriptedReply, StreamEnd, Task,
+};
+pub use commands::COMMANDS;
+pub use main_loop::{LspError, run};

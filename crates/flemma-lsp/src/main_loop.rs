@@ -1,0 +1,117 @@
+//! The main loop: one `select!` over a closed set of events, each handled on this thread.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, select};
+use lsp_server::{Connection, Message};
+
+use crate::backend::{Backend, Outbox, Task};
+use crate::session::Session;
+use crate::{from_proto, handlers, streaming};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LspError {
+    #[error("the LSP handshake failed: {0}")]
+    Handshake(#[from] lsp_server::ProtocolError),
+    #[error("the client sent invalid initialize parameters: {0}")]
+    InitializeParams(#[from] serde_json::Error),
+}
+
+/// Everything the main loop reacts to. Closed: a new source of work is a new variant.
+#[derive(Debug)]
+enum Event {
+    /// A message from the client.
+    Lsp(Message),
+    /// Work handed over by the engine.
+    Task(Task),
+    /// A stream's coalescing window ended.
+    FlushDue,
+    /// The client connection closed without `exit`.
+    Disconnected,
+}
+
+/// Runs a session on `connection` until the client sends `exit` or goes away.
+pub fn run(connection: Connection, backend: Box<dyn Backend>) -> Result<(), LspError> {
+    let (id, params) = connection.initialize_start()?;
+    let params: lsp_types::InitializeParams = serde_json::from_value(params)?;
+    let encoding = from_proto::negotiate_encoding(&params.capabilities);
+    let result = handlers::initialize::result(encoding);
+    // Answered directly (not `initialize_finish`, which insists on `initialized` coming next
+    // and ends the session otherwise); `initialized` is handled like any notification.
+    let answer = lsp_server::Response::new_ok(id, result);
+    if connection.sender.send(Message::Response(answer)).is_err() {
+        return Ok(());
+    }
+    tracing::info!(
+        client = ?params.client_info.as_ref().map(|c| &c.name),
+        ?encoding,
+        "initialized"
+    );
+    let (task_tx, task_rx) = crossbeam_channel::unbounded();
+    let mut session = Session {
+        sender: connection.sender.clone(),
+        encoding,
+        root: handlers::initialize::root(&params),
+        capabilities: params.capabilities,
+        documents: HashMap::new(),
+        requests: lsp_server::ReqQueue::default(),
+        backend,
+        outbox: Outbox::new(task_tx),
+        shutdown_requested: false,
+    };
+    loop {
+        let event = next_event(&session, &connection.receiver, &task_rx);
+        let _span = tracing::debug_span!("event", kind = event_kind(&event)).entered();
+        match event {
+            Event::Lsp(Message::Request(request)) => handlers::on_request(&mut session, request),
+            Event::Lsp(Message::Notification(notification)) => {
+                if notification.method == "exit" {
+                    break;
+                }
+                handlers::on_notification(&mut session, notification);
+            }
+            Event::Lsp(Message::Response(response)) => {
+                handlers::on_response(&mut session, response)
+            }
+            Event::Task(task) => streaming::on_task(&mut session, task),
+            Event::FlushDue => streaming::flush_due(&mut session, Instant::now()),
+            Event::Disconnected => {
+                tracing::info!("the client went away without `exit`");
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn next_event(session: &Session, lsp: &Receiver<Message>, tasks: &Receiver<Task>) -> Event {
+    let deadline = session.documents.values().filter_map(|d| d.flush_at).min();
+    let timer = match deadline {
+        Some(at) => crossbeam_channel::at(at),
+        None => crossbeam_channel::never(),
+    };
+    select! {
+        recv(lsp) -> message => match message {
+            Ok(message) => Event::Lsp(message),
+            Err(_) => Event::Disconnected,
+        },
+        recv(tasks) -> task => match task {
+            Ok(task) => Event::Task(task),
+            // The session holds a sender itself: this cannot happen.
+            Err(_) => Event::Disconnected,
+        },
+        recv(timer) -> _ => Event::FlushDue,
+    }
+}
+
+fn event_kind(event: &Event) -> &'static str {
+    match event {
+        Event::Lsp(Message::Request(_)) => "request",
+        Event::Lsp(Message::Notification(_)) => "notification",
+        Event::Lsp(Message::Response(_)) => "response",
+        Event::Task(_) => "task",
+        Event::FlushDue => "flush",
+        Event::Disconnected => "disconnected",
+    }
+}

@@ -1,0 +1,100 @@
+//! The session over an in-memory connection, with backends standing in for the engine.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use flemma_lsp::{Backend, BackendError, EngineCommand, Outbox};
+use lsp_server::{Connection, Message, Notification, Request, RequestId};
+use serde_json::{Value, json};
+
+/// An engine with a bug: every command panics.
+struct Panicking;
+
+impl Backend for Panicking {
+    fn command(&mut self, _: EngineCommand, _: &Outbox) -> Result<Value, BackendError> {
+        panic!("engine bug");
+    }
+}
+
+fn request(client: &Connection, id: i32, method: &str, params: Value) -> lsp_server::Response {
+    client
+        .sender
+        .send(Message::Request(Request::new(
+            RequestId::from(id),
+            method.into(),
+            params,
+        )))
+        .unwrap();
+    loop {
+        match client
+            .receiver
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap()
+        {
+            Message::Response(r) if r.id == RequestId::from(id) => return r,
+            _ => continue,
+        }
+    }
+}
+
+#[test]
+fn a_panicking_handler_answers_with_an_error_and_the_server_goes_on() {
+    let (server, client) = Connection::memory();
+    let thread = std::thread::spawn(move || flemma_lsp::run(server, Box::new(Panicking)));
+    let init = request(
+        &client,
+        1,
+        "initialize",
+        json!({"processId": null, "capabilities": {}}),
+    );
+    assert_eq!(
+        init.response_result.unwrap()["capabilities"]["positionEncoding"],
+        "utf-16"
+    );
+    client
+        .sender
+        .send(Message::Notification(Notification::new(
+            "textDocument/didOpen".into(),
+            json!({"textDocument": {"uri": "file:///t.chat", "languageId": "chat", "version": 0,
+                   "text": "@Assistant:\n**Tool Use:** `bash` (`t1`)\n```json\n{}\n```\n"}}),
+        )))
+        .unwrap();
+    let status = request(
+        &client,
+        2,
+        "workspace/executeCommand",
+        json!({"command": "flemma.status", "arguments": ["file:///t.chat"]}),
+    );
+    let error = status.response_result.unwrap_err();
+    assert_eq!(error.code, -32603);
+    assert!(
+        error.message.contains("engine bug") && error.message.contains("keeps running"),
+        "{}",
+        error.message
+    );
+    let hover = request(
+        &client,
+        3,
+        "textDocument/hover",
+        json!({"textDocument": {"uri": "file:///t.chat"}, "position": {"line": 1, "character": 16}}),
+    );
+    let hover = hover.response_result.unwrap();
+    assert!(
+        hover["contents"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("`bash`")
+    );
+    let unknown = request(&client, 4, "flemma/send", json!({}));
+    assert_eq!(unknown.response_result.unwrap_err().code, -32601);
+    request(&client, 5, "shutdown", Value::Null);
+    client
+        .sender
+        .send(Message::Notification(Notification::new(
+            "exit".into(),
+            Value::Null,
+        )))
+        .unwrap();
+    thread.join().unwrap().unwrap();
+}

@@ -1,0 +1,97 @@
+//! `flemmad lsp`: the language server over stdio (what editors launch).
+//!
+//! Logs go to `$XDG_STATE_HOME/flemma/flemmad.log` (never stdout, which carries the protocol).
+
+use std::fs::OpenOptions;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+#[derive(Debug, clap::Args)]
+pub struct LspArgs {
+    /// Speak LSP over standard input and output (the default; accepted because editors pass it).
+    #[arg(long)]
+    pub stdio: bool,
+    /// Testing aid: answer `flemma.send` by streaming this file's text as the reply, instead
+    /// of saying that the engine is not available yet.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub scripted_reply: Option<PathBuf>,
+    /// Characters per chunk of the scripted reply.
+    #[arg(long, hide = true, default_value_t = 7)]
+    pub scripted_chunk_chars: usize,
+    /// Milliseconds between chunks of the scripted reply.
+    #[arg(long, hide = true, default_value_t = 5)]
+    pub scripted_interval_ms: u64,
+}
+
+pub fn run(args: LspArgs) -> anyhow::Result<ExitCode> {
+    let backend: Box<dyn flemma_lsp::Backend> = match &args.scripted_reply {
+        Some(path) => {
+            let reply = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the scripted reply {}", path.display()))?;
+            Box::new(flemma_lsp::ScriptedReply::new(
+                reply,
+                args.scripted_chunk_chars,
+                Duration::from_millis(args.scripted_interval_ms),
+            ))
+        }
+        None => Box::new(flemma_lsp::NoEngine),
+    };
+    let (connection, io_threads) =
+        flemma_lsp::transport::stdio().context("cannot start the stdio transport")?;
+    let outcome = flemma_lsp::run(connection, backend);
+    if let Err(error) = &outcome {
+        tracing::error!(%error, "the language server stopped");
+    }
+    outcome.context("the language server stopped")?;
+    // The reader thread ends at `exit` or at the end of stdin; the writer once every sender
+    // is gone.
+    io_threads.join().context("the stdio transport failed")?;
+    tracing::info!("exit");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where the log goes: `$XDG_STATE_HOME/flemma/flemmad.log` (`~/.local/state` by default).
+fn log_path() -> Option<PathBuf> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
+    Some(state.join("flemma").join("flemmad.log"))
+}
+
+/// Logging for LSP mode: to the log file, else (when it cannot be opened) to stderr; never
+/// stdout. `RUST_LOG` chooses the level (default `info`).
+pub fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let file = log_path().and_then(|path| {
+        std::fs::create_dir_all(path.parent()?).ok()?;
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .ok()
+    });
+    match file {
+        Some(file) => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter())
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .try_init();
+        }
+        None => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter())
+                .with_ansi(false)
+                .with_writer(std::io::stderr)
+                .try_init();
+            tracing::warn!(
+                "cannot open the log file under $XDG_STATE_HOME/flemma; logging to stderr"
+            );
+        }
+    }
+}

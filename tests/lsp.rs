@@ -1,0 +1,550 @@
+//! End-to-end tests of `flemmad lsp` over stdio, with scripted clients behaving like Helix and
+//! VS Code (tests/support/lsp_client.rs).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/lsp_client.rs"]
+mod lsp_client;
+
+use std::time::{Duration, Instant};
+
+use lsp_client::{Client, Flavor, offset_of};
+use serde_json::{Value, json};
+
+const URI: &str = "file:///work/demo/talk.chat";
+
+/// A conversation with a tool use, a pending placeholder answering it and a job result.
+const CHAT: &str = "@You:\nrun the tests 🙂 中文\n\n@Assistant:\n**Tool Use:** `bash` (`t中🙂1`)\n```json\n{\"command\":\"make test\"}\n```\n\n**Tool Use:** `bash` (`t2`)\n```json\n{\"command\":\"ls\"}\n```\n\n@You:\n**Tool Result:** `t中🙂1` (pending)\n```\n```\n\n**Tool Result:** `t2` (pending job=job_ab12)\n```\n```\n\n**Job Result:** `job_ab12`\n```\nfile.txt\n```\n";
+
+fn start(flavor: Flavor, args: &[&str]) -> Client {
+    let mut client = Client::start(flavor, args);
+    client.initialize(std::path::Path::new("/work/demo"));
+    client
+}
+
+fn text_position(client: &Client, needle: &str) -> Value {
+    let offset = client.text(URI).find(needle).expect(needle);
+    client.position(URI, offset)
+}
+
+#[test]
+fn initialize_negotiates_the_encoding_and_answers_fast() {
+    for (flavor, expected) in [(Flavor::Helix, "utf-8"), (Flavor::VsCode, "utf-16")] {
+        let mut client = Client::start(flavor, &[]);
+        let (result, elapsed) = client.initialize(std::path::Path::new("/tmp"));
+        assert_eq!(result["capabilities"]["positionEncoding"], expected);
+        assert_eq!(result["capabilities"]["textDocumentSync"]["change"], 2);
+        let commands = result["capabilities"]["executeCommandProvider"]["commands"]
+            .as_array()
+            .unwrap();
+        for command in [
+            "flemma.send",
+            "flemma.cancel",
+            "flemma.approve",
+            "flemma.reject",
+            "flemma.approveAll",
+            "flemma.background",
+            "flemma.execute",
+            "flemma.status",
+        ] {
+            assert!(
+                commands.contains(&json!(command)),
+                "{command} not advertised"
+            );
+        }
+        // The goal is < 50 ms; the bound here leaves room for a loaded test machine.
+        assert!(
+            elapsed < Duration::from_secs(2),
+            "initialize took {elapsed:?}"
+        );
+        assert!(client.shutdown().success());
+    }
+}
+
+#[test]
+fn incremental_multibyte_edits_stay_in_sync_in_both_encodings() {
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = start(flavor, &[]);
+        client.open(URI, CHAT);
+        // Type after the emoji and the CJK on the same line, then replace a CJK char.
+        let after_cjk = client.text(URI).find("中文").unwrap() + "中文".len();
+        client.type_at(URI, after_cjk, " 🎉x");
+        let cjk = client.text(URI).find("文").unwrap();
+        client.replace(URI, cjk, cjk + "文".len(), "字👍");
+        let after_emoji = client.text(URI).find("🙂").unwrap() + "🙂".len();
+        client.type_at(URI, after_emoji, "é");
+        // The server's mirror must equal the buffer: the first line of the message, as the
+        // symbols report it, and the tool use under a position right after multibyte text.
+        let symbols = client
+            .request(
+                "textDocument/documentSymbol",
+                json!({"textDocument": {"uri": URI}}),
+            )
+            .unwrap();
+        assert_eq!(symbols[0]["name"], "@You");
+        assert_eq!(
+            symbols[0]["detail"], "run the tests 🙂é 中字👍 🎉x",
+            "{flavor:?}"
+        );
+        let definition = client
+            .request(
+                "textDocument/definition",
+                json!({"textDocument": {"uri": URI}, "position": text_position(&client, "`bash` (`t中")}),
+            )
+            .unwrap();
+        let start = offset_of(
+            client.text(URI),
+            &definition["range"]["start"],
+            client.units,
+        );
+        let end = offset_of(client.text(URI), &definition["range"]["end"], client.units);
+        assert_eq!(
+            &client.text(URI)[start..end],
+            "**Tool Result:** `t中🙂1` (pending)",
+            "{flavor:?}"
+        );
+        client.shutdown();
+    }
+}
+
+#[test]
+fn diagnostics_are_published_after_an_edit_with_code_source_and_version() {
+    let mut client = start(Flavor::Helix, &[]);
+    client.open(URI, CHAT);
+    let first = client.wait_notification("textDocument/publishDiagnostics", |_| true);
+    let hints: Vec<&Value> = first["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["code"] == "pending-approval")
+        .collect();
+    assert_eq!(hints.len(), 2);
+    assert_eq!(hints[0]["severity"], 4);
+    assert_eq!(hints[0]["source"], "flemma");
+    // An unclosed fence at the end.
+    let end = client.text(URI).len();
+    client.type_at(URI, end, "\n```rust\nfn main() {}\n");
+    let after = client.wait_notification("textDocument/publishDiagnostics", |p| p["version"] == 1);
+    let unclosed = after["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "unclosed-fence")
+        .expect("an unclosed-fence diagnostic");
+    assert_eq!(unclosed["severity"], 1);
+    assert_eq!(unclosed["source"], "flemma");
+    client.shutdown();
+}
+
+#[test]
+fn hover_and_definition_on_tool_and_job_blocks() {
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = start(flavor, &[]);
+        client.open(URI, CHAT);
+        let hover = |client: &mut Client, needle: &str| {
+            client
+                .request(
+                    "textDocument/hover",
+                    json!({"textDocument": {"uri": URI}, "position": text_position(client, needle)}),
+                )
+                .unwrap()
+        };
+        let on_use = hover(&mut client, "`bash` (`t2`)");
+        let markdown = on_use["contents"]["value"].as_str().unwrap();
+        assert!(markdown.contains("`bash` (`t2`)"), "{markdown}");
+        assert!(markdown.contains("{\"command\":\"ls\"}"), "{markdown}");
+        assert!(markdown.contains("pending"), "{markdown}");
+        let on_result = hover(&mut client, "`t2` (pending job");
+        let markdown = on_result["contents"]["value"].as_str().unwrap();
+        assert!(markdown.contains("job `job_ab12`: completed"), "{markdown}");
+        let on_job = hover(&mut client, "`job_ab12`\n```\nfile");
+        assert!(
+            on_job["contents"]["value"]
+                .as_str()
+                .unwrap()
+                .contains("started by tool call `t2`")
+        );
+        let definition = |client: &mut Client, needle: &str| {
+            let target = client
+                .request(
+                    "textDocument/definition",
+                    json!({"textDocument": {"uri": URI}, "position": text_position(client, needle)}),
+                )
+                .unwrap();
+            assert_eq!(target["uri"], URI);
+            let start = offset_of(client.text(URI), &target["range"]["start"], client.units);
+            client.text(URI)[start..].lines().next().unwrap().to_owned()
+        };
+        assert_eq!(
+            definition(&mut client, "`t2` (pending job"),
+            "**Job Result:** `job_ab12`"
+        );
+        assert_eq!(
+            definition(&mut client, "`job_ab12`\n```\nfile"),
+            "**Tool Result:** `t2` (pending job=job_ab12)"
+        );
+        // Plain text has neither.
+        let none = client
+            .request(
+                "textDocument/hover",
+                json!({"textDocument": {"uri": URI}, "position": text_position(&client, "run the")}),
+            )
+            .unwrap();
+        assert!(none.is_null());
+        client.shutdown();
+    }
+}
+
+#[test]
+fn symbols_and_folding_ranges() {
+    let mut client = start(Flavor::VsCode, &[]);
+    client.open(URI, CHAT);
+    let symbols = client
+        .request(
+            "textDocument/documentSymbol",
+            json!({"textDocument": {"uri": URI}}),
+        )
+        .unwrap();
+    let names: Vec<&str> = symbols
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["@You", "@Assistant", "@You"]);
+    let children: Vec<&str> = symbols[1]["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(children, ["bash (t中🙂1)", "bash (t2)"]);
+    let folds = client
+        .request(
+            "textDocument/foldingRange",
+            json!({"textDocument": {"uri": URI}}),
+        )
+        .unwrap();
+    let lines: Vec<(u64, u64)> = folds
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["startLine"].as_u64().unwrap(),
+                f["endLine"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // The assistant message (lines 3..=12) and its first tool use block (4..=7).
+    assert!(lines.contains(&(3, 12)), "{lines:?}");
+    assert!(lines.contains(&(4, 7)), "{lines:?}");
+    client.shutdown();
+}
+
+fn code_actions(client: &mut Client, needle: &str) -> Vec<Value> {
+    let position = text_position(client, needle);
+    client
+        .request(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": URI}, "range": {"start": position, "end": position}, "context": {"diagnostics": [], "triggerKind": 1}}),
+        )
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Runs a code action's command and pumps until the edit it causes is in the buffer.
+fn run_command(client: &mut Client, command: &Value) -> Result<Value, Value> {
+    let seen = client.apply_edits_seen;
+    let result = client.request(
+        "workspace/executeCommand",
+        json!({"command": command["command"], "arguments": command["arguments"]}),
+    );
+    if result.is_ok() {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while client.apply_edits_seen == seen {
+            assert!(Instant::now() < deadline, "no applyEdit after {command}");
+            client.pump(Duration::from_millis(50));
+        }
+        // Let retries (a refused edit) settle.
+        while client.pump(Duration::from_millis(200)) {}
+    }
+    result
+}
+
+#[test]
+fn approve_and_reject_through_code_actions_and_commands() {
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = start(flavor, &[]);
+        client.open(URI, CHAT);
+        let actions = code_actions(&mut client, "**Tool Result:** `t中🙂1`");
+        let titles: Vec<&str> = actions
+            .iter()
+            .map(|a| a["title"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            titles,
+            [
+                "Approve `bash` (t中🙂1)",
+                "Reject `bash` (t中🙂1)",
+                "Approve all pending tool calls"
+            ]
+        );
+        assert!(code_actions(&mut client, "run the tests").is_empty());
+        run_command(&mut client, &actions[0]["command"]).unwrap();
+        assert!(
+            client
+                .text(URI)
+                .contains("**Tool Result:** `t中🙂1` (approved)\n```\n```\n"),
+            "{}",
+            client.text(URI)
+        );
+        // Approving again says why not.
+        let again = run_command(&mut client, &actions[0]["command"]).unwrap_err();
+        assert!(
+            again["message"]
+                .as_str()
+                .unwrap()
+                .contains("not waiting for approval: its status is `approved`")
+        );
+        // Reject with a reason, by relative path as Helix's `:lsp-workspace-command` sends it.
+        let reject = json!({"command": "flemma.reject", "arguments": ["talk.chat", "t2", "use make test-unit"]});
+        run_command(&mut client, &reject).unwrap();
+        assert!(
+            client.text(URI).contains(
+                "**Tool Result:** `t2` (error job=job_ab12)\n```\nUser feedback: use make test-unit\n```\n"
+            ),
+            "{}",
+            client.text(URI)
+        );
+        client.shutdown();
+    }
+}
+
+#[test]
+fn a_refused_command_edit_is_rebuilt_on_the_latest_text() {
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = start(flavor, &[]);
+        client.open(URI, CHAT);
+        // The user types at the top while the edit travels: the first edit is stale.
+        client.type_before_next_apply = Some((URI.into(), 0, "typed first\n".into()));
+        let approve_all = json!({"command": "flemma.approveAll", "arguments": [URI]});
+        let result = run_command(&mut client, &approve_all).unwrap();
+        assert_eq!(result["toolIds"], json!(["t中🙂1", "t2"]));
+        assert_eq!(client.apply_edits_refused, 1, "{flavor:?}");
+        let text = client.text(URI);
+        assert!(text.starts_with("typed first\n@You:\n"));
+        assert!(
+            text.contains("`t中🙂1` (approved)") && text.contains("`t2` (approved job=job_ab12)")
+        );
+        client.shutdown();
+    }
+}
+
+#[test]
+fn engine_commands_say_the_engine_is_not_available_yet() {
+    let mut client = start(Flavor::Helix, &[]);
+    client.open(URI, CHAT);
+    let error = client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "flemma.send", "arguments": [URI]}),
+        )
+        .unwrap_err();
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("not available yet"),
+        "{error}"
+    );
+    let error = client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "flemma.approve", "arguments": [URI]}),
+        )
+        .unwrap_err();
+    assert_eq!(error["code"], -32602);
+    assert!(error["message"].as_str().unwrap().contains("[uri, toolId]"));
+    let error = client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "flemma.send", "arguments": ["elsewhere.chat"]}),
+        )
+        .unwrap_err();
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a document open")
+    );
+    client.shutdown();
+}
+
+#[test]
+fn malformed_messages_and_unknown_methods_get_errors_and_the_server_goes_on() {
+    let mut client = start(Flavor::Helix, &[]);
+    client.send_raw(b"Content-Length: 9\r\n\r\n{\"id\": 4,");
+    let reply = client.next_raw(Duration::from_secs(10)).unwrap();
+    assert_eq!(reply["error"]["code"], -32700);
+    assert!(reply["id"].is_null());
+    let invalid = br#"{"jsonrpc": "2.0", "id": 7, "method": 42}"#;
+    let mut framed = format!("Content-Length: {}\r\n\r\n", invalid.len()).into_bytes();
+    framed.extend_from_slice(invalid);
+    client.send_raw(&framed);
+    let reply = client.next_raw(Duration::from_secs(10)).unwrap();
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    assert_eq!(reply["id"], 7);
+    let error = client
+        .request("textDocument/rename", json!({}))
+        .unwrap_err();
+    assert_eq!(error["code"], -32601);
+    let error = client
+        .request("textDocument/hover", json!({"nonsense": true}))
+        .unwrap_err();
+    assert_eq!(error["code"], -32602);
+    client.open(URI, CHAT);
+    let symbols = client
+        .request(
+            "textDocument/documentSymbol",
+            json!({"textDocument": {"uri": URI}}),
+        )
+        .unwrap();
+    assert_eq!(symbols.as_array().unwrap().len(), 3);
+    assert!(client.shutdown().success());
+}
+
+/// A tiny deterministic generator (no dependency): xorshift.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+#[test]
+fn a_streamed_reply_survives_the_user_typing_anywhere() {
+    let reply = "Sure, here is the plan:\n1. run make\n2. read the log ✓\n3. fix it 中文 🙂\nthat is all, good luck with the tests and the review.\n";
+    let dir = tempfile::tempdir().unwrap();
+    let reply_path = dir.path().join("reply.txt");
+    std::fs::write(&reply_path, reply).unwrap();
+    let start_text = "@You:\nplease help\n";
+    for (flavor, seed) in [(Flavor::Helix, 7), (Flavor::VsCode, 11)] {
+        let mut client = start(
+            flavor,
+            &[
+                "--scripted-reply",
+                reply_path.to_str().unwrap(),
+                "--scripted-chunk-chars",
+                "3",
+                "--scripted-interval-ms",
+                "3",
+            ],
+        );
+        client.open(URI, start_text);
+        client
+            .request(
+                "workspace/executeCommand",
+                json!({"command": "flemma.send", "arguments": [URI]}),
+            )
+            .unwrap();
+        let mut rng = Rng(seed);
+        let mut keys = String::new();
+        let is_key = |c: char| "QWKZ#".contains(c);
+        let expected = format!("{start_text}\n@Assistant:\n{reply}\n");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut done_at = None;
+        loop {
+            client.pump(Duration::from_millis(2));
+            // The user types a key at a random char boundary (anywhere: before, inside and
+            // after the block being written), sometimes several in a row.
+            if keys.len() < 60 && rng.below(3) == 0 {
+                let text = client.text(URI).to_owned();
+                let mut at = rng.below(text.len() + 1);
+                while !text.is_char_boundary(at) {
+                    at -= 1;
+                }
+                let key = ["Q", "W", "K", "Z", "#"][rng.below(5)];
+                keys.push_str(key);
+                client.type_at(URI, at, key);
+            }
+            // Sometimes the user is faster than the edit in flight: it gets refused.
+            if keys.len() < 60 && client.type_before_next_apply.is_none() && rng.below(4) == 0 {
+                let key = ["Q", "W", "K", "Z", "#"][rng.below(5)];
+                keys.push_str(key);
+                let at = rng.below(client.text(URI).len() + 1);
+                client.type_before_next_apply = Some((URI.into(), at, key.into()));
+            }
+            let without_keys: String = client.text(URI).chars().filter(|c| !is_key(*c)).collect();
+            if without_keys == expected {
+                // Keep pumping a little: nothing more may arrive.
+                let at = *done_at.get_or_insert_with(Instant::now);
+                if at.elapsed() > Duration::from_millis(300) {
+                    break;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{flavor:?}: the stream did not complete:\n{}",
+                client.text(URI)
+            );
+        }
+        // A key waiting for an edit that never came was never typed.
+        if let Some((_, _, key)) = client.type_before_next_apply.take() {
+            keys.truncate(keys.len() - key.len());
+        }
+        let without_keys: String = client.text(URI).chars().filter(|c| !is_key(*c)).collect();
+        assert_eq!(without_keys, expected, "{flavor:?}");
+        let typed = client.text(URI).chars().filter(|c| is_key(*c)).count();
+        assert_eq!(typed, keys.len(), "{flavor:?}: a keystroke was lost");
+        assert!(
+            client.apply_edits_refused > 0,
+            "{flavor:?}: typing never raced an edit"
+        );
+        client.shutdown();
+    }
+}
+
+#[test]
+fn deleting_the_block_being_written_cancels_the_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let reply_path = dir.path().join("reply.txt");
+    std::fs::write(&reply_path, "word ".repeat(400)).unwrap();
+    let mut client = start(
+        Flavor::Helix,
+        &[
+            "--scripted-reply",
+            reply_path.to_str().unwrap(),
+            "--scripted-chunk-chars",
+            "5",
+            "--scripted-interval-ms",
+            "5",
+        ],
+    );
+    let start_text = "@You:\nplease help\n";
+    client.open(URI, start_text);
+    client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "flemma.send", "arguments": [URI]}),
+        )
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !client.text(URI).contains("word word") {
+        assert!(Instant::now() < deadline, "nothing streamed");
+        client.pump(Duration::from_millis(10));
+    }
+    let len = client.text(URI).len();
+    client.replace(URI, start_text.len(), len, "");
+    let message = client.wait_notification("window/showMessage", |_| true);
+    assert!(message["message"].as_str().unwrap().contains("cancelled"));
+    while client.pump(Duration::from_millis(200)) {}
+    assert_eq!(client.text(URI), start_text);
+    client.shutdown();
+}
