@@ -1,6 +1,8 @@
 // Unpacks the packaged extension (`npm run package` builds it first) and checks what VS Code reads.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import Module from 'node:module';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { readZip } from '../support/zip';
@@ -69,4 +71,33 @@ test('the bundle is self-contained apart from vscode and exports activate', () =
   assert.ok(!/require\("vscode-languageclient/.test(bundle), 'the language client is bundled in');
   assert.ok(bundle.includes('activate'));
   assert.ok(bundle.includes('lsp.sock') && bundle.includes('flemma.send'));
+});
+
+test('the packed bundle loads in Node with vscode stubbed and exports activate/deactivate', () => {
+  // Every property of the stub is a constructible no-op, enough for the language client's
+  // module-level code; starting a client is not attempted (that needs VS Code).
+  const stub: object = new Proxy(function () {}, {
+    get: (_t, key) => (key === Symbol.toPrimitive ? () => '' : stub),
+    construct: () => stub as object,
+    apply: () => stub,
+  });
+  const loader = Module as unknown as { _load: (r: string, p: unknown, m: boolean) => unknown };
+  const load = loader._load;
+  loader._load = function (request: string, parent: unknown, isMain: boolean) {
+    return request === 'vscode' ? stub : load.call(this, request, parent, isMain);
+  };
+  try {
+    const dir = mkdtempSync(join(tmpdir(), 'flemma-vsix-'));
+    try {
+      const file = join(dir, 'extension.js');
+      writeFileSync(file, entry('extension/dist/extension.js'));
+      const extension = require(file);
+      assert.equal(typeof extension.activate, 'function');
+      assert.equal(typeof extension.deactivate, 'function');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  } finally {
+    loader._load = load;
+  }
 });
