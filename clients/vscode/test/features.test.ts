@@ -143,13 +143,13 @@ test('the status bar follows flemma/event for the active chat', () => {
   assert.equal(item.visible, false);
 });
 
-function streamed(text: string, line: number, version: number) {
+function streamed(text: string, line: number, version: number, character = 0) {
   return {
     edit: {
       documentChanges: [
         {
           textDocument: { uri: URI, version },
-          edits: [{ range: { start: { line, character: 0 }, end: { line, character: 0 } }, newText: text }],
+          edits: [{ range: { start: { line, character }, end: { line, character } }, newText: text }],
         },
       ],
     },
@@ -170,14 +170,14 @@ test('a streamed reply is applied with one undo stop; a stale edit is refused', 
   assert.equal(passedOn, 1, 'not streaming: the client applies it');
   port.notify('flemma/event', { name: 'request:sending', uri: URI });
   assert.deepEqual(await middleware(streamed('Hello', 4, doc.version), next), { applied: true });
-  assert.deepEqual(await middleware(streamed(' world\n', 4, doc.version), next), { applied: true });
+  assert.deepEqual(await middleware(streamed(' world\n', 4, doc.version, 5), next), { applied: true });
   const stale = await middleware(streamed('lost?', 4, doc.version - 1), next);
   assert.equal(stale.applied, false);
   assert.match(stale.failureReason ?? '', /document has changed/);
   port.notify('flemma/event', { name: 'request:finished', uri: URI });
   assert.deepEqual(await middleware(streamed('y', 4, doc.version), next), { applied: true });
   assert.equal(passedOn, 2);
-  assert.equal(doc.text, '@You:\nhi\n\n@Assistant:\n world\nHello');
+  assert.equal(doc.text, '@You:\nhi\n\n@Assistant:\nHello world\n');
   assert.deepEqual(editor.edits, [
     { undoStopBefore: true, undoStopAfter: false },
     { undoStopBefore: false, undoStopAfter: false },
