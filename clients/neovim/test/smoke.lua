@@ -1,7 +1,8 @@
 -- Headless smoke test: nvim --headless -u clients/neovim/init.lua -c "luafile clients/neovim/test/smoke.lua"
 -- with FLEMMAD pointing at a server command and FAKE_LSP_LOG at the log the fake server writes.
-local failures = 0
+local failures, checks = 0, 0
 local function check(ok, what)
+  checks = checks + 1
   if ok then
     io.stdout:write("ok - " .. what .. "\n")
   else
@@ -78,7 +79,19 @@ vim.api.nvim_win_set_cursor(0, { 10, 0 })
 press("<leader>fb")
 check(command_sent("flemma.background", { uri, "toolu_01AAA" }), "<leader>fb backgrounds the tool under the cursor")
 
-io.stdout:write(string.format("%d passed, %d failed\n", 8 + 4 - failures, failures))
+local first_client = flemmad.client_id()
+local second = vim.fn.fnamemodify(chat, ":h") .. "/second.chat"
+vim.cmd("edit " .. vim.fn.fnameescape(second))
+local second_uri = vim.uri_from_bufnr(vim.api.nvim_get_current_buf())
+check(wait_for("textDocument/didOpen", function(p) return p.textDocument.uri == second_uri end) ~= nil,
+  "a second chat buffer is opened on the server")
+local initializes = 0
+for line in io.lines(log_path) do
+  if vim.fn.json_decode(line).method == "initialize" then initializes = initializes + 1 end
+end
+check(initializes == 1 and flemmad.client_id() == first_client, "one client serves every chat buffer")
+
+io.stdout:write(string.format("%d passed, %d failed\n", checks - failures, failures))
 if failures > 0 then
   vim.cmd("cquit 1")
 else

@@ -29,6 +29,8 @@ M.defaults = {
 
 local options = vim.deepcopy(M.defaults)
 local client_id = nil
+-- Neovim 0.11 made client functions methods (`client:request`); the dot form warns there.
+local methods = vim.fn.has("nvim-0.11") == 1
 
 local function notify(message, level)
   vim.notify("flemmad: " .. message, level or vim.log.levels.INFO)
@@ -72,11 +74,17 @@ function M.execute(command, bufnr, ...)
     return false
   end
   local arguments = { vim.uri_from_bufnr(bufnr), ... }
-  c.request("workspace/executeCommand", { command = command, arguments = arguments }, function(err)
+  local function on_result(err)
     if err then
       notify(command .. " failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
     end
-  end, bufnr)
+  end
+  local params = { command = command, arguments = arguments }
+  if methods then
+    c:request("workspace/executeCommand", params, on_result, bufnr)
+  else
+    c.request("workspace/executeCommand", params, on_result, bufnr)
+  end
   return true
 end
 
@@ -132,19 +140,29 @@ local function map_keys(bufnr)
 end
 
 local function attach(bufnr)
-  local c = client()
-  if c == nil or c.is_stopped() then
-    local config = {
-      name = "flemmad",
-      cmd = options.cmd,
-      root_dir = vim.loop.cwd(),
-      -- an empty Lua table would go out as a JSON array: send an object
-      init_options = next(options.config) == nil and vim.empty_dict() or options.config,
-    }
-    if vim.fn.executable(options.cmd[1]) ~= 1 then
-      notify("'" .. options.cmd[1] .. "' is not executable or not on $PATH: install flemmad or set cmd in setup()", vim.log.levels.ERROR)
-      return
+  if vim.fn.executable(options.cmd[1]) ~= 1 then
+    notify("'" .. options.cmd[1] .. "' is not executable or not on $PATH: install flemmad or set cmd in setup()", vim.log.levels.ERROR)
+    return
+  end
+  local config = {
+    name = "flemmad",
+    cmd = options.cmd,
+    root_dir = (vim.uv or vim.loop).cwd(),
+    -- an empty Lua table would go out as a JSON array: send an object
+    init_options = next(options.config) == nil and vim.empty_dict() or options.config,
+  }
+  if vim.lsp.start ~= nil then
+    -- 0.8+: starts the client once and reuses it (same name and root) for every chat buffer
+    client_id = vim.lsp.start(config, { bufnr = bufnr })
+    if client_id == nil then
+      notify("could not start " .. table.concat(options.cmd, " "), vim.log.levels.ERROR)
     end
+    return
+  end
+  -- 0.7: one client for all chat buffers, started on the first
+  local c = client()
+  local stopped = c == nil or c.is_stopped()
+  if stopped then
     client_id = vim.lsp.start_client(config)
     if client_id == nil then
       notify("could not start " .. table.concat(options.cmd, " "), vim.log.levels.ERROR)
