@@ -15,7 +15,8 @@ import { ReplyUndoGroups, type LspApplyEditParams } from './undo';
 let client: LanguageClient | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
-  const settings = vscode.workspace.getConfiguration('flemma');
+  // Read at each (re)start, so a settings change takes effect on restart.
+  const settings = () => vscode.workspace.getConfiguration('flemma');
   const output = vscode.window.createOutputChannel('Flemma', { log: true });
   const undo = new ReplyUndoGroups();
   const streamEdits = applyEditMiddleware(undo);
@@ -25,7 +26,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   ): Promise<ApplyWorkspaceEditResult> =>
     streamEdits(params as LspApplyEditParams, (p) => next(p as ApplyWorkspaceEditParams, undefined as never));
   const serverOptions: ServerOptions = async () => {
-    const connection = await connectOrSpawn(settings.get<string>('path', 'flemmad'), process.env);
+    const connection = await connectOrSpawn(settings().get<string>('path', 'flemmad'), process.env);
     if (connection.kind === 'daemon') {
       output.info(`connected to the flemmad daemon at ${connection.socketPath}`);
       const stream: StreamInfo = { reader: connection.socket, writer: connection.socket };
@@ -40,7 +41,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     serverOptions,
     {
       documentSelector: [{ language: CHAT_LANGUAGE }],
-      initializationOptions: settings.get<Record<string, unknown>>('config', {}),
+      initializationOptions: () => settings().get<Record<string, unknown>>('config', {}),
       outputChannel: output,
       middleware: { workspace: { handleApplyEdit } },
     },
