@@ -7,6 +7,12 @@ import tomllib
 import unittest
 from pathlib import Path
 
+try:  # the markdown grammar Helix uses, from PyPI (tree-sitter, tree-sitter-markdown); optional
+    import tree_sitter
+    import tree_sitter_markdown
+except ImportError:
+    tree_sitter = None
+
 HERE = Path(__file__).parent
 
 # Keys of a [[language]] entry and of a [language-server.NAME] table, with their TOML types.
@@ -150,6 +156,67 @@ class Queries(unittest.TestCase):
         self.assertEqual(captured("**Job Result:** `job_k7x2m9qa` (error)"), ["keyword.control.exception"])
         self.assertEqual(captured("**Tool Result:** `t` (job=job_k7x2m9qa)"), [])
         self.assertEqual(captured("**Tool Use:** `bash` (`toolu_01BBB`)"), ["function"])
+        self.assertEqual(captured("@You:\n**Tool Result:** `toolu_01BBB` (pending)"), ["special"])
+        self.assertEqual(captured("@You:\nplease **Tool Result:** `x` (pending)"), [])
+
+
+SAMPLE_CHAT = b"""@You:
+
+Run the tests.
+
+@Assistant:
+Sure.
+
+**Tool Use:** `bash` (`toolu_01BBB`)
+```json
+{"command":"make test"}
+```
+
+<thinking anthropic:signature="Ev0B">
+The user wants tests.
+</thinking>
+
+<!-- flemma:aborted: Response interrupted by the user. -->
+
+@You:
+**Tool Result:** `toolu_01BBB` (pending)
+```
+```
+
+**Tool Result:** `toolu_01CCC` (error job=job_lost1)
+```
+Job lost.
+```
+
+@Note:
+
+kept, never sent
+"""
+
+
+@unittest.skipIf(tree_sitter is None, "tree-sitter and tree-sitter-markdown are not installed (pip install tree-sitter tree-sitter-markdown)")
+class QueriesOnTheMarkdownGrammar(unittest.TestCase):
+    """Compiles highlights.scm against the markdown grammar and runs it on a chat."""
+
+    def test_captures(self):
+        language = tree_sitter.Language(tree_sitter_markdown.language())
+        source = (HERE / "runtime" / "queries" / "chat" / "highlights.scm").read_text()
+        query = tree_sitter.Query(language, source)  # raises on an unknown node or bad pattern
+        tree = tree_sitter.Parser(language).parse(SAMPLE_CHAT)
+        captures = tree_sitter.QueryCursor(query).captures(tree.root_node)
+        found = sorted((name, node.text.decode().splitlines()[-1 if name == "special" else 0])
+                       for name, nodes in captures.items() for node in nodes)
+        self.assertEqual(found, sorted([
+            ("keyword.directive", "@You:"),
+            ("comment", "@Note:"),
+            ("function", "**Tool Use:** `bash` (`toolu_01BBB`)"),
+            ("comment", '<thinking anthropic:signature="Ev0B">'),
+            ("comment", "<!-- flemma:aborted: Response interrupted by the user. -->"),
+            ("special", "**Tool Result:** `toolu_01BBB` (pending)"),
+            ("keyword.control.exception", "**Tool Result:** `toolu_01CCC` (error job=job_lost1)"),
+        ]))
+        for name in ("injections.scm",):
+            tree_sitter.Query(language, (HERE / "runtime" / "queries" / "chat" / name).read_text())
 
 
 if __name__ == "__main__":

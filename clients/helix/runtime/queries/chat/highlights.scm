@@ -1,10 +1,11 @@
 ; inherits: markdown
 
 ; Flemma .chat structure on top of Markdown. Helix parses a chat with the markdown grammar, where
-; a role line or a tool header is the text of a paragraph (`inline`); the patterns below match
-; whole paragraphs, so they catch the lines that stand alone (a blank line or a fence after them),
-; which is how flemmad writes them: `@You:` + blank line, `**Tool Result:** `id` (pending)` +
-; fence. Since Helix 25.07 later patterns win over the inherited ones.
+; a role line or a tool header is the text of a paragraph (`inline`), and a capture colours a
+; whole node: so these patterns match paragraphs that are only a role line (a blank line after
+; it), only a header (a fence after it, as flemmad writes them), or `@You:` + a result header.
+; A role line followed directly by text stays plain Markdown. Since Helix 25.07 later patterns
+; win over the inherited ones.
 
 ; Role lines: @You:, @Assistant:, @System:, any other @Role:
 ((inline) @keyword.directive
@@ -15,9 +16,9 @@
 
 ; Tool and job headers, by status
 ((inline) @special
-  (#match? @special "^\\*\\*Tool Result:\\*\\* `[^`]+` \\((.* )?(pending|status=pending)( .*)?\\)[ \t]*$"))
+  (#match? @special "^(@You:[ \t]*\n)?\\*\\*Tool Result:\\*\\* `[^`]+` \\((.* )?(pending|status=pending)( .*)?\\)[ \t]*$"))
 ((inline) @keyword.control.exception
-  (#match? @keyword.control.exception "^\\*\\*(Tool|Job) Result:\\*\\* `[^`]+` \\((.* )?(error|rejected|denied|aborted)( .*)?\\)[ \t]*$"))
+  (#match? @keyword.control.exception "^(@You:[ \t]*\n)?\\*\\*(Tool|Job) Result:\\*\\* `[^`]+` \\((.* )?(error|rejected|denied|aborted)( .*)?\\)[ \t]*$"))
 ((inline) @function
   (#match? @function "^\\*\\*Tool Use:\\*\\* `[^`]+` \\(`[^`]+`\\)"))
 
