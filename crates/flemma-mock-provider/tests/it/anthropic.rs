@@ -1,6 +1,6 @@
 //! The Anthropic Messages wire format, over real HTTP.
 
-mod common;
+use crate::common;
 
 use common::{events, post};
 use flemma_mock_provider::{MockProvider, MockStop, MockUsage, Turn, WireFormat};

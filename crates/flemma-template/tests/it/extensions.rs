@@ -1,7 +1,7 @@
 //! The extension points: template modules (`templating.modules`), custom frontmatter parsers
 //! (`templating.frontmatter_parsers`) and the path helpers.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! The OpenAI Responses wire format, over real HTTP.
 
-mod common;
+use crate::common;
 
 use common::{events, post};
 use flemma_mock_provider::{Failure, MockProvider, MockStop, MockUsage, Turn};

@@ -1,6 +1,6 @@
 //! Failures, authentication, recording, echo mode, pacing and the control API.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! `include()`: text mode, arguments, isolation, nesting, cycles, missing files, binary mode,
 //! personalities.
 
-mod common;
+use crate::common;
 
 use common::{TestHost, assert_clean, blocking, covered, system_text, text_of};
 use flemma_conversation::Part;

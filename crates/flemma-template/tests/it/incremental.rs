@@ -2,7 +2,7 @@
 //! an edit only the messages from the edit on are evaluated again, with the same result as a
 //! fresh evaluation.
 
-mod common;
+use crate::common;
 
 #[path = "common/agentic.rs"]
 mod agentic;

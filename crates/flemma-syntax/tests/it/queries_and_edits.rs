@@ -7,8 +7,8 @@ use flemma_syntax::{
     Encoding, LineIndex, NodeAt, Position, Role, SegmentKind, Status, apply_edits, parse,
 };
 
-const PARALLEL: &str = include_str!("../../../tests/fixtures/chat/spec_7_2_parallel_tools.chat");
-const JOBS: &str = include_str!("../../../tests/fixtures/chat/background_job.chat");
+const PARALLEL: &str = include_str!("../../../../tests/fixtures/chat/spec_7_2_parallel_tools.chat");
+const JOBS: &str = include_str!("../../../../tests/fixtures/chat/background_job.chat");
 
 #[test]
 fn rejecting_with_a_reason_matches_the_spec_example() {

@@ -1,6 +1,6 @@
 //! The Gemini API and Vertex wire formats, over real HTTP.
 
-mod common;
+use crate::common;
 
 use common::{events, post};
 use flemma_mock_provider::{Failure, MockProvider, MockUsage, Turn, WireFormat};

@@ -1,7 +1,7 @@
 //! File references, tool results and their statuses, job results, thinking, abort markers and
 //! synthetic results.
 
-mod common;
+use crate::common;
 
 use common::{TestHost, assert_clean, blocking, covered, roles, text_of};
 use flemma_conversation::{Part, Role, ThinkingSignature};

@@ -1,6 +1,6 @@
 //! Hostile templates end quickly with a clear blocking diagnostic; the sandbox has no IO.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

@@ -1,7 +1,7 @@
 //! `{{ }}` / `{% %}` evaluation: values, control flow, trim, strict variables, persistence,
 //! diagnostics ranges. Every seed example has a Rhai counterpart here.
 
-mod common;
+use crate::common;
 
 use common::{TestHost, assert_clean, blocking, covered, system_text, text_of};
 use flemma_syntax::Severity;

@@ -1,6 +1,6 @@
 //! Rhai frontmatter with `flemma.opt`, JSON frontmatter, the Lua conversion, the cheap path.
 
-mod common;
+use crate::common;
 
 use common::{TestHost, assert_clean, blocking, covered, text_of};
 use flemma_config::{ConfigLayer, LayerKind, resolve};

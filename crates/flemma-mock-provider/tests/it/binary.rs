@@ -1,6 +1,6 @@
 //! The `flemma-mock-provider` binary, started as a real process.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
