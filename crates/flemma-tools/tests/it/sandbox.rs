@@ -10,8 +10,15 @@ use serde_json::json;
 
 #[test]
 fn policy_from_default_config_allows_chat_dir_store_and_tmp_only() {
-    // Outside /tmp, which the default policy allows as a whole.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    // Outside /tmp, which the default policy allows as a whole (a checkout under /tmp puts the
+    // target directory there too; /var/tmp is outside it).
+    let target_tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let base = if target_tmp.starts_with("/tmp") {
+        PathBuf::from("/var/tmp")
+    } else {
+        target_tmp
+    };
+    let dir = tempfile::tempdir_in(base).expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
     let chat = root.join("notes/x.chat");
     let config = flemma_config::resolve(&[]).expect("defaults").config;
