@@ -1,0 +1,324 @@
+//! The daemon's place on disk and its sockets: the runtime directory (`0700`, ours), the
+//! single-instance lock (`daemon.pid`), binding `0600` sockets (replacing a dead daemon's,
+//! never stealing a live one's), the peer-uid check, systemd socket activation and
+//! `sd_notify` readiness.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read as _, Seek as _, Write as _};
+use std::os::unix::fs::{
+    DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
+};
+use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::FlockOperation;
+
+/// Where the daemon's files live.
+#[derive(Debug, Clone)]
+pub struct RuntimePaths {
+    pub dir: PathBuf,
+    pub lsp_socket: PathBuf,
+    pub rpc_socket: PathBuf,
+    pub pid_file: PathBuf,
+}
+
+impl RuntimePaths {
+    /// `$XDG_RUNTIME_DIR/flemma/`, or `/tmp/flemma-$UID/` when `XDG_RUNTIME_DIR` is unset or
+    /// empty.
+    pub fn from_env() -> Self {
+        let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+            Some(runtime) => PathBuf::from(runtime).join("flemma"),
+            None => PathBuf::from(format!("/tmp/flemma-{}", current_uid())),
+        };
+        Self::in_dir(dir)
+    }
+
+    pub fn in_dir(dir: PathBuf) -> Self {
+        Self {
+            lsp_socket: dir.join("lsp.sock"),
+            rpc_socket: dir.join("rpc.sock"),
+            pid_file: dir.join("daemon.pid"),
+            dir,
+        }
+    }
+}
+
+/// What went wrong setting up or reaching the daemon's sockets.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error(
+        "{} is owned by uid {owner}, not by you (uid {me}); remove it or set XDG_RUNTIME_DIR to a directory of yours",
+        path.display()
+    )]
+    ForeignDirectory { path: PathBuf, owner: u32, me: u32 },
+    #[error(
+        "{} has mode {mode:04o}, which lets other users in; run `chmod 700 {}`",
+        path.display(),
+        path.display()
+    )]
+    OpenDirectory { path: PathBuf, mode: u32 },
+    #[error("{} is not a directory (a symlink or a file); remove it", path.display())]
+    NotADirectory { path: PathBuf },
+    #[error("a daemon already runs (pid {pid}); use it, or stop it first (`kill {pid}`)")]
+    AlreadyRunning { pid: String },
+    #[error("{} exists and is not a socket; remove it", path.display())]
+    NotASocket { path: PathBuf },
+    #[error(
+        "socket activation passed {count} file descriptors but none named `{name}` (LISTEN_FDNAMES={names:?}); name the sockets `lsp` and `rpc` in flemmad.socket (FileDescriptorName=)"
+    )]
+    MissingActivatedSocket {
+        count: usize,
+        name: &'static str,
+        names: String,
+    },
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+fn io_error<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SocketError + 'a {
+    move |source| SocketError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+pub fn current_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// Creates the runtime directory `0700` when missing; refuses one that is not ours or that
+/// other users can enter.
+pub fn ensure_dir(dir: &Path) -> Result<(), SocketError> {
+    match fs::symlink_metadata(dir) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => fs::DirBuilder::new()
+            .recursive(false)
+            .mode(0o700)
+            .create(dir)
+            .or_else(|error| {
+                // Someone (a second daemon starting) created it meanwhile: check it below.
+                if error.kind() == io::ErrorKind::AlreadyExists {
+                    Ok(())
+                } else {
+                    Err(error)
+                }
+            })
+            .map_err(io_error("cannot create the runtime directory", dir))?,
+        Err(error) => return Err(io_error("cannot inspect the runtime directory", dir)(error)),
+        Ok(_) => {}
+    }
+    check_dir(dir)
+}
+
+/// Checks that the runtime directory is a real directory, ours, with no group/other bits.
+pub fn check_dir(dir: &Path) -> Result<(), SocketError> {
+    let meta =
+        fs::symlink_metadata(dir).map_err(io_error("cannot inspect the runtime directory", dir))?;
+    if !meta.is_dir() {
+        return Err(SocketError::NotADirectory {
+            path: dir.to_owned(),
+        });
+    }
+    let me = current_uid();
+    if meta.uid() != me {
+        return Err(SocketError::ForeignDirectory {
+            path: dir.to_owned(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(SocketError::OpenDirectory {
+            path: dir.to_owned(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+/// The single-instance lock: `daemon.pid`, locked (`flock`) for the daemon's lifetime and
+/// holding its pid. The kernel releases the lock when the process dies, even by `kill -9`.
+#[derive(Debug)]
+pub struct PidLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl PidLock {
+    pub fn acquire(path: &Path) -> Result<Self, SocketError> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map_err(io_error("cannot open the pid file", path))?;
+        if rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            let pid = pid.trim();
+            return Err(SocketError::AlreadyRunning {
+                pid: if pid.is_empty() {
+                    "unknown".to_owned()
+                } else {
+                    pid.to_owned()
+                },
+            });
+        }
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| writeln!(file, "{}", std::process::id()))
+            .and_then(|()| file.flush())
+            .map_err(io_error("cannot write the pid file", path))?;
+        Ok(Self {
+            path: path.to_owned(),
+            _file: file,
+        })
+    }
+
+    /// Removes the pid file (at a clean shutdown); the lock goes with the file handle.
+    pub fn remove(self) {
+        if let Err(error) = fs::remove_file(&self.path) {
+            tracing::warn!(path = %self.path.display(), %error, "cannot remove the pid file");
+        }
+    }
+}
+
+/// The pid a running daemon wrote in its pid file, if any.
+pub fn read_pid(path: &Path) -> Option<String> {
+    let pid = fs::read_to_string(path).ok()?;
+    let pid = pid.trim();
+    (!pid.is_empty()).then(|| pid.to_owned())
+}
+
+/// Binds a fresh socket at `path`, mode `0600`. An existing socket that accepts a connection
+/// belongs to a live daemon and is never replaced; one that refuses is a dead daemon's and is
+/// removed first.
+pub fn bind(path: &Path, pid_file: &Path) -> Result<UnixListener, SocketError> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) => {
+            use std::os::unix::fs::FileTypeExt as _;
+            if !meta.file_type().is_socket() {
+                return Err(SocketError::NotASocket {
+                    path: path.to_owned(),
+                });
+            }
+            if UnixStream::connect(path).is_ok() {
+                return Err(SocketError::AlreadyRunning {
+                    pid: read_pid(pid_file).unwrap_or_else(|| "unknown".to_owned()),
+                });
+            }
+            tracing::info!(path = %path.display(), "replacing the stale socket of a daemon that is gone");
+            fs::remove_file(path).map_err(io_error("cannot remove the stale socket", path))?;
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+        Err(error) => return Err(io_error("cannot inspect", path)(error)),
+    }
+    let listener = UnixListener::bind(path).map_err(io_error("cannot listen on", path))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+        .map_err(io_error("cannot set the mode of", path))?;
+    Ok(listener)
+}
+
+/// The peer of a connection, when it is the daemon's own user: `Ok(pid)`; another uid:
+/// `Err(uid)`.
+pub fn check_peer(stream: &UnixStream) -> Result<i32, PeerRefused> {
+    match rustix::net::sockopt::socket_peercred(stream) {
+        Ok(cred) if cred.uid.as_raw() == current_uid() => Ok(cred.pid.as_raw_nonzero().get()),
+        Ok(cred) => Err(PeerRefused::OtherUser {
+            uid: cred.uid.as_raw(),
+            pid: cred.pid.as_raw_nonzero().get(),
+        }),
+        Err(error) => Err(PeerRefused::Unknown(error.into())),
+    }
+}
+
+/// Why a connection was closed at once.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerRefused {
+    #[error(
+        "connection from uid {uid} (pid {pid}) refused: only uid {} may connect",
+        current_uid()
+    )]
+    OtherUser { uid: u32, pid: i32 },
+    #[error("connection refused: cannot read the peer's credentials ({0})")]
+    Unknown(io::Error),
+}
+
+/// The two listeners systemd passed by socket activation (`LISTEN_FDS`, `LISTEN_PID`,
+/// `LISTEN_FDNAMES` naming them `lsp` and `rpc`), or `None` when not socket-activated.
+/// Call before any thread starts: it clears the activation variables from the environment.
+pub fn activated_listeners() -> Result<Option<(UnixListener, UnixListener)>, SocketError> {
+    let names = std::env::var("LISTEN_FDNAMES").unwrap_or_default();
+    let mut fds = listenfd::ListenFd::from_env();
+    if fds.len() == 0 {
+        return Ok(None);
+    }
+    let count = fds.len();
+    let name_list: Vec<&str> = names.split(':').collect();
+    let mut take = |name: &'static str| {
+        let index = name_list.iter().position(|n| *n == name).ok_or_else(|| {
+            SocketError::MissingActivatedSocket {
+                count,
+                name,
+                names: names.clone(),
+            }
+        })?;
+        fds.take_unix_listener(index)
+            .map_err(io_error(
+                "socket activation: not a Unix listener:",
+                Path::new(name),
+            ))?
+            .ok_or_else(|| SocketError::MissingActivatedSocket {
+                count,
+                name,
+                names: names.clone(),
+            })
+    };
+    let lsp = take("lsp")?;
+    let rpc = take("rpc")?;
+    Ok(Some((lsp, rpc)))
+}
+
+/// Tells systemd the daemon is ready (`READY=1` to `$NOTIFY_SOCKET`, a datagram); nothing
+/// when not started by systemd.
+pub fn notify_ready() {
+    let Some(target) = std::env::var_os("NOTIFY_SOCKET").filter(|v| !v.is_empty()) else {
+        return;
+    };
+    let outcome = UnixDatagram::unbound().and_then(|socket| {
+        let bytes = target.as_encoded_bytes();
+        let message = format!("READY=1\nMAINPID={}\n", std::process::id());
+        if let Some(name) = bytes.strip_prefix(b"@") {
+            use std::os::linux::net::SocketAddrExt as _;
+            let address = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+            socket.send_to_addr(message.as_bytes(), &address)
+        } else {
+            socket.send_to(message.as_bytes(), Path::new(&target))
+        }
+    });
+    match outcome {
+        Ok(_) => tracing::info!("told systemd the daemon is ready"),
+        Err(error) => tracing::warn!(%error, "cannot notify systemd (NOTIFY_SOCKET)"),
+    }
+}
+
+/// A connection to a running daemon's socket, when the runtime directory is a safe one of
+/// ours and the socket answers. `None` means no daemon runs (or it cannot be trusted: the
+/// reason is logged).
+pub fn connect_running(paths: &RuntimePaths, socket: &Path) -> Option<UnixStream> {
+    if !socket.exists() {
+        return None;
+    }
+    if let Err(error) = check_dir(&paths.dir) {
+        tracing::warn!("not using the daemon: {error}");
+        return None;
+    }
+    UnixStream::connect(socket).ok()
+}
