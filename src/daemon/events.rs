@@ -34,6 +34,8 @@ struct QueueState {
     events: VecDeque<Event>,
     dropped: u64,
     closed: bool,
+    /// Closed and every queued event taken: the forwarder is done.
+    drained: bool,
 }
 
 /// One subscriber's queue.
@@ -62,16 +64,34 @@ impl Subscription {
             .ready
             .wait_while(state, |s| s.events.is_empty() && !s.closed)
             .unwrap_or_else(PoisonError::into_inner);
-        let event = state.events.pop_front()?;
+        let Some(event) = state.events.pop_front() else {
+            state.drained = true;
+            return None;
+        };
         let dropped = std::mem::take(&mut state.dropped);
         Some((event, dropped))
     }
 
+    /// Ends the subscription at once, dropping what is queued (the subscriber went away).
     pub fn close(&self) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.closed = true;
         state.events.clear();
         self.ready.notify_all();
+    }
+
+    /// Ends the subscription once what is queued has been taken.
+    fn finish(&self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.closed = true;
+        self.ready.notify_all();
+    }
+
+    fn is_drained(&self) -> bool {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drained
     }
 }
 
@@ -97,6 +117,29 @@ impl EventHub {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|s| !Arc::ptr_eq(s, subscription));
+    }
+
+    pub fn subscriber_count(&self) -> usize {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// At shutdown: lets every subscriber take what is queued, waiting up to `timeout`.
+    pub fn drain(&self, timeout: std::time::Duration) {
+        let subscribers = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for subscriber in &subscribers {
+            subscriber.finish();
+        }
+        let start = std::time::Instant::now();
+        while start.elapsed() < timeout && !subscribers.iter().all(|s| s.is_drained()) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     pub fn publish(&self, event: Event) {
@@ -128,6 +171,26 @@ mod tests {
         let (second, dropped) = subscription.next().expect("an event");
         assert_eq!(second.data, serde_json::json!(4));
         assert_eq!(dropped, 0);
+    }
+
+    #[test]
+    fn a_drained_queue_hands_out_what_it_holds_then_ends() {
+        let hub = EventHub::default();
+        let subscription = hub.subscribe();
+        hub.publish(Event::new("last", serde_json::Value::Null));
+        let taker = {
+            let subscription = Arc::clone(&subscription);
+            std::thread::spawn(move || {
+                let mut names = Vec::new();
+                while let Some((event, _)) = subscription.next() {
+                    names.push(event.name);
+                }
+                names
+            })
+        };
+        hub.drain(std::time::Duration::from_secs(5));
+        assert!(subscription.is_drained());
+        assert_eq!(taker.join().expect("the taker"), ["last"]);
     }
 
     #[test]

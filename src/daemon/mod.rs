@@ -10,7 +10,7 @@ mod events;
 mod rpc;
 pub mod socket;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::Shutdown;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,7 +45,8 @@ pub struct Daemon {
     next_session: AtomicU64,
     /// Open connections (LSP sessions and RPC clients), to close them at shutdown.
     connections: Mutex<HashMap<u64, UnixStream>>,
-    lsp_sessions: Mutex<usize>,
+    /// The ids of the open LSP sessions (a subset of `connections`).
+    lsp_sessions: Mutex<HashSet<u64>>,
     sessions_changed: Condvar,
     stopping: AtomicBool,
     shutdown_requested: tokio::sync::Notify,
@@ -58,7 +59,7 @@ impl Daemon {
             started: Instant::now(),
             next_session: AtomicU64::new(1),
             connections: Mutex::new(HashMap::new()),
-            lsp_sessions: Mutex::new(0),
+            lsp_sessions: Mutex::new(HashSet::new()),
             sessions_changed: Condvar::new(),
             stopping: AtomicBool::new(false),
             shutdown_requested: tokio::sync::Notify::new(),
@@ -71,10 +72,10 @@ impl Daemon {
     }
 
     pub fn open_lsp_sessions(&self) -> usize {
-        *self
-            .lsp_sessions
+        self.lsp_sessions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// Asks the main loop to shut down (the `flemma/shutdown` request).
@@ -100,6 +101,24 @@ impl Daemon {
             .remove(&id);
     }
 
+    fn close_lsp_sessions(&self) {
+        for id in self
+            .lsp_sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            if let Some(stream) = self
+                .connections
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(id)
+            {
+                let _ = stream.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
     fn close_all_connections(&self) {
         for stream in self
             .connections
@@ -118,9 +137,9 @@ impl Daemon {
             .unwrap_or_else(PoisonError::into_inner);
         let (open, _) = self
             .sessions_changed
-            .wait_timeout_while(open, timeout, |open| *open > 0)
+            .wait_timeout_while(open, timeout, |open| !open.is_empty())
             .unwrap_or_else(PoisonError::into_inner);
-        *open
+        open.len()
     }
 }
 
@@ -175,11 +194,15 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
             }
         }
     }
-    daemon.close_all_connections();
+    // Sessions first (their `session:closed` events join the queues), then the event
+    // subscribers get what is queued, then their connections close too.
+    daemon.close_lsp_sessions();
     let left = daemon.wait_for_sessions(Duration::from_secs(2));
     if left > 0 {
         tracing::warn!(left, "LSP sessions still open after 2 s; exiting anyway");
     }
+    daemon.events.drain(Duration::from_secs(1));
+    daemon.close_all_connections();
     pid_lock.remove();
     tracing::info!("stopped");
     Ok(())
@@ -266,7 +289,7 @@ fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
             .lsp_sessions
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        *open += 1;
+        open.insert(id);
     }
     tracing::info!(session = id, peer_pid, "LSP session opened");
     daemon.events.publish(Event::new(
@@ -293,6 +316,6 @@ fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
         .lsp_sessions
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    *open = open.saturating_sub(1);
+    open.remove(&id);
     daemon.sessions_changed.notify_all();
 }

@@ -1,6 +1,6 @@
 //! `rpc.sock`: JSON-RPC 2.0, one JSON message per line (`docs/rpc.md`).
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -89,8 +89,6 @@ pub fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_
     tracing::debug!(connection = id, "RPC client disconnected");
 }
 
-use std::io::Read as _;
-
 /// The answer to one line (`None` for a notification).
 fn handle_line(
     daemon: &Arc<Daemon>,
@@ -127,10 +125,15 @@ fn handle_line(
             "version": env!("CARGO_PKG_VERSION"),
             "uptimeSeconds": daemon.uptime().as_secs_f64(),
             "lspSessions": daemon.open_lsp_sessions(),
+            "eventSubscribers": daemon.events.subscriber_count(),
         })),
         "flemma/shutdown" => {
+            // Answer before the main loop starts closing connections.
+            if let Some(id) = id {
+                let _ = send(writer, &result_response(id, Value::Null));
+            }
             daemon.request_shutdown();
-            Ok(Value::Null)
+            return None;
         }
         "flemma/subscribe" => {
             if subscription.is_none() {
