@@ -67,8 +67,15 @@ impl Home {
             .spawn()
             .unwrap();
         let daemon = Daemon { child };
+        // Answering a request means the pid file is written and both accept loops run.
         wait_until("the daemon answers on rpc.sock", || {
-            UnixStream::connect(self.socket("rpc.sock")).is_ok()
+            UnixStream::connect(self.socket("rpc.sock")).is_ok_and(|mut stream| {
+                let ping = r#"{"jsonrpc":"2.0","id":0,"method":"flemma/ping"}"#;
+                let mut answer = String::new();
+                writeln!(stream, "{ping}").is_ok()
+                    && BufReader::new(stream).read_line(&mut answer).is_ok()
+                    && answer.contains("pong")
+            })
         });
         daemon
     }
@@ -291,6 +298,22 @@ fn a_second_serve_is_refused_while_one_runs() {
     // The running daemon still answers on its sockets.
     let mut rpc = Rpc::connect(&home.socket("rpc.sock"));
     assert_eq!(rpc.call(1, "flemma/ping")["result"], "pong");
+}
+
+#[test]
+fn a_live_socket_is_never_stolen_even_without_the_pid_file() {
+    let home = Home::new();
+    let daemon = home.serve();
+    std::fs::remove_file(home.socket("daemon.pid")).unwrap();
+    let output = home.run(&["serve"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("a daemon already runs (pid {})", daemon.pid())),
+        "{stderr}"
+    );
+    let mut rpc = Rpc::connect(&home.socket("rpc.sock"));
+    assert_eq!(rpc.call(1, "flemma/status")["result"]["pid"], daemon.pid());
 }
 
 #[test]

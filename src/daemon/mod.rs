@@ -149,7 +149,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
     // Before any thread starts: taking the activation fds edits the environment.
     let activated = socket::activated_listeners()?;
     socket::ensure_dir(&paths.dir)?;
-    let pid_lock = socket::PidLock::acquire(&paths.pid_file)?;
+    let mut pid_lock = socket::PidLock::acquire(&paths.pid_file)?;
     let owns_sockets = activated.is_none();
     let (lsp, rpc) = match activated {
         Some(listeners) => {
@@ -168,6 +168,13 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
             (lsp, rpc)
         }
     };
+    if let Err(error) = pid_lock.write_pid() {
+        if owns_sockets {
+            let _ = std::fs::remove_file(&paths.lsp_socket);
+            let _ = std::fs::remove_file(&paths.rpc_socket);
+        }
+        return Err(error.into());
+    }
     let daemon = Arc::new(Daemon::new());
     spawn_accept_loop("lsp-accept", lsp, Arc::clone(&daemon), serve_lsp)?;
     spawn_accept_loop(

@@ -170,13 +170,18 @@ fn handle_line(
 
 fn forward_events(subscription: &super::events::Subscription, writer: &Writer) {
     while let Some((event, dropped)) = subscription.next() {
-        if dropped > 0 {
-            let notice = Event::new("events:dropped", json!({ "count": dropped }));
-            if send(writer, &notification(&notice)).is_err() {
-                break;
-            }
-        }
-        if send(writer, &notification(&event)).is_err() {
+        let notice =
+            (dropped > 0).then(|| Event::new("events:dropped", json!({ "count": dropped })));
+        let sent = notice
+            .iter()
+            .chain(std::iter::once(&event))
+            .try_for_each(|event| send(writer, &notification(event)));
+        if let Err(error) = sent {
+            // A subscriber that does not read (write timeout) or went away: disconnect it, so
+            // its connection thread ends and unsubscribes.
+            tracing::info!(%error, "disconnecting an event subscriber");
+            let stream = writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let _ = stream.shutdown(std::net::Shutdown::Both);
             break;
         }
     }

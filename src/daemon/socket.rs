@@ -146,7 +146,7 @@ pub fn check_dir(dir: &Path) -> Result<(), SocketError> {
 #[derive(Debug)]
 pub struct PidLock {
     path: PathBuf,
-    _file: File,
+    file: File,
 }
 
 impl PidLock {
@@ -171,15 +171,21 @@ impl PidLock {
                 },
             });
         }
+        Ok(Self {
+            path: path.to_owned(),
+            file,
+        })
+    }
+
+    /// Writes this process's pid (once its sockets are bound: until then a refusal must be
+    /// able to read the pid of the daemon that holds them).
+    pub fn write_pid(&mut self) -> Result<(), SocketError> {
+        let file = &mut self.file;
         file.set_len(0)
             .and_then(|()| file.rewind())
             .and_then(|()| writeln!(file, "{}", std::process::id()))
             .and_then(|()| file.flush())
-            .map_err(io_error("cannot write the pid file", path))?;
-        Ok(Self {
-            path: path.to_owned(),
-            _file: file,
-        })
+            .map_err(io_error("cannot write the pid file", &self.path))
     }
 
     /// Removes the pid file (at a clean shutdown); the lock goes with the file handle.
@@ -209,10 +215,17 @@ pub fn bind(path: &Path, pid_file: &Path) -> Result<UnixListener, SocketError> {
                     path: path.to_owned(),
                 });
             }
-            if UnixStream::connect(path).is_ok() {
-                return Err(SocketError::AlreadyRunning {
-                    pid: read_pid(pid_file).unwrap_or_else(|| "unknown".to_owned()),
-                });
+            if let Ok(live) = UnixStream::connect(path) {
+                // The pid file names the daemon; when it is gone, the socket's credentials
+                // (the process that listens) do.
+                let pid = read_pid(pid_file)
+                    .or_else(|| {
+                        rustix::net::sockopt::socket_peercred(&live)
+                            .ok()
+                            .map(|cred| cred.pid.as_raw_nonzero().get().to_string())
+                    })
+                    .unwrap_or_else(|| "unknown".to_owned());
+                return Err(SocketError::AlreadyRunning { pid });
             }
             tracing::info!(path = %path.display(), "replacing the stale socket of a daemon that is gone");
             fs::remove_file(path).map_err(io_error("cannot remove the stale socket", path))?;
