@@ -114,3 +114,22 @@ pub fn run(args: InstallServiceArgs) -> Result<(), CliError> {
     println!("now run: {NEXT_COMMAND}");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_start_quotes_paths_with_spaces_and_escapes_percent() {
+        let plain = service_unit(Path::new("/usr/bin/flemmad"));
+        assert!(
+            plain.contains("ExecStart=/usr/bin/flemmad serve\n"),
+            "{plain}"
+        );
+        let odd = service_unit(Path::new("/home/a b/100%/flemmad"));
+        assert!(
+            odd.contains("ExecStart=\"/home/a b/100%%/flemmad\" serve\n"),
+            "{odd}"
+        );
+    }
+}

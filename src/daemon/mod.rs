@@ -13,6 +13,7 @@ pub mod socket;
 use std::collections::{HashMap, HashSet};
 use std::net::Shutdown;
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
@@ -270,7 +271,15 @@ fn spawn_accept_loop(
                     thread::Builder::new()
                         .name(format!("{name}-{id}"))
                         .spawn(move || {
-                            handler(&daemon, stream, id, peer_pid);
+                            let served = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                handler(&daemon, stream, id, peer_pid);
+                            }));
+                            if served.is_err() {
+                                tracing::error!(
+                                    connection = id,
+                                    "a connection handler panicked; the daemon goes on"
+                                );
+                            }
                             daemon.unregister(id);
                         });
                 if let Err(error) = spawned {
@@ -291,13 +300,7 @@ fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
             return;
         }
     };
-    {
-        let mut open = daemon
-            .lsp_sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        open.insert(id);
-    }
+    let _open = OpenSession::new(daemon, id);
     tracing::info!(session = id, peer_pid, "LSP session opened");
     daemon.events.publish(Event::new(
         "session:opened",
@@ -315,14 +318,37 @@ fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
         Err(error) => tracing::error!(session = id, %error, "cannot start the LSP transport"),
     }
     tracing::info!(session = id, "LSP session closed");
-    daemon.events.publish(Event::new(
-        "session:closed",
-        serde_json::json!({ "session": id }),
-    ));
-    let mut open = daemon
-        .lsp_sessions
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    open.remove(&id);
-    daemon.sessions_changed.notify_all();
+}
+
+/// Counts an LSP session as open for its lifetime, and publishes `session:closed` at its end
+/// (even when the session panics).
+struct OpenSession<'a> {
+    daemon: &'a Daemon,
+    id: u64,
+}
+
+impl<'a> OpenSession<'a> {
+    fn new(daemon: &'a Daemon, id: u64) -> Self {
+        daemon
+            .lsp_sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id);
+        Self { daemon, id }
+    }
+}
+
+impl Drop for OpenSession<'_> {
+    fn drop(&mut self) {
+        self.daemon.events.publish(Event::new(
+            "session:closed",
+            serde_json::json!({ "session": self.id }),
+        ));
+        self.daemon
+            .lsp_sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+        self.daemon.sessions_changed.notify_all();
+    }
 }

@@ -335,3 +335,103 @@ pub fn connect_running(paths: &RuntimePaths, socket: &Path) -> Option<UnixStream
     }
     UnixStream::connect(socket).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ensure_dir_creates_a_private_directory() {
+        let root = tempfile::tempdir().expect("a temp dir");
+        let dir = root.path().join("flemma");
+        ensure_dir(&dir).expect("created");
+        let mode = fs::metadata(&dir).expect("metadata").mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        // A second check of the same directory passes.
+        ensure_dir(&dir).expect("checked");
+    }
+
+    #[test]
+    fn check_dir_refuses_group_or_other_bits_and_says_how_to_fix_it() {
+        let root = tempfile::tempdir().expect("a temp dir");
+        fs::set_permissions(root.path(), fs::Permissions::from_mode(0o750)).expect("chmod");
+        let error = check_dir(root.path()).expect_err("refused");
+        assert!(matches!(
+            error,
+            SocketError::OpenDirectory { mode: 0o750, .. }
+        ));
+        assert!(error.to_string().contains("chmod 700"), "{error}");
+    }
+
+    #[test]
+    fn check_dir_refuses_a_symlink() {
+        let root = tempfile::tempdir().expect("a temp dir");
+        let real = root.path().join("real");
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&real)
+            .expect("mkdir");
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        assert!(matches!(
+            check_dir(&link),
+            Err(SocketError::NotADirectory { .. })
+        ));
+    }
+
+    #[test]
+    fn check_dir_refuses_a_directory_of_another_uid() {
+        if current_uid() != 0 {
+            eprintln!("skipped: only root can give a directory to another uid");
+            return;
+        }
+        let root = tempfile::tempdir().expect("a temp dir");
+        let dir = root.path().join("theirs");
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .expect("mkdir");
+        std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).expect("chown");
+        let error = check_dir(&dir).expect_err("refused");
+        assert!(matches!(
+            error,
+            SocketError::ForeignDirectory { owner: 65534, .. }
+        ));
+    }
+
+    #[test]
+    fn a_second_lock_on_the_pid_file_is_refused_with_the_holders_pid() {
+        let root = tempfile::tempdir().expect("a temp dir");
+        let path = root.path().join("daemon.pid");
+        let mut first = PidLock::acquire(&path).expect("locked");
+        first.write_pid().expect("written");
+        match PidLock::acquire(&path) {
+            Err(SocketError::AlreadyRunning { pid }) => {
+                assert_eq!(pid, std::process::id().to_string());
+            }
+            other => panic!("expected AlreadyRunning, got {other:?}"),
+        }
+        first.remove();
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn bind_refuses_to_replace_a_file_that_is_not_a_socket() {
+        let root = tempfile::tempdir().expect("a temp dir");
+        let path = root.path().join("lsp.sock");
+        fs::write(&path, "precious").expect("write");
+        assert!(matches!(
+            bind(&path, &root.path().join("daemon.pid")),
+            Err(SocketError::NotASocket { .. })
+        ));
+        assert_eq!(fs::read_to_string(&path).expect("kept"), "precious");
+    }
+
+    #[test]
+    fn runtime_paths_name_the_sockets_and_the_pid_file() {
+        let paths = RuntimePaths::in_dir(PathBuf::from("/x/flemma"));
+        assert_eq!(paths.rpc_socket, Path::new("/x/flemma/rpc.sock"));
+        assert_eq!(paths.lsp_socket, Path::new("/x/flemma/lsp.sock"));
+        assert_eq!(paths.pid_file, Path::new("/x/flemma/daemon.pid"));
+    }
+}
