@@ -524,11 +524,22 @@ fn sigterm_closes_sessions_and_removes_the_sockets_and_pid_file() {
     for name in ["lsp.sock", "rpc.sock", "daemon.pid"] {
         assert!(!home.socket(name).exists(), "{name} is left behind");
     }
-    assert!(
-        home.log().contains("shutting down reason=\"SIGTERM\""),
-        "{}",
-        home.log()
-    );
+    let log = home.log();
+    assert!(log.contains("shutting down reason=\"SIGTERM\""), "{log}");
+    assert!(!log.contains("still open"), "{log}");
+}
+
+#[test]
+fn sigint_stops_the_daemon_cleanly_too() {
+    let home = Home::new();
+    let mut daemon = home.serve();
+    daemon.signal("INT");
+    assert!(daemon.wait().success());
+    assert!(!home.socket("lsp.sock").exists());
+    let log = home.log();
+    assert!(log.contains("shutting down reason=\"SIGINT\""), "{log}");
+    // And a new daemon starts in the same directory.
+    let _again = home.serve();
 }
 
 #[test]
