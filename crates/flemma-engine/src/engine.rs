@@ -8,7 +8,7 @@ use flemma_syntax::write::{
     canonical_json, fenced, job_result_block, tool_result_block, tool_result_placeholder,
 };
 use flemma_syntax::{
-    Document, Role, SegmentKind, Status, Suffix, SuffixValue, TextEdit, TextRange,
+    Document, Role, SegmentKind, Status, Suffix, SuffixValue, TextEdit, TextRange, write,
 };
 use serde_json::{Value, json};
 
@@ -24,7 +24,6 @@ use crate::texts;
 use crate::types::*;
 
 /// What follows a finished reply: a blank line, `@You:`, a blank line (`chat-format.md` §4).
-const CLOSING_PROMPT: &str = "\n@You:\n\n";
 
 /// A call waiting for the user's approval.
 #[derive(Debug, Clone, PartialEq)]
@@ -860,7 +859,7 @@ impl Engine {
                     Some(stream) => stream.renderer.finish(ReplyOutcome::Completed),
                     None => return,
                 };
-                self.write_at_anchor(&format!("{tail}{CLOSING_PROMPT}"), out);
+                self.write_at_anchor(&format!("{tail}{}", write::closing_prompt()), out);
                 let Some(stream) = self.stream.take() else {
                     return;
                 };
@@ -902,7 +901,7 @@ impl Engine {
         };
         if stream.renderer.has_content() {
             let tail = stream.renderer.finish(ReplyOutcome::Interrupted);
-            self.write_at_anchor(&format!("{tail}{CLOSING_PROMPT}"), out);
+            self.write_at_anchor(&format!("{tail}{}", write::closing_prompt()), out);
         } else {
             let range = TextRange::new(stream.block_start, stream.anchor);
             if self.doc.slice(range) == stream.prefix {
@@ -1233,7 +1232,10 @@ impl Engine {
                     )
                 });
                 if user_text {
-                    TextEdit::insert(last.range.start, format!("@You:\n{joined}\n"))
+                    TextEdit::insert(
+                        last.range.start,
+                        format!("{}{joined}\n", write::role_line(&Role::You)),
+                    )
                 } else if let Some(segment) = last_result {
                     TextEdit::insert(segment.range.end, format!("\n{joined}"))
                 } else {

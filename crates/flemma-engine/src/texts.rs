@@ -1,11 +1,10 @@
-//! The texts the engine writes into results (`chat-format.md` §3). The same strings are used by
-//! `flemma-template` when it sends an unresolved placeholder; they belong in
-//! `flemma_syntax::write` (integrator: move them there).
+//! The texts the engine writes into results (`chat-format.md` §3). The ones `flemma-template`
+//! also needs (when it sends an unresolved placeholder) live in `flemma_syntax::write`.
 
-pub const DENIED: &str = "The tool was denied by a policy.";
-pub const REJECTED: &str = "This tool has been rejected by the user.";
-pub const ABORTED: &str = "Response interrupted by the user.";
-pub const JOB_LOST: &str = "Job lost: session ended before completion.";
+pub use flemma_syntax::write::{
+    ABORTED_RESULT as ABORTED, DENIED_RESULT as DENIED, JOB_LOST_RESULT as JOB_LOST,
+    REJECTED_RESULT as REJECTED,
+};
 pub const JOB_CANCELLED: &str = "Job cancelled by the user.";
 
 pub fn user_feedback(reason: &str) -> String {

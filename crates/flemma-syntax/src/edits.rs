@@ -5,7 +5,7 @@ use crate::TextRange;
 use crate::document::Document;
 use crate::suffix::{Status, Suffix};
 use crate::text_edit::{TextEdit, apply_edits};
-use crate::tree::ToolResult;
+use crate::tree::{Role, ToolResult};
 use crate::write;
 
 impl Document {
@@ -68,13 +68,21 @@ impl Document {
     /// The text to append so the document ends with an empty `@You:` message ready for typing:
     /// a blank line before the role line when needed, the role line, and a blank line.
     pub fn append_you_prompt(&self) -> TextEdit {
-        self.insert_at_end(format!("{}@You:\n\n", self.blank_line_before_end()))
+        self.insert_at_end(format!(
+            "{}{}\n",
+            self.blank_line_before_end(),
+            write::role_line(&Role::You)
+        ))
     }
 
     /// The edit that starts an assistant turn at the end of the document: a blank line before
     /// `@Assistant:` when the last line is not blank, then the role line.
     pub fn append_assistant_start(&self) -> TextEdit {
-        self.insert_at_end(format!("{}@Assistant:\n", self.blank_line_before_end()))
+        self.insert_at_end(format!(
+            "{}{}",
+            self.blank_line_before_end(),
+            write::role_line(&Role::Assistant)
+        ))
     }
 
     /// An insertion at the end of the text, in the document's line-ending convention.

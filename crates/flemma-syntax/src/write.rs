@@ -7,6 +7,26 @@
 use crate::suffix::{Status, Suffix};
 
 /// The text of the abort marker flemmad writes when a stream is cancelled after content arrived.
+/// A role line (`@You:`) with its line end: the one place the marker's text is spelled.
+pub fn role_line(role: &crate::Role) -> String {
+    format!("@{}:\n", role.name())
+}
+
+/// What closes an assistant turn (`chat-format.md` §4): a blank line, an empty `@You:` and a
+/// blank line to type in.
+pub fn closing_prompt() -> String {
+    format!("\n{}\n", role_line(&crate::Role::You))
+}
+
+/// The result text of a `denied` placeholder (`chat-format.md` §3.1).
+pub const DENIED_RESULT: &str = "The tool was denied by a policy.";
+/// The result text of a `rejected` placeholder with an empty fence.
+pub const REJECTED_RESULT: &str = "This tool has been rejected by the user.";
+/// The result text of an `aborted` placeholder, and the abort marker's message.
+pub const ABORTED_RESULT: &str = "Response interrupted by the user.";
+/// The job result written by orphan recovery (`chat-format.md` §3.2).
+pub const JOB_LOST_RESULT: &str = "Job lost: session ended before completion.";
+
 pub const ABORT_MARKER: &str = "<!-- flemma:aborted: Response interrupted by the user. -->";
 
 /// The abort marker with a custom message (kept on one line: line breaks become spaces).

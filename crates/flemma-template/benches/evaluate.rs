@@ -3,7 +3,7 @@
 //! 50 MB (target: 10 MB under 100 ms cold), and re-evaluating after an edit in the last message
 //! with a [`TemplateCache`].
 
-#[path = "../tests/common/agentic.rs"]
+#[path = "../tests/it/common/agentic.rs"]
 mod agentic;
 
 use std::path::{Path, PathBuf};

@@ -26,9 +26,9 @@ use crate::{
     ProgressCallback, TemplateCache, TemplatingOptions, files,
 };
 
-const DENIED: &str = "The tool was denied by a policy.";
-const REJECTED: &str = "This tool has been rejected by the user.";
-const ABORTED: &str = "Response interrupted by the user.";
+use flemma_syntax::write::{
+    ABORTED_RESULT as ABORTED, DENIED_RESULT as DENIED, REJECTED_RESULT as REJECTED,
+};
 const NO_RESULT: &str = flemma_conversation::MISSING_TOOL_RESULT;
 
 /// The tool uses and results of a document by id, built once per evaluation (looking each id

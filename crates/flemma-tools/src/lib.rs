@@ -6,7 +6,6 @@ pub mod approval;
 pub mod builtin;
 pub mod context;
 pub mod harness;
-pub mod loop_detector;
 pub mod process;
 pub mod registry;
 pub mod sandbox;

@@ -1,0 +1,206 @@
+-- flemmad for Neovim's built-in LSP client (Neovim 0.7 and later).
+--
+--   require("flemmad").setup({ cmd = { "flemmad", "lsp" }, config = {}, keymaps = true })
+--
+-- Detects `*.chat` as filetype `chat`, attaches one `flemmad lsp` client to every chat buffer and
+-- maps send / cancel / approve / reject / approve all / background / execute onto the server's
+-- `flemma.*` commands through `workspace/executeCommand`. See docs/editors/neovim.md.
+local M = {}
+
+M.defaults = {
+  -- The server command; `flemmad lsp` proxies to the running daemon or runs the engine itself.
+  cmd = { "flemmad", "lsp" },
+  -- Sent as initializationOptions: the keys of flemmad's config file, overriding it.
+  config = {},
+  filetype = "chat",
+  -- false leaves the keys to you (or to the Flemma plugin on the same files).
+  keymaps = true,
+  keys = {
+    send = "<C-]>",
+    cancel = "<leader>fc",
+    approve = "<leader>fa",
+    reject = "<leader>fr",
+    approve_all = "<leader>fA",
+    background = "<leader>fb",
+    execute = "<leader>fe",
+    status = "<leader>fs",
+  },
+}
+
+local options = vim.deepcopy(M.defaults)
+local client_id = nil
+-- Neovim 0.11 made client functions methods (`client:request`); the dot form warns there.
+local methods = vim.fn.has("nvim-0.11") == 1
+
+local function notify(message, level)
+  vim.notify("flemmad: " .. message, level or vim.log.levels.INFO)
+end
+
+--- The tool id a command at `line` (1-based) is about: the nearest tool header at or above it
+--- (`**Tool Result:** `id`` or `**Tool Use:** `name` (`id`)`). `pending_only` limits it to
+--- pending placeholders. Returns nil when there is none.
+function M.tool_id_at(bufnr, line, pending_only)
+  local lines = vim.api.nvim_buf_get_lines(bufnr, 0, line, false)
+  for n = #lines, 1, -1 do
+    local text = lines[n]
+    local id, suffix = text:match("^%*%*Tool Result:%*%*%s+`([^`]+)`%s*(.*)$")
+    if id then
+      if not pending_only or suffix:match("pending") then
+        return id
+      end
+    elseif not pending_only then
+      id = text:match("^%*%*Tool Use:%*%*%s+`[^`]+`%s+%(`([^`]+)`%)")
+      if id then
+        return id
+      end
+    end
+  end
+  return nil
+end
+
+local function client()
+  if client_id == nil then
+    return nil
+  end
+  return vim.lsp.get_client_by_id(client_id)
+end
+
+--- Runs a `flemma.*` command for the buffer with positional arguments after its uri.
+function M.execute(command, bufnr, ...)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  local c = client()
+  if c == nil then
+    notify("the language server is not running for this buffer (is `flemmad` on $PATH?)", vim.log.levels.ERROR)
+    return false
+  end
+  local arguments = { vim.uri_from_bufnr(bufnr), ... }
+  local function on_result(err)
+    if err then
+      notify(command .. " failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    end
+  end
+  local params = { command = command, arguments = arguments }
+  if methods then
+    c:request("workspace/executeCommand", params, on_result, bufnr)
+  else
+    c.request("workspace/executeCommand", params, on_result, bufnr)
+  end
+  return true
+end
+
+local function with_tool(command, pending_only)
+  return function()
+    local bufnr = vim.api.nvim_get_current_buf()
+    local line = vim.api.nvim_win_get_cursor(0)[1]
+    local id = M.tool_id_at(bufnr, line, pending_only)
+    if id == nil then
+      notify("no " .. (pending_only and "pending " or "") .. "tool call at or above the cursor", vim.log.levels.WARN)
+      return
+    end
+    M.execute(command, bufnr, id)
+  end
+end
+
+local function reject()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local id = M.tool_id_at(bufnr, vim.api.nvim_win_get_cursor(0)[1], true)
+  if id == nil then
+    notify("no pending tool call at or above the cursor", vim.log.levels.WARN)
+    return
+  end
+  vim.ui.input({ prompt = "Reject " .. id .. " (reason, optional): " }, function(reason)
+    if reason == nil then
+      return -- cancelled: the tool stays pending
+    elseif reason == "" then
+      M.execute("flemma.reject", bufnr, id)
+    else
+      M.execute("flemma.reject", bufnr, id, reason)
+    end
+  end)
+end
+
+local function map_keys(bufnr)
+  local k = options.keys
+  local function map(lhs, rhs, desc)
+    if lhs then
+      vim.keymap.set({ "n" }, lhs, rhs, { buffer = bufnr, desc = "flemmad: " .. desc })
+    end
+  end
+  map(k.send, function() M.execute("flemma.send", bufnr) end, "send")
+  if k.send then
+    vim.keymap.set("i", k.send, function() M.execute("flemma.send", bufnr) end, { buffer = bufnr, desc = "flemmad: send" })
+  end
+  map(k.cancel, function() M.execute("flemma.cancel", bufnr) end, "cancel")
+  map(k.approve, with_tool("flemma.approve", true), "approve the pending tool call")
+  map(k.reject, reject, "reject the pending tool call")
+  map(k.approve_all, function() M.execute("flemma.approveAll", bufnr) end, "approve all pending tool calls")
+  map(k.background, with_tool("flemma.background", false), "move the tool call to the background")
+  map(k.execute, with_tool("flemma.execute", false), "execute the tool call now")
+  map(k.status, function() M.execute("flemma.status", bufnr) end, "status")
+end
+
+local function attach(bufnr)
+  if vim.fn.executable(options.cmd[1]) ~= 1 then
+    notify("'" .. options.cmd[1] .. "' is not executable or not on $PATH: install flemmad or set cmd in setup()", vim.log.levels.ERROR)
+    return
+  end
+  local config = {
+    name = "flemmad",
+    cmd = options.cmd,
+    root_dir = (vim.uv or vim.loop).cwd(),
+    -- an empty Lua table would go out as a JSON array: send an object
+    init_options = next(options.config) == nil and vim.empty_dict() or options.config,
+  }
+  if vim.lsp.start ~= nil then
+    -- 0.8+: starts the client once and reuses it (same name and root) for every chat buffer
+    client_id = vim.lsp.start(config, { bufnr = bufnr })
+    if client_id == nil then
+      notify("could not start " .. table.concat(options.cmd, " "), vim.log.levels.ERROR)
+    end
+    return
+  end
+  -- 0.7: one client for all chat buffers, started on the first
+  local c = client()
+  local stopped = c == nil or c.is_stopped()
+  if stopped then
+    client_id = vim.lsp.start_client(config)
+    if client_id == nil then
+      notify("could not start " .. table.concat(options.cmd, " "), vim.log.levels.ERROR)
+      return
+    end
+  end
+  vim.lsp.buf_attach_client(bufnr, client_id)
+end
+
+function M.setup(opts)
+  options = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts or {})
+  local group = vim.api.nvim_create_augroup("flemmad", { clear = true })
+  if vim.filetype and vim.filetype.add and vim.fn.has("nvim-0.8") == 1 then
+    vim.filetype.add({ extension = { chat = options.filetype } })
+  else
+    vim.api.nvim_create_autocmd({ "BufRead", "BufNewFile" }, {
+      group = group,
+      pattern = "*.chat",
+      callback = function(args)
+        vim.bo[args.buf].filetype = options.filetype
+      end,
+    })
+  end
+  vim.api.nvim_create_autocmd("FileType", {
+    group = group,
+    pattern = options.filetype,
+    callback = function(args)
+      attach(args.buf)
+      if options.keymaps then
+        map_keys(args.buf)
+      end
+    end,
+  })
+end
+
+--- The id of the running client (nil before the first chat buffer), for tests and statuslines.
+function M.client_id()
+  return client_id
+end
+
+return M

@@ -1,0 +1,78 @@
+// Entry point: starts the language client (daemon socket or `flemmad lsp`) and the features.
+
+import * as vscode from 'vscode';
+import {
+  LanguageClient,
+  type ApplyWorkspaceEditParams,
+  type ApplyWorkspaceEditResult,
+  type ServerOptions,
+  type StreamInfo,
+} from 'vscode-languageclient/node';
+import { CHAT_LANGUAGE, applyEditMiddleware, registerFeatures } from './features';
+import { connectOrSpawn } from './server';
+import { ReplyUndoGroups, type LspApplyEditParams } from './undo';
+
+let client: LanguageClient | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  // Read at each (re)start, so a settings change takes effect on restart.
+  const settings = () => vscode.workspace.getConfiguration('flemma');
+  const output = vscode.window.createOutputChannel('Flemma', { log: true });
+  const undo = new ReplyUndoGroups();
+  const streamEdits = applyEditMiddleware(undo);
+  const handleApplyEdit = (
+    params: ApplyWorkspaceEditParams,
+    next: (params: ApplyWorkspaceEditParams, token: never) => unknown,
+  ): Promise<ApplyWorkspaceEditResult> =>
+    streamEdits(params as LspApplyEditParams, (p) => next(p as ApplyWorkspaceEditParams, undefined as never));
+  const serverOptions: ServerOptions = async () => {
+    const connection = await connectOrSpawn(settings().get<string>('path', 'flemmad'), process.env);
+    if (connection.kind === 'daemon') {
+      output.info(`connected to the flemmad daemon at ${connection.socketPath}`);
+      const stream: StreamInfo = { reader: connection.socket, writer: connection.socket };
+      return stream;
+    }
+    output.info(`started ${connection.executable} lsp`);
+    return connection.process;
+  };
+  client = new LanguageClient(
+    'flemma',
+    'Flemma',
+    serverOptions,
+    {
+      documentSelector: [{ language: CHAT_LANGUAGE }],
+      initializationOptions: () => settings().get<Record<string, unknown>>('config', {}),
+      outputChannel: output,
+      middleware: { workspace: { handleApplyEdit } },
+    },
+  );
+  const lsp = client;
+  registerFeatures(
+    context.subscriptions,
+    {
+      sendRequest: (method, params) => lsp.sendRequest(method, params),
+      onNotification: (method, handler) => lsp.onNotification(method, handler),
+    },
+    undo,
+  );
+  context.subscriptions.push(
+    vscode.commands.registerCommand('flemma.chat.restartServer', () => lsp.restart()),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration('flemma')) {
+        void vscode.window
+          .showInformationMessage('Flemma settings changed: restart the language server to use them.', 'Restart')
+          .then((choice) => (choice === 'Restart' ? lsp.restart() : undefined));
+      }
+    }),
+  );
+  try {
+    await lsp.start();
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    void vscode.window.showErrorMessage(`Flemma: ${message}`);
+  }
+}
+
+export async function deactivate(): Promise<void> {
+  if (client !== undefined) await client.stop();
+}

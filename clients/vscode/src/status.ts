@@ -1,0 +1,121 @@
+// The status bar model: which model answers, whether a reply is streaming or tools run, and the
+// document's cost, folded from `flemma/event` notifications ({name, uri, data}). Pure.
+//
+// Event names follow spec/harness.md §9. The fields read from `data` are the ones the server is
+// expected to send (`model`, `provider`, `cost`, `sessionCost`/`totalCost`, `tool`); missing or
+// mistyped fields are ignored, so an older or newer server never breaks the status bar.
+
+export type Activity = 'idle' | 'sending' | 'streaming' | 'tools' | 'awaiting approval' | 'error';
+
+export interface DocumentStatus {
+  model: string | undefined;
+  activity: Activity;
+  /** The document's accumulated cost in US dollars, when the server reported one. */
+  cost: number | undefined;
+  /** The number of running background jobs, when known. */
+  jobs: number | undefined;
+}
+
+export interface FlemmaEvent {
+  name: string;
+  uri?: string;
+  data?: unknown;
+}
+
+export const INITIAL_STATUS: DocumentStatus = {
+  model: undefined,
+  activity: 'idle',
+  cost: undefined,
+  jobs: undefined,
+};
+
+function field(data: unknown, ...names: string[]): unknown {
+  if (typeof data !== 'object' || data === null) return undefined;
+  for (const n of names) {
+    const v = (data as Record<string, unknown>)[n];
+    if (v !== undefined) return v;
+  }
+  return undefined;
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === 'string' && v !== '' ? v : undefined;
+}
+
+function num(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
+}
+
+function modelOf(data: unknown, previous: string | undefined): string | undefined {
+  const model = str(field(data, 'model'));
+  const provider = str(field(data, 'provider'));
+  if (model && provider) return `${provider}/${model}`;
+  return model ?? previous;
+}
+
+/**
+ * The document's cost after an event: a running total (`sessionCost`, `totalCost`,
+ * `documentCost`, also under `usage`) replaces it; a per-request `cost` adds to it.
+ */
+function costOf(data: unknown, previous: number | undefined): number | undefined {
+  const usage = field(data, 'usage');
+  const total =
+    num(field(data, 'sessionCost', 'totalCost', 'documentCost')) ??
+    num(field(usage, 'sessionCost', 'totalCost', 'documentCost'));
+  if (total !== undefined) return total;
+  const perRequest = num(field(data, 'cost')) ?? num(field(usage, 'cost'));
+  if (perRequest === undefined) return previous;
+  return (previous ?? 0) + perRequest;
+}
+
+/** Folds one event into the status of its document. */
+export function reduceStatus(status: DocumentStatus, event: FlemmaEvent): DocumentStatus {
+  const d = event.data;
+  switch (event.name) {
+    case 'request:sending':
+      return { ...status, model: modelOf(d, status.model), activity: 'sending' };
+    case 'request:streaming':
+    case 'request:retrying':
+      return { ...status, model: modelOf(d, status.model), activity: 'streaming' };
+    case 'request:finished': {
+      const failed = str(field(d, 'error')) !== undefined || field(d, 'ok') === false;
+      return {
+        ...status,
+        model: modelOf(d, status.model),
+        activity: failed ? 'error' : 'idle',
+        cost: costOf(d, status.cost),
+      };
+    }
+    case 'usage:updated':
+      return { ...status, cost: costOf(d, status.cost) };
+    case 'tool:executing':
+      return { ...status, activity: 'tools' };
+    case 'tool:approval-required':
+      return { ...status, activity: 'awaiting approval' };
+    case 'tool:completed':
+      return status.activity === 'tools' ? { ...status, activity: 'idle' } : status;
+    case 'job:submitted':
+    case 'job:completed':
+      return { ...status, jobs: num(field(d, 'activeCount')) ?? status.jobs };
+    case 'conversation:idle':
+      return { ...status, activity: 'idle' };
+    default:
+      return status;
+  }
+}
+
+/** Formats a cost like `$0.0123` (four decimals under a dollar, two above). */
+export function formatCost(cost: number): string {
+  return cost < 1 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
+}
+
+/** The status bar text, with a codicon first: `$(sync~spin)` while work runs. */
+export function statusText(status: DocumentStatus): string {
+  const busy = status.activity === 'sending' || status.activity === 'streaming' || status.activity === 'tools';
+  const icon = busy ? '$(sync~spin)' : status.activity === 'error' ? '$(error)' : '$(comment-discussion)';
+  const parts: string[] = [status.model ?? 'flemma'];
+  if (status.activity !== 'idle') parts.push(status.activity);
+  if (status.jobs !== undefined && status.jobs > 0) parts.push(`${status.jobs} job${status.jobs === 1 ? '' : 's'}`);
+  if (status.cost !== undefined) parts.push(formatCost(status.cost));
+  return `${icon} ${parts.join(' · ')}`;
+}
