@@ -16,44 +16,29 @@ pub struct InstallServiceArgs {
 pub const NEXT_COMMAND: &str =
     "systemctl --user daemon-reload && systemctl --user enable --now flemmad.socket";
 
-/// `flemmad.service`, running `binary serve`.
+/// The units as shipped in `clients/systemd/` (one source for both the files and this
+/// command).
+const SERVICE_TEMPLATE: &str = include_str!("../../clients/systemd/flemmad.service");
+const SOCKET_UNIT: &str = include_str!("../../clients/systemd/flemmad.socket");
+
+/// `flemmad.service`, its `ExecStart=` running `binary serve`.
 pub fn service_unit(binary: &Path) -> String {
-    format!(
-        "[Unit]
-Description=flemmad, the daemon that makes .chat files live LLM conversations
-Requires=flemmad.socket
-After=flemmad.socket
-
-[Service]
-Type=notify
-ExecStart={binary} serve
-Restart=on-failure
-
-[Install]
-WantedBy=default.target
-",
-        binary = systemd_quote(binary)
-    )
+    let exec_start = format!("ExecStart={} serve", systemd_quote(binary));
+    let mut unit = String::with_capacity(SERVICE_TEMPLATE.len() + exec_start.len());
+    for line in SERVICE_TEMPLATE.lines() {
+        if line.starts_with("ExecStart=") {
+            unit.push_str(&exec_start);
+        } else {
+            unit.push_str(line);
+        }
+        unit.push('\n');
+    }
+    unit
 }
 
-/// `flemmad.socket`: the two sockets, named as `flemmad serve` expects them.
+/// `flemmad.socket`: both sockets under `%t/flemma/` (the daemon tells them apart by path).
 pub fn socket_unit() -> String {
-    "[Unit]
-Description=flemmad sockets (LSP and RPC)
-
-[Socket]
-ListenStream=%t/flemma/lsp.sock
-FileDescriptorName=lsp
-ListenStream=%t/flemma/rpc.sock
-FileDescriptorName=rpc
-SocketMode=0600
-DirectoryMode=0700
-Service=flemmad.service
-
-[Install]
-WantedBy=sockets.target
-"
-    .to_owned()
+    SOCKET_UNIT.to_owned()
 }
 
 /// A path for `ExecStart=`: quoted when it has spaces, `%` escaped.
@@ -118,6 +103,19 @@ pub fn run(args: InstallServiceArgs) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_service_template_has_exactly_one_exec_start() {
+        assert_eq!(
+            SERVICE_TEMPLATE
+                .lines()
+                .filter(|line| line.starts_with("ExecStart="))
+                .count(),
+            1
+        );
+        assert!(SOCKET_UNIT.contains("ListenStream=%t/flemma/lsp.sock"));
+        assert!(SOCKET_UNIT.contains("ListenStream=%t/flemma/rpc.sock"));
+    }
 
     #[test]
     fn exec_start_quotes_paths_with_spaces_and_escapes_percent() {

@@ -64,7 +64,7 @@ pub enum SocketError {
     #[error("{} exists and is not a socket; remove it", path.display())]
     NotASocket { path: PathBuf },
     #[error(
-        "socket activation passed {count} file descriptors but none named `{name}` (LISTEN_FDNAMES={names:?}); name the sockets `lsp` and `rpc` in flemmad.socket (FileDescriptorName=)"
+        "socket activation passed {count} file descriptors but none is the `{name}` socket (LISTEN_FDNAMES={names:?}); listen on `%t/flemma/{name}.sock` in flemmad.socket (`flemmad install-service --print` shows the unit)"
     )]
     MissingActivatedSocket {
         count: usize,
@@ -264,39 +264,64 @@ pub enum PeerRefused {
     Unknown(io::Error),
 }
 
-/// The two listeners systemd passed by socket activation (`LISTEN_FDS`, `LISTEN_PID`,
-/// `LISTEN_FDNAMES` naming them `lsp` and `rpc`), or `None` when not socket-activated.
-/// Call before any thread starts: it clears the activation variables from the environment.
+/// The two listeners systemd passed by socket activation (`LISTEN_FDS`, `LISTEN_PID`), or
+/// `None` when not socket-activated. Each is recognised by its `LISTEN_FDNAMES` name (`lsp`,
+/// `rpc`: two socket units with `FileDescriptorName=`) or else by the file name of the path
+/// it listens on (`lsp.sock`, `rpc.sock`: one unit with two `ListenStream=`, as
+/// `flemmad install-service` writes). Call before any thread starts: it clears the
+/// activation variables from the environment.
 pub fn activated_listeners() -> Result<Option<(UnixListener, UnixListener)>, SocketError> {
     let names = std::env::var("LISTEN_FDNAMES").unwrap_or_default();
     let mut fds = listenfd::ListenFd::from_env();
-    if fds.len() == 0 {
+    let count = fds.len();
+    if count == 0 {
         return Ok(None);
     }
-    let count = fds.len();
     let name_list: Vec<&str> = names.split(':').collect();
-    let mut take = |name: &'static str| {
-        let index = name_list.iter().position(|n| *n == name).ok_or_else(|| {
-            SocketError::MissingActivatedSocket {
-                count,
-                name,
-                names: names.clone(),
+    let mut lsp = None;
+    let mut rpc = None;
+    for index in 0..count {
+        let fd_name = format!("file descriptor {}", index + 3);
+        let Some(listener) = fds.take_unix_listener(index).map_err(io_error(
+            "socket activation: not a Unix stream listener:",
+            Path::new(&fd_name),
+        ))?
+        else {
+            continue;
+        };
+        let path_name = listener.local_addr().ok().and_then(|address| {
+            address
+                .as_pathname()
+                .and_then(Path::file_name)
+                .map(ToOwned::to_owned)
+        });
+        let role = match (
+            name_list.get(index).copied(),
+            path_name.as_ref().and_then(|n| n.to_str()),
+        ) {
+            (Some("lsp"), _) | (_, Some("lsp.sock")) => &mut lsp,
+            (Some("rpc"), _) | (_, Some("rpc.sock")) => &mut rpc,
+            _ => {
+                tracing::warn!(
+                    index,
+                    ?path_name,
+                    "socket activation: ignoring a socket that is neither lsp nor rpc"
+                );
+                continue;
             }
-        })?;
-        fds.take_unix_listener(index)
-            .map_err(io_error(
-                "socket activation: not a Unix listener:",
-                Path::new(name),
-            ))?
-            .ok_or_else(|| SocketError::MissingActivatedSocket {
-                count,
-                name,
-                names: names.clone(),
-            })
+        };
+        *role = Some(listener);
+    }
+    let missing = |name| SocketError::MissingActivatedSocket {
+        count,
+        name,
+        names: names.clone(),
     };
-    let lsp = take("lsp")?;
-    let rpc = take("rpc")?;
-    Ok(Some((lsp, rpc)))
+    match (lsp, rpc) {
+        (Some(lsp), Some(rpc)) => Ok(Some((lsp, rpc))),
+        (None, _) => Err(missing("lsp")),
+        (_, None) => Err(missing("rpc")),
+    }
 }
 
 /// Tells systemd the daemon is ready (`READY=1` to `$NOTIFY_SOCKET`, a datagram); nothing

@@ -616,13 +616,14 @@ fn install_service_print_shows_both_units_with_this_binary() {
     );
     assert!(stdout.contains("Type=notify"), "{stdout}");
     assert!(
-        stdout.contains("ListenStream=%t/flemma/lsp.sock\nFileDescriptorName=lsp"),
+        stdout.contains("ListenStream=%t/flemma/lsp.sock"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("ListenStream=%t/flemma/rpc.sock\nFileDescriptorName=rpc"),
+        stdout.contains("ListenStream=%t/flemma/rpc.sock"),
         "{stdout}"
     );
+    assert!(!stdout.contains(".cargo/bin/flemmad"), "{stdout}");
     assert!(stdout.contains("SocketMode=0600"), "{stdout}");
     assert!(
         !home.root.path().join("config/systemd").exists(),
@@ -646,11 +647,25 @@ fn install_service_writes_the_units_and_prints_the_next_command() {
     let service = std::fs::read_to_string(units.join("flemmad.service")).unwrap();
     assert!(service.contains("ExecStart=/"), "{service}");
     let socket = std::fs::read_to_string(units.join("flemmad.socket")).unwrap();
-    assert!(socket.contains("FileDescriptorName=rpc"), "{socket}");
+    assert!(
+        socket.contains("ListenStream=%t/flemma/rpc.sock"),
+        "{socket}"
+    );
 }
 
 #[test]
-fn socket_activation_serves_the_passed_sockets_and_notifies_readiness() {
+fn socket_activation_by_name_serves_the_passed_sockets_and_notifies_readiness() {
+    socket_activation(Some("--fdname=lsp:rpc"));
+}
+
+/// One socket unit with two `ListenStream=` (as `install-service` writes): no names, the
+/// daemon tells the sockets apart by their paths.
+#[test]
+fn socket_activation_by_path_serves_the_passed_sockets() {
+    socket_activation(None);
+}
+
+fn socket_activation(fdname: Option<&str>) {
     if Command::new("systemd-socket-activate")
         .arg("--help")
         .output()
@@ -671,7 +686,7 @@ fn socket_activation_serves_the_passed_sockets_and_notifies_readiness() {
     activator
         .arg(format!("--listen={}", lsp_path.display()))
         .arg(format!("--listen={}", rpc_path.display()))
-        .arg("--fdname=lsp:rpc")
+        .args(fdname)
         .arg(format!(
             "--setenv=XDG_RUNTIME_DIR={}",
             home.runtime().display()
