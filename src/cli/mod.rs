@@ -98,8 +98,9 @@ pub enum Command {
     /// Run the language server over stdio (what editors launch: `flemmad lsp --stdio`).
     ///
     /// Diagnostics, hover, go-to-definition, symbols, folding, code actions and the flemma.*
-    /// commands (protocol/README.md). Logs go to $XDG_STATE_HOME/flemma/flemmad.log, never
-    /// stdout; RUST_LOG sets the level.
+    /// commands (protocol/README.md). When a daemon (`flemmad serve`) runs, this only pipes
+    /// stdio to its lsp.sock session; --no-daemon runs the server in this process anyway.
+    /// Logs go to $XDG_STATE_HOME/flemma/flemmad.log, never stdout; RUST_LOG sets the level.
     Lsp(lsp::LspArgs),
     /// Run the daemon: LSP sessions and the JSON-RPC API on Unix sockets.
     ///
