@@ -2,6 +2,7 @@
 
 mod chat;
 mod cli;
+mod daemon;
 mod fsutil;
 mod provider_setup;
 mod reply_file;

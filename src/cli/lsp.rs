@@ -9,11 +9,17 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+mod proxy;
+
 #[derive(Debug, clap::Args)]
 pub struct LspArgs {
     /// Speak LSP over standard input and output (the default; accepted because editors pass it).
     #[arg(long)]
     pub stdio: bool,
+    /// Run the server in this process even when a daemon (`flemmad serve`) runs; without
+    /// it, `flemmad lsp` becomes a pipe to the daemon's session when one answers.
+    #[arg(long)]
+    pub no_daemon: bool,
     /// Testing aid: answer `flemma.send` by streaming this file's text as the reply, instead
     /// of saying that the engine is not available yet.
     #[arg(long, hide = true, value_name = "FILE")]
@@ -27,6 +33,15 @@ pub struct LspArgs {
 }
 
 pub fn run(args: LspArgs) -> anyhow::Result<ExitCode> {
+    // A scripted reply exists only in this process, so it forces in-process too.
+    if !args.no_daemon && args.scripted_reply.is_none() {
+        if let Some(stream) = proxy::connect() {
+            tracing::info!("proxying stdio to the daemon's LSP socket");
+            proxy::pump(stream).context("the connection to the daemon failed")?;
+            tracing::info!("proxy: the daemon closed the session");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let backend: Box<dyn flemma_lsp::Backend> = match &args.scripted_reply {
         Some(path) => {
             let reply = std::fs::read_to_string(path)

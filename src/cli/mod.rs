@@ -2,11 +2,14 @@
 
 mod count;
 mod error;
+mod events;
 mod fmt;
+mod install_service;
 mod lsp;
 mod models;
 mod parse;
 mod send;
+mod serve;
 mod tools;
 
 use std::path::PathBuf;
@@ -95,9 +98,28 @@ pub enum Command {
     /// Run the language server over stdio (what editors launch: `flemmad lsp --stdio`).
     ///
     /// Diagnostics, hover, go-to-definition, symbols, folding, code actions and the flemma.*
-    /// commands (protocol/README.md). Logs go to $XDG_STATE_HOME/flemma/flemmad.log, never
-    /// stdout; RUST_LOG sets the level.
+    /// commands (protocol/README.md). When a daemon (`flemmad serve`) runs, this only pipes
+    /// stdio to its lsp.sock session; --no-daemon runs the server in this process anyway.
+    /// Logs go to $XDG_STATE_HOME/flemma/flemmad.log, never stdout; RUST_LOG sets the level.
     Lsp(lsp::LspArgs),
+    /// Run the daemon: LSP sessions and the JSON-RPC API on Unix sockets.
+    ///
+    /// Sockets `lsp.sock` (one LSP session per connection) and `rpc.sock` (JSON-RPC 2.0, one
+    /// message per line; docs/rpc.md) in $XDG_RUNTIME_DIR/flemma/ (/tmp/flemma-$UID/ when
+    /// XDG_RUNTIME_DIR is unset): directory 0700, sockets 0600, other users refused. Never
+    /// TCP. Supports systemd socket activation (sockets named `lsp` and `rpc`) and sd_notify.
+    /// SIGTERM/SIGINT stop it cleanly. Exits 1 when a daemon already runs. Logs go to
+    /// $XDG_STATE_HOME/flemma/flemmad.log.
+    Serve(serve::ServeArgs),
+    /// Print a running daemon's events as JSON lines (`{name, uri?, data}`), until it stops.
+    ///
+    /// Exits 1 when no daemon runs.
+    Events(events::EventsArgs),
+    /// Write the systemd user units (flemmad.socket, flemmad.service) for this binary.
+    ///
+    /// Into $XDG_CONFIG_HOME/systemd/user/ (~/.config/systemd/user/); --print shows them
+    /// instead. Then run the command it prints to enable socket activation.
+    InstallService(install_service::InstallServiceArgs),
 }
 
 /// Unit of the `character` field of positions in JSON output.
@@ -129,7 +151,7 @@ pub type ChatPath = PathBuf;
 /// else to stderr.
 pub fn init_logging(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
-    if matches!(cli.command, Command::Lsp(_)) {
+    if matches!(cli.command, Command::Lsp(_) | Command::Serve(_)) {
         return lsp::init_logging();
     }
     let layers = crate::chat::config_input(cli.config.as_deref()).layers;
@@ -185,6 +207,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Models(args) => models::run(args, config),
         Command::Tools(args) => return Ok(tools::run(args, config)?),
         Command::Lsp(args) => return Ok(lsp::run(args)?),
+        Command::Serve(args) => serve::run(args),
+        Command::Events(args) => events::run(args),
+        Command::InstallService(args) => install_service::run(args),
     }
     .map(|()| ExitCode::SUCCESS)
 }

@@ -1,0 +1,18 @@
+//! `flemmad serve`: runs the daemon (see `crate::daemon`).
+
+use crate::daemon::{self, RuntimePaths, ServeOptions};
+
+use super::CliError;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {}
+
+pub fn run(_args: ServeArgs) -> Result<(), CliError> {
+    let options = ServeOptions {
+        paths: RuntimePaths::from_env(),
+    };
+    daemon::serve(&options).map_err(|error| {
+        tracing::error!(%error, "the daemon cannot go on");
+        CliError::failed("serve", error)
+    })
+}

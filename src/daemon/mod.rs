@@ -1,0 +1,354 @@
+//! `flemmad serve`: the long-running daemon.
+//!
+//! Two Unix sockets in the runtime directory ([`socket`]): `lsp.sock` serves one LSP session
+//! per connection (a thread each, all in this process), `rpc.sock` speaks line-delimited
+//! JSON-RPC 2.0 ([`rpc`], documented in `docs/rpc.md`). Every connection's peer uid is checked.
+//! The main thread waits for SIGTERM/SIGINT or `flemma/shutdown`, then stops accepting, closes
+//! the sessions and removes its sockets (unless systemd owns them) and pid file.
+
+mod events;
+mod rpc;
+pub mod socket;
+
+use std::collections::{HashMap, HashSet};
+use std::net::Shutdown;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub use events::{Event, EventHub};
+pub use socket::{RuntimePaths, SocketError};
+
+/// What `serve` needs to know.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub paths: RuntimePaths,
+}
+
+/// Why the daemon stopped or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Socket(#[from] SocketError),
+    #[error("cannot start a thread: {0}")]
+    Thread(std::io::Error),
+    #[error("cannot wait for signals: {0}")]
+    Signals(std::io::Error),
+}
+
+/// The state every connection shares.
+#[derive(Debug)]
+pub struct Daemon {
+    started: Instant,
+    next_session: AtomicU64,
+    /// Open connections (LSP sessions and RPC clients), to close them at shutdown.
+    connections: Mutex<HashMap<u64, UnixStream>>,
+    /// The ids of the open LSP sessions (a subset of `connections`).
+    lsp_sessions: Mutex<HashSet<u64>>,
+    sessions_changed: Condvar,
+    stopping: AtomicBool,
+    shutdown_requested: tokio::sync::Notify,
+    pub events: EventHub,
+}
+
+impl Daemon {
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            next_session: AtomicU64::new(1),
+            connections: Mutex::new(HashMap::new()),
+            lsp_sessions: Mutex::new(HashSet::new()),
+            sessions_changed: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            shutdown_requested: tokio::sync::Notify::new(),
+            events: EventHub::default(),
+        }
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    pub fn open_lsp_sessions(&self) -> usize {
+        self.lsp_sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Asks the main loop to shut down (the `flemma/shutdown` request).
+    pub fn request_shutdown(&self) {
+        self.shutdown_requested.notify_one();
+    }
+
+    fn register(&self, stream: &UnixStream) -> u64 {
+        let id = self.next_session.fetch_add(1, Ordering::Relaxed);
+        if let Ok(clone) = stream.try_clone() {
+            self.connections
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id, clone);
+        }
+        id
+    }
+
+    fn unregister(&self, id: u64) {
+        self.connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+
+    fn close_lsp_sessions(&self) {
+        for id in self
+            .lsp_sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            if let Some(stream) = self
+                .connections
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(id)
+            {
+                let _ = stream.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    fn close_all_connections(&self) {
+        for stream in self
+            .connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn wait_for_sessions(&self, timeout: Duration) -> usize {
+        let open = self
+            .lsp_sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (open, _) = self
+            .sessions_changed
+            .wait_timeout_while(open, timeout, |open| !open.is_empty())
+            .unwrap_or_else(PoisonError::into_inner);
+        open.len()
+    }
+}
+
+/// Runs the daemon until SIGTERM, SIGINT or `flemma/shutdown`.
+pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
+    let paths = &options.paths;
+    // Before any thread starts: taking the activation fds edits the environment.
+    let activated = socket::activated_listeners()?;
+    socket::ensure_dir(&paths.dir)?;
+    let mut pid_lock = socket::PidLock::acquire(&paths.pid_file)?;
+    let owns_sockets = activated.is_none();
+    let (lsp, rpc) = match activated {
+        Some(listeners) => {
+            tracing::info!("socket-activated: serving the sockets systemd passed");
+            listeners
+        }
+        None => {
+            let lsp = socket::bind(&paths.lsp_socket, &paths.pid_file)?;
+            let rpc = match socket::bind(&paths.rpc_socket, &paths.pid_file) {
+                Ok(rpc) => rpc,
+                Err(error) => {
+                    let _ = std::fs::remove_file(&paths.lsp_socket);
+                    return Err(error.into());
+                }
+            };
+            (lsp, rpc)
+        }
+    };
+    if let Err(error) = pid_lock.write_pid() {
+        if owns_sockets {
+            let _ = std::fs::remove_file(&paths.lsp_socket);
+            let _ = std::fs::remove_file(&paths.rpc_socket);
+        }
+        return Err(error.into());
+    }
+    let daemon = Arc::new(Daemon::new());
+    spawn_accept_loop("lsp-accept", lsp, Arc::clone(&daemon), serve_lsp)?;
+    spawn_accept_loop(
+        "rpc-accept",
+        rpc,
+        Arc::clone(&daemon),
+        rpc::serve_connection,
+    )?;
+    tracing::info!(
+        pid = std::process::id(),
+        dir = %paths.dir.display(),
+        version = env!("CARGO_PKG_VERSION"),
+        "daemon ready"
+    );
+    socket::notify_ready();
+
+    let reason = wait_for_stop(&daemon)?;
+    tracing::info!(reason, "shutting down");
+    daemon.stopping.store(true, Ordering::SeqCst);
+    if owns_sockets {
+        for path in [&paths.lsp_socket, &paths.rpc_socket] {
+            if let Err(error) = std::fs::remove_file(path) {
+                tracing::warn!(path = %path.display(), %error, "cannot remove the socket");
+            }
+        }
+    }
+    // Sessions first (their `session:closed` events join the queues), then the event
+    // subscribers get what is queued, then their connections close too.
+    daemon.close_lsp_sessions();
+    let left = daemon.wait_for_sessions(Duration::from_secs(2));
+    if left > 0 {
+        tracing::warn!(left, "LSP sessions still open after 2 s; exiting anyway");
+    }
+    daemon.events.drain(Duration::from_secs(1));
+    daemon.close_all_connections();
+    pid_lock.remove();
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Blocks until a signal or a shutdown request; returns which.
+fn wait_for_stop(daemon: &Daemon) -> Result<&'static str, DaemonError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(DaemonError::Signals)?;
+    runtime.block_on(async {
+        let mut terminate = signal(SignalKind::terminate()).map_err(DaemonError::Signals)?;
+        let mut interrupt = signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?;
+        Ok(tokio::select! {
+            _ = terminate.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+            () = daemon.shutdown_requested.notified() => "flemma/shutdown",
+        })
+    })
+}
+
+type Handler = fn(&Arc<Daemon>, UnixStream, u64, i32);
+
+fn spawn_accept_loop(
+    name: &'static str,
+    listener: UnixListener,
+    daemon: Arc<Daemon>,
+    handler: Handler,
+) -> Result<(), DaemonError> {
+    thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                if daemon.stopping.load(Ordering::SeqCst) {
+                    break;
+                }
+                let stream = match stream {
+                    Ok(stream) => stream,
+                    Err(error) => {
+                        tracing::warn!(%error, listener = name, "accept failed");
+                        thread::sleep(Duration::from_millis(50));
+                        continue;
+                    }
+                };
+                let peer_pid = match socket::check_peer(&stream) {
+                    Ok(pid) => pid,
+                    Err(refused) => {
+                        tracing::warn!(listener = name, "{refused}");
+                        let _ = stream.shutdown(Shutdown::Both);
+                        continue;
+                    }
+                };
+                let id = daemon.register(&stream);
+                let daemon = Arc::clone(&daemon);
+                let spawned =
+                    thread::Builder::new()
+                        .name(format!("{name}-{id}"))
+                        .spawn(move || {
+                            let served = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                handler(&daemon, stream, id, peer_pid);
+                            }));
+                            if served.is_err() {
+                                tracing::error!(
+                                    connection = id,
+                                    "a connection handler panicked; the daemon goes on"
+                                );
+                            }
+                            daemon.unregister(id);
+                        });
+                if let Err(error) = spawned {
+                    tracing::error!(%error, "cannot start a connection thread");
+                }
+            }
+        })
+        .map(drop)
+        .map_err(DaemonError::Thread)
+}
+
+/// One LSP session over one connection, with the default backend.
+fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
+    let reader = match stream.try_clone() {
+        Ok(reader) => reader,
+        Err(error) => {
+            tracing::error!(session = id, %error, "cannot clone the connection");
+            return;
+        }
+    };
+    let _open = OpenSession::new(daemon, id);
+    tracing::info!(session = id, peer_pid, "LSP session opened");
+    daemon.events.publish(Event::new(
+        "session:opened",
+        serde_json::json!({ "session": id, "peer_pid": peer_pid }),
+    ));
+    match flemma_lsp::transport::streams(reader, stream) {
+        Ok((connection, io_threads)) => {
+            if let Err(error) = flemma_lsp::run(connection, Box::new(flemma_lsp::NoEngine)) {
+                tracing::warn!(session = id, %error, "LSP session ended with an error");
+            }
+            if let Err(error) = io_threads.join() {
+                tracing::debug!(session = id, %error, "LSP session transport ended");
+            }
+        }
+        Err(error) => tracing::error!(session = id, %error, "cannot start the LSP transport"),
+    }
+    tracing::info!(session = id, "LSP session closed");
+}
+
+/// Counts an LSP session as open for its lifetime, and publishes `session:closed` at its end
+/// (even when the session panics).
+struct OpenSession<'a> {
+    daemon: &'a Daemon,
+    id: u64,
+}
+
+impl<'a> OpenSession<'a> {
+    fn new(daemon: &'a Daemon, id: u64) -> Self {
+        daemon
+            .lsp_sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id);
+        Self { daemon, id }
+    }
+}
+
+impl Drop for OpenSession<'_> {
+    fn drop(&mut self) {
+        self.daemon.events.publish(Event::new(
+            "session:closed",
+            serde_json::json!({ "session": self.id }),
+        ));
+        self.daemon
+            .lsp_sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+        self.daemon.sessions_changed.notify_all();
+    }
+}
