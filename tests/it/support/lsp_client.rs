@@ -72,6 +72,8 @@ impl Client {
             .arg("--stdio")
             .args(extra_args)
             .env("XDG_STATE_HOME", state.path())
+            // A daemon running on this machine must not answer for the server under test.
+            .env("XDG_RUNTIME_DIR", state.path())
             .env("RUST_LOG", "debug")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
