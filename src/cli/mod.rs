@@ -1,6 +1,7 @@
 //! The `flemmad` command line: one module per subcommand.
 
 mod count;
+mod doctor;
 mod error;
 mod fmt;
 mod lsp;
@@ -98,6 +99,13 @@ pub enum Command {
     /// commands (protocol/README.md). Logs go to $XDG_STATE_HOME/flemma/flemmad.log, never
     /// stdout; RUST_LOG sets the level.
     Lsp(lsp::LspArgs),
+    /// Check this machine's set-up and say what to do about each problem.
+    ///
+    /// The configuration file, the credential of the configured provider (which resolver found
+    /// it; never the value), with --online the provider itself, the daemon's sockets, the
+    /// sandbox, rg and fd, and each editor set-up found here. Exit status: 0 when all is well,
+    /// 1 when something needs attention.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Unit of the `character` field of positions in JSON output.
@@ -185,6 +193,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Models(args) => models::run(args, config),
         Command::Tools(args) => return Ok(tools::run(args, config)?),
         Command::Lsp(args) => return Ok(lsp::run(args)?),
+        Command::Doctor(args) => return doctor::run(args, config),
     }
     .map(|()| ExitCode::SUCCESS)
 }
