@@ -141,6 +141,12 @@ pub fn run(args: DoctorArgs, config_path: Option<&Path>) -> Result<ExitCode, Cli
         if args.online {
             check_provider(config, &machine, &mut findings)?;
         }
+    } else {
+        findings.push(Finding::new(
+            "credentials",
+            Status::Info,
+            "not checked: the configuration above names the provider, and it has problems",
+        ));
     }
     check_daemon(&machine, &mut findings);
     check_sandbox(config.as_ref(), &mut findings);
@@ -212,7 +218,7 @@ fn check_config(
             Finding::new(
                 CHECK,
                 Status::Fail,
-                format!("{} is not valid:\n{}", place.display(), rendered.trim_end()),
+                format!("{} has problems:\n{}", place.display(), rendered.trim_end()),
             )
             .hint(format!(
                 "fix {} as the lines above say (docs/configuration.md lists every option)",

@@ -7,6 +7,7 @@ mod cli_safety;
 mod cli_send;
 mod cli_tools;
 mod common;
+mod doctor;
 mod lsp;
 
 /// Every test file in this directory is a module of this binary.
