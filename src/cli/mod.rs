@@ -1,6 +1,7 @@
 //! The `flemmad` command line: one module per subcommand.
 
 mod count;
+mod doctor;
 mod error;
 mod events;
 mod fmt;
@@ -120,6 +121,13 @@ pub enum Command {
     /// Into $XDG_CONFIG_HOME/systemd/user/ (~/.config/systemd/user/); --print shows them
     /// instead. Then run the command it prints to enable socket activation.
     InstallService(install_service::InstallServiceArgs),
+    /// Check this machine's set-up and say what to do about each problem.
+    ///
+    /// The configuration file, the credential of the configured provider (which resolver found
+    /// it; never the value), with --online the provider itself, the daemon's sockets, the
+    /// sandbox, rg and fd, and each editor set-up found here. Exit status: 0 when all is well,
+    /// 1 when something needs attention.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Unit of the `character` field of positions in JSON output.
@@ -210,6 +218,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Serve(args) => serve::run(args),
         Command::Events(args) => events::run(args),
         Command::InstallService(args) => install_service::run(args),
+        Command::Doctor(args) => return doctor::run(args, config),
     }
     .map(|()| ExitCode::SUCCESS)
 }

@@ -8,6 +8,7 @@ mod cli_send;
 mod cli_tools;
 mod common;
 mod daemon;
+mod doctor;
 mod lsp;
 
 /// Every test file in this directory is a module of this binary.

@@ -163,12 +163,15 @@ pub fn env_aliases(service: &str, kind: &str) -> &'static [&'static str] {
 #[derive(Debug, Clone)]
 struct CachedSecret {
     secret: Secret,
+    source: String,
     expires_at: Option<Instant>,
 }
 
-/// One successful lookup: the value and how long it may be cached (`None`: until invalidated).
+/// One successful lookup: the value, which resolver found it, and how long it may be cached
+/// (`None`: until invalidated).
 struct Found {
     secret: Secret,
+    source: String,
     ttl: Option<Duration>,
 }
 
@@ -194,6 +197,19 @@ impl CredentialResolver {
     /// environment (priority 100), `secret-tool` (50, Linux), keychain (50, macOS), `gcloud`
     /// (25, `vertex` access tokens). The first value found wins and is cached.
     pub async fn resolve(&self, service: &str, kind: &str) -> Result<Secret, CredentialError> {
+        self.resolve_with_source(service, kind)
+            .await
+            .map(|(secret, _)| secret)
+    }
+
+    /// Like [`CredentialResolver::resolve`], and also names the resolver that found the value
+    /// (`environment variable ANTHROPIC_API_KEY`, `secret-tool lookup service anthropic key
+    /// api_key`, …), for `flemmad doctor`. The name never contains the value.
+    pub async fn resolve_with_source(
+        &self,
+        service: &str,
+        kind: &str,
+    ) -> Result<(Secret, String), CredentialError> {
         let key = cache_key(service, kind);
         if let Some(cached) = self.cached(&key) {
             return Ok(cached);
@@ -211,11 +227,12 @@ impl CredentialResolver {
                         key,
                         CachedSecret {
                             secret: found.secret.clone(),
+                            source: found.source.clone(),
                             expires_at,
                         },
                     );
                 }
-                Ok(found.secret)
+                Ok((found.secret, found.source))
             }
             None => Err(CredentialError {
                 service: service.to_string(),
@@ -233,7 +250,7 @@ impl CredentialResolver {
         }
     }
 
-    fn cached(&self, key: &str) -> Option<Secret> {
+    fn cached(&self, key: &str) -> Option<(Secret, String)> {
         let mut cache = self.cache.lock().ok()?;
         let entry = cache.get(key)?;
         match entry.expires_at {
@@ -241,7 +258,7 @@ impl CredentialResolver {
                 cache.remove(key);
                 None
             }
-            _ => Some(entry.secret.clone()),
+            _ => Some((entry.secret.clone(), entry.source.clone())),
         }
     }
 
@@ -260,6 +277,7 @@ impl CredentialResolver {
                 Some(value) if !value.is_empty() => {
                     return Some(Found {
                         secret: Secret::new(value),
+                        source: format!("environment variable {name}"),
                         ttl: None,
                     });
                 }
@@ -282,6 +300,7 @@ impl CredentialResolver {
             if let Some(value) = self.run_tool("secret-tool", &args, attempts).await {
                 return Some(Found {
                     secret: value,
+                    source: format!("secret-tool {}", args.join(" ")),
                     ttl: None,
                 });
             }
@@ -291,6 +310,7 @@ impl CredentialResolver {
             if let Some(value) = self.run_tool("security", &args, attempts).await {
                 return Some(Found {
                     secret: value,
+                    source: format!("the macOS keychain (security -s {service} -a {kind})"),
                     ttl: None,
                 });
             }
@@ -304,6 +324,7 @@ impl CredentialResolver {
                 if let Some(value) = self.run_tool(gcloud, args, attempts).await {
                     return Some(Found {
                         secret: value,
+                        source: format!("{gcloud} {}", args.join(" ")),
                         ttl: Some(GCLOUD_TOKEN_TTL),
                     });
                 }
@@ -481,6 +502,35 @@ echo "No matching secret" >&2; exit 1"#,
             ),
             "{message}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_source_names_the_resolver_and_never_the_value() {
+        let chain = resolver(vec![("GOOGLE_API_KEY", "g-alias-value".to_string())]);
+        let (secret, source) = chain
+            .resolve_with_source("gemini", "api_key")
+            .await
+            .unwrap();
+        assert_eq!(secret.expose(), "g-alias-value");
+        assert_eq!(source, "environment variable GOOGLE_API_KEY");
+        // The cache remembers the source too.
+        let (_, again) = chain
+            .resolve_with_source("gemini", "api_key")
+            .await
+            .unwrap();
+        assert_eq!(again, source);
+
+        if cfg!(target_os = "linux") {
+            let dir = tempfile::tempdir().unwrap();
+            script(dir.path(), "secret-tool", "echo sk-keyring-value");
+            let chain = resolver(vec![("PATH", dir.path().display().to_string())]);
+            let (_, source) = chain
+                .resolve_with_source("anthropic", "api_key")
+                .await
+                .unwrap();
+            assert_eq!(source, "secret-tool lookup service anthropic key api_key");
+            assert!(!source.contains("sk-keyring-value"));
+        }
     }
 
     /// Moves the tokio clock forward without leaving it paused (a paused clock would fire the
