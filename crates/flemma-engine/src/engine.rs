@@ -352,7 +352,12 @@ impl Engine {
         let messages = self.doc.messages();
         // A first line opening a frontmatter that never closes: any edit may turn messages
         // into frontmatter (the document is parsed again from the start).
-        let head_sensitive = self.doc.frontmatter().is_none() && self.doc.text().starts_with("```");
+        let head_sensitive = self.doc.frontmatter().is_none()
+            && self
+                .doc
+                .text()
+                .trim_start_matches('\u{feff}')
+                .starts_with("```");
         let keep = match messages.first() {
             Some(first) if !head_sensitive && start >= first.role_line.end => messages
                 .partition_point(|m| m.range.start <= start)
