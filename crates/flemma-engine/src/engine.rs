@@ -23,8 +23,6 @@ use crate::reply::{self, ReplyOutcome, ReplyRenderer};
 use crate::texts;
 use crate::types::*;
 
-/// What follows a finished reply: a blank line, `@You:`, a blank line (`chat-format.md` §4).
-
 /// A call waiting for the user's approval.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingCall {
@@ -95,6 +93,12 @@ pub struct Engine {
     cost: f64,
     loops: LoopDetector,
     ids: IdSource,
+    /// The messages before this index are settled: they hold no placeholder and every tool use
+    /// in them has its result in them, so no edit after them can change what phases 1 and 2
+    /// find there, and those phases scan only from here (a long chat stays cheap to advance).
+    /// Lowered by every edit before its end ([`Engine::unsettle`]), raised by
+    /// [`Engine::settle`].
+    settled: usize,
 }
 
 impl std::fmt::Debug for Engine {
@@ -133,6 +137,7 @@ impl Engine {
             cost: 0.0,
             loops: LoopDetector::default(),
             ids,
+            settled: 0,
         }
     }
 
@@ -224,7 +229,6 @@ impl Engine {
             }
             Input::ApproveAll => {
                 let ids: Vec<String> = self
-                    .doc
                     .placeholders(Some(Status::Pending))
                     .into_iter()
                     .map(|(_, _, r)| r.tool_use_id.clone())
@@ -283,6 +287,7 @@ impl Engine {
         let mut sorted: Vec<&TextEdit> = edits.iter().collect();
         sorted.sort_by_key(|e| std::cmp::Reverse((e.range.start, e.range.end)));
         for edit in sorted {
+            self.unsettle(edit.range.start);
             // The callers checked these edits against the text (`edits_fit`) before this.
             let applied = self.doc.edit(edit);
             debug_assert!(applied.is_ok(), "engine edit does not fit: {edit:?}");
@@ -340,6 +345,90 @@ impl Engine {
         }
     }
 
+    /// An edit starting at `start` is about to be applied: the messages the re-analysis may
+    /// parse again (the one holding `start` and the one before it) and all after them are no
+    /// longer known to be settled.
+    fn unsettle(&mut self, start: usize) {
+        let messages = self.doc.messages();
+        // A first line opening a frontmatter that never closes: any edit may turn messages
+        // into frontmatter (the document is parsed again from the start).
+        let head_sensitive = self.doc.frontmatter().is_none()
+            && self
+                .doc
+                .text()
+                .trim_start_matches('\u{feff}')
+                .starts_with("```");
+        let keep = match messages.first() {
+            Some(first) if !head_sensitive && start >= first.role_line.end => messages
+                .partition_point(|m| m.range.start <= start)
+                .saturating_sub(2),
+            _ => 0,
+        };
+        self.settled = self.settled.min(keep);
+    }
+
+    /// Moves [`Engine::settled`] forward over the messages after it that complete a settled
+    /// prefix: up to the first placeholder, and only to a point where every tool use before it
+    /// has a result before it.
+    fn settle(&mut self) {
+        let messages = self.doc.messages();
+        let mut open: HashSet<&str> = HashSet::new();
+        let mut settled = self.settled.min(messages.len());
+        for (index, message) in messages.iter().enumerate().skip(settled) {
+            let mut placeholder = false;
+            for (_, result) in message.tool_results() {
+                if result
+                    .suffix
+                    .as_ref()
+                    .and_then(|s| s.status())
+                    .is_some_and(Status::is_lifecycle)
+                {
+                    placeholder = true;
+                }
+                open.remove(result.tool_use_id.as_str());
+            }
+            if placeholder {
+                break;
+            }
+            for (_, tool_use) in message.tool_uses() {
+                open.insert(tool_use.id.as_str());
+            }
+            if open.is_empty() {
+                settled = index + 1;
+            }
+        }
+        self.settled = settled;
+    }
+
+    /// `Document::placeholders` over the messages that are not settled (the settled ones hold
+    /// none).
+    fn placeholders(
+        &self,
+        status: Option<Status>,
+    ) -> Vec<(
+        &flemma_syntax::Message,
+        &flemma_syntax::Segment,
+        &flemma_syntax::ToolResult,
+    )> {
+        let messages = self.doc.messages().get(self.settled..).unwrap_or_default();
+        let mut out = Vec::new();
+        for message in messages {
+            for (segment, result) in message.tool_results() {
+                let Some(current) = result.suffix.as_ref().and_then(|s| s.status()) else {
+                    continue;
+                };
+                let wanted = match status {
+                    Some(s) => current == s,
+                    None => current.is_lifecycle(),
+                };
+                if wanted {
+                    out.push((message, segment, result));
+                }
+            }
+        }
+        out
+    }
+
     // ----- the cycle -----
 
     /// `flemma/send`: does the next thing. `automatic` when autopilot (not the user) asks.
@@ -355,6 +444,7 @@ impl Engine {
             self.autopilot_turns = 0;
             self.halt = None;
         }
+        self.settle();
         self.categorize(out);
         match self.execute(now, out) {
             Execution::Blocked(reason) => self.stop(out, reason),
@@ -365,7 +455,7 @@ impl Engine {
 
     /// A nudge after approve/reject: goes on when nothing is pending any more and autopilot is on.
     fn nudge(&mut self, now: Millis, out: &mut Vec<Effect>) {
-        if self.config.autopilot && self.doc.placeholders(Some(Status::Pending)).is_empty() {
+        if self.config.autopilot && self.placeholders(Some(Status::Pending)).is_empty() {
             self.advance(now, false, out);
         }
     }
@@ -380,7 +470,7 @@ impl Engine {
         let mut calls: Vec<Call> = Vec::new();
         {
             let messages = self.doc.messages();
-            let unresolved = unresolved_tool_uses(&self.doc);
+            let unresolved = unresolved_tool_uses(&self.doc, self.settled);
             for (index, tool_use) in unresolved {
                 let message = &messages[index];
                 let raw = tool_use
@@ -484,7 +574,6 @@ impl Engine {
     /// Phase 2: resolve what can be resolved, start approved tools.
     fn execute(&mut self, _now: Millis, out: &mut Vec<Effect>) -> Execution {
         let placeholders: Vec<(String, Status, String)> = self
-            .doc
             .placeholders(None)
             .into_iter()
             .filter_map(|(_, _, r)| {
@@ -1050,7 +1139,6 @@ impl Engine {
         });
         let Some((range, suffix)) = found else {
             let pending: Vec<String> = self
-                .doc
                 .placeholders(Some(Status::Pending))
                 .into_iter()
                 .map(|(_, _, r)| r.tool_use_id.clone())
@@ -1380,13 +1468,16 @@ enum Resolution {
     UserContent,
 }
 
-/// Tool uses without a result in a later message, with their message index, in document order:
-/// one pass from the end (`Document::unresolved_tool_uses` rescans the later messages for
-/// every use, which is quadratic on a long chat).
-fn unresolved_tool_uses(doc: &Document) -> Vec<(usize, &flemma_syntax::ToolUse)> {
+/// Tool uses without a result in a later message, with their message index, in document order,
+/// among the messages from `from` on (the ones before are settled): one pass from the end
+/// (`Document::unresolved_tool_uses` rescans the later messages for every use, which is
+/// quadratic on a long chat).
+fn unresolved_tool_uses(doc: &Document, from: usize) -> Vec<(usize, &flemma_syntax::ToolUse)> {
     let mut answered_later: HashSet<&str> = HashSet::new();
     let mut out = Vec::new();
-    for (index, message) in doc.messages().iter().enumerate().rev() {
+    let messages = doc.messages().get(from..).unwrap_or_default();
+    for (index, message) in messages.iter().enumerate().rev() {
+        let index = from + index;
         let first = out.len();
         for (_, tool_use) in message.tool_uses() {
             if !answered_later.contains(tool_use.id.as_str()) {

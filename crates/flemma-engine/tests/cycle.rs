@@ -498,3 +498,46 @@ fn the_worked_example_of_docs_engine_md() {
         ]
     );
 }
+
+#[test]
+fn deleting_an_early_tool_result_after_an_advance_gets_it_a_placeholder_again() {
+    // The engine scans only the messages after its settled prefix; an edit inside the prefix
+    // must make it look there again.
+    let turn = |id: &str| {
+        format!(
+            "@You:\nGo {id}.\n\n@Assistant:\n**Tool Use:** `ls` (`{id}`)\n```json\n{{\"path\":\".\"}}\n```\n\n@You:\n**Tool Result:** `{id}`\n```\nout {id}\n```\n\n@Assistant:\nDone {id}.\n\n"
+        )
+    };
+    let chat = format!("{}{}@You:\nAnd now?\n", turn("t1"), turn("t2"));
+    let mut d = Driver::new(&chat);
+    assert_eq!(
+        d.send(Input::Advance),
+        ["emit request:sending", "start request 1"]
+    );
+    d.send(Input::Cancel {
+        scope: CancelScope::Request,
+    });
+    let result = "**Tool Result:** `t1`\n```\nout t1\n```\n";
+    let at = d
+        .shell
+        .find(result)
+        .expect("the first result is in the chat");
+    d.send(Input::TextChanged {
+        edits: vec![flemma_syntax::TextEdit::replace(
+            flemma_syntax::TextRange::new(at, at + result.len()),
+            "",
+        )],
+    });
+    let lines = d.send(Input::Advance);
+    assert_eq!(
+        lines,
+        ["emit tool:executing", r#"start ls t1 {"path":"."}"#],
+        "{}",
+        d.shell
+    );
+    assert!(
+        d.shell.contains("**Tool Result:** `t1` (approved)"),
+        "{}",
+        d.shell
+    );
+}
