@@ -92,7 +92,12 @@ fn check(schema: &Value, value: &Value, path: &str) -> Result<(), SchemaMismatch
             let properties = schema.get("properties").and_then(Value::as_object);
             if let Some(Value::Array(required)) = schema.get("required") {
                 for name in required.iter().filter_map(Value::as_str) {
-                    if !object.contains_key(name) {
+                    // A nullable field may be left out (strict schemas list every field as
+                    // required; models without strict mode, and people, omit the null ones).
+                    let nullable = properties
+                        .and_then(|p| p.get(name))
+                        .is_some_and(accepts_null);
+                    if !object.contains_key(name) && !nullable {
                         return Err(SchemaMismatch {
                             path: join(path, name),
                             message: "is required but missing".into(),
@@ -151,6 +156,15 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
+/// Whether a property schema admits `null` (`"type": ["string", "null"]` or `"type": "null"`).
+fn accepts_null(schema: &Value) -> bool {
+    match schema.get("type") {
+        Some(Value::String(kind)) => kind == "null",
+        Some(Value::Array(kinds)) => kinds.iter().any(|k| k == "null"),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +212,21 @@ mod tests {
         assert!(error.message.contains("not one of"));
         let error = validate(&schema(), &json!({"path": "x", "limit": 0})).expect_err("mismatch");
         assert!(error.message.contains("minimum"));
+    }
+
+    #[test]
+    fn a_nullable_required_field_may_be_left_out() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "offset": {"type": ["integer", "null"]}
+            },
+            "required": ["path", "offset"],
+            "additionalProperties": false
+        });
+        assert!(validate(&schema, &serde_json::json!({"path": "a"})).is_ok());
+        let missing = validate(&schema, &serde_json::json!({"offset": 1})).unwrap_err();
+        assert_eq!(missing.path, "path");
     }
 }
