@@ -102,7 +102,7 @@ pub fn run(args: FmtArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     let edits: Vec<_> = changes.iter().map(|(e, _)| e.clone()).collect();
-    let formatted = flemma_syntax::apply_edits(&text, &edits)?;
+    let formatted = flemma_syntax::apply_edits(text, &edits)?;
     fsutil::write_atomic(&args.file, &formatted)?;
     eprintln!("{}: {change_count} change(s) written", args.file.display());
     Ok(ExitCode::SUCCESS)

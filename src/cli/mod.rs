@@ -180,7 +180,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Parse(args) => parse::run(args, config),
         Command::Fmt(args) => return Ok(fmt::run(args)?),
-        Command::Send(args) => send::run(args, config),
+        Command::Send(args) => return send::run(args, config),
         Command::Count(args) => count::run(args, config),
         Command::Models(args) => models::run(args, config),
         Command::Tools(args) => return Ok(tools::run(args, config)?),

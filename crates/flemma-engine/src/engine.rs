@@ -878,14 +878,14 @@ impl Engine {
                 }
             }
             StreamOutcome::Failed { message, .. } => {
-                self.end_interrupted(out);
+                self.end_interrupted(ReplyOutcome::Failed(message.clone()), out);
                 if let Some(stream) = self.stream.take() {
                     self.account(&stream, "errored", out);
                 }
                 self.stop(out, StopReason::Error { message });
             }
             StreamOutcome::Cancelled => {
-                self.end_interrupted(out);
+                self.end_interrupted(ReplyOutcome::Interrupted, out);
                 if let Some(stream) = self.stream.take() {
                     self.account(&stream, "cancelled", out);
                 }
@@ -896,12 +896,12 @@ impl Engine {
 
     /// Ends an interrupted reply: the abort marker and the closing prompt after content, or the
     /// `@Assistant:` line removed when nothing arrived.
-    fn end_interrupted(&mut self, out: &mut Vec<Effect>) {
+    fn end_interrupted(&mut self, outcome: ReplyOutcome, out: &mut Vec<Effect>) {
         let Some(stream) = self.stream.as_mut() else {
             return;
         };
         if stream.renderer.has_content() {
-            let tail = stream.renderer.finish(ReplyOutcome::Interrupted);
+            let tail = stream.renderer.finish(outcome);
             self.write_at_anchor(&format!("{tail}{CLOSING_PROMPT}"), out);
         } else {
             let range = TextRange::new(stream.block_start, stream.anchor);
@@ -1338,7 +1338,7 @@ impl Engine {
             return false;
         };
         out.push(Effect::CancelRequest { request });
-        self.end_interrupted(out);
+        self.end_interrupted(ReplyOutcome::Interrupted, out);
         if let Some(stream) = self.stream.take() {
             self.account(&stream, "cancelled", out);
         }

@@ -7,8 +7,10 @@
 //! * [`parse_tree`]: `flemmad parse --json`.
 //! * [`eval`]: `flemmad parse --eval --json`.
 //! * [`models`]: `flemmad models --json` (one object per line).
+//! * [`event`]: `flemmad send --events` (one lifecycle event per line) and `flemma/event`.
 
 pub mod eval;
+pub mod event;
 pub mod models;
 pub mod parse_tree;
 
@@ -25,6 +27,10 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         (
             "eval.schema.json",
             schema(schemars::schema_for!(eval::EvaluatedDocument)),
+        ),
+        (
+            "event.schema.json",
+            schema(schemars::schema_for!(event::LifecycleEvent)),
         ),
         (
             "models.schema.json",
