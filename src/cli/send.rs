@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use flemma_engine::{EngineConfig, Input, PendingCall, Prices, StopReason};
+use flemma_engine::{Engine, EngineConfig, Input, PendingCall, Prices, StopReason};
 use flemma_ide::{AnalysisHost, DocumentId, NOTHING_TO_SEND};
 use flemma_protocol::event::LifecycleEvent;
 use flemma_provider::ProviderKind;
@@ -23,7 +23,7 @@ use crate::chat;
 use crate::engine_driver::{Driver, DriverParts, Report};
 use crate::provider_setup::provider_setup;
 use crate::send_lock::{LockError, SendLock};
-use crate::tool_setup::ToolSetup;
+use crate::tool_setup::{SetupPolicy, ToolSetup};
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
@@ -41,6 +41,10 @@ pub struct SendArgs {
     #[arg(long)]
     pub no_autopilot: bool,
 }
+
+/// The code of the template diagnostics about tool uses and results (missing results,
+/// unresolved placeholders).
+const TOOL_DIAGNOSTIC: &str = "template-tool";
 
 /// Exit status while a tool call waits for `flemmad approve` / `flemmad reject`.
 const AWAITING_APPROVAL_EXIT: u8 = 3;
@@ -62,16 +66,16 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     let loaded = chat::load("send", &path, config_path)?;
     let _lock = lock.map_err(refuse)?;
     let report = loaded.report(true);
-    // A chat whose tool calls still wait for results has something to do even when its last
-    // message is not a `@You:` with text.
+    // Tool uses without results and placeholders are the engine's to resolve (run, ask, or
+    // stop on them), so they block nothing here; and a chat whose tool calls wait for results
+    // has something to do even when its last message is not a `@You:` with text. Each request
+    // is evaluated again before it is sent.
     let doc = &loaded.analysis.document;
-    let tools_waiting =
-        !doc.unresolved_tool_uses().is_empty() || !doc.placeholders(None).is_empty();
     let blockers: Vec<_> = loaded
         .analysis
         .send_blockers()
         .into_iter()
-        .filter(|d| !(tools_waiting && d.code == NOTHING_TO_SEND))
+        .filter(|d| d.code != TOOL_DIAGNOSTIC && d.code != NOTHING_TO_SEND)
         .collect();
     if !blockers.is_empty() {
         return Err(CliError::blocked(
@@ -81,7 +85,17 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
         ));
     }
     if !args.quiet {
-        eprint!("{report}");
+        let shown: Vec<_> = loaded
+            .analysis
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity <= flemma_syntax::Severity::Warning && d.code != TOOL_DIAGNOSTIC)
+            .cloned()
+            .collect();
+        eprint!(
+            "{}",
+            chat::render_all(&path, Some((doc, &doc.line_index())), &shown)
+        );
     }
     let Some(resolved) = &loaded.analysis.config else {
         return Err(CliError::failed(
@@ -123,6 +137,33 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     let absolute = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
     let mut host = AnalysisHost::new(Arc::new(FsHost), chat::config_input(config_path));
     let id = DocumentId::new(absolute.clone());
+    let tools = Arc::new(tools);
+    // Nothing to do? Judged on the text as orphan recovery leaves it (a lost job's result is
+    // something to send), and tool calls waiting for results are something to do.
+    let mut probe = Engine::new(
+        engine.clone(),
+        doc.text().to_owned(),
+        Arc::new(SetupPolicy(tools.clone())),
+    );
+    probe.handle(0, Input::Load);
+    let recovered = flemma_syntax::parse(probe.text());
+    let tools_waiting =
+        !recovered.unresolved_tool_uses().is_empty() || !recovered.placeholders(None).is_empty();
+    host.set_text(id.clone(), probe.text().to_owned());
+    let nothing = host
+        .analysis(&id)
+        .map_err(|error| CliError::failed("send", error.to_string()))?
+        .send_blockers()
+        .into_iter()
+        .filter(|d| d.code == NOTHING_TO_SEND)
+        .collect::<Vec<_>>();
+    if !tools_waiting && !nothing.is_empty() {
+        return Err(CliError::blocked(
+            "send",
+            chat::render_all(&path, Some((doc, &doc.line_index())), &nothing),
+            "nothing was sent; fix the errors above and send again",
+        ));
+    }
     host.set_text(id.clone(), doc.text().to_owned());
     if !args.quiet {
         eprintln!(
@@ -135,7 +176,7 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     let parts = DriverParts {
         path: path.clone(),
         engine,
-        tools: Arc::new(tools),
+        tools,
         provider: setup,
         client: Arc::new(client),
         host,
