@@ -348,3 +348,91 @@ async fn sigkill_mid_tool_then_the_next_send_recovers() {
     assert!(text.contains("The job was lost; shall I retry?"), "{text}");
     no_error_diagnostics(&text);
 }
+
+/// Waits until the file contains `needle`.
+async fn wait_for(chat: &Chat, needle: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !read(&chat.path).contains(needle) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{needle:?} never appeared in\n{}",
+            read(&chat.path)
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test]
+async fn ctrl_c_mid_tool_writes_aborted_and_exits_130() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = agentic_chat("@You:\nWait a while.\n");
+    let base = mock.base_url();
+    mock.push(bash(Turn::default(), "s1", "sleep 30"));
+    let out = run(send_command(&chat, &base)).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let file = chat.path.display().to_string();
+    let out = run(flemmad(&chat, &base, &["approve", &file, "s1"])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut command = send_command(&chat, &base);
+    command.arg("--events").stdout(std::process::Stdio::piped());
+    let child = command
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The tool runs once its `tool:executing` is out; give the process a moment to start it.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let pid = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let events = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(events.contains("\"tool:executing\""), "{events}");
+    let text = read(&chat.path);
+    assert!(text.contains("**Tool Result:** `s1` (aborted)"), "{text}");
+    assert_eq!(mock.requests().len(), 1, "nothing sent after the interrupt");
+}
+
+#[tokio::test]
+async fn text_typed_while_a_tool_runs_is_kept() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = agentic_chat("@You:\nSlowly.\n");
+    let base = mock.base_url();
+    mock.push(bash(Turn::default(), "w1", "sleep 1; echo finally"));
+    let out = run(send_command(&chat, &base)).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let file = chat.path.display().to_string();
+    let out = run(flemmad(&chat, &base, &["approve", &file, "w1"])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    mock.push(Turn::text("Done waiting."));
+    let child = send_command(&chat, &base)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Another program edits the file while the tool runs: a note at the top of the user's
+    // first message.
+    let text = read(&chat.path);
+    let edited = text.replacen("Slowly.\n", "Slowly.\nTYPED WHILE RUNNING\n", 1);
+    assert_ne!(edited, text);
+    std::fs::write(&chat.path, &edited).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = read(&chat.path);
+    assert!(text.contains("Slowly.\nTYPED WHILE RUNNING\n"), "{text}");
+    assert!(
+        text.contains("**Tool Result:** `w1`\n```\nfinally\n```"),
+        "{text}"
+    );
+    assert!(text.contains("Done waiting."), "{text}");
+    no_error_diagnostics(&text);
+}
