@@ -327,11 +327,7 @@ async fn sigkill_mid_tool_then_the_next_send_recovers() {
         .spawn()
         .unwrap();
     // Wait until the job is recorded in the file, then kill the process.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !read(&chat.path).contains("Started it.") {
-        assert!(std::time::Instant::now() < deadline, "{}", read(&chat.path));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for(&chat, "Started it.").await;
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     let text = read(&chat.path);
@@ -435,4 +431,43 @@ async fn text_typed_while_a_tool_runs_is_kept() {
     );
     assert!(text.contains("Done waiting."), "{text}");
     no_error_diagnostics(&text);
+}
+
+#[tokio::test]
+async fn status_lists_the_pending_calls_the_jobs_and_the_layers() {
+    let chat = agentic_chat(
+        "@You:\nrun\n\n@Assistant:\n**Tool Use:** `bash` (`t1`)\n```json\n{\"command\":\"ls\",\"label\":\"l\",\"timeout\":null}\n```\n\n**Tool Use:** `bash` (`t2`)\n```json\n{\"command\":\"sleep 9\",\"label\":\"l\",\"timeout\":null}\n```\n\n@You:\n**Tool Result:** `t1` (pending)\n```\n```\n\n**Tool Result:** `t2` (job=job_abc12345)\n```\nRunning as a background job.\n```\n",
+    );
+    let file = chat.path.display().to_string();
+    let out = run(flemmad(
+        &chat,
+        "http://127.0.0.1:9",
+        &["status", &file, "--json"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        status["config_sources"]["tools.auto_approve_sandboxed"],
+        "frontmatter"
+    );
+    assert_eq!(status["unresolved"][0]["toolId"], "t1");
+    assert_eq!(status["unresolved"][0]["status"], "pending");
+    assert_eq!(
+        status["unresolved"][0]["approval"]["verdict"],
+        "require_approval"
+    );
+    assert_eq!(status["jobs"][0]["jobId"], "job_abc12345");
+    assert_eq!(status["jobs"][0]["state"], "orphaned");
+    assert!(status["send_pid"].is_null());
+    let tools: Vec<&str> = status["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        tools.contains(&"bash") && tools.contains(&"ls"),
+        "{tools:?}"
+    );
 }

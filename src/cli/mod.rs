@@ -9,6 +9,7 @@ mod models;
 mod parse;
 mod reject;
 mod send;
+mod status;
 mod tools;
 
 use std::path::PathBuf;
@@ -90,6 +91,12 @@ pub enum Command {
     /// Without --reason the placeholder becomes `(rejected)`; with it, an error result holding
     /// `User feedback: <reason>`. Exit status as for `approve`.
     Reject(reject::RejectArgs),
+    /// Show what a chat is configured to do and what waits in it.
+    ///
+    /// The resolved configuration with the layer of each value set, the enabled tools and what
+    /// the approval chain decides for them, every unresolved tool call (status and decision),
+    /// the jobs the file mentions, and whether a `send` runs. --json: protocol/status.md.
+    Status(status::StatusArgs),
     /// Count the input tokens of a .chat file with its provider's counting endpoint.
     ///
     /// Evaluates the file like `send` does, then asks the provider (Anthropic
@@ -199,6 +206,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Send(args) => return send::run(args, config),
         Command::Approve(args) => approve::run(args),
         Command::Reject(args) => reject::run(args),
+        Command::Status(args) => status::run(args, config),
         Command::Count(args) => count::run(args, config),
         Command::Models(args) => models::run(args, config),
         Command::Tools(args) => return Ok(tools::run(args, config)?),
