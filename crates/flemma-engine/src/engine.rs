@@ -754,10 +754,20 @@ impl Engine {
     /// Phase 3: deliver job results, then send.
     fn send(&mut self, automatic: bool, out: &mut Vec<Effect>) {
         self.deliver_jobs(out);
-        let ready =
-            self.doc.messages().last().is_some_and(|m| {
-                m.role == Role::You && !self.doc.slice(m.content).trim().is_empty()
-            });
+        let with_text = |m: &flemma_syntax::Message| {
+            m.role == Role::You && !self.doc.slice(m.content).trim().is_empty()
+        };
+        // A user advance also continues a reply that was cut off (only an empty `@You:`, or
+        // nothing, after the aborted turn), as `flemma_ide`'s "nothing to send" check allows.
+        let continues_aborted = !automatic
+            && match self.doc.messages() {
+                [.., last] if last.role == Role::Assistant => last.is_aborted(),
+                [.., before, last] if last.role == Role::You && !with_text(last) => {
+                    before.role == Role::Assistant && before.is_aborted()
+                }
+                _ => false,
+            };
+        let ready = self.doc.messages().last().is_some_and(with_text) || continues_aborted;
         if !ready {
             self.stop(out, StopReason::Idle);
             return;
