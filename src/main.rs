@@ -3,10 +3,11 @@
 mod chat;
 mod cli;
 mod daemon;
+mod engine_driver;
 mod fsutil;
 mod provider_setup;
-mod reply_file;
 mod send_lock;
+mod tool_setup;
 
 use std::process::ExitCode;
 

@@ -1,5 +1,6 @@
 //! The `flemmad` command line: one module per subcommand.
 
+mod approve;
 mod count;
 mod doctor;
 mod error;
@@ -9,8 +10,10 @@ mod install_service;
 mod lsp;
 mod models;
 mod parse;
+mod reject;
 mod send;
 mod serve;
+mod status;
 mod tools;
 
 use std::path::PathBuf;
@@ -61,23 +64,43 @@ pub enum Command {
     /// Everything else stays byte-identical. With --check, nothing is written: the command
     /// exits 1 and names each change it would make.
     Fmt(fmt::FmtArgs),
-    /// Send a .chat file to its provider and stream the reply into the file.
+    /// Run a .chat file as an agentic conversation: replies, tools, approvals, jobs.
     ///
-    /// Evaluates the frontmatter and templates, sends the conversation to the provider and model
-    /// the file (or the config) selects, writes the reply under a new `@Assistant:` as it
-    /// arrives (atomic writes; text added to the file meanwhile is kept), then appends an empty
-    /// `@You:`. Progress, retries, token usage and cost go to stderr. Tool calls the model makes
-    /// are written as tool-use blocks (running them needs the engine, not yet part of flemmad).
+    /// Runs the conversation as an agent: evaluates the frontmatter and templates, streams the
+    /// reply of the provider and model the file (or the config) selects under a new
+    /// `@Assistant:`, runs the tool calls the approval chain approves (background jobs too: the
+    /// process waits for them and delivers their results), sends the results, and goes on with
+    /// autopilot until the model answers without tools. Every change is written as it happens
+    /// (atomic writes; text added to the file meanwhile is kept). Progress goes to stderr
+    /// (--quiet: only the summary); --events prints lifecycle events as JSON lines on stdout.
     ///
-    /// Exit status: 0 on success; 1 when nothing could be sent or the provider failed (the file
-    /// is left as it was, or ends with the abort marker when part of the reply had arrived);
-    /// 2 when the file cannot be read; 130 when interrupted with Ctrl-C.
+    /// Exit status: 0 idle (the file ends with an empty `@You:`); 3 a tool call waits for
+    /// approval (stderr lists each with the `flemmad approve` / `reject` commands); 1 an error
+    /// (explained; everything before stays in the file); 2 the file cannot be read or is
+    /// invalid; 130 interrupted with Ctrl-C (what ran is marked `aborted`).
     ///
     /// Credentials: ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, VERTEX_ACCESS_TOKEN (or
     /// gcloud), MOONSHOT_API_KEY, OPENAI_COMPATIBLE_API_KEY, then secret-tool / the macOS
     /// keychain. Base URLs: ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GEMINI_BASE_URL,
     /// VERTEX_BASE_URL, MOONSHOT_BASE_URL, OPENAI_COMPATIBLE_BASE_URL.
     Send(send::SendArgs),
+    /// Approve tool calls that wait for approval, so the next `send` runs them.
+    ///
+    /// Rewrites each `(pending)` placeholder to `(approved)` in place (meta kept), atomically.
+    /// Exit status: 0 done; 2 when an id is unknown or not pending (the pending ids are listed;
+    /// nothing is changed) or the file cannot be read.
+    Approve(approve::ApproveArgs),
+    /// Reject a tool call that waits for approval (optionally telling the model why).
+    ///
+    /// Without --reason the placeholder becomes `(rejected)`; with it, an error result holding
+    /// `User feedback: <reason>`. Exit status as for `approve`.
+    Reject(reject::RejectArgs),
+    /// Show what a chat is configured to do and what waits in it.
+    ///
+    /// The resolved configuration with the layer of each value set, the enabled tools and what
+    /// the approval chain decides for them, every unresolved tool call (status and decision),
+    /// the jobs the file mentions, and whether a `send` runs. --json: protocol/status.md.
+    Status(status::StatusArgs),
     /// Count the input tokens of a .chat file with its provider's counting endpoint.
     ///
     /// Evaluates the file like `send` does, then asks the provider (Anthropic
@@ -210,7 +233,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Parse(args) => parse::run(args, config),
         Command::Fmt(args) => return Ok(fmt::run(args)?),
-        Command::Send(args) => send::run(args, config),
+        Command::Send(args) => return send::run(args, config),
+        Command::Approve(args) => approve::run(args),
+        Command::Reject(args) => reject::run(args),
+        Command::Status(args) => status::run(args, config),
         Command::Count(args) => count::run(args, config),
         Command::Models(args) => models::run(args, config),
         Command::Tools(args) => return Ok(tools::run(args, config)?),

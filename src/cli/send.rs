@@ -1,39 +1,62 @@
-//! `flemmad send FILE`: evaluate the chat, send it to the configured provider, stream the reply
-//! into the file on disk, and append the closing `@You:`.
+//! `flemmad send FILE`: the agentic main job. Loads the chat (recovering orphaned jobs), then
+//! runs the engine's cycle with autopilot — stream the reply, run the approved tools and jobs,
+//! send their results — writing every change into the file as it happens, until the
+//! conversation is idle, waits for an approval, or fails.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use flemma_engine::{Engine, EngineConfig, Input, PendingCall, Prices, StopReason};
+use flemma_ide::{AnalysisHost, DocumentId, NOTHING_TO_SEND};
+use flemma_protocol::event::LifecycleEvent;
+use flemma_provider::ProviderKind;
 use flemma_provider::credentials::CredentialEnvironment;
-use flemma_provider::explain::ProviderError;
-use flemma_provider::http::ClientEvent;
-use flemma_provider::render::{ReplyOutcome, ReplyRenderer};
+use flemma_template::FsHost;
 use tokio_util::sync::CancellationToken;
 
 use super::CliError;
 use crate::chat;
+use crate::engine_driver::{Driver, DriverParts, Report};
 use crate::provider_setup::provider_setup;
-use crate::reply_file::{ReplyFile, ReplyFileError};
 use crate::send_lock::{LockError, SendLock};
+use crate::tool_setup::{SetupPolicy, ToolSetup};
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
-    /// The .chat file to send. Its last `@You:` message must hold what you want to say.
+    /// The .chat file to send. Its last `@You:` message must hold what you want to say (or
+    /// its tool calls must be waiting to run).
     pub file: PathBuf,
+    /// Print every lifecycle event as one JSON line on stdout ({"name","uri","data"},
+    /// protocol/events.md).
+    #[arg(long)]
+    pub events: bool,
+    /// Print only errors and the final summary on stderr (no streamed text).
+    #[arg(long)]
+    pub quiet: bool,
+    /// Do one advance (one reply, or one round of tools) instead of running with autopilot.
+    #[arg(long)]
+    pub no_autopilot: bool,
 }
 
-/// What follows a finished reply: a blank line, `@You:`, a blank line.
-const CLOSING_PROMPT: &str = "\n@You:\n\n";
+/// The code of the template diagnostics about tool uses and results (missing results,
+/// unresolved placeholders).
+const TOOL_DIAGNOSTIC: &str = "template-tool";
 
-pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError> {
+/// Exit status while a tool call waits for `flemmad approve` / `flemmad reject`.
+const AWAITING_APPROVAL_EXIT: u8 = 3;
+
+pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
     crate::provider_setup::runtime()?.block_on(send(args, config_path))
 }
 
-async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError> {
-    let path = args.file;
-    // Held until the reply is written: a second send of the same file is refused at once,
-    // before it reads a file the first one is still writing.
+async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+    let path = args.file.clone();
+    // Held until the cycle stops: a second send of the same file is refused at once, before
+    // it reads a file the first one is still writing.
     let lock = SendLock::acquire(&path);
     let refuse = |error: LockError| CliError::blocked("send", String::new(), &error.to_string());
     if let Err(busy @ LockError::Busy { .. }) = lock {
@@ -43,14 +66,37 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError
     let loaded = chat::load("send", &path, config_path)?;
     let _lock = lock.map_err(refuse)?;
     let report = loaded.report(true);
-    if !loaded.analysis.send_blockers().is_empty() {
+    // Tool uses without results and placeholders are the engine's to resolve (run, ask, or
+    // stop on them), so they block nothing here; and a chat whose tool calls wait for results
+    // has something to do even when its last message is not a `@You:` with text. Each request
+    // is evaluated again before it is sent.
+    let doc = &loaded.analysis.document;
+    let blockers: Vec<_> = loaded
+        .analysis
+        .send_blockers()
+        .into_iter()
+        .filter(|d| d.code != TOOL_DIAGNOSTIC && d.code != NOTHING_TO_SEND)
+        .collect();
+    if !blockers.is_empty() {
         return Err(CliError::blocked(
             "send",
             report,
             "nothing was sent; fix the errors above and send again",
         ));
     }
-    eprint!("{report}");
+    if !args.quiet {
+        let shown: Vec<_> = loaded
+            .analysis
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity <= flemma_syntax::Severity::Warning && d.code != TOOL_DIAGNOSTIC)
+            .cloned()
+            .collect();
+        eprint!(
+            "{}",
+            chat::render_all(&path, Some((doc, &doc.line_index())), &shown)
+        );
+    }
     let Some(resolved) = &loaded.analysis.config else {
         return Err(CliError::failed(
             "send",
@@ -58,7 +104,6 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError
         ));
     };
     let config = resolved.config.clone();
-    let conversation = loaded.analysis.evaluation.conversation.clone();
     // The reply must have somewhere to go before it is paid for.
     if let Err(error) = crate::fsutil::check_writable(&path) {
         return Err(CliError::failed(
@@ -67,227 +112,332 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<(), CliError
         ));
     }
     let environment = CredentialEnvironment::from_process();
-    let setup = provider_setup(&config, Some(&path), &environment)?;
+    let mut setup = provider_setup(&config, Some(&path), &environment)?;
     if let Some(warning) = &setup.model_warning {
         eprintln!("flemmad: warning: {warning}");
     }
+    let tools = ToolSetup::new(config.clone(), Some(&path), resolved.auto_approve())
+        .map_err(|message| CliError::failed("send", message))?;
+    setup.options.tools = tools.definitions();
     let client = crate::provider_setup::client(&config, &setup, environment)?;
-    let cancel = CancellationToken::new();
-    let on_interrupt = cancel.clone();
+
+    let mut engine = EngineConfig::from_config(&config);
+    engine.autopilot = engine.autopilot && !args.no_autopilot;
+    engine.verbatim_tool_arguments = matches!(
+        setup.kind,
+        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Moonshot
+    );
+    engine.prices = setup.model.as_ref().map(|m| Prices {
+        input: m.input,
+        output: m.output,
+        cache_read: m.cache_read,
+        cache_write: m.cache_write_5m,
+    });
+    engine.id_seed = job_id_seed();
+    let absolute = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
+    let mut host = AnalysisHost::new(Arc::new(FsHost), chat::config_input(config_path));
+    let id = DocumentId::new(absolute.clone());
+    let tools = Arc::new(tools);
+    // Nothing to do? Judged on the text as orphan recovery leaves it (a lost job's result is
+    // something to send), and tool calls waiting for results are something to do.
+    let mut probe = Engine::new(
+        engine.clone(),
+        doc.text().to_owned(),
+        Arc::new(SetupPolicy(tools.clone())),
+    );
+    probe.handle(0, Input::Load);
+    let recovered = flemma_syntax::parse(probe.text());
+    let tools_waiting =
+        !recovered.unresolved_tool_uses().is_empty() || !recovered.placeholders(None).is_empty();
+    host.set_text(id.clone(), probe.text().to_owned());
+    let nothing = host
+        .analysis(&id)
+        .map_err(|error| CliError::failed("send", error.to_string()))?
+        .send_blockers()
+        .into_iter()
+        .filter(|d| d.code == NOTHING_TO_SEND)
+        .collect::<Vec<_>>();
+    if !tools_waiting && !nothing.is_empty() {
+        return Err(CliError::blocked(
+            "send",
+            chat::render_all(&path, Some((doc, &doc.line_index())), &nothing),
+            "nothing was sent; fix the errors above and send again",
+        ));
+    }
+    host.set_text(id.clone(), doc.text().to_owned());
+    if !args.quiet {
+        eprintln!(
+            "flemmad: sending {} to {} ({})…",
+            path.display(),
+            setup.kind.name(),
+            setup.options.model
+        );
+    }
+    let parts = DriverParts {
+        path: path.clone(),
+        engine,
+        tools,
+        provider: setup,
+        client: Arc::new(client),
+        host,
+        id,
+        coalesce: Duration::from_millis(config.editing.coalesce_ms),
+    };
+    let mut progress = Progress::new(file_uri(&absolute), args.events, args.quiet);
+    let mut driver = Driver::new(
+        parts,
+        doc.text().to_owned(),
+        Box::new(move |report| progress.show(report)),
+    );
+    let interrupt = CancellationToken::new();
+    let on_interrupt = interrupt.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             on_interrupt.cancel();
         }
     });
-
-    eprintln!(
-        "flemmad: sending {} to {} ({})…",
-        path.display(),
-        setup.kind.name(),
-        setup.options.model
-    );
     let started = Instant::now();
-    let mut writer = StreamWriter {
-        renderer: ReplyRenderer::for_provider(setup.kind, config.editing.compact_headers),
-        file: ReplyFile::new(&path),
-        pending: String::new(),
-        pending_since: None,
-        coalesce: Duration::from_millis(config.editing.coalesce_ms),
-        failure: None,
-        cancel: cancel.clone(),
-        max_delay: Duration::ZERO,
-        written: 0,
-        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-    };
-    // The stream pushes events into a channel; the writer drains it and flushes coalesced text
-    // when the window of the oldest unwritten byte closes, even if no further event arrives.
-    let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
-    let stream = async {
-        let events = events;
-        client
-            .stream(
-                setup.kind,
-                &conversation,
-                &setup.options,
-                &setup.endpoint,
-                cancel.clone(),
-                &mut |event| {
-                    let _ = events.send(event);
-                },
-            )
-            .await
-    };
-    let write = async {
-        loop {
-            let deadline = writer.deadline();
-            tokio::select! {
-                event = received.recv() => match event {
-                    Some(event) => writer.on_event(event),
-                    None => break,
-                },
-                () = sleep_until_option(deadline) => writer.flush_or_stop(),
-            }
+    let stopped = tokio::task::LocalSet::new()
+        .run_until(driver.run(vec![Input::Load, Input::Advance], interrupt))
+        .await
+        .map_err(|error| CliError::failed("send", format!("{error:#}")))?;
+    eprintln!();
+    tracing::info!(
+        max_delay_ms = driver.max_write_delay().as_millis() as u64,
+        coalesce_ms = config.editing.coalesce_ms,
+        "longest wait between an edit and its write"
+    );
+    let engine = driver.engine();
+    let usage = engine.usage();
+    let summary = format!(
+        "{:.1}s, {} input, {} output tokens{}",
+        started.elapsed().as_secs_f64(),
+        usage.input_tokens,
+        usage.output_tokens,
+        engine
+            .cost()
+            .map_or(String::new(), |cost| format!(", ${cost:.4}"))
+    );
+    match stopped {
+        StopReason::Idle | StopReason::StepDone => {
+            eprintln!("flemmad: done in {summary}");
+            Ok(ExitCode::SUCCESS)
         }
-    };
-    let (result, ()) = tokio::join!(stream, write);
-    if writer.progress {
-        // Clear the progress line; the summary follows.
-        eprint!("\r\x1b[K");
-        writer.progress = false;
-    }
-    if let Some(error) = writer.failure.take() {
-        return Err(CliError::failed("send", error));
-    }
-    match result {
-        Ok(summary) => {
-            let tail = writer.renderer.finish(ReplyOutcome::Completed);
-            writer.push(&tail);
-            writer.push(CLOSING_PROMPT);
-            writer
-                .flush()
-                .map_err(|error| CliError::failed("send", error))?;
-            tracing::info!(
-                max_delay_ms = writer.max_delay.as_millis() as u64,
-                coalesce_ms = writer.coalesce.as_millis() as u64,
-                "longest wait between a byte arriving and its write"
+        StopReason::AwaitingApproval { .. } => {
+            eprint!(
+                "{}",
+                approval_listing(&path, &engine.pending_calls(), &summary)
             );
-            for warning in &summary.warnings {
-                eprintln!("flemmad: warning: {warning}");
-            }
-            let usage = summary.usage;
-            let cost = setup
-                .model
-                .as_ref()
-                .map(|m| flemma_provider::catalogue::cost(&usage, m));
-            eprintln!(
-                "flemmad: done in {:.1}s: {} input, {} output tokens{}{}",
-                started.elapsed().as_secs_f64(),
-                usage.input_tokens,
-                usage.output_tokens,
-                cost.map_or(String::new(), |c| format!(", ${c:.4}")),
-                if summary.retries > 0 {
-                    format!(" ({} retries)", summary.retries)
-                } else {
-                    String::new()
-                }
-            );
-            if let Some(error) = summary.stop_error() {
-                return Err(CliError::failed("send", error));
-            }
-            Ok(())
+            Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
         }
-        Err(error) => {
-            let cancelled = matches!(error, ProviderError::Cancelled);
-            if writer.renderer.has_content() || writer.file.started() {
-                let outcome = if cancelled {
-                    ReplyOutcome::Interrupted
-                } else {
-                    ReplyOutcome::Failed(error.to_string())
-                };
-                let tail = writer.renderer.finish(outcome);
-                writer.push(&tail);
-                writer.push(CLOSING_PROMPT);
-                writer
-                    .flush()
-                    .map_err(|error| CliError::failed("send", error))?;
-            }
-            if cancelled {
-                Err(CliError::interrupted("send", "cancelled"))
-            } else {
-                Err(CliError::failed("send", error))
-            }
-        }
-    }
-}
-
-/// Renders stream events and writes them to the file, coalesced: text is written at most
-/// `coalesce` after its first unwritten byte arrived.
-struct StreamWriter {
-    renderer: ReplyRenderer,
-    file: ReplyFile,
-    pending: String,
-    /// When the oldest byte of `pending` arrived.
-    pending_since: Option<Instant>,
-    coalesce: Duration,
-    failure: Option<ReplyFileError>,
-    cancel: CancellationToken,
-    /// The longest time a byte waited between arriving and its write starting.
-    max_delay: Duration,
-    /// Bytes written into the file so far.
-    written: usize,
-    /// Show a live progress line (stderr is a terminal).
-    progress: bool,
-}
-
-async fn sleep_until_option(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
-impl StreamWriter {
-    fn on_event(&mut self, event: ClientEvent) {
-        match event {
-            ClientEvent::Retrying {
-                attempt,
-                delay,
-                reason,
-            } => eprintln!(
-                "flemmad: {reason}; retrying in {:.1}s (attempt {attempt})",
-                delay.as_secs_f64()
+        StopReason::UserContentInApproved { tool_id } => Err(CliError::failed(
+            "send",
+            format!(
+                "the approved tool call `{tool_id}` was not run because its result block holds text you typed; review it (delete the text to run the tool, or mark the block as your result) and send again"
             ),
-            ClientEvent::FirstByte => {}
-            ClientEvent::Event(event) => {
-                if let Some(text) = self.renderer.push(&event) {
-                    self.push(&text);
+        )),
+        StopReason::MaxTurns { message } => Err(CliError::failed("send", message)),
+        StopReason::Error { message } => Err(CliError::failed(
+            "send",
+            format!("{message} (everything before is in the file)"),
+        )),
+        StopReason::Cancelled => Err(CliError::interrupted(
+            "send",
+            "cancelled; what ran was stopped and marked `aborted` in the file",
+        )),
+    }
+}
+
+/// The stderr listing of the calls waiting for approval, with the commands to answer them.
+fn approval_listing(path: &Path, pending: &[PendingCall], summary: &str) -> String {
+    let file = shell_quote(&path.display().to_string());
+    let mut out = format!(
+        "flemmad send: waiting for approval ({summary}); {} tool call{} pending:\n",
+        pending.len(),
+        if pending.len() == 1 { "" } else { "s" }
+    );
+    for call in pending {
+        out.push_str(&format!(
+            "  `{}` ({}), asked by {}: {}\n    approve: flemmad approve {file} {}\n    reject:  flemmad reject {file} {} --reason 'why not'\n",
+            call.tool_name,
+            call.tool_id,
+            call.resolver,
+            preview(&call.input),
+            shell_quote(&call.tool_id),
+            shell_quote(&call.tool_id),
+        ));
+    }
+    out.push_str(&format!(
+        "then run `flemmad send {file}` again (or `flemmad approve {file} --all`)\n"
+    ));
+    out
+}
+
+/// A one-line preview of a tool input (at most 100 characters).
+fn preview(input: &serde_json::Value) -> String {
+    const MAX: usize = 100;
+    let text = input.to_string();
+    if text.chars().count() <= MAX {
+        return text;
+    }
+    let mut cut: String = text.chars().take(MAX).collect();
+    cut.push('…');
+    cut
+}
+
+/// `word` quoted for a POSIX shell when it needs it.
+pub fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// A `file://` URI for an absolute path (bytes outside the unreserved set percent-encoded).
+pub fn file_uri(path: &Path) -> String {
+    let mut uri = String::from("file://");
+    for byte in path.display().to_string().bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
+            uri.push(char::from(byte));
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri
+}
+
+/// A seed for job ids that differs between runs (ids are also checked unique in the file).
+fn job_id_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    (nanos as u64) ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+/// Shows what the driver reports: events as JSON lines on stdout (`--events`), progress on
+/// stderr (unless `--quiet`).
+struct Progress {
+    uri: String,
+    events: bool,
+    quiet: bool,
+    /// The last thing written to stderr ended a line.
+    at_line_start: bool,
+}
+
+impl Progress {
+    fn new(uri: String, events: bool, quiet: bool) -> Self {
+        Self {
+            uri,
+            events,
+            quiet,
+            at_line_start: true,
+        }
+    }
+
+    fn show(&mut self, report: Report) {
+        match report {
+            Report::Event(event) => {
+                if self.events {
+                    let line = LifecycleEvent {
+                        name: event.name.to_owned(),
+                        uri: self.uri.clone(),
+                        data: event.data.clone(),
+                    };
+                    if let Ok(json) = serde_json::to_string(&line) {
+                        let mut out = std::io::stdout().lock();
+                        let _ = writeln!(out, "{json}");
+                        let _ = out.flush();
+                    }
                 }
-                if self.deadline().is_some_and(|d| Instant::now() >= d) {
-                    self.flush_or_stop();
+                if let Some(line) = describe(&event) {
+                    self.line(&line);
                 }
+            }
+            Report::Text(text) => {
+                if !self.quiet {
+                    eprint!("{text}");
+                    self.at_line_start = text.ends_with('\n');
+                }
+            }
+            Report::Notice(notice) => {
+                if !self.at_line_start {
+                    eprintln!();
+                    self.at_line_start = true;
+                }
+                eprintln!("flemmad: {notice}");
             }
         }
     }
 
-    fn push(&mut self, text: &str) {
-        if text.is_empty() {
+    fn line(&mut self, line: &str) {
+        if self.quiet {
             return;
         }
-        if self.pending.is_empty() {
-            self.pending_since = Some(Instant::now());
+        if !self.at_line_start {
+            eprintln!();
         }
-        self.pending.push_str(text);
+        eprintln!("flemmad: {line}");
+        self.at_line_start = true;
+    }
+}
+
+/// The stderr line of an event (`None`: not worth a line).
+fn describe(event: &flemma_engine::Event) -> Option<String> {
+    let data = &event.data;
+    let text = |key: &str| data.get(key).and_then(|v| v.as_str()).unwrap_or("?");
+    Some(match event.name {
+        "tool:executing" => format!("running `{}` ({})", text("toolName"), text("toolId")),
+        "tool:completed" => format!(
+            "`{}` ({}) finished: {}",
+            text("toolName"),
+            text("toolId"),
+            text("status")
+        ),
+        "job:submitted" => format!(
+            "`{}` ({}) runs in the background as {}",
+            text("toolName"),
+            text("toolId"),
+            text("jobId")
+        ),
+        "job:completed" => format!(
+            "background job {} (`{}`) delivered",
+            text("jobId"),
+            text("toolName")
+        ),
+        "autopilot:resume-scheduled" => format!(
+            "continuing in {} ms (edit the file to stop)",
+            data.get("delayMs").and_then(|v| v.as_u64()).unwrap_or(0)
+        ),
+        "autopilot:resume-cancelled" => "you edited the file: not continuing".to_owned(),
+        "document:recovered" => format!(
+            "{} background job(s) of an earlier session were lost and marked so",
+            data.get("count").and_then(|v| v.as_u64()).unwrap_or(0)
+        ),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_quoted_only_when_needed() {
+        assert_eq!(shell_quote("talk.chat"), "talk.chat");
+        assert_eq!(shell_quote("my talk.chat"), "'my talk.chat'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
     }
 
-    /// When the pending text must be written.
-    fn deadline(&self) -> Option<Instant> {
-        self.pending_since.map(|since| since + self.coalesce)
-    }
-
-    /// Flushes; a failure (the block was removed from the file) stops the stream.
-    fn flush_or_stop(&mut self) {
-        if let Err(error) = self.flush() {
-            self.failure = Some(error);
-            self.pending_since = None;
-            self.cancel.cancel();
-        }
-    }
-
-    fn flush(&mut self) -> Result<(), ReplyFileError> {
-        if self.failure.is_some() || self.pending.is_empty() {
-            return Ok(());
-        }
-        // The delay the writer adds is measured to the moment the write starts (the write
-        // itself, with its fsync, is the file system's time).
-        if let Some(since) = self.pending_since.take() {
-            self.max_delay = self.max_delay.max(since.elapsed());
-        }
-        self.file.append(&self.pending)?;
-        self.written += self.pending.len();
-        self.pending.clear();
-        if self.progress {
-            eprint!("\r\x1b[Kflemmad: receiving… {} bytes written", self.written);
-        }
-        Ok(())
+    #[test]
+    fn uris_encode_what_a_path_may_hold() {
+        assert_eq!(
+            file_uri(Path::new("/tmp/a b/c.chat")),
+            "file:///tmp/a%20b/c.chat"
+        );
     }
 }

@@ -3,17 +3,17 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Args, Subcommand};
-use flemma_config::{AutoApprove, Config, SandboxBackend};
-use flemma_provider::ToolDefinition;
-use flemma_tools::registry::{Registered, Registry};
-use flemma_tools::sandbox::{Bwrap, PathPolicy, PolicyPlaces};
-use flemma_tools::{ApprovalChain, ResultStore, RunContext, ToolSpec, Verdict};
+use flemma_config::{AutoApprove, Config};
+use flemma_tools::Verdict;
+use flemma_tools::registry::Registered;
 use serde_json::{Value, json};
 
 use crate::chat;
+use crate::tool_setup::{ToolSetup, to_definition};
+
+type Setup = ToolSetup;
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = false)]
@@ -38,15 +38,6 @@ pub enum ToolsAction {
         /// The input, a JSON object (harness parameters such as `flemma.save_to` included).
         input: String,
     },
-}
-
-/// Everything a tool call needs in this process, resolved for one chat.
-struct Setup {
-    config: Config,
-    registry: Registry,
-    ctx: RunContext,
-    store: ResultStore,
-    sandbox: Result<(), String>,
 }
 
 /// The chat's resolved configuration. The one place this command loads a chat (the chat
@@ -90,68 +81,11 @@ fn load_config(chat: Option<&Path>, config_path: Option<&Path>) -> Result<Config
 
 fn setup(chat: Option<&Path>, config_path: Option<&Path>) -> Result<Setup, String> {
     let config = load_config(chat, config_path)?;
-    let chat = match chat {
-        Some(path) => Some(std::path::absolute(path).map_err(|e| e.to_string())?),
-        None => None,
+    let auto_approve = AutoApprove::Tools {
+        tools: config.tools.auto_approve.clone(),
+        exclusions: Vec::new(),
     };
-    let env = |name: &str| std::env::var(name).ok();
-    let here = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
-    let chat_dir = chat
-        .as_deref()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf);
-    let cwd = match config.tools.bash.cwd.as_str() {
-        "urn:flemma:buffer:path" => chat_dir.clone().unwrap_or_else(|| here.clone()),
-        other => {
-            let expanded = PathBuf::from(flemma_tools::sandbox::expand_env(other, &env));
-            chat_dir.as_deref().unwrap_or(&here).join(expanded)
-        }
-    };
-    let store = ResultStore::new(&config.tools.store, chat.as_deref(), 0, &env);
-    let places = PolicyPlaces {
-        cwd: cwd.clone(),
-        chat_path: chat.clone(),
-        store_dir: Some(store.dir().to_path_buf()),
-    };
-    let policy = PathPolicy::from_config(&config.sandbox.policy, &places, &env);
-    let sandbox = if !config.sandbox.enabled || config.sandbox.backend == SandboxBackend::None {
-        Err("sandbox disabled in config".to_string())
-    } else {
-        Bwrap::for_policy(&policy, config.sandbox.policy.network)
-    };
-    let mut ctx = RunContext::new(cwd, Arc::new(policy));
-    ctx.chat_path = chat;
-    ctx.timeout = std::time::Duration::from_secs(config.tools.default_timeout);
-    ctx.env.push((
-        "FLEMMA_TOOLS_STORE_PATH".into(),
-        store.dir().display().to_string(),
-    ));
-    let sandbox = match sandbox {
-        Ok(bwrap) => {
-            ctx.sandbox = Some(Arc::new(bwrap));
-            Ok(())
-        }
-        Err(reason) => Err(reason),
-    };
-    Ok(Setup {
-        registry: Registry::for_config(&config),
-        config,
-        ctx,
-        store,
-        sandbox,
-    })
-}
-
-/// The provider-side definition of a tool (the integrator's mapping).
-pub fn to_definition(spec: &ToolSpec) -> ToolDefinition {
-    ToolDefinition {
-        name: spec.name.clone(),
-        description: spec.description.clone(),
-        input_schema: spec.input_schema.clone(),
-        strict: spec.strict,
-        capabilities: spec.capability_tags(),
-        is_async: spec.is_async,
-    }
+    ToolSetup::new(config, chat, auto_approve)
 }
 
 pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
@@ -168,22 +102,8 @@ pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     }
 }
 
-fn approval_chain(setup: &Setup) -> ApprovalChain {
-    let auto_approve = AutoApprove::Tools {
-        tools: setup.config.tools.auto_approve.clone(),
-        exclusions: Vec::new(),
-    };
-    ApprovalChain::from_parts(
-        auto_approve,
-        &setup.config.tools,
-        None,
-        Vec::new(),
-        setup.sandbox.is_ok(),
-    )
-}
-
 fn list(setup: &Setup, as_json: bool) -> anyhow::Result<ExitCode> {
-    let chain = approval_chain(setup);
+    let chain = &setup.chain;
     let enabled: Vec<&Registered> = setup.registry.enabled(&setup.config);
     let missing: Vec<&String> = setup
         .config

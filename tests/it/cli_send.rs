@@ -113,7 +113,12 @@ async fn thinking_and_tool_calls_are_written_as_blocks() {
                 json!({"command": "make test", "label": "running tests"}),
             ),
     );
-    let out = send(&chat, &mock.base_url()).await;
+    // One advance: the reply is written and its tool call is left for the next `send`.
+    let out = send_command(&chat, &mock.base_url())
+        .arg("--no-autopilot")
+        .output()
+        .await
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let text = read(&chat.path);
     let doc = flemma_syntax::parse(text.as_str());

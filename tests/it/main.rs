@@ -1,5 +1,6 @@
 //! The crate's one integration-test binary (one link instead of one per file).
 
+mod cli_agentic;
 mod cli_agreement;
 mod cli_models_count;
 mod cli_parse_fmt;

@@ -842,10 +842,20 @@ impl Engine {
     /// Phase 3: deliver job results, then send.
     fn send(&mut self, automatic: bool, out: &mut Vec<Effect>) {
         self.deliver_jobs(out);
-        let ready =
-            self.doc.messages().last().is_some_and(|m| {
-                m.role == Role::You && !self.doc.slice(m.content).trim().is_empty()
-            });
+        let with_text = |m: &flemma_syntax::Message| {
+            m.role == Role::You && !self.doc.slice(m.content).trim().is_empty()
+        };
+        // A user advance also continues a reply that was cut off (only an empty `@You:`, or
+        // nothing, after the aborted turn), as `flemma_ide`'s "nothing to send" check allows.
+        let continues_aborted = !automatic
+            && match self.doc.messages() {
+                [.., last] if last.role == Role::Assistant => last.is_aborted(),
+                [.., before, last] if last.role == Role::You && !with_text(last) => {
+                    before.role == Role::Assistant && before.is_aborted()
+                }
+                _ => false,
+            };
+        let ready = self.doc.messages().last().is_some_and(with_text) || continues_aborted;
         if !ready {
             self.stop(out, StopReason::Idle);
             return;
@@ -966,14 +976,14 @@ impl Engine {
                 }
             }
             StreamOutcome::Failed { message, .. } => {
-                self.end_interrupted(out);
+                self.end_interrupted(ReplyOutcome::Failed(message.clone()), out);
                 if let Some(stream) = self.stream.take() {
                     self.account(&stream, "errored", out);
                 }
                 self.stop(out, StopReason::Error { message });
             }
             StreamOutcome::Cancelled => {
-                self.end_interrupted(out);
+                self.end_interrupted(ReplyOutcome::Interrupted, out);
                 if let Some(stream) = self.stream.take() {
                     self.account(&stream, "cancelled", out);
                 }
@@ -984,12 +994,12 @@ impl Engine {
 
     /// Ends an interrupted reply: the abort marker and the closing prompt after content, or the
     /// `@Assistant:` line removed when nothing arrived.
-    fn end_interrupted(&mut self, out: &mut Vec<Effect>) {
+    fn end_interrupted(&mut self, outcome: ReplyOutcome, out: &mut Vec<Effect>) {
         let Some(stream) = self.stream.as_mut() else {
             return;
         };
         if stream.renderer.has_content() {
-            let tail = stream.renderer.finish(ReplyOutcome::Interrupted);
+            let tail = stream.renderer.finish(outcome);
             self.write_at_anchor(&format!("{tail}{}", write::closing_prompt()), out);
         } else {
             let range = TextRange::new(stream.block_start, stream.anchor);
@@ -1428,7 +1438,7 @@ impl Engine {
             return false;
         };
         out.push(Effect::CancelRequest { request });
-        self.end_interrupted(out);
+        self.end_interrupted(ReplyOutcome::Interrupted, out);
         if let Some(stream) = self.stream.take() {
             self.account(&stream, "cancelled", out);
         }

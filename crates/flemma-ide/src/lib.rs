@@ -12,6 +12,7 @@
 //!   what stops a send.
 //! * [`to_protocol`] turns analyses into the stable JSON types of `flemma-protocol`.
 
+pub mod actions;
 mod analysis;
 mod diagnostic;
 pub mod features;

@@ -7,10 +7,14 @@
 //! * [`parse_tree`]: `flemmad parse --json`.
 //! * [`eval`]: `flemmad parse --eval --json`.
 //! * [`models`]: `flemmad models --json` (one object per line).
+//! * [`status`]: `flemmad status FILE --json`.
+//! * [`event`]: `flemmad send --events` (one lifecycle event per line) and `flemma/event`.
 
 pub mod eval;
+pub mod event;
 pub mod models;
 pub mod parse_tree;
+pub mod status;
 
 /// Every schema this crate publishes, as `(file name under protocol/, schema)`.
 pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
@@ -25,6 +29,14 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         (
             "eval.schema.json",
             schema(schemars::schema_for!(eval::EvaluatedDocument)),
+        ),
+        (
+            "event.schema.json",
+            schema(schemars::schema_for!(event::LifecycleEvent)),
+        ),
+        (
+            "status.schema.json",
+            schema(schemars::schema_for!(status::ChatStatus)),
         ),
         (
             "models.schema.json",

@@ -1,0 +1,79 @@
+//! The JSON form of `flemmad status FILE --json` (protocol/status.md): what a chat is
+//! configured to do, which tool calls wait, and which jobs it mentions.
+//!
+//! Stable: fields are only ever added.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The whole output.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ChatStatus {
+    /// The chat file as given.
+    pub file: String,
+    /// The resolved configuration (defaults, config file, frontmatter); null when it does not
+    /// resolve.
+    pub config: Option<Value>,
+    /// For every value not left at its default, the layer that set it (`config file`,
+    /// `frontmatter`, …), keyed by dotted path.
+    pub config_sources: Map<String, Value>,
+    /// The process sandbox: `bwrap (network off)` or `none: <why>`.
+    pub sandbox: String,
+    /// The tools offered to the model, with what the approval chain decides for a call.
+    pub tools: Vec<ToolStatus>,
+    /// Every tool use without a final result, in document order.
+    pub unresolved: Vec<UnresolvedCall>,
+    /// Every background job the file mentions.
+    pub jobs: Vec<JobStatus>,
+    /// The pid of the `flemmad send` running on this file, when one is.
+    pub send_pid: Option<u32>,
+    /// Token and cost totals, when known (the file does not record them; a running daemon
+    /// does). Null here.
+    pub usage: Option<Value>,
+}
+
+/// An enabled tool.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ToolStatus {
+    pub name: String,
+    pub approval: Approval,
+}
+
+/// What the approval chain decides.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Approval {
+    /// `approve`, `require_approval` or `deny`.
+    pub verdict: String,
+    /// The deciding resolver (`urn:flemma:approval:config`, …).
+    pub resolver: String,
+    /// Why, for `deny`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A tool use without a final result.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UnresolvedCall {
+    pub tool_id: String,
+    pub tool_name: String,
+    /// `no result` (no placeholder yet), or the placeholder status: `pending`, `approved`,
+    /// `rejected`, `denied`, `aborted`.
+    pub status: String,
+    /// The call's input (null when the fence is not a JSON object).
+    pub input: Value,
+    /// What the approval chain decides for this call (null: the tool is not enabled).
+    pub approval: Option<Approval>,
+}
+
+/// A background job named by a `job=` tool result.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobStatus {
+    pub job_id: String,
+    pub tool_id: String,
+    /// `delivered` (its `**Job Result:**` is in the file), `running` (a send owns the file and
+    /// waits for it) or `orphaned` (no process runs it: the next send marks it lost).
+    pub state: String,
+}

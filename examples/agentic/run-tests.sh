@@ -1,0 +1,1 @@
+echo "3 tests passed"

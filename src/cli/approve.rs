@@ -1,0 +1,84 @@
+//! `flemmad approve FILE (TOOL_ID… | --all)`: mark pending tool calls approved in the file, so
+//! the next `flemmad send` runs them. The edits are `flemma_ide::actions`' (the language server
+//! makes the same ones).
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use flemma_ide::actions::{self, ActionError};
+use flemma_syntax::{Document, TextEdit};
+
+use super::CliError;
+use super::send::shell_quote;
+use crate::fsutil;
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["tool_ids", "all"])))]
+pub struct ApproveArgs {
+    /// The .chat file.
+    pub file: PathBuf,
+    /// The ids of the tool calls to approve (as `flemmad send` listed them).
+    pub tool_ids: Vec<String>,
+    /// Approve every pending tool call.
+    #[arg(long, conflicts_with = "tool_ids")]
+    pub all: bool,
+}
+
+/// How often an edit is rebuilt when the file changes between our read and our write.
+const ATTEMPTS: usize = 20;
+
+pub fn run(args: ApproveArgs) -> Result<(), CliError> {
+    let ids = edit_placeholders("approve", &args.file, |doc| {
+        if args.all {
+            actions::approve_all(doc)
+        } else {
+            actions::approve(doc, &args.tool_ids).map(|edits| (args.tool_ids.clone(), edits))
+        }
+    })?;
+    let list = ids
+        .iter()
+        .map(|id| format!("`{id}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    eprintln!(
+        "flemmad approve: approved {list}; run `flemmad send {}` to run {}",
+        shell_quote(&args.file.display().to_string()),
+        if ids.len() == 1 { "it" } else { "them" }
+    );
+    Ok(())
+}
+
+/// Reads the chat, builds the edits with `build` on its document and writes the result
+/// atomically (rebuilt when someone wrote the file meanwhile). A refusal (unknown or
+/// already-resolved id) exits 2 with the pending ids; nothing is written.
+pub fn edit_placeholders(
+    command: &str,
+    path: &Path,
+    build: impl Fn(&Document) -> Result<(Vec<String>, Vec<TextEdit>), ActionError>,
+) -> Result<Vec<String>, CliError> {
+    for _ in 0..ATTEMPTS {
+        let text =
+            fsutil::read_chat(path).map_err(|error| CliError::unreadable(command, &error))?;
+        let doc = flemma_syntax::parse(text.as_str());
+        let (ids, edits) = build(&doc).map_err(|error| {
+            CliError::unreadable(
+                command,
+                &anyhow::anyhow!("{error}; nothing was changed in {}", path.display()),
+            )
+        })?;
+        let next = flemma_syntax::apply_edits(&text, &edits)
+            .map_err(|error| CliError::failed(command, format!("cannot edit the chat: {error}")))?;
+        let replaced = fsutil::replace_if_unchanged(path, &text, &next)
+            .map_err(|error| CliError::failed(command, format!("{error:#}")))?;
+        if replaced {
+            return Ok(ids);
+        }
+    }
+    Err(CliError::failed(
+        command,
+        format!(
+            "{} keeps changing; nothing was changed after {ATTEMPTS} attempts, try again",
+            path.display()
+        ),
+    ))
+}

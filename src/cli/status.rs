@@ -1,0 +1,213 @@
+//! `flemmad status FILE [--json]`: the resolved configuration and the layer of each value, the
+//! enabled tools, every unresolved tool call with what the approval chain decides for it, and
+//! the jobs the file mentions (protocol/status.md).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use flemma_protocol::status::{Approval, ChatStatus, JobStatus, ToolStatus, UnresolvedCall};
+use flemma_syntax::{Document, SuffixValue};
+use serde_json::{Map, Value};
+
+use super::CliError;
+use crate::chat;
+use crate::send_lock::SendLock;
+use crate::tool_setup::ToolSetup;
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The .chat file.
+    pub file: PathBuf,
+    /// Print the stable JSON form (protocol/status.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError> {
+    let loaded = chat::load("status", &args.file, config_path)?;
+    let Some(resolved) = &loaded.analysis.config else {
+        return Err(CliError::blocked(
+            "status",
+            loaded.report(false),
+            "the configuration does not resolve; fix the errors above",
+        ));
+    };
+    let tools = ToolSetup::new(
+        resolved.config.clone(),
+        Some(&args.file),
+        resolved.auto_approve(),
+    )
+    .map_err(|message| CliError::failed("status", message))?;
+    let doc = &*loaded.analysis.document;
+    let send_pid = running_send(&args.file);
+    let status = ChatStatus {
+        file: args.file.display().to_string(),
+        config: serde_json::to_value(&resolved.config).ok(),
+        config_sources: resolved
+            .provenance()
+            .into_iter()
+            .filter(|(_, layer)| *layer != flemma_config::LayerKind::Defaults)
+            .map(|(path, layer)| (path, Value::String(layer.as_str().to_owned())))
+            .collect::<Map<_, _>>(),
+        sandbox: match &tools.sandbox {
+            Ok(()) => format!(
+                "bwrap (network {})",
+                if resolved.config.sandbox.policy.network {
+                    "on"
+                } else {
+                    "off"
+                }
+            ),
+            Err(reason) => format!("none: {reason}"),
+        },
+        tools: tools
+            .enabled()
+            .into_iter()
+            .map(|tool| ToolStatus {
+                name: tool.spec.name.clone(),
+                approval: approval(tools.chain.decide(&tool.spec, &Value::Object(Map::new()))),
+            })
+            .collect(),
+        unresolved: unresolved(doc, &tools),
+        jobs: jobs(doc, send_pid.is_some()),
+        send_pid,
+        usage: None,
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&status)?)?;
+        return Ok(());
+    }
+    writeln!(out, "file:    {}", status.file)?;
+    writeln!(out, "sandbox: {}", status.sandbox)?;
+    match send_pid {
+        Some(pid) => writeln!(out, "send:    running (pid {pid})")?,
+        None => writeln!(out, "send:    none running")?,
+    }
+    writeln!(
+        out,
+        "\nconfiguration (values not at their default, and their layer):"
+    )?;
+    let config = status.config.clone().unwrap_or(Value::Null);
+    for (path, layer) in &status.config_sources {
+        let value = path
+            .split('.')
+            .try_fold(&config, |v, key| v.get(key))
+            .map_or_else(|| "?".to_owned(), Value::to_string);
+        writeln!(
+            out,
+            "  {path} = {value}  [{}]",
+            layer.as_str().unwrap_or("?")
+        )?;
+    }
+    writeln!(out, "\ntools:")?;
+    for tool in &status.tools {
+        writeln!(
+            out,
+            "  {}  [{} by {}]",
+            tool.name, tool.approval.verdict, tool.approval.resolver
+        )?;
+    }
+    writeln!(out, "\nunresolved tool calls: {}", status.unresolved.len())?;
+    for call in &status.unresolved {
+        let decision = call.approval.as_ref().map_or_else(
+            || "not an enabled tool".to_owned(),
+            |a| format!("{} by {}", a.verdict, a.resolver),
+        );
+        writeln!(
+            out,
+            "  `{}` ({}): {}  [{decision}]",
+            call.tool_name, call.tool_id, call.status
+        )?;
+    }
+    writeln!(out, "\njobs: {}", status.jobs.len())?;
+    for job in &status.jobs {
+        writeln!(out, "  {} ({}): {}", job.job_id, job.tool_id, job.state)?;
+    }
+    writeln!(out, "\nusage: not recorded in the file")?;
+    Ok(())
+}
+
+fn approval(decision: flemma_tools::approval::Decision) -> Approval {
+    let message = match &decision.verdict {
+        flemma_tools::Verdict::Deny { message } => Some(message.clone()),
+        _ => None,
+    };
+    Approval {
+        verdict: decision.verdict.as_str().to_owned(),
+        resolver: decision.resolver,
+        message,
+    }
+}
+
+fn input_of(doc: &Document, tool_id: &str) -> Value {
+    doc.tool_use(tool_id)
+        .and_then(|(_, _, tool_use)| tool_use.fence.as_ref())
+        .and_then(|fence| serde_json::from_str::<Value>(doc.slice(fence.content)).ok())
+        .filter(Value::is_object)
+        .unwrap_or(Value::Null)
+}
+
+fn unresolved(doc: &Document, tools: &ToolSetup) -> Vec<UnresolvedCall> {
+    let mut calls = Vec::new();
+    let mut call = |tool_id: &str, tool_name: &str, status: String| {
+        let input = input_of(doc, tool_id);
+        calls.push(UnresolvedCall {
+            tool_id: tool_id.to_owned(),
+            tool_name: tool_name.to_owned(),
+            status,
+            approval: tools.decide(tool_name, &input).map(approval),
+            input,
+        });
+    };
+    for (_, _, tool_use) in doc.unresolved_tool_uses() {
+        call(&tool_use.id, &tool_use.name, "no result".to_owned());
+    }
+    for (_, _, result) in doc.placeholders(None) {
+        let name = doc
+            .tool_use(&result.tool_use_id)
+            .map_or_else(String::new, |(_, _, u)| u.name.clone());
+        let status = result
+            .suffix
+            .as_ref()
+            .and_then(|s| s.status())
+            .map_or_else(String::new, |s| s.to_string());
+        call(&result.tool_use_id, &name, status);
+    }
+    calls
+}
+
+fn jobs(doc: &Document, send_running: bool) -> Vec<JobStatus> {
+    let mut jobs = Vec::new();
+    for message in doc.messages() {
+        for (_, result) in message.tool_results() {
+            let Some(SuffixValue::String(job_id)) =
+                result.suffix.as_ref().and_then(|s| s.get("job"))
+            else {
+                continue;
+            };
+            let state = if doc.job_result(job_id).is_some() {
+                "delivered"
+            } else if send_running {
+                "running"
+            } else {
+                "orphaned"
+            };
+            jobs.push(JobStatus {
+                job_id: job_id.clone(),
+                tool_id: result.tool_use_id.clone(),
+                state: state.to_owned(),
+            });
+        }
+    }
+    jobs
+}
+
+/// The pid of the `flemmad send` that holds the chat's lock (its lock file names it while it
+/// runs and is emptied when it ends; a pid whose process is gone is ignored).
+fn running_send(chat: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(SendLock::path_for(chat)).ok()?;
+    let pid: u32 = text.trim().parse().ok()?;
+    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+}

@@ -1,0 +1,174 @@
+//! Everything a tool call needs in this process, resolved for one chat: the registry, the run
+//! context (working directory, sandbox policy and backend, timeout), the result store and the
+//! approval chain. Shared by `flemmad tools` and the engine driver of `flemmad send`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use flemma_config::{AutoApprove, Config, SandboxBackend};
+use flemma_engine::{Decision, JOBS_STATUS_TOOL, ToolInfo, ToolPolicy, Verdict};
+use flemma_provider::ToolDefinition;
+use flemma_tools::registry::{Registered, Registry};
+use flemma_tools::sandbox::{Bwrap, PathPolicy, PolicyPlaces};
+use flemma_tools::spec::Capability;
+use flemma_tools::{ApprovalChain, ResultStore, RunContext, ToolSpec};
+use serde_json::Value;
+
+/// The tool setup of one chat.
+#[derive(Debug)]
+pub struct ToolSetup {
+    pub config: Config,
+    pub registry: Registry,
+    /// The context every call starts from (each call gets its own `cancel`).
+    pub ctx: RunContext,
+    pub store: ResultStore,
+    /// `Ok` when the process sandbox is active, else why not.
+    pub sandbox: Result<(), String>,
+    pub chain: ApprovalChain,
+}
+
+impl ToolSetup {
+    /// The setup for `config` and the chat at `chat` (its directory is the working directory
+    /// unless `tools.bash.cwd` says otherwise; without a chat, the current directory).
+    /// `auto_approve` is the resolved approval policy (`ResolvedConfig::auto_approve`).
+    pub fn new(
+        config: Config,
+        chat: Option<&Path>,
+        auto_approve: AutoApprove,
+    ) -> Result<Self, String> {
+        let chat = match chat {
+            Some(path) => Some(
+                std::path::absolute(path)
+                    .map_err(|e| format!("cannot make {} an absolute path: {e}", path.display()))?,
+            ),
+            None => None,
+        };
+        let env = |name: &str| std::env::var(name).ok();
+        let here = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
+        let chat_dir = chat
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf);
+        let cwd = match config.tools.bash.cwd.as_str() {
+            "urn:flemma:buffer:path" => chat_dir.clone().unwrap_or_else(|| here.clone()),
+            other => {
+                let expanded = PathBuf::from(flemma_tools::sandbox::expand_env(other, &env));
+                chat_dir.as_deref().unwrap_or(&here).join(expanded)
+            }
+        };
+        let store = ResultStore::new(&config.tools.store, chat.as_deref(), 0, &env);
+        let places = PolicyPlaces {
+            cwd: cwd.clone(),
+            chat_path: chat.clone(),
+            store_dir: Some(store.dir().to_path_buf()),
+        };
+        let policy = PathPolicy::from_config(&config.sandbox.policy, &places, &env);
+        let bwrap = if !config.sandbox.enabled || config.sandbox.backend == SandboxBackend::None {
+            Err("sandbox disabled in config".to_string())
+        } else {
+            Bwrap::for_policy(&policy, config.sandbox.policy.network)
+        };
+        let mut ctx = RunContext::new(cwd, Arc::new(policy));
+        ctx.chat_path = chat;
+        ctx.timeout = std::time::Duration::from_secs(config.tools.default_timeout);
+        ctx.env.push((
+            "FLEMMA_TOOLS_STORE_PATH".into(),
+            store.dir().display().to_string(),
+        ));
+        let sandbox = match bwrap {
+            Ok(bwrap) => {
+                ctx.sandbox = Some(Arc::new(bwrap));
+                Ok(())
+            }
+            Err(reason) => Err(reason),
+        };
+        let chain = ApprovalChain::from_parts(
+            auto_approve,
+            &config.tools,
+            None,
+            Vec::new(),
+            sandbox.is_ok(),
+        );
+        Ok(Self {
+            registry: Registry::for_config(&config),
+            config,
+            ctx,
+            store,
+            sandbox,
+            chain,
+        })
+    }
+
+    /// The tools enabled for this chat (what the model is offered).
+    pub fn enabled(&self) -> Vec<&Registered> {
+        self.registry.enabled(&self.config)
+    }
+
+    /// The enabled tool `name` (`flemma.jobs.status` is always there: the engine answers it).
+    pub fn enabled_tool(&self, name: &str) -> Option<&Registered> {
+        if name == JOBS_STATUS_TOOL {
+            return self.registry.get(name);
+        }
+        self.enabled()
+            .into_iter()
+            .find(|tool| tool.spec.name == name)
+    }
+
+    /// The provider-side definitions of the enabled tools.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.enabled()
+            .into_iter()
+            .map(|tool| to_definition(&tool.spec))
+            .collect()
+    }
+
+    /// What the approval chain decides for a call (`None`: no such enabled tool).
+    pub fn decide(&self, name: &str, input: &Value) -> Option<flemma_tools::approval::Decision> {
+        self.enabled_tool(name)
+            .map(|tool| self.chain.decide(&tool.spec, input))
+    }
+}
+
+/// The provider-side definition of a tool.
+pub fn to_definition(spec: &ToolSpec) -> ToolDefinition {
+    ToolDefinition {
+        name: spec.name.clone(),
+        description: spec.description.clone(),
+        input_schema: spec.input_schema.clone(),
+        strict: spec.strict,
+        capabilities: spec.capability_tags(),
+        is_async: spec.is_async,
+    }
+}
+
+/// The engine's [`ToolPolicy`] over the approval chain and the registry's capabilities.
+#[derive(Debug, Clone)]
+pub struct SetupPolicy(pub Arc<ToolSetup>);
+
+impl ToolPolicy for SetupPolicy {
+    fn decide(&self, name: &str, input: &Value) -> Decision {
+        match self.0.decide(name, input) {
+            Some(decision) => Decision {
+                verdict: match decision.verdict {
+                    flemma_tools::Verdict::Approve => Verdict::Approve,
+                    flemma_tools::Verdict::RequireApproval => Verdict::RequireApproval,
+                    flemma_tools::Verdict::Deny { message } => Verdict::Deny { message },
+                },
+                resolver: decision.resolver,
+            },
+            None => Decision {
+                verdict: Verdict::Deny {
+                    message: format!("the tool `{name}` is not enabled for this chat"),
+                },
+                resolver: "urn:flemma:approval:registry".to_owned(),
+            },
+        }
+    }
+
+    fn capabilities(&self, name: &str) -> Option<ToolInfo> {
+        self.0.enabled_tool(name).map(|tool| ToolInfo {
+            is_async: tool.spec.is_async,
+            disables_background: tool.spec.has(Capability::DisablesBackground),
+        })
+    }
+}
