@@ -73,19 +73,39 @@ fn incremental_multibyte_edits_stay_in_sync_in_both_encodings() {
         client.replace(URI, cjk, cjk + "文".len(), "字👍");
         let after_emoji = client.text(URI).find("🙂").unwrap() + "🙂".len();
         client.type_at(URI, after_emoji, "é");
-        // The server's mirror must equal the buffer: the first line of the message, as the
-        // symbols report it, and the tool use under a position right after multibyte text.
-        let symbols = client
+        // The server's mirror must equal the buffer: a completion on a new line typed right
+        // after the multibyte text replaces exactly the partial marker in the client's text,
+        // and the tool use under a position right after multibyte text is found.
+        let after_party = client.text(URI).find("🎉x").unwrap() + "🎉x".len();
+        client.type_at(URI, after_party, "\n@Ass");
+        let cursor = after_party + "\n@Ass".len();
+        let items = client
             .request(
-                "textDocument/documentSymbol",
-                json!({"textDocument": {"uri": URI}}),
+                "textDocument/completion",
+                json!({"textDocument": {"uri": URI}, "position": client.position(URI, cursor),
+                       "context": {"triggerKind": 1}}),
             )
             .unwrap();
-        assert_eq!(symbols[0]["name"], "@You");
-        assert_eq!(
-            symbols[0]["detail"], "run the tests 🙂é 中字👍 🎉x",
+        let item = &items.as_array().unwrap()[0];
+        assert_eq!(item["label"], "@Assistant:", "{flavor:?}");
+        let start = offset_of(
+            client.text(URI),
+            &item["textEdit"]["range"]["start"],
+            client.units,
+        );
+        let end = offset_of(
+            client.text(URI),
+            &item["textEdit"]["range"]["end"],
+            client.units,
+        );
+        assert_eq!(&client.text(URI)[start..end], "@Ass", "{flavor:?}");
+        assert!(
+            client
+                .text(URI)
+                .contains("run the tests 🙂é 中字👍 🎉x\n@Ass"),
             "{flavor:?}"
         );
+        client.replace(URI, after_party, cursor, "");
         let definition = client
             .request(
                 "textDocument/definition",
@@ -112,15 +132,28 @@ fn diagnostics_are_published_after_an_edit_with_code_source_and_version() {
     let mut client = start(Flavor::Helix, &[]);
     client.open(URI, CHAT);
     let first = client.wait_notification("textDocument/publishDiagnostics", |_| true);
-    let hints: Vec<&Value> = first["diagnostics"]
+    assert_eq!(first["version"], 0);
+    // The analysis's diagnostics: each pending placeholder blocks a send, on its header line.
+    let pending: Vec<&Value> = first["diagnostics"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|d| d["code"] == "pending-approval")
+        .filter(|d| d["code"] == "template-tool")
         .collect();
-    assert_eq!(hints.len(), 2);
-    assert_eq!(hints[0]["severity"], 4);
-    assert_eq!(hints[0]["source"], "flemma");
+    assert_eq!(pending.len(), 2, "{first}");
+    assert_eq!(pending[0]["severity"], 1);
+    assert_eq!(pending[0]["source"], "flemma");
+    assert_eq!(
+        pending[0]["data"],
+        json!({"blocking": true, "stage": "template"})
+    );
+    assert!(
+        pending[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`t中🙂1` is waiting for approval")
+    );
+    assert_eq!(pending[0]["range"]["start"]["line"], 15);
     // An unclosed fence at the end.
     let end = client.text(URI).len();
     client.type_at(URI, end, "\n```rust\nfn main() {}\n");
@@ -133,6 +166,16 @@ fn diagnostics_are_published_after_an_edit_with_code_source_and_version() {
         .expect("an unclosed-fence diagnostic");
     assert_eq!(unclosed["severity"], 1);
     assert_eq!(unclosed["source"], "flemma");
+    // Outside an assistant reply an unclosed fence blocks a send, with the fix as the hint.
+    assert_eq!(unclosed["data"]["blocking"], true);
+    assert_eq!(unclosed["data"]["stage"], "syntax");
+    assert!(
+        unclosed["message"]
+            .as_str()
+            .unwrap()
+            .contains("hint: close the fence"),
+        "{unclosed}"
+    );
     client.shutdown();
 }
 
@@ -151,18 +194,22 @@ fn hover_and_definition_on_tool_and_job_blocks() {
         };
         let on_use = hover(&mut client, "`bash` (`t2`)");
         let markdown = on_use["contents"]["value"].as_str().unwrap();
-        assert!(markdown.contains("`bash` (`t2`)"), "{markdown}");
-        assert!(markdown.contains("{\"command\":\"ls\"}"), "{markdown}");
-        assert!(markdown.contains("pending"), "{markdown}");
+        assert!(
+            markdown.contains("**Tool** `bash` (call `t2`)"),
+            "{markdown}"
+        );
+        // The input pretty-printed.
+        assert!(markdown.contains("\"command\": \"ls\""), "{markdown}");
         let on_result = hover(&mut client, "`t2` (pending job");
         let markdown = on_result["contents"]["value"].as_str().unwrap();
-        assert!(markdown.contains("job `job_ab12`: completed"), "{markdown}");
+        assert!(markdown.contains("of `t2`: pending"), "{markdown}");
+        assert!(markdown.contains("Job `job_ab12`: completed"), "{markdown}");
         let on_job = hover(&mut client, "`job_ab12`\n```\nfile");
         assert!(
             on_job["contents"]["value"]
                 .as_str()
                 .unwrap()
-                .contains("started by tool call `t2`")
+                .contains("**Job result** of `job_ab12`")
         );
         let definition = |client: &mut Client, needle: &str| {
             let target = client
@@ -211,14 +258,15 @@ fn symbols_and_folding_ranges() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["@You", "@Assistant", "@You"]);
+    assert_eq!(names, ["@You:", "@Assistant:", "@You:"]);
     let children: Vec<&str> = symbols[1]["children"]
         .as_array()
         .unwrap()
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(children, ["bash (t中🙂1)", "bash (t2)"]);
+    assert_eq!(children, ["bash", "bash"]);
+    assert_eq!(symbols[1]["children"][0]["detail"], "t中🙂1");
     let folds = client
         .request(
             "textDocument/foldingRange",
@@ -287,12 +335,22 @@ fn approve_and_reject_through_code_actions_and_commands() {
         assert_eq!(
             titles,
             [
-                "Approve `bash` (t中🙂1)",
-                "Reject `bash` (t中🙂1)",
-                "Approve all pending tool calls"
+                "Approve `t中🙂1`",
+                "Reject `t中🙂1`",
+                "Send",
+                "Approve all (2 pending)"
             ]
         );
-        assert!(code_actions(&mut client, "run the tests").is_empty());
+        assert_eq!(actions[0]["kind"], "quickfix");
+        assert_eq!(actions[2]["kind"], "source");
+        // Commands carry [uri, …args].
+        assert_eq!(actions[0]["command"]["arguments"], json!([URI, "t中🙂1"]));
+        assert_eq!(actions[3]["command"]["arguments"], json!([URI]));
+        let on_text: Vec<Value> = code_actions(&mut client, "run the tests")
+            .into_iter()
+            .map(|a| a["title"].clone())
+            .collect();
+        assert_eq!(on_text, [json!("Send"), json!("Approve all (2 pending)")]);
         run_command(&mut client, &actions[0]["command"]).unwrap();
         assert!(
             client

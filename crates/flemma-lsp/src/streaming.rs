@@ -28,7 +28,7 @@ pub(crate) fn on_task(session: &mut Session, task: Task) {
                 );
                 return;
             };
-            let anchor = doc.text().len();
+            let anchor = session.host.document(&doc.id).map_or(0, |d| d.text().len());
             doc.stream = Some(StreamWriter::start(anchor, &header, block_at, &tail));
             flush(session, &uri);
         }
@@ -83,10 +83,13 @@ pub(crate) fn flush(session: &mut Session, uri: &str) {
     let Some(writer) = doc.stream.as_mut() else {
         return;
     };
-    let Some(edit) = writer.next_edit(doc.version, doc.doc.text().len()) else {
+    let Some(syntax) = session.host.document(&doc.id) else {
         return;
     };
-    let position = to_proto::position(&doc.index, doc.doc.text(), edit.offset, encoding);
+    let Some(edit) = writer.next_edit(doc.version, syntax.text().len()) else {
+        return;
+    };
+    let position = to_proto::position(&doc.index, syntax.text(), edit.offset, encoding);
     let params = lsp_types::ApplyWorkspaceEditParams {
         label: Some("flemma: streaming reply".into()),
         edit: lsp_types::WorkspaceEdit {

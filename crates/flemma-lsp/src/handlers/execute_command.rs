@@ -97,31 +97,12 @@ fn send_edit(session: &mut Session, command: Command, attempt: u8) -> HandlerRes
             format!("{uri} is no longer open"),
         ));
     };
-    let (tool_ids, edits) = placeholder_edits(&doc.doc, &command)
+    let syntax = session.syntax(doc);
+    let (tool_ids, edits) = placeholder_edits(syntax, &command)
         .map_err(|message| error(ErrorCode::InvalidParams, message))?;
-    let text_edits = edits
-        .into_iter()
-        .map(|edit| {
-            lsp_types::OneOf::Left(lsp_types::TextEdit::new(
-                to_proto::range(&doc.index, doc.text(), edit.range, encoding),
-                edit.new_text,
-            ))
-        })
-        .collect();
     let params = lsp_types::ApplyWorkspaceEditParams {
         label: Some(format!("flemma: {}", describe(&command))),
-        edit: lsp_types::WorkspaceEdit {
-            document_changes: Some(lsp_types::DocumentChanges::Edits(vec![
-                lsp_types::TextDocumentEdit {
-                    text_document: lsp_types::OptionalVersionedTextDocumentIdentifier {
-                        uri: doc.uri.clone(),
-                        version: Some(doc.version),
-                    },
-                    edits: text_edits,
-                },
-            ])),
-            ..Default::default()
-        },
+        edit: to_proto::workspace_edit(doc, syntax.text(), &edits, encoding),
     };
     session.request::<ApplyWorkspaceEdit>(
         params,

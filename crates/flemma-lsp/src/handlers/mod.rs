@@ -2,6 +2,7 @@
 //! A panic in a request handler answers that request with an error; the server goes on.
 
 pub(crate) mod code_action;
+pub(crate) mod completion;
 pub(crate) mod definition;
 pub(crate) mod did_change;
 pub(crate) mod did_close;
@@ -11,6 +12,7 @@ pub(crate) mod execute_command;
 pub(crate) mod folding_range;
 pub(crate) mod hover;
 pub(crate) mod initialize;
+pub(crate) mod inlay_hint;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -19,7 +21,7 @@ use lsp_types::notification::Notification as _;
 use lsp_types::request::Request as _;
 
 use crate::session::{OpenDocument, ResponseHandler, Session};
-use crate::{features_shim, streaming, to_proto};
+use crate::{streaming, to_proto};
 
 pub(crate) type HandlerResult<T> = Result<T, ResponseError>;
 
@@ -56,6 +58,10 @@ pub(crate) fn on_request(session: &mut Session, request: Request) {
         r::FoldingRangeRequest::METHOD => {
             dispatch::<r::FoldingRangeRequest>(session, request, folding_range::handle)
         }
+        r::InlayHintRequest::METHOD => {
+            dispatch::<r::InlayHintRequest>(session, request, inlay_hint::handle)
+        }
+        r::Completion::METHOD => dispatch::<r::Completion>(session, request, completion::handle),
         r::CodeActionRequest::METHOD => {
             dispatch::<r::CodeActionRequest>(session, request, code_action::handle)
         }
@@ -186,12 +192,12 @@ pub(crate) fn on_response(session: &mut Session, response: lsp_server::Response)
     }
 }
 
-/// The open document a request is about.
+/// The open document a request is about, and its syntax tree.
 pub(crate) fn document<'s>(
     session: &'s Session,
     uri: &lsp_types::Uri,
-) -> HandlerResult<&'s OpenDocument> {
-    session.documents.get(uri.as_str()).ok_or_else(|| {
+) -> HandlerResult<(&'s OpenDocument, &'s flemma_syntax::Document)> {
+    let open = session.documents.get(uri.as_str()).ok_or_else(|| {
         error(
             ErrorCode::InvalidParams,
             format!(
@@ -199,23 +205,67 @@ pub(crate) fn document<'s>(
                 uri.as_str()
             ),
         )
-    })
+    })?;
+    Ok((open, session.syntax(open)))
 }
 
-/// Publishes the document's diagnostics (from [`features_shim::diagnostics`], the one source).
-pub(crate) fn publish_diagnostics(session: &Session, uri: &str) {
-    let Some(doc) = session.documents.get(uri) else {
+/// The directory relative paths of a document resolve against.
+pub(crate) fn chat_dir(open: &OpenDocument) -> std::path::PathBuf {
+    open.id
+        .path()
+        .parent()
+        .map_or_else(|| std::path::PathBuf::from("/"), std::path::Path::to_owned)
+}
+
+/// Job states as the text tells them until the engine reports live ones: a job whose
+/// `**Job Result:**` is written has completed; of others nothing is known.
+pub(crate) fn job_states(
+    syntax: &flemma_syntax::Document,
+) -> impl Fn(&str) -> Option<flemma_ide::features::JobState> + '_ {
+    move |job_id| {
+        syntax
+            .job_result(job_id)
+            .map(|_| flemma_ide::features::JobState::Completed)
+    }
+}
+
+/// Publishes the document's diagnostics: `Analysis::diagnostics`, the one source (parser,
+/// frontmatter, templates, file references, configuration).
+pub(crate) fn publish_diagnostics(session: &mut Session, uri: &str) {
+    let Some(doc) = session.documents.get_mut(uri) else {
         return;
     };
-    let diagnostics = features_shim::diagnostics(&doc.doc)
-        .into_iter()
-        .map(|d| to_proto::diagnostic(&doc.index, doc.text(), d, session.encoding))
+    doc.diagnostics_at = None;
+    let analysis = match session.host.analysis(&doc.id) {
+        Ok(analysis) => analysis,
+        Err(e) => {
+            tracing::warn!(uri, error = %e, "no analysis for an open document");
+            return;
+        }
+    };
+    let text = analysis.document.text();
+    let diagnostics = analysis
+        .diagnostics
+        .iter()
+        .map(|d| to_proto::diagnostic(&doc.index, text, d, session.encoding))
         .collect();
-    session.notify::<lsp_types::notification::PublishDiagnostics>(
-        lsp_types::PublishDiagnosticsParams {
-            uri: doc.uri.clone(),
-            diagnostics,
-            version: Some(doc.version),
-        },
-    );
+    let params = lsp_types::PublishDiagnosticsParams {
+        uri: doc.uri.clone(),
+        diagnostics,
+        version: Some(doc.version),
+    };
+    session.notify::<lsp_types::notification::PublishDiagnostics>(params);
+}
+
+/// Publishes the diagnostics whose debounce window has ended.
+pub(crate) fn diagnostics_due(session: &mut Session, now: std::time::Instant) {
+    let due: Vec<String> = session
+        .documents
+        .iter()
+        .filter(|(_, d)| d.diagnostics_at.is_some_and(|at| at <= now))
+        .map(|(uri, _)| uri.clone())
+        .collect();
+    for uri in due {
+        publish_diagnostics(session, &uri);
+    }
 }
