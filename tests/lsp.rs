@@ -606,3 +606,159 @@ fn deleting_the_block_being_written_cancels_the_stream() {
     assert_eq!(client.text(URI), start_text);
     client.shutdown();
 }
+
+fn range_text<'a>(client: &'a Client, uri: &str, range: &Value) -> &'a str {
+    let text = client.text(uri);
+    let start = offset_of(text, &range["start"], client.units);
+    let end = offset_of(text, &range["end"], client.units);
+    &text[start..end]
+}
+
+#[test]
+fn inlay_hints_preview_each_empty_placeholder_in_utf16_and_utf8() {
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = Client::start(flavor, &[]);
+        let (result, _) = client.initialize(std::path::Path::new("/work/demo"));
+        assert_eq!(result["capabilities"]["inlayHintProvider"], true);
+        client.open(URI, CHAT);
+        // A range from inside the multibyte first line to the end.
+        let from = client.text(URI).find("中文").unwrap() + "中".len();
+        let to = client.text(URI).len();
+        let hints = client
+            .request(
+                "textDocument/inlayHint",
+                json!({"textDocument": {"uri": URI},
+                       "range": {"start": client.position(URI, from), "end": client.position(URI, to)}}),
+            )
+            .unwrap();
+        let hints = hints.as_array().unwrap();
+        let labels: Vec<&str> = hints.iter().map(|h| h["label"].as_str().unwrap()).collect();
+        assert_eq!(labels, ["bash: $ make test", "bash: $ ls"], "{flavor:?}");
+        let text = client.text(URI);
+        let first_fence =
+            text.find("`t中🙂1` (pending)\n```").unwrap() + "`t中🙂1` (pending)\n```".len();
+        assert_eq!(
+            offset_of(text, &hints[0]["position"], client.units),
+            first_fence,
+            "{flavor:?}"
+        );
+        // A range that holds no placeholder has no hints.
+        let none = client
+            .request(
+                "textDocument/inlayHint",
+                json!({"textDocument": {"uri": URI},
+                       "range": {"start": client.position(URI, 0), "end": client.position(URI, from)}}),
+            )
+            .unwrap();
+        assert_eq!(none, json!([]));
+        client.shutdown();
+    }
+}
+
+#[test]
+fn completion_of_roles_tools_paths_and_frontmatter_options() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "# notes\n").unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let uri = format!("file://{}/talk.chat", dir.path().display());
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = Client::start(flavor, &[]);
+        let (result, _) = client.initialize(dir.path());
+        let triggers = &result["capabilities"]["completionProvider"]["triggerCharacters"];
+        assert_eq!(*triggers, json!(["@", ".", "/", "$"]));
+        let text = "```rhai\nflemma.opt.thi\n```\n@You:\nsee 中🙂 @./no\n\n@Assistant:\n**Tool Use:** `ba\n";
+        client.open(&uri, text);
+        let complete = |client: &mut Client, after: &str| -> Vec<Value> {
+            let offset = client.text(&uri).find(after).unwrap() + after.len();
+            client
+                .request(
+                    "textDocument/completion",
+                    json!({"textDocument": {"uri": uri}, "position": client.position(&uri, offset)}),
+                )
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .clone()
+        };
+        // A path after multibyte text: the replaced range is the partial name, in the
+        // client's units.
+        let paths = complete(&mut client, "@./no");
+        let notes = paths
+            .iter()
+            .find(|i| i["label"].as_str().unwrap().contains("notes.md"))
+            .unwrap_or_else(|| panic!("no notes.md in {paths:?}"));
+        assert!(
+            "@./no".ends_with(range_text(&client, &uri, &notes["textEdit"]["range"])),
+            "{notes}"
+        );
+        // Tool names from the resolved configuration.
+        let tools = complete(&mut client, "`ba");
+        assert!(tools.iter().any(|i| i["label"] == "bash"), "{tools:?}");
+        // Frontmatter options from the configuration schema.
+        let options = complete(&mut client, "flemma.opt.thi");
+        assert!(
+            options.iter().any(|i| i["label"] == "thinking"),
+            "{options:?}"
+        );
+        client.shutdown();
+    }
+}
+
+#[test]
+fn quick_fixes_convert_lua_frontmatter_and_split_a_legacy_marker() {
+    let mut client = start(Flavor::VsCode, &[]);
+    let text = "```lua\nflemma.opt.thinking = \"low\"\n```\n@You: hi there 🙂\n";
+    client.open(URI, text);
+    let lua = code_actions(&mut client, "flemma.opt");
+    let convert = lua
+        .iter()
+        .find(|a| a["title"] == "Convert the Lua frontmatter to Rhai")
+        .unwrap_or_else(|| panic!("{lua:?}"));
+    let change = &convert["edit"]["documentChanges"][0];
+    assert_eq!(change["textDocument"]["version"], 0);
+    let edit = &change["edits"][0];
+    assert_eq!(
+        range_text(&client, URI, &edit["range"]),
+        "```lua\nflemma.opt.thinking = \"low\"\n```\n"
+    );
+    assert!(
+        edit["newText"]
+            .as_str()
+            .unwrap()
+            .starts_with("```rhai\nflemma.opt.thinking = \"low\";"),
+        "{edit}"
+    );
+    let legacy = code_actions(&mut client, "hi there");
+    let split = legacy
+        .iter()
+        .find(|a| a["kind"] == "quickfix" && a["edit"].is_object())
+        .unwrap_or_else(|| panic!("{legacy:?}"));
+    let edit = &split["edit"]["documentChanges"][0]["edits"][0];
+    let mut fixed = client.text(URI).to_owned();
+    let start = offset_of(&fixed, &edit["range"]["start"], client.units);
+    let end = offset_of(&fixed, &edit["range"]["end"], client.units);
+    fixed.replace_range(start..end, edit["newText"].as_str().unwrap());
+    assert!(fixed.ends_with("@You:\nhi there 🙂\n"), "{fixed:?}");
+    client.shutdown();
+}
+
+#[test]
+fn definition_of_a_file_reference_is_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "# notes\n").unwrap();
+    let uri = format!("file://{}/talk.chat", dir.path().display());
+    let mut client = start(Flavor::Helix, &[]);
+    client.open(&uri, "@You:\nread 中 @./notes.md please\n");
+    let offset = client.text(&uri).find("notes.md").unwrap() + 2;
+    let target = client
+        .request(
+            "textDocument/definition",
+            json!({"textDocument": {"uri": uri}, "position": client.position(&uri, offset)}),
+        )
+        .unwrap();
+    assert_eq!(
+        target["uri"],
+        format!("file://{}/notes.md", dir.path().display())
+    );
+    client.shutdown();
+}
