@@ -7,8 +7,10 @@
 //! * [`parse_tree`]: `flemmad parse --json`.
 //! * [`eval`]: `flemmad parse --eval --json`.
 //! * [`models`]: `flemmad models --json` (one object per line).
+//! * [`methods`]: the `flemma/*` requests of `flemmad lsp`.
 
 pub mod eval;
+pub mod methods;
 pub mod models;
 pub mod parse_tree;
 
@@ -29,6 +31,10 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         (
             "models.schema.json",
             schema(schemars::schema_for!(models::ModelEntry)),
+        ),
+        (
+            "methods.schema.json",
+            schema(schemars::schema_for!(methods::FlemmaRequest)),
         ),
     ]
 }
