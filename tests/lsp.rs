@@ -46,6 +46,9 @@ fn initialize_negotiates_the_encoding_and_answers_fast() {
             "flemma.background",
             "flemma.execute",
             "flemma.status",
+            "flemma.jobs",
+            "flemma.usage",
+            "flemma.switch",
         ] {
             assert!(
                 commands.contains(&json!(command)),
@@ -761,4 +764,108 @@ fn definition_of_a_file_reference_is_the_file() {
         format!("file://{}/notes.md", dir.path().display())
     );
     client.shutdown();
+}
+
+/// Sends a `flemma/*` request and, when it succeeds with an edit to come, pumps until the edit
+/// is in the buffer.
+fn flemma_request(client: &mut Client, method: &str, params: Value) -> Result<Value, Value> {
+    let seen = client.apply_edits_seen;
+    let result = client.request(method, params);
+    if result.as_ref().is_ok_and(|r| r.get("toolIds").is_some()) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while client.apply_edits_seen == seen {
+            assert!(Instant::now() < deadline, "no applyEdit after {method}");
+            client.pump(Duration::from_millis(50));
+        }
+        while client.pump(Duration::from_millis(200)) {}
+    }
+    result
+}
+
+#[test]
+fn flemma_requests_reach_the_same_code_as_the_commands() {
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = start(flavor, &[]);
+        client.open(URI, CHAT);
+        let approved = flemma_request(
+            &mut client,
+            "flemma/approve",
+            json!({"uri": URI, "toolId": "t中🙂1"}),
+        )
+        .unwrap();
+        assert_eq!(approved, json!({"toolIds": ["t中🙂1"]}));
+        assert!(
+            client.text(URI).contains("`t中🙂1` (approved)"),
+            "{flavor:?}"
+        );
+        // A path relative to the workspace root, as with the commands.
+        let rejected = flemma_request(
+            &mut client,
+            "flemma/reject",
+            json!({"uri": "talk.chat", "toolId": "t2", "reason": "not now"}),
+        )
+        .unwrap();
+        assert_eq!(rejected["toolIds"], json!(["t2"]));
+        assert!(client.text(URI).contains("User feedback: not now"));
+        // The same refusal as the command gives.
+        let again = flemma_request(
+            &mut client,
+            "flemma/approve",
+            json!({"uri": URI, "toolId": "t中🙂1"}),
+        )
+        .unwrap_err();
+        assert_eq!(again["code"], -32602);
+        assert!(
+            again["message"]
+                .as_str()
+                .unwrap()
+                .contains("not waiting for approval")
+        );
+        // Engine requests say the engine is missing, naming the command.
+        for (method, params) in [
+            ("flemma/send", json!({"uri": URI})),
+            ("flemma/jobs", json!({"uri": URI})),
+            ("flemma/usage", json!({"uri": URI})),
+            (
+                "flemma/switch",
+                json!({"uri": URI, "model": "anthropic/claude-sonnet-4-5"}),
+            ),
+        ] {
+            let error = flemma_request(&mut client, method, params).unwrap_err();
+            let message = error["message"].as_str().unwrap();
+            assert!(message.contains("not available yet"), "{method}: {message}");
+            assert!(message.contains(&method.replace('/', ".")), "{message}");
+        }
+        let bad = client
+            .request("flemma/approve", json!({"uri": URI}))
+            .unwrap_err();
+        assert_eq!(bad["code"], -32602);
+        assert!(
+            bad["message"]
+                .as_str()
+                .unwrap()
+                .contains("missing field `toolId`"),
+            "{bad}"
+        );
+        let unknown = client.request("flemma/explode", json!({})).unwrap_err();
+        assert_eq!(unknown["code"], -32601);
+        assert!(
+            unknown["message"]
+                .as_str()
+                .unwrap()
+                .contains("flemma/approveAll")
+        );
+        // The switch command takes its model positionally.
+        let error = client
+            .request(
+                "workspace/executeCommand",
+                json!({"command": "flemma.switch", "arguments": [URI]}),
+            )
+            .unwrap_err();
+        assert!(
+            error["message"].as_str().unwrap().contains("[uri, model]"),
+            "{error}"
+        );
+        client.shutdown();
+    }
 }

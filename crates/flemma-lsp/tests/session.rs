@@ -86,8 +86,13 @@ fn a_panicking_handler_answers_with_an_error_and_the_server_goes_on() {
             .unwrap()
             .contains("`bash`")
     );
-    let unknown = request(&client, 4, "flemma/send", json!({}));
-    assert_eq!(unknown.response_result.unwrap_err().code, -32601);
+    // The flemma/* request of the same command panics the same way, and is answered.
+    let send = request(&client, 4, "flemma/send", json!({"uri": "file:///t.chat"}));
+    let error = send.response_result.unwrap_err();
+    assert_eq!(error.code, -32603);
+    assert!(error.message.contains("flemma/send"), "{}", error.message);
+    let bad = request(&client, 6, "flemma/send", json!({}));
+    assert_eq!(bad.response_result.unwrap_err().code, -32602);
     request(&client, 5, "shutdown", Value::Null);
     client
         .sender

@@ -1,11 +1,12 @@
 //! `workspace/executeCommand`: the `flemma.*` commands. Returns at once: approve and reject
 //! send a versioned `workspace/applyEdit` and are done; engine commands go to the backend.
 
+use flemma_protocol::methods::{FlemmaRequest, ToolIdsResult};
 use flemma_syntax::{Document, SegmentKind, Status, TextEdit};
 use lsp_server::ErrorCode;
 use lsp_types::ExecuteCommandParams;
 use lsp_types::request::ApplyWorkspaceEdit;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{HandlerResult, error};
 use crate::commands::{self, Command};
@@ -28,6 +29,29 @@ pub(crate) fn handle(
         )
     })
     .map_err(|message| error(ErrorCode::InvalidParams, message))?;
+    run(session, command)
+}
+
+/// A `flemma/*` request: the same code as its command.
+pub(crate) fn handle_request(
+    session: &mut Session,
+    request: FlemmaRequest,
+) -> HandlerResult<Option<Value>> {
+    let root = session.root.clone();
+    let command = commands::from_request(request, |arg| {
+        commands::resolve_document(
+            arg,
+            session.documents.keys().map(String::as_str),
+            root.as_deref(),
+        )
+    })
+    .map_err(|message| error(ErrorCode::InvalidParams, message))?;
+    run(session, command)
+}
+
+/// Runs a command: engine commands go to the backend (which answers at once); approve, reject
+/// and approve-all edit the placeholders through a versioned `workspace/applyEdit`.
+fn run(session: &mut Session, command: Command) -> HandlerResult<Option<Value>> {
     match command {
         Command::Engine(command) => session
             .backend
@@ -48,7 +72,9 @@ pub(crate) fn handle(
                 ));
             }
             let tool_ids = send_edit(session, local, 1)?;
-            Ok(Some(json!({ "toolIds": tool_ids })))
+            let result = serde_json::to_value(ToolIdsResult { tool_ids })
+                .map_err(|e| error(ErrorCode::InternalError, e.to_string()))?;
+            Ok(Some(result))
         }
     }
 }

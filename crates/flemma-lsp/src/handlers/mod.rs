@@ -68,6 +68,7 @@ pub(crate) fn on_request(session: &mut Session, request: Request) {
         r::ExecuteCommand::METHOD => {
             dispatch::<r::ExecuteCommand>(session, request, execute_command::handle)
         }
+        method if method.starts_with("flemma/") => flemma_request(session, request),
         method => {
             let message = format!("flemmad does not implement `{method}`");
             session.respond(Response::new_err(
@@ -77,6 +78,46 @@ pub(crate) fn on_request(session: &mut Session, request: Request) {
             ));
         }
     }
+}
+
+/// A `flemma/*` request: decoded as `flemma_protocol::methods::FlemmaRequest` (an unknown
+/// `flemma/` method is `MethodNotFound`, bad parameters `InvalidParams`), then run as its command.
+fn flemma_request(session: &mut Session, request: Request) {
+    if !flemma_protocol::methods::METHODS.contains(&request.method.as_str()) {
+        let message = format!(
+            "flemmad does not implement `{}`; its flemma/* requests are {}",
+            request.method,
+            flemma_protocol::methods::METHODS.join(", ")
+        );
+        session.respond(Response::new_err(
+            request.id,
+            ErrorCode::MethodNotFound as i32,
+            message,
+        ));
+        return;
+    }
+    let id = request.id.clone();
+    let tagged = serde_json::json!({"method": request.method, "params": request.params});
+    let decoded = serde_json::from_value::<flemma_protocol::methods::FlemmaRequest>(tagged);
+    let flemma_request = match decoded {
+        Ok(decoded) => decoded,
+        Err(e) => {
+            session.respond(Response::new_err(
+                id,
+                ErrorCode::InvalidParams as i32,
+                format!(
+                    "invalid parameters for `{}`: {e} (see protocol/README.md)",
+                    request.method
+                ),
+            ));
+            return;
+        }
+    };
+    let method = request.method.clone();
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        execute_command::handle_request(session, flemma_request)
+    }));
+    session.respond(answer(id, &method, outcome));
 }
 
 /// Decodes the parameters, runs the handler under `catch_unwind`, and answers.
@@ -98,7 +139,16 @@ fn dispatch<R: lsp_types::request::Request>(
         }
     };
     let outcome = catch_unwind(AssertUnwindSafe(|| handler(session, params)));
-    let response = match outcome {
+    session.respond(answer(id, R::METHOD, outcome));
+}
+
+/// The response to a request, from what its handler did (a panic is an internal error).
+fn answer<T: serde::Serialize>(
+    id: lsp_server::RequestId,
+    method: &str,
+    outcome: std::thread::Result<HandlerResult<T>>,
+) -> Response {
+    match outcome {
         Ok(Ok(result)) => Response::new_ok(id, result),
         Ok(Err(e)) => Response {
             id,
@@ -110,18 +160,16 @@ fn dispatch<R: lsp_types::request::Request>(
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "no message".to_owned());
-            tracing::error!(method = R::METHOD, detail, "a request handler panicked");
+            tracing::error!(method, detail, "a request handler panicked");
             Response::new_err(
                 id,
                 ErrorCode::InternalError as i32,
                 format!(
-                    "flemmad failed while handling `{}` ({detail}); the server keeps running — please report this with the log ($XDG_STATE_HOME/flemma/flemmad.log)",
-                    R::METHOD
+                    "flemmad failed while handling `{method}` ({detail}); the server keeps running — please report this with the log ($XDG_STATE_HOME/flemma/flemmad.log)"
                 ),
             )
         }
-    };
-    session.respond(response);
+    }
 }
 
 pub(crate) fn on_notification(session: &mut Session, notification: Notification) {
