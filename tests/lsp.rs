@@ -568,6 +568,27 @@ fn a_streamed_reply_survives_the_user_typing_anywhere() {
             client.apply_edits_refused > 0,
             "{flavor:?}: typing never raced an edit"
         );
+        // Work-done progress while the reply is written, for the client that shows it.
+        let progress = progress_values(&client);
+        match flavor {
+            Flavor::Helix => {
+                assert_eq!(client.progress_tokens, [json!("flemma/stream/1")]);
+                assert_eq!(progress[0]["kind"], "begin");
+                assert!(progress[0]["title"].as_str().unwrap().contains("talk.chat"));
+                assert!(
+                    progress[1..progress.len() - 1]
+                        .iter()
+                        .all(|p| p["kind"] == "report")
+                );
+                assert!(progress.len() > 3, "{progress:?}");
+                let end = progress.last().unwrap();
+                assert_eq!(
+                    *end,
+                    json!({"kind": "end", "message": "the reply is written"})
+                );
+            }
+            Flavor::VsCode => assert!(progress.is_empty() && client.progress_tokens.is_empty()),
+        }
         client.shutdown();
     }
 }
@@ -603,11 +624,29 @@ fn deleting_the_block_being_written_cancels_the_stream() {
     }
     let len = client.text(URI).len();
     client.replace(URI, start_text.len(), len, "");
+    let end = client.wait_notification("$/progress", |p| p["value"]["kind"] == "end");
+    assert!(
+        end["value"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("cancelled"),
+        "{end}"
+    );
     let message = client.wait_notification("window/showMessage", |_| true);
     assert!(message["message"].as_str().unwrap().contains("cancelled"));
     while client.pump(Duration::from_millis(200)) {}
     assert_eq!(client.text(URI), start_text);
     client.shutdown();
+}
+
+/// The values of the `$/progress` notifications received so far, in order.
+fn progress_values(client: &Client) -> Vec<Value> {
+    client
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "$/progress")
+        .map(|n| n["params"]["value"].clone())
+        .collect()
 }
 
 fn range_text<'a>(client: &'a Client, uri: &str, range: &Value) -> &'a str {

@@ -76,6 +76,12 @@ pub enum Task {
     StreamFinish {
         uri: String,
     },
+    /// The request failed (a provider error, a tool that could not run): the user is told with
+    /// `window/showMessage`, and the stream into the document (if any) ends with what was written.
+    Failed {
+        uri: String,
+        message: String,
+    },
 }
 
 /// The engine's handle on the session: cloneable, usable from any thread.

@@ -74,6 +74,7 @@ pub fn run_with(
         backend,
         outbox: Outbox::new(task_tx),
         shutdown_requested: false,
+        progress_tokens: 0,
     };
     loop {
         let event = next_event(&session, &connection.receiver, &task_rx);

@@ -34,6 +34,8 @@ pub(crate) struct OpenDocument {
     pub flush_at: Option<Instant>,
     /// When the diagnostics of the latest change are due.
     pub diagnostics_at: Option<Instant>,
+    /// The work-done progress of the stream into this document, when the client shows progress.
+    pub progress: Option<lsp_types::ProgressToken>,
 }
 
 /// The document id of a URI: the path of a `file://` URI (so templates and `@./` references
@@ -66,6 +68,8 @@ pub(crate) enum ResponseHandler {
         command: crate::commands::Command,
         attempts: u8,
     },
+    /// Nothing to do with the answer (`window/workDoneProgress/create`).
+    Ignore,
 }
 
 pub(crate) struct Session {
@@ -80,6 +84,8 @@ pub(crate) struct Session {
     pub backend: Box<dyn Backend>,
     pub outbox: Outbox,
     pub shutdown_requested: bool,
+    /// How many progress tokens this session has made (each stream gets a new one).
+    pub progress_tokens: u64,
 }
 
 impl std::fmt::Debug for Session {

@@ -28,6 +28,7 @@ pub(crate) fn handle(
             stream: None,
             flush_at: None,
             diagnostics_at: None,
+            progress: None,
         },
     );
     publish_diagnostics(session, &key);
