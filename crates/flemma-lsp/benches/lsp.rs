@@ -221,6 +221,42 @@ fn figures() {
     }
 }
 
+/// Where the time of an edit goes, measured on the analysis core directly (no session).
+fn breakdown() {
+    use std::sync::Arc;
+    let (text, _) = chat(10 * 1024 * 1024);
+    let config = flemma_ide::ConfigInput::default();
+    let mut host = flemma_ide::AnalysisHost::new(Arc::new(flemma_template::FsHost), config);
+    let id = flemma_ide::DocumentId::new("/bench/big.chat");
+    host.set_text(id.clone(), text.clone());
+    host.analysis(&id).unwrap();
+    let at = text.len() / 2;
+    let at = text[at..].find("please").unwrap() + at;
+    for _ in 0..5 {
+        let started = Instant::now();
+        host.apply_edits(&id, &[flemma_syntax::TextEdit::insert(at, "x")])
+            .unwrap();
+        let edit = started.elapsed();
+        let started = Instant::now();
+        let lines = host.document(&id).unwrap().line_index().line_count();
+        let index = started.elapsed();
+        let started = Instant::now();
+        let analysis = host.analysis(&id).unwrap();
+        let analyse = started.elapsed();
+        let started = Instant::now();
+        let evaluation = flemma_template::evaluate(
+            &analysis.document,
+            Arc::new(flemma_template::FsHost),
+            &flemma_template::EvalOptions::default(),
+        );
+        let evaluate = started.elapsed();
+        println!(
+            "edit {edit:?}, line index {index:?} ({lines} lines), analysis {analyse:?}, of which a cold evaluation alone {evaluate:?} ({} messages)",
+            evaluation.diagnostics.len() + analysis.document.messages().len()
+        );
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let (text, turns) = chat(10 * 1024 * 1024);
     let mut session = Session::start();
@@ -243,6 +279,7 @@ fn bench(c: &mut Criterion) {
 criterion_group!(benches, bench);
 
 fn main() {
+    breakdown();
     figures();
     benches();
     Criterion::default().configure_from_args().final_summary();

@@ -20,6 +20,10 @@ pub(crate) const COALESCE: Duration = Duration::from_millis(40);
 /// keystroke, even on a 10 MB chat.
 pub(crate) const DIAGNOSTICS_DEBOUNCE: Duration = Duration::from_millis(5);
 
+/// The debounce while a reply streams into the document: its own edits come ~10 times a
+/// second and need not each be analysed.
+pub(crate) const DIAGNOSTICS_DEBOUNCE_STREAMING: Duration = Duration::from_millis(250);
+
 /// One open document: the client's side of a document the [`AnalysisHost`] holds (the text
 /// and syntax tree live there, under [`Self::id`]).
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use lsp_server::ErrorCode;
 use lsp_types::DidChangeTextDocumentParams;
 
 use super::{HandlerResult, error};
-use crate::session::{DIAGNOSTICS_DEBOUNCE, Session};
+use crate::session::{DIAGNOSTICS_DEBOUNCE, DIAGNOSTICS_DEBOUNCE_STREAMING, Session};
 use crate::{from_proto, streaming};
 
 pub(crate) fn handle(
@@ -53,7 +53,11 @@ pub(crate) fn handle(
     }
     doc.version = params.text_document.version;
     if doc.diagnostics_at.is_none() {
-        doc.diagnostics_at = Some(Instant::now() + DIAGNOSTICS_DEBOUNCE);
+        let debounce = match doc.stream {
+            Some(_) => DIAGNOSTICS_DEBOUNCE_STREAMING,
+            None => DIAGNOSTICS_DEBOUNCE,
+        };
+        doc.diagnostics_at = Some(Instant::now() + debounce);
     }
     streaming::after_progress(session, &uri);
     Ok(())
