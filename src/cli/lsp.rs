@@ -5,6 +5,7 @@
 use std::fs::OpenOptions;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -54,9 +55,15 @@ pub fn run(args: LspArgs) -> anyhow::Result<ExitCode> {
         }
         None => Box::new(flemma_lsp::NoEngine),
     };
+    // The user's config file (FLEMMA_CONFIG / XDG), as the CLI reads it: problems with it are
+    // diagnostics of every open chat, not a refusal to start.
+    let host = flemma_ide::AnalysisHost::new(
+        Arc::new(flemma_template::FsHost),
+        crate::chat::config_input(None),
+    );
     let (connection, io_threads) =
         flemma_lsp::transport::stdio().context("cannot start the stdio transport")?;
-    let outcome = flemma_lsp::run(connection, backend);
+    let outcome = flemma_lsp::run_with(connection, backend, host);
     if let Err(error) = &outcome {
         tracing::error!(%error, "the language server stopped");
     }

@@ -46,6 +46,9 @@ fn initialize_negotiates_the_encoding_and_answers_fast() {
             "flemma.background",
             "flemma.execute",
             "flemma.status",
+            "flemma.jobs",
+            "flemma.usage",
+            "flemma.switch",
         ] {
             assert!(
                 commands.contains(&json!(command)),
@@ -73,19 +76,39 @@ fn incremental_multibyte_edits_stay_in_sync_in_both_encodings() {
         client.replace(URI, cjk, cjk + "文".len(), "字👍");
         let after_emoji = client.text(URI).find("🙂").unwrap() + "🙂".len();
         client.type_at(URI, after_emoji, "é");
-        // The server's mirror must equal the buffer: the first line of the message, as the
-        // symbols report it, and the tool use under a position right after multibyte text.
-        let symbols = client
+        // The server's mirror must equal the buffer: a completion on a new line typed right
+        // after the multibyte text replaces exactly the partial marker in the client's text,
+        // and the tool use under a position right after multibyte text is found.
+        let after_party = client.text(URI).find("🎉x").unwrap() + "🎉x".len();
+        client.type_at(URI, after_party, "\n@Ass");
+        let cursor = after_party + "\n@Ass".len();
+        let items = client
             .request(
-                "textDocument/documentSymbol",
-                json!({"textDocument": {"uri": URI}}),
+                "textDocument/completion",
+                json!({"textDocument": {"uri": URI}, "position": client.position(URI, cursor),
+                       "context": {"triggerKind": 1}}),
             )
             .unwrap();
-        assert_eq!(symbols[0]["name"], "@You");
-        assert_eq!(
-            symbols[0]["detail"], "run the tests 🙂é 中字👍 🎉x",
+        let item = &items.as_array().unwrap()[0];
+        assert_eq!(item["label"], "@Assistant:", "{flavor:?}");
+        let start = offset_of(
+            client.text(URI),
+            &item["textEdit"]["range"]["start"],
+            client.units,
+        );
+        let end = offset_of(
+            client.text(URI),
+            &item["textEdit"]["range"]["end"],
+            client.units,
+        );
+        assert_eq!(&client.text(URI)[start..end], "@Ass", "{flavor:?}");
+        assert!(
+            client
+                .text(URI)
+                .contains("run the tests 🙂é 中字👍 🎉x\n@Ass"),
             "{flavor:?}"
         );
+        client.replace(URI, after_party, cursor, "");
         let definition = client
             .request(
                 "textDocument/definition",
@@ -112,15 +135,28 @@ fn diagnostics_are_published_after_an_edit_with_code_source_and_version() {
     let mut client = start(Flavor::Helix, &[]);
     client.open(URI, CHAT);
     let first = client.wait_notification("textDocument/publishDiagnostics", |_| true);
-    let hints: Vec<&Value> = first["diagnostics"]
+    assert_eq!(first["version"], 0);
+    // The analysis's diagnostics: each pending placeholder blocks a send, on its header line.
+    let pending: Vec<&Value> = first["diagnostics"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|d| d["code"] == "pending-approval")
+        .filter(|d| d["code"] == "template-tool")
         .collect();
-    assert_eq!(hints.len(), 2);
-    assert_eq!(hints[0]["severity"], 4);
-    assert_eq!(hints[0]["source"], "flemma");
+    assert_eq!(pending.len(), 2, "{first}");
+    assert_eq!(pending[0]["severity"], 1);
+    assert_eq!(pending[0]["source"], "flemma");
+    assert_eq!(
+        pending[0]["data"],
+        json!({"blocking": true, "stage": "template"})
+    );
+    assert!(
+        pending[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`t中🙂1` is waiting for approval")
+    );
+    assert_eq!(pending[0]["range"]["start"]["line"], 15);
     // An unclosed fence at the end.
     let end = client.text(URI).len();
     client.type_at(URI, end, "\n```rust\nfn main() {}\n");
@@ -133,6 +169,16 @@ fn diagnostics_are_published_after_an_edit_with_code_source_and_version() {
         .expect("an unclosed-fence diagnostic");
     assert_eq!(unclosed["severity"], 1);
     assert_eq!(unclosed["source"], "flemma");
+    // Outside an assistant reply an unclosed fence blocks a send, with the fix as the hint.
+    assert_eq!(unclosed["data"]["blocking"], true);
+    assert_eq!(unclosed["data"]["stage"], "syntax");
+    assert!(
+        unclosed["message"]
+            .as_str()
+            .unwrap()
+            .contains("hint: close the fence"),
+        "{unclosed}"
+    );
     client.shutdown();
 }
 
@@ -151,18 +197,22 @@ fn hover_and_definition_on_tool_and_job_blocks() {
         };
         let on_use = hover(&mut client, "`bash` (`t2`)");
         let markdown = on_use["contents"]["value"].as_str().unwrap();
-        assert!(markdown.contains("`bash` (`t2`)"), "{markdown}");
-        assert!(markdown.contains("{\"command\":\"ls\"}"), "{markdown}");
-        assert!(markdown.contains("pending"), "{markdown}");
+        assert!(
+            markdown.contains("**Tool** `bash` (call `t2`)"),
+            "{markdown}"
+        );
+        // The input pretty-printed.
+        assert!(markdown.contains("\"command\": \"ls\""), "{markdown}");
         let on_result = hover(&mut client, "`t2` (pending job");
         let markdown = on_result["contents"]["value"].as_str().unwrap();
-        assert!(markdown.contains("job `job_ab12`: completed"), "{markdown}");
+        assert!(markdown.contains("of `t2`: pending"), "{markdown}");
+        assert!(markdown.contains("Job `job_ab12`: completed"), "{markdown}");
         let on_job = hover(&mut client, "`job_ab12`\n```\nfile");
         assert!(
             on_job["contents"]["value"]
                 .as_str()
                 .unwrap()
-                .contains("started by tool call `t2`")
+                .contains("**Job result** of `job_ab12`")
         );
         let definition = |client: &mut Client, needle: &str| {
             let target = client
@@ -211,14 +261,15 @@ fn symbols_and_folding_ranges() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["@You", "@Assistant", "@You"]);
+    assert_eq!(names, ["@You:", "@Assistant:", "@You:"]);
     let children: Vec<&str> = symbols[1]["children"]
         .as_array()
         .unwrap()
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(children, ["bash (t中🙂1)", "bash (t2)"]);
+    assert_eq!(children, ["bash", "bash"]);
+    assert_eq!(symbols[1]["children"][0]["detail"], "t中🙂1");
     let folds = client
         .request(
             "textDocument/foldingRange",
@@ -287,12 +338,22 @@ fn approve_and_reject_through_code_actions_and_commands() {
         assert_eq!(
             titles,
             [
-                "Approve `bash` (t中🙂1)",
-                "Reject `bash` (t中🙂1)",
-                "Approve all pending tool calls"
+                "Approve `t中🙂1`",
+                "Reject `t中🙂1`",
+                "Send",
+                "Approve all (2 pending)"
             ]
         );
-        assert!(code_actions(&mut client, "run the tests").is_empty());
+        assert_eq!(actions[0]["kind"], "quickfix");
+        assert_eq!(actions[2]["kind"], "source");
+        // Commands carry [uri, …args].
+        assert_eq!(actions[0]["command"]["arguments"], json!([URI, "t中🙂1"]));
+        assert_eq!(actions[3]["command"]["arguments"], json!([URI]));
+        let on_text: Vec<Value> = code_actions(&mut client, "run the tests")
+            .into_iter()
+            .map(|a| a["title"].clone())
+            .collect();
+        assert_eq!(on_text, [json!("Send"), json!("Approve all (2 pending)")]);
         run_command(&mut client, &actions[0]["command"]).unwrap();
         assert!(
             client
@@ -507,6 +568,27 @@ fn a_streamed_reply_survives_the_user_typing_anywhere() {
             client.apply_edits_refused > 0,
             "{flavor:?}: typing never raced an edit"
         );
+        // Work-done progress while the reply is written, for the client that shows it.
+        let progress = progress_values(&client);
+        match flavor {
+            Flavor::Helix => {
+                assert_eq!(client.progress_tokens, [json!("flemma/stream/1")]);
+                assert_eq!(progress[0]["kind"], "begin");
+                assert!(progress[0]["title"].as_str().unwrap().contains("talk.chat"));
+                assert!(
+                    progress[1..progress.len() - 1]
+                        .iter()
+                        .all(|p| p["kind"] == "report")
+                );
+                assert!(progress.len() > 3, "{progress:?}");
+                let end = progress.last().unwrap();
+                assert_eq!(
+                    *end,
+                    json!({"kind": "end", "message": "the reply is written"})
+                );
+            }
+            Flavor::VsCode => assert!(progress.is_empty() && client.progress_tokens.is_empty()),
+        }
         client.shutdown();
     }
 }
@@ -542,9 +624,287 @@ fn deleting_the_block_being_written_cancels_the_stream() {
     }
     let len = client.text(URI).len();
     client.replace(URI, start_text.len(), len, "");
+    let end = client.wait_notification("$/progress", |p| p["value"]["kind"] == "end");
+    assert!(
+        end["value"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("cancelled"),
+        "{end}"
+    );
     let message = client.wait_notification("window/showMessage", |_| true);
     assert!(message["message"].as_str().unwrap().contains("cancelled"));
     while client.pump(Duration::from_millis(200)) {}
     assert_eq!(client.text(URI), start_text);
     client.shutdown();
+}
+
+/// The values of the `$/progress` notifications received so far, in order.
+fn progress_values(client: &Client) -> Vec<Value> {
+    client
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "$/progress")
+        .map(|n| n["params"]["value"].clone())
+        .collect()
+}
+
+fn range_text<'a>(client: &'a Client, uri: &str, range: &Value) -> &'a str {
+    let text = client.text(uri);
+    let start = offset_of(text, &range["start"], client.units);
+    let end = offset_of(text, &range["end"], client.units);
+    &text[start..end]
+}
+
+#[test]
+fn inlay_hints_preview_each_empty_placeholder_in_utf16_and_utf8() {
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = Client::start(flavor, &[]);
+        let (result, _) = client.initialize(std::path::Path::new("/work/demo"));
+        assert_eq!(result["capabilities"]["inlayHintProvider"], true);
+        client.open(URI, CHAT);
+        // A range from inside the multibyte first line to the end.
+        let from = client.text(URI).find("中文").unwrap() + "中".len();
+        let to = client.text(URI).len();
+        let hints = client
+            .request(
+                "textDocument/inlayHint",
+                json!({"textDocument": {"uri": URI},
+                       "range": {"start": client.position(URI, from), "end": client.position(URI, to)}}),
+            )
+            .unwrap();
+        let hints = hints.as_array().unwrap();
+        let labels: Vec<&str> = hints.iter().map(|h| h["label"].as_str().unwrap()).collect();
+        assert_eq!(labels, ["bash: $ make test", "bash: $ ls"], "{flavor:?}");
+        let text = client.text(URI);
+        let first_fence =
+            text.find("`t中🙂1` (pending)\n```").unwrap() + "`t中🙂1` (pending)\n```".len();
+        assert_eq!(
+            offset_of(text, &hints[0]["position"], client.units),
+            first_fence,
+            "{flavor:?}"
+        );
+        // A range that holds no placeholder has no hints.
+        let none = client
+            .request(
+                "textDocument/inlayHint",
+                json!({"textDocument": {"uri": URI},
+                       "range": {"start": client.position(URI, 0), "end": client.position(URI, from)}}),
+            )
+            .unwrap();
+        assert_eq!(none, json!([]));
+        client.shutdown();
+    }
+}
+
+#[test]
+fn completion_of_roles_tools_paths_and_frontmatter_options() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "# notes\n").unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let uri = format!("file://{}/talk.chat", dir.path().display());
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = Client::start(flavor, &[]);
+        let (result, _) = client.initialize(dir.path());
+        let triggers = &result["capabilities"]["completionProvider"]["triggerCharacters"];
+        assert_eq!(*triggers, json!(["@", ".", "/", "$"]));
+        let text = "```rhai\nflemma.opt.thi\n```\n@You:\nsee 中🙂 @./no\n\n@Assistant:\n**Tool Use:** `ba\n";
+        client.open(&uri, text);
+        let complete = |client: &mut Client, after: &str| -> Vec<Value> {
+            let offset = client.text(&uri).find(after).unwrap() + after.len();
+            client
+                .request(
+                    "textDocument/completion",
+                    json!({"textDocument": {"uri": uri}, "position": client.position(&uri, offset)}),
+                )
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .clone()
+        };
+        // A path after multibyte text: the replaced range is the partial name, in the
+        // client's units.
+        let paths = complete(&mut client, "@./no");
+        let notes = paths
+            .iter()
+            .find(|i| i["label"].as_str().unwrap().contains("notes.md"))
+            .unwrap_or_else(|| panic!("no notes.md in {paths:?}"));
+        assert!(
+            "@./no".ends_with(range_text(&client, &uri, &notes["textEdit"]["range"])),
+            "{notes}"
+        );
+        // Tool names from the resolved configuration.
+        let tools = complete(&mut client, "`ba");
+        assert!(tools.iter().any(|i| i["label"] == "bash"), "{tools:?}");
+        // Frontmatter options from the configuration schema.
+        let options = complete(&mut client, "flemma.opt.thi");
+        assert!(
+            options.iter().any(|i| i["label"] == "thinking"),
+            "{options:?}"
+        );
+        client.shutdown();
+    }
+}
+
+#[test]
+fn quick_fixes_convert_lua_frontmatter_and_split_a_legacy_marker() {
+    let mut client = start(Flavor::VsCode, &[]);
+    let text = "```lua\nflemma.opt.thinking = \"low\"\n```\n@You: hi there 🙂\n";
+    client.open(URI, text);
+    let lua = code_actions(&mut client, "flemma.opt");
+    let convert = lua
+        .iter()
+        .find(|a| a["title"] == "Convert the Lua frontmatter to Rhai")
+        .unwrap_or_else(|| panic!("{lua:?}"));
+    let change = &convert["edit"]["documentChanges"][0];
+    assert_eq!(change["textDocument"]["version"], 0);
+    let edit = &change["edits"][0];
+    assert_eq!(
+        range_text(&client, URI, &edit["range"]),
+        "```lua\nflemma.opt.thinking = \"low\"\n```\n"
+    );
+    assert!(
+        edit["newText"]
+            .as_str()
+            .unwrap()
+            .starts_with("```rhai\nflemma.opt.thinking = \"low\";"),
+        "{edit}"
+    );
+    let legacy = code_actions(&mut client, "hi there");
+    let split = legacy
+        .iter()
+        .find(|a| a["kind"] == "quickfix" && a["edit"].is_object())
+        .unwrap_or_else(|| panic!("{legacy:?}"));
+    let edit = &split["edit"]["documentChanges"][0]["edits"][0];
+    let mut fixed = client.text(URI).to_owned();
+    let start = offset_of(&fixed, &edit["range"]["start"], client.units);
+    let end = offset_of(&fixed, &edit["range"]["end"], client.units);
+    fixed.replace_range(start..end, edit["newText"].as_str().unwrap());
+    assert!(fixed.ends_with("@You:\nhi there 🙂\n"), "{fixed:?}");
+    client.shutdown();
+}
+
+#[test]
+fn definition_of_a_file_reference_is_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "# notes\n").unwrap();
+    let uri = format!("file://{}/talk.chat", dir.path().display());
+    let mut client = start(Flavor::Helix, &[]);
+    client.open(&uri, "@You:\nread 中 @./notes.md please\n");
+    let offset = client.text(&uri).find("notes.md").unwrap() + 2;
+    let target = client
+        .request(
+            "textDocument/definition",
+            json!({"textDocument": {"uri": uri}, "position": client.position(&uri, offset)}),
+        )
+        .unwrap();
+    assert_eq!(
+        target["uri"],
+        format!("file://{}/notes.md", dir.path().display())
+    );
+    client.shutdown();
+}
+
+/// Sends a `flemma/*` request and, when it succeeds with an edit to come, pumps until the edit
+/// is in the buffer.
+fn flemma_request(client: &mut Client, method: &str, params: Value) -> Result<Value, Value> {
+    let seen = client.apply_edits_seen;
+    let result = client.request(method, params);
+    if result.as_ref().is_ok_and(|r| r.get("toolIds").is_some()) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while client.apply_edits_seen == seen {
+            assert!(Instant::now() < deadline, "no applyEdit after {method}");
+            client.pump(Duration::from_millis(50));
+        }
+        while client.pump(Duration::from_millis(200)) {}
+    }
+    result
+}
+
+#[test]
+fn flemma_requests_reach_the_same_code_as_the_commands() {
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = start(flavor, &[]);
+        client.open(URI, CHAT);
+        let approved = flemma_request(
+            &mut client,
+            "flemma/approve",
+            json!({"uri": URI, "toolId": "t中🙂1"}),
+        )
+        .unwrap();
+        assert_eq!(approved, json!({"toolIds": ["t中🙂1"]}));
+        assert!(
+            client.text(URI).contains("`t中🙂1` (approved)"),
+            "{flavor:?}"
+        );
+        // A path relative to the workspace root, as with the commands.
+        let rejected = flemma_request(
+            &mut client,
+            "flemma/reject",
+            json!({"uri": "talk.chat", "toolId": "t2", "reason": "not now"}),
+        )
+        .unwrap();
+        assert_eq!(rejected["toolIds"], json!(["t2"]));
+        assert!(client.text(URI).contains("User feedback: not now"));
+        // The same refusal as the command gives.
+        let again = flemma_request(
+            &mut client,
+            "flemma/approve",
+            json!({"uri": URI, "toolId": "t中🙂1"}),
+        )
+        .unwrap_err();
+        assert_eq!(again["code"], -32602);
+        assert!(
+            again["message"]
+                .as_str()
+                .unwrap()
+                .contains("not waiting for approval")
+        );
+        // Engine requests say the engine is missing, naming the command.
+        for (method, params) in [
+            ("flemma/send", json!({"uri": URI})),
+            ("flemma/jobs", json!({"uri": URI})),
+            ("flemma/usage", json!({"uri": URI})),
+            (
+                "flemma/switch",
+                json!({"uri": URI, "model": "anthropic/claude-sonnet-4-5"}),
+            ),
+        ] {
+            let error = flemma_request(&mut client, method, params).unwrap_err();
+            let message = error["message"].as_str().unwrap();
+            assert!(message.contains("not available yet"), "{method}: {message}");
+            assert!(message.contains(&method.replace('/', ".")), "{message}");
+        }
+        let bad = client
+            .request("flemma/approve", json!({"uri": URI}))
+            .unwrap_err();
+        assert_eq!(bad["code"], -32602);
+        assert!(
+            bad["message"]
+                .as_str()
+                .unwrap()
+                .contains("missing field `toolId`"),
+            "{bad}"
+        );
+        let unknown = client.request("flemma/explode", json!({})).unwrap_err();
+        assert_eq!(unknown["code"], -32601);
+        assert!(
+            unknown["message"]
+                .as_str()
+                .unwrap()
+                .contains("flemma/approveAll")
+        );
+        // The switch command takes its model positionally.
+        let error = client
+            .request(
+                "workspace/executeCommand",
+                json!({"command": "flemma.switch", "arguments": [URI]}),
+            )
+            .unwrap_err();
+        assert!(
+            error["message"].as_str().unwrap().contains("[uri, model]"),
+            "{error}"
+        );
+        client.shutdown();
+    }
 }

@@ -17,6 +17,9 @@ pub enum EngineCommand {
     Background { uri: String, tool_id: String },
     Execute { uri: String, tool_id: String },
     Status { uri: String },
+    Jobs { uri: String },
+    Usage { uri: String },
+    Switch { uri: String, model: String },
 }
 
 impl EngineCommand {
@@ -26,7 +29,10 @@ impl EngineCommand {
             | EngineCommand::Cancel { uri }
             | EngineCommand::Background { uri, .. }
             | EngineCommand::Execute { uri, .. }
-            | EngineCommand::Status { uri } => uri,
+            | EngineCommand::Status { uri }
+            | EngineCommand::Jobs { uri }
+            | EngineCommand::Usage { uri }
+            | EngineCommand::Switch { uri, .. } => uri,
         }
     }
 }
@@ -69,6 +75,12 @@ pub enum Task {
     },
     StreamFinish {
         uri: String,
+    },
+    /// The request failed (a provider error, a tool that could not run): the user is told with
+    /// `window/showMessage`, and the stream into the document (if any) ends with what was written.
+    Failed {
+        uri: String,
+        message: String,
     },
 }
 
@@ -121,6 +133,9 @@ impl Backend for NoEngine {
                 EngineCommand::Background { .. } => "flemma.background",
                 EngineCommand::Execute { .. } => "flemma.execute",
                 EngineCommand::Status { .. } => "flemma.status",
+                EngineCommand::Jobs { .. } => "flemma.jobs",
+                EngineCommand::Usage { .. } => "flemma.usage",
+                EngineCommand::Switch { .. } => "flemma.switch",
             },
         })
     }

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use flemma_protocol::methods::FlemmaRequest;
+
 use crate::backend::EngineCommand;
 
 /// Every command, as advertised in `executeCommandProvider.commands`.
@@ -20,6 +22,9 @@ pub const COMMANDS: &[&str] = &[
     "flemma.background",
     "flemma.execute",
     "flemma.status",
+    "flemma.jobs",
+    "flemma.usage",
+    "flemma.switch",
 ];
 
 /// A parsed command, its document resolved to an open document's URI.
@@ -59,7 +64,9 @@ pub(crate) fn parse(
     resolve: impl Fn(&str) -> Result<String, String>,
 ) -> Result<Command, String> {
     let usage = match command {
-        "flemma.send" | "flemma.cancel" | "flemma.approveAll" | "flemma.status" => "[uri]",
+        "flemma.send" | "flemma.cancel" | "flemma.approveAll" | "flemma.status" | "flemma.jobs"
+        | "flemma.usage" => "[uri]",
+        "flemma.switch" => "[uri, model]",
         "flemma.approve" | "flemma.background" | "flemma.execute" => "[uri, toolId]",
         "flemma.reject" => "[uri, toolId, reason?]",
         other => {
@@ -87,6 +94,12 @@ pub(crate) fn parse(
         "flemma.send" => Command::Engine(EngineCommand::Send { uri }),
         "flemma.cancel" => Command::Engine(EngineCommand::Cancel { uri }),
         "flemma.status" => Command::Engine(EngineCommand::Status { uri }),
+        "flemma.jobs" => Command::Engine(EngineCommand::Jobs { uri }),
+        "flemma.usage" => Command::Engine(EngineCommand::Usage { uri }),
+        "flemma.switch" => Command::Engine(EngineCommand::Switch {
+            uri,
+            model: string_at(1, "model")?,
+        }),
         "flemma.approveAll" => Command::ApproveAll { uri },
         "flemma.approve" => Command::Approve {
             uri,
@@ -113,6 +126,55 @@ pub(crate) fn parse(
                     ));
                 }
             },
+        },
+    })
+}
+
+/// The command of a `flemma/*` request: the same [`Command`] its LSP command gives.
+pub(crate) fn from_request(
+    request: FlemmaRequest,
+    resolve: impl Fn(&str) -> Result<String, String>,
+) -> Result<Command, String> {
+    use FlemmaRequest as R;
+    Ok(match request {
+        R::Send(p) => Command::Engine(EngineCommand::Send {
+            uri: resolve(&p.uri)?,
+        }),
+        R::Cancel(p) => Command::Engine(EngineCommand::Cancel {
+            uri: resolve(&p.uri)?,
+        }),
+        R::Status(p) => Command::Engine(EngineCommand::Status {
+            uri: resolve(&p.uri)?,
+        }),
+        R::Jobs(p) => Command::Engine(EngineCommand::Jobs {
+            uri: resolve(&p.uri)?,
+        }),
+        R::Usage(p) => Command::Engine(EngineCommand::Usage {
+            uri: resolve(&p.uri)?,
+        }),
+        R::Switch(p) => Command::Engine(EngineCommand::Switch {
+            uri: resolve(&p.uri)?,
+            model: p.model,
+        }),
+        R::Background(p) => Command::Engine(EngineCommand::Background {
+            uri: resolve(&p.uri)?,
+            tool_id: p.tool_id,
+        }),
+        R::Execute(p) => Command::Engine(EngineCommand::Execute {
+            uri: resolve(&p.uri)?,
+            tool_id: p.tool_id,
+        }),
+        R::ApproveAll(p) => Command::ApproveAll {
+            uri: resolve(&p.uri)?,
+        },
+        R::Approve(p) => Command::Approve {
+            uri: resolve(&p.uri)?,
+            tool_id: p.tool_id,
+        },
+        R::Reject(p) => Command::Reject {
+            uri: resolve(&p.uri)?,
+            tool_id: p.tool_id,
+            reason: p.reason.filter(|r| !r.trim().is_empty()),
         },
     })
 }
@@ -208,6 +270,15 @@ mod tests {
         assert_eq!(resolve("/work/x.chat").unwrap(), OPEN[1]);
         let err = resolve("nope.chat").unwrap_err();
         assert!(err.contains("not a document open"), "{err}");
+    }
+
+    #[test]
+    fn every_flemma_request_has_its_command() {
+        for method in flemma_protocol::methods::METHODS {
+            let command = flemma_protocol::methods::command_of(method).unwrap();
+            assert!(COMMANDS.contains(&command.as_str()), "{command}");
+        }
+        assert_eq!(COMMANDS.len(), flemma_protocol::methods::METHODS.len());
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //!
 //! **Architecture invariant:** this is the only crate that knows LSP types (`lsp-types`,
 //! `lsp-server`). Everything it answers comes from plain-data features over
-//! `flemma_syntax::Document` (today [`features_shim`], later `flemma_ide::features`), converted at
-//! the edge by `from_proto`/`to_proto`. Handlers never wait on the LLM or a tool: work that
+//! `flemma_ide` (the session owns an [`flemma_ide::AnalysisHost`]; diagnostics are its
+//! `Analysis::diagnostics`, features are `flemma_ide::features::*`), converted at the edge by
+//! `from_proto`/`to_proto`. Handlers never wait on the LLM or a tool: work that
 //! takes time belongs to the [`Backend`] (the engine), which answers at once and reports back
 //! through its [`Outbox`].
 //!
@@ -13,7 +14,6 @@
 
 mod backend;
 mod commands;
-mod features_shim;
 mod from_proto;
 mod handlers;
 mod main_loop;
@@ -27,4 +27,4 @@ pub use backend::{
     Backend, BackendError, EngineCommand, NoEngine, Outbox, ScriptedReply, StreamEnd, Task,
 };
 pub use commands::COMMANDS;
-pub use main_loop::{LspError, run};
+pub use main_loop::{LspError, run, run_with};

@@ -1,9 +1,11 @@
 //! The main loop: one `select!` over a closed set of events, each handled on this thread.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, select};
+use flemma_ide::{AnalysisHost, ConfigInput};
 use lsp_server::{Connection, Message};
 
 use crate::backend::{Backend, Outbox, Task};
@@ -25,14 +27,26 @@ enum Event {
     Lsp(Message),
     /// Work handed over by the engine.
     Task(Task),
-    /// A stream's coalescing window ended.
-    FlushDue,
+    /// A deadline passed: a stream's coalescing window or a diagnostics debounce ended.
+    Deadline,
     /// The client connection closed without `exit`.
     Disconnected,
 }
 
-/// Runs a session on `connection` until the client sends `exit` or goes away.
+/// Runs a session on `connection` until the client sends `exit` or goes away, analysing
+/// documents with the real file system and no configuration file (see [`run_with`]).
 pub fn run(connection: Connection, backend: Box<dyn Backend>) -> Result<(), LspError> {
+    let host = AnalysisHost::new(Arc::new(flemma_template::FsHost), ConfigInput::default());
+    run_with(connection, backend, host)
+}
+
+/// Runs a session on `connection` whose documents `host` analyses (its IO and configuration
+/// are the caller's: the binary reads the user's config file).
+pub fn run_with(
+    connection: Connection,
+    backend: Box<dyn Backend>,
+    host: AnalysisHost,
+) -> Result<(), LspError> {
     let (id, params) = connection.initialize_start()?;
     let params: lsp_types::InitializeParams = serde_json::from_value(params)?;
     let encoding = from_proto::negotiate_encoding(&params.capabilities);
@@ -55,10 +69,12 @@ pub fn run(connection: Connection, backend: Box<dyn Backend>) -> Result<(), LspE
         root: handlers::initialize::root(&params),
         capabilities: params.capabilities,
         documents: HashMap::new(),
+        host,
         requests: lsp_server::ReqQueue::default(),
         backend,
         outbox: Outbox::new(task_tx),
         shutdown_requested: false,
+        progress_tokens: 0,
     };
     loop {
         let event = next_event(&session, &connection.receiver, &task_rx);
@@ -75,7 +91,11 @@ pub fn run(connection: Connection, backend: Box<dyn Backend>) -> Result<(), LspE
                 handlers::on_response(&mut session, response)
             }
             Event::Task(task) => streaming::on_task(&mut session, task),
-            Event::FlushDue => streaming::flush_due(&mut session, Instant::now()),
+            Event::Deadline => {
+                let now = Instant::now();
+                streaming::flush_due(&mut session, now);
+                handlers::diagnostics_due(&mut session, now);
+            }
             Event::Disconnected => {
                 tracing::info!("the client went away without `exit`");
                 break;
@@ -86,7 +106,12 @@ pub fn run(connection: Connection, backend: Box<dyn Backend>) -> Result<(), LspE
 }
 
 fn next_event(session: &Session, lsp: &Receiver<Message>, tasks: &Receiver<Task>) -> Event {
-    let deadline = session.documents.values().filter_map(|d| d.flush_at).min();
+    let deadline = session
+        .documents
+        .values()
+        .flat_map(|d| [d.flush_at, d.diagnostics_at])
+        .flatten()
+        .min();
     let timer = match deadline {
         Some(at) => crossbeam_channel::at(at),
         None => crossbeam_channel::never(),
@@ -101,7 +126,7 @@ fn next_event(session: &Session, lsp: &Receiver<Message>, tasks: &Receiver<Task>
             // The session holds a sender itself: this cannot happen.
             Err(_) => Event::Disconnected,
         },
-        recv(timer) -> _ => Event::FlushDue,
+        recv(timer) -> _ => Event::Deadline,
     }
 }
 
@@ -111,7 +136,7 @@ fn event_kind(event: &Event) -> &'static str {
         Event::Lsp(Message::Notification(_)) => "notification",
         Event::Lsp(Message::Response(_)) => "response",
         Event::Task(_) => "task",
-        Event::FlushDue => "flush",
+        Event::Deadline => "deadline",
         Event::Disconnected => "disconnected",
     }
 }

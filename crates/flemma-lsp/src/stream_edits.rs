@@ -127,6 +127,11 @@ impl StreamWriter {
         &self.state
     }
 
+    /// Bytes of streamed text (the header excluded) the client has applied.
+    pub fn written_bytes(&self) -> usize {
+        self.written
+    }
+
     pub fn pending(&self) -> &str {
         &self.pending
     }

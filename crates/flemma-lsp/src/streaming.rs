@@ -28,8 +28,9 @@ pub(crate) fn on_task(session: &mut Session, task: Task) {
                 );
                 return;
             };
-            let anchor = doc.text().len();
+            let anchor = session.host.document(&doc.id).map_or(0, |d| d.text().len());
             doc.stream = Some(StreamWriter::start(anchor, &header, block_at, &tail));
+            begin_progress(session, &uri);
             flush(session, &uri);
         }
         Task::StreamChunk { uri, text } => {
@@ -57,7 +58,80 @@ pub(crate) fn on_task(session: &mut Session, task: Task) {
             }
             after_progress(session, &uri);
         }
+        Task::Failed { uri, message } => {
+            session.show_message(lsp_types::MessageType::ERROR, format!("flemma: {message}"));
+            if let Some(writer) = session
+                .documents
+                .get_mut(&uri)
+                .and_then(|d| d.stream.as_mut())
+            {
+                writer.finish();
+            }
+            after_progress(session, &uri);
+        }
     }
+}
+
+/// Whether the client shows work-done progress the server starts.
+fn shows_progress(session: &Session) -> bool {
+    session
+        .capabilities
+        .window
+        .as_ref()
+        .and_then(|w| w.work_done_progress)
+        .unwrap_or(false)
+}
+
+/// Creates a progress token for the stream into `uri` and begins it.
+fn begin_progress(session: &mut Session, uri: &str) {
+    if !shows_progress(session) {
+        return;
+    }
+    session.progress_tokens += 1;
+    let token =
+        lsp_types::ProgressToken::String(format!("flemma/stream/{}", session.progress_tokens));
+    session.request::<lsp_types::request::WorkDoneProgressCreate>(
+        lsp_types::WorkDoneProgressCreateParams {
+            token: token.clone(),
+        },
+        ResponseHandler::Ignore,
+    );
+    let name = uri.rsplit('/').next().unwrap_or(uri).to_owned();
+    send_progress(
+        session,
+        token.clone(),
+        lsp_types::WorkDoneProgress::Begin(lsp_types::WorkDoneProgressBegin {
+            title: format!("flemma: writing the reply into {name}"),
+            cancellable: Some(false),
+            message: None,
+            percentage: None,
+        }),
+    );
+    if let Some(doc) = session.documents.get_mut(uri) {
+        doc.progress = Some(token);
+    }
+}
+
+fn send_progress(
+    session: &Session,
+    token: lsp_types::ProgressToken,
+    value: lsp_types::WorkDoneProgress,
+) {
+    session.notify::<lsp_types::notification::Progress>(lsp_types::ProgressParams {
+        token,
+        value: lsp_types::ProgressParamsValue::WorkDone(value),
+    });
+}
+
+/// Ends a stream's progress with what happened.
+pub(crate) fn end_progress(session: &Session, token: lsp_types::ProgressToken, message: &str) {
+    send_progress(
+        session,
+        token,
+        lsp_types::WorkDoneProgress::End(lsp_types::WorkDoneProgressEnd {
+            message: Some(message.to_owned()),
+        }),
+    );
 }
 
 /// Flushes every stream whose coalescing window has ended.
@@ -83,10 +157,17 @@ pub(crate) fn flush(session: &mut Session, uri: &str) {
     let Some(writer) = doc.stream.as_mut() else {
         return;
     };
-    let Some(edit) = writer.next_edit(doc.version, doc.doc.text().len()) else {
+    let Some(syntax) = session.host.document(&doc.id) else {
         return;
     };
-    let position = to_proto::position(&doc.index, doc.doc.text(), edit.offset, encoding);
+    let Some(edit) = writer.next_edit(doc.version, syntax.text().len()) else {
+        return;
+    };
+    let report = doc
+        .progress
+        .clone()
+        .map(|token| (token, writer.written_bytes()));
+    let position = to_proto::position(&doc.index, syntax.text(), edit.offset, encoding);
     let params = lsp_types::ApplyWorkspaceEditParams {
         label: Some("flemma: streaming reply".into()),
         edit: lsp_types::WorkspaceEdit {
@@ -111,6 +192,17 @@ pub(crate) fn flush(session: &mut Session, uri: &str) {
             uri: uri.to_owned(),
         },
     );
+    if let Some((token, written)) = report {
+        send_progress(
+            session,
+            token,
+            lsp_types::WorkDoneProgress::Report(lsp_types::WorkDoneProgressReport {
+                message: Some(format!("{written} bytes written")),
+                cancellable: Some(false),
+                percentage: None,
+            }),
+        );
+    }
 }
 
 /// The client answered a streamed edit.
@@ -151,6 +243,15 @@ pub(crate) fn after_progress(session: &mut Session, uri: &str) {
     };
     doc.stream = None;
     doc.flush_at = None;
+    let progress = doc.progress.take();
+    if let Some(token) = progress {
+        let message = match &end {
+            StreamEnd::Written => "the reply is written",
+            StreamEnd::Cancelled { .. } => "cancelled: the block being written was deleted",
+            StreamEnd::Closed { .. } => "the document was closed",
+        };
+        end_progress(session, token, message);
+    }
     if matches!(end, StreamEnd::Cancelled { .. }) {
         session.show_message(
             lsp_types::MessageType::WARNING,

@@ -9,9 +9,11 @@
 //! * [`models`]: `flemmad models --json` (one object per line).
 //! * [`status`]: `flemmad status FILE --json`.
 //! * [`event`]: `flemmad send --events` (one lifecycle event per line) and `flemma/event`.
+//! * [`methods`]: the `flemma/*` requests of `flemmad lsp`.
 
 pub mod eval;
 pub mod event;
+pub mod methods;
 pub mod models;
 pub mod parse_tree;
 pub mod status;
@@ -41,6 +43,10 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         (
             "models.schema.json",
             schema(schemars::schema_for!(models::ModelEntry)),
+        ),
+        (
+            "methods.schema.json",
+            schema(schemars::schema_for!(methods::FlemmaRequest)),
         ),
     ]
 }

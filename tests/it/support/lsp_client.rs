@@ -54,6 +54,8 @@ pub struct Client {
     /// Edits the server asked for (kept for assertions).
     pub apply_edits_seen: usize,
     pub apply_edits_refused: usize,
+    /// The progress tokens the server created (`window/workDoneProgress/create`).
+    pub progress_tokens: Vec<Value>,
     /// Typed into the buffer just before the next applyEdit is checked (the user was faster):
     /// `(uri, byte offset — clamped to a char boundary then, text)`.
     pub type_before_next_apply: Option<(String, usize, String)>,
@@ -123,6 +125,7 @@ impl Client {
             responses: HashMap::new(),
             apply_edits_seen: 0,
             apply_edits_refused: 0,
+            progress_tokens: Vec::new(),
             type_before_next_apply: None,
             _state: state,
         }
@@ -263,6 +266,10 @@ impl Client {
     fn on_server_request(&mut self, method: &str, id: Value, params: &Value) {
         match method {
             "workspace/applyEdit" => self.on_apply_edit(id, params),
+            "window/workDoneProgress/create" => {
+                self.progress_tokens.push(params["token"].clone());
+                self.send(json!({"jsonrpc": "2.0", "id": id, "result": null}))
+            }
             _ => self.send(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("Method {method} not found")}})),
         }
     }

@@ -1,57 +1,55 @@
-//! `textDocument/codeAction`: "Approve" and "Reject" on a pending placeholder, carrying the
-//! `flemma.approve` / `flemma.reject` commands (Helix resolves nothing lazily: the command is
-//! in the action).
+//! `textDocument/codeAction`: every action of `flemma_ide::features::code_actions` (approve and
+//! reject on a pending placeholder, background/execute on a running tool, send or cancel,
+//! approve all, convert Lua frontmatter, split a legacy marker, normalise the file). Commands
+//! carry `[uri, …args]`; edits are versioned workspace edits (Helix resolves nothing lazily:
+//! everything is in the action).
 
+use flemma_ide::features::code_actions::{self, ActionKind, DocumentState};
 use lsp_types::{
     CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, CodeActionResponse, Command,
 };
+use serde_json::Value;
 
 use super::{HandlerResult, document};
 use crate::session::Session;
-use crate::{features_shim, from_proto};
+use crate::{from_proto, to_proto};
 
 pub(crate) fn handle(
     session: &mut Session,
     params: CodeActionParams,
 ) -> HandlerResult<Option<CodeActionResponse>> {
     let uri = params.text_document.uri;
-    let doc = document(session, &uri)?;
-    let range = from_proto::range(&doc.index, doc.text(), params.range, session.encoding);
-    let calls = features_shim::pending_calls_in(&doc.doc, range);
-    let action = |title: String, command: &str, arguments: Vec<serde_json::Value>| {
-        CodeActionOrCommand::CodeAction(CodeAction {
-            title: title.clone(),
-            kind: Some(CodeActionKind::QUICKFIX),
-            command: Some(Command::new(title, command.to_owned(), Some(arguments))),
-            ..Default::default()
-        })
+    let (open, syntax) = document(session, &uri)?;
+    let range = from_proto::range(&open.index, syntax.text(), params.range, session.encoding);
+    let state = DocumentState {
+        busy: open.stream.is_some(),
     };
-    let mut actions = Vec::new();
-    for call in &calls {
-        let args = vec![uri.as_str().into(), call.tool_use_id.as_str().into()];
-        actions.push(action(
-            format!("Approve `{}` ({})", call.tool_name, call.tool_use_id),
-            "flemma.approve",
-            args.clone(),
-        ));
-        actions.push(action(
-            format!("Reject `{}` ({})", call.tool_name, call.tool_use_id),
-            "flemma.reject",
-            args,
-        ));
-    }
-    if doc
-        .doc
-        .placeholders(Some(flemma_syntax::Status::Pending))
-        .len()
-        > 1
-        && !calls.is_empty()
-    {
-        actions.push(action(
-            "Approve all pending tool calls".into(),
-            "flemma.approveAll",
-            vec![uri.as_str().into()],
-        ));
-    }
+    let actions = code_actions::code_actions(syntax, range, state)
+        .into_iter()
+        .map(|action| {
+            let command = action.command.map(|command| {
+                let mut arguments = vec![Value::from(uri.as_str())];
+                arguments.extend(command.args);
+                Command::new(
+                    action.title.clone(),
+                    command.name.to_owned(),
+                    Some(arguments),
+                )
+            });
+            let edit = action.edit.map(|edits| {
+                to_proto::workspace_edit(open, syntax.text(), &edits, session.encoding)
+            });
+            CodeActionOrCommand::CodeAction(CodeAction {
+                title: action.title,
+                kind: Some(match action.kind {
+                    ActionKind::QuickFix => CodeActionKind::QUICKFIX,
+                    ActionKind::Source => CodeActionKind::SOURCE,
+                }),
+                edit,
+                command,
+                ..Default::default()
+            })
+        })
+        .collect();
     Ok(Some(actions))
 }

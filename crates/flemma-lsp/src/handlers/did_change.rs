@@ -1,12 +1,15 @@
-//! `textDocument/didChange`: apply incremental changes to the mirror (re-parsing incrementally),
-//! map the stream's anchor through them, and publish diagnostics.
+//! `textDocument/didChange`: apply incremental changes through the analysis host (re-parsing
+//! incrementally), map the stream's anchor through them, and schedule diagnostics (debounced:
+//! a burst of changes is analysed once).
+
+use std::time::Instant;
 
 use flemma_syntax::{TextEdit, TextRange};
 use lsp_server::ErrorCode;
 use lsp_types::DidChangeTextDocumentParams;
 
-use super::{HandlerResult, error, publish_diagnostics};
-use crate::session::Session;
+use super::{HandlerResult, error};
+use crate::session::{DIAGNOSTICS_DEBOUNCE, DIAGNOSTICS_DEBOUNCE_STREAMING, Session};
 use crate::{from_proto, streaming};
 
 pub(crate) fn handle(
@@ -22,13 +25,17 @@ pub(crate) fn handle(
         ));
     };
     for change in params.content_changes {
-        let range = match change.range {
-            Some(range) => from_proto::range(&doc.index, doc.doc.text(), range, encoding),
-            None => TextRange::new(0, doc.doc.text().len()),
+        let Some(syntax) = session.host.document(&doc.id) else {
+            break;
         };
-        if let Err(refused) = doc
-            .doc
-            .edit(&TextEdit::replace(range, change.text.as_str()))
+        let range = match change.range {
+            Some(range) => from_proto::range(&doc.index, syntax.text(), range, encoding),
+            None => TextRange::new(0, syntax.text().len()),
+        };
+        let edit = TextEdit::replace(range, change.text.as_str());
+        if let Err(refused) = session
+            .host
+            .apply_edits(&doc.id, std::slice::from_ref(&edit))
         {
             return Err(error(
                 ErrorCode::InvalidParams,
@@ -37,13 +44,21 @@ pub(crate) fn handle(
                 ),
             ));
         }
-        doc.index = doc.doc.line_index();
+        if let Some(syntax) = session.host.document(&doc.id) {
+            doc.index = syntax.line_index();
+        }
         if let Some(writer) = doc.stream.as_mut() {
             writer.on_change(range, &change.text);
         }
     }
     doc.version = params.text_document.version;
-    publish_diagnostics(session, &uri);
+    if doc.diagnostics_at.is_none() {
+        let debounce = match doc.stream {
+            Some(_) => DIAGNOSTICS_DEBOUNCE_STREAMING,
+            None => DIAGNOSTICS_DEBOUNCE,
+        };
+        doc.diagnostics_at = Some(Instant::now() + debounce);
+    }
     streaming::after_progress(session, &uri);
     Ok(())
 }

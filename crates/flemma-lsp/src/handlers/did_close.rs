@@ -12,6 +12,10 @@ pub(crate) fn handle(
 ) -> HandlerResult<()> {
     let uri = params.text_document.uri;
     if let Some(doc) = session.documents.remove(uri.as_str()) {
+        session.host.remove(&doc.id);
+        if let Some(token) = doc.progress {
+            crate::streaming::end_progress(session, token, "the document was closed");
+        }
         if let Some(writer) = doc.stream {
             // The daemon's disk writer takes over closed documents; until it exists the
             // engine is told what was not written.

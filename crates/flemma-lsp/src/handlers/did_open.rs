@@ -1,9 +1,9 @@
-//! `textDocument/didOpen`: start mirroring the client's buffer.
+//! `textDocument/didOpen`: the document goes into the analysis host; diagnostics follow.
 
 use lsp_types::DidOpenTextDocumentParams;
 
 use super::{HandlerResult, publish_diagnostics};
-use crate::session::{OpenDocument, Session};
+use crate::session::{OpenDocument, Session, document_id};
 
 pub(crate) fn handle(
     session: &mut Session,
@@ -11,9 +11,25 @@ pub(crate) fn handle(
 ) -> HandlerResult<()> {
     let item = params.text_document;
     let key = item.uri.as_str().to_owned();
+    let id = document_id(&key, session.root.as_deref());
+    session.host.set_text(id.clone(), item.text);
+    let index = session
+        .host
+        .document(&id)
+        .map(|d| d.line_index())
+        .unwrap_or_else(|| flemma_syntax::LineIndex::new(""));
     session.documents.insert(
         key.clone(),
-        OpenDocument::new(item.uri, item.version, item.text),
+        OpenDocument {
+            uri: item.uri,
+            id,
+            version: item.version,
+            index,
+            stream: None,
+            flush_at: None,
+            diagnostics_at: None,
+            progress: None,
+        },
     );
     publish_diagnostics(session, &key);
     Ok(())

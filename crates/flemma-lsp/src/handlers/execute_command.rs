@@ -1,11 +1,12 @@
 //! `workspace/executeCommand`: the `flemma.*` commands. Returns at once: approve and reject
 //! send a versioned `workspace/applyEdit` and are done; engine commands go to the backend.
 
+use flemma_protocol::methods::{FlemmaRequest, ToolIdsResult};
 use flemma_syntax::{Document, SegmentKind, Status, TextEdit};
 use lsp_server::ErrorCode;
 use lsp_types::ExecuteCommandParams;
 use lsp_types::request::ApplyWorkspaceEdit;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{HandlerResult, error};
 use crate::commands::{self, Command};
@@ -28,6 +29,29 @@ pub(crate) fn handle(
         )
     })
     .map_err(|message| error(ErrorCode::InvalidParams, message))?;
+    run(session, command)
+}
+
+/// A `flemma/*` request: the same code as its command.
+pub(crate) fn handle_request(
+    session: &mut Session,
+    request: FlemmaRequest,
+) -> HandlerResult<Option<Value>> {
+    let root = session.root.clone();
+    let command = commands::from_request(request, |arg| {
+        commands::resolve_document(
+            arg,
+            session.documents.keys().map(String::as_str),
+            root.as_deref(),
+        )
+    })
+    .map_err(|message| error(ErrorCode::InvalidParams, message))?;
+    run(session, command)
+}
+
+/// Runs a command: engine commands go to the backend (which answers at once); approve, reject
+/// and approve-all edit the placeholders through a versioned `workspace/applyEdit`.
+fn run(session: &mut Session, command: Command) -> HandlerResult<Option<Value>> {
     match command {
         Command::Engine(command) => session
             .backend
@@ -48,7 +72,9 @@ pub(crate) fn handle(
                 ));
             }
             let tool_ids = send_edit(session, local, 1)?;
-            Ok(Some(json!({ "toolIds": tool_ids })))
+            let result = serde_json::to_value(ToolIdsResult { tool_ids })
+                .map_err(|e| error(ErrorCode::InternalError, e.to_string()))?;
+            Ok(Some(result))
         }
     }
 }
@@ -97,31 +123,12 @@ fn send_edit(session: &mut Session, command: Command, attempt: u8) -> HandlerRes
             format!("{uri} is no longer open"),
         ));
     };
-    let (tool_ids, edits) = placeholder_edits(&doc.doc, &command)
+    let syntax = session.syntax(doc);
+    let (tool_ids, edits) = placeholder_edits(syntax, &command)
         .map_err(|message| error(ErrorCode::InvalidParams, message))?;
-    let text_edits = edits
-        .into_iter()
-        .map(|edit| {
-            lsp_types::OneOf::Left(lsp_types::TextEdit::new(
-                to_proto::range(&doc.index, doc.text(), edit.range, encoding),
-                edit.new_text,
-            ))
-        })
-        .collect();
     let params = lsp_types::ApplyWorkspaceEditParams {
         label: Some(format!("flemma: {}", describe(&command))),
-        edit: lsp_types::WorkspaceEdit {
-            document_changes: Some(lsp_types::DocumentChanges::Edits(vec![
-                lsp_types::TextDocumentEdit {
-                    text_document: lsp_types::OptionalVersionedTextDocumentIdentifier {
-                        uri: doc.uri.clone(),
-                        version: Some(doc.version),
-                    },
-                    edits: text_edits,
-                },
-            ])),
-            ..Default::default()
-        },
+        edit: to_proto::workspace_edit(doc, syntax.text(), &edits, encoding),
     };
     session.request::<ApplyWorkspaceEdit>(
         params,

@@ -1,23 +1,40 @@
-//! `textDocument/hover`: the node under the cursor.
+//! `textDocument/hover`: `flemma_ide::features::hover` at the cursor.
 
+use flemma_ide::features::hover::{self, HoverContext};
+use flemma_ide::features::{Approvals, StdFileSystem};
 use lsp_types::{Hover, HoverContents, HoverParams, MarkupContent, MarkupKind};
 
-use super::{HandlerResult, document};
+use super::{HandlerResult, chat_dir, document, job_states};
 use crate::session::Session;
-use crate::{features_shim, from_proto, to_proto};
+use crate::{from_proto, to_proto};
 
 pub(crate) fn handle(session: &mut Session, params: HoverParams) -> HandlerResult<Option<Hover>> {
     let position = params.text_document_position_params;
-    let doc = document(session, &position.text_document.uri)?;
-    let offset = from_proto::offset(&doc.index, doc.text(), position.position, session.encoding);
-    Ok(features_shim::hover(&doc.doc, offset).map(|hover| Hover {
+    let (open, syntax) = document(session, &position.text_document.uri)?;
+    let offset = from_proto::offset(
+        &open.index,
+        syntax.text(),
+        position.position,
+        session.encoding,
+    );
+    let chat_dir = chat_dir(open);
+    let jobs = job_states(syntax);
+    // The engine is not wired to the session yet: no approval decisions to show.
+    let approvals = Approvals::new();
+    let context = HoverContext {
+        chat_dir: &chat_dir,
+        fs: &StdFileSystem,
+        jobs: &jobs,
+        approvals: &approvals,
+    };
+    Ok(hover::hover(syntax, offset, &context).map(|hover| Hover {
         contents: HoverContents::Markup(MarkupContent {
             kind: MarkupKind::Markdown,
-            value: hover.markdown,
+            value: hover.markdown(),
         }),
         range: Some(to_proto::range(
-            &doc.index,
-            doc.text(),
+            &open.index,
+            syntax.text(),
             hover.range,
             session.encoding,
         )),

@@ -4,13 +4,16 @@ use std::path::PathBuf;
 
 use flemma_syntax::Encoding;
 use lsp_types::{
-    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, ExecuteCommandOptions,
-    FoldingRangeProviderCapability, HoverProviderCapability, InitializeResult, OneOf,
-    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind,
-    TextDocumentSyncOptions,
+    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions,
+    ExecuteCommandOptions, FoldingRangeProviderCapability, HoverProviderCapability,
+    InitializeResult, OneOf, ServerCapabilities, ServerInfo, TextDocumentSyncCapability,
+    TextDocumentSyncKind, TextDocumentSyncOptions,
 };
 
 use crate::{commands, to_proto};
+
+/// Role markers (`@`), namespaced tool names (`.`), paths (`/`), and `$` (template variables).
+const COMPLETION_TRIGGERS: &[&str] = &["@", ".", "/", "$"];
 
 pub(crate) fn result(encoding: Encoding) -> InitializeResult {
     InitializeResult {
@@ -27,8 +30,18 @@ pub(crate) fn result(encoding: Encoding) -> InitializeResult {
             definition_provider: Some(OneOf::Left(true)),
             document_symbol_provider: Some(OneOf::Left(true)),
             folding_range_provider: Some(FoldingRangeProviderCapability::Simple(true)),
+            inlay_hint_provider: Some(OneOf::Left(true)),
+            completion_provider: Some(CompletionOptions {
+                trigger_characters: Some(
+                    COMPLETION_TRIGGERS
+                        .iter()
+                        .map(|c| (*c).to_owned())
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
             code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
-                code_action_kinds: Some(vec![CodeActionKind::QUICKFIX]),
+                code_action_kinds: Some(vec![CodeActionKind::QUICKFIX, CodeActionKind::SOURCE]),
                 ..Default::default()
             })),
             execute_command_provider: Some(ExecuteCommandOptions {

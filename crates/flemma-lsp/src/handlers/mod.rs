@@ -2,6 +2,7 @@
 //! A panic in a request handler answers that request with an error; the server goes on.
 
 pub(crate) mod code_action;
+pub(crate) mod completion;
 pub(crate) mod definition;
 pub(crate) mod did_change;
 pub(crate) mod did_close;
@@ -11,6 +12,7 @@ pub(crate) mod execute_command;
 pub(crate) mod folding_range;
 pub(crate) mod hover;
 pub(crate) mod initialize;
+pub(crate) mod inlay_hint;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -19,7 +21,7 @@ use lsp_types::notification::Notification as _;
 use lsp_types::request::Request as _;
 
 use crate::session::{OpenDocument, ResponseHandler, Session};
-use crate::{features_shim, streaming, to_proto};
+use crate::{streaming, to_proto};
 
 pub(crate) type HandlerResult<T> = Result<T, ResponseError>;
 
@@ -56,12 +58,17 @@ pub(crate) fn on_request(session: &mut Session, request: Request) {
         r::FoldingRangeRequest::METHOD => {
             dispatch::<r::FoldingRangeRequest>(session, request, folding_range::handle)
         }
+        r::InlayHintRequest::METHOD => {
+            dispatch::<r::InlayHintRequest>(session, request, inlay_hint::handle)
+        }
+        r::Completion::METHOD => dispatch::<r::Completion>(session, request, completion::handle),
         r::CodeActionRequest::METHOD => {
             dispatch::<r::CodeActionRequest>(session, request, code_action::handle)
         }
         r::ExecuteCommand::METHOD => {
             dispatch::<r::ExecuteCommand>(session, request, execute_command::handle)
         }
+        method if method.starts_with("flemma/") => flemma_request(session, request),
         method => {
             let message = format!("flemmad does not implement `{method}`");
             session.respond(Response::new_err(
@@ -71,6 +78,46 @@ pub(crate) fn on_request(session: &mut Session, request: Request) {
             ));
         }
     }
+}
+
+/// A `flemma/*` request: decoded as `flemma_protocol::methods::FlemmaRequest` (an unknown
+/// `flemma/` method is `MethodNotFound`, bad parameters `InvalidParams`), then run as its command.
+fn flemma_request(session: &mut Session, request: Request) {
+    if !flemma_protocol::methods::METHODS.contains(&request.method.as_str()) {
+        let message = format!(
+            "flemmad does not implement `{}`; its flemma/* requests are {}",
+            request.method,
+            flemma_protocol::methods::METHODS.join(", ")
+        );
+        session.respond(Response::new_err(
+            request.id,
+            ErrorCode::MethodNotFound as i32,
+            message,
+        ));
+        return;
+    }
+    let id = request.id.clone();
+    let tagged = serde_json::json!({"method": request.method, "params": request.params});
+    let decoded = serde_json::from_value::<flemma_protocol::methods::FlemmaRequest>(tagged);
+    let flemma_request = match decoded {
+        Ok(decoded) => decoded,
+        Err(e) => {
+            session.respond(Response::new_err(
+                id,
+                ErrorCode::InvalidParams as i32,
+                format!(
+                    "invalid parameters for `{}`: {e} (see protocol/README.md)",
+                    request.method
+                ),
+            ));
+            return;
+        }
+    };
+    let method = request.method.clone();
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        execute_command::handle_request(session, flemma_request)
+    }));
+    session.respond(answer(id, &method, outcome));
 }
 
 /// Decodes the parameters, runs the handler under `catch_unwind`, and answers.
@@ -92,7 +139,16 @@ fn dispatch<R: lsp_types::request::Request>(
         }
     };
     let outcome = catch_unwind(AssertUnwindSafe(|| handler(session, params)));
-    let response = match outcome {
+    session.respond(answer(id, R::METHOD, outcome));
+}
+
+/// The response to a request, from what its handler did (a panic is an internal error).
+fn answer<T: serde::Serialize>(
+    id: lsp_server::RequestId,
+    method: &str,
+    outcome: std::thread::Result<HandlerResult<T>>,
+) -> Response {
+    match outcome {
         Ok(Ok(result)) => Response::new_ok(id, result),
         Ok(Err(e)) => Response {
             id,
@@ -104,18 +160,16 @@ fn dispatch<R: lsp_types::request::Request>(
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "no message".to_owned());
-            tracing::error!(method = R::METHOD, detail, "a request handler panicked");
+            tracing::error!(method, detail, "a request handler panicked");
             Response::new_err(
                 id,
                 ErrorCode::InternalError as i32,
                 format!(
-                    "flemmad failed while handling `{}` ({detail}); the server keeps running — please report this with the log ($XDG_STATE_HOME/flemma/flemmad.log)",
-                    R::METHOD
+                    "flemmad failed while handling `{method}` ({detail}); the server keeps running — please report this with the log ($XDG_STATE_HOME/flemma/flemmad.log)"
                 ),
             )
         }
-    };
-    session.respond(response);
+    }
 }
 
 pub(crate) fn on_notification(session: &mut Session, notification: Notification) {
@@ -183,15 +237,16 @@ pub(crate) fn on_response(session: &mut Session, response: lsp_server::Response)
         ResponseHandler::CommandEdit { command, attempts } => {
             execute_command::on_edit_answer(session, command, attempts, applied)
         }
+        ResponseHandler::Ignore => {}
     }
 }
 
-/// The open document a request is about.
+/// The open document a request is about, and its syntax tree.
 pub(crate) fn document<'s>(
     session: &'s Session,
     uri: &lsp_types::Uri,
-) -> HandlerResult<&'s OpenDocument> {
-    session.documents.get(uri.as_str()).ok_or_else(|| {
+) -> HandlerResult<(&'s OpenDocument, &'s flemma_syntax::Document)> {
+    let open = session.documents.get(uri.as_str()).ok_or_else(|| {
         error(
             ErrorCode::InvalidParams,
             format!(
@@ -199,23 +254,67 @@ pub(crate) fn document<'s>(
                 uri.as_str()
             ),
         )
-    })
+    })?;
+    Ok((open, session.syntax(open)))
 }
 
-/// Publishes the document's diagnostics (from [`features_shim::diagnostics`], the one source).
-pub(crate) fn publish_diagnostics(session: &Session, uri: &str) {
-    let Some(doc) = session.documents.get(uri) else {
+/// The directory relative paths of a document resolve against.
+pub(crate) fn chat_dir(open: &OpenDocument) -> std::path::PathBuf {
+    open.id
+        .path()
+        .parent()
+        .map_or_else(|| std::path::PathBuf::from("/"), std::path::Path::to_owned)
+}
+
+/// Job states as the text tells them until the engine reports live ones: a job whose
+/// `**Job Result:**` is written has completed; of others nothing is known.
+pub(crate) fn job_states(
+    syntax: &flemma_syntax::Document,
+) -> impl Fn(&str) -> Option<flemma_ide::features::JobState> + '_ {
+    move |job_id| {
+        syntax
+            .job_result(job_id)
+            .map(|_| flemma_ide::features::JobState::Completed)
+    }
+}
+
+/// Publishes the document's diagnostics: `Analysis::diagnostics`, the one source (parser,
+/// frontmatter, templates, file references, configuration).
+pub(crate) fn publish_diagnostics(session: &mut Session, uri: &str) {
+    let Some(doc) = session.documents.get_mut(uri) else {
         return;
     };
-    let diagnostics = features_shim::diagnostics(&doc.doc)
-        .into_iter()
-        .map(|d| to_proto::diagnostic(&doc.index, doc.text(), d, session.encoding))
+    doc.diagnostics_at = None;
+    let analysis = match session.host.analysis(&doc.id) {
+        Ok(analysis) => analysis,
+        Err(e) => {
+            tracing::warn!(uri, error = %e, "no analysis for an open document");
+            return;
+        }
+    };
+    let text = analysis.document.text();
+    let diagnostics = analysis
+        .diagnostics
+        .iter()
+        .map(|d| to_proto::diagnostic(&doc.index, text, d, session.encoding))
         .collect();
-    session.notify::<lsp_types::notification::PublishDiagnostics>(
-        lsp_types::PublishDiagnosticsParams {
-            uri: doc.uri.clone(),
-            diagnostics,
-            version: Some(doc.version),
-        },
-    );
+    let params = lsp_types::PublishDiagnosticsParams {
+        uri: doc.uri.clone(),
+        diagnostics,
+        version: Some(doc.version),
+    };
+    session.notify::<lsp_types::notification::PublishDiagnostics>(params);
+}
+
+/// Publishes the diagnostics whose debounce window has ended.
+pub(crate) fn diagnostics_due(session: &mut Session, now: std::time::Instant) {
+    let due: Vec<String> = session
+        .documents
+        .iter()
+        .filter(|(_, d)| d.diagnostics_at.is_some_and(|at| at <= now))
+        .map(|(uri, _)| uri.clone())
+        .collect();
+    for uri in due {
+        publish_diagnostics(session, &uri);
+    }
 }

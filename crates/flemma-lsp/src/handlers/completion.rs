@@ -1,0 +1,45 @@
+//! `textDocument/completion`: role markers, tool names from the resolved configuration, `@./`
+//! paths and frontmatter options (`flemma_ide::features::completion`).
+
+use flemma_ide::features::StdFileSystem;
+use flemma_ide::features::completion::{CompletionContext, completions};
+use lsp_types::{CompletionParams, CompletionResponse};
+
+use super::{HandlerResult, chat_dir, document};
+use crate::session::Session;
+use crate::{from_proto, to_proto};
+
+pub(crate) fn handle(
+    session: &mut Session,
+    params: CompletionParams,
+) -> HandlerResult<Option<CompletionResponse>> {
+    let position = params.text_document_position;
+    let uri = position.text_document.uri;
+    let id = document(session, &uri)?.0.id.clone();
+    // Tool names need the resolved configuration (frontmatter included): the analysis, cached
+    // until the next change.
+    let tools = session
+        .host
+        .analysis(&id)
+        .ok()
+        .and_then(|analysis| analysis.config.as_ref().map(|c| c.enabled_tools()))
+        .unwrap_or_default();
+    let (open, syntax) = document(session, &uri)?;
+    let offset = from_proto::offset(
+        &open.index,
+        syntax.text(),
+        position.position,
+        session.encoding,
+    );
+    let chat_dir = chat_dir(open);
+    let context = CompletionContext {
+        chat_dir: &chat_dir,
+        fs: &StdFileSystem,
+        tools: &tools,
+    };
+    let items = completions(syntax, offset, &context)
+        .into_iter()
+        .map(|item| to_proto::completion_item(&open.index, syntax.text(), item, session.encoding))
+        .collect();
+    Ok(Some(CompletionResponse::Array(items)))
+}
