@@ -252,8 +252,8 @@ fn open_and_hover<R: Read, W: Write>(lsp: &mut Lsp<R, W>) {
     let markdown = hover["result"]["contents"]["value"]
         .as_str()
         .unwrap_or_else(|| panic!("no hover markdown: {hover}"));
-    assert!(markdown.contains("`bash` (`t2`)"), "{markdown}");
-    assert!(markdown.contains("{\"command\":\"ls\"}"), "{markdown}");
+    assert!(markdown.contains("`bash` (call `t2`)"), "{markdown}");
+    assert!(markdown.contains("\"command\": \"ls\""), "{markdown}");
 }
 
 #[test]

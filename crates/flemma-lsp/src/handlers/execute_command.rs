@@ -2,7 +2,7 @@
 //! send a versioned `workspace/applyEdit` and are done; engine commands go to the backend.
 
 use flemma_protocol::methods::{FlemmaRequest, ToolIdsResult};
-use flemma_syntax::{Document, SegmentKind, Status, TextEdit};
+use flemma_syntax::{Document, TextEdit};
 use lsp_server::ErrorCode;
 use lsp_types::ExecuteCommandParams;
 use lsp_types::request::ApplyWorkspaceEdit;
@@ -147,75 +147,22 @@ fn placeholder_edits(
     doc: &Document,
     command: &Command,
 ) -> Result<(Vec<String>, Vec<TextEdit>), String> {
-    let pending = |tool_id: &str| -> Result<(), String> {
-        let Some((_, _, result)) = doc.tool_result(tool_id) else {
-            return Err(format!(
-                "there is no tool result placeholder for `{tool_id}` in this document"
-            ));
-        };
-        match result.suffix.as_ref().and_then(|s| s.status()) {
-            Some(Status::Pending) => Ok(()),
-            Some(status) => Err(format!(
-                "the tool call `{tool_id}` is not waiting for approval: its status is `{status}`"
-            )),
-            None => Err(format!("the tool call `{tool_id}` already has its result")),
-        }
-    };
-    let missing = |tool_id: &str| format!("cannot edit the placeholder of `{tool_id}`");
+    // One edit builder for every front end (`flemmad approve`/`reject` use it too).
+    let failed = |error: flemma_ide::actions::ActionError| error.to_string();
     match command {
         Command::Approve { tool_id, .. } => {
-            pending(tool_id)?;
-            let edit = doc
-                .set_tool_result_status(tool_id, Some(Status::Approved))
-                .ok_or_else(|| missing(tool_id))?;
-            Ok((vec![tool_id.clone()], vec![edit]))
+            let edits =
+                flemma_ide::actions::approve(doc, std::slice::from_ref(tool_id)).map_err(failed)?;
+            Ok((vec![tool_id.clone()], edits))
         }
         Command::Reject {
             tool_id, reason, ..
         } => {
-            pending(tool_id)?;
-            let edit = match reason {
-                None => doc.set_tool_result_status(tool_id, Some(Status::Rejected)),
-                Some(reason) => doc.resolve_tool_result(
-                    tool_id,
-                    &format!("User feedback: {reason}"),
-                    true,
-                    "",
-                    is_compact(doc, tool_id),
-                ),
-            }
-            .ok_or_else(|| missing(tool_id))?;
+            let edit =
+                flemma_ide::actions::reject(doc, tool_id, reason.as_deref()).map_err(failed)?;
             Ok((vec![tool_id.clone()], vec![edit]))
         }
-        Command::ApproveAll { .. } => {
-            let ids: Vec<String> = doc
-                .placeholders(Some(Status::Pending))
-                .into_iter()
-                .map(|(_, _, r)| r.tool_use_id.clone())
-                .collect();
-            if ids.is_empty() {
-                return Err("no tool call in this document waits for approval".into());
-            }
-            let edits = ids
-                .iter()
-                .filter_map(|id| doc.set_tool_result_status(id, Some(Status::Approved)))
-                .collect();
-            Ok((ids, edits))
-        }
+        Command::ApproveAll { .. } => flemma_ide::actions::approve_all(doc).map_err(failed),
         Command::Engine(_) => Ok((Vec::new(), Vec::new())),
     }
-}
-
-/// Whether the placeholder's fence follows its header without a blank line.
-fn is_compact(doc: &Document, tool_id: &str) -> bool {
-    doc.tool_result(tool_id)
-        .and_then(
-            |(_, segment, result)| match (&segment.kind, &result.fence) {
-                (SegmentKind::ToolResult(_), Some(fence)) => {
-                    Some(fence.open.start == result.header.end + 1)
-                }
-                _ => None,
-            },
-        )
-        .unwrap_or(false)
 }
