@@ -1152,7 +1152,13 @@ fn tidy(parts: Vec<Part>) -> Vec<Part> {
                 if is_boundary(parts.get(index + 1)) {
                     trimmed = trimmed.trim_end();
                 }
-                out.push(Part::text(trimmed));
+                // Providers get `\n` line ends whatever the file's convention (a CRLF file
+                // keeps its CRLF on disk; the model never sees the `\r`).
+                if trimmed.contains("\r\n") {
+                    out.push(Part::text(trimmed.replace("\r\n", "\n")));
+                } else {
+                    out.push(Part::text(trimmed));
+                }
             }
             other => out.push(other.clone()),
         }

@@ -364,3 +364,14 @@ fn absolute_references_use_a_double_slash() {
     );
     assert_eq!(parts[2], Part::text("."));
 }
+
+#[test]
+fn a_crlf_chat_reaches_the_provider_with_lf_line_ends() {
+    let host = TestHost::new();
+    let evaluation = host.eval(
+        "@System:\r\nBe brief.\r\nVery.\r\n\r\n@You:\r\nfirst line\r\nsecond {{ 1 + 1 }}\r\n",
+    );
+    assert_clean(&evaluation);
+    assert_eq!(common::system_text(&evaluation), "Be brief.\nVery.");
+    assert_eq!(text_of(&evaluation, 0), "first line\nsecond 2");
+}
