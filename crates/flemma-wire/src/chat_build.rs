@@ -7,7 +7,7 @@ use crate::prepare::{
     Prepared, ThinkingUse, classify_thinking, data_url, unsupported_attachment_text,
 };
 use crate::responses_build::effort;
-use crate::tools::normalize_tool_id;
+use crate::tools::{call_arguments, normalize_tool_id};
 use crate::{
     ProviderKind, RequestOptions, encode_tool_name, inject_harness_parameters, sorted_tools,
 };
@@ -93,11 +93,7 @@ fn assistant_message(kind: ProviderKind, parts: &[Part]) -> Option<Value> {
                 input,
                 raw_input,
             } => {
-                let arguments = if raw_input.trim().is_empty() {
-                    input.to_string()
-                } else {
-                    raw_input.clone()
-                };
+                let arguments = call_arguments(input, raw_input);
                 calls.push(json!({
                     "id": normalize_tool_id(id, MAX_ID_LEN),
                     "type": "function",

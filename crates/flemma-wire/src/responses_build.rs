@@ -5,7 +5,7 @@ use flemma_conversation::{Part, Role};
 use serde_json::{Map, Value, json};
 
 use crate::prepare::{Prepared, ThinkingUse, classify_thinking, data_url, file_name};
-use crate::tools::normalize_tool_id;
+use crate::tools::{call_arguments, normalize_tool_id};
 use crate::{
     BuildError, CacheRetention, ProviderKind, ReasoningSummary, RequestOptions, Thinking,
     ThinkingLevel, WireRequest, encode_tool_name, inject_harness_parameters, sorted_tools,
@@ -130,11 +130,7 @@ fn assistant_items(parts: &[Part], items: &mut Vec<Value>, warnings: &mut Vec<St
                 input,
                 raw_input,
             } => {
-                let arguments = if raw_input.trim().is_empty() {
-                    input.to_string()
-                } else {
-                    raw_input.clone()
-                };
+                let arguments = call_arguments(input, raw_input);
                 items.push(json!({
                     "type": "function_call",
                     "call_id": normalize_tool_id(id, MAX_ID_LEN),

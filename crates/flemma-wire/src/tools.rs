@@ -18,6 +18,16 @@ const SAVE_TO_DESCRIPTION: &str = "A file path to write the full output to inste
 conversation (you then receive a short preview and the path). Use it for large outputs or when \
 the output must live at a specific path.";
 
+/// The argument string of a tool call for the OpenAI-style APIs: the provider's own string when
+/// the file kept it (replayed verbatim, for prompt-cache stability), else the parsed input.
+pub fn call_arguments(input: &Value, raw_input: &str) -> String {
+    if raw_input.trim().is_empty() {
+        input.to_string()
+    } else {
+        raw_input.to_owned()
+    }
+}
+
 /// Encodes a dotted tool name for the wire: `.` (and the legacy `:`) become `__`.
 pub fn encode_tool_name(name: &str) -> String {
     name.replace(['.', ':'], "__")

@@ -1,28 +1,15 @@
 //! `grep` against a real directory tree, once per backend: each run gets a `PATH` holding only
 //! the programs that backend may use (a temp dir of symlinks), so the fallbacks are really taken.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use flemma_tools::builtin::grep::{self, Backend};
-use flemma_tools::context::{Cancel, Outcome, PathGuard, RunContext};
+use flemma_tools::context::{Cancel, Outcome, RunContext};
 use serde_json::{Value, json};
 
-#[derive(Debug)]
-struct NoWrites;
-impl PathGuard for NoWrites {
-    fn check_write(&self, path: &Path) -> Result<PathBuf, String> {
-        Err(format!("{} — grep never writes", path.display()))
-    }
-}
-
-fn system(name: &str) -> Option<PathBuf> {
-    ["/usr/bin", "/bin", "/usr/local/bin"]
-        .iter()
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.exists())
-}
+use crate::search_support::{NoWrites, system};
 
 struct Tree {
     _dir: tempfile::TempDir,

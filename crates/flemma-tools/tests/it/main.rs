@@ -7,6 +7,7 @@ mod fetch;
 mod find;
 mod grep;
 mod sandbox;
+mod search_support;
 mod skill;
 
 /// Every test file in this directory is a module of this binary.
