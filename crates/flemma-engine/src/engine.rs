@@ -8,7 +8,8 @@ use flemma_syntax::write::{
     canonical_json, fenced, job_result_block, tool_result_block, tool_result_placeholder,
 };
 use flemma_syntax::{
-    Document, Role, SegmentKind, Status, Suffix, SuffixValue, TextEdit, TextRange, write,
+    Document, LineEnding, Role, SegmentKind, Status, Suffix, SuffixValue, TextEdit, TextRange,
+    write,
 };
 use serde_json::{Value, json};
 
@@ -99,6 +100,10 @@ pub struct Engine {
     /// Lowered by every edit before its end ([`Engine::unsettle`]), raised by
     /// [`Engine::settle`].
     settled: usize,
+    /// The document's line-ending convention, detected once from its first line break (`None`
+    /// while the text has none). Every piece of text the engine writes follows it
+    /// ([`Engine::localize`]).
+    line_ending: Option<LineEnding>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -117,6 +122,7 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     pub fn new(config: EngineConfig, text: String, policy: Arc<dyn ToolPolicy>) -> Self {
         let ids = IdSource::new(config.id_seed);
+        let line_ending = text.contains('\n').then(|| LineEnding::of(&text));
         Self {
             config,
             policy,
@@ -138,6 +144,7 @@ impl Engine {
             loops: LoopDetector::default(),
             ids,
             settled: 0,
+            line_ending,
         }
     }
 
@@ -270,13 +277,43 @@ impl Engine {
 
     // ----- text -----
 
-    /// Applies edits (in the current coordinates) to the view and moves the stream's anchors.
+    /// Applies the engine's own edits (in the current coordinates, written with `\n` breaks) to
+    /// the view in the document's line-ending convention and moves the stream's anchors.
     fn apply(&mut self, edits: Vec<TextEdit>, out: &mut Vec<Effect>) {
         if edits.is_empty() {
             return;
         }
+        let edits: Vec<TextEdit> = edits.into_iter().map(|e| self.localize(e)).collect();
         self.apply_to_view(&edits, Assoc::Before);
         out.push(Effect::Edit { edits });
+    }
+
+    /// The document's line-ending convention (`\n` while the text has no line break).
+    pub fn line_ending(&self) -> LineEnding {
+        self.line_ending.unwrap_or(LineEnding::Lf)
+    }
+
+    /// An edit of the engine's in the document's line-ending convention: every lone `\n` of its
+    /// text becomes `\r\n` in a CRLF document. A `\n` right after a `\r` already in the text
+    /// (a `\r\n` a stream split between two events) is left alone.
+    fn localize(&self, mut edit: TextEdit) -> TextEdit {
+        if self.line_ending() == LineEnding::Lf || !edit.new_text.contains('\n') {
+            return edit;
+        }
+        let after_cr = edit.new_text.starts_with('\n')
+            && self
+                .doc
+                .text()
+                .as_bytes()
+                .get(..edit.range.start)
+                .and_then(|before| before.last())
+                == Some(&b'\r');
+        let converted = LineEnding::CrLf.convert(std::mem::take(&mut edit.new_text));
+        edit.new_text = match (after_cr, converted.strip_prefix('\r')) {
+            (true, Some(rest)) => rest.to_owned(),
+            _ => converted,
+        };
+        edit
     }
 
     fn apply_to_view(&mut self, edits: &[TextEdit], anchor_assoc: Assoc) {
@@ -291,6 +328,9 @@ impl Engine {
             // The callers checked these edits against the text (`edits_fit`) before this.
             let applied = self.doc.edit(edit);
             debug_assert!(applied.is_ok(), "engine edit does not fit: {edit:?}");
+        }
+        if self.line_ending.is_none() && self.doc.text().contains('\n') {
+            self.line_ending = Some(LineEnding::of(self.doc.text()));
         }
     }
 
@@ -656,7 +696,7 @@ impl Engine {
             }
             Status::Rejected => {
                 let message = if has_content {
-                    content.trim_end_matches('\n').to_owned()
+                    content.trim_end_matches(['\r', '\n']).to_owned()
                 } else {
                     texts::REJECTED.to_owned()
                 };
@@ -665,7 +705,7 @@ impl Engine {
             }
             Status::Aborted => {
                 let message = if has_content {
-                    content.trim_end_matches('\n').to_owned()
+                    content.trim_end_matches(['\r', '\n']).to_owned()
                 } else {
                     texts::ABORTED.to_owned()
                 };
@@ -878,7 +918,7 @@ impl Engine {
             json!({"requestId": request.0}),
         );
         out.push(Effect::StartRequest { request });
-        let start = self.doc.append_assistant_start();
+        let start = self.localize(self.doc.append_assistant_start());
         let block_start = start.range.start;
         let prefix = start.new_text.clone();
         self.apply(vec![start], out);
@@ -929,7 +969,7 @@ impl Engine {
         if text.is_empty() {
             return;
         }
-        let edit = TextEdit::insert(stream.anchor, text);
+        let edit = self.localize(TextEdit::insert(stream.anchor, text));
         self.apply_to_view(std::slice::from_ref(&edit), Assoc::After);
         out.push(Effect::Edit { edits: vec![edit] });
     }
@@ -1503,15 +1543,20 @@ fn unresolved_tool_uses(doc: &Document, from: usize) -> Vec<(usize, &flemma_synt
     out
 }
 
-/// What must precede a new role line inserted at `at` so it stands after a blank line.
+/// What must precede a new role line inserted at `at` so it stands after a blank line (with
+/// `\n` breaks: [`Engine::localize`] converts; `\r\n` in the text counts as a line break).
 fn separator_before(text: &str, at: usize) -> &'static str {
     let before = &text[..at];
-    if before.is_empty() || before.ends_with("\n\n") || before == "\n" {
-        ""
-    } else if before.ends_with('\n') {
-        "\n"
-    } else {
-        "\n\n"
+    if before.is_empty() {
+        return "";
+    }
+    match before
+        .strip_suffix("\r\n")
+        .or_else(|| before.strip_suffix('\n'))
+    {
+        Some(line) if line.is_empty() || line.ends_with('\n') => "",
+        Some(_) => "\n",
+        None => "\n\n",
     }
 }
 
@@ -1519,6 +1564,6 @@ fn join_notice(text: &str, notice: &str) -> String {
     if text.is_empty() {
         notice.to_owned()
     } else {
-        format!("{}\n\n{notice}", text.trim_end_matches('\n'))
+        format!("{}\n\n{notice}", text.trim_end_matches(['\r', '\n']))
     }
 }

@@ -61,6 +61,8 @@ fn reply(n: u64, shape: u8) -> VecDeque<StreamEvent> {
 #[derive(Debug)]
 struct World {
     d: Driver,
+    /// The line break the user types (and the start text has): `\n` or `\r\n`.
+    eol: &'static str,
     shape: u8,
     script: Option<(RequestId, VecDeque<StreamEvent>)>,
     running: Vec<String>,
@@ -75,6 +77,14 @@ impl World {
     fn observe(&mut self) {
         for effect in &self.d.effects[self.seen..] {
             match effect {
+                Effect::Edit { edits } if self.eol == "\r\n" => {
+                    for edit in edits {
+                        assert!(
+                            !has_bare_lf(&edit.new_text),
+                            "the engine wrote a bare LF into a CRLF chat: {edit:?}"
+                        );
+                    }
+                }
                 Effect::StartRequest { request } => {
                     self.script = Some((*request, reply(request.0, self.shape)));
                 }
@@ -94,12 +104,15 @@ impl World {
     fn apply(&mut self, op: &Op) {
         match op {
             Op::Type(kind, pick) => {
-                let word = format!("typed{}\n", self.typed.len());
+                let eol = self.eol;
+                let word = format!("typed{}{eol}", self.typed.len());
                 let text = self.d.shell.clone();
                 let at = match kind {
                     1 => {
-                        let starts: Vec<usize> =
-                            text.match_indices("\n@").map(|(i, _)| i + 1).collect();
+                        let starts: Vec<usize> = text
+                            .match_indices(&format!("{eol}@"))
+                            .map(|(i, _)| i + eol.len())
+                            .collect();
                         if starts.is_empty() {
                             text.len()
                         } else {
@@ -107,9 +120,10 @@ impl World {
                         }
                     }
                     2 => {
+                        let empty_fence = format!("){eol}```{eol}```{eol}");
                         let fences: Vec<usize> = text
-                            .match_indices(")\n```\n```\n")
-                            .map(|(i, _)| i + 6)
+                            .match_indices(&empty_fence)
+                            .map(|(i, _)| i + 1 + 2 * eol.len() + 3)
                             .collect();
                         if fences.is_empty() {
                             text.len()
@@ -120,7 +134,7 @@ impl World {
                     _ => text.len(),
                 };
                 let word = if at == text.len() && !text.ends_with('\n') && !text.is_empty() {
-                    format!("\n{word}")
+                    format!("{eol}{word}")
                 } else {
                     word
                 };
@@ -149,7 +163,7 @@ impl World {
             Op::FinishTool(pick) => {
                 if !self.running.is_empty() {
                     let id = self.running.remove(pick % self.running.len());
-                    let output = format!("output-of-{id}");
+                    let output = format!("output-of-{id}\nsecond line of {id}");
                     self.outputs.push(output.clone());
                     self.d.send(finished(&id, &output));
                 }
@@ -157,7 +171,7 @@ impl World {
             Op::FinishJob(pick) => {
                 if !self.jobs.is_empty() {
                     let job = self.jobs.remove(pick % self.jobs.len());
-                    let output = format!("output-of-{job}");
+                    let output = format!("output-of-{job}\nsecond line of {job}");
                     self.outputs.push(output.clone());
                     self.d.send(Input::JobFinished {
                         job_id: job,
@@ -195,8 +209,28 @@ proptest! {
 
     #[test]
     fn interleavings_keep_user_text_and_tool_output(shape in 0u8..6, ops in proptest::collection::vec(op(), 0..60)) {
+        check_interleaving(shape, &ops, "\n")?;
+    }
+
+    /// The same on a CRLF chat: every edit the engine makes and the final text hold `\r\n` line
+    /// breaks only.
+    #[test]
+    fn interleavings_on_a_crlf_chat_write_only_crlf(shape in 0u8..6, ops in proptest::collection::vec(op(), 0..60)) {
+        check_interleaving(shape, &ops, "\r\n")?;
+    }
+}
+
+fn has_bare_lf(text: &str) -> bool {
+    text.bytes()
+        .enumerate()
+        .any(|(i, b)| b == b'\n' && (i == 0 || text.as_bytes()[i - 1] != b'\r'))
+}
+
+fn check_interleaving(shape: u8, ops: &[Op], eol: &'static str) -> Result<(), TestCaseError> {
+    {
         let mut w = World {
-            d: Driver::new("@You:\nstart\n"),
+            d: Driver::new(&format!("@You:{eol}start{eol}")),
+            eol,
             shape,
             script: None,
             running: Vec::new(),
@@ -208,7 +242,7 @@ proptest! {
         };
         w.d.send(Input::Advance);
         w.observe();
-        for op in &ops {
+        for op in ops {
             w.apply(op);
         }
         // Drain: let everything finish.
@@ -216,17 +250,43 @@ proptest! {
             if !w.d.engine.is_busy() && w.d.engine.pending_calls().is_empty() {
                 break;
             }
-            for op in [Op::StreamStep, Op::FinishTool(0), Op::FinishJob(0), Op::ApproveAll, Op::FireTimer] {
+            for op in [
+                Op::StreamStep,
+                Op::FinishTool(0),
+                Op::FinishJob(0),
+                Op::ApproveAll,
+                Op::FireTimer,
+            ] {
                 w.apply(&op);
             }
         }
         let text = w.d.shell.clone();
         for word in &w.typed {
-            prop_assert_eq!(text.matches(&format!("{word}\n")).count(), 1, "{} lost in\n{}", word, text);
+            prop_assert_eq!(
+                text.matches(&format!("{word}{eol}")).count(),
+                1,
+                "{} lost in\n{}",
+                word,
+                text
+            );
         }
         for output in &w.outputs {
-            prop_assert!(text.contains(output.as_str()), "{} lost in\n{}", output, text);
+            let written = output.replace('\n', eol);
+            prop_assert!(
+                text.contains(written.as_str()),
+                "{} lost in\n{}",
+                output,
+                text
+            );
+        }
+        if eol == "\r\n" {
+            prop_assert!(
+                !has_bare_lf(&text),
+                "a bare LF in the CRLF chat:\n{:?}",
+                text
+            );
         }
         assert_well_formed(&text);
     }
+    Ok(())
 }

@@ -1,6 +1,7 @@
 //! One test binary for the engine: data-driven cycle tests, jobs, and properties.
 
 mod common;
+mod crlf;
 mod cycle;
 mod jobs;
 mod properties;
