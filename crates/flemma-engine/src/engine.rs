@@ -58,6 +58,30 @@ struct RunningTool {
     input: String,
 }
 
+/// Where a finished tool's output went (`written` of `tool:completed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// Into its result block.
+    Result,
+    /// Right below its result block, which holds text the user typed.
+    BelowUserText,
+    /// Into a new result block: the user removed the block while the tool ran.
+    Restored,
+    /// Nowhere: the user removed the turn that called the tool while it ran.
+    Dropped,
+}
+
+impl Written {
+    fn as_str(self) -> &'static str {
+        match self {
+            Written::Result => "result",
+            Written::BelowUserText => "below-user-text",
+            Written::Restored => "restored",
+            Written::Dropped => "dropped",
+        }
+    }
+}
+
 /// How phase 2 ended.
 enum Execution {
     /// Nothing unresolved is left: go on to send.
@@ -1107,11 +1131,11 @@ impl Engine {
                 (message, true)
             }
         };
-        self.write_tool_output(tool_id, &text, is_error, out);
+        let written = self.write_tool_output(tool_id, &tool.name, &text, is_error, out);
         emit(
             out,
             events::TOOL_COMPLETED,
-            json!({"toolId": tool_id, "toolName": tool.name, "status": if is_error { "error" } else { "success" }}),
+            json!({"toolId": tool_id, "toolName": tool.name, "status": if is_error { "error" } else { "success" }, "written": written.as_str()}),
         );
         self.start_waiting(out);
         if self.running.is_empty() && self.waiting.is_empty() {
@@ -1121,16 +1145,20 @@ impl Engine {
 
     /// Writes a tool's output into its placeholder, unless the user typed into it: then their
     /// text stays, the placeholder stays `approved` (the next advance pauses on it) and the
-    /// output goes right below the block, so neither is lost.
+    /// output goes right below the block, so neither is lost. When the user removed the block
+    /// while the tool ran, the output gets a new result block (the tool is not run again);
+    /// when they removed the whole turn, the output is dropped and the cycle stops once the
+    /// foreground is clear (nothing is sent that the user did not see).
     fn write_tool_output(
         &mut self,
         tool_id: &str,
+        name: &str,
         text: &str,
         is_error: bool,
         out: &mut Vec<Effect>,
-    ) {
+    ) -> Written {
         let Some((_, segment, result)) = self.doc.tool_result(tool_id) else {
-            return; // the user deleted the block: their choice
+            return self.write_output_without_block(tool_id, name, text, is_error, out);
         };
         let typed = result
             .fence
@@ -1144,9 +1172,38 @@ impl Engine {
             );
             let edit = TextEdit::insert(segment.range.end, note);
             self.apply(vec![edit], out);
+            Written::BelowUserText
         } else {
             self.write_result(tool_id, text, is_error, out);
+            Written::Result
         }
+    }
+
+    fn write_output_without_block(
+        &mut self,
+        tool_id: &str,
+        name: &str,
+        text: &str,
+        is_error: bool,
+        out: &mut Vec<Effect>,
+    ) -> Written {
+        let turn = self
+            .doc
+            .tool_use(tool_id)
+            .and_then(|(message, _, _)| self.doc.message_index_at(message.range.start));
+        let Some(turn) = turn else {
+            self.halt.get_or_insert_with(|| {
+                format!(
+                    "the turn that called `{name}` (`{tool_id}`) was removed from the file while the tool ran, so its output was dropped and nothing more was sent; send again to continue from the file as it is"
+                )
+            });
+            return Written::Dropped;
+        };
+        let suffix = Suffix::render(is_error.then_some(Status::Error), &[]);
+        let block = tool_result_block(tool_id, &suffix, text, "", self.config.compact_headers);
+        let edit = self.placeholder_insertion(turn, &[block]);
+        self.apply(vec![edit], out);
+        Written::Restored
     }
 
     fn start_waiting(&mut self, out: &mut Vec<Effect>) {

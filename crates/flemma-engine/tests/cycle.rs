@@ -541,3 +541,70 @@ fn deleting_an_early_tool_result_after_an_advance_gets_it_a_placeholder_again() 
         d.shell
     );
 }
+
+/// Two tools run; the user deletes the result block of one of them.
+fn two_running_tools() -> Driver {
+    let mut d = Driver::new("@You:\nq\n");
+    d.send(Input::Advance);
+    let mut events = call(0, "t0", "read", r#"{"path":"a"}"#);
+    events.extend(call(1, "t1", "read", r#"{"path":"b"}"#));
+    d.reply(1, events);
+    assert_eq!(d.engine.running_tools(), ["t0", "t1"]);
+    d
+}
+
+#[test]
+fn a_result_block_deleted_while_its_tool_runs_gets_the_output_in_a_new_block() {
+    let mut d = two_running_tools();
+    let (_, segment, _) = d.engine.document().tool_result("t0").expect("placeholder");
+    let range = segment.range;
+    d.send(Input::TextChanged {
+        edits: vec![flemma_syntax::TextEdit::replace(range, "")],
+    });
+    let lines = d.send(finished("t0", "output a"));
+    assert_eq!(lines, ["emit tool:completed"], "the tool is not run again");
+    assert_eq!(
+        d.event("tool:completed").map(|e| e.data["written"].clone()),
+        Some("restored".into())
+    );
+    d.send(finished("t1", "output b"));
+    assert_eq!(d.engine.request(), Some(RequestId(2)));
+    assert!(
+        d.shell
+            .contains("**Tool Result:** `t1`\n```\noutput b\n```\n\n**Tool Result:** `t0`\n```\noutput a\n```\n"),
+        "{}",
+        d.shell
+    );
+    assert_eq!(
+        d.log.iter().filter(|l| l.starts_with("start read")).count(),
+        2
+    );
+    assert_well_formed(&d.shell);
+}
+
+#[test]
+fn a_turn_deleted_while_its_tools_run_drops_their_output_and_stops_without_sending() {
+    let mut d = two_running_tools();
+    let start = d.shell.find("\n@Assistant:").expect("the turn") + 1;
+    let end = d.shell.len();
+    d.send(Input::TextChanged {
+        edits: vec![flemma_syntax::TextEdit::replace(
+            flemma_syntax::TextRange::new(start, end),
+            "",
+        )],
+    });
+    d.send(finished("t0", "output a"));
+    assert_eq!(
+        d.event("tool:completed").map(|e| e.data["written"].clone()),
+        Some("dropped".into())
+    );
+    let lines = d.send(finished("t1", "output b"));
+    let stop = lines.last().cloned().unwrap_or_default();
+    assert!(
+        stop.starts_with("stopped Error")
+            && stop.contains("was removed from the file while the tool ran"),
+        "{lines:?}"
+    );
+    assert_eq!(d.engine.request(), None, "nothing is sent");
+    assert_eq!(d.shell, "@You:\nq\n\n", "the text as the user left it");
+}
