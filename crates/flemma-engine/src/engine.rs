@@ -246,7 +246,10 @@ impl Engine {
         let mut out = Vec::new();
         match input {
             Input::TextChanged { edits } => self.text_changed(edits, &mut out),
-            Input::Load => self.recover_orphans(&mut out),
+            Input::Load => {
+                self.recover_cut_reply(&mut out);
+                self.recover_orphans(&mut out);
+            }
             Input::Advance => self.advance(now, false, &mut out),
             Input::Approve { tool_id } => {
                 if self.set_pending_status(&tool_id, Status::Approved, None, &mut out) {
@@ -1442,6 +1445,59 @@ impl Engine {
                 format!("{}@You:\n{joined}", separator_before(text, text.len())),
             ),
         }
+    }
+
+    /// A reply cut off by the end of the process that wrote it (killed mid-stream): the chat
+    /// ends with an `@Assistant:` message that is neither finished (a finished reply is always
+    /// followed by `@You:`, written with its last text) nor aborted. With content it gets an
+    /// open code fence closed, the abort marker saying what happened and the closing `@You:`,
+    /// so the next advance continues it; without content its `@Assistant:` line is removed.
+    fn recover_cut_reply(&mut self, out: &mut Vec<Effect>) {
+        let Some(last) = self.doc.messages().last() else {
+            return;
+        };
+        if last.role != Role::Assistant || last.is_aborted() || self.stream.is_some() {
+            return;
+        }
+        let text = self.doc.text();
+        let edit = if self.doc.slice(last.body).trim().is_empty() {
+            let before = &text[..last.range.start];
+            let start = before
+                .strip_suffix("\r\n")
+                .or_else(|| before.strip_suffix('\n'))
+                .filter(|line| line.is_empty() || line.ends_with('\n'))
+                .map_or(last.range.start, str::len);
+            TextEdit::replace(TextRange::new(start, text.len()), "")
+        } else {
+            let mut tail = String::new();
+            if !text.ends_with('\n') {
+                tail.push('\n');
+            }
+            let open_fence = last
+                .diagnostics
+                .iter()
+                .find(|d| d.code == flemma_syntax::DiagnosticCode::UnclosedFence)
+                .map(|d| {
+                    let line = self.doc.slice(d.range).trim_start();
+                    let ticks = line.bytes().take_while(|&b| b == b'`' || b == b'~').count();
+                    line[..ticks].to_owned()
+                });
+            if let Some(fence) = open_fence.filter(|f| !f.is_empty()) {
+                tail.push_str(&fence);
+                tail.push('\n');
+            }
+            tail.push('\n');
+            tail.push_str(&write::abort_marker(texts::CUT_OFF));
+            tail.push('\n');
+            tail.push_str(&write::closing_prompt());
+            TextEdit::insert(text.len(), tail)
+        };
+        self.apply(vec![edit], out);
+        emit(
+            out,
+            events::DOCUMENT_RECOVERED,
+            json!({"orphans": [], "count": 0, "cutReply": true}),
+        );
     }
 
     /// Orphan recovery: a `job=` result whose job is not live and has no job result.

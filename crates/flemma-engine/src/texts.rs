@@ -6,6 +6,8 @@ pub use flemma_syntax::write::{
     REJECTED_RESULT as REJECTED,
 };
 pub const JOB_CANCELLED: &str = "Job cancelled by the user.";
+/// The abort marker's message of a reply cut off by the end of the process writing it.
+pub const CUT_OFF: &str = "Response cut off: the process writing it ended before it finished.";
 
 pub fn user_feedback(reason: &str) -> String {
     format!("User feedback: {reason}")

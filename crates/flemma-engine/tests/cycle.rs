@@ -608,3 +608,40 @@ fn a_turn_deleted_while_its_tools_run_drops_their_output_and_stops_without_sendi
     assert_eq!(d.engine.request(), None, "nothing is sent");
     assert_eq!(d.shell, "@You:\nq\n\n", "the text as the user left it");
 }
+
+#[test]
+fn a_reply_cut_off_by_a_killed_process_is_marked_on_load_and_the_next_advance_continues_it() {
+    let mut d = Driver::new("@You:\nTell me.\n\n@Assistant:\nOnce upon a ti");
+    assert_eq!(d.send(Input::Load), ["emit document:recovered"]);
+    assert_eq!(
+        d.shell,
+        "@You:\nTell me.\n\n@Assistant:\nOnce upon a ti\n\n<!-- flemma:aborted: Response cut off: the process writing it ended before it finished. -->\n\n@You:\n\n"
+    );
+    assert_well_formed(&d.shell);
+    assert!(d.send(Input::Load).is_empty(), "recovered once");
+    assert_eq!(
+        d.send(Input::Advance),
+        ["emit request:sending", "start request 1"]
+    );
+}
+
+#[test]
+fn a_cut_reply_inside_a_code_fence_gets_the_fence_closed_before_the_marker() {
+    let mut d = Driver::new("@You:\nCode?\n\n@Assistant:\nHere:\n````rust\nfn main() {\n");
+    d.send(Input::Load);
+    assert_eq!(
+        d.shell,
+        "@You:\nCode?\n\n@Assistant:\nHere:\n````rust\nfn main() {\n````\n\n<!-- flemma:aborted: Response cut off: the process writing it ended before it finished. -->\n\n@You:\n\n"
+    );
+    assert_well_formed(&d.shell);
+}
+
+#[test]
+fn an_assistant_line_without_content_left_by_a_killed_process_is_removed_on_load() {
+    let mut d = Driver::new("@You:\nHello\n\n@Assistant:\n");
+    d.send(Input::Load);
+    assert_eq!(d.shell, "@You:\nHello\n");
+    let mut d = Driver::new("@You:\r\nHello\r\n\r\n@Assistant:\r\n");
+    d.send(Input::Load);
+    assert_eq!(d.shell, "@You:\r\nHello\r\n");
+}
