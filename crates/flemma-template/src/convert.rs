@@ -893,7 +893,7 @@ impl<'a> Evaluator<'a> {
         let make = |content: Vec<Part>, is_error: bool| {
             vec![Part::ToolResult {
                 tool_use_id: id.clone(),
-                content,
+                content: content.into_iter().map(with_lf_line_ends).collect(),
                 is_error,
             }]
         };
@@ -1118,6 +1118,16 @@ fn job_result(doc: &Document, job: &flemma_syntax::JobResult) -> Vec<Part> {
         "Job result for {}{label}:\n{content}\n",
         job.job_id
     ))]
+}
+
+/// A text part with `\n` line ends (providers never see a CRLF file's `\r`).
+fn with_lf_line_ends(part: Part) -> Part {
+    match part {
+        Part::Text { text } if text.contains("\r\n") => Part::Text {
+            text: text.replace("\r\n", "\n"),
+        },
+        other => other,
+    }
 }
 
 /// Drops one trailing line break (fence content includes the last line's break).

@@ -375,3 +375,20 @@ fn a_crlf_chat_reaches_the_provider_with_lf_line_ends() {
     assert_eq!(common::system_text(&evaluation), "Be brief.\nVery.");
     assert_eq!(text_of(&evaluation, 0), "first line\nsecond 2");
 }
+
+#[test]
+fn tool_results_of_a_crlf_chat_reach_the_provider_with_lf_line_ends() {
+    let host = TestHost::new();
+    let evaluation = host.eval(
+        "@You:\r\nrun\r\n\r\n@Assistant:\r\n**Tool Use:** `bash` (`toolu_b`)\r\n```json\r\n{}\r\n```\r\n\r\n@You:\r\n**Tool Result:** `toolu_b`\r\n```\r\na\r\nb\r\n```\r\n",
+    );
+    assert_clean(&evaluation);
+    assert_eq!(
+        evaluation.conversation.messages[2].parts,
+        vec![Part::ToolResult {
+            tool_use_id: "toolu_b".into(),
+            content: vec![Part::text("a\nb")],
+            is_error: false,
+        }]
+    );
+}
