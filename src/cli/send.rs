@@ -320,22 +320,27 @@ fn job_id_seed() -> u64 {
 }
 
 /// Shows what the driver reports: events as JSON lines on stdout (`--events`), progress on
-/// stderr (unless `--quiet`).
+/// stderr (unless `--quiet`): on a terminal one live line rewritten in place ([`LiveLine`]) with
+/// the notable events printed above it; elsewhere plain lines and the streamed text.
 struct Progress {
     uri: String,
     events: bool,
     quiet: bool,
-    /// The last thing written to stderr ended a line.
+    /// The last thing written to stderr ended a line (plain mode).
     at_line_start: bool,
+    /// Set when stderr is a terminal and not `--quiet`.
+    live: Option<LiveLine>,
 }
 
 impl Progress {
     fn new(uri: String, events: bool, quiet: bool) -> Self {
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
         Self {
             uri,
             events,
             quiet,
             at_line_start: true,
+            live: (terminal && !quiet).then(LiveLine::start),
         }
     }
 
@@ -354,17 +359,27 @@ impl Progress {
                         let _ = out.flush();
                     }
                 }
-                if let Some(line) = describe(&event) {
+                let line = describe(&event);
+                if let Some(live) = &self.live {
+                    let above = line.filter(|_| worth_a_line_above_the_live_line(&event));
+                    live.update(above.as_deref(), |status| status.apply(&event));
+                } else if let Some(line) = line {
                     self.line(&line);
                 }
             }
             Report::Text(text) => {
-                if !self.quiet {
+                if let Some(live) = &self.live {
+                    live.update(None, |status| status.apply_text(&text));
+                } else if !self.quiet {
                     eprint!("{text}");
                     self.at_line_start = text.ends_with('\n');
                 }
             }
             Report::Notice(notice) => {
+                if let Some(live) = &self.live {
+                    live.update(Some(&notice), |_| {});
+                    return;
+                }
                 if !self.at_line_start {
                     eprintln!();
                     self.at_line_start = true;
@@ -392,12 +407,31 @@ fn describe(event: &flemma_engine::Event) -> Option<String> {
     let text = |key: &str| data.get(key).and_then(|v| v.as_str()).unwrap_or("?");
     Some(match event.name {
         "tool:executing" => format!("running `{}` ({})", text("toolName"), text("toolId")),
-        "tool:completed" => format!(
-            "`{}` ({}) finished: {}",
-            text("toolName"),
-            text("toolId"),
-            text("status")
-        ),
+        "tool:completed" => match data.get("written").and_then(|v| v.as_str()) {
+            Some("restored") => format!(
+                "`{}` ({}) finished: {}; its result block had been removed from the file, so the output went into a new one",
+                text("toolName"),
+                text("toolId"),
+                text("status")
+            ),
+            Some("dropped") => format!(
+                "`{}` ({}) finished, but the turn that called it had been removed from the file: its output was dropped",
+                text("toolName"),
+                text("toolId")
+            ),
+            Some("below-user-text") => format!(
+                "`{}` ({}) finished: {}; its result block holds your text, so the output went right below it",
+                text("toolName"),
+                text("toolId"),
+                text("status")
+            ),
+            _ => format!(
+                "`{}` ({}) finished: {}",
+                text("toolName"),
+                text("toolId"),
+                text("status")
+            ),
+        },
         "job:submitted" => format!(
             "`{}` ({}) runs in the background as {}",
             text("toolName"),
@@ -422,6 +456,266 @@ fn describe(event: &flemma_engine::Event) -> Option<String> {
     })
 }
 
+/// On a terminal the live line shows tools starting and finishing; the rest of the described
+/// events (jobs, resumes, recovery, an output that did not land in its block) get a line of
+/// their own above it.
+fn worth_a_line_above_the_live_line(event: &flemma_engine::Event) -> bool {
+    match event.name {
+        "tool:executing" => false,
+        "tool:completed" => event
+            .data
+            .get("written")
+            .and_then(|v| v.as_str())
+            .is_some_and(|written| written != "result"),
+        _ => true,
+    }
+}
+
+/// What the live line knows, folded from the events and the streamed text.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct LiveStatus {
+    /// A request is in flight (between `request:sending` and `request:finished`).
+    requesting: bool,
+    /// Characters of the reply streamed so far in the current request.
+    reply_chars: usize,
+    /// The end of the reply's current line (what the model writes now).
+    reply_tail: String,
+    /// Foreground tools running: (id, name), in start order.
+    tools: Vec<(String, String)>,
+    /// Background jobs running.
+    jobs: u64,
+    /// A resume is scheduled (milliseconds).
+    resume_in_ms: Option<u64>,
+    /// Document totals from `usage:updated`.
+    input_tokens: u64,
+    output_tokens: u64,
+    /// Requests finished.
+    requests: u64,
+}
+
+impl LiveStatus {
+    fn apply(&mut self, event: &flemma_engine::Event) {
+        let data = &event.data;
+        let text = |key: &str| {
+            data.get(key)
+                .and_then(|v| v.as_str())
+                .unwrap_or("?")
+                .to_owned()
+        };
+        let number = |value: Option<&serde_json::Value>| value.and_then(|v| v.as_u64());
+        match event.name {
+            "request:sending" => {
+                self.requesting = true;
+                self.reply_chars = 0;
+                self.reply_tail.clear();
+                self.resume_in_ms = None;
+            }
+            "request:finished" => self.requesting = false,
+            "tool:executing" => self.tools.push((text("toolId"), text("toolName"))),
+            "tool:completed" => {
+                let id = text("toolId");
+                self.tools.retain(|(running, _)| *running != id);
+            }
+            "job:submitted" | "job:completed" => {
+                if let Some(active) = number(data.get("activeCount")) {
+                    self.jobs = active;
+                }
+                if event.name == "job:submitted" {
+                    let id = text("toolId");
+                    self.tools.retain(|(running, _)| *running != id);
+                }
+            }
+            "usage:updated" => {
+                let usage = data.get("usage");
+                self.input_tokens = number(usage.and_then(|u| u.get("input_tokens"))).unwrap_or(0);
+                self.output_tokens =
+                    number(usage.and_then(|u| u.get("output_tokens"))).unwrap_or(0);
+                self.requests = number(data.get("requests")).unwrap_or(self.requests);
+            }
+            "autopilot:resume-scheduled" => self.resume_in_ms = number(data.get("delayMs")),
+            "autopilot:resume-cancelled" | "autopilot:resumed" => self.resume_in_ms = None,
+            _ => {}
+        }
+    }
+
+    fn apply_text(&mut self, text: &str) {
+        self.reply_chars += text.chars().count();
+        match text.rfind('\n') {
+            Some(newline) => self.reply_tail = text[newline + 1..].to_owned(),
+            None => self.reply_tail.push_str(text),
+        }
+        // Only the end is ever shown.
+        let keep = self.reply_tail.chars().count().saturating_sub(200);
+        if keep > 0 {
+            self.reply_tail = self.reply_tail.chars().skip(keep).collect();
+        }
+    }
+
+    /// Something runs or is scheduled: the line stays on screen and its clock ticks.
+    fn is_active(&self) -> bool {
+        self.requesting || !self.tools.is_empty() || self.jobs > 0 || self.resume_in_ms.is_some()
+    }
+}
+
+/// The live line for `status` after `elapsed`, at most `width` characters (no line break, no
+/// escape codes: the caller rewrites the terminal line with it).
+fn render_live_line(status: &LiveStatus, elapsed: Duration, width: usize) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let state = if !status.tools.is_empty() {
+        let names: Vec<&str> = status.tools.iter().map(|(_, name)| name.as_str()).collect();
+        format!("running {}", names.join(", "))
+    } else if status.requesting && status.reply_chars == 0 {
+        "waiting for the model".to_owned()
+    } else if status.requesting {
+        format!("writing the reply ({} chars)", status.reply_chars)
+    } else if status.jobs > 0 {
+        "waiting for background jobs".to_owned()
+    } else if let Some(ms) = status.resume_in_ms {
+        format!("continuing in {ms} ms")
+    } else {
+        "idle".to_owned()
+    };
+    parts.push(state);
+    if status.jobs > 0 {
+        parts.push(format!("{} job(s) running", status.jobs));
+    }
+    if status.requests > 0 {
+        parts.push(format!(
+            "{} in / {} out tokens",
+            status.input_tokens, status.output_tokens
+        ));
+    }
+    parts.push(format!("{:.0}s", elapsed.as_secs_f64().floor()));
+    let mut line = format!("flemmad: {}", parts.join(" · "));
+    let tail = status.reply_tail.trim();
+    if status.requesting && status.tools.is_empty() && !tail.is_empty() {
+        line.push_str(" · ");
+        line.push_str(tail);
+    }
+    fit_to_width(&line, width)
+}
+
+/// `line` cut to `width` characters; a cut line ends with `…`. The end of a long reply tail is
+/// what is kept (the part being written), so the cut is in the middle: the status stays whole.
+fn fit_to_width(line: &str, width: usize) -> String {
+    let count = line.chars().count();
+    if count <= width {
+        return line.to_owned();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    line.chars().take(width - 1).chain(['…']).collect()
+}
+
+/// One stderr line rewritten in place while `flemmad send` works (a terminal only). A ticker
+/// thread redraws it every quarter second while something runs, so the clock moves during a
+/// long tool; it is erased as soon as nothing runs (every stop of the cycle) and when dropped.
+struct LiveLine {
+    shared: Arc<std::sync::Mutex<LiveShared>>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+struct LiveShared {
+    status: LiveStatus,
+    started: Instant,
+    /// The line is on screen now.
+    drawn: bool,
+    /// The ticker ends.
+    done: bool,
+}
+
+/// How often the ticker redraws the live line.
+const LIVE_TICK: Duration = Duration::from_millis(250);
+
+impl LiveLine {
+    fn start() -> Self {
+        let shared = Arc::new(std::sync::Mutex::new(LiveShared {
+            status: LiveStatus::default(),
+            started: Instant::now(),
+            drawn: false,
+            done: false,
+        }));
+        let for_ticker = shared.clone();
+        let ticker = std::thread::Builder::new()
+            .name("flemmad-progress".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(LIVE_TICK);
+                    let Ok(mut shared) = for_ticker.lock() else {
+                        return;
+                    };
+                    if shared.done {
+                        return;
+                    }
+                    if shared.status.is_active() {
+                        shared.draw();
+                    }
+                }
+            })
+            .ok();
+        Self { shared, ticker }
+    }
+
+    /// Prints `above` (a finished line) above the live line, applies `change` and redraws.
+    fn update(&self, above: Option<&str>, change: impl FnOnce(&mut LiveStatus)) {
+        let Ok(mut shared) = self.shared.lock() else {
+            return;
+        };
+        if let Some(line) = above {
+            shared.erase();
+            eprintln!("flemmad: {line}");
+        }
+        change(&mut shared.status);
+        if shared.status.is_active() {
+            shared.draw();
+        } else {
+            shared.erase();
+        }
+    }
+}
+
+impl LiveShared {
+    fn draw(&mut self) {
+        let line = render_live_line(&self.status, self.started.elapsed(), terminal_width());
+        // `\r` to the line's start, the line, then erase what a longer line left.
+        eprint!("\r{line}\x1b[K");
+        let _ = std::io::stderr().flush();
+        self.drawn = true;
+    }
+
+    fn erase(&mut self) {
+        if self.drawn {
+            eprint!("\r\x1b[K");
+            let _ = std::io::stderr().flush();
+            self.drawn = false;
+        }
+    }
+}
+
+impl Drop for LiveLine {
+    fn drop(&mut self) {
+        if let Ok(mut shared) = self.shared.lock() {
+            shared.done = true;
+            shared.erase();
+        }
+        if let Some(ticker) = self.ticker.take() {
+            let _ = ticker.join();
+        }
+    }
+}
+
+/// The terminal's width from `COLUMNS` (shells export it), else 80; one column is kept free so
+/// the cursor never wraps.
+fn terminal_width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|columns| columns.trim().parse::<usize>().ok())
+        .filter(|&columns| columns > 1)
+        .unwrap_or(80)
+        - 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,6 +725,110 @@ mod tests {
         assert_eq!(shell_quote("talk.chat"), "talk.chat");
         assert_eq!(shell_quote("my talk.chat"), "'my talk.chat'");
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
+
+    fn event(name: &'static str, data: serde_json::Value) -> flemma_engine::Event {
+        flemma_engine::Event { name, data }
+    }
+
+    #[test]
+    fn the_live_line_follows_a_cycle() {
+        let mut status = LiveStatus::default();
+        let at = Duration::from_millis(3_700);
+        assert!(!status.is_active());
+        status.apply(&event(
+            "request:sending",
+            serde_json::json!({"requestId": 1}),
+        ));
+        assert_eq!(
+            render_live_line(&status, at, 100),
+            "flemmad: waiting for the model · 3s"
+        );
+        status.apply_text("First line.\nNow writing");
+        status.apply_text(" more");
+        assert_eq!(
+            render_live_line(&status, at, 100),
+            "flemmad: writing the reply (28 chars) · 3s · Now writing more"
+        );
+        status.apply(&event(
+            "request:finished",
+            serde_json::json!({"requestId": 1, "status": "completed"}),
+        ));
+        status.apply(&event(
+            "usage:updated",
+            serde_json::json!({"usage": {"input_tokens": 120, "output_tokens": 45}, "requests": 1}),
+        ));
+        assert!(
+            !status.is_active(),
+            "between a reply and its tools nothing runs"
+        );
+        for (id, name) in [("t1", "ls"), ("t2", "bash")] {
+            status.apply(&event(
+                "tool:executing",
+                serde_json::json!({"toolId": id, "toolName": name}),
+            ));
+        }
+        assert_eq!(
+            render_live_line(&status, Duration::from_secs(61), 100),
+            "flemmad: running ls, bash · 120 in / 45 out tokens · 61s"
+        );
+        status.apply(&event(
+            "tool:completed",
+            serde_json::json!({"toolId": "t1", "toolName": "ls", "status": "success", "written": "result"}),
+        ));
+        status.apply(&event(
+            "job:submitted",
+            serde_json::json!({"toolId": "t2", "toolName": "bash", "jobId": "job_a", "activeCount": 1}),
+        ));
+        assert_eq!(
+            render_live_line(&status, at, 100),
+            "flemmad: waiting for background jobs · 1 job(s) running · 120 in / 45 out tokens · 3s"
+        );
+        status.apply(&event(
+            "job:completed",
+            serde_json::json!({"jobId": "job_a", "toolName": "bash", "activeCount": 0}),
+        ));
+        status.apply(&event(
+            "autopilot:resume-scheduled",
+            serde_json::json!({"delayMs": 2000}),
+        ));
+        assert!(status.is_active());
+        status.apply(&event("autopilot:resume-cancelled", serde_json::json!({})));
+        assert!(!status.is_active());
+    }
+
+    #[test]
+    fn the_live_line_fits_the_terminal() {
+        let mut status = LiveStatus::default();
+        status.apply(&event(
+            "request:sending",
+            serde_json::json!({"requestId": 1}),
+        ));
+        status.apply_text(&"word ".repeat(100));
+        let line = render_live_line(&status, Duration::ZERO, 40);
+        assert_eq!(line.chars().count(), 40);
+        assert!(
+            line.starts_with("flemmad: writing the reply (500 chars)"),
+            "{line}"
+        );
+        assert!(line.ends_with('…'));
+        assert!(!line.contains('\n') && !line.contains('\r'));
+        assert_eq!(fit_to_width("abc", 0), "");
+    }
+
+    #[test]
+    fn outputs_that_missed_their_block_get_a_line_of_their_own() {
+        let dropped = event(
+            "tool:completed",
+            serde_json::json!({"toolId": "t1", "toolName": "bash", "status": "success", "written": "dropped"}),
+        );
+        assert!(worth_a_line_above_the_live_line(&dropped));
+        assert!(describe(&dropped).is_some_and(|l| l.contains("its output was dropped")));
+        let plain = event(
+            "tool:completed",
+            serde_json::json!({"toolId": "t1", "toolName": "bash", "status": "success", "written": "result"}),
+        );
+        assert!(!worth_a_line_above_the_live_line(&plain));
     }
 
     #[test]
