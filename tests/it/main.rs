@@ -5,6 +5,7 @@ mod cli_agreement;
 mod cli_faults;
 mod cli_models_count;
 mod cli_parse_fmt;
+mod cli_progress;
 mod cli_safety;
 mod cli_send;
 mod cli_tools;
