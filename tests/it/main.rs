@@ -3,6 +3,7 @@
 mod cli_agentic;
 mod cli_agreement;
 mod cli_faults;
+mod cli_figures;
 mod cli_models_count;
 mod cli_parse_fmt;
 mod cli_progress;

@@ -94,6 +94,24 @@ fn bench(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
+    // The same on a CRLF chat: every edit the engine writes goes through its line-ending
+    // conversion (the reply text of each stream event included).
+    c.bench_function("cycle of 23 steps on a small CRLF chat", |b| {
+        b.iter_batched(
+            || {
+                Engine::new(
+                    EngineConfig::default(),
+                    "@You:\r\nhi\r\n".into(),
+                    policy.clone(),
+                )
+            },
+            |mut engine| {
+                let mut now = 0;
+                one_cycle(&mut engine, &mut now)
+            },
+            BatchSize::SmallInput,
+        )
+    });
     let big = big_chat(10 * 1024 * 1024);
     let engine = Engine::new(EngineConfig::default(), big, policy.clone());
     c.bench_function("advance + cancel on a 10 MB chat", |b| {
