@@ -277,6 +277,11 @@ async fn sigkill_mid_stream_leaves_a_valid_chat_and_the_next_send_goes_on() {
     mock.push(Turn::text("Where was I? The end."));
     let out = run(send_command(&chat, &mock.base_url())).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("flemmad: the reply an earlier session was writing had been cut off"),
+        "{}",
+        stderr(&out)
+    );
     let after = read(&chat.path);
     let marked = format!(
         "{text}\n\n<!-- flemma:aborted: Response cut off: the process writing it ended before it finished. -->\n\n@You:\n\n@Assistant:\nWhere was I? The end.\n\n@You:\n\n"
@@ -365,4 +370,52 @@ async fn a_crlf_chat_with_a_tool_call_keeps_crlf_everywhere() {
     let sent = mock.requests()[1].body.to_string();
     assert!(!sent.contains("\\r\\n"), "{sent}");
     no_error_diagnostics(&text);
+}
+
+#[tokio::test]
+async fn sigkill_at_any_moment_of_a_stream_leaves_the_old_text_plus_a_prefix_of_the_reply() {
+    // Writes as often as possible (no coalescing), killed at eight different moments.
+    let story: String = (1..=400)
+        .map(|i| format!("Line {i} of a reply written as fast as it streams.\n"))
+        .collect();
+    let mut mid_stream = 0;
+    for (round, delay_ms) in [40u64, 90, 140, 190, 240, 290, 340, 390]
+        .into_iter()
+        .enumerate()
+    {
+        let mock = MockProvider::start().await.unwrap();
+        let chat = chat(&format!(
+            "```json\n{{\"flemma\": {{\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\", \"editing\": {{\"coalesce_ms\": 0}}}}}}\n```\n@You:\nRound {round}.\n"
+        ));
+        let original = read(&chat.path);
+        mock.push(Turn::text(story.clone()).bytes_per_sec(40_000));
+        let child = send_command(&chat, &mock.base_url())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        sigkill(&child);
+        let _ = child.wait_with_output().await;
+        let text = read(&chat.path);
+        if text == original {
+            continue; // killed before the first write: the old text, whole
+        }
+        let written = text
+            .strip_prefix(&format!("{original}\n@Assistant:\n"))
+            .unwrap_or_else(|| panic!("round {round}: not the old text plus a reply:\n{text}"));
+        // Either the reply so far, or (killed after the end) the whole reply and the prompt.
+        let finished = format!("{story}\n@You:\n\n");
+        assert!(
+            story.starts_with(written) || written == finished,
+            "round {round}: a torn or mixed reply:\n{text}"
+        );
+        if !written.is_empty() && written.len() < story.len() {
+            mid_stream += 1;
+        }
+        no_error_diagnostics(&text);
+    }
+    assert!(
+        mid_stream >= 4,
+        "only {mid_stream} of 8 kills landed mid-stream"
+    );
 }
