@@ -1,12 +1,13 @@
 //! Any interleaving of user edits, stream events, tool and job completions, approvals and
-//! timers and request cancellations keeps every byte the user typed and every tool output, and ends in a text the
+//! timers, request cancellations and placeholder blocks deleted by the user (running tools
+//! included) keeps every byte the user typed and every tool output, and ends in a text the
 //! format can express (it parses without error diagnostics).
 
 use std::collections::VecDeque;
 
 use flemma_conversation::StreamEvent;
 use flemma_engine::*;
-use flemma_syntax::TextEdit;
+use flemma_syntax::{TextEdit, TextRange};
 use proptest::prelude::*;
 
 use crate::common::*;
@@ -22,6 +23,8 @@ enum Op {
     Advance,
     FireTimer,
     CancelRequest,
+    /// Delete an empty placeholder block (of a running, waiting or pending tool).
+    DeletePlaceholder(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -34,6 +37,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Advance),
         1 => Just(Op::FireTimer),
         1 => Just(Op::CancelRequest),
+        1 => any::<usize>().prop_map(Op::DeletePlaceholder),
     ]
 }
 
@@ -191,6 +195,25 @@ impl World {
                     self.script = None;
                     self.d.send(Input::Cancel {
                         scope: CancelScope::Request,
+                    });
+                }
+            }
+            Op::DeletePlaceholder(pick) => {
+                let doc = self.d.engine.document();
+                let empty: Vec<TextRange> = doc
+                    .placeholders(None)
+                    .into_iter()
+                    .filter(|(_, _, r)| {
+                        r.fence
+                            .as_ref()
+                            .is_some_and(|f| doc.slice(f.content).trim().is_empty())
+                    })
+                    .map(|(_, segment, _)| segment.range)
+                    .collect();
+                if !empty.is_empty() {
+                    let range = empty[pick % empty.len()];
+                    self.d.send(Input::TextChanged {
+                        edits: vec![TextEdit::replace(range, "")],
                     });
                 }
             }
