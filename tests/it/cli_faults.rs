@@ -419,3 +419,75 @@ async fn sigkill_at_any_moment_of_a_stream_leaves_the_old_text_plus_a_prefix_of_
         "only {mid_stream} of 8 kills landed mid-stream"
     );
 }
+
+#[tokio::test]
+async fn a_second_send_of_the_same_file_is_refused_at_once_naming_the_first() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = faults_chat(2, "@You:\nSlowly, please.\n");
+    mock.push(Turn::text("A slow answer. ".repeat(20)).bytes_per_sec(300));
+    let first = send_command(&chat, &mock.base_url())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = first.id().unwrap();
+    wait_for(&chat.path, "A slow answer.").await;
+    let started = Instant::now();
+    let second = run(send_command(&chat, &mock.base_url())).await;
+    let err = stderr(&second);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&pid.to_string()),
+        "names the other process: {err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "refused at once"
+    );
+    let out = tokio::time::timeout(Duration::from_secs(30), first.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(mock.requests().len(), 1, "only the first send paid");
+    let text = read(&chat.path);
+    assert_eq!(text.matches("@Assistant:").count(), 1, "{text}");
+    no_error_diagnostics(&text);
+}
+
+#[tokio::test]
+async fn an_edit_from_another_program_during_the_resume_delay_cancels_the_resume() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat(
+        r#"```json
+{"flemma": {"provider": "anthropic", "model": "claude-sonnet-4-5",
+  "tools": {"auto_approve": ["$standard", "+bash"], "auto_approve_sandboxed": false,
+            "autopilot": {"resume_delay": 3000}}}}
+```
+@You:
+Start the job.
+"#,
+    );
+    mock.push(Turn::text("Starting.").tool_call_with_id(
+        "bash",
+        "r1",
+        json!({"label": "job", "command": "sleep 0.3; echo job output", "timeout": null, "flemma.background": true}),
+    ));
+    mock.push(Turn::text("It runs."));
+    let child = send_command(&chat, &mock.base_url())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text = wait_for(&chat.path, "**Job Result:**").await;
+    // Within the 3 s delay, another program appends a line.
+    let edited = format!("{text}A note typed meanwhile.\n");
+    std::fs::write(&chat.path, &edited).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("you edited the file: not continuing"), "{err}");
+    assert_eq!(mock.requests().len(), 2, "no automatic send after the edit");
+    assert_eq!(read(&chat.path), edited, "the edit is kept, nothing added");
+}
