@@ -77,6 +77,30 @@ end
 
 local flemmad = require("flemmad")
 local chats = vim.env.CHATS
+local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
+-- The config vim.lsp.enable("flemmad") reads on 0.11.
+local lsp_config = dofile(here .. "../lsp/flemmad.lua")
+
+-- SMOKE_SEND_ONLY: smoke.sh's second pass, against a server that streams a scripted reply. It
+-- also sets up as on 0.11: setup({ start = false }) for the filetype and keys, and the client
+-- started from lsp/flemmad.lua by an autocommand, as vim.lsp.enable would.
+local send_only = vim.env.SMOKE_SEND_ONLY == "1"
+if send_only then
+  flemmad.setup({ start = false })
+  vim.api.nvim_create_autocmd("FileType", {
+    pattern = lsp_config.filetypes,
+    callback = function(args)
+      local config = vim.tbl_extend("force", lsp_config, {
+        name = "flemmad",
+        cmd = { vim.env.FLEMMAD, "lsp" },
+        root_dir = vim.fn.getcwd(),
+      })
+      config.root_markers, config.filetypes = nil, nil
+      local id = vim.lsp.start_client(config)
+      vim.lsp.buf_attach_client(args.buf, id)
+    end,
+  })
+end
 
 -- 1. Attach.
 vim.cmd("edit " .. vim.fn.fnameescape(chats .. "/tools.chat"))
@@ -84,7 +108,7 @@ local bufnr = vim.api.nvim_get_current_buf()
 local uri = vim.uri_from_bufnr(bufnr)
 check(vim.bo.filetype == "chat", "*.chat gets filetype chat (got '" .. vim.bo.filetype .. "')")
 local attached = wait(10000, function()
-  local c = flemmad.client_id() and vim.lsp.get_client_by_id(flemmad.client_id())
+  local c = flemmad.client(bufnr)
   return c ~= nil and c.initialized and vim.lsp.buf_is_attached(bufnr, c.id)
 end)
 check(attached, "flemmad lsp starts and attaches to the chat buffer")
@@ -92,11 +116,13 @@ if not attached then
   io.stdout:write(string.format("%d passed, %d failed\n", checks - failures, failures))
   vim.cmd("cquit 1")
 end
-local client = vim.lsp.get_client_by_id(flemmad.client_id())
+local client = flemmad.client(bufnr)
 check(client.name == "flemmad", "the client is named flemmad")
+check(send_only == (flemmad.client_id() == nil), send_only and "setup({ start = false }) starts no client"
+  or "setup() started the client")
+check(vim.deep_equal(lsp_config.cmd, { "flemmad", "lsp" }) and vim.deep_equal(lsp_config.filetypes, { "chat" }),
+  "lsp/flemmad.lua is a vim.lsp.config for chat buffers running flemmad lsp")
 
--- SMOKE_SEND_ONLY: smoke.sh's second pass, against a server that streams a scripted reply.
-local send_only = vim.env.SMOKE_SEND_ONLY == "1"
 if not send_only then
 -- 2. Diagnostics: the pending placeholders block a send.
 local function diagnostics_with(b, code)
@@ -210,18 +236,21 @@ end
 vim.cmd("edit " .. vim.fn.fnameescape(chats .. "/send.chat"))
 local send = vim.api.nvim_get_current_buf()
 wait(10000, function() return vim.lsp.buf_is_attached(send, client.id) end)
-local responses = vim.lsp.buf_request_sync(send, "workspace/executeCommand",
-  { command = "flemma.send", arguments = { vim.uri_from_bufnr(send) } }, 10000) or {}
-local response = responses[client.id] or {}
-local send_error = response.error and (response.error.message or vim.inspect(response.error))
-if send_error and send_error:find("not available yet", 1, true) then
-  skip("flemma.send streams the reply into the buffer", "this flemmad's language server says: " .. send_error)
+notified = {}
+press("<C-]>")
+local function send_error()
+  return notified_with("flemma.send failed")
+end
+local function replied()
+  local t = text(send)
+  return t:find("@Assistant:\nYou said: Say hello to Neovim.", 1, true) ~= nil and t:find("\n@You:%s*$") ~= nil
+end
+wait(10000, function() return send_error() ~= nil or text(send):find("@Assistant:", 1, true) ~= nil end)
+if send_error() and send_error():find("not available yet", 1, true) then
+  skip("<C-]> (flemma.send) streams the reply into the buffer", "this flemmad's language server says: " .. send_error())
 else
-  check(send_error == nil, "flemma.send is accepted", send_error)
-  local streamed = wait(30000, function()
-    local t = text(send)
-    return t:find("@Assistant:\nYou said: Say hello to Neovim.", 1, true) ~= nil and t:find("\n@You:%s*$") ~= nil
-  end)
+  check(send_error() == nil, "<C-]> sends: flemma.send is accepted", send_error())
+  local streamed = wait(30000, replied)
   check(streamed, "the reply streams into the buffer, then an empty @You:", text(send))
   check(vim.bo[send].modified, "the reply is in the buffer, for the user to save")
 end

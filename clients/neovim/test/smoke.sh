@@ -123,7 +123,7 @@ run_nvim || { server_log; exit 1; }
 # While the engine is not in the language server, a second pass checks the send step's
 # streaming through the server's testing aid (`--scripted-reply`: the same streaming code,
 # a fixed reply instead of the provider's), so that step's checks are known to work.
-if grep -q "^skip - flemma.send" "$work/nvim.out"; then
+if grep -q "^skip - <C-]> (flemma.send)" "$work/nvim.out"; then
   probe="$("$flemmad" lsp --scripted-reply "$work/none" < /dev/null 2>&1 || true)"
   if [[ "$probe" == *"cannot read the scripted reply"* ]]; then
     echo "-- the send step again, against flemmad lsp --scripted-reply"
