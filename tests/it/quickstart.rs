@@ -486,3 +486,50 @@ fn ellipses_match_any_text_within_a_line() {
     assert!(!line_matches("exact", "exactly"));
     assert!(line_matches("…", ""));
 }
+
+/// GitHub's anchor for a Markdown heading: lower case, spaces to `-`, other punctuation gone.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_quickstart_links_only_to_files_and_headings_that_exist() {
+    let docs = repo().join("docs");
+    let markdown = std::fs::read_to_string(docs.join("quickstart.md")).unwrap();
+    let mut checked = 0;
+    for (at, _) in markdown.match_indices("](") {
+        let rest = &markdown[at + 2..];
+        let Some(end) = rest.find(')') else { continue };
+        let target = &rest[..end];
+        if target.contains("://") {
+            continue;
+        }
+        let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+        let file = docs.join(path);
+        assert!(
+            file.exists(),
+            "docs/quickstart.md links to {target}, which does not exist"
+        );
+        if !fragment.is_empty() {
+            let text = std::fs::read_to_string(&file).unwrap();
+            assert!(
+                text.lines()
+                    .filter(|l| l.starts_with('#'))
+                    .filter_map(|l| l.trim_start_matches('#').strip_prefix(' '))
+                    .any(|heading| anchor(heading) == fragment),
+                "docs/quickstart.md links to {target}: no heading with that anchor"
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} links found");
+}
