@@ -14,6 +14,7 @@ mod common;
 mod daemon;
 mod doctor;
 mod lsp;
+mod quickstart;
 
 /// Every test file in this directory is a module of this binary.
 #[test]

@@ -4,7 +4,9 @@
 --
 -- Detects `*.chat` as filetype `chat`, attaches one `flemmad lsp` client to every chat buffer and
 -- maps send / cancel / approve / reject / approve all / background / execute onto the server's
--- `flemma.*` commands through `workspace/executeCommand`. See docs/editors/neovim.md.
+-- `flemma.*` commands through `workspace/executeCommand`. With `start = false` it leaves starting
+-- the client to you (Neovim 0.11's `vim.lsp.enable("flemmad")` with clients/neovim/lsp/flemmad.lua)
+-- and only sets the filetype and the keys. See docs/editors/neovim.md.
 local M = {}
 
 M.defaults = {
@@ -15,6 +17,10 @@ M.defaults = {
   filetype = "chat",
   -- false leaves the keys to you (or to the Flemma plugin on the same files).
   keymaps = true,
+  -- false: do not start the client; something else does (vim.lsp.enable on 0.11). The keys then
+  -- talk to whichever client named `name` is attached to the buffer.
+  start = true,
+  name = "flemmad",
   keys = {
     send = "<C-]>",
     cancel = "<leader>fc",
@@ -58,17 +64,35 @@ function M.tool_id_at(bufnr, line, pending_only)
   return nil
 end
 
-local function client()
-  if client_id == nil then
-    return nil
+--- The flemmad client of `bufnr` (the current buffer when nil): the one setup() started, else
+--- the client named `options.name` attached to the buffer. nil when there is none.
+function M.client(bufnr)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  if client_id ~= nil then
+    local c = vim.lsp.get_client_by_id(client_id)
+    if c ~= nil then
+      return c
+    end
   end
-  return vim.lsp.get_client_by_id(client_id)
+  local attached
+  if vim.lsp.get_clients ~= nil then -- 0.10+
+    attached = vim.lsp.get_clients({ bufnr = bufnr, name = options.name })
+  else
+    attached = vim.tbl_values(vim.lsp.buf_get_clients(bufnr))
+  end
+  for _, c in ipairs(attached) do
+    if c.name == options.name then
+      return c
+    end
+  end
+  return nil
 end
+
 
 --- Runs a `flemma.*` command for the buffer with positional arguments after its uri.
 function M.execute(command, bufnr, ...)
   bufnr = bufnr or vim.api.nvim_get_current_buf()
-  local c = client()
+  local c = M.client(bufnr)
   if c == nil then
     notify("the language server is not running for this buffer (is `flemmad` on $PATH?)", vim.log.levels.ERROR)
     return false
@@ -145,7 +169,7 @@ local function attach(bufnr)
     return
   end
   local config = {
-    name = "flemmad",
+    name = options.name,
     cmd = options.cmd,
     root_dir = (vim.uv or vim.loop).cwd(),
     -- an empty Lua table would go out as a JSON array: send an object
@@ -160,8 +184,8 @@ local function attach(bufnr)
     return
   end
   -- 0.7: one client for all chat buffers, started on the first
-  local c = client()
-  local stopped = c == nil or c.is_stopped()
+  local c = client_id and vim.lsp.get_client_by_id(client_id)
+  local stopped = not c or c.is_stopped()
   if stopped then
     client_id = vim.lsp.start_client(config)
     if client_id == nil then
@@ -190,7 +214,9 @@ function M.setup(opts)
     group = group,
     pattern = options.filetype,
     callback = function(args)
-      attach(args.buf)
+      if options.start then
+        attach(args.buf)
+      end
       if options.keymaps then
         map_keys(args.buf)
       end
