@@ -513,8 +513,8 @@ async fn a_base_url_without_v1_gets_a_404_that_names_the_url_and_the_missing_v1(
     let mock = MockProvider::start().await.unwrap();
     let original = format!("{}@You:\nhi\n", frontmatter("openai", "gpt-5"));
     let chat = chat(&original);
-    // The mock serves `/v1/chat/completions`; a base URL without `/v1` calls
-    // `/chat/completions`, which is a 404 there, as on api.openai.com.
+    // The mock serves `/v1/responses`; a base URL without `/v1` calls `/responses`, which is
+    // a 404 there, as on api.openai.com.
     let out = send_command(&chat, &mock.base_url())
         .env("OPENAI_BASE_URL", mock.base_url())
         .output()
@@ -524,7 +524,7 @@ async fn a_base_url_without_v1_gets_a_404_that_names_the_url_and_the_missing_v1(
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("404"), "{err}");
     assert!(
-        err.contains(&format!("{}/chat/completions", mock.base_url())),
+        err.contains(&format!("{}/responses", mock.base_url())),
         "the message names the URL called: {err}"
     );
     assert!(err.contains("has no `/v1`"), "{err}");
