@@ -3,6 +3,7 @@
 mod cli_agentic;
 mod cli_agreement;
 mod cli_approval_function;
+mod cli_lsp_tool;
 mod cli_models_count;
 mod cli_parse_fmt;
 mod cli_safety;

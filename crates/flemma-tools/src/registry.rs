@@ -114,6 +114,17 @@ impl Registry {
                 );
             }
         }
+        let servers = builtin::lsp::ServerConfig::from_config(&config.tools.lsp);
+        if !servers.is_empty() {
+            let pool = Arc::new(builtin::lsp::LspPool::new(servers));
+            if !pool.servers().is_empty() {
+                registry.register(
+                    builtin::lsp::spec(&pool),
+                    move |ctx, input| builtin::lsp::run(&pool, ctx, input),
+                    Keep::Head,
+                );
+            }
+        }
         for tool in &config.tools.custom {
             let definition = tool.clone();
             registry.register(
