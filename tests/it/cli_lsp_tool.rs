@@ -302,6 +302,13 @@ fn declared_only_when_a_configured_server_is_on_the_path() {
         .filter_map(|t| t["name"].as_str())
         .collect();
     assert!(!names.contains(&"lsp"), "{names:?}");
+    // Run by hand, it says why there is no server.
+    let (code, out, _) = lsp(&root, json!({"action": "symbols", "path": "talk.chat"}));
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        out,
+        "[lsp: no language server for \"talk.chat\" — configured: none on the PATH; not found on the PATH: no-such-language-server (no extensions: set tools.lsp.extensions.no-such-language-server)]\n"
+    );
 
     let (_dir, root) = workspace(&[flemmad_server(), "no-such-language-server".to_owned()]);
     let out = tools(&root, &["--json"]);
@@ -386,5 +393,84 @@ fn rust_analyzer_definition_references_and_rename() {
     );
     let main = std::fs::read_to_string(root.join("src/main.rs")).expect("main");
     assert!(main.contains("people::welcome(\"é😀\");"), "{main}");
+    assert_eq!(servers_in(&root), 0);
+}
+
+/// With `clangd` on `PATH` (Debian's `clangd` package; `.ci/run` should install it):
+/// definition, references, hover and a rename across three C files of which one has a line with
+/// multi-byte characters before the symbol (the columns in characters, the wire in clangd's
+/// encoding). Without clangd it says so and checks nothing.
+#[test]
+fn clangd_definition_references_hover_and_a_rename_across_files() {
+    let works = Command::new("clangd")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !works {
+        eprintln!("clangd is not on PATH; skipped (apt-get install clangd)");
+        return;
+    }
+    let (_dir, root) = workspace(&["clangd".to_owned()]);
+    let main =
+        "#include \"greet.h\"\n\nint main(void) {\n    /* é😀 */ greet(\"x\");\n    return 0;\n}\n";
+    std::fs::write(root.join("main.c"), main).expect("main.c");
+    std::fs::write(root.join("greet.h"), "void greet(const char *name);\n").expect("greet.h");
+    std::fs::write(
+        root.join("greet.c"),
+        "#include \"greet.h\"\n#include <stdio.h>\n\nvoid greet(const char *name) { printf(\"hi %s\\n\", name); }\n",
+    )
+    .expect("greet.c");
+    let dir = root.display();
+    std::fs::write(
+        root.join("compile_commands.json"),
+        format!(
+            r#"[{{"directory":"{dir}","file":"main.c","arguments":["cc","-c","main.c"]}},{{"directory":"{dir}","file":"greet.c","arguments":["cc","-c","greet.c"]}}]"#
+        ),
+    )
+    .expect("compile_commands.json");
+    let (code, out, err) = lsp(
+        &root,
+        json!({"action": "definition", "path": "main.c", "symbol": "greet"}),
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.starts_with("greet.h:1:6  void greet(const char *name);")
+            || out.starts_with("greet.c:4:6  void greet("),
+        "{out}"
+    );
+    let (code, out, err) = lsp(
+        &root,
+        json!({"action": "references", "path": "greet.h", "symbol": "greet"}),
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.starts_with("3 reference(s):\n"), "{out}");
+    assert!(
+        out.contains("main.c:4:14  /* é😀 */ greet(\"x\");"),
+        "{out}"
+    );
+    let (code, out, err) = lsp(
+        &root,
+        json!({"action": "hover", "path": "main.c", "line": 4, "column": 16}),
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("void greet(const char *name)"), "{out}");
+    let (code, out, err) = lsp(
+        &root,
+        json!({"action": "rename", "path": "main.c", "symbol": "greet", "new_name": "welcome"}),
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(
+        out,
+        "renamed to welcome: 3 edit(s) in 3 file(s)\ngreet.c: 1 edit(s)\ngreet.h: 1 edit(s)\nmain.c: 1 edit(s)\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("main.c")).expect("main.c"),
+        main.replace("greet(\"x\")", "welcome(\"x\")"),
+        "only the symbol changed; the include of greet.h stays"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("greet.h")).expect("greet.h"),
+        "void welcome(const char *name);\n"
+    );
     assert_eq!(servers_in(&root), 0);
 }

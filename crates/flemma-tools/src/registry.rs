@@ -116,14 +116,14 @@ impl Registry {
         }
         let servers = builtin::lsp::ServerConfig::from_config(&config.tools.lsp);
         if !servers.is_empty() {
+            // Registered even when no server is on `PATH` (`flemmad tools run lsp` then says
+            // so); offered to the model only when one is (`condition_holds`).
             let pool = Arc::new(builtin::lsp::LspPool::new(servers));
-            if !pool.servers().is_empty() {
-                registry.register(
-                    builtin::lsp::spec(&pool),
-                    move |ctx, input| builtin::lsp::run(&pool, ctx, input),
-                    Keep::Head,
-                );
-            }
+            registry.register(
+                builtin::lsp::spec(&pool),
+                move |ctx, input| builtin::lsp::run(&pool, ctx, input),
+                Keep::Head,
+            );
         }
         for tool in &config.tools.custom {
             let definition = tool.clone();

@@ -134,28 +134,26 @@ impl ServerConfig {
 #[derive(Debug)]
 pub struct LspPool {
     servers: Vec<ServerConfig>,
+    /// Configured servers whose program is not on `PATH`.
+    missing: Vec<ServerConfig>,
     running: Mutex<HashMap<usize, Arc<Client>>>,
 }
 
 impl LspPool {
     /// A pool over the servers that are available; the others are skipped with a warning.
     pub fn new(servers: Vec<ServerConfig>) -> Self {
-        let servers = servers
-            .into_iter()
-            .filter(|server| {
-                let found = server.available();
-                if !found {
-                    tracing::warn!(
-                        "lsp server {} ({}) not found on the PATH — skipped",
-                        server.name,
-                        server.command.join(" ")
-                    );
-                }
-                found
-            })
-            .collect();
+        let (servers, missing): (Vec<_>, Vec<_>) =
+            servers.into_iter().partition(ServerConfig::available);
+        for server in &missing {
+            tracing::warn!(
+                "lsp server {} ({}) not found on the PATH — skipped",
+                server.name,
+                server.command.join(" ")
+            );
+        }
         Self {
             servers,
+            missing,
             running: Mutex::new(HashMap::new()),
         }
     }
@@ -209,7 +207,11 @@ pub fn spec(pool: &LspPool) -> ToolSpec {
 `rename` (applies the server's edits to every file and reports them; use it instead of edit \
 for renames). Name the symbol as written in the code (its occurrences are tried in order), or \
 give a 1-based `line` and `column`.",
-            servers.join(", ")
+            if servers.is_empty() {
+                "none (no configured server is on the PATH)".to_owned()
+            } else {
+                servers.join(", ")
+            }
         ),
         input_schema: strict_object_schema(vec![
             (
@@ -299,12 +301,18 @@ pub fn run(pool: &LspPool, ctx: &RunContext, input: &Value) -> Outcome {
     let absolute = std::fs::canonicalize(&absolute).unwrap_or(absolute);
     let Some(index) = pool.server_for(&absolute) else {
         let configured: Vec<String> = pool.servers().iter().map(ServerConfig::describe).collect();
+        let missing: Vec<String> = pool.missing.iter().map(ServerConfig::describe).collect();
         return fail(format!(
-            "no language server for {path:?} — configured: {}",
+            "no language server for {path:?} — configured: {}{}",
             if configured.is_empty() {
-                "none".to_owned()
+                "none on the PATH".to_owned()
             } else {
                 configured.join(", ")
+            },
+            if missing.is_empty() {
+                String::new()
+            } else {
+                format!("; not found on the PATH: {}", missing.join(", "))
             }
         ));
     };
@@ -407,7 +415,7 @@ impl Session<'_> {
     }
 
     fn shown(&self, path: &Path) -> String {
-        text::shown_path(path, &self.ctx.cwd)
+        shown(self.ctx, path)
     }
 
     /// The 0-based (line, character column) positions to try.
@@ -451,6 +459,7 @@ impl Session<'_> {
         let lines = text::lines(content);
         let uri = text::path_to_uri(path);
         let encoding = self.client.encoding;
+        let mut refused = None;
         for &(line, column) in positions.iter().take(MAX_TRIES) {
             let character = text::to_wire(lines.get(line).copied().unwrap_or(""), column, encoding);
             let mut params = json!({
@@ -469,7 +478,16 @@ impl Session<'_> {
                     "textDocument/rename"
                 }
             };
-            let answer = self.request(method, params)?;
+            // A server that refuses one occurrence ("no symbol at the given location") may
+            // answer the next; a timeout or an exit ends the search.
+            let answer = match self.request(method, params) {
+                Ok(answer) => answer,
+                Err(error @ ClientError::Server { .. }) => {
+                    refused = Some(error);
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
             let outcome = match call.action {
                 "definition" | "references" => self.locations(&answer, call.action == "references"),
                 "hover" => hover_text(&answer).map(Outcome::ok),
@@ -478,6 +496,9 @@ impl Session<'_> {
             if let Some(outcome) = outcome {
                 return Ok(outcome);
             }
+        }
+        if let Some(error) = refused {
+            return Err(error);
         }
         let what = match call.action {
             "hover" => "hover information",
@@ -673,7 +694,7 @@ pub fn write_workspace_edits(
     edits: &BTreeMap<PathBuf, Vec<WireEdit>>,
     encoding: Encoding,
 ) -> Result<Vec<(PathBuf, String)>, String> {
-    let shown = |path: &Path| text::shown_path(path, &ctx.cwd);
+    let shown = |path: &Path| shown(ctx, path);
     let mut planned = Vec::new();
     for (path, file_edits) in edits {
         let target = ctx
@@ -701,6 +722,17 @@ pub fn write_workspace_edits(
         }
     }
     Ok(planned)
+}
+
+/// `path` relative to the working directory (as given, or resolved) when inside it.
+fn shown(ctx: &RunContext, path: &Path) -> String {
+    if !path.starts_with(&ctx.cwd)
+        && let Ok(cwd) = std::fs::canonicalize(&ctx.cwd)
+        && path.starts_with(&cwd)
+    {
+        return text::shown_path(path, &cwd);
+    }
+    text::shown_path(path, &ctx.cwd)
 }
 
 /// One text edit as the server sent it (wire positions).

@@ -106,10 +106,7 @@ fn is_identifier(c: char) -> bool {
 pub fn clean_symbol(written: &str) -> String {
     let word = written.split_whitespace().next().unwrap_or("");
     let word = word.trim_matches(|c: char| !is_identifier(c));
-    let last = word
-        .rsplit(['.', ':', '>'])
-        .next()
-        .unwrap_or(word);
+    let last = word.rsplit(['.', ':', '>']).next().unwrap_or(word);
     last.trim_matches(|c: char| !is_identifier(c)).to_owned()
 }
 
@@ -131,39 +128,57 @@ pub fn rename_words(symbol: &str, new_name: &str) -> (String, String) {
     }
 }
 
+/// Whether a line is a comment: `//`, `--`, `;`, `<!--`, `*` (inside a block comment), `/*`
+/// unless code follows its `*/`, and `#` followed by a space, `#` or nothing (`#include`,
+/// `#define` and `#[attr]` are code).
 fn is_comment_line(line: &str) -> bool {
     let line = line.trim_start();
-    ["//", "#", "--", "/*", "*", ";", "<!--"]
+    if let Some(rest) = line.strip_prefix("/*") {
+        return rest
+            .split_once("*/")
+            .is_none_or(|(_, after)| after.trim().is_empty());
+    }
+    if let Some(rest) = line.strip_prefix('#') {
+        return rest.is_empty() || rest.starts_with([' ', '\t', '#', '!']);
+    }
+    ["//", "--", "*", ";", "<!--"]
         .iter()
         .any(|start| line.starts_with(start))
 }
 
-/// The 0-based (line, character column) of every whole-word occurrence of `symbol`, code lines
-/// first, comment lines last; only on the 1-based `only_line` when given.
+/// The 0-based (line, character column) of every whole-word occurrence of `symbol`: in code
+/// first, then inside string literals or followed by `.` (`"greet.h"`: more likely a file name
+/// than the symbol), comment lines last; only on the 1-based `only_line` when given.
 pub fn occurrences(text: &str, symbol: &str, only_line: Option<usize>) -> Vec<(usize, usize)> {
     if symbol.is_empty() {
         return Vec::new();
     }
     let mut code = Vec::new();
+    let mut quoted = Vec::new();
     let mut comments = Vec::new();
     for (index, line) in lines(text).into_iter().enumerate() {
         if only_line.is_some_and(|wanted| wanted != index + 1) {
             continue;
         }
-        let target = if is_comment_line(line) {
-            &mut comments
-        } else {
-            &mut code
-        };
+        let comment = is_comment_line(line);
         for (byte, _) in line.match_indices(symbol) {
             let before = line[..byte].chars().next_back();
             let after = line[byte + symbol.len()..].chars().next();
             if before.is_some_and(is_identifier) || after.is_some_and(is_identifier) {
                 continue;
             }
+            let in_string = line[..byte].matches(['"', '\'']).count() % 2 == 1;
+            let target = if comment {
+                &mut comments
+            } else if in_string || after == Some('.') {
+                &mut quoted
+            } else {
+                &mut code
+            };
             target.push((index, line[..byte].chars().count()));
         }
     }
+    code.extend(quoted);
     code.extend(comments);
     code
 }
@@ -290,6 +305,14 @@ mod tests {
         );
         assert_eq!(occurrences(text, "greet", Some(3)), vec![(2, 16)]);
         assert!(occurrences(text, "", None).is_empty());
+        let c = "#include \"greet.h\"\nint main(void) { greet(\"greet\"); }\n";
+        assert_eq!(
+            occurrences(c, "greet", None),
+            vec![(1, 17), (0, 10), (1, 24)]
+        );
+        assert!(is_comment_line("  # a note") && is_comment_line("/* all */"));
+        assert!(!is_comment_line("#include <x>") && !is_comment_line("/* é */ greet();"));
+        assert!(!is_comment_line("#[derive(Debug)]") && is_comment_line(" * greet"));
     }
 
     #[test]
