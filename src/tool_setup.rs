@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use flemma_config::{AutoApprove, Config, SandboxBackend};
 use flemma_engine::{Decision, JOBS_STATUS_TOOL, ToolInfo, ToolPolicy, Verdict};
+use flemma_ide::Analysis;
 use flemma_provider::ToolDefinition;
+use flemma_template::{AutoApproveAnswer, AutoApproveFunction, Limits};
+use flemma_tools::approval::ApprovalFunction;
 use flemma_tools::registry::{Registered, Registry};
 use flemma_tools::sandbox::{Bwrap, PathPolicy, PolicyPlaces};
 use flemma_tools::spec::Capability;
@@ -28,6 +31,47 @@ pub struct ToolSetup {
 }
 
 impl ToolSetup {
+    /// The setup of an analysed chat: its resolved configuration and, when its frontmatter
+    /// assigned a Rhai function to `flemma.opt.tools.auto_approve`, that function deciding
+    /// approvals (sandboxed with the template limits). `Err` when the configuration does not
+    /// resolve or the paths cannot be set up.
+    pub fn for_chat(analysis: &Analysis, chat: &Path) -> Result<Self, String> {
+        let resolved = analysis
+            .config
+            .as_ref()
+            .ok_or_else(|| "the configuration does not resolve".to_string())?;
+        let auto_approve = resolved.auto_approve();
+        let function = match &auto_approve {
+            AutoApprove::Function(reference) => Some(
+                analysis
+                    .evaluation
+                    .auto_approve_functions
+                    .get(&reference.id)
+                    .cloned()
+                    .ok_or_else(|| {
+                        format!(
+                            "tools.auto_approve is a function ({}) that this chat's frontmatter does not define; set it in the frontmatter (`flemma.opt.tools.auto_approve = |tool, input, ctx| …`) or use a list",
+                            reference.description
+                        )
+                    })?,
+            ),
+            AutoApprove::Tools { .. } => None,
+        };
+        let mut setup = Self::new(resolved.config.clone(), Some(chat), auto_approve)?;
+        if let Some(function) = function {
+            let context = serde_json::json!({
+                "cwd": setup.ctx.cwd.display().to_string(),
+                "chat": setup.ctx.chat_path.as_ref().map(|p| p.display().to_string()),
+            });
+            setup.chain.set_function(Box::new(RhaiApproval {
+                function,
+                context,
+                limits: Limits::default(),
+            }));
+        }
+        Ok(setup)
+    }
+
     /// The setup for `config` and the chat at `chat` (its directory is the working directory
     /// unless `tools.bash.cwd` says otherwise; without a chat, the current directory).
     /// `auto_approve` is the resolved approval policy (`ResolvedConfig::auto_approve`).
@@ -154,7 +198,13 @@ impl ToolPolicy for SetupPolicy {
                     flemma_tools::Verdict::RequireApproval => Verdict::RequireApproval,
                     flemma_tools::Verdict::Deny { message } => Verdict::Deny { message },
                 },
-                resolver: decision.resolver,
+                resolver: match decision.note {
+                    Some(note) => {
+                        tracing::warn!(tool = name, %note, "the approval function could not decide");
+                        format!("{} ({note})", decision.resolver)
+                    }
+                    None => decision.resolver,
+                },
             },
             None => Decision {
                 verdict: Verdict::Deny {
@@ -169,6 +219,34 @@ impl ToolPolicy for SetupPolicy {
         self.0.enabled_tool(name).map(|tool| ToolInfo {
             is_async: tool.spec.is_async,
             disables_background: tool.spec.has(Capability::DisablesBackground),
+        })
+    }
+}
+
+/// The frontmatter's Rhai `auto_approve` function as a link of the approval chain.
+#[derive(Debug)]
+struct RhaiApproval {
+    function: AutoApproveFunction,
+    /// The function's third argument: `#{cwd, chat}`.
+    context: Value,
+    limits: Limits,
+}
+
+impl ApprovalFunction for RhaiApproval {
+    fn decide(&self, tool: &str, input: &Value) -> Result<Option<flemma_tools::Verdict>, String> {
+        let answer = self
+            .function
+            .decide(tool, input, &self.context, &self.limits)
+            .map_err(|error| error.to_string())?;
+        Ok(match answer {
+            AutoApproveAnswer::Approve => Some(flemma_tools::Verdict::Approve),
+            AutoApproveAnswer::RequireApproval => Some(flemma_tools::Verdict::RequireApproval),
+            AutoApproveAnswer::Deny { reason } => Some(flemma_tools::Verdict::Deny {
+                message: reason.unwrap_or_else(|| {
+                    format!("the chat's auto_approve function denies this `{tool}` call")
+                }),
+            }),
+            AutoApproveAnswer::Pass => None,
         })
     }
 }

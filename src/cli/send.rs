@@ -116,7 +116,7 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     if let Some(warning) = &setup.model_warning {
         eprintln!("flemmad: warning: {warning}");
     }
-    let tools = ToolSetup::new(config.clone(), Some(&path), resolved.auto_approve())
+    let tools = ToolSetup::for_chat(&loaded.analysis, &path)
         .map_err(|message| CliError::failed("send", message))?;
     setup.options.tools = tools.definitions();
     let client = crate::provider_setup::client(&config, &setup, environment)?;

@@ -33,12 +33,8 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             "the configuration does not resolve; fix the errors above",
         ));
     };
-    let tools = ToolSetup::new(
-        resolved.config.clone(),
-        Some(&args.file),
-        resolved.auto_approve(),
-    )
-    .map_err(|message| CliError::failed("status", message))?;
+    let tools = ToolSetup::for_chat(&loaded.analysis, &args.file)
+        .map_err(|message| CliError::failed("status", message))?;
     let doc = &*loaded.analysis.document;
     let send_pid = running_send(&args.file);
     let status = ChatStatus {
@@ -113,7 +109,10 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     for call in &status.unresolved {
         let decision = call.approval.as_ref().map_or_else(
             || "not an enabled tool".to_owned(),
-            |a| format!("{} by {}", a.verdict, a.resolver),
+            |a| match &a.message {
+                Some(message) => format!("{} by {}: {message}", a.verdict, a.resolver),
+                None => format!("{} by {}", a.verdict, a.resolver),
+            },
         );
         writeln!(
             out,
@@ -137,7 +136,7 @@ fn approval(decision: flemma_tools::approval::Decision) -> Approval {
     Approval {
         verdict: decision.verdict.as_str().to_owned(),
         resolver: decision.resolver,
-        message,
+        message: message.or(decision.note),
     }
 }
 

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use flemma_config::{AutoApprove, Config};
 use flemma_tools::Verdict;
 use flemma_tools::registry::Registered;
 use serde_json::{Value, json};
@@ -40,9 +39,10 @@ pub enum ToolsAction {
     },
 }
 
-/// The chat's resolved configuration. The one place this command loads a chat (the chat
-/// loading is being replaced; keep the call here).
-fn load_config(chat: Option<&Path>, config_path: Option<&Path>) -> Result<Config, String> {
+/// The tool setup: a chat's (its configuration, frontmatter approval function and directory)
+/// or, without one, the user configuration's in the current directory. The one place this
+/// command loads a chat.
+fn setup(chat: Option<&Path>, config_path: Option<&Path>) -> Result<Setup, String> {
     match chat {
         Some(path) => {
             let loaded = chat::load("tools", path, config_path).map_err(|e| e.report)?;
@@ -51,12 +51,7 @@ fn load_config(chat: Option<&Path>, config_path: Option<&Path>) -> Result<Config
                 return Err(report.trim_end().to_string());
             }
             eprint!("{report}");
-            loaded
-                .analysis
-                .config
-                .as_ref()
-                .map(|resolved| resolved.config.clone())
-                .ok_or_else(|| "the configuration does not resolve".to_string())
+            ToolSetup::for_chat(&loaded.analysis, path)
         }
         None => {
             let input = chat::config_input(config_path);
@@ -65,27 +60,18 @@ fn load_config(chat: Option<&Path>, config_path: Option<&Path>) -> Result<Config
                 let path = config_path.unwrap_or(Path::new("config.toml"));
                 return Err(chat::render_all(path, None, &errors).trim_end().to_string());
             }
-            flemma_config::resolve(&input.layers)
-                .map(|resolved| resolved.config)
-                .map_err(|errors| {
-                    errors
-                        .errors()
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                })
+            let resolved = flemma_config::resolve(&input.layers).map_err(|errors| {
+                errors
+                    .errors()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })?;
+            let auto_approve = resolved.auto_approve();
+            ToolSetup::new(resolved.config, None, auto_approve)
         }
     }
-}
-
-fn setup(chat: Option<&Path>, config_path: Option<&Path>) -> Result<Setup, String> {
-    let config = load_config(chat, config_path)?;
-    let auto_approve = AutoApprove::Tools {
-        tools: config.tools.auto_approve.clone(),
-        exclusions: Vec::new(),
-    };
-    ToolSetup::new(config, chat, auto_approve)
 }
 
 pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
@@ -137,7 +123,7 @@ fn list(setup: &Setup, as_json: bool) -> anyhow::Result<ExitCode> {
                     "capabilities": tool.spec.capability_tags(),
                     "input_schema": tool.spec.input_schema,
                     "wire_schema": flemma_provider::tools::inject_harness_parameters(&to_definition(&tool.spec)),
-                    "approval": {"verdict": decision.verdict.as_str(), "resolver": decision.resolver},
+                    "approval": {"verdict": decision.verdict.as_str(), "resolver": decision.resolver, "note": decision.note},
                 })
             })
             .collect();
@@ -156,9 +142,10 @@ fn list(setup: &Setup, as_json: bool) -> anyhow::Result<ExitCode> {
     writeln!(out, "sandbox: {sandbox}")?;
     for tool in enabled {
         let decision = chain.decide(&tool.spec, &json!({}));
-        let verdict = match &decision.verdict {
-            Verdict::Deny { message } => format!("deny ({message})"),
-            other => other.as_str().to_string(),
+        let verdict = match (&decision.verdict, &decision.note) {
+            (Verdict::Deny { message }, _) => format!("deny ({message})"),
+            (other, Some(note)) => format!("{} ({note})", other.as_str()),
+            (other, None) => other.as_str().to_string(),
         };
         writeln!(out)?;
         writeln!(

@@ -610,6 +610,10 @@ impl From<Backup> for Value {
 pub struct LspTool {
     /// Language server command lines.
     pub servers: Vec<String>,
+    /// File extensions (without the dot) keyed by server program name, adding to (or, for a
+    /// known server, replacing) the built-in table (`rust-analyzer` → `rs`, …).
+    #[serde(default)]
+    pub extensions: BTreeMap<String, Vec<String>>,
 }
 
 /// A tool with only a working directory setting.

@@ -702,14 +702,31 @@ fn build_root() -> Node {
                 "lsp",
                 object(
                     "The `lsp` tool.",
-                    vec![field(
-                        "servers",
-                        list(
-                            ItemKind::Text,
-                            "Language server command lines (for example `rust-analyzer`, `pyright-langserver --stdio`); the tool is offered when at least one is on `PATH`.",
-                            &[],
+                    vec![
+                        field(
+                            "servers",
+                            list(
+                                ItemKind::Text,
+                                "Language server command lines (for example `rust-analyzer`, `pyright-langserver --stdio`); the tool is offered when at least one is on `PATH`.",
+                                &[],
+                            ),
                         ),
-                    )],
+                        field(
+                            "extensions",
+                            Node::new(
+                                Kind::Map {
+                                    key: KeyRule::Any,
+                                    value: Box::new(Node::new(
+                                        Kind::Strings,
+                                        "File extensions without the dot (`[\"chat\"]`).",
+                                        None,
+                                    )),
+                                },
+                                "The file extensions each server handles, keyed by its program name (`flemmad = [\"chat\"]`); adds to, or for a known server replaces, the built-in table (rust-analyzer: rs, gopls: go, pyright-langserver/pylsp: py, typescript-language-server: ts/tsx/js/jsx, clangd: c/h/cpp/…, flemmad: chat, …).",
+                                None,
+                            ),
+                        ),
+                    ],
                 ),
             ),
             field(

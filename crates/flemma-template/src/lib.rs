@@ -248,6 +248,22 @@ impl Serialize for TemplateDiagnostic {
 #[error("{0}")]
 pub struct AutoApproveError(pub String);
 
+/// What an auto-approve function answered for one call (seed `000`, "Function form").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AutoApproveAnswer {
+    /// `true`.
+    Approve,
+    /// `false`.
+    RequireApproval,
+    /// `"deny"`, or `"deny: <reason>"` (the reason goes to the model).
+    Deny {
+        /// The text after `deny:`, when given.
+        reason: Option<String>,
+    },
+    /// `()`: the next resolver decides.
+    Pass,
+}
+
 /// A Rhai function the frontmatter assigned to `flemma.opt.tools.auto_approve`.
 #[derive(Debug, Clone)]
 pub struct AutoApproveFunction {
@@ -266,6 +282,24 @@ impl AutoApproveFunction {
         context: &serde_json::Value,
         limits: &Limits,
     ) -> Result<Option<bool>, AutoApproveError> {
+        match self.decide(tool_name, input, context, limits)? {
+            AutoApproveAnswer::Approve => Ok(Some(true)),
+            AutoApproveAnswer::RequireApproval => Ok(Some(false)),
+            AutoApproveAnswer::Pass => Ok(None),
+            AutoApproveAnswer::Deny { .. } => Err(AutoApproveError(
+                "the frontmatter's auto_approve function returned \"deny\" where only true, false or () is accepted".into(),
+            )),
+        }
+    }
+
+    /// Calls the function like [`Self::call`], also accepting `"deny"` (or `"deny: reason"`).
+    pub fn decide(
+        &self,
+        tool_name: &str,
+        input: &serde_json::Value,
+        context: &serde_json::Value,
+        limits: &Limits,
+    ) -> Result<AutoApproveAnswer, AutoApproveError> {
         let engine = engine::sandboxed_engine(
             limits,
             engine::RunClock::new(),
@@ -294,13 +328,29 @@ impl AutoApproveFunction {
                     ))
                 })?;
         if result.is_unit() {
-            return Ok(None);
+            return Ok(AutoApproveAnswer::Pass);
         }
-        result.as_bool().map(Some).map_err(|type_name| {
-            AutoApproveError(format!(
-                "the frontmatter's auto_approve function returned {type_name}; return true, false or ()"
-            ))
-        })
+        if let Ok(text) = result.clone().into_immutable_string() {
+            let text = text.trim();
+            if text == "deny" {
+                return Ok(AutoApproveAnswer::Deny { reason: None });
+            }
+            if let Some(reason) = text.strip_prefix("deny:") {
+                return Ok(AutoApproveAnswer::Deny {
+                    reason: Some(reason.trim().to_owned()).filter(|r| !r.is_empty()),
+                });
+            }
+            return Err(AutoApproveError(format!(
+                "the frontmatter's auto_approve function returned the string {text:?}; return true, false, \"deny\" (or \"deny: reason\") or ()"
+            )));
+        }
+        match result.as_bool() {
+            Ok(true) => Ok(AutoApproveAnswer::Approve),
+            Ok(false) => Ok(AutoApproveAnswer::RequireApproval),
+            Err(type_name) => Err(AutoApproveError(format!(
+                "the frontmatter's auto_approve function returned {type_name}; return true, false, \"deny\" or ()"
+            ))),
+        }
     }
 }
 

@@ -20,6 +20,9 @@ pub enum Verdict {
 pub struct Decision {
     pub verdict: Verdict,
     pub resolver: String,
+    /// Why the resolver could not decide as asked (a failing approval function: the call then
+    /// requires approval), shown next to the decision.
+    pub note: Option<String>,
 }
 
 pub const CONFIG_URN: &str = "urn:flemma:approval:config";
@@ -29,9 +32,10 @@ pub const DEFAULT_URN: &str = "urn:flemma:approval:default";
 
 /// A function deciding instead of the `tools.auto_approve` list (the Rhai closure of
 /// `flemma.opt.tools.auto_approve = |tool, input, ctx| …`, filled by the template crate).
-/// `None` passes to the next resolver.
+/// `Ok(None)` passes to the next resolver; `Err` (the function failed: what to fix) makes the
+/// call require approval — a failing function never approves.
 pub trait ApprovalFunction: Send + Sync + std::fmt::Debug {
-    fn decide(&self, tool: &str, input: &Value) -> Option<Verdict>;
+    fn decide(&self, tool: &str, input: &Value) -> Result<Option<Verdict>, String>;
 }
 
 /// A user-defined resolver (priority 50).
@@ -91,17 +95,31 @@ impl ApprovalChain {
         }
     }
 
+    /// Makes `function` the deciding config resolver (when `tools.auto_approve` is a function).
+    pub fn set_function(&mut self, function: Box<dyn ApprovalFunction>) {
+        self.function = Some(function);
+    }
+
     /// Decides a call of `tool` with `input`.
     pub fn decide(&self, tool: &ToolSpec, input: &Value) -> Decision {
         let decided = |verdict, urn: &str| Decision {
             verdict,
             resolver: urn.to_string(),
+            note: None,
         };
         // 100: config (list or function).
         match (&self.auto_approve, &self.function) {
             (AutoApprove::Function(_), Some(function)) => {
-                if let Some(verdict) = function.decide(&tool.name, input) {
-                    return decided(verdict, CONFIG_URN);
+                match function.decide(&tool.name, input) {
+                    Ok(Some(verdict)) => return decided(verdict, CONFIG_URN),
+                    Ok(None) => {}
+                    Err(problem) => {
+                        return Decision {
+                            verdict: Verdict::RequireApproval,
+                            resolver: CONFIG_URN.to_string(),
+                            note: Some(problem),
+                        };
+                    }
                 }
             }
             (list @ AutoApprove::Tools { .. }, _) => {
@@ -117,6 +135,7 @@ impl ApprovalChain {
                 return Decision {
                     verdict,
                     resolver: resolver.urn(),
+                    note: None,
                 };
             }
         }
@@ -172,8 +191,11 @@ mod tests {
     #[derive(Debug)]
     struct OnlyRead;
     impl ApprovalFunction for OnlyRead {
-        fn decide(&self, tool: &str, _: &Value) -> Option<Verdict> {
-            (tool == "read").then_some(Verdict::Approve)
+        fn decide(&self, tool: &str, _: &Value) -> Result<Option<Verdict>, String> {
+            match tool {
+                "broken" => Err("the function failed; fix it".into()),
+                _ => Ok((tool == "read").then_some(Verdict::Approve)),
+            }
         }
     }
 
@@ -232,6 +254,32 @@ mod tests {
                 .decide(&crate::builtin::write::spec(), &json!({}))
                 .verdict,
             Verdict::RequireApproval
+        );
+    }
+
+    #[test]
+    fn failing_function_requires_approval_with_its_reason() {
+        let mut layer = ConfigLayer::new(LayerKind::Frontmatter);
+        layer
+            .set_function(
+                "tools.auto_approve",
+                flemma_config::FunctionRef {
+                    id: 1,
+                    description: "closure".into(),
+                },
+            )
+            .expect("function");
+        let resolved = resolve(&[layer]).expect("resolve");
+        // Even with every fallback approving, a failing function does not approve.
+        let open = ApprovalChain::new(&resolved, Some(Box::new(OnlyRead)), vec![], true);
+        let mut broken = crate::builtin::bash::spec();
+        broken.name = "broken".into();
+        let decision = open.decide(&broken, &json!({}));
+        assert_eq!(decision.verdict, Verdict::RequireApproval);
+        assert_eq!(decision.resolver, CONFIG_URN);
+        assert_eq!(
+            decision.note.as_deref(),
+            Some("the function failed; fix it")
         );
     }
 }

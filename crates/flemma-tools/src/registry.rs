@@ -114,6 +114,17 @@ impl Registry {
                 );
             }
         }
+        let servers = builtin::lsp::ServerConfig::from_config(&config.tools.lsp);
+        if !servers.is_empty() {
+            // Registered even when no server is on `PATH` (`flemmad tools run lsp` then says
+            // so); offered to the model only when one is (`condition_holds`).
+            let pool = Arc::new(builtin::lsp::LspPool::new(servers));
+            registry.register(
+                builtin::lsp::spec(&pool),
+                move |ctx, input| builtin::lsp::run(&pool, ctx, input),
+                Keep::Head,
+            );
+        }
         for tool in &config.tools.custom {
             let definition = tool.clone();
             registry.register(
