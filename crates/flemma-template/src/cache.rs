@@ -16,7 +16,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use flemma_conversation::Part;
+use flemma_conversation::Parts;
 use rhai::{AST, Engine, Scope};
 
 use crate::TemplateDiagnostic;
@@ -32,7 +32,8 @@ const DOCUMENTS: usize = 64;
 /// [`crate::EvalOptions::cache`]) and re-evaluating after an edit in the last message redoes
 /// only that message. Documents are told apart by [`crate::EvalOptions::path`].
 ///
-/// Memory: for each cached document, a copy of every message's parts and, after each message
+/// Memory: for each cached document, every message's parts (shared with the conversations
+/// the evaluations returned, not copied) and, after each message
 /// that runs template code, a copy of the template variables.
 #[derive(Debug, Clone, Default)]
 pub struct TemplateCache {
@@ -48,7 +49,7 @@ struct CacheState {
 /// What one message evaluated to.
 #[derive(Debug, Clone)]
 pub(crate) struct MessageOutput {
-    pub parts: Vec<Part>,
+    pub parts: Parts,
     pub diagnostics: Vec<TemplateDiagnostic>,
 }
 
@@ -69,7 +70,7 @@ pub(crate) struct MessageEntry {
 impl MessageOutput {
     pub(crate) fn empty() -> Self {
         Self {
-            parts: Vec::new(),
+            parts: Parts::default(),
             diagnostics: Vec::new(),
         }
     }

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use flemma_config::{ConfigLayer, LayerKind};
-use flemma_conversation::{Conversation, Message, Part, Role, SourceSpan, ThinkingSignature};
+use flemma_conversation::{
+    Conversation, Message, Part, Parts, Role, SourceSpan, ThinkingSignature,
+};
 use flemma_syntax::write::unescape_model_text;
 use flemma_syntax::{
     Document, FileReference, Frontmatter, FrontmatterLanguage, Role as ChatRole, Segment,
@@ -610,6 +612,7 @@ impl<'a> Evaluator<'a> {
                     let diagnostics_before = lock(&self.state).diagnostics.len();
                     self.impure.store(false, Ordering::Relaxed);
                     let (parts, ran_script) = self.message_parts(message);
+                    let parts = Parts::from(parts);
                     let impure = self.impure.load(Ordering::Relaxed);
                     let chain_key = if impure && ran_script {
                         let mut hasher = DefaultHasher::new();
@@ -633,10 +636,10 @@ impl<'a> Evaluator<'a> {
                     parts
                 }
             } else {
-                self.message_parts(message).0
+                Parts::from(self.message_parts(message).0)
             };
             match role {
-                None => conversation.system = output,
+                None => conversation.system = output.into_vec(),
                 Some(_) if output.is_empty() => {}
                 Some(role) => conversation.messages.push(Message {
                     role,
@@ -1086,7 +1089,7 @@ impl<'a> Evaluator<'a> {
                     index + 1,
                     Message {
                         role: Role::User,
-                        parts: results,
+                        parts: results.into(),
                         span: None,
                     },
                 ),
