@@ -287,6 +287,10 @@ impl AnalysisHost {
                 end: edit.range.end,
                 len: doc.text().len(),
             };
+        // The cached analysis shares the document: drop it first, so that `make_mut` edits the
+        // text in place instead of copying all of it (whoever else still holds an `Analysis`
+        // of the old revision keeps its copy; then the text is copied once).
+        state.analysis = None;
         // `Document::edit` refuses an edit that does not fit without changing anything.
         if let [edit] = edits {
             let document = Arc::make_mut(&mut state.document);
@@ -302,7 +306,6 @@ impl AnalysisHost {
             }
             state.document = Arc::new(working);
         }
-        state.analysis = None;
         Ok(())
     }
 
