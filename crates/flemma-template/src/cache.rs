@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -20,6 +20,16 @@ use flemma_conversation::Parts;
 use rhai::{AST, Engine, Scope};
 
 use crate::TemplateDiagnostic;
+
+/// The hasher of the chain keys: every message's text is hashed on every evaluation, so it must
+/// be fast on long input (several times SipHash's speed); the seed is fixed so that keys do not
+/// depend on anything but their input.
+pub(crate) type KeyHasher = foldhash::quality::FoldHasher<'static>;
+
+/// A fresh [`KeyHasher`].
+pub(crate) fn key_hasher() -> KeyHasher {
+    foldhash::quality::FixedState::with_seed(0x666c_656d_6d61_6421).build_hasher()
+}
 
 /// How many compiled templates a cache keeps before it starts over.
 const COMPILED_ENTRIES: usize = 8192;
@@ -185,14 +195,14 @@ impl TemplateCache {
 /// A fingerprint of the template variables: their names, constness and values (through their
 /// debug form, which shows the whole value).
 pub(crate) fn scope_fingerprint(scope: &Scope<'_>) -> u64 {
-    struct Feed<'h>(&'h mut DefaultHasher);
+    struct Feed<'h>(&'h mut KeyHasher);
     impl std::fmt::Write for Feed<'_> {
         fn write_str(&mut self, s: &str) -> std::fmt::Result {
             self.0.write(s.as_bytes());
             Ok(())
         }
     }
-    let mut hasher = DefaultHasher::new();
+    let mut hasher = key_hasher();
     for (name, constant, value) in scope.iter_raw() {
         name.hash(&mut hasher);
         constant.hash(&mut hasher);

@@ -1,7 +1,7 @@
 //! The document walk: frontmatter, then every message into conversation parts.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,7 @@ use flemma_syntax::{
 };
 use rhai::{AST, Engine, ImmutableString, Scope};
 
-use crate::cache::{MessageEntry, MessageOutput, scope_fingerprint};
+use crate::cache::{KeyHasher, MessageEntry, MessageOutput, key_hasher, scope_fingerprint};
 use crate::engine::{CANCELLED, RunClock, sandboxed_engine};
 use crate::opt::{self, FlemmaHandle, SharedOpt};
 use crate::origin::Origin;
@@ -98,7 +98,7 @@ pub(crate) struct Evaluator<'a> {
     progress: Option<ProgressCallback>,
     /// Everything before the messages that their results depend on: the options, the
     /// template modules' text, the frontmatter (its variables are added after it ran).
-    head: DefaultHasher,
+    head: KeyHasher,
     stats: EvalStats,
 }
 
@@ -155,7 +155,7 @@ impl<'a> Evaluator<'a> {
             "__dirname",
             ImmutableString::from(dir.display().to_string()),
         );
-        let mut head = DefaultHasher::new();
+        let mut head = key_hasher();
         options.path.hash(&mut head);
         format!("{:?}|{:?}", options.limits, options.templating).hash(&mut head);
         Self {
@@ -615,7 +615,7 @@ impl<'a> Evaluator<'a> {
                     let parts = Parts::from(parts);
                     let impure = self.impure.load(Ordering::Relaxed);
                     let chain_key = if impure && ran_script {
-                        let mut hasher = DefaultHasher::new();
+                        let mut hasher = key_hasher();
                         input_key.hash(&mut hasher);
                         scope_fingerprint(&self.scope).hash(&mut hasher);
                         hasher.finish()
@@ -661,7 +661,7 @@ impl<'a> Evaluator<'a> {
     /// The chain key of `message` after `previous`: its offset, text and the names of the tools
     /// its results answer (a `read` result is rendered differently).
     fn message_key(&self, previous: u64, message: &flemma_syntax::Message) -> u64 {
-        let mut hasher = DefaultHasher::new();
+        let mut hasher = key_hasher();
         previous.hash(&mut hasher);
         message.range.start.hash(&mut hasher);
         self.doc.slice(message.range).hash(&mut hasher);
