@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use flemma_conversation::Parts;
 use rhai::{AST, Engine, Scope};
 
+use flemma_syntax::TextRange;
+
 use crate::TemplateDiagnostic;
 
 /// The hasher of the chain keys: every message's text is hashed on every evaluation, so it must
@@ -60,21 +62,26 @@ struct CacheState {
 #[derive(Debug, Clone)]
 pub(crate) struct MessageOutput {
     pub parts: Parts,
-    pub diagnostics: Vec<TemplateDiagnostic>,
+    /// Its diagnostics, with ranges relative to the message's start (unless the entry is
+    /// pinned, see [`MessageEntry::pinned_at`]).
+    diagnostics: Vec<TemplateDiagnostic>,
 }
 
 /// One message of a cached document.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct MessageEntry {
-    /// The chain key before the message ran: everything before it and its own text.
+    /// The key of the message: the chain key before it, its text, the tools its results answer.
     pub input_key: u64,
-    /// The chain key after it: `input_key`, or for a message that touched the outside world
-    /// while running template code, `input_key` with the fingerprint of the variables it left.
+    /// The chain key after it: the one before it when it ran no template code, else the
+    /// variables it left (with the document's head).
     pub chain_key: u64,
     /// `None` when the message must be evaluated again each time.
     pub output: Option<MessageOutput>,
+    /// The offset the message must stand at to be reused: set when a diagnostic lies outside
+    /// the message, so that it cannot be moved with it.
+    pub pinned_at: Option<usize>,
     /// The template variables after the message, when it ran template code.
-    pub scope_after: Option<Scope<'static>>,
+    pub scope_after: Option<Arc<Scope<'static>>>,
 }
 
 impl MessageOutput {
@@ -84,17 +91,44 @@ impl MessageOutput {
             diagnostics: Vec::new(),
         }
     }
-}
 
-impl MessageEntry {
-    /// A placeholder left where an entry was moved out.
-    pub(crate) fn empty() -> Self {
-        Self {
-            input_key: 0,
-            chain_key: 0,
-            output: None,
-            scope_after: None,
-        }
+    /// The output of the message at `message`, and whether it must stay pinned there (a
+    /// diagnostic lies outside the message).
+    pub(crate) fn new(
+        parts: Parts,
+        diagnostics: &[TemplateDiagnostic],
+        message: TextRange,
+    ) -> (Self, bool) {
+        let inside = |range: TextRange| message.start <= range.start && range.end <= message.end;
+        let pinned = !diagnostics.iter().all(|d| inside(d.range));
+        let diagnostics = diagnostics
+            .iter()
+            .map(|d| {
+                let mut relative = d.clone();
+                if !pinned {
+                    relative.range =
+                        TextRange::new(d.range.start - message.start, d.range.end - message.start);
+                }
+                relative
+            })
+            .collect();
+        (Self { parts, diagnostics }, pinned)
+    }
+
+    /// The diagnostics for the message standing at `start` (a pinned entry is only reused at
+    /// its own offset, where the shift is zero).
+    pub(crate) fn diagnostics_at(
+        &self,
+        start: usize,
+        pinned: bool,
+    ) -> impl Iterator<Item = TemplateDiagnostic> + '_ {
+        self.diagnostics.iter().map(move |d| {
+            let mut shifted = d.clone();
+            if !pinned {
+                shifted.range = TextRange::new(d.range.start + start, d.range.end + start);
+            }
+            shifted
+        })
     }
 }
 

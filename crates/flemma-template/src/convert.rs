@@ -546,20 +546,26 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn conversation(mut self) -> Evaluation {
         let mut conversation = Conversation::default();
         let doc = self.doc;
-        let mut previous = if self.reuse_messages {
+        let previous = if self.reuse_messages {
             self.cache.take_messages(self.path.as_deref())
         } else {
             Vec::new()
         };
+        // Entries are looked up at the same position first (nothing was inserted or removed
+        // before them), then by key (an edit added or removed messages before them).
+        let mut previous_by_key: Option<HashMap<u64, usize>> = None;
         let mut entries: Vec<MessageEntry> = Vec::new();
-        // The chain key: the head and the variables the frontmatter left.
-        let mut key = if self.reuse_messages {
+        // The chain key: the head and the variables the frontmatter left. It changes only where
+        // template code leaves different variables, so that an edit that leaves them as they
+        // were keeps every later message reusable.
+        let head_key = if self.reuse_messages {
             let mut head = self.head.clone();
             scope_fingerprint(&self.scope).hash(&mut head);
             head.finish()
         } else {
             0
         };
+        let mut key = head_key;
         // The entry whose variables `self.scope` must be set to before the next evaluated
         // message (reused messages leave them in their entry, copied only when needed).
         let mut pending_scope: Option<usize> = None;
@@ -584,18 +590,35 @@ impl<'a> Evaluator<'a> {
             };
             let output = if self.reuse_messages {
                 let input_key = self.message_key(key, message);
+                let at = message.range.start;
+                let fits = |entry: &MessageEntry| {
+                    entry.input_key == input_key
+                        && entry.output.is_some()
+                        && entry.pinned_at.is_none_or(|pinned| pinned == at)
+                };
                 // Entries are kept for the messages that are evaluated (not `@Note:` and such).
-                let reusable = previous
-                    .get_mut(entries.len())
-                    .filter(|entry| entry.input_key == input_key && entry.output.is_some());
+                let reusable = match previous.get(entries.len()) {
+                    Some(entry) if fits(entry) => Some(entry),
+                    _ => previous_by_key
+                        .get_or_insert_with(|| {
+                            previous
+                                .iter()
+                                .enumerate()
+                                .map(|(i, entry)| (entry.input_key, i))
+                                .collect()
+                        })
+                        .get(&input_key)
+                        .and_then(|&i| previous.get(i))
+                        .filter(|entry| fits(entry)),
+                };
                 if let Some(entry) = reusable {
-                    let entry = std::mem::replace(entry, MessageEntry::empty());
+                    let entry = entry.clone();
                     self.stats.messages_reused += 1;
                     key = entry.chain_key;
                     let output = entry.output.clone().unwrap_or_else(MessageOutput::empty);
                     lock(&self.state)
                         .diagnostics
-                        .extend(output.diagnostics.iter().cloned());
+                        .extend(output.diagnostics_at(at, entry.pinned_at.is_some()));
                     if entry.scope_after.is_some() {
                         pending_scope = Some(entries.len());
                     }
@@ -605,7 +628,7 @@ impl<'a> Evaluator<'a> {
                     if let Some(scope) = pending_scope
                         .take()
                         .and_then(|at| entries.get(at))
-                        .and_then(|entry| entry.scope_after.as_ref())
+                        .and_then(|entry| entry.scope_after.as_deref())
                     {
                         self.scope = scope.clone();
                     }
@@ -614,24 +637,31 @@ impl<'a> Evaluator<'a> {
                     let (parts, ran_script) = self.message_parts(message);
                     let parts = Parts::from(parts);
                     let impure = self.impure.load(Ordering::Relaxed);
-                    let chain_key = if impure && ran_script {
+                    // Template code is the only thing that carries state from one message to
+                    // the next: its variables.
+                    let chain_key = if ran_script {
                         let mut hasher = key_hasher();
-                        input_key.hash(&mut hasher);
+                        head_key.hash(&mut hasher);
                         scope_fingerprint(&self.scope).hash(&mut hasher);
                         hasher.finish()
                     } else {
-                        input_key
+                        key
                     };
                     key = chain_key;
-                    let output = (!impure).then(|| MessageOutput {
-                        parts: parts.clone(),
-                        diagnostics: lock(&self.state).diagnostics[diagnostics_before..].to_vec(),
-                    });
+                    let (output, pinned_at) = if impure {
+                        (None, None)
+                    } else {
+                        let diagnostics = &lock(&self.state).diagnostics[diagnostics_before..];
+                        let (output, pinned) =
+                            MessageOutput::new(parts.clone(), diagnostics, message.range);
+                        (Some(output), pinned.then_some(at))
+                    };
                     entries.push(MessageEntry {
                         input_key,
                         chain_key,
                         output,
-                        scope_after: ran_script.then(|| self.scope.clone()),
+                        pinned_at,
+                        scope_after: ran_script.then(|| Arc::new(self.scope.clone())),
                     });
                     parts
                 }
@@ -658,12 +688,12 @@ impl<'a> Evaluator<'a> {
         self.finish(conversation)
     }
 
-    /// The chain key of `message` after `previous`: its offset, text and the names of the tools
-    /// its results answer (a `read` result is rendered differently).
+    /// The key of `message` after the chain key `previous`: its text and the names of the tools
+    /// its results answer (a `read` result is rendered differently). Not its offset: a message
+    /// evaluates the same wherever it stands (its diagnostics are kept relative to it).
     fn message_key(&self, previous: u64, message: &flemma_syntax::Message) -> u64 {
         let mut hasher = key_hasher();
         previous.hash(&mut hasher);
-        message.range.start.hash(&mut hasher);
         self.doc.slice(message.range).hash(&mut hasher);
         for (_, result) in message.tool_results() {
             self.tools.name_of(&result.tool_use_id).hash(&mut hasher);

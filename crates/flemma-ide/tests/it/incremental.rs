@@ -14,7 +14,7 @@ use proptest::prelude::*;
 /// system prompt, a tool use and its result.
 const CHAT: &str = "```rhai\nlet who = \"A\";\n```\n\
 @System:\nYou help {{ who }}.\n\n\
-@You:\nHello {{ who }}, see @./notes.md\n{% let count = 2; %}\n\n\
+@You:\nHello {{ who }}, see @./notes.md\n{% count = 2; %}\n\n\
 @Assistant:\nSure.\n\n**Tool Use:** `bash` (`t1`)\n```json\n{\"command\":\"ls\"}\n```\n\n\
 @You:\n**Tool Result:** `t1`\n```\nok\n```\n\n\
 @You:\nCount is {{ count }} and {{ who }} and {{ missing }}.\n\n\
@@ -35,6 +35,7 @@ const INSERTS: &[&str] = &[
     "{{ who }}",
     "{{ nope }}",
     "{% let who = \"B\"; %}",
+    "{% who = \"C\"; %}",
     "{% count = 7; %}",
     "{% let fresh = 1; %}{{ fresh }}",
     "{{",
@@ -140,4 +141,50 @@ fn an_edit_in_the_last_message_evaluates_only_that_message() {
     // The message with the file reference is always evaluated again (it reads a file).
     assert_eq!(stats.messages_evaluated, 2, "{stats:?}");
     assert!(stats.messages_reused >= 8, "{stats:?}");
+}
+
+/// An edit in the middle that leaves the template variables as they were keeps the messages
+/// after it reusable, even though they moved and a message was added before them.
+#[test]
+fn an_edit_in_the_middle_reuses_the_messages_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "the notes\n").unwrap();
+    let id = DocumentId::new(dir.path().join("talk.chat"));
+    let mut host = AnalysisHost::new(Arc::new(FsHost), ConfigInput::default());
+    host.set_text(id.clone(), CHAT);
+    host.analysis(&id).unwrap();
+    let at = CHAT.find("Plain question.").unwrap();
+    host.apply_edits(&id, &[TextEdit::insert(at, "A new one.\n\n@You:\n")])
+        .unwrap();
+    let analysis = host.analysis(&id).unwrap();
+    let stats = analysis.evaluation.stats;
+    // `A new one.` (the old message's new text) and the one with the file reference; the
+    // `Plain question.` message now after it has its old text and is reused.
+    assert_eq!(stats.messages_evaluated, 2, "{stats:?}");
+    assert!(stats.messages_reused >= 8, "{stats:?}");
+    // The `{{ missing }}` diagnostic before the edit and the later messages' parts are right.
+    let missing = analysis
+        .diagnostics
+        .iter()
+        .find(|d| d.message.contains("missing"))
+        .expect("the undefined variable is reported");
+    assert_eq!(
+        analysis.document.slice(missing.range),
+        "missing",
+        "{missing:?}"
+    );
+    let mut cold_host = AnalysisHost::new(Arc::new(FsHost), ConfigInput::default());
+    cold_host.set_text(id.clone(), analysis.document.text());
+    let cold = cold_host.analysis(&id).unwrap();
+    assert_eq!(
+        analysis.evaluation.conversation,
+        cold.evaluation.conversation
+    );
+    assert_eq!(analysis.diagnostics, cold.diagnostics);
+    // The variable set in the first message reaches the last one.
+    let last = analysis.evaluation.conversation.messages.last().unwrap();
+    assert_eq!(
+        flemma_conversation::Part::joined_text(&last.parts),
+        "Last 4 for A"
+    );
 }
