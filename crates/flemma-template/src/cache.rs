@@ -84,6 +84,19 @@ pub(crate) struct MessageEntry {
     pub scope_after: Option<Arc<Scope<'static>>>,
 }
 
+impl MessageEntry {
+    /// What is left where an entry was taken out for reuse (never reusable itself).
+    pub(crate) fn taken() -> Self {
+        Self {
+            input_key: 0,
+            chain_key: 0,
+            output: None,
+            pinned_at: None,
+            scope_after: None,
+        }
+    }
+}
+
 impl MessageOutput {
     pub(crate) fn empty() -> Self {
         Self {

@@ -38,9 +38,9 @@ const NO_RESULT: &str = flemma_conversation::MISSING_TOOL_RESULT;
 #[derive(Debug, Default)]
 struct ToolIndex<'a> {
     /// The last tool use with each id: its name and header range.
-    uses: HashMap<&'a str, (&'a str, TextRange)>,
+    uses: HashMap<&'a str, (&'a str, TextRange), foldhash::fast::RandomState>,
     /// The ids that have a result somewhere.
-    results: std::collections::HashSet<&'a str>,
+    results: std::collections::HashSet<&'a str, foldhash::fast::RandomState>,
 }
 
 impl<'a> ToolIndex<'a> {
@@ -546,14 +546,20 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn conversation(mut self) -> Evaluation {
         let mut conversation = Conversation::default();
         let doc = self.doc;
-        let previous = if self.reuse_messages {
+        let mut previous = if self.reuse_messages {
             self.cache.take_messages(self.path.as_deref())
         } else {
             Vec::new()
         };
-        // Entries are looked up at the same position first (nothing was inserted or removed
-        // before them), then by key (an edit added or removed messages before them).
-        let mut previous_by_key: Option<HashMap<u64, usize>> = None;
+        // Entries are looked up at the same position (taken out of the old list), or, when the
+        // edit added or removed messages, by key (copied: two messages may share one).
+        let aligned = previous.len()
+            == doc
+                .messages()
+                .iter()
+                .filter(|m| !matches!(m.role, ChatRole::Other(_)))
+                .count();
+        let mut previous_by_key: Option<HashMap<u64, usize, foldhash::fast::RandomState>> = None;
         let mut entries: Vec<MessageEntry> = Vec::new();
         // The chain key: the head and the variables the frontmatter left. It changes only where
         // template code leaves different variables, so that an edit that leaves them as they
@@ -597,8 +603,11 @@ impl<'a> Evaluator<'a> {
                         && entry.pinned_at.is_none_or(|pinned| pinned == at)
                 };
                 // Entries are kept for the messages that are evaluated (not `@Note:` and such).
-                let reusable = match previous.get(entries.len()) {
-                    Some(entry) if fits(entry) => Some(entry),
+                let reusable = match previous.get_mut(entries.len()) {
+                    Some(entry) if fits(entry) => {
+                        Some(std::mem::replace(entry, MessageEntry::taken()))
+                    }
+                    _ if aligned => None,
                     _ => previous_by_key
                         .get_or_insert_with(|| {
                             previous
@@ -609,10 +618,10 @@ impl<'a> Evaluator<'a> {
                         })
                         .get(&input_key)
                         .and_then(|&i| previous.get(i))
-                        .filter(|entry| fits(entry)),
+                        .filter(|entry| fits(entry))
+                        .cloned(),
                 };
                 if let Some(entry) = reusable {
-                    let entry = entry.clone();
                     self.stats.messages_reused += 1;
                     key = entry.chain_key;
                     let output = entry.output.clone().unwrap_or_else(MessageOutput::empty);
