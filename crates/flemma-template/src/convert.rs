@@ -560,7 +560,12 @@ impl<'a> Evaluator<'a> {
                 .filter(|m| !matches!(m.role, ChatRole::Other(_)))
                 .count();
         let mut previous_by_key: Option<HashMap<u64, usize, foldhash::fast::RandomState>> = None;
-        let mut entries: Vec<MessageEntry> = Vec::new();
+        let mut entries: Vec<MessageEntry> = if self.reuse_messages {
+            Vec::with_capacity(doc.messages().len())
+        } else {
+            Vec::new()
+        };
+        conversation.messages.reserve(doc.messages().len());
         // The chain key: the head and the variables the frontmatter left. It changes only where
         // template code leaves different variables, so that an edit that leaves them as they
         // were keeps every later message reusable.
