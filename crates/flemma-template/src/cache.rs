@@ -1,14 +1,16 @@
 //! [`TemplateCache`]: compiled templates and, per document, the result of every message, so that
-//! evaluating a document again after an edit only evaluates the messages from the edit on.
+//! evaluating a document again after an edit only evaluates the messages the edit changed (and
+//! the later ones whose template variables it changed).
 //!
-//! Each message's entry is keyed by a hash chained through the document: the key of message
-//! *n* covers the frontmatter's outcome (its text, the template modules, the variables it left,
-//! the options), every earlier message, and message *n*'s own text and offset. A message is
-//! reused only when its key matches, so variables that persist across messages always see the
-//! same history. A message whose evaluation touched the outside world (a file, `include()`, the
-//! clock) is never reused: it is evaluated again each time, and when it ran template code the
-//! chain continues with a fingerprint of the variables it left, so the messages after it are
-//! reused exactly when those variables came out the same.
+//! Each message's entry is keyed by a hash of a *chain key* and the message's own text (and the
+//! names of the tools its results answer). The chain key stands for the template variables the
+//! message starts with: it begins as the frontmatter's outcome (its text, the template modules,
+//! the variables it left, the options), passes unchanged over a message that runs no template
+//! code, and after one that does becomes the fingerprint of the variables it left. So a message
+//! is reused exactly when its text and the variables it sees are the same, wherever it stands:
+//! its diagnostics are kept relative to its start (an entry with a diagnostic outside the message
+//! is only reused at its own offset). A message whose evaluation touched the outside world (a
+//! file, `include()`, the clock) is never reused: it is evaluated again each time.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
