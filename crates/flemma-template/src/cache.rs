@@ -100,13 +100,6 @@ impl MessageEntry {
 }
 
 impl MessageOutput {
-    pub(crate) fn empty() -> Self {
-        Self {
-            parts: Parts::default(),
-            diagnostics: Vec::new(),
-        }
-    }
-
     /// The output of the message at `message`, and whether it must stay pinned there (a
     /// diagnostic lies outside the message).
     pub(crate) fn new(
@@ -260,4 +253,51 @@ pub(crate) fn scope_fingerprint(scope: &Scope<'_>) -> u64 {
         0xffu8.hash(&mut hasher);
     }
     hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use flemma_syntax::Severity;
+
+    use super::*;
+    use crate::Category;
+
+    fn diagnostic(start: usize, end: usize) -> TemplateDiagnostic {
+        TemplateDiagnostic {
+            range: TextRange::new(start, end),
+            file: None,
+            line_in_file: None,
+            severity: Severity::Warning,
+            category: Category::Expression,
+            message: "undefined variable".to_owned(),
+            include_stack: Vec::new(),
+            blocking: false,
+        }
+    }
+
+    #[test]
+    fn diagnostics_inside_the_message_move_with_it() {
+        let message = TextRange::new(100, 200);
+        let (output, pinned) =
+            MessageOutput::new(Parts::default(), &[diagnostic(110, 120)], message);
+        assert!(!pinned);
+        let moved: Vec<_> = output.diagnostics_at(1000, pinned).collect();
+        assert_eq!(moved[0].range, TextRange::new(1010, 1020));
+        let unmoved: Vec<_> = output.diagnostics_at(100, pinned).collect();
+        assert_eq!(unmoved[0].range, TextRange::new(110, 120));
+    }
+
+    #[test]
+    fn a_diagnostic_outside_the_message_pins_it_to_its_offset() {
+        let message = TextRange::new(100, 200);
+        let (output, pinned) = MessageOutput::new(
+            Parts::default(),
+            &[diagnostic(110, 120), diagnostic(0, 0)],
+            message,
+        );
+        assert!(pinned);
+        let kept: Vec<_> = output.diagnostics_at(100, pinned).collect();
+        assert_eq!(kept[0].range, TextRange::new(110, 120));
+        assert_eq!(kept[1].range, TextRange::new(0, 0));
+    }
 }

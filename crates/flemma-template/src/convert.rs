@@ -629,15 +629,21 @@ impl<'a> Evaluator<'a> {
                 if let Some(entry) = reusable {
                     self.stats.messages_reused += 1;
                     key = entry.chain_key;
-                    let output = entry.output.clone().unwrap_or_else(MessageOutput::empty);
-                    lock(&self.state)
-                        .diagnostics
-                        .extend(output.diagnostics_at(at, entry.pinned_at.is_some()));
+                    // `fits` checked that the entry has an output.
+                    let parts = match &entry.output {
+                        Some(output) => {
+                            lock(&self.state)
+                                .diagnostics
+                                .extend(output.diagnostics_at(at, entry.pinned_at.is_some()));
+                            output.parts.clone()
+                        }
+                        None => Parts::default(),
+                    };
                     if entry.scope_after.is_some() {
                         pending_scope = Some(entries.len());
                     }
                     entries.push(entry);
-                    output.parts
+                    parts
                 } else {
                     if let Some(scope) = pending_scope
                         .take()
