@@ -124,6 +124,34 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// A batch whose last edit does not fit changes nothing: the edits before it are undone,
+    /// text and tree.
+    #[test]
+    fn a_refused_batch_leaves_the_document_as_it_was(edits in prop::collection::vec(random_edit(), 1..5)) {
+        let dir = tempfile::tempdir().unwrap();
+        let id = DocumentId::new(dir.path().join("talk.chat"));
+        let mut host = AnalysisHost::new(Arc::new(FsHost), ConfigInput::default());
+        host.set_text(id.clone(), CHAT);
+        let before = host.document(&id).unwrap().clone();
+        // Each edit in the coordinates of the text the earlier ones produced.
+        let mut text = CHAT.to_owned();
+        let mut batch = Vec::new();
+        for edit in &edits {
+            let edit = edit.to_text_edit(&text);
+            text = flemma_syntax::apply_edits(&text, std::slice::from_ref(&edit)).unwrap();
+            batch.push(edit);
+        }
+        batch.push(TextEdit::insert(text.len() + 1, "beyond the end"));
+        prop_assert!(host.apply_edits(&id, &batch).is_err());
+        let after = host.document(&id).unwrap();
+        prop_assert_eq!(after.text(), before.text());
+        prop_assert_eq!(after.messages(), before.messages());
+    }
+}
+
 /// The reuse the property above relies on really happens: after an edit in the last message
 /// only that message is evaluated again.
 #[test]
