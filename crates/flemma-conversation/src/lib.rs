@@ -8,6 +8,9 @@
 use serde::{Deserialize, Serialize};
 
 mod bytes_b64;
+mod parts;
+
+pub use parts::Parts;
 
 /// The error result sent for a tool use that has no result at send time (`chat-format.md` §3.1).
 pub const MISSING_TOOL_RESULT: &str = "No result provided";
@@ -39,7 +42,10 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Message {
     pub role: Role,
-    pub parts: Vec<Part>,
+    /// Shared between evaluations: cloning a message (a cached one, reused after an edit
+    /// elsewhere) copies a pointer, not its text.
+    #[schemars(with = "Vec<Part>")]
+    pub parts: Parts,
     /// Where the message stands in the `.chat` file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub span: Option<SourceSpan>,

@@ -287,22 +287,39 @@ impl AnalysisHost {
                 end: edit.range.end,
                 len: doc.text().len(),
             };
-        // `Document::edit` refuses an edit that does not fit without changing anything.
-        if let [edit] = edits {
-            let document = Arc::make_mut(&mut state.document);
-            if document.edit(edit).is_err() {
-                return Err(out_of_range(document, 0, edit));
-            }
-        } else {
-            let mut working = (*state.document).clone();
-            for (index, edit) in edits.iter().enumerate() {
-                if working.edit(edit).is_err() {
-                    return Err(out_of_range(&working, index, edit));
+        // The cached analysis shares the document: drop it first, so that `make_mut` edits the
+        // text in place instead of copying all of it (whoever else still holds an `Analysis`
+        // of the old revision keeps its copy; then the text is copied once).
+        state.analysis = None;
+        // `Document::edit` refuses an edit that does not fit without changing anything; when
+        // one of a batch does, the ones before it are undone (in reverse, each by the edit that
+        // puts its old text back), which restores the text and, the re-parse being exact, the
+        // tree.
+        let document = Arc::make_mut(&mut state.document);
+        let mut undo: Vec<TextEdit> = Vec::with_capacity(edits.len());
+        for (index, edit) in edits.iter().enumerate() {
+            let old_text = document
+                .text()
+                .get(edit.range.start..edit.range.end)
+                .map(str::to_owned);
+            match old_text {
+                Some(old_text) if document.edit(edit).is_ok() => undo.push(TextEdit::replace(
+                    TextRange {
+                        start: edit.range.start,
+                        end: edit.range.start + edit.new_text.len(),
+                    },
+                    old_text,
+                )),
+                _ => {
+                    let refused = out_of_range(document, index, edit);
+                    for inverse in undo.iter().rev() {
+                        // The inverse of an applied edit always fits.
+                        let _ = document.edit(inverse);
+                    }
+                    return Err(refused);
                 }
             }
-            state.document = Arc::new(working);
         }
-        state.analysis = None;
         Ok(())
     }
 

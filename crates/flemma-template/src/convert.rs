@@ -1,13 +1,15 @@
 //! The document walk: frontmatter, then every message into conversation parts.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use flemma_config::{ConfigLayer, LayerKind};
-use flemma_conversation::{Conversation, Message, Part, Role, SourceSpan, ThinkingSignature};
+use flemma_conversation::{
+    Conversation, Message, Part, Parts, Role, SourceSpan, ThinkingSignature,
+};
 use flemma_syntax::write::unescape_model_text;
 use flemma_syntax::{
     Document, FileReference, Frontmatter, FrontmatterLanguage, Role as ChatRole, Segment,
@@ -15,7 +17,7 @@ use flemma_syntax::{
 };
 use rhai::{AST, Engine, ImmutableString, Scope};
 
-use crate::cache::{MessageEntry, MessageOutput, scope_fingerprint};
+use crate::cache::{KeyHasher, MessageEntry, MessageOutput, key_hasher, scope_fingerprint};
 use crate::engine::{CANCELLED, RunClock, sandboxed_engine};
 use crate::opt::{self, FlemmaHandle, SharedOpt};
 use crate::origin::Origin;
@@ -36,9 +38,9 @@ const NO_RESULT: &str = flemma_conversation::MISSING_TOOL_RESULT;
 #[derive(Debug, Default)]
 struct ToolIndex<'a> {
     /// The last tool use with each id: its name and header range.
-    uses: HashMap<&'a str, (&'a str, TextRange)>,
+    uses: HashMap<&'a str, (&'a str, TextRange), foldhash::fast::RandomState>,
     /// The ids that have a result somewhere.
-    results: std::collections::HashSet<&'a str>,
+    results: std::collections::HashSet<&'a str, foldhash::fast::RandomState>,
 }
 
 impl<'a> ToolIndex<'a> {
@@ -96,7 +98,7 @@ pub(crate) struct Evaluator<'a> {
     progress: Option<ProgressCallback>,
     /// Everything before the messages that their results depend on: the options, the
     /// template modules' text, the frontmatter (its variables are added after it ran).
-    head: DefaultHasher,
+    head: KeyHasher,
     stats: EvalStats,
 }
 
@@ -153,7 +155,7 @@ impl<'a> Evaluator<'a> {
             "__dirname",
             ImmutableString::from(dir.display().to_string()),
         );
-        let mut head = DefaultHasher::new();
+        let mut head = key_hasher();
         options.path.hash(&mut head);
         format!("{:?}|{:?}", options.limits, options.templating).hash(&mut head);
         Self {
@@ -549,15 +551,32 @@ impl<'a> Evaluator<'a> {
         } else {
             Vec::new()
         };
-        let mut entries: Vec<MessageEntry> = Vec::new();
-        // The chain key: the head and the variables the frontmatter left.
-        let mut key = if self.reuse_messages {
+        // Entries are looked up at the same position (taken out of the old list), or, when the
+        // edit added or removed messages, by key (copied: two messages may share one).
+        let aligned = previous.len()
+            == doc
+                .messages()
+                .iter()
+                .filter(|m| !matches!(m.role, ChatRole::Other(_)))
+                .count();
+        let mut previous_by_key: Option<HashMap<u64, usize, foldhash::fast::RandomState>> = None;
+        let mut entries: Vec<MessageEntry> = if self.reuse_messages {
+            Vec::with_capacity(doc.messages().len())
+        } else {
+            Vec::new()
+        };
+        conversation.messages.reserve(doc.messages().len());
+        // The chain key: the head and the variables the frontmatter left. It changes only where
+        // template code leaves different variables, so that an edit that leaves them as they
+        // were keeps every later message reusable.
+        let head_key = if self.reuse_messages {
             let mut head = self.head.clone();
             scope_fingerprint(&self.scope).hash(&mut head);
             head.finish()
         } else {
             0
         };
+        let mut key = head_key;
         // The entry whose variables `self.scope` must be set to before the next evaluated
         // message (reused messages leave them in their entry, copied only when needed).
         let mut pending_scope: Option<usize> = None;
@@ -582,61 +601,95 @@ impl<'a> Evaluator<'a> {
             };
             let output = if self.reuse_messages {
                 let input_key = self.message_key(key, message);
+                let at = message.range.start;
+                let fits = |entry: &MessageEntry| {
+                    entry.input_key == input_key
+                        && entry.output.is_some()
+                        && entry.pinned_at.is_none_or(|pinned| pinned == at)
+                };
                 // Entries are kept for the messages that are evaluated (not `@Note:` and such).
-                let reusable = previous
-                    .get_mut(entries.len())
-                    .filter(|entry| entry.input_key == input_key && entry.output.is_some());
+                let reusable = match previous.get_mut(entries.len()) {
+                    Some(entry) if fits(entry) => {
+                        Some(std::mem::replace(entry, MessageEntry::taken()))
+                    }
+                    _ if aligned => None,
+                    _ => previous_by_key
+                        .get_or_insert_with(|| {
+                            previous
+                                .iter()
+                                .enumerate()
+                                .map(|(i, entry)| (entry.input_key, i))
+                                .collect()
+                        })
+                        .get(&input_key)
+                        .and_then(|&i| previous.get(i))
+                        .filter(|entry| fits(entry))
+                        .cloned(),
+                };
                 if let Some(entry) = reusable {
-                    let entry = std::mem::replace(entry, MessageEntry::empty());
                     self.stats.messages_reused += 1;
                     key = entry.chain_key;
-                    let output = entry.output.clone().unwrap_or_else(MessageOutput::empty);
-                    lock(&self.state)
-                        .diagnostics
-                        .extend(output.diagnostics.iter().cloned());
+                    // `fits` checked that the entry has an output.
+                    let parts = match &entry.output {
+                        Some(output) => {
+                            lock(&self.state)
+                                .diagnostics
+                                .extend(output.diagnostics_at(at, entry.pinned_at.is_some()));
+                            output.parts.clone()
+                        }
+                        None => Parts::default(),
+                    };
                     if entry.scope_after.is_some() {
                         pending_scope = Some(entries.len());
                     }
                     entries.push(entry);
-                    output.parts
+                    parts
                 } else {
                     if let Some(scope) = pending_scope
                         .take()
                         .and_then(|at| entries.get(at))
-                        .and_then(|entry| entry.scope_after.as_ref())
+                        .and_then(|entry| entry.scope_after.as_deref())
                     {
                         self.scope = scope.clone();
                     }
                     let diagnostics_before = lock(&self.state).diagnostics.len();
                     self.impure.store(false, Ordering::Relaxed);
                     let (parts, ran_script) = self.message_parts(message);
+                    let parts = Parts::from(parts);
                     let impure = self.impure.load(Ordering::Relaxed);
-                    let chain_key = if impure && ran_script {
-                        let mut hasher = DefaultHasher::new();
-                        input_key.hash(&mut hasher);
+                    // Template code is the only thing that carries state from one message to
+                    // the next: its variables.
+                    let chain_key = if ran_script {
+                        let mut hasher = key_hasher();
+                        head_key.hash(&mut hasher);
                         scope_fingerprint(&self.scope).hash(&mut hasher);
                         hasher.finish()
                     } else {
-                        input_key
+                        key
                     };
                     key = chain_key;
-                    let output = (!impure).then(|| MessageOutput {
-                        parts: parts.clone(),
-                        diagnostics: lock(&self.state).diagnostics[diagnostics_before..].to_vec(),
-                    });
+                    let (output, pinned_at) = if impure {
+                        (None, None)
+                    } else {
+                        let diagnostics = &lock(&self.state).diagnostics[diagnostics_before..];
+                        let (output, pinned) =
+                            MessageOutput::new(parts.clone(), diagnostics, message.range);
+                        (Some(output), pinned.then_some(at))
+                    };
                     entries.push(MessageEntry {
                         input_key,
                         chain_key,
                         output,
-                        scope_after: ran_script.then(|| self.scope.clone()),
+                        pinned_at,
+                        scope_after: ran_script.then(|| Arc::new(self.scope.clone())),
                     });
                     parts
                 }
             } else {
-                self.message_parts(message).0
+                Parts::from(self.message_parts(message).0)
             };
             match role {
-                None => conversation.system = output,
+                None => conversation.system = output.into_vec(),
                 Some(_) if output.is_empty() => {}
                 Some(role) => conversation.messages.push(Message {
                     role,
@@ -655,12 +708,12 @@ impl<'a> Evaluator<'a> {
         self.finish(conversation)
     }
 
-    /// The chain key of `message` after `previous`: its offset, text and the names of the tools
-    /// its results answer (a `read` result is rendered differently).
+    /// The key of `message` after the chain key `previous`: its text and the names of the tools
+    /// its results answer (a `read` result is rendered differently). Not its offset: a message
+    /// evaluates the same wherever it stands (its diagnostics are kept relative to it).
     fn message_key(&self, previous: u64, message: &flemma_syntax::Message) -> u64 {
-        let mut hasher = DefaultHasher::new();
+        let mut hasher = key_hasher();
         previous.hash(&mut hasher);
-        message.range.start.hash(&mut hasher);
         self.doc.slice(message.range).hash(&mut hasher);
         for (_, result) in message.tool_results() {
             self.tools.name_of(&result.tool_use_id).hash(&mut hasher);
@@ -1086,7 +1139,7 @@ impl<'a> Evaluator<'a> {
                     index + 1,
                     Message {
                         role: Role::User,
-                        parts: results,
+                        parts: results.into(),
                         span: None,
                     },
                 ),

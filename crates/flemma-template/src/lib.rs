@@ -114,7 +114,8 @@ pub struct EvalOptions {
     /// Compiled templates and message results to reuse. `None`: a private cache for this one
     /// evaluation (right for a command that evaluates once). A long-lived owner (the language
     /// server's analysis host) keeps one [`TemplateCache`] and passes it to every evaluation,
-    /// so that after an edit only the messages from the edit on are evaluated again.
+    /// so that after an edit only the messages it changed (and the later ones whose template
+    /// variables it changed) are evaluated again.
     pub cache: Option<TemplateCache>,
     /// Called as the evaluation advances through the messages (for a progress line on a
     /// terminal; a long chat takes a while).

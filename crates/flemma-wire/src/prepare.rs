@@ -260,7 +260,7 @@ mod tests {
     fn message(role: Role, parts: Vec<Part>) -> Message {
         Message {
             role,
-            parts,
+            parts: parts.into(),
             span: None,
         }
     }

@@ -164,6 +164,7 @@ fn edits_change_the_analysis_and_bad_edits_change_nothing() {
         .unwrap();
     assert!(blocker_codes(&mut host, &id).is_empty());
     let before = host.document(&id).unwrap().text().to_owned();
+    let messages_before = host.document(&id).unwrap().messages().to_vec();
 
     let error = host
         .apply_edits(
@@ -179,6 +180,11 @@ fn edits_change_the_analysis_and_bad_edits_change_nothing() {
         "{error}"
     );
     assert_eq!(host.document(&id).unwrap().text(), before);
+    assert_eq!(host.document(&id).unwrap().messages(), messages_before);
+    assert_eq!(
+        host.document(&id).unwrap().diagnostics().len(),
+        flemma_syntax::parse(before.as_str()).diagnostics().len()
+    );
 
     let missing = DocumentId::new("/nowhere.chat");
     assert!(matches!(

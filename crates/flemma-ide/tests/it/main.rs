@@ -1,6 +1,7 @@
 //! The crate's one integration-test binary (one link instead of one per file).
 
 mod analysis;
+mod incremental;
 
 /// Every test file in this directory is a module of this binary.
 #[test]

@@ -91,7 +91,7 @@ fn options(kind: ProviderKind) -> RequestOptions {
 fn user(text: &str) -> Message {
     Message {
         role: Role::User,
-        parts: vec![Part::text(text)],
+        parts: vec![Part::text(text)].into(),
         span: None,
     }
 }
@@ -283,7 +283,7 @@ fn assistant_message(kind: ProviderKind, events: &[StreamEvent]) -> Message {
     parts.extend(thinking);
     Message {
         role: Role::Assistant,
-        parts,
+        parts: parts.into(),
         span: None,
     }
 }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 fn message(role: Role, parts: Vec<Part>) -> Message {
     Message {
         role,
-        parts,
+        parts: parts.into(),
         span: None,
     }
 }

@@ -73,7 +73,7 @@ fn assemble(kind: ProviderKind, name: &str) -> Message {
     }
     Message {
         role: Role::Assistant,
-        parts,
+        parts: parts.into(),
         span: None,
     }
 }
@@ -94,7 +94,7 @@ fn second_request(kind: ProviderKind, assistant: Message) -> Value {
     let mut messages = vec![
         Message {
             role: Role::User,
-            parts: vec![Part::text("Go")],
+            parts: vec![Part::text("Go")].into(),
             span: None,
         },
         assistant,
@@ -102,7 +102,7 @@ fn second_request(kind: ProviderKind, assistant: Message) -> Value {
     if !results.is_empty() {
         messages.push(Message {
             role: Role::User,
-            parts: results,
+            parts: results.into(),
             span: None,
         });
     }
