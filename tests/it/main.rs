@@ -2,9 +2,9 @@
 
 mod cli_agentic;
 mod cli_agreement;
+mod cli_approval_function;
 mod cli_faults;
 mod cli_figures;
-mod cli_approval_function;
 mod cli_lsp_tool;
 mod cli_models_count;
 mod cli_parse_fmt;
