@@ -4,6 +4,7 @@ mod chat;
 mod cli;
 mod daemon;
 mod engine_driver;
+mod engine_setup;
 mod fsutil;
 mod provider_setup;
 mod send_lock;
