@@ -33,7 +33,7 @@ pub struct LspArgs {
     pub scripted_interval_ms: u64,
 }
 
-pub fn run(args: LspArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: LspArgs, config: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     // A scripted reply exists only in this process, so it forces in-process too.
     if !args.no_daemon && args.scripted_reply.is_none() {
         if let Some(stream) = proxy::connect() {
@@ -43,6 +43,7 @@ pub fn run(args: LspArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     }
+    let mut engine = None;
     let backend: Box<dyn flemma_lsp::Backend> = match &args.scripted_reply {
         Some(path) => {
             let reply = std::fs::read_to_string(path)
@@ -53,19 +54,29 @@ pub fn run(args: LspArgs) -> anyhow::Result<ExitCode> {
                 Duration::from_millis(args.scripted_interval_ms),
             ))
         }
-        None => Box::new(flemma_lsp::NoEngine),
+        None => {
+            let host = crate::engine_host::EngineHost::start(config.map(std::path::Path::to_owned))
+                .context("cannot start the engine")?;
+            engine = Some(host.clone());
+            Box::new(crate::lsp_backend::HostBackend::new(host))
+        }
     };
     // The user's config file (FLEMMA_CONFIG / XDG), as the CLI reads it: problems with it are
     // diagnostics of every open chat, not a refusal to start.
     let host = flemma_ide::AnalysisHost::new(
         Arc::new(flemma_template::FsHost),
-        crate::chat::config_input(None),
+        crate::chat::config_input(config),
     );
     let (connection, io_threads) =
         flemma_lsp::transport::stdio().context("cannot start the stdio transport")?;
     let outcome = flemma_lsp::run_with(connection, backend, host);
     if let Err(error) = &outcome {
         tracing::error!(%error, "the language server stopped");
+    }
+    // The session's documents are written on disk now; requests still running are cancelled
+    // with the abort marker (in-process, nothing outlives the editor).
+    if let Some(engine) = engine {
+        engine.shutdown();
     }
     outcome.context("the language server stopped")?;
     // The reader thread ends at `exit` or at the end of stdin; the writer once every sender

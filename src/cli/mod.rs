@@ -11,7 +11,7 @@ mod lsp;
 mod models;
 mod parse;
 mod reject;
-mod send;
+pub(crate) mod send;
 mod serve;
 mod status;
 mod tools;
@@ -240,8 +240,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Count(args) => count::run(args, config),
         Command::Models(args) => models::run(args, config),
         Command::Tools(args) => return Ok(tools::run(args, config)?),
-        Command::Lsp(args) => return Ok(lsp::run(args)?),
-        Command::Serve(args) => serve::run(args),
+        Command::Lsp(args) => return Ok(lsp::run(args, config)?),
+        Command::Serve(args) => serve::run(args, config),
         Command::Events(args) => events::run(args),
         Command::InstallService(args) => install_service::run(args),
         Command::Doctor(args) => return doctor::run(args, config),

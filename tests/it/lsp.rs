@@ -397,28 +397,48 @@ fn a_refused_command_edit_is_rebuilt_on_the_latest_text() {
         assert_eq!(client.apply_edits_refused, 1, "{flavor:?}");
         let text = client.text(URI);
         assert!(text.starts_with("typed first\n@You:\n"));
+        // The engine approved both (and, with autopilot, went on to run them: this chat's
+        // inputs lack the required `label`, so they end as error results).
+        assert!(!text.contains("(pending"), "{text}");
         assert!(
-            text.contains("`t中🙂1` (approved)") && text.contains("`t2` (approved job=job_ab12)")
+            text.contains("**Tool Result:** `t中🙂1` (")
+                && text.contains("**Tool Result:** `t2` (")
+                && text.contains("job=job_ab12)"),
+            "{text}"
         );
         client.shutdown();
     }
 }
 
 #[test]
-fn engine_commands_say_the_engine_is_not_available_yet() {
+fn engine_commands_check_their_arguments_and_documents() {
     let mut client = start(Flavor::Helix, &[]);
     client.open(URI, CHAT);
     let error = client
         .request(
             "workspace/executeCommand",
-            json!({"command": "flemma.send", "arguments": [URI]}),
+            json!({"command": "flemma.switch", "arguments": [URI, "openai/gpt-5"]}),
         )
         .unwrap_err();
     assert!(
         error["message"]
             .as_str()
             .unwrap()
-            .contains("not available yet"),
+            .contains("`flemma.switch` is not supported yet"),
+        "{error}"
+    );
+    // Nothing runs for the document: nothing to cancel, and it says so.
+    let error = client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "flemma.cancel", "arguments": [URI]}),
+        )
+        .unwrap_err();
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing runs for"),
         "{error}"
     );
     let error = client
@@ -860,21 +880,23 @@ fn flemma_requests_reach_the_same_code_as_the_commands() {
                 .unwrap()
                 .contains("not waiting for approval")
         );
-        // Engine requests say the engine is missing, naming the command.
-        for (method, params) in [
-            ("flemma/send", json!({"uri": URI})),
-            ("flemma/jobs", json!({"uri": URI})),
-            ("flemma/usage", json!({"uri": URI})),
-            (
-                "flemma/switch",
-                json!({"uri": URI, "model": "anthropic/claude-sonnet-4-5"}),
-            ),
-        ] {
-            let error = flemma_request(&mut client, method, params).unwrap_err();
-            let message = error["message"].as_str().unwrap();
-            assert!(message.contains("not available yet"), "{method}: {message}");
-            assert!(message.contains(&method.replace('/', ".")), "{message}");
-        }
+        // Engine requests answer what the engine does for the document.
+        let jobs = flemma_request(&mut client, "flemma/jobs", json!({"uri": "talk.chat"})).unwrap();
+        assert!(jobs["jobs"].is_array(), "{jobs}");
+        let usage = flemma_request(&mut client, "flemma/usage", json!({"uri": URI})).unwrap();
+        assert_eq!(usage["inputTokens"], 0, "{usage}");
+        let status = flemma_request(&mut client, "flemma/status", json!({"uri": URI})).unwrap();
+        assert_eq!(status["path"], "/work/demo/talk.chat", "{status}");
+        let error = flemma_request(
+            &mut client,
+            "flemma/switch",
+            json!({"uri": URI, "model": "anthropic/claude-sonnet-4-5"}),
+        )
+        .unwrap_err();
+        assert!(
+            error["message"].as_str().unwrap().contains("flemma.switch"),
+            "{error}"
+        );
         let bad = client
             .request("flemma/approve", json!({"uri": URI}))
             .unwrap_err();

@@ -4,6 +4,13 @@
 //! engine answers at once (a request never waits on the LLM or a tool) and later drives the
 //! session through its [`Outbox`]: streaming text into an open document, finishing the stream.
 //! The session tells the engine how a stream ended through [`Backend::stream_ended`].
+//!
+//! The engine host of the binary writes into an open document through the session's mirror:
+//! [`Task::ReadBuffer`] answers the text and version the session has, and
+//! [`Task::ReplaceBuffer`] sends one versioned `workspace/applyEdit` and answers once the
+//! client applied it and echoed it through `didChange` (or refused it, or the mirror moved).
+//! The backend learns which documents the session has open through [`Backend::opened`] and
+//! [`Backend::closed`].
 
 use std::time::Duration;
 
@@ -58,8 +65,63 @@ pub enum StreamEnd {
     Closed { unwritten: String },
 }
 
-/// Work the engine (or anything off the main loop) hands to the session.
+/// A one-shot answer the session gives to a task (called at most once; dropping it unanswered
+/// tells the asker the session is gone).
+pub struct Reply<T>(Box<dyn FnOnce(T) + Send>);
+
+impl<T> Reply<T> {
+    pub fn new(answer: impl FnOnce(T) + Send + 'static) -> Self {
+        Self(Box::new(answer))
+    }
+
+    pub fn send(self, value: T) {
+        (self.0)(value);
+    }
+}
+
+impl<T> std::fmt::Debug for Reply<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reply")
+    }
+}
+
+/// The session's mirror of an open document.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BufferSnapshot {
+    pub text: String,
+    pub version: i32,
+}
+
+/// What became of a [`Task::ReplaceBuffer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufferAnswer {
+    /// The client applied the edit and its `didChange` echo is in the mirror.
+    Applied,
+    /// The mirror is no longer at the version the edit was built for (nothing was sent).
+    Moved,
+    /// The client refused the edit (a stale version, `failureHandling: abort`).
+    Refused,
+    /// The document is not open (any more) in this session.
+    Closed,
+}
+
+/// How a progress shown by the session moves on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Work starts: a title such as `flemma: streaming the reply into talk.chat`.
+    Begin {
+        title: String,
+    },
+    Report {
+        message: String,
+    },
+    End {
+        message: String,
+    },
+}
+
+/// Work the engine (or anything off the main loop) hands to the session.
+#[derive(Debug)]
 pub enum Task {
     /// Open a new block at the end of the document: `header` (e.g. `"\n@Assistant:\n"`, whose
     /// role line starts at `block_at`), then the streamed text, with `tail` kept after it.
@@ -79,6 +141,36 @@ pub enum Task {
     /// The request failed (a provider error, a tool that could not run): the user is told with
     /// `window/showMessage`, and the stream into the document (if any) ends with what was written.
     Failed {
+        uri: String,
+        message: String,
+    },
+    /// Answer the mirror of `uri` (`None`: not open in this session).
+    ReadBuffer {
+        uri: String,
+        reply: Reply<Option<BufferSnapshot>>,
+    },
+    /// Replace the bytes `range` of `uri` with `text`, built against `version`: one versioned
+    /// `workspace/applyEdit`, one in flight per document (a second waits for the first).
+    ReplaceBuffer {
+        uri: String,
+        version: i32,
+        range: flemma_syntax::TextRange,
+        text: String,
+        reply: Reply<BufferAnswer>,
+    },
+    /// A lifecycle event of the document: sent as a `flemma/event` notification.
+    Event {
+        uri: String,
+        name: String,
+        data: serde_json::Value,
+    },
+    /// `$/progress` for the document's work (a request streaming, tools running).
+    Progress {
+        uri: String,
+        progress: Progress,
+    },
+    /// A message for the user (`window/showMessage`) that is not an error.
+    Notice {
         uri: String,
         message: String,
     },
@@ -114,6 +206,45 @@ pub trait Backend: Send {
     fn stream_ended(&mut self, uri: &str, end: StreamEnd) {
         let _ = (uri, end);
     }
+
+    /// The client opened `uri` (after the session mirrors it): tasks about it may use
+    /// `outbox`.
+    fn opened(&mut self, uri: &str, outbox: &Outbox) {
+        let _ = (uri, outbox);
+    }
+
+    /// The client closed `uri` (or the session ended with it open).
+    fn closed(&mut self, uri: &str) {
+        let _ = uri;
+    }
+
+    /// `flemma.approve`/`reject`/`approveAll` for a document: `Some` when the engine takes it
+    /// (a driver runs for the document), `None` to let the session edit the placeholder itself.
+    fn tool_decision(
+        &mut self,
+        decision: ToolDecision,
+        outbox: &Outbox,
+    ) -> Option<Result<serde_json::Value, BackendError>> {
+        let _ = (decision, outbox);
+        None
+    }
+}
+
+/// An approval decision the session may hand to the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolDecision {
+    Approve {
+        uri: String,
+        tool_id: String,
+    },
+    Reject {
+        uri: String,
+        tool_id: String,
+        reason: Option<String>,
+    },
+    ApproveAll {
+        uri: String,
+    },
 }
 
 /// The backend until the engine is wired in: every engine command says it is not available.

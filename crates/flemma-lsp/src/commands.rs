@@ -226,7 +226,7 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// The path of a `file:` URI (percent-decoded); `None` for other schemes.
-pub(crate) fn uri_to_path(uri: &str) -> Option<PathBuf> {
+pub fn uri_to_path(uri: &str) -> Option<PathBuf> {
     let rest = uri.strip_prefix("file://")?;
     let path = match rest.find('/') {
         Some(0) => rest,

@@ -24,7 +24,8 @@ mod to_proto;
 pub mod transport;
 
 pub use backend::{
-    Backend, BackendError, EngineCommand, NoEngine, Outbox, ScriptedReply, StreamEnd, Task,
+    Backend, BackendError, BufferAnswer, BufferSnapshot, EngineCommand, NoEngine, Outbox, Progress,
+    Reply, ScriptedReply, StreamEnd, Task, ToolDecision,
 };
-pub use commands::COMMANDS;
+pub use commands::{COMMANDS, uri_to_path};
 pub use main_loop::{LspError, run, run_with};

@@ -102,6 +102,24 @@ pub fn run_with(
             }
         }
     }
+    // The engine takes over the documents still open (their files are written on disk now).
+    let open: Vec<String> = session.documents.keys().cloned().collect();
+    for uri in open {
+        if let Some(mut doc) = session.documents.remove(&uri)
+            && let Some(reply) = doc.buffer_edit.as_mut().and_then(|e| e.reply.take())
+        {
+            reply.send(crate::backend::BufferAnswer::Closed);
+        }
+        session.backend.closed(&uri);
+    }
+    // Tasks still queued (reads, edits) are answered: the session is gone.
+    while let Ok(task) = task_rx.try_recv() {
+        match task {
+            Task::ReadBuffer { reply, .. } => reply.send(None),
+            Task::ReplaceBuffer { reply, .. } => reply.send(crate::backend::BufferAnswer::Closed),
+            _ => {}
+        }
+    }
     Ok(())
 }
 

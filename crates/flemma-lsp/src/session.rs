@@ -40,6 +40,20 @@ pub(crate) struct OpenDocument {
     pub diagnostics_at: Option<Instant>,
     /// The work-done progress of the stream into this document, when the client shows progress.
     pub progress: Option<lsp_types::ProgressToken>,
+    /// The work-done progress of the engine's work on this document (`Task::Progress`).
+    pub engine_progress: Option<lsp_types::ProgressToken>,
+    /// The engine's edit in flight (`Task::ReplaceBuffer`).
+    pub buffer_edit: Option<BufferEdit>,
+}
+
+/// An engine edit sent to the client: answered once the client applied it and echoed it.
+#[derive(Debug)]
+pub(crate) struct BufferEdit {
+    /// The version the edit was built against: its echo is the first change past it.
+    pub version: i32,
+    pub applied: Option<bool>,
+    pub echoed: bool,
+    pub reply: Option<crate::backend::Reply<crate::backend::BufferAnswer>>,
 }
 
 /// The document id of a URI: the path of a `file://` URI (so templates and `@./` references
@@ -72,6 +86,8 @@ pub(crate) enum ResponseHandler {
         command: crate::commands::Command,
         attempts: u8,
     },
+    /// The answer to an engine edit of this document (`Task::ReplaceBuffer`).
+    BufferEdit { uri: String },
     /// Nothing to do with the answer (`window/workDoneProgress/create`).
     Ignore,
 }

@@ -52,6 +52,15 @@ pub(crate) fn handle(
         }
     }
     doc.version = params.text_document.version;
+    if let Some(edit) = doc.buffer_edit.as_mut()
+        && doc.version > edit.version
+    {
+        edit.echoed = true;
+    }
+    crate::streaming::settle_buffer_edit(session, &uri);
+    let Some(doc) = session.documents.get_mut(&uri) else {
+        return Ok(());
+    };
     if doc.diagnostics_at.is_none() {
         let debounce = match doc.stream {
             Some(_) => DIAGNOSTICS_DEBOUNCE_STREAMING,

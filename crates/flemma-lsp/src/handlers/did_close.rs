@@ -13,6 +13,15 @@ pub(crate) fn handle(
     let uri = params.text_document.uri;
     if let Some(doc) = session.documents.remove(uri.as_str()) {
         session.host.remove(&doc.id);
+        if let Some(mut edit) = doc.buffer_edit
+            && let Some(reply) = edit.reply.take()
+        {
+            reply.send(crate::backend::BufferAnswer::Closed);
+        }
+        session.backend.closed(uri.as_str());
+        if let Some(token) = doc.engine_progress {
+            crate::streaming::end_progress(session, token, "the document was closed");
+        }
         if let Some(token) = doc.progress {
             crate::streaming::end_progress(session, token, "the document was closed");
         }

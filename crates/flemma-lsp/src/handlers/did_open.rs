@@ -29,8 +29,12 @@ pub(crate) fn handle(
             flush_at: None,
             diagnostics_at: None,
             progress: None,
+            engine_progress: None,
+            buffer_edit: None,
         },
     );
     publish_diagnostics(session, &key);
+    let outbox = session.outbox.clone();
+    session.backend.opened(&key, &outbox);
     Ok(())
 }

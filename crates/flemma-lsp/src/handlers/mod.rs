@@ -237,6 +237,7 @@ pub(crate) fn on_response(session: &mut Session, response: lsp_server::Response)
         ResponseHandler::CommandEdit { command, attempts } => {
             execute_command::on_edit_answer(session, command, attempts, applied)
         }
+        ResponseHandler::BufferEdit { uri } => streaming::on_buffer_answer(session, &uri, applied),
         ResponseHandler::Ignore => {}
     }
 }
