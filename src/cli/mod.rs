@@ -11,7 +11,7 @@ mod lsp;
 mod models;
 mod parse;
 mod reject;
-pub(crate) mod send;
+mod send;
 mod serve;
 mod status;
 mod tools;

@@ -314,7 +314,7 @@ fn forward_engine_events(
         .name("engine-events".into())
         .spawn(move || {
             for event in events {
-                let uri = crate::cli::send::file_uri(&event.path);
+                let uri = flemma_lsp::path_to_uri(&event.path);
                 daemon.events.publish(Event::new(
                     event.event.name,
                     serde_json::json!({ "uri": uri, "data": event.event.data }),

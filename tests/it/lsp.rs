@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/lsp_client.rs"]
-mod lsp_client;
+pub(crate) mod lsp_client;
 
 use std::time::{Duration, Instant};
 
@@ -459,7 +459,7 @@ fn engine_commands_check_their_arguments_and_documents() {
         error["message"]
             .as_str()
             .unwrap()
-            .contains("not a document open")
+            .contains("neither a document open")
     );
     client.shutdown();
 }

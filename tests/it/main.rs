@@ -11,6 +11,7 @@ mod common;
 mod daemon;
 mod doctor;
 mod lsp;
+mod lsp_engine;
 
 /// Every test file in this directory is a module of this binary.
 #[test]

@@ -27,5 +27,5 @@ pub use backend::{
     Backend, BackendError, BufferAnswer, BufferSnapshot, EngineCommand, NoEngine, Outbox, Progress,
     Reply, ScriptedReply, StreamEnd, Task, ToolDecision,
 };
-pub use commands::{COMMANDS, uri_to_path};
+pub use commands::{COMMANDS, path_to_uri, uri_to_path};
 pub use main_loop::{LspError, run, run_with};

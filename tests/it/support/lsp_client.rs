@@ -68,11 +68,18 @@ pub fn binary() -> String {
 
 impl Client {
     pub fn start(flavor: Flavor, extra_args: &[&str]) -> Self {
+        Self::start_with_env(flavor, extra_args, &[])
+    }
+
+    /// Like [`Client::start`], with more environment (providers pointed at a mock, a config
+    /// home).
+    pub fn start_with_env(flavor: Flavor, extra_args: &[&str], env: &[(&str, String)]) -> Self {
         let state = tempfile::tempdir().unwrap();
         let mut child = Command::new(binary())
             .arg("lsp")
             .arg("--stdio")
             .args(extra_args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("XDG_STATE_HOME", state.path())
             // A daemon running on this machine must not answer for the server under test.
             .env("XDG_RUNTIME_DIR", state.path())

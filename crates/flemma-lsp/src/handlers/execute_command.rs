@@ -61,16 +61,19 @@ fn run(session: &mut Session, command: Command) -> HandlerResult<Option<Value>> 
         local => {
             // Checked on the mirror first, whoever makes the edit: a call that is not pending
             // is refused at once, with the reason.
-            let tool_ids = {
-                let Some(doc) = session.documents.get(local.uri()) else {
-                    return Err(error(
-                        ErrorCode::InvalidParams,
-                        format!("{} is no longer open", local.uri()),
-                    ));
-                };
-                placeholder_edits(session.syntax(doc), &local)
-                    .map_err(|message| error(ErrorCode::InvalidParams, message))?
-                    .0
+            let tool_ids = match session.documents.get(local.uri()) {
+                Some(doc) => {
+                    placeholder_edits(session.syntax(doc), &local)
+                        .map_err(|message| error(ErrorCode::InvalidParams, message))?
+                        .0
+                }
+                // Not open here (a file on disk): the engine checks it.
+                None => match &local {
+                    Command::Approve { tool_id, .. } | Command::Reject { tool_id, .. } => {
+                        vec![tool_id.clone()]
+                    }
+                    _ => Vec::new(),
+                },
             };
             let outbox = session.outbox.clone();
             if let Some(decision) = decision_of(&local)

@@ -1,0 +1,466 @@
+//! The engine behind `flemmad lsp` and `flemmad serve`, end to end: real `flemmad` processes
+//! speaking LSP (scripted Helix- and VS Code-like clients) against `flemma-mock-provider` over
+//! real HTTP, real tools in temporary directories.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use flemma_mock_provider::{MockProvider, Turn};
+use serde_json::{Value, json};
+
+use crate::common::{self, Chat};
+use crate::lsp::lsp_client::{Client, Flavor};
+
+/// Anthropic through the mock; `bash` needs approval (no sandbox resolver).
+const FRONTMATTER: &str = r#"```json
+{"flemma": {"provider": "anthropic", "model": "claude-sonnet-4-5",
+  "tools": {"auto_approve_sandboxed": false}}}
+```
+"#;
+
+/// A mock provider on its own runtime (the LSP clients are synchronous).
+struct Mock {
+    runtime: tokio::runtime::Runtime,
+    mock: Option<MockProvider>,
+}
+
+impl Mock {
+    fn start() -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mock = runtime.block_on(MockProvider::start()).unwrap();
+        Self {
+            runtime,
+            mock: Some(mock),
+        }
+    }
+    fn provider(&self) -> &MockProvider {
+        self.mock.as_ref().unwrap()
+    }
+    fn env(&self, chat: &Chat) -> Vec<(&'static str, String)> {
+        let mut env = common::provider_env(&self.provider().base_url());
+        env.push(("XDG_CONFIG_HOME", chat.config_home.display().to_string()));
+        env.push(("PATH", "/usr/bin:/bin".into()));
+        env
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        if let Some(mock) = self.mock.take() {
+            self.runtime.block_on(mock.shutdown());
+        }
+    }
+}
+
+fn uri_of(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+/// A reply long enough to stream for a while: numbered lines with a unique marker each.
+fn long_reply(lines: usize) -> String {
+    (0..lines)
+        .map(|i| format!("line {i:03} of the streamed reply\n"))
+        .collect::<String>()
+        + "THE END"
+}
+
+fn start(flavor: Flavor, mock: &Mock, chat: &Chat) -> Client {
+    let mut client = Client::start_with_env(flavor, &["--no-daemon"], &mock.env(chat));
+    client.initialize(chat.path.parent().unwrap());
+    client
+}
+
+/// Pumps until the engine reports that its driver for the document stopped; returns the
+/// reason.
+fn wait_stopped(client: &mut Client, timeout: Duration) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        while let Some(n) = client.notifications.pop_front() {
+            if n["method"] == "flemma/event" && n["params"]["name"] == "engine:stopped" {
+                return n["params"]["data"].clone();
+            }
+        }
+        assert!(Instant::now() < deadline, "the engine did not stop in time");
+        client.pump(Duration::from_millis(50));
+    }
+}
+
+fn command(client: &mut Client, name: &str, arguments: Value) -> Result<Value, Value> {
+    client.request(
+        "workspace/executeCommand",
+        json!({"command": name, "arguments": arguments}),
+    )
+}
+
+/// Pumps until `condition` holds on the buffer.
+fn pump_until(client: &mut Client, uri: &str, what: &str, condition: impl Fn(&str) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !condition(client.text(uri)) {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}:\n{}",
+            client.text(uri)
+        );
+        client.pump(Duration::from_millis(20));
+    }
+}
+
+fn wait_for_file(path: &Path, what: &str, condition: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if condition(&text) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn helix_streams_a_reply_while_the_user_types_at_the_end() {
+    let mock = Mock::start();
+    let reply = long_reply(60);
+    mock.provider()
+        .push(Turn::text(reply.clone()).bytes_per_sec(3000));
+    let original = format!("{FRONTMATTER}@You:\nplease stream\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, &original);
+    let accepted = command(&mut client, "flemma.send", json!([uri])).unwrap();
+    assert_eq!(accepted, json!({"started": true}));
+    pump_until(&mut client, &uri, "the reply to start", |t| {
+        t.contains("line 005")
+    });
+    // The user types at the very end of the buffer, several times, while the reply streams.
+    let mut typed = String::new();
+    for word in ["and ", "then ", "more"] {
+        let end = client.text(&uri).len();
+        client.type_at(&uri, end, word);
+        typed.push_str(word);
+        client.pump(Duration::from_millis(60));
+    }
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    client.pump(Duration::from_millis(300));
+    let text = client.text(&uri).to_owned();
+    assert!(text.contains(&reply), "the whole reply, in order:\n{text}");
+    assert_eq!(text.matches("THE END").count(), 1, "{text}");
+    assert!(text.contains(&typed), "the typed text, in order:\n{text}");
+    assert!(text.starts_with(&original), "{text}");
+    // The editor owns the document: the file on disk was never written.
+    assert_eq!(common::read(&chat.path), original);
+    assert!(!client.progress_tokens.is_empty(), "progress was shown");
+    client.shutdown();
+}
+
+#[test]
+fn vscode_refusing_a_stale_version_once_gets_every_byte_exactly_once() {
+    let mock = Mock::start();
+    let reply = long_reply(30);
+    mock.provider()
+        .push(Turn::text(reply.clone()).bytes_per_sec(4000));
+    let original = format!("{FRONTMATTER}@You:\nüñíçødé 🙂 please\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::VsCode, &mock, &chat);
+    client.open(&uri, &original);
+    // The user types at the top (after the frontmatter) while the first edit travels: that
+    // edit is refused as stale, rebuilt and sent again.
+    let at = original.find("@You:").unwrap();
+    client.type_before_next_apply = Some((uri.clone(), at, "typed 🎉 first\n".into()));
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    client.pump(Duration::from_millis(300));
+    let text = client.text(&uri).to_owned();
+    assert_eq!(client.apply_edits_refused, 1);
+    assert!(text.contains(&reply), "{text}");
+    for i in 0..30 {
+        let line = format!("line {i:03} of");
+        assert_eq!(text.matches(&line).count(), 1, "{line} once:\n{text}");
+    }
+    assert!(
+        text.contains("typed 🎉 first\n@You:\nüñíçødé 🙂 please\n"),
+        "{text}"
+    );
+    client.shutdown();
+}
+
+#[test]
+fn a_tool_call_is_approved_through_execute_command_and_the_cycle_goes_on() {
+    let mock = Mock::start();
+    mock.provider().push(Turn::default().tool_call_with_id(
+        "bash",
+        "toolu_bash1",
+        json!({"label": "say hi", "command": "echo hi-from-bash > made.txt; cat made.txt", "timeout": null}),
+    ));
+    mock.provider()
+        .push(Turn::text("The command printed hi. All done."));
+    let original = format!("{FRONTMATTER}@You:\nrun it\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, &original);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "awaiting-approval", "{stopped}");
+    client.pump(Duration::from_millis(200));
+    assert!(
+        client
+            .text(&uri)
+            .contains("**Tool Result:** `toolu_bash1` (pending)"),
+        "{}",
+        client.text(&uri)
+    );
+    let status = command(&mut client, "flemma.status", json!([uri])).unwrap();
+    assert_eq!(status["state"], "awaiting-approval", "{status}");
+    let approved = command(&mut client, "flemma.approve", json!([uri, "toolu_bash1"])).unwrap();
+    assert_eq!(approved, json!({"toolIds": ["toolu_bash1"]}));
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    client.pump(Duration::from_millis(300));
+    let text = client.text(&uri).to_owned();
+    assert!(text.contains("hi-from-bash"), "the result landed:\n{text}");
+    assert!(
+        text.contains("All done."),
+        "the final reply landed:\n{text}"
+    );
+    // The tool ran in the chat's directory.
+    let dir = chat.path.parent().unwrap();
+    assert_eq!(common::read(&dir.join("made.txt")), "hi-from-bash\n");
+    let requests = mock.provider().requests();
+    assert_eq!(requests.len(), 2, "the result was sent back");
+    assert!(
+        requests[1].raw_body.contains("hi-from-bash"),
+        "the second request carries the tool result"
+    );
+    let usage = command(&mut client, "flemma.usage", json!([uri])).unwrap();
+    assert!(usage["outputTokens"].as_u64().unwrap() > 0, "{usage}");
+    client.shutdown();
+}
+
+#[test]
+fn closing_the_document_mid_stream_puts_the_rest_of_the_reply_in_the_file() {
+    let mock = Mock::start();
+    let reply = long_reply(60);
+    mock.provider()
+        .push(Turn::text(reply.clone()).bytes_per_sec(2500));
+    let original = format!("{FRONTMATTER}@You:\nstream and I'll leave\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, &original);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    pump_until(&mut client, &uri, "some of the reply", |t| {
+        t.contains("line 003")
+    });
+    client.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": uri}}),
+    );
+    let text = wait_for_file(&chat.path, "the whole reply on disk", |t| {
+        t.contains("THE END")
+    });
+    assert!(text.contains(&reply), "{text}");
+    assert!(text.starts_with(&original), "{text}");
+    assert!(
+        flemma_syntax::parse(&text)
+            .diagnostics()
+            .iter()
+            .all(|d| d.severity != flemma_syntax::Severity::Error)
+    );
+    client.shutdown();
+}
+
+#[test]
+fn a_document_never_opened_is_sent_and_written_on_disk() {
+    let mock = Mock::start();
+    mock.provider()
+        .push(Turn::text("Written straight into the file."));
+    let original = format!("{FRONTMATTER}@You:\nhello from disk\n");
+    let chat = common::chat(&original);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    // A path relative to the workspace root, as Helix's `:lsp-workspace-command` sends it.
+    command(&mut client, "flemma.send", json!(["talk.chat"])).unwrap();
+    let text = wait_for_file(&chat.path, "the reply on disk", |t| {
+        t.contains("Written straight into the file.")
+    });
+    assert!(text.starts_with(&original), "{text}");
+    assert!(text.trim_end().ends_with("@You:"), "{text}");
+    client.shutdown();
+}
+
+#[test]
+fn cancel_mid_stream_writes_the_abort_marker() {
+    let mock = Mock::start();
+    mock.provider()
+        .push(Turn::text(long_reply(200)).bytes_per_sec(1500));
+    let original = format!("{FRONTMATTER}@You:\ntalk for a long time\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::VsCode, &mock, &chat);
+    client.open(&uri, &original);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    pump_until(&mut client, &uri, "some of the reply", |t| {
+        t.contains("line 002")
+    });
+    command(&mut client, "flemma.cancel", json!([uri])).unwrap();
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "cancelled", "{stopped}");
+    client.pump(Duration::from_millis(300));
+    let text = client.text(&uri).to_owned();
+    assert!(text.contains(flemma_syntax::write::ABORT_MARKER), "{text}");
+    assert!(!text.contains("THE END"), "{text}");
+    client.shutdown();
+}
+
+// ----- the daemon -----
+
+/// A minimal LSP client over a Unix socket (framing only).
+struct SocketLsp {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: i64,
+}
+
+impl SocketLsp {
+    fn connect(path: &Path) -> Self {
+        let stream = UnixStream::connect(path).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Self {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+            next_id: 1,
+        }
+    }
+    fn send(&mut self, message: Value) {
+        let body = serde_json::to_vec(&message).unwrap();
+        write!(self.writer, "Content-Length: {}\r\n\r\n", body.len()).unwrap();
+        self.writer.write_all(&body).unwrap();
+        self.writer.flush().unwrap();
+    }
+    fn read(&mut self) -> Value {
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).unwrap();
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(v) = line.strip_prefix("Content-Length: ") {
+                length = v.parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).unwrap();
+        serde_json::from_slice(&body).unwrap()
+    }
+    /// Sends a request and reads until its answer (server requests answered as null).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let message = self.read();
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+}
+
+struct Serve {
+    child: Child,
+    _home: tempfile::TempDir,
+    runtime: PathBuf,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(mock: &Mock, chat: &Chat) -> Serve {
+    let home = tempfile::tempdir().unwrap();
+    let runtime = home.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_flemmad"))
+        .arg("serve")
+        .envs(mock.env(chat))
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("XDG_STATE_HOME", home.path().join("state"))
+        .env("RUST_LOG", "flemmad=debug,info")
+        .env_remove("FLEMMA_CONFIG")
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID")
+        .env_remove("NOTIFY_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = runtime.join("flemma/lsp.sock");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "the daemon did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Serve {
+        child,
+        _home: home,
+        runtime,
+    }
+}
+
+#[test]
+fn daemon_a_reply_started_over_lsp_sock_completes_on_disk_after_the_editor_leaves() {
+    let mock = Mock::start();
+    let reply = long_reply(80);
+    mock.provider()
+        .push(Turn::text(reply.clone()).bytes_per_sec(3000));
+    let original = format!("{FRONTMATTER}@You:\nkeep going without me\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let daemon = serve(&mock, &chat);
+    let mut lsp = SocketLsp::connect(&daemon.runtime.join("flemma/lsp.sock"));
+    let init = lsp.request(
+        "initialize",
+        json!({"processId": null, "rootUri": null, "capabilities": {"general": {"positionEncodings": ["utf-8"]}}}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    lsp.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+    // No document is opened: the daemon's writer owns the file.
+    let answer = lsp.request(
+        "workspace/executeCommand",
+        json!({"command": "flemma.send", "arguments": [chat.path.display().to_string()]}),
+    );
+    assert_eq!(answer["result"], json!({"started": true}), "{answer}");
+    wait_for_file(&chat.path, "the reply to start", |t| t.contains("line 002"));
+    // The editor goes away mid-stream, without shutdown.
+    drop(lsp);
+    let text = wait_for_file(&chat.path, "the whole reply on disk", |t| {
+        t.contains("THE END")
+    });
+    assert!(text.contains(&reply), "{text}");
+    assert!(text.starts_with(&original), "{text}");
+    let _ = uri;
+}
