@@ -68,6 +68,10 @@ pub enum HostError {
 /// `error`) and `message` for errors.
 pub const STOPPED_EVENT: &str = "engine:stopped";
 
+/// The name of the event that carries reply text as it streams (`{"text": …}`). Only
+/// [`EngineHost::subscribe`] receivers get it (editors see the text in their buffer).
+pub const TEXT_EVENT: &str = "request:text";
+
 /// How long [`EngineHost::shutdown`] waits for the drivers to write their abort markers.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
@@ -449,6 +453,10 @@ impl Shared {
             name: event.name.to_owned(),
             data: event.data.clone(),
         });
+        self.publish_to_subscribers(path, event);
+    }
+
+    fn publish_to_subscribers(&self, path: &Path, event: Event) {
         let host_event = HostEvent {
             path: path.to_owned(),
             event,
@@ -642,7 +650,13 @@ async fn run_driver(
             uri,
             message: notice.clone(),
         }),
-        Report::Text(_) => {}
+        Report::Text(text) => report_shared.publish_to_subscribers(
+            &report_path,
+            Event {
+                name: TEXT_EVENT,
+                data: serde_json::json!({ "text": text }),
+            },
+        ),
     });
     let mut driver = Driver::with_store(prepared.parts, store, snapshot, report);
     let state_shared = shared.clone();

@@ -1,6 +1,7 @@
 //! The `flemmad` command line: one module per subcommand.
 
 mod approve;
+mod cancel;
 mod count;
 mod doctor;
 mod error;
@@ -15,6 +16,7 @@ mod send;
 mod serve;
 mod status;
 mod tools;
+mod via_daemon;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -95,6 +97,12 @@ pub enum Command {
     /// Without --reason the placeholder becomes `(rejected)`; with it, an error result holding
     /// `User feedback: <reason>`. Exit status as for `approve`.
     Reject(reject::RejectArgs),
+    /// Cancel what runs for a chat: its request, its foreground tools, its resume timer.
+    ///
+    /// Through the daemon when one runs (background jobs keep running); else interrupts the
+    /// `flemmad send` of the chat running in another process, as Ctrl-C would. What had started
+    /// is marked `aborted` in the file. Exit status: 0 cancelled; 1 nothing runs for the chat.
+    Cancel(cancel::CancelArgs),
     /// Show what a chat is configured to do and what waits in it.
     ///
     /// The resolved configuration with the layer of each value set, the enabled tools and what
@@ -234,8 +242,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Parse(args) => parse::run(args, config),
         Command::Fmt(args) => return Ok(fmt::run(args)?),
         Command::Send(args) => return send::run(args, config),
-        Command::Approve(args) => approve::run(args),
-        Command::Reject(args) => reject::run(args),
+        Command::Approve(args) => return approve::run(args),
+        Command::Reject(args) => return reject::run(args),
+        Command::Cancel(args) => cancel::run(args),
         Command::Status(args) => status::run(args, config),
         Command::Count(args) => count::run(args, config),
         Command::Models(args) => models::run(args, config),

@@ -32,8 +32,15 @@ pub struct SendArgs {
     #[arg(long)]
     pub quiet: bool,
     /// Do one advance (one reply, or one round of tools) instead of running with autopilot.
+    /// Runs in this process even when a daemon runs.
     #[arg(long)]
     pub no_autopilot: bool,
+    /// Run in this process even when a daemon (`flemmad serve`) runs.
+    #[arg(long)]
+    pub no_daemon: bool,
+    /// With a daemon: return once it took the send instead of following it.
+    #[arg(long, conflicts_with_all = ["no_daemon", "no_autopilot"])]
+    pub detach: bool,
 }
 
 /// The code of the template diagnostics about tool uses and results (missing results,
@@ -41,9 +48,26 @@ pub struct SendArgs {
 const TOOL_DIAGNOSTIC: &str = "template-tool";
 
 /// Exit status while a tool call waits for `flemmad approve` / `flemmad reject`.
-const AWAITING_APPROVAL_EXIT: u8 = 3;
+pub(super) const AWAITING_APPROVAL_EXIT: u8 = 3;
 
 pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+    if !args.no_daemon && !args.no_autopilot {
+        let follow = super::via_daemon::Follow {
+            events: args.events,
+            quiet: args.quiet,
+            detach: args.detach,
+        };
+        let action = super::via_daemon::Action::Send;
+        if let Some(outcome) = super::via_daemon::run("send", &args.file, action, follow) {
+            return outcome;
+        }
+    }
+    if args.detach {
+        return Err(CliError::failed(
+            "send",
+            super::via_daemon::NO_DAEMON_TO_DETACH,
+        ));
+    }
     crate::provider_setup::runtime()?.block_on(send(args, config_path))
 }
 
@@ -190,7 +214,7 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
 }
 
 /// The stderr listing of the calls waiting for approval, with the commands to answer them.
-fn approval_listing(path: &Path, pending: &[PendingCall], summary: &str) -> String {
+pub(super) fn approval_listing(path: &Path, pending: &[PendingCall], summary: &str) -> String {
     let file = shell_quote(&path.display().to_string());
     let mut out = format!(
         "flemmad send: waiting for approval ({summary}); {} tool call{} pending:\n",
@@ -254,7 +278,7 @@ pub fn file_uri(path: &Path) -> String {
 
 /// Shows what the driver reports: events as JSON lines on stdout (`--events`), progress on
 /// stderr (unless `--quiet`).
-struct Progress {
+pub(super) struct Progress {
     uri: String,
     events: bool,
     quiet: bool,
@@ -263,7 +287,7 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(uri: String, events: bool, quiet: bool) -> Self {
+    pub(super) fn new(uri: String, events: bool, quiet: bool) -> Self {
         Self {
             uri,
             events,
@@ -272,7 +296,7 @@ impl Progress {
         }
     }
 
-    fn show(&mut self, report: Report) {
+    pub(super) fn show(&mut self, report: Report) {
         match report {
             Report::Event(event) => {
                 if self.events {

@@ -6,6 +6,7 @@
 //! The main thread waits for SIGTERM/SIGINT or `flemma/shutdown`, then stops accepting, closes
 //! the sessions and removes its sockets (unless systemd owns them) and pid file.
 
+mod engine_methods;
 mod events;
 mod rpc;
 pub mod socket;
@@ -19,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub use events::{Event, EventHub};
+pub use events::{Event, EventHub, Filter};
 pub use socket::{RuntimePaths, SocketError};
 
 /// What `serve` needs to know.
@@ -315,10 +316,9 @@ fn forward_engine_events(
         .spawn(move || {
             for event in events {
                 let uri = flemma_lsp::path_to_uri(&event.path);
-                daemon.events.publish(Event::new(
-                    event.event.name,
-                    serde_json::json!({ "uri": uri, "data": event.event.data }),
-                ));
+                daemon
+                    .events
+                    .publish(Event::of_document(event.event.name, uri, event.event.data));
             }
         })
         .map(drop)

@@ -9,6 +9,7 @@ mod cli_send;
 mod cli_tools;
 mod common;
 mod daemon;
+mod daemon_engine;
 mod doctor;
 mod lsp;
 mod lsp_engine;
