@@ -43,6 +43,7 @@ fn bash(id: &str, command: &str) -> Turn {
 struct Served {
     child: tokio::process::Child,
     rpc_socket: PathBuf,
+    log: PathBuf,
 }
 
 impl Served {
@@ -68,7 +69,19 @@ impl Served {
             assert!(start.elapsed() < TIMEOUT, "the daemon never answered");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Self { child, rpc_socket }
+        let log = chat.path.parent().unwrap().join("state/flemma/flemmad.log");
+        Self {
+            child,
+            rpc_socket,
+            log,
+        }
+    }
+
+    /// The end of the daemon's log, for failure messages.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
     fn rpc(&self) -> Rpc {
@@ -126,12 +139,13 @@ impl Rpc {
     }
 
     fn read(&mut self) -> Value {
+        self.try_read().expect("a message from rpc.sock in time")
+    }
+
+    fn try_read(&mut self) -> std::io::Result<Value> {
         let mut line = String::new();
-        assert!(
-            self.reader.read_line(&mut line).unwrap() > 0,
-            "rpc.sock closed"
-        );
-        serde_json::from_str(&line).unwrap()
+        assert!(self.reader.read_line(&mut line)? > 0, "rpc.sock closed");
+        Ok(serde_json::from_str(&line).unwrap())
     }
 
     /// The whole answer (`result` or `error`) of one request.
@@ -153,6 +167,11 @@ impl Rpc {
     /// Events until `count` `engine:stopped` have arrived; returns every event (those seen
     /// during calls first).
     fn until_stopped(&mut self, count: usize) -> Vec<Value> {
+        self.until_stopped_or(count, String::new)
+    }
+
+    /// [`Rpc::until_stopped`], with `context` in the failure message.
+    fn until_stopped_or(&mut self, count: usize, context: impl Fn() -> String) -> Vec<Value> {
         let mut events = std::mem::take(&mut self.events);
         let stopped = |events: &[Value]| {
             events
@@ -161,7 +180,15 @@ impl Rpc {
                 .count()
         };
         while stopped(&events) < count {
-            let message = tokio::task::block_in_place(|| self.read());
+            let message = match tokio::task::block_in_place(|| self.try_read()) {
+                Ok(message) => message,
+                Err(error) => panic!(
+                    "{error} after {} of {count} stops; last events: {:?}\n{}",
+                    stopped(&events),
+                    &events[events.len().saturating_sub(5)..],
+                    context()
+                ),
+            };
             if message["method"] == "flemma/event" {
                 events.push(message["params"].clone());
             }
@@ -545,7 +572,19 @@ async fn a_hundred_documents_stream_at_once_through_one_daemon() {
             peak
         })
     };
-    let events = rpc.until_stopped(DOCUMENTS);
+    let events = rpc.until_stopped_or(DOCUMENTS, || {
+        let unfinished: Vec<String> = paths
+            .iter()
+            .filter(|path| read(path) != expected)
+            .map(|path| path.display().to_string())
+            .collect();
+        format!(
+            "mock: {} turns left, {} requests; unfinished: {unfinished:?}\ndaemon log:\n{}",
+            mock.queued(),
+            mock.requests().len(),
+            daemon.log_tail()
+        )
+    });
     peak_rss = peak_rss.max(sampler.join().unwrap());
     let reasons: Vec<&Value> = events
         .iter()
