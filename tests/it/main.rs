@@ -10,6 +10,7 @@ mod cli_tools;
 mod common;
 mod daemon;
 mod daemon_engine;
+mod daemon_two_editors;
 mod doctor;
 mod lsp;
 mod lsp_engine;
