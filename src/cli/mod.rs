@@ -81,6 +81,10 @@ pub enum Command {
     /// (explained; everything before stays in the file); 2 the file cannot be read or is
     /// invalid; 130 interrupted with Ctrl-C (what ran is marked `aborted`).
     ///
+    /// With a daemon running (`flemmad serve`), the daemon sends and this command follows the
+    /// chat until the cycle stops, with the same output and exit codes (Ctrl-C cancels through
+    /// the daemon); --detach returns at once, --no-daemon runs here anyway (docs/rpc.md).
+    ///
     /// Credentials: ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, VERTEX_ACCESS_TOKEN (or
     /// gcloud), MOONSHOT_API_KEY, OPENAI_COMPATIBLE_API_KEY, then secret-tool / the macOS
     /// keychain. Base URLs: ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GEMINI_BASE_URL,
@@ -91,11 +95,16 @@ pub enum Command {
     /// Rewrites each `(pending)` placeholder to `(approved)` in place (meta kept), atomically.
     /// Exit status: 0 done; 2 when an id is unknown or not pending (the pending ids are listed;
     /// nothing is changed) or the file cannot be read.
+    ///
+    /// With a daemon running, the daemon approves and (with autopilot) goes on with the
+    /// conversation; the command follows it as `send` does, with its exit codes (--detach
+    /// returns at once, --no-daemon only edits the file).
     Approve(approve::ApproveArgs),
     /// Reject a tool call that waits for approval (optionally telling the model why).
     ///
     /// Without --reason the placeholder becomes `(rejected)`; with it, an error result holding
-    /// `User feedback: <reason>`. Exit status as for `approve`.
+    /// `User feedback: <reason>`. Exit status as for `approve`; with a daemon running, the
+    /// daemon rejects and goes on, as for `approve`.
     Reject(reject::RejectArgs),
     /// Cancel what runs for a chat: its request, its foreground tools, its resume timer.
     ///
