@@ -295,6 +295,10 @@ pub fn run_with(
             command,
             "cancelled; what ran was stopped and marked `aborted` in the file",
         )),
+        // Refused before anything was sent: the message says why.
+        "error" if message.starts_with("nothing was sent") => {
+            Err(CliError::failed(command, message))
+        }
         "error" => Err(CliError::failed(
             command,
             format!("{message} (everything before is in the file)"),

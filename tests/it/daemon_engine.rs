@@ -600,3 +600,80 @@ async fn a_hundred_documents_stream_at_once_through_one_daemon() {
         "daemon RSS: idle {idle_rss} KiB; peak with {DOCUMENTS} documents streaming {peak_rss} KiB"
     );
 }
+
+/// Without a daemon, `flemmad cancel` interrupts the `flemmad send` of the chat running in
+/// another process, as Ctrl-C would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_without_a_daemon_interrupts_the_running_send() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = agentic_chat("@You:\nTell me a long story.\n");
+    let file = chat.path.display().to_string();
+    let out = run(flemmad(&chat, &base, &["cancel", &file])).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing runs"), "{}", stderr(&out));
+    mock.push(Turn::text("Far, far away. ".repeat(300)).bytes_per_sec(1500));
+    let child = send_command(&chat, &base)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&chat.path, "Far, far away. Far, far away.").await;
+    let out = run(flemmad(&chat, &base, &["cancel", &file])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("interrupted the `flemmad send`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = tokio::time::timeout(TIMEOUT, child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let text = read(&chat.path);
+    assert!(text.contains(ABORTED), "{text}");
+    no_error_diagnostics(&text);
+}
+
+/// `flemmad reject` through the daemon: the daemon rejects, tells the model, and the command
+/// follows the reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_through_the_daemon_tells_the_model_and_follows_the_reply() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = agentic_chat("@You:\nClean up.\n");
+    let _daemon = Served::start(&chat, &base).await;
+    let file = chat.path.display().to_string();
+    mock.push(bash("t1", "rm -rf build"));
+    mock.push(Turn::text("Understood, I will not delete it."));
+    let out = run(send_command(&chat, &base)).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let out = run(flemmad(
+        &chat,
+        &base,
+        &["reject", &file, "t1", "--reason", "keep the build"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Understood, I will not delete it."),
+        "{}",
+        stderr(&out)
+    );
+    let text = read(&chat.path);
+    assert!(
+        text.contains("**Tool Result:** `t1` (error)\n```\nUser feedback: keep the build\n```"),
+        "{text}"
+    );
+    let last = mock.requests().last().unwrap().body.to_string();
+    assert!(last.contains("User feedback: keep the build"), "{last}");
+    // Nothing left to send: the daemon says so, exit 1.
+    let out = run(send_command(&chat, &base)).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("nothing was sent"),
+        "{}",
+        stderr(&out)
+    );
+}
