@@ -673,7 +673,10 @@ impl Driver {
             if self.rebase {
                 self.rebase = false;
                 self.stored = current.clone();
-                self.unwritten = vec![vec![single_edit(&current.text, self.engine.text())]];
+                self.unwritten = vec![flemma_syntax::diff_to_edits(
+                    &current.text,
+                    self.engine.text(),
+                )];
             } else if current.text != self.stored.text {
                 self.absorb(&current.text)?;
             }
@@ -700,20 +703,42 @@ impl Driver {
     /// Feeds a change someone else made (`current` instead of what was stored) to the
     /// engine, in the engine's coordinates.
     fn absorb(&mut self, current: &str) -> anyhow::Result<()> {
-        let theirs = single_edit(&self.stored.text, current);
-        let mut start = theirs.range.start;
-        let mut end = theirs.range.end;
-        for batch in &self.unwritten {
-            // Text inserted where the engine also inserted goes after the engine's text.
-            start = map_offset(start, batch, Assoc::After);
-            end = map_offset(end, batch, Assoc::Before);
-        }
-        let edit = TextEdit {
-            range: TextRange::new(start, end.max(start)),
-            new_text: theirs.new_text,
-        };
+        // One edit per separate change (keystrokes at several places between two reads stay
+        // several small edits, never one replacement spanning the text between them).
+        let theirs = flemma_syntax::diff_to_edits(&self.stored.text, current);
+        let edits: Vec<TextEdit> = theirs
+            .into_iter()
+            .map(|edit| {
+                let mut start = edit.range.start;
+                let mut end = edit.range.end;
+                for batch in &self.unwritten {
+                    // Text inserted where the engine also inserted goes after the engine's text.
+                    start = map_offset(start, batch, Assoc::After);
+                    end = map_offset(end, batch, Assoc::Before);
+                }
+                TextEdit {
+                    range: TextRange::new(start, end.max(start)),
+                    new_text: edit.new_text,
+                }
+            })
+            .collect();
+        tracing::debug!(
+            edits = ?edits.iter().map(|e| (e.range, e.new_text.len())).collect::<Vec<_>>(),
+            "merging a change made by someone else"
+        );
         let refusals = self.refusals;
-        self.handle(Input::TextChanged { edits: vec![edit] });
+        let streaming = self.engine.request().is_some();
+        self.handle(Input::TextChanged { edits });
+        if streaming && self.engine.request().is_none() && self.refusals == refusals {
+            // The change deleted the block being written (the engine cancelled the request):
+            // the reply text not yet written went with it, not to wherever its anchor fell.
+            let orphan = single_edit(self.engine.text(), current);
+            if !orphan.range.is_empty() || !orphan.new_text.is_empty() {
+                self.handle(Input::TextChanged {
+                    edits: vec![orphan],
+                });
+            }
+        }
         if self.refusals > refusals {
             anyhow::bail!(
                 "{} was changed by someone else in a way flemmad cannot merge with what it was writing; stopped without writing, so that change is kept. Look at it and send again",
@@ -721,7 +746,10 @@ impl Driver {
             );
         }
         self.stored.text = current.to_owned();
-        self.unwritten = vec![vec![single_edit(&self.stored.text, self.engine.text())]];
+        self.unwritten = vec![flemma_syntax::diff_to_edits(
+            &self.stored.text,
+            self.engine.text(),
+        )];
         Ok(())
     }
 }

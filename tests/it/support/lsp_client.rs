@@ -79,11 +79,11 @@ impl Client {
             .arg("lsp")
             .arg("--stdio")
             .args(extra_args)
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("XDG_STATE_HOME", state.path())
             // A daemon running on this machine must not answer for the server under test.
             .env("XDG_RUNTIME_DIR", state.path())
             .env("RUST_LOG", "debug")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
