@@ -118,6 +118,13 @@ impl DriverHandle {
         self.sender.send(Message::Input(input)).is_ok()
     }
 
+    /// The process is shutting down: cancel the request and the foreground tools (what ran is
+    /// marked aborted), write, and end. Background jobs are left as the file says: the next
+    /// start's orphan recovery marks them lost.
+    pub fn leave(&self) -> bool {
+        self.sender.send(Message::Leave).is_ok()
+    }
+
     /// Writes through `store` from now on (an editor opened or closed the document); its text
     /// becomes the base the engine's text is written over.
     pub fn set_store(&self, store: Box<dyn ChatStore>) -> bool {
@@ -146,6 +153,7 @@ enum Message {
     Input(Input),
     Notice(String),
     SetStore(Box<dyn ChatStore>),
+    Leave,
 }
 
 /// One engine and the IO it performs on one file.
@@ -185,6 +193,8 @@ pub struct Driver {
     refusals: usize,
     /// The store was switched: its text is the new base, not a change to merge.
     rebase: bool,
+    /// Shutting down: done once written, whatever still runs.
+    leaving: bool,
     report: Box<dyn FnMut(Report) + Send>,
     on_state: Option<Box<dyn FnMut(DriverState)>>,
 }
@@ -238,6 +248,7 @@ impl Driver {
             stopped: None,
             refusals: 0,
             rebase: false,
+            leaving: false,
             report,
             on_state: None,
         }
@@ -332,6 +343,20 @@ impl Driver {
             Message::Input(input) => self.handle(input),
             Message::Notice(notice) => (self.report)(Report::Notice(notice)),
             Message::SetStore(store) => self.switch_store(store),
+            Message::Leave => {
+                self.handle(Input::Cancel {
+                    scope: CancelScope::All,
+                });
+                for cancel in self.tools_running.values() {
+                    cancel.cancel();
+                }
+                self.tools_running.clear();
+                if let Some((_, token)) = self.request.take() {
+                    token.cancel();
+                }
+                self.stopped = Some(StopReason::Cancelled);
+                self.leaving = true;
+            }
         }
     }
 
@@ -370,7 +395,8 @@ impl Driver {
     /// Nothing the driver started still runs and nothing is scheduled: the cycle stopped, or
     /// never started (an approval that leaves other calls pending).
     fn is_done(&self) -> bool {
-        !self.engine.is_busy() && self.request.is_none() && self.tools_running.is_empty()
+        self.leaving
+            || (!self.engine.is_busy() && self.request.is_none() && self.tools_running.is_empty())
     }
 
     fn now(&self) -> Millis {

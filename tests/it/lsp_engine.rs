@@ -330,11 +330,23 @@ fn cancel_mid_stream_writes_the_abort_marker() {
 
 // ----- the daemon -----
 
-/// A minimal LSP client over a Unix socket (framing only).
+/// A minimal Helix-like LSP client over a Unix socket: UTF-8 positions, one open document
+/// whose versioned edits it applies and echoes (`didChange` before the answer).
 struct SocketLsp {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
     next_id: i64,
+    uri: String,
+    text: String,
+    version: i64,
+}
+
+/// The byte offset of a UTF-8 LSP position.
+fn offset(text: &str, position: &Value) -> usize {
+    let line = position["line"].as_u64().unwrap() as usize;
+    let character = position["character"].as_u64().unwrap() as usize;
+    let start: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
+    start + character
 }
 
 impl SocketLsp {
@@ -347,6 +359,9 @@ impl SocketLsp {
             reader: BufReader::new(stream.try_clone().unwrap()),
             writer: stream,
             next_id: 1,
+            uri: String::new(),
+            text: String::new(),
+            version: 0,
         }
     }
     fn send(&mut self, message: Value) {
@@ -372,17 +387,88 @@ impl SocketLsp {
         self.reader.read_exact(&mut body).unwrap();
         serde_json::from_slice(&body).unwrap()
     }
-    /// Sends a request and reads until its answer (server requests answered as null).
+    /// Answers a server request: applies a versioned edit of the open document (else refuses
+    /// it), anything else gets `null`.
+    fn serve_request(&mut self, message: &Value) {
+        let id = message["id"].clone();
+        if message["method"] != "workspace/applyEdit" {
+            self.send(json!({"jsonrpc": "2.0", "id": id, "result": null}));
+            return;
+        }
+        let change = &message["params"]["edit"]["documentChanges"][0];
+        if change["textDocument"]["version"].as_i64() != Some(self.version) {
+            self.send(json!({"jsonrpc": "2.0", "id": id, "result": {"applied": false}}));
+            return;
+        }
+        let mut edits: Vec<(usize, usize, String)> = change["edits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    offset(&self.text, &e["range"]["start"]),
+                    offset(&self.text, &e["range"]["end"]),
+                    e["newText"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        edits.sort_by_key(|e| std::cmp::Reverse(e.0));
+        let changes: Vec<Value> = change["edits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .map(|e| json!({"range": e["range"], "text": e["newText"]}))
+            .collect();
+        for (start, end, text) in edits {
+            self.text.replace_range(start..end, &text);
+        }
+        self.version += 1;
+        let (uri, version) = (self.uri.clone(), self.version);
+        self.send(json!({"jsonrpc": "2.0", "method": "textDocument/didChange",
+            "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": changes}}));
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": {"applied": true}}));
+    }
+    /// Handles what arrives until `condition` holds on the buffer.
+    fn pump_until(&mut self, what: &str, condition: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !condition(&self.text) {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            let message = self.read();
+            if message.get("method").is_some() && message.get("id").is_some() {
+                self.serve_request(&message);
+            }
+        }
+    }
+    fn open(&mut self, uri: &str, text: &str) {
+        self.uri = uri.to_owned();
+        self.text = text.to_owned();
+        self.send(json!({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+            "params": {"textDocument": {"uri": uri, "languageId": "chat", "version": 0, "text": text}}}));
+    }
+    /// Sends a request and handles what arrives until its answer.
     fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
             let message = self.read();
-            if message["id"] == id && message.get("method").is_none() {
-                return message;
+            match (message.get("method").is_some(), message.get("id").is_some()) {
+                (true, true) => self.serve_request(&message),
+                (false, true) if message["id"] == id => return message,
+                _ => {}
             }
         }
+    }
+    fn initialize(&mut self) {
+        let init = self.request(
+            "initialize",
+            json!({"processId": null, "rootUri": null, "capabilities": {
+                "general": {"positionEncodings": ["utf-8"]},
+                "workspace": {"applyEdit": true, "workspaceEdit": {"documentChanges": true}}}}),
+        );
+        assert!(init.get("result").is_some(), "{init}");
+        self.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
     }
 }
 
@@ -442,27 +528,56 @@ fn daemon_a_reply_started_over_lsp_sock_completes_on_disk_after_the_editor_leave
     let uri = uri_of(&chat.path);
     let daemon = serve(&mock, &chat);
     let mut lsp = SocketLsp::connect(&daemon.runtime.join("flemma/lsp.sock"));
-    let init = lsp.request(
-        "initialize",
-        json!({"processId": null, "rootUri": null, "capabilities": {"general": {"positionEncodings": ["utf-8"]}}}),
-    );
-    assert!(init.get("result").is_some(), "{init}");
-    lsp.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
-    // No document is opened: the daemon's writer owns the file.
+    lsp.initialize();
+    lsp.open(&uri, &original);
     let answer = lsp.request(
         "workspace/executeCommand",
-        json!({"command": "flemma.send", "arguments": [chat.path.display().to_string()]}),
+        json!({"command": "flemma.send", "arguments": [uri]}),
     );
     assert_eq!(answer["result"], json!({"started": true}), "{answer}");
-    wait_for_file(&chat.path, "the reply to start", |t| t.contains("line 002"));
-    // The editor goes away mid-stream, without shutdown.
+    // The reply streams into the editor's buffer, not the file.
+    lsp.pump_until("the reply to start", |t| t.contains("line 002"));
+    assert_eq!(common::read(&chat.path), original);
+    // The editor goes away mid-stream, without saving or closing anything.
     drop(lsp);
     let text = wait_for_file(&chat.path, "the whole reply on disk", |t| {
         t.contains("THE END")
     });
     assert!(text.contains(&reply), "{text}");
     assert!(text.starts_with(&original), "{text}");
-    let _ = uri;
+    assert_eq!(text.matches("THE END").count(), 1, "{text}");
+}
+
+#[test]
+fn daemon_sigterm_mid_stream_writes_the_abort_marker() {
+    let mock = Mock::start();
+    mock.provider()
+        .push(Turn::text(long_reply(300)).bytes_per_sec(2000));
+    let original = format!("{FRONTMATTER}@You:\nthis will be interrupted\n");
+    let chat = common::chat(&original);
+    let mut daemon = serve(&mock, &chat);
+    let mut lsp = SocketLsp::connect(&daemon.runtime.join("flemma/lsp.sock"));
+    lsp.initialize();
+    let answer = lsp.request(
+        "workspace/executeCommand",
+        json!({"command": "flemma.send", "arguments": [chat.path.display().to_string()]}),
+    );
+    assert_eq!(answer["result"], json!({"started": true}), "{answer}");
+    wait_for_file(&chat.path, "the reply to start", |t| t.contains("line 002"));
+    let status = Command::new("kill")
+        .args(["-TERM", &daemon.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while daemon.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the daemon did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let text = common::read(&chat.path);
+    assert!(text.contains(flemma_syntax::write::ABORT_MARKER), "{text}");
+    assert!(!text.contains("THE END"), "{text}");
+    assert!(text.starts_with(&original), "{text}");
 }
 
 /// A tiny deterministic generator (no dependency): xorshift.
