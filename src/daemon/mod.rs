@@ -321,11 +321,17 @@ fn forward_engine_events(
         .name("engine-events".into())
         .spawn(move || {
             for event in events {
-                let uri = flemma_lsp::path_to_uri(&event.path);
-                daemon.events.publish(Event::new(
-                    event.event.name,
-                    serde_json::json!({ "uri": uri, "data": event.event.data }),
-                ));
+                // The event's own fields, with the document's `uri` added.
+                let uri = serde_json::Value::String(flemma_lsp::path_to_uri(&event.path));
+                let data = match event.event.data {
+                    serde_json::Value::Object(mut fields) => {
+                        fields.insert("uri".into(), uri);
+                        serde_json::Value::Object(fields)
+                    }
+                    serde_json::Value::Null => serde_json::json!({ "uri": uri }),
+                    other => serde_json::json!({ "uri": uri, "value": other }),
+                };
+                daemon.events.publish(Event::new(event.event.name, data));
             }
         })
         .map(drop)

@@ -520,13 +520,25 @@ fn serve(mock: &Mock, chat: &Chat) -> Serve {
 #[test]
 fn daemon_a_reply_started_over_lsp_sock_completes_on_disk_after_the_editor_leaves() {
     let mock = Mock::start();
-    let reply = long_reply(80);
+    let reply = long_reply(40);
     mock.provider()
-        .push(Turn::text(reply.clone()).bytes_per_sec(3000));
+        .push(Turn::text(reply.clone()).bytes_per_sec(5000));
     let original = format!("{FRONTMATTER}@You:\nkeep going without me\n");
     let chat = common::chat(&original);
     let uri = uri_of(&chat.path);
     let daemon = serve(&mock, &chat);
+    // `flemmad events` sees the engine's events of every document.
+    let events = UnixStream::connect(daemon.runtime.join("flemma/rpc.sock")).unwrap();
+    events
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut events_writer = events.try_clone().unwrap();
+    writeln!(
+        events_writer,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"flemma/subscribe"}}"#
+    )
+    .unwrap();
+    let mut events = BufReader::new(events);
     let mut lsp = SocketLsp::connect(&daemon.runtime.join("flemma/lsp.sock"));
     lsp.initialize();
     lsp.open(&uri, &original);
@@ -546,6 +558,25 @@ fn daemon_a_reply_started_over_lsp_sock_completes_on_disk_after_the_editor_leave
     assert!(text.contains(&reply), "{text}");
     assert!(text.starts_with(&original), "{text}");
     assert_eq!(text.matches("THE END").count(), 1, "{text}");
+    let mut names = Vec::new();
+    loop {
+        let mut line = String::new();
+        events.read_line(&mut line).unwrap();
+        let event: Value = serde_json::from_str(&line).unwrap();
+        let params = &event["params"];
+        if params["data"]["uri"] == uri.as_str() {
+            names.push(params["name"].as_str().unwrap().to_owned());
+        }
+        if params["name"] == "engine:stopped" {
+            assert_eq!(params["data"]["reason"], "idle", "{event}");
+            break;
+        }
+    }
+    assert!(
+        names.contains(&"request:sending".to_owned())
+            && names.contains(&"request:finished".to_owned()),
+        "{names:?}"
+    );
 }
 
 #[test]
