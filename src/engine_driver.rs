@@ -118,6 +118,13 @@ impl DriverHandle {
         self.sender.send(Message::Input(input)).is_ok()
     }
 
+    /// The process is shutting down: cancel the request and the foreground tools (what ran is
+    /// marked aborted), write, and end. Background jobs are left as the file says: the next
+    /// start's orphan recovery marks them lost.
+    pub fn leave(&self) -> bool {
+        self.sender.send(Message::Leave).is_ok()
+    }
+
     /// Writes through `store` from now on (an editor opened or closed the document); its text
     /// becomes the base the engine's text is written over.
     pub fn set_store(&self, store: Box<dyn ChatStore>) -> bool {
@@ -146,6 +153,7 @@ enum Message {
     Input(Input),
     Notice(String),
     SetStore(Box<dyn ChatStore>),
+    Leave,
 }
 
 /// One engine and the IO it performs on one file.
@@ -185,6 +193,8 @@ pub struct Driver {
     refusals: usize,
     /// The store was switched: its text is the new base, not a change to merge.
     rebase: bool,
+    /// Shutting down: done once written, whatever still runs.
+    leaving: bool,
     report: Box<dyn FnMut(Report) + Send>,
     on_state: Option<Box<dyn FnMut(DriverState)>>,
 }
@@ -238,6 +248,7 @@ impl Driver {
             stopped: None,
             refusals: 0,
             rebase: false,
+            leaving: false,
             report,
             on_state: None,
         }
@@ -332,6 +343,20 @@ impl Driver {
             Message::Input(input) => self.handle(input),
             Message::Notice(notice) => (self.report)(Report::Notice(notice)),
             Message::SetStore(store) => self.switch_store(store),
+            Message::Leave => {
+                self.handle(Input::Cancel {
+                    scope: CancelScope::All,
+                });
+                for cancel in self.tools_running.values() {
+                    cancel.cancel();
+                }
+                self.tools_running.clear();
+                if let Some((_, token)) = self.request.take() {
+                    token.cancel();
+                }
+                self.stopped = Some(StopReason::Cancelled);
+                self.leaving = true;
+            }
         }
     }
 
@@ -370,7 +395,8 @@ impl Driver {
     /// Nothing the driver started still runs and nothing is scheduled: the cycle stopped, or
     /// never started (an approval that leaves other calls pending).
     fn is_done(&self) -> bool {
-        !self.engine.is_busy() && self.request.is_none() && self.tools_running.is_empty()
+        self.leaving
+            || (!self.engine.is_busy() && self.request.is_none() && self.tools_running.is_empty())
     }
 
     fn now(&self) -> Millis {
@@ -673,7 +699,10 @@ impl Driver {
             if self.rebase {
                 self.rebase = false;
                 self.stored = current.clone();
-                self.unwritten = vec![vec![single_edit(&current.text, self.engine.text())]];
+                self.unwritten = vec![flemma_syntax::diff_to_edits(
+                    &current.text,
+                    self.engine.text(),
+                )];
             } else if current.text != self.stored.text {
                 self.absorb(&current.text)?;
             }
@@ -700,20 +729,42 @@ impl Driver {
     /// Feeds a change someone else made (`current` instead of what was stored) to the
     /// engine, in the engine's coordinates.
     fn absorb(&mut self, current: &str) -> anyhow::Result<()> {
-        let theirs = single_edit(&self.stored.text, current);
-        let mut start = theirs.range.start;
-        let mut end = theirs.range.end;
-        for batch in &self.unwritten {
-            // Text inserted where the engine also inserted goes after the engine's text.
-            start = map_offset(start, batch, Assoc::After);
-            end = map_offset(end, batch, Assoc::Before);
-        }
-        let edit = TextEdit {
-            range: TextRange::new(start, end.max(start)),
-            new_text: theirs.new_text,
-        };
+        // One edit per separate change (keystrokes at several places between two reads stay
+        // several small edits, never one replacement spanning the text between them).
+        let theirs = flemma_syntax::diff_to_edits(&self.stored.text, current);
+        let edits: Vec<TextEdit> = theirs
+            .into_iter()
+            .map(|edit| {
+                let mut start = edit.range.start;
+                let mut end = edit.range.end;
+                for batch in &self.unwritten {
+                    // Text inserted where the engine also inserted goes after the engine's text.
+                    start = map_offset(start, batch, Assoc::After);
+                    end = map_offset(end, batch, Assoc::Before);
+                }
+                TextEdit {
+                    range: TextRange::new(start, end.max(start)),
+                    new_text: edit.new_text,
+                }
+            })
+            .collect();
+        tracing::debug!(
+            edits = ?edits.iter().map(|e| (e.range, e.new_text.len())).collect::<Vec<_>>(),
+            "merging a change made by someone else"
+        );
         let refusals = self.refusals;
-        self.handle(Input::TextChanged { edits: vec![edit] });
+        let streaming = self.engine.request().is_some();
+        self.handle(Input::TextChanged { edits });
+        if streaming && self.engine.request().is_none() && self.refusals == refusals {
+            // The change deleted the block being written (the engine cancelled the request):
+            // the reply text not yet written went with it, not to wherever its anchor fell.
+            let orphan = single_edit(self.engine.text(), current);
+            if !orphan.range.is_empty() || !orphan.new_text.is_empty() {
+                self.handle(Input::TextChanged {
+                    edits: vec![orphan],
+                });
+            }
+        }
         if self.refusals > refusals {
             anyhow::bail!(
                 "{} was changed by someone else in a way flemmad cannot merge with what it was writing; stopped without writing, so that change is kept. Look at it and send again",
@@ -721,7 +772,10 @@ impl Driver {
             );
         }
         self.stored.text = current.to_owned();
-        self.unwritten = vec![vec![single_edit(&self.stored.text, self.engine.text())]];
+        self.unwritten = vec![flemma_syntax::diff_to_edits(
+            &self.stored.text,
+            self.engine.text(),
+        )];
         Ok(())
     }
 }

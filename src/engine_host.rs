@@ -370,8 +370,10 @@ impl EngineHost {
         });
     }
 
-    /// Cancels everything (jobs included: what ran is marked aborted, as the format says),
-    /// waits for the writes (at most a few seconds), and stops the host's thread.
+    /// Cancels every request and foreground tool (what ran is marked aborted, as the format
+    /// says), waits for the writes (at most a few seconds), and stops the host's thread.
+    /// Background jobs are not cancelled: they stay in the files as running, and the next
+    /// start's orphan recovery marks them lost.
     pub fn shutdown(&self) {
         let (done, finished) = std::sync::mpsc::channel();
         if self.commands.send(HostCommand::Shutdown { done }).is_ok() {
@@ -484,7 +486,7 @@ enum Slot {
     Starting {
         queued: Vec<Input>,
     },
-    Running(DriverHandle, CancellationToken),
+    Running(DriverHandle),
 }
 
 async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCommand>) {
@@ -497,7 +499,7 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                 let mut slots = inner.slots.borrow_mut();
                 match slots.get_mut(&path) {
                     Some(Slot::Starting { queued }) => queued.push(input),
-                    Some(Slot::Running(handle, _)) => {
+                    Some(Slot::Running(handle)) => {
                         handle.input(input);
                     }
                     None => {
@@ -512,22 +514,22 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
             HostCommand::IfRunning { path, input } => {
                 match inner.slots.borrow_mut().get_mut(&path) {
                     Some(Slot::Starting { queued }) => queued.push(input),
-                    Some(Slot::Running(handle, _)) => {
+                    Some(Slot::Running(handle)) => {
                         handle.input(input);
                     }
                     None => {}
                 }
             }
             HostCommand::Writer { path } => {
-                if let Some(Slot::Running(handle, _)) = inner.slots.borrow().get(&path) {
+                if let Some(Slot::Running(handle)) = inner.slots.borrow().get(&path) {
                     handle.set_store(inner.shared.writer(&path));
                 }
             }
             HostCommand::Shutdown { done } => {
                 inner.stopping.set(true);
                 for slot in inner.slots.borrow().values() {
-                    if let Slot::Running(_, interrupt) = slot {
-                        interrupt.cancel();
+                    if let Slot::Running(handle) = slot {
+                        handle.leave();
                     }
                 }
                 let tasks: Vec<_> = inner.tasks.borrow_mut().drain(..).collect();
@@ -698,11 +700,11 @@ async fn run_driver(
         state_shared.set_state(&state_path, |doc| doc.driver = Some(state));
     }));
     let handle = driver.commands();
-    let interrupt = CancellationToken::new();
-    let queued = match inner.slots.borrow_mut().insert(
-        path.to_owned(),
-        Slot::Running(handle.clone(), interrupt.clone()),
-    ) {
+    let queued = match inner
+        .slots
+        .borrow_mut()
+        .insert(path.to_owned(), Slot::Running(handle.clone()))
+    {
         Some(Slot::Starting { queued }) => queued,
         _ => Vec::new(),
     };
@@ -713,10 +715,11 @@ async fn run_driver(
     let mut inputs = vec![Input::Load, first];
     inputs.extend(queued);
     if inner.stopping.get() {
-        interrupt.cancel();
+        handle.leave();
     }
     driver
-        .run(inputs, interrupt)
+        // Stopped through `leave` (shutdown), never interrupted like a Ctrl-C.
+        .run(inputs, CancellationToken::new())
         .await
         .map_err(|e| format!("{e:#}"))
 }

@@ -85,6 +85,13 @@ impl Daemon {
             .len()
     }
 
+    /// The engine every session shares (`None` only before `serve` started it). `rpc.sock`
+    /// methods reach documents through it.
+    #[allow(dead_code)]
+    pub fn engine(&self) -> Option<&Arc<crate::engine_host::EngineHost>> {
+        self.engine.get()
+    }
+
     /// Asks the main loop to shut down (the `flemma/shutdown` request).
     pub fn request_shutdown(&self) {
         self.shutdown_requested.notify_one();

@@ -330,11 +330,23 @@ fn cancel_mid_stream_writes_the_abort_marker() {
 
 // ----- the daemon -----
 
-/// A minimal LSP client over a Unix socket (framing only).
+/// A minimal Helix-like LSP client over a Unix socket: UTF-8 positions, one open document
+/// whose versioned edits it applies and echoes (`didChange` before the answer).
 struct SocketLsp {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
     next_id: i64,
+    uri: String,
+    text: String,
+    version: i64,
+}
+
+/// The byte offset of a UTF-8 LSP position.
+fn offset(text: &str, position: &Value) -> usize {
+    let line = position["line"].as_u64().unwrap() as usize;
+    let character = position["character"].as_u64().unwrap() as usize;
+    let start: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
+    start + character
 }
 
 impl SocketLsp {
@@ -347,6 +359,9 @@ impl SocketLsp {
             reader: BufReader::new(stream.try_clone().unwrap()),
             writer: stream,
             next_id: 1,
+            uri: String::new(),
+            text: String::new(),
+            version: 0,
         }
     }
     fn send(&mut self, message: Value) {
@@ -372,17 +387,88 @@ impl SocketLsp {
         self.reader.read_exact(&mut body).unwrap();
         serde_json::from_slice(&body).unwrap()
     }
-    /// Sends a request and reads until its answer (server requests answered as null).
+    /// Answers a server request: applies a versioned edit of the open document (else refuses
+    /// it), anything else gets `null`.
+    fn serve_request(&mut self, message: &Value) {
+        let id = message["id"].clone();
+        if message["method"] != "workspace/applyEdit" {
+            self.send(json!({"jsonrpc": "2.0", "id": id, "result": null}));
+            return;
+        }
+        let change = &message["params"]["edit"]["documentChanges"][0];
+        if change["textDocument"]["version"].as_i64() != Some(self.version) {
+            self.send(json!({"jsonrpc": "2.0", "id": id, "result": {"applied": false}}));
+            return;
+        }
+        let mut edits: Vec<(usize, usize, String)> = change["edits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    offset(&self.text, &e["range"]["start"]),
+                    offset(&self.text, &e["range"]["end"]),
+                    e["newText"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        edits.sort_by_key(|e| std::cmp::Reverse(e.0));
+        let changes: Vec<Value> = change["edits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .map(|e| json!({"range": e["range"], "text": e["newText"]}))
+            .collect();
+        for (start, end, text) in edits {
+            self.text.replace_range(start..end, &text);
+        }
+        self.version += 1;
+        let (uri, version) = (self.uri.clone(), self.version);
+        self.send(json!({"jsonrpc": "2.0", "method": "textDocument/didChange",
+            "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": changes}}));
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": {"applied": true}}));
+    }
+    /// Handles what arrives until `condition` holds on the buffer.
+    fn pump_until(&mut self, what: &str, condition: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !condition(&self.text) {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            let message = self.read();
+            if message.get("method").is_some() && message.get("id").is_some() {
+                self.serve_request(&message);
+            }
+        }
+    }
+    fn open(&mut self, uri: &str, text: &str) {
+        self.uri = uri.to_owned();
+        self.text = text.to_owned();
+        self.send(json!({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+            "params": {"textDocument": {"uri": uri, "languageId": "chat", "version": 0, "text": text}}}));
+    }
+    /// Sends a request and handles what arrives until its answer.
     fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
             let message = self.read();
-            if message["id"] == id && message.get("method").is_none() {
-                return message;
+            match (message.get("method").is_some(), message.get("id").is_some()) {
+                (true, true) => self.serve_request(&message),
+                (false, true) if message["id"] == id => return message,
+                _ => {}
             }
         }
+    }
+    fn initialize(&mut self) {
+        let init = self.request(
+            "initialize",
+            json!({"processId": null, "rootUri": null, "capabilities": {
+                "general": {"positionEncodings": ["utf-8"]},
+                "workspace": {"applyEdit": true, "workspaceEdit": {"documentChanges": true}}}}),
+        );
+        assert!(init.get("result").is_some(), "{init}");
+        self.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
     }
 }
 
@@ -434,33 +520,249 @@ fn serve(mock: &Mock, chat: &Chat) -> Serve {
 #[test]
 fn daemon_a_reply_started_over_lsp_sock_completes_on_disk_after_the_editor_leaves() {
     let mock = Mock::start();
-    let reply = long_reply(80);
+    let reply = long_reply(40);
     mock.provider()
-        .push(Turn::text(reply.clone()).bytes_per_sec(3000));
+        .push(Turn::text(reply.clone()).bytes_per_sec(5000));
     let original = format!("{FRONTMATTER}@You:\nkeep going without me\n");
     let chat = common::chat(&original);
     let uri = uri_of(&chat.path);
     let daemon = serve(&mock, &chat);
+    // `flemmad events` sees the engine's events of every document.
+    let events = UnixStream::connect(daemon.runtime.join("flemma/rpc.sock")).unwrap();
+    events
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut events_writer = events.try_clone().unwrap();
+    writeln!(
+        events_writer,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"flemma/subscribe"}}"#
+    )
+    .unwrap();
+    let mut events = BufReader::new(events);
     let mut lsp = SocketLsp::connect(&daemon.runtime.join("flemma/lsp.sock"));
-    let init = lsp.request(
-        "initialize",
-        json!({"processId": null, "rootUri": null, "capabilities": {"general": {"positionEncodings": ["utf-8"]}}}),
-    );
-    assert!(init.get("result").is_some(), "{init}");
-    lsp.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
-    // No document is opened: the daemon's writer owns the file.
+    lsp.initialize();
+    lsp.open(&uri, &original);
     let answer = lsp.request(
         "workspace/executeCommand",
-        json!({"command": "flemma.send", "arguments": [chat.path.display().to_string()]}),
+        json!({"command": "flemma.send", "arguments": [uri]}),
     );
     assert_eq!(answer["result"], json!({"started": true}), "{answer}");
-    wait_for_file(&chat.path, "the reply to start", |t| t.contains("line 002"));
-    // The editor goes away mid-stream, without shutdown.
+    // The reply streams into the editor's buffer, not the file.
+    lsp.pump_until("the reply to start", |t| t.contains("line 002"));
+    assert_eq!(common::read(&chat.path), original);
+    // The editor goes away mid-stream, without saving or closing anything.
     drop(lsp);
     let text = wait_for_file(&chat.path, "the whole reply on disk", |t| {
         t.contains("THE END")
     });
     assert!(text.contains(&reply), "{text}");
     assert!(text.starts_with(&original), "{text}");
-    let _ = uri;
+    assert_eq!(text.matches("THE END").count(), 1, "{text}");
+    let mut names = Vec::new();
+    loop {
+        let mut line = String::new();
+        events.read_line(&mut line).unwrap();
+        let event: Value = serde_json::from_str(&line).unwrap();
+        let params = &event["params"];
+        if params["uri"] == uri.as_str() {
+            names.push(params["name"].as_str().unwrap().to_owned());
+        }
+        if params["name"] == "engine:stopped" {
+            assert_eq!(params["data"]["reason"], "idle", "{event}");
+            break;
+        }
+    }
+    assert!(
+        names.contains(&"request:sending".to_owned())
+            && names.contains(&"request:finished".to_owned()),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn daemon_sigterm_mid_stream_writes_the_abort_marker() {
+    let mock = Mock::start();
+    mock.provider()
+        .push(Turn::text(long_reply(300)).bytes_per_sec(2000));
+    let original = format!("{FRONTMATTER}@You:\nthis will be interrupted\n");
+    let chat = common::chat(&original);
+    let mut daemon = serve(&mock, &chat);
+    let mut lsp = SocketLsp::connect(&daemon.runtime.join("flemma/lsp.sock"));
+    lsp.initialize();
+    let answer = lsp.request(
+        "workspace/executeCommand",
+        json!({"command": "flemma.send", "arguments": [chat.path.display().to_string()]}),
+    );
+    assert_eq!(answer["result"], json!({"started": true}), "{answer}");
+    wait_for_file(&chat.path, "the reply to start", |t| t.contains("line 002"));
+    let status = Command::new("kill")
+        .args(["-TERM", &daemon.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while daemon.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the daemon did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let text = common::read(&chat.path);
+    assert!(text.contains(flemma_syntax::write::ABORT_MARKER), "{text}");
+    assert!(!text.contains("THE END"), "{text}");
+    assert!(text.starts_with(&original), "{text}");
+}
+
+/// A tiny deterministic generator (no dependency): xorshift.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// Where a user may type in `text`: any char boundary after the frontmatter that is not on a
+/// role line (a key typed into `@Assistant:` makes it another line, which is not the block
+/// being written any more).
+fn typing_spot(text: &str, rng: &mut Rng) -> usize {
+    let body = text.find("@You:").unwrap_or(0);
+    loop {
+        let mut at = body + rng.below(text.len() - body + 1);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+        let line = text[line_start..].trim_start_matches(|c: char| "QWKZ#".contains(c));
+        if !line.starts_with('@') {
+            return at;
+        }
+    }
+}
+
+/// The final text of a reply streamed with nobody typing.
+fn reference_run(flavor: Flavor, reply: &str, start_text: &str) -> String {
+    let mock = Mock::start();
+    mock.provider().push(Turn::text(reply));
+    let chat = common::chat(start_text);
+    let uri = uri_of(&chat.path);
+    let mut client = start(flavor, &mock, &chat);
+    client.open(&uri, start_text);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    client.pump(Duration::from_millis(300));
+    let text = client.text(&uri).to_owned();
+    client.shutdown();
+    text
+}
+
+#[test]
+fn a_streamed_reply_survives_the_user_typing_anywhere() {
+    let reply = "Sure, here is the plan:\n1. run make\n2. read the log ✓\n3. fix it 中文 🙂\nthat is all, good luck with the tests and the review.\n".repeat(3);
+    let start_text = format!("{FRONTMATTER}@You:\nplease help\n");
+    let is_key = |c: char| "QWKZ#".contains(c);
+    for (flavor, seed) in [(Flavor::Helix, 7), (Flavor::VsCode, 11)] {
+        let expected = reference_run(flavor, &reply, &start_text);
+        assert!(expected.contains(&reply), "{expected}");
+        let mock = Mock::start();
+        mock.provider()
+            .push(Turn::text(reply.clone()).bytes_per_sec(4000));
+        let chat = common::chat(&start_text);
+        let uri = uri_of(&chat.path);
+        let mut client = start(flavor, &mock, &chat);
+        client.open(&uri, &start_text);
+        command(&mut client, "flemma.send", json!([uri])).unwrap();
+        let mut rng = Rng(seed);
+        let mut keys = String::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut stopped = None;
+        while stopped.is_none() {
+            client.pump(Duration::from_millis(5));
+            // The user types a key at a random place (before, inside and after the block
+            // being written), sometimes several in a row.
+            if keys.len() < 60 && rng.below(6) == 0 {
+                let at = typing_spot(client.text(&uri), &mut rng);
+                let key = ["Q", "W", "K", "Z", "#"][rng.below(5)];
+                keys.push_str(key);
+                client.type_at(&uri, at, key);
+            }
+            // Sometimes the user is faster than the edit in flight: it gets refused.
+            if keys.len() < 60 && client.type_before_next_apply.is_none() && rng.below(8) == 0 {
+                let key = ["Q", "W", "K", "Z", "#"][rng.below(5)];
+                // Typed when the next edit arrives, at an offset taken now: the start of the
+                // user's first line, which streaming never moves.
+                let at = client.text(&uri).find("@You:\n").unwrap() + "@You:\n".len();
+                keys.push_str(key);
+                client.type_before_next_apply = Some((uri.clone(), at, key.into()));
+            }
+            while let Some(n) = client.notifications.pop_front() {
+                if n["method"] == "flemma/event" && n["params"]["name"] == "engine:stopped" {
+                    stopped = Some(n["params"]["data"].clone());
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{flavor:?}: the stream did not complete:\n{}",
+                client.text(&uri)
+            );
+        }
+        let stopped = stopped.unwrap();
+        assert_eq!(
+            stopped["reason"],
+            "idle",
+            "{flavor:?}: {stopped}\n{}",
+            client.text(&uri)
+        );
+        while client.pump(Duration::from_millis(300)) {}
+        // A key waiting for an edit that never came was never typed.
+        if let Some((_, _, key)) = client.type_before_next_apply.take() {
+            keys.truncate(keys.len() - key.len());
+        }
+        let text = client.text(&uri).to_owned();
+        let without_keys: String = text.chars().filter(|c| !is_key(*c)).collect();
+        assert_eq!(without_keys, expected, "{flavor:?}:\n{text}");
+        let typed = text.chars().filter(|c| is_key(*c)).count();
+        assert_eq!(
+            typed,
+            keys.len(),
+            "{flavor:?}: a keystroke was lost:\n{text}"
+        );
+        assert!(
+            client.apply_edits_refused > 0,
+            "{flavor:?}: typing never raced an edit"
+        );
+        client.shutdown();
+    }
+}
+
+#[test]
+fn deleting_the_block_being_written_cancels_the_stream() {
+    let mock = Mock::start();
+    mock.provider()
+        .push(Turn::text("word ".repeat(600)).bytes_per_sec(1500));
+    let start_text = format!("{FRONTMATTER}@You:\nplease help\n");
+    let chat = common::chat(&start_text);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, &start_text);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    pump_until(&mut client, &uri, "some of the reply", |t| {
+        t.contains("word word")
+    });
+    let len = client.text(&uri).len();
+    client.replace(&uri, start_text.len(), len, "");
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert!(
+        stopped["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("deleted")),
+        "{stopped}"
+    );
+    while client.pump(Duration::from_millis(300)) {}
+    let text = client.text(&uri).to_owned();
+    assert!(!text.contains("word"), "nothing more was written:\n{text}");
+    assert!(text.starts_with(&start_text), "{text}");
+    client.shutdown();
 }

@@ -2,17 +2,14 @@
 //!
 //! The session hands the engine every command it cannot answer itself ([`EngineCommand`]); the
 //! engine answers at once (a request never waits on the LLM or a tool) and later drives the
-//! session through its [`Outbox`]: streaming text into an open document, finishing the stream.
-//! The session tells the engine how a stream ended through [`Backend::stream_ended`].
+//! session through its [`Outbox`].
 //!
-//! The engine host of the binary writes into an open document through the session's mirror:
+//! The engine writes into an open document through the session's mirror:
 //! [`Task::ReadBuffer`] answers the text and version the session has, and
 //! [`Task::ReplaceBuffer`] sends one versioned `workspace/applyEdit` and answers once the
 //! client applied it and echoed it through `didChange` (or refused it, or the mirror moved).
 //! The backend learns which documents the session has open through [`Backend::opened`] and
 //! [`Backend::closed`].
-
-use std::time::Duration;
 
 use crossbeam_channel::Sender;
 
@@ -52,17 +49,6 @@ pub enum BackendError {
     NotAvailable { command: &'static str },
     #[error("{0}")]
     Refused(String),
-}
-
-/// How a stream into a document ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StreamEnd {
-    /// Every streamed byte is in the client's buffer.
-    Written,
-    /// The user deleted the block being written; `unwritten` never reached the document.
-    Cancelled { unwritten: String },
-    /// The document was closed before the stream ended.
-    Closed { unwritten: String },
 }
 
 /// A one-shot answer the session gives to a task (called at most once; dropping it unanswered
@@ -123,27 +109,9 @@ pub enum Progress {
 /// Work the engine (or anything off the main loop) hands to the session.
 #[derive(Debug)]
 pub enum Task {
-    /// Open a new block at the end of the document: `header` (e.g. `"\n@Assistant:\n"`, whose
-    /// role line starts at `block_at`), then the streamed text, with `tail` kept after it.
-    StreamStart {
-        uri: String,
-        header: String,
-        block_at: usize,
-        tail: String,
-    },
-    StreamChunk {
-        uri: String,
-        text: String,
-    },
-    StreamFinish {
-        uri: String,
-    },
     /// The request failed (a provider error, a tool that could not run): the user is told with
-    /// `window/showMessage`, and the stream into the document (if any) ends with what was written.
-    Failed {
-        uri: String,
-        message: String,
-    },
+    /// `window/showMessage`.
+    Failed { uri: String, message: String },
     /// Answer the mirror of `uri` (`None`: not open in this session).
     ReadBuffer {
         uri: String,
@@ -165,15 +133,9 @@ pub enum Task {
         data: serde_json::Value,
     },
     /// `$/progress` for the document's work (a request streaming, tools running).
-    Progress {
-        uri: String,
-        progress: Progress,
-    },
+    Progress { uri: String, progress: Progress },
     /// A message for the user (`window/showMessage`) that is not an error.
-    Notice {
-        uri: String,
-        message: String,
-    },
+    Notice { uri: String, message: String },
 }
 
 /// The engine's handle on the session: cloneable, usable from any thread.
@@ -201,11 +163,6 @@ pub trait Backend: Send {
         command: EngineCommand,
         outbox: &Outbox,
     ) -> Result<serde_json::Value, BackendError>;
-
-    /// A stream the engine started has ended.
-    fn stream_ended(&mut self, uri: &str, end: StreamEnd) {
-        let _ = (uri, end);
-    }
 
     /// The client opened `uri` (after the session mirrors it): tasks about it may use
     /// `outbox`.
@@ -269,71 +226,5 @@ impl Backend for NoEngine {
                 EngineCommand::Switch { .. } => "flemma.switch",
             },
         })
-    }
-}
-
-/// A stand-in engine for tests and demos: `flemma.send` streams a fixed reply into the document
-/// as an `@Assistant:` block, in chunks of `chunk_chars` characters every `interval`, from a
-/// thread of its own (as the engine would from provider events). Other commands behave like
-/// [`NoEngine`].
-#[derive(Debug)]
-pub struct ScriptedReply {
-    reply: String,
-    chunk_chars: usize,
-    interval: Duration,
-    ended: Vec<(String, StreamEnd)>,
-}
-
-impl ScriptedReply {
-    pub fn new(reply: String, chunk_chars: usize, interval: Duration) -> Self {
-        Self {
-            reply,
-            chunk_chars: chunk_chars.max(1),
-            interval,
-            ended: Vec::new(),
-        }
-    }
-}
-
-impl Backend for ScriptedReply {
-    fn command(
-        &mut self,
-        command: EngineCommand,
-        outbox: &Outbox,
-    ) -> Result<serde_json::Value, BackendError> {
-        let EngineCommand::Send { uri } = command else {
-            return NoEngine.command(command, outbox);
-        };
-        let chars: Vec<char> = self.reply.chars().collect();
-        let chunks: Vec<String> = chars
-            .chunks(self.chunk_chars)
-            .map(|c| c.iter().collect())
-            .collect();
-        let outbox = outbox.clone();
-        let interval = self.interval;
-        std::thread::spawn(move || {
-            outbox.send(Task::StreamStart {
-                uri: uri.clone(),
-                header: "\n@Assistant:\n".into(),
-                block_at: 1,
-                tail: "\n".into(),
-            });
-            for text in chunks {
-                std::thread::sleep(interval);
-                if !outbox.send(Task::StreamChunk {
-                    uri: uri.clone(),
-                    text,
-                }) {
-                    return;
-                }
-            }
-            outbox.send(Task::StreamFinish { uri });
-        });
-        Ok(serde_json::json!({ "started": true }))
-    }
-
-    fn stream_ended(&mut self, uri: &str, end: StreamEnd) {
-        tracing::info!(uri, ?end, "scripted stream ended");
-        self.ended.push((uri.to_owned(), end));
     }
 }

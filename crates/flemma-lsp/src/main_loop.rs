@@ -10,7 +10,7 @@ use lsp_server::{Connection, Message};
 
 use crate::backend::{Backend, Outbox, Task};
 use crate::session::Session;
-use crate::{from_proto, handlers, streaming};
+use crate::{from_proto, handlers, tasks};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LspError {
@@ -27,7 +27,7 @@ enum Event {
     Lsp(Message),
     /// Work handed over by the engine.
     Task(Task),
-    /// A deadline passed: a stream's coalescing window or a diagnostics debounce ended.
+    /// A deadline passed: a diagnostics debounce ended.
     Deadline,
     /// The client connection closed without `exit`.
     Disconnected,
@@ -90,11 +90,9 @@ pub fn run_with(
             Event::Lsp(Message::Response(response)) => {
                 handlers::on_response(&mut session, response)
             }
-            Event::Task(task) => streaming::on_task(&mut session, task),
+            Event::Task(task) => tasks::on_task(&mut session, task),
             Event::Deadline => {
-                let now = Instant::now();
-                streaming::flush_due(&mut session, now);
-                handlers::diagnostics_due(&mut session, now);
+                handlers::diagnostics_due(&mut session, Instant::now());
             }
             Event::Disconnected => {
                 tracing::info!("the client went away without `exit`");
@@ -127,8 +125,7 @@ fn next_event(session: &Session, lsp: &Receiver<Message>, tasks: &Receiver<Task>
     let deadline = session
         .documents
         .values()
-        .flat_map(|d| [d.flush_at, d.diagnostics_at])
-        .flatten()
+        .filter_map(|d| d.diagnostics_at)
         .min();
     let timer = match deadline {
         Some(at) => crossbeam_channel::at(at),

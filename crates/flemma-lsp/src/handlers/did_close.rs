@@ -1,9 +1,9 @@
-//! `textDocument/didClose`: stop mirroring; a stream into the document ends.
+//! `textDocument/didClose`: stop mirroring; the engine's edit in flight is answered and the
+//! engine told (it writes the file on disk from now on, unless another editor has it open).
 
 use lsp_types::DidCloseTextDocumentParams;
 
 use super::HandlerResult;
-use crate::backend::StreamEnd;
 use crate::session::Session;
 
 pub(crate) fn handle(
@@ -20,20 +20,7 @@ pub(crate) fn handle(
         }
         session.backend.closed(uri.as_str());
         if let Some(token) = doc.engine_progress {
-            crate::streaming::end_progress(session, token, "the document was closed");
-        }
-        if let Some(token) = doc.progress {
-            crate::streaming::end_progress(session, token, "the document was closed");
-        }
-        if let Some(writer) = doc.stream {
-            // The daemon's disk writer takes over closed documents; until it exists the
-            // engine is told what was not written.
-            session.backend.stream_ended(
-                uri.as_str(),
-                StreamEnd::Closed {
-                    unwritten: writer.pending().to_owned(),
-                },
-            );
+            crate::tasks::end_progress(session, token, "the document was closed");
         }
     }
     session.notify::<lsp_types::notification::PublishDiagnostics>(
