@@ -20,6 +20,9 @@ use crate::daemon::RuntimePaths;
 use crate::engine_driver::Report;
 use crate::engine_host::{STOPPED_EVENT, TEXT_EVENT};
 
+/// How long a request may wait for its answer.
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 const TOOL_APPROVAL_REQUIRED: &str = "tool:approval-required";
 
 /// What `--detach` says when no daemon runs.
@@ -44,6 +47,11 @@ pub enum ClientError {
     Io(#[from] std::io::Error),
     #[error("the daemon closed the connection (it stopped)")]
     Closed,
+    #[error(
+        "the daemon did not answer {0} within {secs} s; see its log (`journalctl --user -u flemmad`, ~/.local/state/flemma/flemmad.log), restart it, or run the command with --no-daemon",
+        secs = ANSWER_TIMEOUT.as_secs()
+    )]
+    NoAnswer(String),
 }
 
 impl DaemonClient {
@@ -68,8 +76,20 @@ impl DaemonClient {
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         writeln!(self.writer, "{request}")?;
         self.writer.flush()?;
+        // Requests answer at once; a daemon that does not is stuck.
+        self.writer.set_read_timeout(Some(ANSWER_TIMEOUT))?;
         loop {
-            let message = self.read_message()?;
+            let message = self.read_message().map_err(|error| match error {
+                ClientError::Io(io)
+                    if matches!(
+                        io.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    ClientError::NoAnswer(method.to_owned())
+                }
+                other => other,
+            })?;
             if message.get("method").is_some() {
                 self.queue_event(message);
                 continue;
@@ -92,6 +112,8 @@ impl DaemonClient {
         if let Some(event) = self.queued.pop_front() {
             return Ok(event);
         }
+        // Events come when they come (a tool may run for an hour).
+        self.writer.set_read_timeout(None)?;
         loop {
             let message = self.read_message()?;
             if message.get("method") == Some(&json!("flemma/event")) {

@@ -677,3 +677,31 @@ async fn reject_through_the_daemon_tells_the_model_and_follows_the_reply() {
         stderr(&out)
     );
 }
+
+/// A daemon that accepts but never answers: the command says so after its timeout instead of
+/// hanging, and points at the log and `--no-daemon`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_that_does_not_answer_is_reported_not_waited_for_forever() {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let chat = agentic_chat("@You:\nHello?\n");
+    let dir = chat.path.parent().unwrap().join("run/flemma");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(dir.join("rpc.sock")).unwrap();
+    let held = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        std::thread::sleep(Duration::from_secs(15));
+        drop(stream);
+    });
+    let started = Instant::now();
+    let out = run(send_command(&chat, "http://127.0.0.1:9")).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(14));
+    let log = stderr(&out);
+    assert!(log.contains("did not answer flemma/subscribe"), "{log}");
+    assert!(log.contains("--no-daemon"), "{log}");
+    drop(held);
+}
