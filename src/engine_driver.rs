@@ -1,12 +1,14 @@
-//! The shell around one [`Engine`] for a chat file on disk: it performs the engine's effects —
-//! edits written to the file with the compare-and-swap merging writer, requests streamed with
-//! the provider client, tools run on their own threads, timers — and feeds the outcomes back as
-//! inputs until the cycle stops. `flemmad send` is one user; the daemon can own several.
+//! The shell around one [`Engine`] for a chat: it performs the engine's effects — edits
+//! written through a [`ChatStore`] (the file on disk, or an editor's buffer) with the
+//! compare-and-swap merging writer, requests streamed with the provider client, tools run on
+//! their own threads, timers — and feeds the outcomes back as inputs until the cycle stops and
+//! nothing runs any more. `flemmad send` is one user; the engine host owns one per document
+//! being worked on, and feeds it commands while it runs through its [`DriverHandle`].
 //!
-//! The file is shared with the user: before every write the driver reads it, and a change it
-//! did not make is turned into one edit, mapped through the engine's edits not yet written, and
-//! fed to the engine as `TextChanged`, so text typed meanwhile is kept (and a user edit during
-//! the resume delay cancels the resume, as in an editor).
+//! The text is shared with the user: before every write the driver reads the store, and a
+//! change it did not make is turned into one edit, mapped through the engine's edits not yet
+//! written, and fed to the engine as `TextChanged`, so text typed meanwhile is kept (and a user
+//! edit during the resume delay cancels the resume, as in an editor).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -26,7 +28,7 @@ use flemma_tools::Cancel;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::fsutil;
+use crate::chat_store::{ChatStore, EditorGone, FileStore, Snapshot};
 use crate::provider_setup::ProviderSetup;
 use crate::tool_setup::{SetupPolicy, ToolSetup};
 
@@ -46,9 +48,94 @@ pub enum Report {
     Notice(String),
 }
 
+/// What a driver's engine is doing, for `flemma/status`, `jobs` and `usage`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriverState {
+    /// A request streams.
+    pub streaming: bool,
+    /// Foreground tools running (tool use ids).
+    pub running_tools: Vec<String>,
+    /// Tool calls waiting for approval (tool use ids).
+    pub pending: Vec<String>,
+    /// Background jobs the engine knows: (job id, tool use id, tool name, state).
+    pub jobs: Vec<(String, String, String, &'static str)>,
+    pub usage: flemma_conversation::Usage,
+    pub cost: Option<f64>,
+}
+
+impl DriverState {
+    fn of(engine: &Engine, streaming: bool) -> Self {
+        Self {
+            streaming,
+            running_tools: engine
+                .running_tools()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            pending: engine
+                .document()
+                .placeholders(Some(flemma_syntax::Status::Pending))
+                .into_iter()
+                .map(|(_, _, result)| result.tool_use_id.clone())
+                .collect(),
+            jobs: engine
+                .jobs()
+                .map(|job| {
+                    let state = match job.state {
+                        JobState::Running => "running",
+                        JobState::Completed { .. } => "completed",
+                        JobState::Delivered => "delivered",
+                    };
+                    (
+                        job.job_id.clone(),
+                        job.tool_id.clone(),
+                        job.tool_name.clone(),
+                        state,
+                    )
+                })
+                .collect(),
+            usage: engine.usage(),
+            cost: engine.cost(),
+        }
+    }
+}
+
+/// Feeds a running driver from anywhere (any thread): commands, and the store to write to.
+#[derive(Clone)]
+pub struct DriverHandle {
+    sender: mpsc::UnboundedSender<Message>,
+}
+
+impl std::fmt::Debug for DriverHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DriverHandle")
+    }
+}
+
+impl DriverHandle {
+    /// Feeds `input` to the engine; `false` when the driver has ended.
+    pub fn input(&self, input: Input) -> bool {
+        self.sender.send(Message::Input(input)).is_ok()
+    }
+
+    /// The process is shutting down: cancel the request and the foreground tools (what ran is
+    /// marked aborted), write, and end. Background jobs are left as the file says: the next
+    /// start's orphan recovery marks them lost.
+    pub fn leave(&self) -> bool {
+        self.sender.send(Message::Leave).is_ok()
+    }
+
+    /// Writes through `store` from now on (an editor opened or closed the document); its text
+    /// becomes the base the engine's text is written over.
+    pub fn set_store(&self, store: Box<dyn ChatStore>) -> bool {
+        self.sender.send(Message::SetStore(store)).is_ok()
+    }
+}
+
 /// Everything the driver needs besides the text.
 pub struct DriverParts {
-    /// The chat file.
+    /// The chat file (written through a [`FileStore`] unless [`Driver::with_store`] says
+    /// otherwise).
     pub path: PathBuf,
     pub engine: EngineConfig,
     pub tools: Arc<ToolSetup>,
@@ -65,11 +152,15 @@ pub struct DriverParts {
 enum Message {
     Input(Input),
     Notice(String),
+    SetStore(Box<dyn ChatStore>),
+    Leave,
 }
 
 /// One engine and the IO it performs on one file.
 pub struct Driver {
     engine: Engine,
+    store: Box<dyn ChatStore>,
+    /// The chat file: written when an editor's store goes away under the driver.
     path: PathBuf,
     tools: Arc<ToolSetup>,
     provider: ProviderSetup,
@@ -78,8 +169,10 @@ pub struct Driver {
     id: DocumentId,
     coalesce: Duration,
     epoch: Instant,
-    /// The text the file held after our last read or write.
-    disk: String,
+    /// What the store held after our last read or write.
+    stored: Snapshot,
+    /// The last state reported.
+    state: Option<DriverState>,
     /// The text as of the effect being performed (the engine's view is already past the
     /// effects of the input it handled; a request evaluates the text as it is when it starts).
     view: String,
@@ -98,16 +191,40 @@ pub struct Driver {
     timers: HashMap<TimerId, tokio::task::JoinHandle<()>>,
     stopped: Option<StopReason>,
     refusals: usize,
+    /// The store was switched: its text is the new base, not a change to merge.
+    rebase: bool,
+    /// Shutting down: done once written, whatever still runs.
+    leaving: bool,
     report: Box<dyn FnMut(Report) + Send>,
+    on_state: Option<Box<dyn FnMut(DriverState)>>,
 }
 
 impl Driver {
     /// A driver for the file whose text is `text` (as just read).
     pub fn new(parts: DriverParts, text: String, report: Box<dyn FnMut(Report) + Send>) -> Self {
+        let store = Box::new(FileStore {
+            path: parts.path.clone(),
+        });
+        let stored = Snapshot {
+            text,
+            version: None,
+        };
+        Self::with_store(parts, store, stored, report)
+    }
+
+    /// A driver writing through `store`, whose text is `stored` (as just read from it).
+    pub fn with_store(
+        parts: DriverParts,
+        store: Box<dyn ChatStore>,
+        stored: Snapshot,
+        report: Box<dyn FnMut(Report) + Send>,
+    ) -> Self {
         let policy = Arc::new(SetupPolicy(parts.tools.clone()));
         let (sender, receiver) = mpsc::unbounded_channel();
+        let text = stored.text.clone();
         Self {
             engine: Engine::new(parts.engine, text.clone(), policy),
+            store,
             path: parts.path,
             tools: parts.tools,
             provider: parts.provider,
@@ -116,8 +233,9 @@ impl Driver {
             id: parts.id,
             coalesce: parts.coalesce,
             epoch: Instant::now(),
-            view: text.clone(),
-            disk: text,
+            view: text,
+            stored,
+            state: None,
             unwritten: Vec::new(),
             write_at: None,
             unwritten_since: None,
@@ -129,12 +247,27 @@ impl Driver {
             timers: HashMap::new(),
             stopped: None,
             refusals: 0,
+            rebase: false,
+            leaving: false,
             report,
+            on_state: None,
         }
     }
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Calls `observe` whenever what the engine is doing changes.
+    pub fn on_state(&mut self, observe: Box<dyn FnMut(DriverState)>) {
+        self.on_state = Some(observe);
+    }
+
+    /// A handle to feed this driver while it runs.
+    pub fn commands(&self) -> DriverHandle {
+        DriverHandle {
+            sender: self.sender.clone(),
+        }
     }
 
     /// The longest time an edit waited between being made and its write starting.
@@ -162,24 +295,30 @@ impl Driver {
         let mut watch = tokio::time::interval(WATCH_INTERVAL);
         watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            self.report_state();
             if self.is_done() {
-                self.write()?;
-                if self.is_done() {
-                    break;
+                self.write().await?;
+                // A command that arrived meanwhile is handled before the driver ends.
+                match self.receiver.try_recv() {
+                    Ok(message) => {
+                        self.receive(message);
+                        continue;
+                    }
+                    Err(_) if self.is_done() => break,
+                    Err(_) => continue,
                 }
             }
             let write_at = self.write_at;
             tokio::select! {
                 message = self.receiver.recv() => match message {
-                    Some(Message::Input(input)) => self.handle(input),
-                    Some(Message::Notice(notice)) => (self.report)(Report::Notice(notice)),
+                    Some(message) => self.receive(message),
                     // The driver holds a sender: never closed.
                     None => break,
                 },
-                () = sleep_until(write_at) => self.write()?,
+                () = sleep_until(write_at) => self.write().await?,
                 _ = watch.tick() => {
                     if self.write_at.is_none() {
-                        self.write()?;
+                        self.write().await?;
                     }
                 }
                 () = interrupt.cancelled(), if !interrupted => {
@@ -188,7 +327,7 @@ impl Driver {
                 }
             }
             if self.write_at.is_some_and(|at| Instant::now() >= at) {
-                self.write()?;
+                self.write().await?;
             }
         }
         let reason = self.stopped.take().unwrap_or(StopReason::Idle);
@@ -199,12 +338,65 @@ impl Driver {
         })
     }
 
-    /// The cycle stopped and nothing the driver started still runs.
+    fn receive(&mut self, message: Message) {
+        match message {
+            Message::Input(input) => self.handle(input),
+            Message::Notice(notice) => (self.report)(Report::Notice(notice)),
+            Message::SetStore(store) => self.switch_store(store),
+            Message::Leave => {
+                self.handle(Input::Cancel {
+                    scope: CancelScope::All,
+                });
+                for cancel in self.tools_running.values() {
+                    cancel.cancel();
+                }
+                self.tools_running.clear();
+                if let Some((_, token)) = self.request.take() {
+                    token.cancel();
+                }
+                self.stopped = Some(StopReason::Cancelled);
+                self.leaving = true;
+            }
+        }
+    }
+
+    /// Writes through `store` from now on. Its text is taken as the base (the document's
+    /// previous writer had the latest text; the new one may hold an older copy, as a file does
+    /// while an editor has it open): the engine's text is written over it at once.
+    fn switch_store(&mut self, store: Box<dyn ChatStore>) {
+        tracing::info!(
+            from = self.store.describe(),
+            to = store.describe(),
+            "switching the writer"
+        );
+        self.store = store;
+        self.stored = Snapshot {
+            text: String::new(),
+            version: None,
+        };
+        self.rebase = true;
+        self.write_at = Some(Instant::now());
+    }
+
+    /// Reports the engine's state when it changed.
+    fn report_state(&mut self) {
+        if self.on_state.is_none() {
+            return;
+        }
+        let state = DriverState::of(&self.engine, self.request.is_some());
+        if self.state.as_ref() != Some(&state) {
+            self.state = Some(state.clone());
+            if let Some(observe) = self.on_state.as_mut() {
+                observe(state);
+            }
+        }
+    }
+
+    /// Nothing the driver started still runs and nothing is scheduled: the cycle stopped, or
+    /// never started (an approval that leaves other calls pending).
     fn is_done(&self) -> bool {
-        self.stopped.is_some()
-            && !self.engine.is_busy()
-            && self.request.is_none()
-            && self.tools_running.is_empty()
+        self.leaving
+            || (!self.engine.is_busy() && self.request.is_none() && self.tools_running.is_empty())
     }
 
     fn now(&self) -> Millis {
@@ -472,60 +664,118 @@ impl Driver {
         }
     }
 
-    /// Writes the engine's text to the file, merging what someone else wrote meanwhile.
-    fn write(&mut self) -> anyhow::Result<()> {
+    /// Writes the engine's text through the store, merging what someone else wrote meanwhile.
+    async fn write(&mut self) -> anyhow::Result<()> {
         self.write_at = None;
         if let Some(since) = self.unwritten_since.take() {
             self.max_write_delay = self.max_write_delay.max(since.elapsed());
         }
         for _ in 0..MERGE_ATTEMPTS {
-            let current = fsutil::read_chat(&self.path)?;
-            if current != self.disk {
-                self.absorb(&current)?;
-            }
-            if self.engine.text() == current {
-                self.unwritten.clear();
-                return Ok(());
-            }
-            let next = self.engine.text().to_owned();
-            if fsutil::replace_if_unchanged(&self.path, &current, &next)? {
-                self.disk = next;
-                self.unwritten.clear();
-                self.write_at = None;
-                return Ok(());
+            match self.write_once().await {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(error) if error.downcast_ref::<EditorGone>().is_some() => {
+                    // The editor went away between the host's switch and this write: the
+                    // file takes over with the engine's text.
+                    tracing::info!(%error, "the editor is gone; writing the file");
+                    self.switch_store(Box::new(FileStore {
+                        path: self.path.clone(),
+                    }));
+                    self.write_at = None;
+                }
+                Err(error) => return Err(error),
             }
         }
         anyhow::bail!(
-            "{} keeps changing while flemmad writes it; stopped after {MERGE_ATTEMPTS} attempts (everything written before is in the file)",
-            self.path.display()
+            "{} keeps changing while flemmad writes it; stopped after {MERGE_ATTEMPTS} attempts (everything written before is in it)",
+            self.store.describe()
         )
     }
 
-    /// Feeds a change someone else made to the file (`current` instead of `disk`) to the
+    /// One read, merge and compare-and-swap write; `false` when the store moved meanwhile.
+    async fn write_once(&mut self) -> anyhow::Result<bool> {
+        {
+            let current = self.store.read().await?;
+            if self.rebase {
+                self.rebase = false;
+                self.stored = current.clone();
+                self.unwritten = vec![flemma_syntax::diff_to_edits(
+                    &current.text,
+                    self.engine.text(),
+                )];
+            } else if current.text != self.stored.text {
+                self.absorb(&current.text)?;
+            }
+            self.stored.version = current.version;
+            if self.engine.text() == current.text {
+                self.stored = current;
+                self.unwritten.clear();
+                return Ok(true);
+            }
+            let next = self.engine.text().to_owned();
+            if self.store.replace_if_unchanged(&current, &next).await? {
+                self.stored = Snapshot {
+                    text: next,
+                    version: current.version.map(|v| v + 1),
+                };
+                self.unwritten.clear();
+                self.write_at = None;
+                return Ok(true);
+            }
+            Ok(false)
+        }
+    }
+
+    /// Feeds a change someone else made (`current` instead of what was stored) to the
     /// engine, in the engine's coordinates.
     fn absorb(&mut self, current: &str) -> anyhow::Result<()> {
-        let theirs = single_edit(&self.disk, current);
-        let mut start = theirs.range.start;
-        let mut end = theirs.range.end;
-        for batch in &self.unwritten {
-            // Text inserted where the engine also inserted goes after the engine's text.
-            start = map_offset(start, batch, Assoc::After);
-            end = map_offset(end, batch, Assoc::Before);
-        }
-        let edit = TextEdit {
-            range: TextRange::new(start, end.max(start)),
-            new_text: theirs.new_text,
-        };
+        // One edit per separate change (keystrokes at several places between two reads stay
+        // several small edits, never one replacement spanning the text between them).
+        let theirs = flemma_syntax::diff_to_edits(&self.stored.text, current);
+        let edits: Vec<TextEdit> = theirs
+            .into_iter()
+            .map(|edit| {
+                let mut start = edit.range.start;
+                let mut end = edit.range.end;
+                for batch in &self.unwritten {
+                    // Text inserted where the engine also inserted goes after the engine's text.
+                    start = map_offset(start, batch, Assoc::After);
+                    end = map_offset(end, batch, Assoc::Before);
+                }
+                TextEdit {
+                    range: TextRange::new(start, end.max(start)),
+                    new_text: edit.new_text,
+                }
+            })
+            .collect();
+        tracing::debug!(
+            edits = ?edits.iter().map(|e| (e.range, e.new_text.len())).collect::<Vec<_>>(),
+            "merging a change made by someone else"
+        );
         let refusals = self.refusals;
-        self.handle(Input::TextChanged { edits: vec![edit] });
+        let streaming = self.engine.request().is_some();
+        self.handle(Input::TextChanged { edits });
+        if streaming && self.engine.request().is_none() && self.refusals == refusals {
+            // The change deleted the block being written (the engine cancelled the request):
+            // the reply text not yet written went with it, not to wherever its anchor fell.
+            let orphan = single_edit(self.engine.text(), current);
+            if !orphan.range.is_empty() || !orphan.new_text.is_empty() {
+                self.handle(Input::TextChanged {
+                    edits: vec![orphan],
+                });
+            }
+        }
         if self.refusals > refusals {
             anyhow::bail!(
-                "{} was changed by another program in a way flemmad cannot merge with what it was writing; stopped without writing, so that change is kept. Look at the file and send again",
-                self.path.display()
+                "{} was changed by someone else in a way flemmad cannot merge with what it was writing; stopped without writing, so that change is kept. Look at it and send again",
+                self.store.describe()
             );
         }
-        self.disk = current.to_owned();
-        self.unwritten = vec![vec![single_edit(&self.disk, self.engine.text())]];
+        self.stored.text = current.to_owned();
+        self.unwritten = vec![flemma_syntax::diff_to_edits(
+            &self.stored.text,
+            self.engine.text(),
+        )];
         Ok(())
     }
 }

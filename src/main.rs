@@ -1,10 +1,14 @@
 //! `flemmad`: the command-line entry point. Parses arguments and hands off to `cli::*`.
 
 mod chat;
+mod chat_store;
 mod cli;
 mod daemon;
 mod engine_driver;
+mod engine_host;
+mod engine_setup;
 mod fsutil;
+mod lsp_backend;
 mod provider_setup;
 mod send_lock;
 mod tool_setup;

@@ -3,6 +3,7 @@
 //! makes the same ones).
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use clap::Args;
 use flemma_ide::actions::{self, ActionError};
@@ -10,6 +11,7 @@ use flemma_syntax::{Document, TextEdit};
 
 use super::CliError;
 use super::send::shell_quote;
+use super::via_daemon::{self, Action, DaemonClient, Follow};
 use crate::fsutil;
 
 #[derive(Debug, Args)]
@@ -22,19 +24,47 @@ pub struct ApproveArgs {
     /// Approve every pending tool call.
     #[arg(long, conflicts_with = "tool_ids")]
     pub all: bool,
+    /// Only edit the file, even when a daemon (`flemmad serve`) runs.
+    #[arg(long)]
+    pub no_daemon: bool,
+    /// With a daemon: return once it took the approval instead of following the cycle.
+    #[arg(long, conflicts_with = "no_daemon")]
+    pub detach: bool,
 }
 
 /// How often an edit is rebuilt when the file changes between our read and our write.
 const ATTEMPTS: usize = 20;
 
-pub fn run(args: ApproveArgs) -> Result<(), CliError> {
-    let ids = edit_placeholders("approve", &args.file, |doc| {
+pub fn run(args: ApproveArgs) -> Result<ExitCode, CliError> {
+    let build = |doc: &Document| {
         if args.all {
             actions::approve_all(doc)
         } else {
             actions::approve(doc, &args.tool_ids).map(|edits| (args.tool_ids.clone(), edits))
         }
-    })?;
+    };
+    if !args.no_daemon {
+        if let Some(client) = DaemonClient::connect() {
+            // Unknown or resolved ids are refused here (exit 2), as without a daemon.
+            check_placeholders("approve", &args.file, build)?;
+            let action = if args.all {
+                Action::ApproveAll
+            } else {
+                Action::Approve(args.tool_ids.clone())
+            };
+            return via_daemon::run_with(
+                client,
+                "approve",
+                &args.file,
+                action,
+                Follow::progress(args.detach),
+            );
+        }
+    }
+    if args.detach {
+        return Err(CliError::failed("approve", via_daemon::NO_DAEMON_TO_DETACH));
+    }
+    let ids = edit_placeholders("approve", &args.file, build)?;
     let list = ids
         .iter()
         .map(|id| format!("`{id}`"))
@@ -45,7 +75,24 @@ pub fn run(args: ApproveArgs) -> Result<(), CliError> {
         shell_quote(&args.file.display().to_string()),
         if ids.len() == 1 { "it" } else { "them" }
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Builds the edits of `build` on the chat as it is on disk without writing them: the check
+/// of a command the daemon carries out. Exits 2 as [`edit_placeholders`] does.
+pub fn check_placeholders(
+    command: &str,
+    path: &Path,
+    build: impl Fn(&Document) -> Result<(Vec<String>, Vec<TextEdit>), ActionError>,
+) -> Result<Vec<String>, CliError> {
+    let text = fsutil::read_chat(path).map_err(|error| CliError::unreadable(command, &error))?;
+    let doc = flemma_syntax::parse(text.as_str());
+    build(&doc).map(|(ids, _)| ids).map_err(|error| {
+        CliError::unreadable(
+            command,
+            &anyhow::anyhow!("{error}; nothing was changed in {}", path.display()),
+        )
+    })
 }
 
 /// Reads the chat, builds the edits with `build` on its document and writes the result

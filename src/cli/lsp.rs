@@ -6,7 +6,6 @@ use std::fs::OpenOptions;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 
@@ -21,21 +20,10 @@ pub struct LspArgs {
     /// it, `flemmad lsp` becomes a pipe to the daemon's session when one answers.
     #[arg(long)]
     pub no_daemon: bool,
-    /// Testing aid: answer `flemma.send` by streaming this file's text as the reply, instead
-    /// of saying that the engine is not available yet.
-    #[arg(long, hide = true, value_name = "FILE")]
-    pub scripted_reply: Option<PathBuf>,
-    /// Characters per chunk of the scripted reply.
-    #[arg(long, hide = true, default_value_t = 7)]
-    pub scripted_chunk_chars: usize,
-    /// Milliseconds between chunks of the scripted reply.
-    #[arg(long, hide = true, default_value_t = 5)]
-    pub scripted_interval_ms: u64,
 }
 
-pub fn run(args: LspArgs) -> anyhow::Result<ExitCode> {
-    // A scripted reply exists only in this process, so it forces in-process too.
-    if !args.no_daemon && args.scripted_reply.is_none() {
+pub fn run(args: LspArgs, config: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    if !args.no_daemon {
         if let Some(stream) = proxy::connect() {
             tracing::info!("proxying stdio to the daemon's LSP socket");
             proxy::pump(stream).context("the connection to the daemon failed")?;
@@ -43,23 +31,14 @@ pub fn run(args: LspArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let backend: Box<dyn flemma_lsp::Backend> = match &args.scripted_reply {
-        Some(path) => {
-            let reply = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the scripted reply {}", path.display()))?;
-            Box::new(flemma_lsp::ScriptedReply::new(
-                reply,
-                args.scripted_chunk_chars,
-                Duration::from_millis(args.scripted_interval_ms),
-            ))
-        }
-        None => Box::new(flemma_lsp::NoEngine),
-    };
+    let engine = crate::engine_host::EngineHost::start(config.map(std::path::Path::to_owned))
+        .context("cannot start the engine")?;
+    let backend = Box::new(crate::lsp_backend::HostBackend::new(engine.clone()));
     // The user's config file (FLEMMA_CONFIG / XDG), as the CLI reads it: problems with it are
     // diagnostics of every open chat, not a refusal to start.
     let host = flemma_ide::AnalysisHost::new(
         Arc::new(flemma_template::FsHost),
-        crate::chat::config_input(None),
+        crate::chat::config_input(config),
     );
     let (connection, io_threads) =
         flemma_lsp::transport::stdio().context("cannot start the stdio transport")?;
@@ -67,6 +46,9 @@ pub fn run(args: LspArgs) -> anyhow::Result<ExitCode> {
     if let Err(error) = &outcome {
         tracing::error!(%error, "the language server stopped");
     }
+    // The session's documents are written on disk now; requests still running are cancelled
+    // with the abort marker (in-process, nothing outlives the editor).
+    engine.shutdown();
     outcome.context("the language server stopped")?;
     // The reader thread ends at `exit` or at the end of stdin; the writer once every sender
     // is gone.

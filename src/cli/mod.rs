@@ -1,6 +1,7 @@
 //! The `flemmad` command line: one module per subcommand.
 
 mod approve;
+mod cancel;
 mod count;
 mod doctor;
 mod error;
@@ -15,6 +16,7 @@ mod send;
 mod serve;
 mod status;
 mod tools;
+mod via_daemon;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -79,6 +81,10 @@ pub enum Command {
     /// (explained; everything before stays in the file); 2 the file cannot be read or is
     /// invalid; 130 interrupted with Ctrl-C (what ran is marked `aborted`).
     ///
+    /// With a daemon running (`flemmad serve`), the daemon sends and this command follows the
+    /// chat until the cycle stops, with the same output and exit codes (Ctrl-C cancels through
+    /// the daemon); --detach returns at once, --no-daemon runs here anyway (docs/rpc.md).
+    ///
     /// Credentials: ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, VERTEX_ACCESS_TOKEN (or
     /// gcloud), MOONSHOT_API_KEY, OPENAI_COMPATIBLE_API_KEY, then secret-tool / the macOS
     /// keychain. Base URLs: ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GEMINI_BASE_URL,
@@ -89,12 +95,23 @@ pub enum Command {
     /// Rewrites each `(pending)` placeholder to `(approved)` in place (meta kept), atomically.
     /// Exit status: 0 done; 2 when an id is unknown or not pending (the pending ids are listed;
     /// nothing is changed) or the file cannot be read.
+    ///
+    /// With a daemon running, the daemon approves and (with autopilot) goes on with the
+    /// conversation; the command follows it as `send` does, with its exit codes (--detach
+    /// returns at once, --no-daemon only edits the file).
     Approve(approve::ApproveArgs),
     /// Reject a tool call that waits for approval (optionally telling the model why).
     ///
     /// Without --reason the placeholder becomes `(rejected)`; with it, an error result holding
-    /// `User feedback: <reason>`. Exit status as for `approve`.
+    /// `User feedback: <reason>`. Exit status as for `approve`; with a daemon running, the
+    /// daemon rejects and goes on, as for `approve`.
     Reject(reject::RejectArgs),
+    /// Cancel what runs for a chat: its request, its foreground tools, its resume timer.
+    ///
+    /// Through the daemon when one runs (background jobs keep running); else interrupts the
+    /// `flemmad send` of the chat running in another process, as Ctrl-C would. What had started
+    /// is marked `aborted` in the file. Exit status: 0 cancelled; 1 nothing runs for the chat.
+    Cancel(cancel::CancelArgs),
     /// Show what a chat is configured to do and what waits in it.
     ///
     /// The resolved configuration with the layer of each value set, the enabled tools and what
@@ -234,14 +251,15 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Parse(args) => parse::run(args, config),
         Command::Fmt(args) => return Ok(fmt::run(args)?),
         Command::Send(args) => return send::run(args, config),
-        Command::Approve(args) => approve::run(args),
-        Command::Reject(args) => reject::run(args),
+        Command::Approve(args) => return approve::run(args),
+        Command::Reject(args) => return reject::run(args),
+        Command::Cancel(args) => cancel::run(args),
         Command::Status(args) => status::run(args, config),
         Command::Count(args) => count::run(args, config),
         Command::Models(args) => models::run(args, config),
         Command::Tools(args) => return Ok(tools::run(args, config)?),
-        Command::Lsp(args) => return Ok(lsp::run(args)?),
-        Command::Serve(args) => serve::run(args),
+        Command::Lsp(args) => return Ok(lsp::run(args, config)?),
+        Command::Serve(args) => serve::run(args, config),
         Command::Events(args) => events::run(args),
         Command::InstallService(args) => install_service::run(args),
         Command::Doctor(args) => return doctor::run(args, config),

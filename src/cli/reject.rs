@@ -3,13 +3,15 @@
 //! the model.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::Args;
 use flemma_ide::actions;
 
 use super::CliError;
-use super::approve::edit_placeholders;
+use super::approve::{check_placeholders, edit_placeholders};
 use super::send::shell_quote;
+use super::via_daemon::{self, Action, DaemonClient, Follow};
 
 #[derive(Debug, Args)]
 pub struct RejectArgs {
@@ -20,17 +22,43 @@ pub struct RejectArgs {
     /// Why: written into the result as `User feedback: <reason>` for the model to read.
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
+    /// Only edit the file, even when a daemon (`flemmad serve`) runs.
+    #[arg(long)]
+    pub no_daemon: bool,
+    /// With a daemon: return once it took the rejection instead of following the cycle.
+    #[arg(long, conflicts_with = "no_daemon")]
+    pub detach: bool,
 }
 
-pub fn run(args: RejectArgs) -> Result<(), CliError> {
-    edit_placeholders("reject", &args.file, |doc| {
+pub fn run(args: RejectArgs) -> Result<ExitCode, CliError> {
+    let build = |doc: &flemma_syntax::Document| {
         actions::reject(doc, &args.tool_id, args.reason.as_deref())
             .map(|edit| (vec![args.tool_id.clone()], vec![edit]))
-    })?;
+    };
+    if !args.no_daemon {
+        if let Some(client) = DaemonClient::connect() {
+            check_placeholders("reject", &args.file, build)?;
+            let action = Action::Reject {
+                tool_id: args.tool_id.clone(),
+                reason: args.reason.clone(),
+            };
+            return via_daemon::run_with(
+                client,
+                "reject",
+                &args.file,
+                action,
+                Follow::progress(args.detach),
+            );
+        }
+    }
+    if args.detach {
+        return Err(CliError::failed("reject", via_daemon::NO_DAEMON_TO_DETACH));
+    }
+    edit_placeholders("reject", &args.file, build)?;
     eprintln!(
         "flemmad reject: rejected `{}`; run `flemmad send {}` to tell the model",
         args.tool_id,
         shell_quote(&args.file.display().to_string())
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

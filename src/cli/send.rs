@@ -10,20 +10,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use flemma_engine::{Engine, EngineConfig, Input, PendingCall, Prices, StopReason};
-use flemma_ide::{AnalysisHost, DocumentId, NOTHING_TO_SEND};
+use flemma_engine::{Input, PendingCall, StopReason};
 use flemma_protocol::event::LifecycleEvent;
-use flemma_provider::ProviderKind;
-use flemma_provider::credentials::CredentialEnvironment;
-use flemma_template::FsHost;
 use tokio_util::sync::CancellationToken;
 
 use super::CliError;
 use crate::chat;
-use crate::engine_driver::{Driver, DriverParts, Report};
-use crate::provider_setup::provider_setup;
+use crate::engine_driver::{Driver, Report};
+use crate::engine_setup::{self, SetupError, SetupOptions};
 use crate::send_lock::{LockError, SendLock};
-use crate::tool_setup::{SetupPolicy, ToolSetup};
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
@@ -38,8 +33,15 @@ pub struct SendArgs {
     #[arg(long)]
     pub quiet: bool,
     /// Do one advance (one reply, or one round of tools) instead of running with autopilot.
+    /// Runs in this process even when a daemon runs.
     #[arg(long)]
     pub no_autopilot: bool,
+    /// Run in this process even when a daemon (`flemmad serve`) runs.
+    #[arg(long)]
+    pub no_daemon: bool,
+    /// With a daemon: return once it took the send instead of following it.
+    #[arg(long, conflicts_with_all = ["no_daemon", "no_autopilot"])]
+    pub detach: bool,
 }
 
 /// The code of the template diagnostics about tool uses and results (missing results,
@@ -47,9 +49,26 @@ pub struct SendArgs {
 const TOOL_DIAGNOSTIC: &str = "template-tool";
 
 /// Exit status while a tool call waits for `flemmad approve` / `flemmad reject`.
-const AWAITING_APPROVAL_EXIT: u8 = 3;
+pub(super) const AWAITING_APPROVAL_EXIT: u8 = 3;
 
 pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+    if !args.no_daemon && !args.no_autopilot {
+        let follow = super::via_daemon::Follow {
+            events: args.events,
+            quiet: args.quiet,
+            detach: args.detach,
+        };
+        let action = super::via_daemon::Action::Send;
+        if let Some(outcome) = super::via_daemon::run("send", &args.file, action, follow) {
+            return outcome;
+        }
+    }
+    if args.detach {
+        return Err(CliError::failed(
+            "send",
+            super::via_daemon::NO_DAEMON_TO_DETACH,
+        ));
+    }
     crate::provider_setup::runtime()?.block_on(send(args, config_path))
 }
 
@@ -63,29 +82,34 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
         return Err(refuse(busy));
     }
     // An unreadable chat says so (exit 2) before a lock that could not be created does.
-    let loaded = chat::load("send", &path, config_path)?;
+    let text =
+        crate::fsutil::read_chat(&path).map_err(|error| CliError::unreadable("send", &error))?;
     let _lock = lock.map_err(refuse)?;
-    let report = loaded.report(true);
     // Tool uses without results and placeholders are the engine's to resolve (run, ask, or
     // stop on them), so they block nothing here; and a chat whose tool calls wait for results
     // has something to do even when its last message is not a `@You:` with text. Each request
     // is evaluated again before it is sent.
-    let doc = &loaded.analysis.document;
-    let blockers: Vec<_> = loaded
-        .analysis
-        .send_blockers()
-        .into_iter()
-        .filter(|d| d.code != TOOL_DIAGNOSTIC && d.code != NOTHING_TO_SEND)
-        .collect();
-    if !blockers.is_empty() {
-        return Err(CliError::blocked(
-            "send",
-            report,
-            "nothing was sent; fix the errors above and send again",
-        ));
-    }
+    let options = SetupOptions {
+        no_autopilot: args.no_autopilot,
+    };
+    let prepared = match engine_setup::prepare(&path, &text, config_path, options) {
+        Ok(prepared) => prepared,
+        Err(SetupError::Blocked { analysis }) => {
+            let loaded = chat::LoadedChat {
+                path: path.clone(),
+                analysis,
+            };
+            return Err(CliError::blocked(
+                "send",
+                loaded.report(true),
+                "nothing was sent; fix the errors above and send again",
+            ));
+        }
+        Err(SetupError::Failed(message)) => return Err(CliError::failed("send", message)),
+    };
+    let doc = &prepared.analysis.document;
     if !args.quiet {
-        let shown: Vec<_> = loaded
+        let shown: Vec<_> = prepared
             .analysis
             .diagnostics
             .iter()
@@ -97,13 +121,6 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
             chat::render_all(&path, Some((doc, &doc.line_index())), &shown)
         );
     }
-    let Some(resolved) = &loaded.analysis.config else {
-        return Err(CliError::failed(
-            "send",
-            "the configuration does not resolve",
-        ));
-    };
-    let config = resolved.config.clone();
     // The reply must have somewhere to go before it is paid for.
     if let Err(error) = crate::fsutil::check_writable(&path) {
         return Err(CliError::failed(
@@ -111,84 +128,33 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
             format!("{error:#}; nothing was sent"),
         ));
     }
-    let environment = CredentialEnvironment::from_process();
-    let mut setup = provider_setup(&config, Some(&path), &environment)?;
-    if let Some(warning) = &setup.model_warning {
+    if let Some(warning) = &prepared.model_warning {
         eprintln!("flemmad: warning: {warning}");
     }
-    let tools = ToolSetup::for_chat(&loaded.analysis, &path)
-        .map_err(|message| CliError::failed("send", message))?;
-    setup.options.tools = tools.definitions();
-    let client = crate::provider_setup::client(&config, &setup, environment)?;
-
-    let mut engine = EngineConfig::from_config(&config);
-    engine.autopilot = engine.autopilot && !args.no_autopilot;
-    engine.verbatim_tool_arguments = matches!(
-        setup.kind,
-        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Moonshot
-    );
-    engine.prices = setup.model.as_ref().map(|m| Prices {
-        input: m.input,
-        output: m.output,
-        cache_read: m.cache_read,
-        cache_write: m.cache_write_5m,
-    });
-    engine.id_seed = job_id_seed();
-    let absolute = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
-    let mut host = AnalysisHost::new(Arc::new(FsHost), chat::config_input(config_path));
-    let id = DocumentId::new(absolute.clone());
-    let tools = Arc::new(tools);
-    // Nothing to do? Judged on the text as orphan recovery leaves it (a lost job's result is
-    // something to send), and tool calls waiting for results are something to do.
-    let mut probe = Engine::new(
-        engine.clone(),
-        doc.text().to_owned(),
-        Arc::new(SetupPolicy(tools.clone())),
-    );
-    probe.handle(0, Input::Load);
-    let recovered = flemma_syntax::parse(probe.text());
-    let tools_waiting =
-        !recovered.unresolved_tool_uses().is_empty() || !recovered.placeholders(None).is_empty();
-    host.set_text(id.clone(), probe.text().to_owned());
-    let nothing = host
-        .analysis(&id)
-        .map_err(|error| CliError::failed("send", error.to_string()))?
-        .send_blockers()
-        .into_iter()
-        .filter(|d| d.code == NOTHING_TO_SEND)
-        .collect::<Vec<_>>();
-    if !tools_waiting && !nothing.is_empty() {
+    if !prepared.nothing_to_send.is_empty() {
         return Err(CliError::blocked(
             "send",
-            chat::render_all(&path, Some((doc, &doc.line_index())), &nothing),
+            chat::render_all(
+                &path,
+                Some((doc, &doc.line_index())),
+                &prepared.nothing_to_send,
+            ),
             "nothing was sent; fix the errors above and send again",
         ));
     }
-    host.set_text(id.clone(), doc.text().to_owned());
     if !args.quiet {
         eprintln!(
             "flemmad: sending {} to {} ({})…",
             path.display(),
-            setup.kind.name(),
-            setup.options.model
+            prepared.provider_name,
+            prepared.model
         );
     }
-    let parts = DriverParts {
-        path: path.clone(),
-        engine,
-        tools,
-        provider: setup,
-        client: Arc::new(client),
-        host,
-        id,
-        coalesce: Duration::from_millis(config.editing.coalesce_ms),
-    };
+    let absolute = prepared.parts.id.path().to_owned();
+    let coalesce_ms = prepared.parts.coalesce.as_millis() as u64;
+    let parts = prepared.parts;
     let mut progress = Progress::new(file_uri(&absolute), args.events, args.quiet);
-    let mut driver = Driver::new(
-        parts,
-        doc.text().to_owned(),
-        Box::new(move |report| progress.show(report)),
-    );
+    let mut driver = Driver::new(parts, text, Box::new(move |report| progress.show(report)));
     let interrupt = CancellationToken::new();
     let on_interrupt = interrupt.clone();
     tokio::spawn(async move {
@@ -204,7 +170,7 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     eprintln!();
     tracing::info!(
         max_delay_ms = driver.max_write_delay().as_millis() as u64,
-        coalesce_ms = config.editing.coalesce_ms,
+        coalesce_ms,
         "longest wait between an edit and its write"
     );
     let engine = driver.engine();
@@ -249,7 +215,7 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
 }
 
 /// The stderr listing of the calls waiting for approval, with the commands to answer them.
-fn approval_listing(path: &Path, pending: &[PendingCall], summary: &str) -> String {
+pub(super) fn approval_listing(path: &Path, pending: &[PendingCall], summary: &str) -> String {
     let file = shell_quote(&path.display().to_string());
     let mut out = format!(
         "flemmad send: waiting for approval ({summary}); {} tool call{} pending:\n",
@@ -311,18 +277,10 @@ pub fn file_uri(path: &Path) -> String {
     uri
 }
 
-/// A seed for job ids that differs between runs (ids are also checked unique in the file).
-fn job_id_seed() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    (nanos as u64) ^ u64::from(std::process::id()).rotate_left(32)
-}
-
 /// Shows what the driver reports: events as JSON lines on stdout (`--events`), progress on
 /// stderr (unless `--quiet`): on a terminal one live line rewritten in place ([`LiveLine`]) with
 /// the notable events printed above it; elsewhere plain lines and the streamed text.
-struct Progress {
+pub(super) struct Progress {
     uri: String,
     events: bool,
     quiet: bool,
@@ -333,7 +291,7 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(uri: String, events: bool, quiet: bool) -> Self {
+    pub(super) fn new(uri: String, events: bool, quiet: bool) -> Self {
         let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
         Self {
             uri,
@@ -344,7 +302,7 @@ impl Progress {
         }
     }
 
-    fn show(&mut self, report: Report) {
+    pub(super) fn show(&mut self, report: Report) {
         match report {
             Report::Event(event) => {
                 if self.events {

@@ -37,6 +37,18 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
         .map_err(|message| CliError::failed("status", message))?;
     let doc = &*loaded.analysis.document;
     let send_pid = running_send(&args.file);
+    // A running daemon knows what its engine does with the chat (jobs, usage).
+    let engine = super::via_daemon::engine_status(&args.file);
+    let mut jobs = jobs(doc, send_pid.is_some());
+    if let Some(engine) = &engine {
+        for job in &mut jobs {
+            if let Some(live) = engine.jobs.iter().find(|j| j.job_id == job.job_id) {
+                if job.state != "delivered" {
+                    job.state = live.state.clone();
+                }
+            }
+        }
+    }
     let status = ChatStatus {
         file: args.file.display().to_string(),
         config: serde_json::to_value(&resolved.config).ok(),
@@ -66,9 +78,11 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             })
             .collect(),
         unresolved: unresolved(doc, &tools),
-        jobs: jobs(doc, send_pid.is_some()),
+        jobs,
         send_pid,
-        usage: None,
+        usage: engine
+            .as_ref()
+            .and_then(|engine| serde_json::to_value(&engine.usage).ok()),
     };
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -80,6 +94,16 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     match send_pid {
         Some(pid) => writeln!(out, "send:    running (pid {pid})")?,
         None => writeln!(out, "send:    none running")?,
+    }
+    if let Some(engine) = &engine {
+        let mut line = format!("daemon:  {}", engine.state);
+        if !engine.running_tools.is_empty() {
+            line.push_str(&format!(", running {}", engine.running_tools.join(", ")));
+        }
+        if let Some(last) = &engine.last_stop {
+            line.push_str(&format!(" (last cycle: {last})"));
+        }
+        writeln!(out, "{line}")?;
     }
     writeln!(
         out,
@@ -124,7 +148,19 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     for job in &status.jobs {
         writeln!(out, "  {} ({}): {}", job.job_id, job.tool_id, job.state)?;
     }
-    writeln!(out, "\nusage: not recorded in the file")?;
+    match &engine {
+        Some(engine) => writeln!(
+            out,
+            "\nusage (this daemon): {} input, {} output tokens{}",
+            engine.usage.input_tokens,
+            engine.usage.output_tokens,
+            engine
+                .usage
+                .cost
+                .map_or(String::new(), |cost| format!(", ${cost:.4}"))
+        )?,
+        None => writeln!(out, "\nusage: not recorded in the file")?,
+    }
     Ok(())
 }
 

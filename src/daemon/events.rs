@@ -27,6 +27,15 @@ impl Event {
             data,
         }
     }
+
+    /// An event of one document.
+    pub fn of_document(name: &'static str, uri: String, data: serde_json::Value) -> Self {
+        Self {
+            name,
+            uri: Some(uri),
+            data,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -38,15 +47,50 @@ struct QueueState {
     drained: bool,
 }
 
+/// Which events a subscriber wants.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Only the events of this document (a `file://` URI); `None`: every event.
+    pub uri: Option<String>,
+    /// Also the streamed reply text ([`TEXT_EVENT`] events), which are left out otherwise.
+    pub text: bool,
+}
+
+impl Filter {
+    fn wants(&self, event: &Event) -> bool {
+        (self.text || event.name != TEXT_EVENT)
+            && self
+                .uri
+                .as_ref()
+                .is_none_or(|uri| event.uri.as_ref() == Some(uri))
+    }
+}
+
+pub use crate::engine_host::TEXT_EVENT;
+
 /// One subscriber's queue.
 #[derive(Debug, Default)]
 pub struct Subscription {
     state: Mutex<QueueState>,
     ready: Condvar,
+    filter: Mutex<Filter>,
 }
 
 impl Subscription {
+    /// Changes which events this subscriber gets from now on.
+    pub fn set_filter(&self, filter: Filter) {
+        *self.filter.lock().unwrap_or_else(PoisonError::into_inner) = filter;
+    }
+
     fn push(&self, event: Event) {
+        if !self
+            .filter
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .wants(&event)
+        {
+            return;
+        }
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if state.events.len() >= QUEUE_CAPACITY {
             state.events.pop_front();
@@ -102,8 +146,16 @@ pub struct EventHub {
 }
 
 impl EventHub {
+    #[cfg(test)]
     pub fn subscribe(&self) -> Arc<Subscription> {
-        let subscription = Arc::new(Subscription::default());
+        self.subscribe_with(Filter::default())
+    }
+
+    pub fn subscribe_with(&self, filter: Filter) -> Arc<Subscription> {
+        let subscription = Arc::new(Subscription {
+            filter: Mutex::new(filter),
+            ..Subscription::default()
+        });
         self.subscribers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -191,6 +243,31 @@ mod tests {
         hub.drain(std::time::Duration::from_secs(5));
         assert!(subscription.is_drained());
         assert_eq!(taker.join().expect("the taker"), ["last"]);
+    }
+
+    #[test]
+    fn a_filtered_queue_gets_only_its_documents_events_and_text_when_asked() {
+        let hub = EventHub::default();
+        let all = hub.subscribe();
+        let one = hub.subscribe();
+        one.set_filter(Filter {
+            uri: Some("file:///a.chat".into()),
+            text: true,
+        });
+        let event = |name, uri: &str| Event::of_document(name, uri.into(), serde_json::json!({}));
+        hub.publish(event("tool:executing", "file:///b.chat"));
+        hub.publish(event(TEXT_EVENT, "file:///a.chat"));
+        hub.publish(event("engine:stopped", "file:///a.chat"));
+        hub.publish(Event::new("session:opened", serde_json::json!({})));
+        hub.drain(std::time::Duration::ZERO);
+        let names = |s: &Subscription| {
+            std::iter::from_fn(|| s.next().map(|(e, _)| e.name)).collect::<Vec<_>>()
+        };
+        assert_eq!(names(&one), [TEXT_EVENT, "engine:stopped"]);
+        assert_eq!(
+            names(&all),
+            ["tool:executing", "engine:stopped", "session:opened"]
+        );
     }
 
     #[test]

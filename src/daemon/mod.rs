@@ -6,6 +6,7 @@
 //! The main thread waits for SIGTERM/SIGINT or `flemma/shutdown`, then stops accepting, closes
 //! the sessions and removes its sockets (unless systemd owns them) and pid file.
 
+mod engine_methods;
 mod events;
 mod rpc;
 pub mod socket;
@@ -19,13 +20,15 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub use events::{Event, EventHub};
+pub use events::{Event, EventHub, Filter};
 pub use socket::{RuntimePaths, SocketError};
 
 /// What `serve` needs to know.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub paths: RuntimePaths,
+    /// The configuration file (`--config`), else the user's default.
+    pub config_path: Option<std::path::PathBuf>,
 }
 
 /// Why the daemon stopped or could not start.
@@ -52,6 +55,8 @@ pub struct Daemon {
     stopping: AtomicBool,
     shutdown_requested: tokio::sync::Notify,
     pub events: EventHub,
+    /// The engine every LSP session shares (set once `serve` starts it).
+    engine: std::sync::OnceLock<Arc<crate::engine_host::EngineHost>>,
 }
 
 impl Daemon {
@@ -65,6 +70,7 @@ impl Daemon {
             stopping: AtomicBool::new(false),
             shutdown_requested: tokio::sync::Notify::new(),
             events: EventHub::default(),
+            engine: std::sync::OnceLock::new(),
         }
     }
 
@@ -77,6 +83,13 @@ impl Daemon {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
+    }
+
+    /// The engine every session shares (`None` only before `serve` started it). `rpc.sock`
+    /// methods reach documents through it.
+    #[allow(dead_code)]
+    pub fn engine(&self) -> Option<&Arc<crate::engine_host::EngineHost>> {
+        self.engine.get()
     }
 
     /// Asks the main loop to shut down (the `flemma/shutdown` request).
@@ -177,6 +190,10 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
         return Err(error.into());
     }
     let daemon = Arc::new(Daemon::new());
+    let engine = crate::engine_host::EngineHost::start(options.config_path.clone())
+        .map_err(|error| DaemonError::Thread(std::io::Error::other(error.to_string())))?;
+    forward_engine_events(&daemon, &engine)?;
+    let _ = daemon.engine.set(engine.clone());
     spawn_accept_loop("lsp-accept", lsp, Arc::clone(&daemon), serve_lsp)?;
     spawn_accept_loop(
         "rpc-accept",
@@ -209,6 +226,9 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
     if left > 0 {
         tracing::warn!(left, "LSP sessions still open after 2 s; exiting anyway");
     }
+    // Then the engine: running requests are cancelled with the abort marker, documents
+    // written (on disk: no editor holds them any more).
+    engine.shutdown();
     daemon.events.drain(Duration::from_secs(1));
     daemon.close_all_connections();
     pid_lock.remove();
@@ -291,7 +311,28 @@ fn spawn_accept_loop(
         .map_err(DaemonError::Thread)
 }
 
-/// One LSP session over one connection, with the default backend.
+/// Publishes the engine's events on the daemon's event hub (`flemmad events`).
+fn forward_engine_events(
+    daemon: &Arc<Daemon>,
+    engine: &crate::engine_host::EngineHost,
+) -> Result<(), DaemonError> {
+    let events = engine.subscribe();
+    let daemon = Arc::clone(daemon);
+    thread::Builder::new()
+        .name("engine-events".into())
+        .spawn(move || {
+            for event in events {
+                let uri = flemma_lsp::path_to_uri(&event.path);
+                daemon
+                    .events
+                    .publish(Event::of_document(event.event.name, uri, event.event.data));
+            }
+        })
+        .map(drop)
+        .map_err(DaemonError::Thread)
+}
+
+/// One LSP session over one connection, backed by the daemon's engine.
 fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
     let reader = match stream.try_clone() {
         Ok(reader) => reader,
@@ -308,7 +349,15 @@ fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
     ));
     match flemma_lsp::transport::streams(reader, stream) {
         Ok((connection, io_threads)) => {
-            if let Err(error) = flemma_lsp::run(connection, Box::new(flemma_lsp::NoEngine)) {
+            let backend: Box<dyn flemma_lsp::Backend> = match daemon.engine.get() {
+                Some(engine) => Box::new(crate::lsp_backend::HostBackend::new(engine.clone())),
+                None => Box::new(flemma_lsp::NoEngine),
+            };
+            let host = flemma_ide::AnalysisHost::new(
+                Arc::new(flemma_template::FsHost),
+                crate::chat::config_input(None),
+            );
+            if let Err(error) = flemma_lsp::run_with(connection, backend, host) {
                 tracing::warn!(session = id, %error, "LSP session ended with an error");
             }
             if let Err(error) = io_threads.join() {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Daemon, Event};
+use super::{Daemon, Event, Filter, engine_methods};
 
 /// JSON-RPC error codes.
 const PARSE_ERROR: i64 = -32700;
@@ -118,8 +118,20 @@ fn handle_line(
             "invalid request: expected an object with \"jsonrpc\": \"2.0\" and a string \"method\"",
         ));
     };
+    let params = message.get("params");
+    let engine_call = || match daemon.engine.get() {
+        Some(engine) => engine_methods::call(engine, method, params),
+        None => Some(Err((
+            engine_methods::SHUTTING_DOWN,
+            "the daemon's engine is not running (it is starting or stopping); try again".into(),
+        ))),
+    };
     let result = match method {
         "flemma/ping" => Ok(json!("pong")),
+        // With a document: the engine's status of it.
+        "flemma/status" if params.is_some_and(|p| p.get("uri").is_some()) => {
+            engine_call().unwrap_or_else(|| Ok(Value::Null))
+        }
         "flemma/status" => Ok(json!({
             "pid": std::process::id(),
             "version": env!("CARGO_PKG_VERSION"),
@@ -135,30 +147,23 @@ fn handle_line(
             daemon.request_shutdown();
             return None;
         }
-        "flemma/subscribe" => {
-            if subscription.is_none() {
-                let queue = daemon.events.subscribe();
-                let forward_to = Arc::clone(writer);
-                let from = Arc::clone(&queue);
-                let spawned = std::thread::Builder::new()
-                    .name("rpc-events".into())
-                    .spawn(move || forward_events(&from, &forward_to));
-                match spawned {
-                    Ok(_) => *subscription = Some(queue),
-                    Err(error) => {
-                        daemon.events.unsubscribe(&queue);
-                        tracing::error!(%error, "cannot start the event forwarder");
-                    }
-                }
+        "flemma/subscribe" => match subscribe_filter(params) {
+            Err(error) => Err(error),
+            Ok(filter) => {
+                subscribe(daemon, writer, subscription, filter);
+                Ok(json!({"subscribed": subscription.is_some()}))
             }
-            Ok(json!({"subscribed": subscription.is_some()}))
-        }
-        other => Err((
-            METHOD_NOT_FOUND,
-            format!(
-                "unknown method `{other}`; the methods are flemma/ping, flemma/status, flemma/subscribe, flemma/shutdown (docs/rpc.md)"
-            ),
-        )),
+        },
+        other => match engine_call() {
+            Some(result) => result,
+            None => Err((
+                METHOD_NOT_FOUND,
+                format!(
+                    "unknown method `{other}`; the methods are flemma/ping, flemma/status, flemma/subscribe, flemma/shutdown, {} (docs/rpc.md)",
+                    engine_methods::METHODS.join(", ")
+                ),
+            )),
+        },
     };
     // A notification (no id) gets no answer, whatever happened.
     let id = id?;
@@ -166,6 +171,66 @@ fn handle_line(
         Ok(result) => result_response(id, result),
         Err((code, message)) => error_response(id, code, message),
     })
+}
+
+/// The filter of a `flemma/subscribe`: `{"uri"?: document, "text"?: bool}` (no params: every
+/// event but the streamed text).
+fn subscribe_filter(params: Option<&Value>) -> Result<Filter, (i64, String)> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct SubscribeParams {
+        uri: Option<String>,
+        #[serde(default)]
+        text: bool,
+    }
+    let params: SubscribeParams = match params {
+        None | Some(Value::Null) => return Ok(Filter::default()),
+        Some(params) => serde_json::from_value(params.clone()).map_err(|error| {
+            (
+                engine_methods::INVALID_PARAMS,
+                format!(
+                    "invalid params for flemma/subscribe: {error}; expected {{\"uri\"?: an absolute path or file:// URI, \"text\"?: true}}"
+                ),
+            )
+        })?,
+    };
+    let uri = match params.uri {
+        Some(uri) => Some(flemma_lsp::path_to_uri(&engine_methods::document_path(
+            "flemma/subscribe",
+            &uri,
+        )?)),
+        None => None,
+    };
+    Ok(Filter {
+        uri,
+        text: params.text,
+    })
+}
+
+/// Starts (or re-filters) this connection's event stream.
+fn subscribe(
+    daemon: &Arc<Daemon>,
+    writer: &Writer,
+    subscription: &mut Option<Arc<super::events::Subscription>>,
+    filter: Filter,
+) {
+    if let Some(queue) = subscription {
+        queue.set_filter(filter);
+        return;
+    }
+    let queue = daemon.events.subscribe_with(filter);
+    let forward_to = Arc::clone(writer);
+    let from = Arc::clone(&queue);
+    let spawned = std::thread::Builder::new()
+        .name("rpc-events".into())
+        .spawn(move || forward_events(&from, &forward_to));
+    match spawned {
+        Ok(_) => *subscription = Some(queue),
+        Err(error) => {
+            daemon.events.unsubscribe(&queue);
+            tracing::error!(%error, "cannot start the event forwarder");
+        }
+    }
 }
 
 fn forward_events(subscription: &super::events::Subscription, writer: &Writer) {

@@ -14,8 +14,11 @@ mod cli_send;
 mod cli_tools;
 mod common;
 mod daemon;
+mod daemon_engine;
+mod daemon_two_editors;
 mod doctor;
 mod lsp;
+mod lsp_engine;
 mod quickstart;
 
 /// Every test file in this directory is a module of this binary.

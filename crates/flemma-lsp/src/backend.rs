@@ -2,10 +2,14 @@
 //!
 //! The session hands the engine every command it cannot answer itself ([`EngineCommand`]); the
 //! engine answers at once (a request never waits on the LLM or a tool) and later drives the
-//! session through its [`Outbox`]: streaming text into an open document, finishing the stream.
-//! The session tells the engine how a stream ended through [`Backend::stream_ended`].
-
-use std::time::Duration;
+//! session through its [`Outbox`].
+//!
+//! The engine writes into an open document through the session's mirror:
+//! [`Task::ReadBuffer`] answers the text and version the session has, and
+//! [`Task::ReplaceBuffer`] sends one versioned `workspace/applyEdit` and answers once the
+//! client applied it and echoed it through `didChange` (or refused it, or the mirror moved).
+//! The backend learns which documents the session has open through [`Backend::opened`] and
+//! [`Backend::closed`].
 
 use crossbeam_channel::Sender;
 
@@ -47,41 +51,91 @@ pub enum BackendError {
     Refused(String),
 }
 
-/// How a stream into a document ended.
+/// A one-shot answer the session gives to a task (called at most once; dropping it unanswered
+/// tells the asker the session is gone).
+pub struct Reply<T>(Box<dyn FnOnce(T) + Send>);
+
+impl<T> Reply<T> {
+    pub fn new(answer: impl FnOnce(T) + Send + 'static) -> Self {
+        Self(Box::new(answer))
+    }
+
+    pub fn send(self, value: T) {
+        (self.0)(value);
+    }
+}
+
+impl<T> std::fmt::Debug for Reply<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reply")
+    }
+}
+
+/// The session's mirror of an open document.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StreamEnd {
-    /// Every streamed byte is in the client's buffer.
-    Written,
-    /// The user deleted the block being written; `unwritten` never reached the document.
-    Cancelled { unwritten: String },
-    /// The document was closed before the stream ended.
-    Closed { unwritten: String },
+pub struct BufferSnapshot {
+    pub text: String,
+    pub version: i32,
+}
+
+/// What became of a [`Task::ReplaceBuffer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufferAnswer {
+    /// The client applied the edit and its `didChange` echo is in the mirror.
+    Applied,
+    /// The mirror is no longer at the version the edit was built for (nothing was sent).
+    Moved,
+    /// The client refused the edit (a stale version, `failureHandling: abort`).
+    Refused,
+    /// The document is not open (any more) in this session.
+    Closed,
+}
+
+/// How a progress shown by the session moves on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Work starts: a title such as `flemma: streaming the reply into talk.chat`.
+    Begin {
+        title: String,
+    },
+    Report {
+        message: String,
+    },
+    End {
+        message: String,
+    },
 }
 
 /// Work the engine (or anything off the main loop) hands to the session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Task {
-    /// Open a new block at the end of the document: `header` (e.g. `"\n@Assistant:\n"`, whose
-    /// role line starts at `block_at`), then the streamed text, with `tail` kept after it.
-    StreamStart {
-        uri: String,
-        header: String,
-        block_at: usize,
-        tail: String,
-    },
-    StreamChunk {
-        uri: String,
-        text: String,
-    },
-    StreamFinish {
-        uri: String,
-    },
     /// The request failed (a provider error, a tool that could not run): the user is told with
-    /// `window/showMessage`, and the stream into the document (if any) ends with what was written.
-    Failed {
+    /// `window/showMessage`.
+    Failed { uri: String, message: String },
+    /// Answer the mirror of `uri` (`None`: not open in this session).
+    ReadBuffer {
         uri: String,
-        message: String,
+        reply: Reply<Option<BufferSnapshot>>,
     },
+    /// Replace the bytes `range` of `uri` with `text`, built against `version`: one versioned
+    /// `workspace/applyEdit`, one in flight per document (a second waits for the first).
+    ReplaceBuffer {
+        uri: String,
+        version: i32,
+        range: flemma_syntax::TextRange,
+        text: String,
+        reply: Reply<BufferAnswer>,
+    },
+    /// A lifecycle event of the document: sent as a `flemma/event` notification.
+    Event {
+        uri: String,
+        name: String,
+        data: serde_json::Value,
+    },
+    /// `$/progress` for the document's work (a request streaming, tools running).
+    Progress { uri: String, progress: Progress },
+    /// A message for the user (`window/showMessage`) that is not an error.
+    Notice { uri: String, message: String },
 }
 
 /// The engine's handle on the session: cloneable, usable from any thread.
@@ -110,10 +164,44 @@ pub trait Backend: Send {
         outbox: &Outbox,
     ) -> Result<serde_json::Value, BackendError>;
 
-    /// A stream the engine started has ended.
-    fn stream_ended(&mut self, uri: &str, end: StreamEnd) {
-        let _ = (uri, end);
+    /// The client opened `uri` (after the session mirrors it): tasks about it may use
+    /// `outbox`.
+    fn opened(&mut self, uri: &str, outbox: &Outbox) {
+        let _ = (uri, outbox);
     }
+
+    /// The client closed `uri` (or the session ended with it open).
+    fn closed(&mut self, uri: &str) {
+        let _ = uri;
+    }
+
+    /// `flemma.approve`/`reject`/`approveAll` for a document: `Some` when the engine takes it
+    /// (a driver runs for the document), `None` to let the session edit the placeholder itself.
+    fn tool_decision(
+        &mut self,
+        decision: ToolDecision,
+        outbox: &Outbox,
+    ) -> Option<Result<serde_json::Value, BackendError>> {
+        let _ = (decision, outbox);
+        None
+    }
+}
+
+/// An approval decision the session may hand to the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolDecision {
+    Approve {
+        uri: String,
+        tool_id: String,
+    },
+    Reject {
+        uri: String,
+        tool_id: String,
+        reason: Option<String>,
+    },
+    ApproveAll {
+        uri: String,
+    },
 }
 
 /// The backend until the engine is wired in: every engine command says it is not available.
@@ -138,71 +226,5 @@ impl Backend for NoEngine {
                 EngineCommand::Switch { .. } => "flemma.switch",
             },
         })
-    }
-}
-
-/// A stand-in engine for tests and demos: `flemma.send` streams a fixed reply into the document
-/// as an `@Assistant:` block, in chunks of `chunk_chars` characters every `interval`, from a
-/// thread of its own (as the engine would from provider events). Other commands behave like
-/// [`NoEngine`].
-#[derive(Debug)]
-pub struct ScriptedReply {
-    reply: String,
-    chunk_chars: usize,
-    interval: Duration,
-    ended: Vec<(String, StreamEnd)>,
-}
-
-impl ScriptedReply {
-    pub fn new(reply: String, chunk_chars: usize, interval: Duration) -> Self {
-        Self {
-            reply,
-            chunk_chars: chunk_chars.max(1),
-            interval,
-            ended: Vec::new(),
-        }
-    }
-}
-
-impl Backend for ScriptedReply {
-    fn command(
-        &mut self,
-        command: EngineCommand,
-        outbox: &Outbox,
-    ) -> Result<serde_json::Value, BackendError> {
-        let EngineCommand::Send { uri } = command else {
-            return NoEngine.command(command, outbox);
-        };
-        let chars: Vec<char> = self.reply.chars().collect();
-        let chunks: Vec<String> = chars
-            .chunks(self.chunk_chars)
-            .map(|c| c.iter().collect())
-            .collect();
-        let outbox = outbox.clone();
-        let interval = self.interval;
-        std::thread::spawn(move || {
-            outbox.send(Task::StreamStart {
-                uri: uri.clone(),
-                header: "\n@Assistant:\n".into(),
-                block_at: 1,
-                tail: "\n".into(),
-            });
-            for text in chunks {
-                std::thread::sleep(interval);
-                if !outbox.send(Task::StreamChunk {
-                    uri: uri.clone(),
-                    text,
-                }) {
-                    return;
-                }
-            }
-            outbox.send(Task::StreamFinish { uri });
-        });
-        Ok(serde_json::json!({ "started": true }))
-    }
-
-    fn stream_ended(&mut self, uri: &str, end: StreamEnd) {
-        tracing::info!(uri, ?end, "scripted stream ended");
-        self.ended.push((uri.to_owned(), end));
     }
 }

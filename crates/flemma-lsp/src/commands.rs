@@ -199,15 +199,34 @@ pub(crate) fn resolve_document<'a>(
         })
     };
     let wanted = wanted.map(|p| normalize(&p));
-    open.into_iter()
+    if let Some(uri) = open
+        .into_iter()
         .find(|uri| uri_to_path(uri).map(|p| normalize(&p)) == wanted && wanted.is_some())
-        .map(str::to_owned)
-        .ok_or_else(|| {
-            format!(
-                "`{argument}` is not a document open in this editor session; open the .chat file first (paths are relative to the workspace root{})",
-                root.map(|r| format!(" {}", r.display())).unwrap_or_default()
-            )
-        })
+    {
+        return Ok(uri.to_owned());
+    }
+    // A chat file no editor has open: the engine works on it on disk.
+    match wanted {
+        Some(path) if path.is_absolute() && path.is_file() => Ok(path_to_uri(&path)),
+        _ => Err(format!(
+            "`{argument}` is neither a document open in this editor session nor a file; open the .chat file first, or name an existing file (paths are relative to the workspace root{})",
+            root.map(|r| format!(" {}", r.display()))
+                .unwrap_or_default()
+        )),
+    }
+}
+
+/// The `file://` URI of an absolute path (bytes outside the unreserved set percent-encoded).
+pub fn path_to_uri(path: &Path) -> String {
+    let mut uri = String::from("file://");
+    for byte in path.to_string_lossy().bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
+            uri.push(char::from(byte));
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri
 }
 
 /// `.` and `..` components removed without touching the file system.
@@ -226,7 +245,7 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// The path of a `file:` URI (percent-decoded); `None` for other schemes.
-pub(crate) fn uri_to_path(uri: &str) -> Option<PathBuf> {
+pub fn uri_to_path(uri: &str) -> Option<PathBuf> {
     let rest = uri.strip_prefix("file://")?;
     let path = match rest.find('/') {
         Some(0) => rest,
@@ -269,7 +288,15 @@ mod tests {
         assert_eq!(resolve("./a b/../x.chat").unwrap(), OPEN[1]);
         assert_eq!(resolve("/work/x.chat").unwrap(), OPEN[1]);
         let err = resolve("nope.chat").unwrap_err();
-        assert!(err.contains("not a document open"), "{err}");
+        assert!(err.contains("neither a document open"), "{err}");
+        // A file on disk that is not open resolves to its URI.
+        let dir = std::env::temp_dir().join("flemma lsp resolve");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("t.chat");
+        std::fs::write(&file, "@You:\nhi\n").unwrap();
+        let uri = resolve(file.to_str().unwrap()).unwrap();
+        assert!(uri.starts_with("file:///") && uri.ends_with("/flemma%20lsp%20resolve/t.chat"));
+        assert_eq!(uri_to_path(&uri).unwrap(), file);
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //! through its [`Outbox`].
 //!
 //! Layout: [`Session`](session) owns all state; `main_loop` runs one loop over a closed
-//! `Event` enum; `handlers/` holds one file per LSP method; [`stream_edits`] is the pure
-//! streaming writer of `editors.md` §5.4; [`transport`] frames messages over stdio.
+//! `Event` enum; `handlers/` holds one file per LSP method; `tasks` performs what the engine
+//! hands over (reading and editing the mirror through versioned `workspace/applyEdit`,
+//! `flemma/event`, `$/progress`, messages); [`transport`] frames messages over stdio.
 
 mod backend;
 mod commands;
@@ -18,13 +19,13 @@ mod from_proto;
 mod handlers;
 mod main_loop;
 mod session;
-pub mod stream_edits;
-mod streaming;
+mod tasks;
 mod to_proto;
 pub mod transport;
 
 pub use backend::{
-    Backend, BackendError, EngineCommand, NoEngine, Outbox, ScriptedReply, StreamEnd, Task,
+    Backend, BackendError, BufferAnswer, BufferSnapshot, EngineCommand, NoEngine, Outbox, Progress,
+    Reply, Task, ToolDecision,
 };
-pub use commands::COMMANDS;
+pub use commands::{COMMANDS, path_to_uri, uri_to_path};
 pub use main_loop::{LspError, run, run_with};

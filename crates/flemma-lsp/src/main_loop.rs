@@ -10,7 +10,7 @@ use lsp_server::{Connection, Message};
 
 use crate::backend::{Backend, Outbox, Task};
 use crate::session::Session;
-use crate::{from_proto, handlers, streaming};
+use crate::{from_proto, handlers, tasks};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LspError {
@@ -27,7 +27,7 @@ enum Event {
     Lsp(Message),
     /// Work handed over by the engine.
     Task(Task),
-    /// A deadline passed: a stream's coalescing window or a diagnostics debounce ended.
+    /// A deadline passed: a diagnostics debounce ended.
     Deadline,
     /// The client connection closed without `exit`.
     Disconnected,
@@ -90,16 +90,32 @@ pub fn run_with(
             Event::Lsp(Message::Response(response)) => {
                 handlers::on_response(&mut session, response)
             }
-            Event::Task(task) => streaming::on_task(&mut session, task),
+            Event::Task(task) => tasks::on_task(&mut session, task),
             Event::Deadline => {
-                let now = Instant::now();
-                streaming::flush_due(&mut session, now);
-                handlers::diagnostics_due(&mut session, now);
+                handlers::diagnostics_due(&mut session, Instant::now());
             }
             Event::Disconnected => {
                 tracing::info!("the client went away without `exit`");
                 break;
             }
+        }
+    }
+    // The engine takes over the documents still open (their files are written on disk now).
+    let open: Vec<String> = session.documents.keys().cloned().collect();
+    for uri in open {
+        if let Some(mut doc) = session.documents.remove(&uri)
+            && let Some(reply) = doc.buffer_edit.as_mut().and_then(|e| e.reply.take())
+        {
+            reply.send(crate::backend::BufferAnswer::Closed);
+        }
+        session.backend.closed(&uri);
+    }
+    // Tasks still queued (reads, edits) are answered: the session is gone.
+    while let Ok(task) = task_rx.try_recv() {
+        match task {
+            Task::ReadBuffer { reply, .. } => reply.send(None),
+            Task::ReplaceBuffer { reply, .. } => reply.send(crate::backend::BufferAnswer::Closed),
+            _ => {}
         }
     }
     Ok(())
@@ -109,8 +125,7 @@ fn next_event(session: &Session, lsp: &Receiver<Message>, tasks: &Receiver<Task>
     let deadline = session
         .documents
         .values()
-        .flat_map(|d| [d.flush_at, d.diagnostics_at])
-        .flatten()
+        .filter_map(|d| d.diagnostics_at)
         .min();
     let timer = match deadline {
         Some(at) => crossbeam_channel::at(at),

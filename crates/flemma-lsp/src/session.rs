@@ -10,18 +10,14 @@ use flemma_syntax::{Document, Encoding, LineIndex};
 use lsp_server::{Message, Notification, ReqQueue, Request, RequestId, Response};
 
 use crate::backend::{Backend, Outbox};
-use crate::stream_edits::StreamWriter;
-
-/// How long streamed text waits for more before it is sent (editors.md §5.3: ~10 edits/s).
-pub(crate) const COALESCE: Duration = Duration::from_millis(40);
 
 /// How long diagnostics wait after a change for the next one (a burst of changes, a paste
 /// sent as many edits, is analysed once). Small: the goal is diagnostics within 30 ms of a
 /// keystroke, even on a 10 MB chat.
 pub(crate) const DIAGNOSTICS_DEBOUNCE: Duration = Duration::from_millis(5);
 
-/// The debounce while a reply streams into the document: its own edits come ~10 times a
-/// second and need not each be analysed.
+/// The debounce while the engine works on the document (a reply streams in): its edits come
+/// ~10 times a second and need not each be analysed.
 pub(crate) const DIAGNOSTICS_DEBOUNCE_STREAMING: Duration = Duration::from_millis(250);
 
 /// One open document: the client's side of a document the [`AnalysisHost`] holds (the text
@@ -33,13 +29,24 @@ pub(crate) struct OpenDocument {
     pub version: i32,
     /// The line index of the host's current text.
     pub index: LineIndex,
-    pub stream: Option<StreamWriter>,
-    /// When the coalescing window of the stream ends.
-    pub flush_at: Option<Instant>,
     /// When the diagnostics of the latest change are due.
     pub diagnostics_at: Option<Instant>,
-    /// The work-done progress of the stream into this document, when the client shows progress.
-    pub progress: Option<lsp_types::ProgressToken>,
+    /// The engine works on the document (between `Progress::Begin` and `End`).
+    pub engine_busy: bool,
+    /// The work-done progress of the engine's work on this document (`Task::Progress`).
+    pub engine_progress: Option<lsp_types::ProgressToken>,
+    /// The engine's edit in flight (`Task::ReplaceBuffer`).
+    pub buffer_edit: Option<BufferEdit>,
+}
+
+/// An engine edit sent to the client: answered once the client applied it and echoed it.
+#[derive(Debug)]
+pub(crate) struct BufferEdit {
+    /// The version the edit was built against: its echo is the first change past it.
+    pub version: i32,
+    pub applied: Option<bool>,
+    pub echoed: bool,
+    pub reply: Option<crate::backend::Reply<crate::backend::BufferAnswer>>,
 }
 
 /// The document id of a URI: the path of a `file://` URI (so templates and `@./` references
@@ -64,14 +71,14 @@ pub(crate) fn document_id(uri: &str, root: Option<&Path>) -> DocumentId {
 /// What to do with the client's answer to a request the server sent.
 #[derive(Debug)]
 pub(crate) enum ResponseHandler {
-    /// The answer to a streamed edit of this document.
-    StreamEdit { uri: String },
     /// The answer to the edit of a command (approve, reject…): rebuilt on the latest text and
     /// sent again when the client refused it (the user typed meanwhile).
     CommandEdit {
         command: crate::commands::Command,
         attempts: u8,
     },
+    /// The answer to an engine edit of this document (`Task::ReplaceBuffer`).
+    BufferEdit { uri: String },
     /// Nothing to do with the answer (`window/workDoneProgress/create`).
     Ignore,
 }

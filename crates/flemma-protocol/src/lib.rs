@@ -11,6 +11,7 @@
 //! * [`event`]: `flemmad send --events` (one lifecycle event per line) and `flemma/event`.
 //! * [`methods`]: the `flemma/*` requests of `flemmad lsp`.
 
+pub mod engine;
 pub mod eval;
 pub mod event;
 pub mod methods;

@@ -63,8 +63,13 @@ pub fn send_command(chat: &Chat, base: &str) -> tokio::process::Command {
 /// `flemmad` with every provider pointed at `base` and an empty user configuration.
 pub fn flemmad_command(chat: &Chat, base: &str) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    // The chat's own runtime and state directories: a test never reaches a daemon it did not
+    // start (`serve_daemon`), and a daemon's log stays in the temp dir.
+    let dir = chat.path.parent().unwrap();
     command
         .env("XDG_CONFIG_HOME", &chat.config_home)
+        .env("XDG_RUNTIME_DIR", dir.join("run"))
+        .env("XDG_STATE_HOME", dir.join("state"))
         .env_remove("FLEMMA_CONFIG")
         .env("PATH", "/usr/bin:/bin")
         .kill_on_drop(true);

@@ -68,15 +68,23 @@ pub fn binary() -> String {
 
 impl Client {
     pub fn start(flavor: Flavor, extra_args: &[&str]) -> Self {
+        Self::start_with_env(flavor, extra_args, &[])
+    }
+
+    /// Like [`Client::start`], with more environment (providers pointed at a mock, a config
+    /// home).
+    pub fn start_with_env(flavor: Flavor, extra_args: &[&str], env: &[(&str, String)]) -> Self {
         let state = tempfile::tempdir().unwrap();
         let mut child = Command::new(binary())
             .arg("lsp")
             .arg("--stdio")
             .args(extra_args)
             .env("XDG_STATE_HOME", state.path())
-            // A daemon running on this machine must not answer for the server under test.
+            // A daemon running on this machine must not answer for the server under test
+            // (unless `env` names the runtime directory of one the test started).
             .env("XDG_RUNTIME_DIR", state.path())
             .env("RUST_LOG", "debug")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -1,6 +1,6 @@
 //! `textDocument/didChange`: apply incremental changes through the analysis host (re-parsing
-//! incrementally), map the stream's anchor through them, and schedule diagnostics (debounced:
-//! a burst of changes is analysed once).
+//! incrementally), note the echo of the engine's edit in flight, and schedule diagnostics
+//! (debounced: a burst of changes is analysed once).
 
 use std::time::Instant;
 
@@ -9,8 +9,8 @@ use lsp_server::ErrorCode;
 use lsp_types::DidChangeTextDocumentParams;
 
 use super::{HandlerResult, error};
+use crate::from_proto;
 use crate::session::{DIAGNOSTICS_DEBOUNCE, DIAGNOSTICS_DEBOUNCE_STREAMING, Session};
-use crate::{from_proto, streaming};
 
 pub(crate) fn handle(
     session: &mut Session,
@@ -47,18 +47,24 @@ pub(crate) fn handle(
         if let Some(syntax) = session.host.document(&doc.id) {
             doc.index = syntax.line_index();
         }
-        if let Some(writer) = doc.stream.as_mut() {
-            writer.on_change(range, &change.text);
-        }
     }
     doc.version = params.text_document.version;
+    if let Some(edit) = doc.buffer_edit.as_mut()
+        && doc.version > edit.version
+    {
+        edit.echoed = true;
+    }
+    crate::tasks::settle_buffer_edit(session, &uri);
+    let Some(doc) = session.documents.get_mut(&uri) else {
+        return Ok(());
+    };
     if doc.diagnostics_at.is_none() {
-        let debounce = match doc.stream {
-            Some(_) => DIAGNOSTICS_DEBOUNCE_STREAMING,
-            None => DIAGNOSTICS_DEBOUNCE,
+        let debounce = if doc.engine_busy {
+            DIAGNOSTICS_DEBOUNCE_STREAMING
+        } else {
+            DIAGNOSTICS_DEBOUNCE
         };
         doc.diagnostics_at = Some(Instant::now() + debounce);
     }
-    streaming::after_progress(session, &uri);
     Ok(())
 }

@@ -1,9 +1,9 @@
-//! `textDocument/didClose`: stop mirroring; a stream into the document ends.
+//! `textDocument/didClose`: stop mirroring; the engine's edit in flight is answered and the
+//! engine told (it writes the file on disk from now on, unless another editor has it open).
 
 use lsp_types::DidCloseTextDocumentParams;
 
 use super::HandlerResult;
-use crate::backend::StreamEnd;
 use crate::session::Session;
 
 pub(crate) fn handle(
@@ -13,18 +13,14 @@ pub(crate) fn handle(
     let uri = params.text_document.uri;
     if let Some(doc) = session.documents.remove(uri.as_str()) {
         session.host.remove(&doc.id);
-        if let Some(token) = doc.progress {
-            crate::streaming::end_progress(session, token, "the document was closed");
+        if let Some(mut edit) = doc.buffer_edit
+            && let Some(reply) = edit.reply.take()
+        {
+            reply.send(crate::backend::BufferAnswer::Closed);
         }
-        if let Some(writer) = doc.stream {
-            // The daemon's disk writer takes over closed documents; until it exists the
-            // engine is told what was not written.
-            session.backend.stream_ended(
-                uri.as_str(),
-                StreamEnd::Closed {
-                    unwritten: writer.pending().to_owned(),
-                },
-            );
+        session.backend.closed(uri.as_str());
+        if let Some(token) = doc.engine_progress {
+            crate::tasks::end_progress(session, token, "the document was closed");
         }
     }
     session.notify::<lsp_types::notification::PublishDiagnostics>(

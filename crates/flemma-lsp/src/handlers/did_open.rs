@@ -25,12 +25,14 @@ pub(crate) fn handle(
             id,
             version: item.version,
             index,
-            stream: None,
-            flush_at: None,
             diagnostics_at: None,
-            progress: None,
+            engine_busy: false,
+            engine_progress: None,
+            buffer_edit: None,
         },
     );
     publish_diagnostics(session, &key);
+    let outbox = session.outbox.clone();
+    session.backend.opened(&key, &outbox);
     Ok(())
 }

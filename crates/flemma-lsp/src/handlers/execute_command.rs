@@ -59,6 +59,31 @@ fn run(session: &mut Session, command: Command) -> HandlerResult<Option<Value>> 
             .map(Some)
             .map_err(|e| error(ErrorCode::RequestFailed, e.to_string())),
         local => {
+            // Checked on the mirror first, whoever makes the edit: a call that is not pending
+            // is refused at once, with the reason.
+            let tool_ids = match session.documents.get(local.uri()) {
+                Some(doc) => {
+                    placeholder_edits(session.syntax(doc), &local)
+                        .map_err(|message| error(ErrorCode::InvalidParams, message))?
+                        .0
+                }
+                // Not open here (a file on disk): the engine checks it.
+                None => match &local {
+                    Command::Approve { tool_id, .. } | Command::Reject { tool_id, .. } => {
+                        vec![tool_id.clone()]
+                    }
+                    _ => Vec::new(),
+                },
+            };
+            let outbox = session.outbox.clone();
+            if let Some(decision) = decision_of(&local)
+                && let Some(taken) = session.backend.tool_decision(decision, &outbox)
+            {
+                taken.map_err(|e| error(ErrorCode::RequestFailed, e.to_string()))?;
+                let result = serde_json::to_value(ToolIdsResult { tool_ids })
+                    .map_err(|e| error(ErrorCode::InternalError, e.to_string()))?;
+                return Ok(Some(result));
+            }
             let can_edit = session
                 .capabilities
                 .workspace
@@ -77,6 +102,28 @@ fn run(session: &mut Session, command: Command) -> HandlerResult<Option<Value>> 
             Ok(Some(result))
         }
     }
+}
+
+/// The decision a local command is, for the engine to take when it runs for the document.
+fn decision_of(command: &Command) -> Option<crate::backend::ToolDecision> {
+    use crate::backend::ToolDecision;
+    Some(match command {
+        Command::Approve { uri, tool_id } => ToolDecision::Approve {
+            uri: uri.clone(),
+            tool_id: tool_id.clone(),
+        },
+        Command::Reject {
+            uri,
+            tool_id,
+            reason,
+        } => ToolDecision::Reject {
+            uri: uri.clone(),
+            tool_id: tool_id.clone(),
+            reason: reason.clone(),
+        },
+        Command::ApproveAll { uri } => ToolDecision::ApproveAll { uri: uri.clone() },
+        Command::Engine(_) => return None,
+    })
 }
 
 /// The client answered the edit of a local command: refused → rebuilt on the latest text.

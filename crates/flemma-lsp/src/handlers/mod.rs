@@ -21,7 +21,7 @@ use lsp_types::notification::Notification as _;
 use lsp_types::request::Request as _;
 
 use crate::session::{OpenDocument, ResponseHandler, Session};
-use crate::{streaming, to_proto};
+use crate::{tasks, to_proto};
 
 pub(crate) type HandlerResult<T> = Result<T, ResponseError>;
 
@@ -233,10 +233,10 @@ pub(crate) fn on_response(session: &mut Session, response: lsp_server::Response)
         .and_then(|r| serde_json::from_value::<lsp_types::ApplyWorkspaceEditResponse>(r).ok())
         .is_some_and(|r| r.applied);
     match handler {
-        ResponseHandler::StreamEdit { uri } => streaming::on_answer(session, &uri, applied),
         ResponseHandler::CommandEdit { command, attempts } => {
             execute_command::on_edit_answer(session, command, attempts, applied)
         }
+        ResponseHandler::BufferEdit { uri } => tasks::on_buffer_answer(session, &uri, applied),
         ResponseHandler::Ignore => {}
     }
 }

@@ -1,5 +1,6 @@
 //! The crate's one integration-test binary (one link instead of one per file).
 
+mod buffer;
 mod session;
 
 /// Every test file in this directory is a module of this binary.

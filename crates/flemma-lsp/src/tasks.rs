@@ -1,0 +1,238 @@
+//! What the engine hands over to the session ([`Task`]): reading the mirror, editing it
+//! through one versioned `workspace/applyEdit` at a time (answered once the client applied and
+//! echoed it), `flemma/event` notifications, `$/progress`, and messages.
+
+use lsp_types::request::ApplyWorkspaceEdit;
+
+use crate::backend::{BufferAnswer, BufferSnapshot, Progress, Task};
+use crate::session::{BufferEdit, ResponseHandler, Session};
+use crate::to_proto;
+
+pub(crate) fn on_task(session: &mut Session, task: Task) {
+    match task {
+        Task::Failed { uri, message } => {
+            session.show_message(lsp_types::MessageType::ERROR, format!("flemma: {message}"));
+            engine_progress(
+                session,
+                &uri,
+                Progress::End {
+                    message: "failed".into(),
+                },
+            );
+        }
+        Task::ReadBuffer { uri, reply } => {
+            let snapshot = session.documents.get(&uri).and_then(|doc| {
+                let syntax = session.host.document(&doc.id)?;
+                Some(BufferSnapshot {
+                    text: syntax.text().to_owned(),
+                    version: doc.version,
+                })
+            });
+            reply.send(snapshot);
+        }
+        Task::ReplaceBuffer {
+            uri,
+            version,
+            range,
+            text,
+            reply,
+        } => replace_buffer(session, uri, version, range, text, reply),
+        Task::Event { uri, name, data } => {
+            if session.documents.contains_key(&uri) {
+                session.send(lsp_server::Message::Notification(
+                    lsp_server::Notification::new(
+                        flemma_protocol::methods::EVENT_NOTIFICATION.to_owned(),
+                        flemma_protocol::event::LifecycleEvent { name, uri, data },
+                    ),
+                ));
+            }
+        }
+        Task::Progress { uri, progress } => engine_progress(session, &uri, progress),
+        Task::Notice { uri, message } => {
+            if session.documents.contains_key(&uri) {
+                session.show_message(lsp_types::MessageType::INFO, format!("flemma: {message}"));
+            }
+        }
+    }
+}
+
+/// Sends an engine edit as one versioned `workspace/applyEdit`, if the mirror is still at
+/// `version` and no other engine edit is in flight.
+fn replace_buffer(
+    session: &mut Session,
+    uri: String,
+    version: i32,
+    range: flemma_syntax::TextRange,
+    text: String,
+    reply: crate::backend::Reply<BufferAnswer>,
+) {
+    let encoding = session.encoding;
+    let Some(doc) = session.documents.get_mut(&uri) else {
+        return reply.send(BufferAnswer::Closed);
+    };
+    if doc.version != version || doc.buffer_edit.is_some() {
+        return reply.send(BufferAnswer::Moved);
+    }
+    let Some(syntax) = session.host.document(&doc.id) else {
+        return reply.send(BufferAnswer::Closed);
+    };
+    let mirror = syntax.text();
+    if range.end > mirror.len()
+        || !mirror.is_char_boundary(range.start)
+        || !mirror.is_char_boundary(range.end)
+        || range.start > range.end
+    {
+        return reply.send(BufferAnswer::Moved);
+    }
+    let edit = flemma_syntax::TextEdit::replace(range, text.as_str());
+    let workspace_edit =
+        to_proto::workspace_edit(doc, mirror, std::slice::from_ref(&edit), encoding);
+    doc.buffer_edit = Some(BufferEdit {
+        version,
+        applied: None,
+        echoed: false,
+        reply: Some(reply),
+    });
+    session.request::<ApplyWorkspaceEdit>(
+        lsp_types::ApplyWorkspaceEditParams {
+            label: Some("flemma".into()),
+            edit: workspace_edit,
+        },
+        ResponseHandler::BufferEdit { uri },
+    );
+}
+
+/// The client answered an engine edit.
+pub(crate) fn on_buffer_answer(session: &mut Session, uri: &str, applied: bool) {
+    if let Some(edit) = session
+        .documents
+        .get_mut(uri)
+        .and_then(|d| d.buffer_edit.as_mut())
+    {
+        edit.applied = Some(applied);
+    }
+    settle_buffer_edit(session, uri);
+}
+
+/// Answers the engine edit in flight once its fate is known: refused, or applied and echoed.
+pub(crate) fn settle_buffer_edit(session: &mut Session, uri: &str) {
+    let Some(doc) = session.documents.get_mut(uri) else {
+        return;
+    };
+    let answer = match doc.buffer_edit.as_ref() {
+        Some(BufferEdit {
+            applied: Some(false),
+            ..
+        }) => BufferAnswer::Refused,
+        Some(BufferEdit {
+            applied: Some(true),
+            echoed: true,
+            ..
+        }) => BufferAnswer::Applied,
+        _ => return,
+    };
+    if let Some(mut edit) = doc.buffer_edit.take()
+        && let Some(reply) = edit.reply.take()
+    {
+        reply.send(answer);
+    }
+}
+
+/// `$/progress` of the engine's work on a document the session has open.
+fn engine_progress(session: &mut Session, uri: &str, progress: Progress) {
+    let Some(doc) = session.documents.get_mut(uri) else {
+        return;
+    };
+    doc.engine_busy = !matches!(progress, Progress::End { .. });
+    if !shows_progress(session) {
+        return;
+    }
+    let existing = session
+        .documents
+        .get(uri)
+        .and_then(|d| d.engine_progress.clone());
+    match progress {
+        Progress::Begin { title } => {
+            if let Some(token) = existing {
+                end_progress(session, token, "");
+            }
+            session.progress_tokens += 1;
+            let token = lsp_types::ProgressToken::String(format!(
+                "flemma/engine/{}",
+                session.progress_tokens
+            ));
+            session.request::<lsp_types::request::WorkDoneProgressCreate>(
+                lsp_types::WorkDoneProgressCreateParams {
+                    token: token.clone(),
+                },
+                ResponseHandler::Ignore,
+            );
+            send_progress(
+                session,
+                token.clone(),
+                lsp_types::WorkDoneProgress::Begin(lsp_types::WorkDoneProgressBegin {
+                    title,
+                    cancellable: Some(false),
+                    message: None,
+                    percentage: None,
+                }),
+            );
+            if let Some(doc) = session.documents.get_mut(uri) {
+                doc.engine_progress = Some(token);
+            }
+        }
+        Progress::Report { message } => {
+            if let Some(token) = existing {
+                send_progress(
+                    session,
+                    token,
+                    lsp_types::WorkDoneProgress::Report(lsp_types::WorkDoneProgressReport {
+                        message: Some(message),
+                        cancellable: Some(false),
+                        percentage: None,
+                    }),
+                );
+            }
+        }
+        Progress::End { message } => {
+            if let Some(token) = existing {
+                end_progress(session, token, &message);
+            }
+            if let Some(doc) = session.documents.get_mut(uri) {
+                doc.engine_progress = None;
+            }
+        }
+    }
+}
+
+/// Whether the client shows work-done progress the server starts.
+fn shows_progress(session: &Session) -> bool {
+    session
+        .capabilities
+        .window
+        .as_ref()
+        .and_then(|w| w.work_done_progress)
+        .unwrap_or(false)
+}
+
+fn send_progress(
+    session: &Session,
+    token: lsp_types::ProgressToken,
+    value: lsp_types::WorkDoneProgress,
+) {
+    session.notify::<lsp_types::notification::Progress>(lsp_types::ProgressParams {
+        token,
+        value: lsp_types::ProgressParamsValue::WorkDone(value),
+    });
+}
+
+/// Ends a progress with what happened.
+pub(crate) fn end_progress(session: &Session, token: lsp_types::ProgressToken, message: &str) {
+    send_progress(
+        session,
+        token,
+        lsp_types::WorkDoneProgress::End(lsp_types::WorkDoneProgressEnd {
+            message: Some(message.to_owned()),
+        }),
+    );
+}

@@ -1,0 +1,71 @@
+//! The results of the engine requests (`flemma/status`, `flemma/jobs`, `flemma/usage`, and
+//! what `flemma/send` and the other commands answer): what the engine is doing for one
+//! document right now. `flemmad lsp`, `flemmad serve` (LSP and `rpc.sock`) answer with these.
+//!
+//! Stable: fields are only ever added.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `flemma/status`: what the engine does for a document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineStatus {
+    /// The document (its absolute path).
+    pub path: String,
+    /// `idle` (no driver runs), `streaming` (a request streams), `tools` (tools or jobs run),
+    /// `working` (a driver runs between those) or `awaiting-approval`.
+    pub state: String,
+    /// Foreground tool calls running (tool use ids).
+    pub running_tools: Vec<String>,
+    /// Tool calls waiting for approval (tool use ids).
+    pub pending: Vec<String>,
+    pub jobs: Vec<EngineJob>,
+    pub usage: UsageTotals,
+    /// Why the last cycle stopped (`idle`, `awaiting-approval`, `cancelled`, `error: …`), when one
+    /// ran in this process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_stop: Option<String>,
+}
+
+/// A background job the engine started or recovered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineJob {
+    pub job_id: String,
+    pub tool_id: String,
+    pub tool_name: String,
+    /// `running`, `completed` (its result waits for a delivery point) or `delivered`.
+    pub state: String,
+}
+
+/// `flemma/jobs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobsResult {
+    pub jobs: Vec<EngineJob>,
+}
+
+/// `flemma/usage`: token totals of the document's requests in this process, and their cost
+/// when the model's prices are known.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageTotals {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub thinking_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
+/// What `flemma/send`, `cancel`, `background` and `execute` answer: the command was taken
+/// (its effects follow as edits, `flemma/event` notifications and `$/progress`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Accepted {
+    /// `true`: a driver was started for the document; `false`: one was running and the
+    /// command was fed to it.
+    pub started: bool,
+}

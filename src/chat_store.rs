@@ -1,0 +1,165 @@
+//! Where a driver reads and writes its chat: the file on disk ([`FileStore`]) or the buffer
+//! of the LSP client that has it open ([`EditorStore`]). Exactly one store writes a document
+//! at a time (design.md, "Who writes a document"); the engine host decides which.
+//!
+//! Both work the same way for the driver: read a [`Snapshot`], merge what changed since the
+//! last one, and replace it with the engine's text only if it is still the snapshot; a `false`
+//! answer means "someone changed it meanwhile: read again and merge".
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use flemma_lsp::{BufferAnswer, BufferSnapshot, Outbox, Reply, Task};
+use tokio::sync::oneshot;
+
+use crate::fsutil;
+
+/// A future a store returns (drivers run on a `LocalSet`: it need not be `Send`).
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = anyhow::Result<T>> + 'a>>;
+
+/// A chat's text as one store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub text: String,
+    /// The editor's document version (`None` for a file).
+    pub version: Option<i32>,
+}
+
+/// What a driver reads from and writes to.
+pub trait ChatStore: Send {
+    /// The text as it is now.
+    fn read(&mut self) -> StoreFuture<'_, Snapshot>;
+
+    /// Replaces `current` (the latest read) with `next`; `false` when the text moved since
+    /// `current` was read (nothing was written then).
+    fn replace_if_unchanged<'a>(
+        &'a mut self,
+        current: &'a Snapshot,
+        next: &'a str,
+    ) -> StoreFuture<'a, bool>;
+
+    /// What is written, for messages: `the file talk.chat`, `helix's buffer of talk.chat`.
+    fn describe(&self) -> String;
+}
+
+/// The file on disk: read it, and replace it atomically only if it still holds what was read.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    pub path: PathBuf,
+}
+
+impl ChatStore for FileStore {
+    fn read(&mut self) -> StoreFuture<'_, Snapshot> {
+        Box::pin(async move {
+            Ok(Snapshot {
+                text: fsutil::read_chat(&self.path)?,
+                version: None,
+            })
+        })
+    }
+
+    fn replace_if_unchanged<'a>(
+        &'a mut self,
+        current: &'a Snapshot,
+        next: &'a str,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move { fsutil::replace_if_unchanged(&self.path, &current.text, next) })
+    }
+
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+}
+
+/// How long an editor may take to answer a read or an edit before the driver gives up on it.
+const EDITOR_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The buffer of an LSP client: reads are the session's mirror (text and version); a
+/// replacement is one versioned `workspace/applyEdit` of the single diff, answered `true` only
+/// once the client applied it and echoed it through `didChange`.
+#[derive(Debug, Clone)]
+pub struct EditorStore {
+    pub uri: String,
+    pub outbox: Outbox,
+    /// For messages.
+    pub name: String,
+}
+
+/// Why an editor store cannot go on: the host then hands the document to another store.
+#[derive(Debug, thiserror::Error)]
+pub enum EditorGone {
+    #[error("the editor closed {0}")]
+    Closed(String),
+    #[error("the editor did not answer about {0} within {EDITOR_TIMEOUT:?}")]
+    Timeout(String),
+}
+
+impl EditorStore {
+    async fn ask<T>(&self, task: impl FnOnce(Reply<T>) -> Task) -> anyhow::Result<T>
+    where
+        T: Send + 'static,
+    {
+        let (sender, receiver) = oneshot::channel();
+        let reply = Reply::new(move |answer| {
+            let _ = sender.send(answer);
+        });
+        if !self.outbox.send(task(reply)) {
+            return Err(EditorGone::Closed(self.uri.clone()).into());
+        }
+        match tokio::time::timeout(EDITOR_TIMEOUT, receiver).await {
+            Ok(Ok(answer)) => Ok(answer),
+            // The session dropped the reply: it ended.
+            Ok(Err(_)) => Err(EditorGone::Closed(self.uri.clone()).into()),
+            Err(_) => Err(EditorGone::Timeout(self.uri.clone()).into()),
+        }
+    }
+}
+
+impl ChatStore for EditorStore {
+    fn read(&mut self) -> StoreFuture<'_, Snapshot> {
+        Box::pin(async move {
+            let uri = self.uri.clone();
+            let snapshot: Option<BufferSnapshot> =
+                self.ask(|reply| Task::ReadBuffer { uri, reply }).await?;
+            let snapshot = snapshot.ok_or_else(|| EditorGone::Closed(self.uri.clone()))?;
+            Ok(Snapshot {
+                text: snapshot.text,
+                version: Some(snapshot.version),
+            })
+        })
+    }
+
+    fn replace_if_unchanged<'a>(
+        &'a mut self,
+        current: &'a Snapshot,
+        next: &'a str,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let Some(version) = current.version else {
+                anyhow::bail!("an editor snapshot without a version (a bug in flemmad)");
+            };
+            let edit = crate::engine_driver::single_edit(&current.text, next);
+            let uri = self.uri.clone();
+            let answer = self
+                .ask(|reply| Task::ReplaceBuffer {
+                    uri,
+                    version,
+                    range: edit.range,
+                    text: edit.new_text,
+                    reply,
+                })
+                .await?;
+            match answer {
+                BufferAnswer::Applied => Ok(true),
+                BufferAnswer::Moved | BufferAnswer::Refused => Ok(false),
+                BufferAnswer::Closed => Err(EditorGone::Closed(self.uri.clone()).into()),
+            }
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("{}'s buffer of {}", self.name, self.uri)
+    }
+}

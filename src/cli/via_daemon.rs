@@ -1,0 +1,455 @@
+//! The commands' path through a running daemon (`flemmad serve`): `send`, `approve`, `reject`
+//! and `cancel` ask the daemon's engine over `rpc.sock` (docs/rpc.md), then follow the
+//! document's events until its cycle stops, showing progress as the in-process `send` does and
+//! exiting with the same codes. Each command calls in here first; `None` means no daemon
+//! answers and the command runs in this process as before.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use flemma_engine::PendingCall;
+use flemma_protocol::engine::UsageTotals;
+use serde_json::{Value, json};
+
+use super::CliError;
+use super::send::{AWAITING_APPROVAL_EXIT, Progress, approval_listing, file_uri, shell_quote};
+use crate::daemon::RuntimePaths;
+use crate::engine_driver::Report;
+use crate::engine_host::{STOPPED_EVENT, TEXT_EVENT};
+
+/// How long a request may wait for its answer.
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+const TOOL_APPROVAL_REQUIRED: &str = "tool:approval-required";
+
+/// What `--detach` says when no daemon runs.
+pub const NO_DAEMON_TO_DETACH: &str = "--detach needs a running daemon and none answers; start it with `flemmad serve` (or `systemctl --user start flemmad.socket`), or leave out --detach";
+
+/// A line-delimited JSON-RPC connection to the daemon's `rpc.sock`.
+#[derive(Debug)]
+pub struct DaemonClient {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+    /// `flemma/event` params that arrived while waiting for an answer.
+    queued: std::collections::VecDeque<Value>,
+}
+
+/// Why talking to the daemon failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("the daemon refused: {0}")]
+    Refused(String),
+    #[error("the connection to the daemon failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the daemon closed the connection (it stopped)")]
+    Closed,
+    #[error(
+        "the daemon did not answer {0} within {secs} s; see its log (`journalctl --user -u flemmad`, ~/.local/state/flemma/flemmad.log), restart it, or run the command with --no-daemon",
+        secs = ANSWER_TIMEOUT.as_secs()
+    )]
+    NoAnswer(String),
+}
+
+impl DaemonClient {
+    /// A connection to the running daemon, `None` when none answers.
+    pub fn connect() -> Option<Self> {
+        let paths = RuntimePaths::from_env();
+        let stream = crate::daemon::socket::connect_running(&paths, &paths.rpc_socket)?;
+        let reader = BufReader::new(stream.try_clone().ok()?);
+        Some(Self {
+            reader,
+            writer: stream,
+            next_id: 1,
+            queued: std::collections::VecDeque::new(),
+        })
+    }
+
+    /// Sends a request and waits for its answer (events meanwhile are kept for
+    /// [`DaemonClient::next_event`]).
+    pub fn request(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.writer, "{request}")?;
+        self.writer.flush()?;
+        // Requests answer at once; a daemon that does not is stuck.
+        self.writer.set_read_timeout(Some(ANSWER_TIMEOUT))?;
+        loop {
+            let message = self.read_message().map_err(|error| match error {
+                ClientError::Io(io)
+                    if matches!(
+                        io.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    ClientError::NoAnswer(method.to_owned())
+                }
+                other => other,
+            })?;
+            if message.get("method").is_some() {
+                self.queue_event(message);
+                continue;
+            }
+            if message.get("id") != Some(&json!(id)) {
+                continue;
+            }
+            if let Some(error) = message.get("error") {
+                let message = error.get("message").and_then(Value::as_str);
+                return Err(ClientError::Refused(
+                    message.unwrap_or("no message").to_owned(),
+                ));
+            }
+            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+        }
+    }
+
+    /// The next `flemma/event`'s params (`{name, uri?, data}`).
+    pub fn next_event(&mut self) -> Result<Value, ClientError> {
+        if let Some(event) = self.queued.pop_front() {
+            return Ok(event);
+        }
+        // Events come when they come (a tool may run for an hour).
+        self.writer.set_read_timeout(None)?;
+        loop {
+            let message = self.read_message()?;
+            if message.get("method") == Some(&json!("flemma/event")) {
+                return Ok(message.get("params").cloned().unwrap_or(Value::Null));
+            }
+        }
+    }
+
+    fn queue_event(&mut self, message: Value) {
+        if message.get("method") == Some(&json!("flemma/event")) {
+            self.queued
+                .push_back(message.get("params").cloned().unwrap_or(Value::Null));
+        }
+    }
+
+    fn read_message(&mut self) -> Result<Value, ClientError> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.reader.read_line(&mut line)? == 0 {
+                return Err(ClientError::Closed);
+            }
+            match serde_json::from_str::<Value>(&line) {
+                Ok(message) => return Ok(message),
+                Err(_) => tracing::warn!(%line, "the daemon sent a line that is not JSON"),
+            }
+        }
+    }
+}
+
+/// The absolute path of a document the daemon should work on (the daemon's working directory
+/// is not ours).
+fn absolute(command: &str, file: &Path) -> Result<PathBuf, CliError> {
+    std::path::absolute(file).map_err(|error| {
+        CliError::failed(
+            command,
+            format!("cannot make {} absolute: {error}", file.display()),
+        )
+    })
+}
+
+fn daemon_failed(command: &str, error: ClientError) -> CliError {
+    CliError::failed(command, error)
+}
+
+/// How a followed command shows its progress.
+#[derive(Debug, Clone, Copy)]
+pub struct Follow {
+    pub events: bool,
+    pub quiet: bool,
+    /// Return once the daemon took the command instead of following it.
+    pub detach: bool,
+}
+
+impl Follow {
+    /// Progress on stderr, no events (`approve`, `reject`).
+    pub fn progress(detach: bool) -> Self {
+        Self {
+            events: false,
+            quiet: false,
+            detach,
+        }
+    }
+}
+
+/// What to ask the daemon to do to a document.
+#[derive(Debug, Clone)]
+pub enum Action {
+    Send,
+    Approve(Vec<String>),
+    ApproveAll,
+    Reject {
+        tool_id: String,
+        reason: Option<String>,
+    },
+}
+
+/// Runs `action` on `file` through the daemon and follows the document until its cycle stops.
+/// `None` when no daemon answers.
+pub fn run(
+    command: &str,
+    file: &Path,
+    action: Action,
+    follow: Follow,
+) -> Option<Result<ExitCode, CliError>> {
+    let client = DaemonClient::connect()?;
+    Some(run_with(client, command, file, action, follow))
+}
+
+pub fn run_with(
+    mut client: DaemonClient,
+    command: &str,
+    file: &Path,
+    action: Action,
+    follow: Follow,
+) -> Result<ExitCode, CliError> {
+    // An unreadable chat says so (exit 2) as the in-process command does.
+    crate::fsutil::read_chat(file).map_err(|error| CliError::unreadable(command, &error))?;
+    let path = absolute(command, file)?;
+    let uri = path.display().to_string();
+    if !follow.detach {
+        client
+            .request(
+                "flemma/subscribe",
+                json!({"uri": uri, "text": !follow.quiet}),
+            )
+            .map_err(|error| daemon_failed(command, error))?;
+    }
+    let requests: Vec<(&str, Value)> = match &action {
+        Action::Send => vec![("flemma/send", json!({"uri": uri}))],
+        Action::ApproveAll => vec![("flemma/approveAll", json!({"uri": uri}))],
+        Action::Approve(ids) => ids
+            .iter()
+            .map(|id| ("flemma/approve", json!({"uri": uri, "toolId": id})))
+            .collect(),
+        Action::Reject { tool_id, reason } => {
+            let mut params = json!({"uri": uri, "toolId": tool_id});
+            if let Some(reason) = reason {
+                params["reason"] = json!(reason);
+            }
+            vec![("flemma/reject", params)]
+        }
+    };
+    for (method, params) in requests {
+        client
+            .request(method, params)
+            .map_err(|error| daemon_failed(command, error))?;
+    }
+    let file_arg = shell_quote(&file.display().to_string());
+    if follow.detach {
+        eprintln!(
+            "flemmad {command}: the daemon took it; follow it with `flemmad events`, see where it is with `flemmad status {file_arg}`, stop it with `flemmad cancel {file_arg}`"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !follow.quiet && matches!(action, Action::Send) {
+        eprintln!("flemmad: sending {} through the daemon…", file.display());
+    }
+    let started = Instant::now();
+    cancel_on_ctrl_c(command, &uri);
+    let mut progress = Progress::new(file_uri(&path), follow.events, follow.quiet);
+    let mut pending: Vec<PendingCall> = Vec::new();
+    let (reason, message) = loop {
+        let event = client.next_event().map_err(|error| match error {
+            ClientError::Closed => CliError::failed(
+                command,
+                format!(
+                    "the daemon stopped before the cycle ended; what it wrote is in the file: run `flemmad send {file_arg}` again"
+                ),
+            ),
+            other => daemon_failed(command, other),
+        })?;
+        let name = event.get("name").and_then(Value::as_str).unwrap_or("");
+        let data = event.get("data").cloned().unwrap_or(Value::Null);
+        if name == STOPPED_EVENT {
+            let text = |key: &str| data.get(key).and_then(Value::as_str).map(str::to_owned);
+            break (text("reason").unwrap_or_default(), text("message"));
+        }
+        if name == TEXT_EVENT {
+            if let Some(text) = data.get("text").and_then(Value::as_str) {
+                progress.show(Report::Text(text.to_owned()));
+            }
+            continue;
+        }
+        if name == TOOL_APPROVAL_REQUIRED {
+            pending = pending_calls(&data);
+        }
+        if let Some(name) = engine_event_name(name) {
+            progress.show(Report::Event(flemma_engine::Event { name, data }));
+        }
+    };
+    eprintln!();
+    let usage: UsageTotals = client
+        .request("flemma/usage", json!({"uri": uri}))
+        .ok()
+        .and_then(|usage| serde_json::from_value(usage).ok())
+        .unwrap_or_default();
+    let summary = format!(
+        "{:.1}s, {} input, {} output tokens{}",
+        started.elapsed().as_secs_f64(),
+        usage.input_tokens,
+        usage.output_tokens,
+        usage
+            .cost
+            .map_or(String::new(), |cost| format!(", ${cost:.4}"))
+    );
+    let message = message.unwrap_or_default();
+    match reason.as_str() {
+        "idle" | "step-done" => {
+            eprintln!("flemmad: done in {summary}");
+            Ok(ExitCode::SUCCESS)
+        }
+        "awaiting-approval" => {
+            if pending.is_empty() {
+                pending = pending_from_status(&mut client, &uri);
+            }
+            eprint!("{}", approval_listing(file, &pending, &summary));
+            Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
+        }
+        "cancelled" => Err(CliError::interrupted(
+            command,
+            "cancelled; what ran was stopped and marked `aborted` in the file",
+        )),
+        // Refused before anything was sent: the message says why.
+        "error" if message.starts_with("nothing was sent") => {
+            Err(CliError::failed(command, message))
+        }
+        "error" => Err(CliError::failed(
+            command,
+            format!("{message} (everything before is in the file)"),
+        )),
+        _ => Err(CliError::failed(command, message)),
+    }
+}
+
+/// The lifecycle event names of protocol/events.md (the progress display takes
+/// `&'static str`); `None` for others.
+fn engine_event_name(name: &str) -> Option<&'static str> {
+    [
+        "request:sending",
+        "request:finished",
+        "usage:updated",
+        "tool:executing",
+        "tool:completed",
+        TOOL_APPROVAL_REQUIRED,
+        "job:submitted",
+        "job:completed",
+        "conversation:idle",
+        "autopilot:resume-scheduled",
+        "autopilot:resume-cancelled",
+        "autopilot:resumed",
+        "document:recovered",
+    ]
+    .into_iter()
+    .find(|known| *known == name)
+}
+
+/// The calls of a `tool:approval-required` event.
+fn pending_calls(data: &Value) -> Vec<PendingCall> {
+    let text = |call: &Value, key: &str| {
+        call.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned()
+    };
+    data.get("tools")
+        .and_then(Value::as_array)
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|call| PendingCall {
+                    tool_id: text(call, "toolId"),
+                    tool_name: text(call, "toolName"),
+                    input: call.get("input").cloned().unwrap_or(Value::Null),
+                    resolver: text(call, "resolver"),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The pending calls the daemon knows of, when no event named them.
+fn pending_from_status(client: &mut DaemonClient, uri: &str) -> Vec<PendingCall> {
+    let status = client
+        .request("flemma/status", json!({"uri": uri}))
+        .unwrap_or(Value::Null);
+    status
+        .get("pending")
+        .and_then(Value::as_array)
+        .map(|ids| {
+            ids.iter()
+                .filter_map(Value::as_str)
+                .map(|id| PendingCall {
+                    tool_id: id.to_owned(),
+                    tool_name: "?".into(),
+                    input: Value::Null,
+                    resolver: "the approval chain".into(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// On Ctrl-C, cancels the document's cycle through the daemon (the follower then sees it stop
+/// with `cancelled`, exit 130). When nothing runs any more, exits 130 at once.
+fn cancel_on_ctrl_c(command: &str, uri: &str) {
+    let command = command.to_owned();
+    let uri = uri.to_owned();
+    let spawned = std::thread::Builder::new()
+        .name("ctrl-c".into())
+        .spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            if runtime.block_on(tokio::signal::ctrl_c()).is_err() {
+                return;
+            }
+            let cancelled = DaemonClient::connect()
+                .ok_or(ClientError::Closed)
+                .and_then(|mut client| client.request("flemma/cancel", json!({"uri": uri})));
+            if let Err(error) = cancelled {
+                eprintln!("\nflemmad {command}: interrupted ({error})");
+                std::process::exit(130);
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "cannot watch for Ctrl-C; it will not cancel through the daemon");
+    }
+}
+
+/// `flemmad cancel FILE` through the daemon: `None` when no daemon answers.
+pub fn cancel(file: &Path) -> Option<Result<(), CliError>> {
+    let mut client = DaemonClient::connect()?;
+    Some((|| {
+        let path = absolute("cancel", file)?;
+        client
+            .request("flemma/cancel", json!({"uri": path.display().to_string()}))
+            .map_err(|error| daemon_failed("cancel", error))?;
+        eprintln!(
+            "flemmad cancel: cancelled what ran for {}; what had started is marked `aborted` in the file",
+            file.display()
+        );
+        Ok(())
+    })())
+}
+
+/// The engine's status of `file` in the running daemon: `None` when no daemon answers (or it
+/// does not know the document).
+pub fn engine_status(file: &Path) -> Option<flemma_protocol::engine::EngineStatus> {
+    let mut client = DaemonClient::connect()?;
+    let path = std::path::absolute(file).ok()?;
+    let status = client
+        .request("flemma/status", json!({"uri": path.display().to_string()}))
+        .ok()?;
+    serde_json::from_value(status).ok()
+}

@@ -1,0 +1,725 @@
+//! The engine host: one per process (`flemmad lsp` in-process, `flemmad serve`), shared by
+//! every LSP session and the RPC socket. It owns a [`Driver`] for every document being worked
+//! on, keyed by absolute path, all running on one thread with a current-thread tokio runtime and
+//! a `LocalSet`.
+//!
+//! Every method returns at once and may be called from any thread: a command for a document
+//! whose driver runs is fed to it; otherwise a driver is started (its first input `Load`, for
+//! orphan recovery) and ends when nothing runs or is scheduled any more. What happens is told
+//! through [`EngineHost::subscribe`] (every document's events) and to the editors that have
+//! the document open (`flemma/event`, `$/progress`, `window/showMessage`).
+//!
+//! **Who writes.** The most recently active editor that has the document open writes it
+//! (through its buffer, [`EditorStore`]); when none has it open, the file on disk is written
+//! ([`FileStore`]). The writer changes while a driver runs: a reply streaming when the editor
+//! closes goes on into the file, and background jobs survive the editor.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use flemma_engine::{CancelScope, Event, Input, StopReason};
+use flemma_lsp::{Outbox, Progress, Task};
+use flemma_protocol::engine::{Accepted, EngineJob, EngineStatus, JobsResult, UsageTotals};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::chat_store::{ChatStore, EditorStore, FileStore};
+use crate::engine_driver::{Driver, DriverHandle, DriverState, Report};
+use crate::engine_setup::{self, SetupError, SetupOptions};
+
+/// An LSP session's hold on one open document.
+#[derive(Debug, Clone)]
+pub struct EditorHandle {
+    /// The session (unique in the process).
+    pub session: u64,
+    /// The document's URI in that session.
+    pub uri: String,
+    pub outbox: Outbox,
+    /// The client's name (`helix`, `Visual Studio Code`), for messages.
+    pub name: String,
+}
+
+/// An event of one document.
+#[derive(Debug, Clone)]
+pub struct HostEvent {
+    pub path: PathBuf,
+    pub event: Event,
+}
+
+/// A command the host cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    #[error("nothing runs for {}: there is no {what} to {action}", path.display())]
+    NotRunning {
+        path: PathBuf,
+        what: &'static str,
+        action: &'static str,
+    },
+    #[error("flemmad is shutting down; the command was not run")]
+    ShuttingDown,
+}
+
+/// The name of the event the host adds when a driver ends: `{"reason": …}` (`idle`,
+/// `awaiting-approval`, `step-done`, `max-turns`, `cancelled`, `user-content-in-approved`,
+/// `error`) and `message` for errors.
+pub const STOPPED_EVENT: &str = "engine:stopped";
+
+/// The name of the event that carries reply text as it streams (`{"text": …}`). Only
+/// [`EngineHost::subscribe`] receivers get it (editors see the text in their buffer).
+pub const TEXT_EVENT: &str = "request:text";
+
+/// How long [`EngineHost::shutdown`] waits for the drivers to write their abort markers.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// The engine host. See the module documentation.
+#[derive(Debug)]
+pub struct EngineHost {
+    commands: mpsc::UnboundedSender<HostCommand>,
+    shared: Arc<Shared>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// What the host's thread and its callers share.
+#[derive(Debug, Default)]
+struct Shared {
+    /// The last known state of every document a driver ran for.
+    states: Mutex<HashMap<PathBuf, DocumentState>>,
+    /// Editors by document, the most recently active last.
+    editors: Mutex<HashMap<PathBuf, Vec<EditorHandle>>>,
+    subscribers: Mutex<Vec<std::sync::mpsc::Sender<HostEvent>>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct DocumentState {
+    running: bool,
+    driver: Option<DriverState>,
+    last_stop: Option<String>,
+}
+
+#[derive(Debug)]
+enum HostCommand {
+    /// Feed `input` to the document's driver, or start one with `Load` and `input`.
+    Input {
+        path: PathBuf,
+        input: Input,
+        /// `Advance` refuses to start a driver when there is nothing to send.
+        send: bool,
+    },
+    /// Feed `input` only to a running driver.
+    IfRunning {
+        path: PathBuf,
+        input: Input,
+    },
+    /// The writer of `path` may have changed (an editor attached or detached).
+    Writer {
+        path: PathBuf,
+    },
+    Shutdown {
+        done: std::sync::mpsc::Sender<()>,
+    },
+}
+
+impl EngineHost {
+    /// Starts the host's thread. `config_path` is the configuration file (`--config`), else
+    /// the user's default.
+    pub fn start(config_path: Option<PathBuf>) -> anyhow::Result<Arc<EngineHost>> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared::default());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("engine-host".into())
+            .spawn(move || {
+                let local = tokio::task::LocalSet::new();
+                let inner = Inner {
+                    shared: thread_shared,
+                    config_path,
+                    slots: RefCell::new(HashMap::new()),
+                    tasks: RefCell::new(Vec::new()),
+                    stopping: std::cell::Cell::new(false),
+                };
+                local.block_on(&runtime, run_host(Rc::new(inner), receiver));
+            })?;
+        Ok(Arc::new(EngineHost {
+            commands: sender,
+            shared,
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    fn command(&self, command: HostCommand) -> Result<(), HostError> {
+        self.commands
+            .send(command)
+            .map_err(|_| HostError::ShuttingDown)
+    }
+
+    fn is_running(&self, path: &Path) -> bool {
+        lock(&self.shared.states)
+            .get(path)
+            .is_some_and(|state| state.running)
+    }
+
+    fn accepted(&self, path: &Path) -> Accepted {
+        Accepted {
+            started: !self.is_running(path),
+        }
+    }
+
+    /// `flemma/send`: advance the cycle (stream a reply, run approved tools) with autopilot.
+    pub fn send(&self, path: &Path) -> Result<Accepted, HostError> {
+        let accepted = self.accepted(path);
+        self.command(HostCommand::Input {
+            path: path.to_owned(),
+            input: Input::Advance,
+            send: true,
+        })?;
+        Ok(accepted)
+    }
+
+    /// `flemma/cancel`: the request, the foreground tools and the resume timer (background
+    /// jobs keep running); what ran is marked aborted as the format says.
+    pub fn cancel(&self, path: &Path) -> Result<Accepted, HostError> {
+        self.running_only(
+            path,
+            Input::Cancel {
+                scope: CancelScope::All,
+            },
+            "request",
+            "cancel",
+        )
+    }
+
+    /// `flemma/approve`: the placeholder's status becomes `approved`; with autopilot the cycle
+    /// goes on once no call is pending.
+    pub fn approve(&self, path: &Path, tool_id: &str) -> Result<Accepted, HostError> {
+        self.input(
+            path,
+            Input::Approve {
+                tool_id: tool_id.to_owned(),
+            },
+        )
+    }
+
+    pub fn reject(
+        &self,
+        path: &Path,
+        tool_id: &str,
+        reason: Option<String>,
+    ) -> Result<Accepted, HostError> {
+        self.input(
+            path,
+            Input::Reject {
+                tool_id: tool_id.to_owned(),
+                reason,
+            },
+        )
+    }
+
+    pub fn approve_all(&self, path: &Path) -> Result<Accepted, HostError> {
+        self.input(path, Input::ApproveAll)
+    }
+
+    /// `flemma/background`: a running foreground tool becomes a background job.
+    pub fn background(&self, path: &Path, tool_id: &str) -> Result<Accepted, HostError> {
+        self.running_only(
+            path,
+            Input::Background {
+                tool_id: tool_id.to_owned(),
+            },
+            "running tool",
+            "move to the background",
+        )
+    }
+
+    /// `flemma/execute`: run or resolve one tool call now.
+    pub fn execute(&self, path: &Path, tool_id: &str) -> Result<Accepted, HostError> {
+        self.input(
+            path,
+            Input::Execute {
+                tool_id: tool_id.to_owned(),
+            },
+        )
+    }
+
+    fn input(&self, path: &Path, input: Input) -> Result<Accepted, HostError> {
+        let accepted = self.accepted(path);
+        self.command(HostCommand::Input {
+            path: path.to_owned(),
+            input,
+            send: false,
+        })?;
+        Ok(accepted)
+    }
+
+    fn running_only(
+        &self,
+        path: &Path,
+        input: Input,
+        what: &'static str,
+        action: &'static str,
+    ) -> Result<Accepted, HostError> {
+        if !self.is_running(path) {
+            return Err(HostError::NotRunning {
+                path: path.to_owned(),
+                what,
+                action,
+            });
+        }
+        self.command(HostCommand::IfRunning {
+            path: path.to_owned(),
+            input,
+        })?;
+        Ok(Accepted { started: false })
+    }
+
+    /// `flemma/status`.
+    pub fn status(&self, path: &Path) -> EngineStatus {
+        let state = lock(&self.shared.states)
+            .get(path)
+            .cloned()
+            .unwrap_or_default();
+        let driver = state.driver.as_ref();
+        let pending = driver.map(|d| d.pending.clone()).unwrap_or_default();
+        let label = match driver {
+            _ if !state.running => {
+                if state.last_stop.as_deref() == Some("awaiting-approval") {
+                    "awaiting-approval"
+                } else {
+                    "idle"
+                }
+            }
+            Some(d) if d.streaming => "streaming",
+            Some(d) if !d.running_tools.is_empty() || d.jobs.iter().any(|j| j.3 == "running") => {
+                "tools"
+            }
+            _ => "working",
+        };
+        EngineStatus {
+            path: path.display().to_string(),
+            state: label.to_owned(),
+            running_tools: driver.map(|d| d.running_tools.clone()).unwrap_or_default(),
+            pending,
+            jobs: jobs_of(driver),
+            usage: usage_of(driver),
+            last_stop: state.last_stop.clone(),
+        }
+    }
+
+    /// `flemma/jobs`.
+    pub fn jobs(&self, path: &Path) -> JobsResult {
+        let states = lock(&self.shared.states);
+        JobsResult {
+            jobs: jobs_of(states.get(path).and_then(|s| s.driver.as_ref())),
+        }
+    }
+
+    /// `flemma/usage`.
+    pub fn usage(&self, path: &Path) -> UsageTotals {
+        let states = lock(&self.shared.states);
+        usage_of(states.get(path).and_then(|s| s.driver.as_ref()))
+    }
+
+    /// Every document's events from now on (the host's own [`STOPPED_EVENT`] included). A
+    /// receiver that is dropped is forgotten.
+    pub fn subscribe(&self) -> std::sync::mpsc::Receiver<HostEvent> {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        lock(&self.shared.subscribers).push(sender);
+        receiver
+    }
+
+    /// `editor` has `path` open (or was just active on it): it becomes the document's writer.
+    pub fn attach_editor(&self, path: &Path, editor: EditorHandle) {
+        {
+            let mut editors = lock(&self.shared.editors);
+            let list = editors.entry(path.to_owned()).or_default();
+            let changed = list
+                .last()
+                .is_none_or(|last| last.session != editor.session);
+            list.retain(|e| e.session != editor.session);
+            list.push(editor);
+            if !changed {
+                return;
+            }
+        }
+        let _ = self.command(HostCommand::Writer {
+            path: path.to_owned(),
+        });
+    }
+
+    /// `session` closed `path` (or ended): the next most recent editor writes it, else the
+    /// file on disk.
+    pub fn detach_editor(&self, path: &Path, session: u64) {
+        {
+            let mut editors = lock(&self.shared.editors);
+            let Some(list) = editors.get_mut(path) else {
+                return;
+            };
+            list.retain(|e| e.session != session);
+            if list.is_empty() {
+                editors.remove(path);
+            }
+        }
+        let _ = self.command(HostCommand::Writer {
+            path: path.to_owned(),
+        });
+    }
+
+    /// Cancels every request and foreground tool (what ran is marked aborted, as the format
+    /// says), waits for the writes (at most a few seconds), and stops the host's thread.
+    /// Background jobs are not cancelled: they stay in the files as running, and the next
+    /// start's orphan recovery marks them lost.
+    pub fn shutdown(&self) {
+        let (done, finished) = std::sync::mpsc::channel();
+        if self.commands.send(HostCommand::Shutdown { done }).is_ok() {
+            let _ = finished.recv_timeout(SHUTDOWN_WAIT + Duration::from_secs(1));
+        }
+        if let Some(thread) = lock(&self.thread).take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn jobs_of(driver: Option<&DriverState>) -> Vec<EngineJob> {
+    driver
+        .map(|d| {
+            d.jobs
+                .iter()
+                .map(|(job_id, tool_id, tool_name, state)| EngineJob {
+                    job_id: job_id.clone(),
+                    tool_id: tool_id.clone(),
+                    tool_name: tool_name.clone(),
+                    state: (*state).to_owned(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn usage_of(driver: Option<&DriverState>) -> UsageTotals {
+    driver
+        .map(|d| UsageTotals {
+            input_tokens: d.usage.input_tokens,
+            output_tokens: d.usage.output_tokens,
+            thinking_tokens: d.usage.thinking_tokens,
+            cache_read_tokens: d.usage.cache_read_tokens,
+            cache_write_tokens: d.usage.cache_write_tokens,
+            cost: d.cost,
+        })
+        .unwrap_or_default()
+}
+
+impl Shared {
+    /// The store that writes `path` now: the most recently active editor, else the file.
+    fn writer(&self, path: &Path) -> Box<dyn ChatStore> {
+        match lock(&self.editors).get(path).and_then(|list| list.last()) {
+            Some(editor) => Box::new(EditorStore {
+                uri: editor.uri.clone(),
+                outbox: editor.outbox.clone(),
+                name: editor.name.clone(),
+            }),
+            None => Box::new(FileStore {
+                path: path.to_owned(),
+            }),
+        }
+    }
+
+    /// The session of the editor that writes `path` now (`None`: the file).
+    fn writer_session(&self, path: &Path) -> Option<u64> {
+        lock(&self.editors)
+            .get(path)
+            .and_then(|list| list.last())
+            .map(|e| e.session)
+    }
+
+    /// Sends a task to every editor that has `path` open.
+    fn tell_editors(&self, path: &Path, task: impl Fn(String) -> Task) {
+        let editors = lock(&self.editors).get(path).cloned().unwrap_or_default();
+        for editor in editors {
+            editor.outbox.send(task(editor.uri.clone()));
+        }
+    }
+
+    fn publish(&self, path: &Path, event: Event) {
+        self.tell_editors(path, |uri| Task::Event {
+            uri,
+            name: event.name.to_owned(),
+            data: event.data.clone(),
+        });
+        self.publish_to_subscribers(path, event);
+    }
+
+    fn publish_to_subscribers(&self, path: &Path, event: Event) {
+        let host_event = HostEvent {
+            path: path.to_owned(),
+            event,
+        };
+        lock(&self.subscribers).retain(|s| s.send(host_event.clone()).is_ok());
+    }
+
+    fn set_state(&self, path: &Path, update: impl FnOnce(&mut DocumentState)) {
+        update(lock(&self.states).entry(path.to_owned()).or_default());
+    }
+}
+
+/// The host thread's own state.
+struct Inner {
+    shared: Arc<Shared>,
+    config_path: Option<PathBuf>,
+    slots: RefCell<HashMap<PathBuf, Slot>>,
+    tasks: RefCell<Vec<tokio::task::JoinHandle<()>>>,
+    stopping: std::cell::Cell<bool>,
+}
+
+/// A document with a driver.
+enum Slot {
+    /// Being set up: inputs that arrive meanwhile wait here.
+    Starting {
+        queued: Vec<Input>,
+    },
+    Running(DriverHandle),
+}
+
+async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCommand>) {
+    while let Some(command) = receiver.recv().await {
+        match command {
+            HostCommand::Input { path, input, send } => {
+                if inner.stopping.get() {
+                    continue;
+                }
+                let mut slots = inner.slots.borrow_mut();
+                match slots.get_mut(&path) {
+                    Some(Slot::Starting { queued }) => queued.push(input),
+                    Some(Slot::Running(handle)) => {
+                        handle.input(input);
+                    }
+                    None => {
+                        slots.insert(path.clone(), Slot::Starting { queued: Vec::new() });
+                        drop(slots);
+                        let task =
+                            tokio::task::spawn_local(drive(inner.clone(), path, input, send));
+                        inner.tasks.borrow_mut().push(task);
+                    }
+                }
+            }
+            HostCommand::IfRunning { path, input } => {
+                match inner.slots.borrow_mut().get_mut(&path) {
+                    Some(Slot::Starting { queued }) => queued.push(input),
+                    Some(Slot::Running(handle)) => {
+                        handle.input(input);
+                    }
+                    None => {}
+                }
+            }
+            HostCommand::Writer { path } => {
+                if let Some(Slot::Running(handle)) = inner.slots.borrow().get(&path) {
+                    handle.set_store(inner.shared.writer(&path));
+                }
+            }
+            HostCommand::Shutdown { done } => {
+                inner.stopping.set(true);
+                for slot in inner.slots.borrow().values() {
+                    if let Slot::Running(handle) = slot {
+                        handle.leave();
+                    }
+                }
+                let tasks: Vec<_> = inner.tasks.borrow_mut().drain(..).collect();
+                let all = futures_join(tasks);
+                if tokio::time::timeout(SHUTDOWN_WAIT, all).await.is_err() {
+                    tracing::warn!("drivers still writing after shutdown began; stopping anyway");
+                }
+                let _ = done.send(());
+                return;
+            }
+        }
+    }
+}
+
+async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
+    for task in tasks {
+        let _ = task.await;
+    }
+}
+
+/// Sets up and runs one driver for `path` until nothing runs any more.
+async fn drive(inner: Rc<Inner>, path: PathBuf, first: Input, send: bool) {
+    let shared = inner.shared.clone();
+    shared.set_state(&path, |state| state.running = true);
+    let outcome = run_driver(&inner, &path, first, send).await;
+    inner.slots.borrow_mut().remove(&path);
+    let (reason, message) = match &outcome {
+        Ok(reason) => stop_label(reason),
+        Err(message) => ("error", Some(message.clone())),
+    };
+    if let Some(message) = &message {
+        shared.tell_editors(&path, |uri| Task::Failed {
+            uri,
+            message: message.clone(),
+        });
+    }
+    shared.set_state(&path, |state| {
+        state.running = false;
+        state.last_stop = Some(match &message {
+            Some(message) => format!("{reason}: {message}"),
+            None => reason.to_owned(),
+        });
+    });
+    shared.tell_editors(&path, |uri| Task::Progress {
+        uri,
+        progress: Progress::End {
+            message: reason.to_owned(),
+        },
+    });
+    let mut data = serde_json::json!({ "reason": reason });
+    if let Some(message) = message {
+        data["message"] = serde_json::Value::String(message);
+    }
+    shared.publish(
+        &path,
+        Event {
+            name: STOPPED_EVENT,
+            data,
+        },
+    );
+}
+
+/// The stop reason as `engine:stopped` names it, and the message of errors.
+fn stop_label(reason: &StopReason) -> (&'static str, Option<String>) {
+    match reason {
+        StopReason::Idle => ("idle", None),
+        StopReason::AwaitingApproval { .. } => ("awaiting-approval", None),
+        StopReason::StepDone => ("step-done", None),
+        StopReason::MaxTurns { message } => ("max-turns", Some(message.clone())),
+        StopReason::Error { message } => ("error", Some(message.clone())),
+        StopReason::Cancelled => ("cancelled", None),
+        StopReason::UserContentInApproved { tool_id } => (
+            "user-content-in-approved",
+            Some(format!(
+                "the approved tool call `{tool_id}` was not run because its result block holds text you typed; review it and send again"
+            )),
+        ),
+    }
+}
+
+async fn run_driver(
+    inner: &Rc<Inner>,
+    path: &Path,
+    first: Input,
+    send: bool,
+) -> Result<StopReason, String> {
+    let shared = inner.shared.clone();
+    let writer = shared.writer_session(path);
+    let mut store = shared.writer(path);
+    let snapshot = store.read().await.map_err(|e| format!("{e:#}"))?;
+    let prepared = match engine_setup::prepare(
+        path,
+        &snapshot.text,
+        inner.config_path.as_deref(),
+        SetupOptions::default(),
+    ) {
+        Ok(prepared) => prepared,
+        Err(error @ SetupError::Blocked { .. }) => return Err(error.to_string()),
+        Err(SetupError::Failed(message)) => return Err(message),
+    };
+    if send && !prepared.nothing_to_send.is_empty() {
+        let reasons: Vec<String> = prepared
+            .nothing_to_send
+            .iter()
+            .map(|d| d.message.clone())
+            .collect();
+        return Err(format!("nothing was sent: {}", reasons.join("; ")));
+    }
+    if let Some(warning) = &prepared.model_warning {
+        shared.tell_editors(path, |uri| Task::Notice {
+            uri,
+            message: format!("warning: {warning}"),
+        });
+    }
+    let report_shared = shared.clone();
+    let report_path = path.to_owned();
+    let report = Box::new(move |report: Report| match report {
+        Report::Event(event) => report_shared.publish(&report_path, event),
+        Report::Notice(notice) => report_shared.tell_editors(&report_path, |uri| Task::Notice {
+            uri,
+            message: notice.clone(),
+        }),
+        Report::Text(text) => report_shared.publish_to_subscribers(
+            &report_path,
+            Event {
+                name: TEXT_EVENT,
+                data: serde_json::json!({ "text": text }),
+            },
+        ),
+    });
+    let mut driver = Driver::with_store(prepared.parts, store, snapshot, report);
+    let state_shared = shared.clone();
+    let state_path = path.to_owned();
+    let mut busy = false;
+    driver.on_state(Box::new(move |state: DriverState| {
+        let now_busy = state.streaming || !state.running_tools.is_empty();
+        let message = if state.streaming {
+            "streaming the reply".to_owned()
+        } else if !state.running_tools.is_empty() {
+            format!("running {}", state.running_tools.join(", "))
+        } else {
+            String::new()
+        };
+        if now_busy {
+            let name = state_path
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            let progress = if busy {
+                Progress::Report { message }
+            } else {
+                Progress::Begin {
+                    title: format!("flemma: {name}: {message}"),
+                }
+            };
+            state_shared.tell_editors(&state_path, |uri| Task::Progress {
+                uri,
+                progress: progress.clone(),
+            });
+        } else if busy {
+            state_shared.tell_editors(&state_path, |uri| Task::Progress {
+                uri,
+                progress: Progress::End {
+                    message: "done".into(),
+                },
+            });
+        }
+        busy = now_busy;
+        state_shared.set_state(&state_path, |doc| doc.driver = Some(state));
+    }));
+    let handle = driver.commands();
+    let queued = match inner
+        .slots
+        .borrow_mut()
+        .insert(path.to_owned(), Slot::Running(handle.clone()))
+    {
+        Some(Slot::Starting { queued }) => queued,
+        _ => Vec::new(),
+    };
+    // The writer may have changed while the driver was set up.
+    if shared.writer_session(path) != writer {
+        handle.set_store(shared.writer(path));
+    }
+    let mut inputs = vec![Input::Load, first];
+    inputs.extend(queued);
+    if inner.stopping.get() {
+        handle.leave();
+    }
+    driver
+        // Stopped through `leave` (shutdown), never interrupted like a Ctrl-C.
+        .run(inputs, CancellationToken::new())
+        .await
+        .map_err(|e| format!("{e:#}"))
+}

@@ -1,0 +1,182 @@
+//! One setup for every driver of the engine: from a chat's text and the user configuration to
+//! the [`DriverParts`] a [`Driver`](crate::engine_driver::Driver) runs with (provider, tools,
+//! engine configuration, HTTP client, analysis host). `flemmad send` and the engine host of
+//! `flemmad lsp`/`flemmad serve` both use it, so they send the same requests.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flemma_engine::{Engine, EngineConfig, Input, Prices};
+use flemma_ide::{Analysis, AnalysisHost, Diagnostic, DocumentId, NOTHING_TO_SEND};
+use flemma_provider::ProviderKind;
+use flemma_provider::credentials::CredentialEnvironment;
+use flemma_template::FsHost;
+
+use crate::chat;
+use crate::engine_driver::DriverParts;
+use crate::provider_setup::provider_setup;
+use crate::tool_setup::{SetupPolicy, ToolSetup};
+
+/// The code of the template diagnostics about tool uses and results (missing results,
+/// unresolved placeholders): the engine resolves those, so they block nothing.
+const TOOL_DIAGNOSTIC: &str = "template-tool";
+
+/// How a setup differs between its users.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetupOptions {
+    /// One advance instead of the autopilot cycle (`flemmad send --no-autopilot`).
+    pub no_autopilot: bool,
+}
+
+/// Everything a driver needs, and what its user says about the chat before it starts.
+pub struct Prepared {
+    pub parts: DriverParts,
+    /// The analysis of the text as given (its diagnostics are worth showing).
+    pub analysis: Arc<Analysis>,
+    /// "model … is not in the catalogue (did you mean …?)": worth a warning, not a refusal.
+    pub model_warning: Option<String>,
+    /// `anthropic`, `openai`, …
+    pub provider_name: &'static str,
+    pub model: String,
+    /// Non-empty when there is nothing to send: no `@You:` with text, no aborted reply to
+    /// continue, no tool call waiting (judged after orphan recovery). A send refuses; an
+    /// approve or a job delivery does not care.
+    pub nothing_to_send: Vec<Diagnostic>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("path", &self.parts.path)
+            .field("provider", &self.provider_name)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a chat cannot be driven.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The chat has errors that stop a send (its analysis holds them, with their ranges).
+    #[error("the chat cannot be sent: {}; fix it and send again", summary(.analysis))]
+    Blocked { analysis: Arc<Analysis> },
+    /// The configuration, the provider, the tools or the client cannot be set up.
+    #[error("{0}")]
+    Failed(String),
+}
+
+fn summary(analysis: &Analysis) -> String {
+    blockers(analysis)
+        .iter()
+        .map(|d| d.message.clone())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// What stops a send before the engine runs: everything `send_blockers` says except what the
+/// engine resolves itself (tool calls waiting) and "nothing to send" (judged after recovery).
+pub fn blockers(analysis: &Analysis) -> Vec<Diagnostic> {
+    analysis
+        .send_blockers()
+        .into_iter()
+        .filter(|d| d.code != TOOL_DIAGNOSTIC && d.code != NOTHING_TO_SEND)
+        .collect()
+}
+
+/// Sets up a driver for the chat at `path` whose text is `text` (as read from the file or an
+/// editor's buffer), with the configuration file `config_path` (else the user's default).
+pub fn prepare(
+    path: &Path,
+    text: &str,
+    config_path: Option<&Path>,
+    options: SetupOptions,
+) -> Result<Prepared, SetupError> {
+    let absolute: PathBuf = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let id = DocumentId::new(absolute.clone());
+    let mut host = AnalysisHost::new(Arc::new(FsHost), chat::config_input(config_path));
+    host.set_text(id.clone(), text.to_owned());
+    let analysis = host
+        .analysis(&id)
+        .map_err(|error| SetupError::Failed(error.to_string()))?;
+    if !blockers(&analysis).is_empty() {
+        return Err(SetupError::Blocked { analysis });
+    }
+    let Some(resolved) = &analysis.config else {
+        return Err(SetupError::Failed(
+            "the configuration does not resolve; see the diagnostics".into(),
+        ));
+    };
+    let config = resolved.config.clone();
+    let environment = CredentialEnvironment::from_process();
+    let mut setup = provider_setup(&config, Some(&absolute), &environment)
+        .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
+    // The chat's own approval function (frontmatter Rhai) decides too.
+    let tools = ToolSetup::for_chat(&analysis, &absolute).map_err(SetupError::Failed)?;
+    setup.options.tools = tools.definitions();
+    let client = crate::provider_setup::client(&config, &setup, environment)
+        .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
+
+    let mut engine = EngineConfig::from_config(&config);
+    engine.autopilot = engine.autopilot && !options.no_autopilot;
+    engine.verbatim_tool_arguments = matches!(
+        setup.kind,
+        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Moonshot
+    );
+    engine.prices = setup.model.as_ref().map(|m| Prices {
+        input: m.input,
+        output: m.output,
+        cache_read: m.cache_read,
+        cache_write: m.cache_write_5m,
+    });
+    engine.id_seed = job_id_seed();
+    let tools = Arc::new(tools);
+    // Nothing to do? Judged on the text as orphan recovery leaves it (a lost job's result is
+    // something to send), and tool calls waiting for results are something to do.
+    let mut probe = Engine::new(
+        engine.clone(),
+        text.to_owned(),
+        Arc::new(SetupPolicy(tools.clone())),
+    );
+    probe.handle(0, Input::Load);
+    let recovered = flemma_syntax::parse(probe.text());
+    let tools_waiting =
+        !recovered.unresolved_tool_uses().is_empty() || !recovered.placeholders(None).is_empty();
+    host.set_text(id.clone(), probe.text().to_owned());
+    let nothing_to_send = if tools_waiting {
+        Vec::new()
+    } else {
+        host.analysis(&id)
+            .map_err(|error| SetupError::Failed(error.to_string()))?
+            .send_blockers()
+            .into_iter()
+            .filter(|d| d.code == NOTHING_TO_SEND)
+            .collect()
+    };
+    host.set_text(id.clone(), text.to_owned());
+    Ok(Prepared {
+        model_warning: setup.model_warning.clone(),
+        provider_name: setup.kind.name(),
+        model: setup.options.model.clone(),
+        nothing_to_send,
+        analysis,
+        parts: DriverParts {
+            path: path.to_owned(),
+            engine,
+            tools,
+            coalesce: Duration::from_millis(config.editing.coalesce_ms),
+            provider: setup,
+            client: Arc::new(client),
+            host,
+            id,
+        },
+    })
+}
+
+/// A seed for job ids that differs between runs (ids are also checked unique in the file).
+fn job_id_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    (nanos as u64) ^ u64::from(std::process::id()).rotate_left(32)
+}

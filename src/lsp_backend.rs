@@ -1,0 +1,152 @@
+//! The language server's [`Backend`] backed by the process's [`EngineHost`]: every LSP
+//! session (of `flemmad lsp`, or one per `lsp.sock` connection of `flemmad serve`) gets one.
+//! Documents the session opens are attached to the host as editors (the most recently active
+//! one writes them through its buffer); commands become host calls and answer at once.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use flemma_lsp::{Backend, BackendError, EngineCommand, Outbox, ToolDecision};
+use serde_json::Value;
+
+use crate::engine_host::{EditorHandle, EngineHost, HostError};
+
+/// Session ids, unique in the process.
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+/// One LSP session's view of the engine host.
+#[derive(Debug)]
+pub struct HostBackend {
+    host: Arc<EngineHost>,
+    session: u64,
+    client: String,
+    /// The outbox of the session, known once it opened a document.
+    outbox: Option<Outbox>,
+    /// The documents this session has open (URI → path).
+    open: Vec<(String, PathBuf)>,
+}
+
+impl HostBackend {
+    pub fn new(host: Arc<EngineHost>) -> Self {
+        Self {
+            host,
+            session: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
+            client: "the editor".into(),
+            outbox: None,
+            open: Vec::new(),
+        }
+    }
+
+    /// The document of a command: an open document's path, else the URI's path.
+    fn path_of(&self, uri: &str) -> Result<PathBuf, BackendError> {
+        if let Some((_, path)) = self.open.iter().find(|(u, _)| u == uri) {
+            return Ok(path.clone());
+        }
+        flemma_lsp::uri_to_path(uri).ok_or_else(|| {
+            BackendError::Refused(format!(
+                "`{uri}` is not a file: flemmad runs the engine only for .chat files on disk; save the document first"
+            ))
+        })
+    }
+
+    /// The session was active on `path`: it becomes the document's writer (if it has it open).
+    fn touch(&self, uri: &str, path: &std::path::Path, outbox: &Outbox) {
+        if self.open.iter().any(|(u, _)| u == uri) {
+            self.host.attach_editor(path, self.editor(uri, outbox));
+        }
+    }
+
+    fn editor(&self, uri: &str, outbox: &Outbox) -> EditorHandle {
+        EditorHandle {
+            session: self.session,
+            uri: uri.to_owned(),
+            outbox: outbox.clone(),
+            name: self.client.clone(),
+        }
+    }
+}
+
+fn refused(error: HostError) -> BackendError {
+    BackendError::Refused(error.to_string())
+}
+
+fn json(value: impl serde::Serialize) -> Result<Value, BackendError> {
+    serde_json::to_value(value).map_err(|e| BackendError::Refused(e.to_string()))
+}
+
+impl Backend for HostBackend {
+    fn command(&mut self, command: EngineCommand, outbox: &Outbox) -> Result<Value, BackendError> {
+        let uri = command.uri().to_owned();
+        let path = self.path_of(&uri)?;
+        self.touch(&uri, &path, outbox);
+        let host = &self.host;
+        match command {
+            EngineCommand::Send { .. } => json(host.send(&path).map_err(refused)?),
+            EngineCommand::Cancel { .. } => json(host.cancel(&path).map_err(refused)?),
+            EngineCommand::Background { tool_id, .. } => {
+                json(host.background(&path, &tool_id).map_err(refused)?)
+            }
+            EngineCommand::Execute { tool_id, .. } => {
+                json(host.execute(&path, &tool_id).map_err(refused)?)
+            }
+            EngineCommand::Status { .. } => json(host.status(&path)),
+            EngineCommand::Jobs { .. } => json(host.jobs(&path)),
+            EngineCommand::Usage { .. } => json(host.usage(&path)),
+            EngineCommand::Switch { .. } => Err(BackendError::Refused(
+                "`flemma.switch` is not supported yet: set `model` (and `provider`) in the chat's frontmatter instead, e.g. `flemma.opt.model = \"…\"`".into(),
+            )),
+        }
+    }
+
+    fn tool_decision(
+        &mut self,
+        decision: ToolDecision,
+        outbox: &Outbox,
+    ) -> Option<Result<Value, BackendError>> {
+        let uri = match &decision {
+            ToolDecision::Approve { uri, .. }
+            | ToolDecision::Reject { uri, .. }
+            | ToolDecision::ApproveAll { uri } => uri.clone(),
+        };
+        let path = match self.path_of(&uri) {
+            Ok(path) => path,
+            Err(error) => return Some(Err(error)),
+        };
+        self.touch(&uri, &path, outbox);
+        let host = &self.host;
+        let outcome = match decision {
+            ToolDecision::Approve { tool_id, .. } => host.approve(&path, &tool_id),
+            ToolDecision::Reject {
+                tool_id, reason, ..
+            } => host.reject(&path, &tool_id, reason),
+            ToolDecision::ApproveAll { .. } => host.approve_all(&path),
+        };
+        Some(outcome.map_err(refused).and_then(json))
+    }
+
+    fn opened(&mut self, uri: &str, outbox: &Outbox) {
+        let Some(path) = flemma_lsp::uri_to_path(uri) else {
+            return;
+        };
+        self.outbox = Some(outbox.clone());
+        self.open.push((uri.to_owned(), path.clone()));
+        self.host.attach_editor(&path, self.editor(uri, outbox));
+    }
+
+    fn closed(&mut self, uri: &str) {
+        let Some(index) = self.open.iter().position(|(u, _)| u == uri) else {
+            return;
+        };
+        let (_, path) = self.open.remove(index);
+        self.host.detach_editor(&path, self.session);
+    }
+}
+
+impl Drop for HostBackend {
+    fn drop(&mut self) {
+        for (_, path) in self.open.drain(..) {
+            self.host.detach_editor(&path, self.session);
+        }
+    }
+}

@@ -1,0 +1,707 @@
+//! The engine inside `flemmad serve`, end to end: the `flemma/*` methods on `rpc.sock`, the CLI
+//! talking to the daemon (the same file as in-process), Ctrl-C through the daemon, SIGTERM and
+//! `kill -9` mid-stream with a restart, and 100 documents streaming at once. Real processes,
+//! real sockets, `flemma-mock-provider` over real HTTP.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use flemma_mock_provider::{MockProvider, Turn};
+use serde_json::{Value, json};
+
+use crate::common::{self, Chat, flemmad_command, read, send_command, stderr};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `bash` needs approval, `ls` does not; autopilot with a short resume delay.
+fn agentic_chat(body: &str) -> Chat {
+    common::chat(&format!("{}{body}", frontmatter()))
+}
+
+fn frontmatter() -> &'static str {
+    r#"```json
+{"flemma": {"provider": "anthropic", "model": "claude-sonnet-4-5",
+  "tools": {"auto_approve_sandboxed": false, "autopilot": {"resume_delay": 100}}}}
+```
+"#
+}
+
+fn bash(id: &str, command: &str) -> Turn {
+    Turn::default().tool_call_with_id(
+        "bash",
+        id,
+        json!({"label": "run", "command": command, "timeout": null}),
+    )
+}
+
+/// A daemon serving `chat`'s runtime directory, with the providers pointed at `base`.
+struct Served {
+    child: tokio::process::Child,
+    rpc_socket: PathBuf,
+    log: PathBuf,
+}
+
+impl Served {
+    async fn start(chat: &Chat, base: &str) -> Self {
+        let runtime = chat.path.parent().unwrap().join("run");
+        std::fs::create_dir_all(&runtime).unwrap();
+        let child = flemmad_command(chat, base)
+            .arg("serve")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let rpc_socket = runtime.join("flemma/rpc.sock");
+        let start = Instant::now();
+        loop {
+            if let Ok(stream) = UnixStream::connect(&rpc_socket) {
+                let mut rpc = Rpc::over(stream);
+                if rpc.call("flemma/ping", Value::Null)["result"] == "pong" {
+                    break;
+                }
+            }
+            assert!(start.elapsed() < TIMEOUT, "the daemon never answered");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let log = chat.path.parent().unwrap().join("state/flemma/flemmad.log");
+        Self {
+            child,
+            rpc_socket,
+            log,
+        }
+    }
+
+    /// The end of the daemon's log, for failure messages.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    fn rpc(&self) -> Rpc {
+        Rpc::over(UnixStream::connect(&self.rpc_socket).unwrap())
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().unwrap().to_string()
+    }
+
+    fn signal(&self, name: &str) {
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &self.pid()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    async fn exit_code(&mut self) -> Option<i32> {
+        tokio::time::timeout(TIMEOUT, self.child.wait())
+            .await
+            .expect("the daemon exited in time")
+            .unwrap()
+            .code()
+    }
+
+    /// The daemon's resident memory in KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+}
+
+/// A blocking line-delimited JSON-RPC client (used from `block_in_place`).
+struct Rpc {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+    events: Vec<Value>,
+}
+
+impl Rpc {
+    fn over(stream: UnixStream) -> Self {
+        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        Self {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+            next_id: 1,
+            events: Vec::new(),
+        }
+    }
+
+    fn read(&mut self) -> Value {
+        self.try_read().expect("a message from rpc.sock in time")
+    }
+
+    fn try_read(&mut self) -> std::io::Result<Value> {
+        let mut line = String::new();
+        assert!(self.reader.read_line(&mut line)? > 0, "rpc.sock closed");
+        Ok(serde_json::from_str(&line).unwrap())
+    }
+
+    /// The whole answer (`result` or `error`) of one request.
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.writer, "{request}").unwrap();
+        loop {
+            let message = tokio::task::block_in_place(|| self.read());
+            if message["method"] == "flemma/event" {
+                self.events.push(message["params"].clone());
+            } else if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Events until `count` `engine:stopped` have arrived; returns every event (those seen
+    /// during calls first).
+    fn until_stopped(&mut self, count: usize) -> Vec<Value> {
+        self.until_stopped_or(count, String::new)
+    }
+
+    /// [`Rpc::until_stopped`], with `context` in the failure message.
+    fn until_stopped_or(&mut self, count: usize, context: impl Fn() -> String) -> Vec<Value> {
+        let mut events = std::mem::take(&mut self.events);
+        let stopped = |events: &[Value]| {
+            events
+                .iter()
+                .filter(|e| e["name"] == "engine:stopped")
+                .count()
+        };
+        while stopped(&events) < count {
+            let message = match tokio::task::block_in_place(|| self.try_read()) {
+                Ok(message) => message,
+                Err(error) => panic!(
+                    "{error} after {} of {count} stops; last events: {:?}\n{}",
+                    stopped(&events),
+                    &events[events.len().saturating_sub(5)..],
+                    context()
+                ),
+            };
+            if message["method"] == "flemma/event" {
+                events.push(message["params"].clone());
+            }
+        }
+        events
+    }
+}
+
+async fn run(mut command: tokio::process::Command) -> Output {
+    tokio::time::timeout(TIMEOUT, command.output())
+        .await
+        .expect("flemmad finished in time")
+        .unwrap()
+}
+
+fn flemmad(chat: &Chat, base: &str, args: &[&str]) -> tokio::process::Command {
+    let mut command = flemmad_command(chat, base);
+    command.args(args);
+    command
+}
+
+async fn wait_for(path: &Path, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = read(path);
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{needle:?} never appeared in\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn no_error_diagnostics(text: &str) {
+    let doc = flemma_syntax::parse(text);
+    let errors: Vec<_> = doc
+        .diagnostics()
+        .into_iter()
+        .filter(|d| d.severity == flemma_syntax::Severity::Error)
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}\n{text}");
+}
+
+const ABORTED: &str = "<!-- flemma:aborted: Response interrupted by the user. -->";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpc_methods_send_stream_events_and_answer_status_and_usage() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = agentic_chat("@You:\nSay hello.\n");
+    let daemon = Served::start(&chat, &base).await;
+    let mut rpc = daemon.rpc();
+    let path = chat.path.display().to_string();
+
+    // A relative path cannot be resolved by the daemon: it says what to pass instead.
+    let answer = rpc.call("flemma/send", json!({"uri": "talk.chat"}));
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("absolute path"), "{message}");
+    // Unknown params are named.
+    let answer = rpc.call("flemma/send", json!({"uri": path, "nope": 1}));
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nope")
+    );
+    // Nothing runs: nothing to cancel.
+    let answer = rpc.call("flemma/cancel", json!({"uri": path}));
+    assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing runs"),
+        "{answer}"
+    );
+
+    mock.push(Turn::text("Hello there, friend."));
+    let answer = rpc.call("flemma/subscribe", json!({"uri": path, "text": true}));
+    assert_eq!(answer["result"]["subscribed"], true, "{answer}");
+    let answer = rpc.call("flemma/send", json!({"uri": path}));
+    assert_eq!(answer["result"], json!({"started": true}), "{answer}");
+    let events = rpc.until_stopped(1);
+    let names: Vec<&str> = events.iter().filter_map(|e| e["name"].as_str()).collect();
+    assert!(names.contains(&"request:sending"), "{names:?}");
+    assert_eq!(names.last(), Some(&"engine:stopped"), "{names:?}");
+    let uri = flemma_lsp::path_to_uri(&chat.path);
+    assert!(
+        events.iter().all(|e| e["uri"] == uri.as_str()),
+        "{events:?}"
+    );
+    let stopped = events.last().unwrap();
+    assert_eq!(stopped["data"]["reason"], "idle", "{stopped}");
+    let streamed: String = events
+        .iter()
+        .filter(|e| e["name"] == "request:text")
+        .filter_map(|e| e["data"]["text"].as_str())
+        .collect();
+    assert_eq!(streamed, "Hello there, friend.");
+    let text = read(&chat.path);
+    assert!(text.contains("@Assistant:\nHello there, friend."), "{text}");
+
+    let status = rpc.call("flemma/status", json!({"uri": path}))["result"].clone();
+    assert_eq!(status["state"], "idle", "{status}");
+    assert_eq!(status["lastStop"], "idle", "{status}");
+    let usage = rpc.call("flemma/usage", json!({"uri": uri}))["result"].clone();
+    assert!(usage["outputTokens"].as_u64().unwrap() > 0, "{usage}");
+    let jobs = rpc.call("flemma/jobs", json!({"uri": path}))["result"].clone();
+    assert_eq!(jobs, json!({"jobs": []}));
+    // Without params, flemma/status is still the daemon's own.
+    let own = rpc.call("flemma/status", Value::Null)["result"].clone();
+    assert!(own["pid"].is_u64(), "{own}");
+    // `flemmad status` shows what the daemon knows.
+    let out = run(flemmad(&chat, &base, &["status", &path])).await;
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        shown.contains("daemon:  idle (last cycle: idle)"),
+        "{shown}"
+    );
+    assert!(shown.contains("usage (this daemon):"), "{shown}");
+}
+
+/// send (waits for approval) → approve → (send): the same file with and without a daemon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_through_the_daemon_writes_the_same_file_as_in_process() {
+    async fn scenario(with_daemon: bool) -> (String, String) {
+        let mock = MockProvider::start().await.unwrap();
+        let base = mock.base_url();
+        let chat = agentic_chat("@You:\nWhat does the greeting say?\n");
+        let daemon = if with_daemon {
+            Some(Served::start(&chat, &base).await)
+        } else {
+            None
+        };
+        mock.push(bash("t1", "echo hello from bash").and_text("Let me check."));
+        mock.push(Turn::text("It says hello from bash."));
+        let file = chat.path.display().to_string();
+        let out = run(send_command(&chat, &base)).await;
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        let listing = stderr(&out);
+        assert!(listing.contains("flemmad approve"), "{listing}");
+        assert!(listing.contains("`bash` (t1)"), "{listing}");
+        let out = run(flemmad(&chat, &base, &["approve", &file, "t1"])).await;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let mut log = stderr(&out);
+        if with_daemon {
+            // The daemon approved it and went on (autopilot): the approval's follower showed
+            // the tool and the reply.
+            assert!(log.contains("running `bash` (t1)"), "{log}");
+            assert!(log.contains("It says hello from bash."), "{log}");
+            assert!(log.contains("flemmad: done in"), "{log}");
+        } else {
+            let out = run(send_command(&chat, &base)).await;
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            log = stderr(&out);
+        }
+        assert_eq!(mock.queued(), 0, "every scripted turn was used");
+        // An unknown id is refused before anything reaches the daemon (exit 2).
+        let out = run(flemmad(&chat, &base, &["approve", &file, "nope"])).await;
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        drop(daemon);
+        (read(&chat.path), log)
+    }
+    let (in_process, _) = scenario(false).await;
+    let (through_daemon, log) = scenario(true).await;
+    assert_eq!(through_daemon, in_process, "daemon log:\n{log}");
+    assert!(in_process.contains("hello from bash"), "{in_process}");
+    no_error_diagnostics(&in_process);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_through_the_daemon_streams_progress_and_ctrl_c_cancels_with_exit_130() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = agentic_chat("@You:\nTell me a long story.\n");
+    let daemon = Served::start(&chat, &base).await;
+    let story = "Once upon a time. ".repeat(200);
+    mock.push(Turn::text(story.clone()).bytes_per_sec(1500));
+    let child = send_command(&chat, &base)
+        .arg("--events")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&chat.path, "Once upon a time. Once upon a time.").await;
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &child.id().unwrap().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let out = tokio::time::timeout(TIMEOUT, child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let log = stderr(&out);
+    assert_eq!(out.status.code(), Some(130), "{log}");
+    assert!(log.contains("through the daemon"), "{log}");
+    assert!(
+        log.contains("Once upon a time."),
+        "the streamed text is shown: {log}"
+    );
+    let events = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(events.contains("\"request:sending\""), "{events}");
+    let text = read(&chat.path);
+    assert!(text.contains(ABORTED), "{text}");
+    assert!(!text.contains(&story), "the reply was cut short: {text}");
+    no_error_diagnostics(&text);
+    // `flemmad cancel` when nothing runs says so (exit 1).
+    let out = run(flemmad(
+        &chat,
+        &base,
+        &["cancel", &chat.path.display().to_string()],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing runs"), "{}", stderr(&out));
+    drop(daemon);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_stream_writes_the_abort_marker_and_exits_0() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = agentic_chat("@You:\nTell me a long story.\n");
+    let mut daemon = Served::start(&chat, &base).await;
+    let story = "A long way from home. ".repeat(200);
+    mock.push(Turn::text(story.clone()).bytes_per_sec(1500));
+    let out = run(flemmad(
+        &chat,
+        &base,
+        &["send", "--detach", &chat.path.display().to_string()],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let before = wait_for(&chat.path, "A long way from home. A long way").await;
+    daemon.signal("TERM");
+    assert_eq!(daemon.exit_code().await, Some(0));
+    let text = read(&chat.path);
+    assert!(text.contains(ABORTED), "{text}");
+    assert!(
+        text.starts_with(before.trim_end()),
+        "every byte written before stays:\nbefore:\n{before}\nafter:\n{text}"
+    );
+    no_error_diagnostics(&text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_stream_then_a_restarted_daemon_recovers_and_goes_on() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = agentic_chat("@You:\nStart the long job.\n");
+    let mut daemon = Served::start(&chat, &base).await;
+    let file = chat.path.display().to_string();
+    mock.push(Turn::default().tool_call_with_id(
+        "bash",
+        "k1",
+        json!({"label": "slow", "command": "sleep 30", "timeout": null, "flemma.background": true}),
+    ));
+    let out = run(send_command(&chat, &base)).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    // Approving runs the job in the background and streams the next reply, slowly.
+    let story = "The job runs while I talk. ".repeat(200);
+    mock.push(Turn::text(story.clone()).bytes_per_sec(1500));
+    let follower = flemmad(&chat, &base, &["approve", &file, "k1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let before = wait_for(&chat.path, "The job runs while I talk. The job runs").await;
+    daemon.signal("KILL");
+    daemon.exit_code().await;
+    let out = tokio::time::timeout(TIMEOUT, follower.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the daemon stopped before the cycle ended"),
+        "{}",
+        stderr(&out)
+    );
+    // The file is a valid chat holding every byte written before the kill.
+    let after_kill = read(&chat.path);
+    assert!(after_kill.starts_with(before.trim_end()), "{after_kill}");
+    assert!(after_kill.contains("job="), "{after_kill}");
+    no_error_diagnostics(&after_kill);
+
+    // A new daemon; the user asks to go on.
+    let _daemon = Served::start(&chat, &base).await;
+    let mut text = read(&chat.path);
+    text.push_str("\n\n@You:\nDid the job finish?\n");
+    std::fs::write(&chat.path, &text).unwrap();
+    mock.push(Turn::text("The job was lost; shall I run it again?"));
+    let out = run(send_command(&chat, &base)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("were lost and marked so"),
+        "{}",
+        stderr(&out)
+    );
+    let text = read(&chat.path);
+    assert!(
+        text.contains("Job lost: session ended before completion."),
+        "{text}"
+    );
+    assert!(
+        text.contains("The job was lost; shall I run it again?"),
+        "{text}"
+    );
+    // Orphan recovery marks the lost job's tool result `error`; nothing else before changes.
+    let recovered = before.trim_end().replace("` (job=", "` (error job=");
+    assert!(
+        text.starts_with(&recovered),
+        "before:\n{before:?}\nnow:\n{text:?}"
+    );
+    no_error_diagnostics(&text);
+}
+
+/// 100 documents streaming at once through one daemon: every file complete and the same as an
+/// in-process send of it. Also prints the daemon's RSS idle and at its peak (docs/benchmarks.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_documents_stream_at_once_through_one_daemon() {
+    const DOCUMENTS: usize = 100;
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let body = "@You:\nCount to ten.\n";
+    let reply = "One, two, three, four, five, six, seven, eight, nine, ten. ".repeat(20);
+
+    // The reference: one in-process send.
+    let reference = agentic_chat(body);
+    mock.push(Turn::text(reply.clone()));
+    let out = run(send_command(&reference, &base)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let expected = read(&reference.path);
+
+    let chat = agentic_chat(body);
+    let daemon = Served::start(&chat, &base).await;
+    let idle_rss = daemon.rss_kib();
+    let dir = chat.path.parent().unwrap();
+    let paths: Vec<PathBuf> = (0..DOCUMENTS)
+        .map(|n| {
+            let path = dir.join(format!("doc{n:03}.chat"));
+            std::fs::write(&path, read(&chat.path)).unwrap();
+            path
+        })
+        .collect();
+    for _ in 0..DOCUMENTS {
+        mock.push(Turn::text(reply.clone()).bytes_per_sec(4000));
+    }
+    let mut rpc = daemon.rpc();
+    assert_eq!(
+        rpc.call("flemma/subscribe", Value::Null)["result"]["subscribed"],
+        true
+    );
+    for path in &paths {
+        let answer = rpc.call("flemma/send", json!({"uri": path.display().to_string()}));
+        assert_eq!(answer["result"]["started"], true, "{answer}");
+    }
+    let mut peak_rss = daemon.rss_kib();
+    let sampler = {
+        let pid = daemon.pid();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            for _ in 0..200 {
+                let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+                    break;
+                };
+                let rss = status
+                    .lines()
+                    .find_map(|line| line.strip_prefix("VmRSS:"))
+                    .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+                    .unwrap_or(0);
+                peak = peak.max(rss);
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            peak
+        })
+    };
+    let events = rpc.until_stopped_or(DOCUMENTS, || {
+        let unfinished: Vec<String> = paths
+            .iter()
+            .filter(|path| read(path) != expected)
+            .map(|path| path.display().to_string())
+            .collect();
+        format!(
+            "mock: {} turns left, {} requests; unfinished: {unfinished:?}\ndaemon log:\n{}",
+            mock.queued(),
+            mock.requests().len(),
+            daemon.log_tail()
+        )
+    });
+    peak_rss = peak_rss.max(sampler.join().unwrap());
+    let reasons: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["name"] == "engine:stopped")
+        .map(|e| &e["data"]["reason"])
+        .collect();
+    assert!(reasons.iter().all(|r| *r == "idle"), "{reasons:?}");
+    for path in &paths {
+        assert_eq!(read(path), expected, "{}", path.display());
+    }
+    assert_eq!(mock.queued(), 0);
+    eprintln!(
+        "daemon RSS: idle {idle_rss} KiB; peak with {DOCUMENTS} documents streaming {peak_rss} KiB"
+    );
+}
+
+/// Without a daemon, `flemmad cancel` interrupts the `flemmad send` of the chat running in
+/// another process, as Ctrl-C would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_without_a_daemon_interrupts_the_running_send() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = agentic_chat("@You:\nTell me a long story.\n");
+    let file = chat.path.display().to_string();
+    let out = run(flemmad(&chat, &base, &["cancel", &file])).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing runs"), "{}", stderr(&out));
+    mock.push(Turn::text("Far, far away. ".repeat(300)).bytes_per_sec(1500));
+    let child = send_command(&chat, &base)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&chat.path, "Far, far away. Far, far away.").await;
+    let out = run(flemmad(&chat, &base, &["cancel", &file])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("interrupted the `flemmad send`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = tokio::time::timeout(TIMEOUT, child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let text = read(&chat.path);
+    assert!(text.contains(ABORTED), "{text}");
+    no_error_diagnostics(&text);
+}
+
+/// `flemmad reject` through the daemon: the daemon rejects, tells the model, and the command
+/// follows the reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_through_the_daemon_tells_the_model_and_follows_the_reply() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = agentic_chat("@You:\nClean up.\n");
+    let _daemon = Served::start(&chat, &base).await;
+    let file = chat.path.display().to_string();
+    mock.push(bash("t1", "rm -rf build"));
+    mock.push(Turn::text("Understood, I will not delete it."));
+    let out = run(send_command(&chat, &base)).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let out = run(flemmad(
+        &chat,
+        &base,
+        &["reject", &file, "t1", "--reason", "keep the build"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Understood, I will not delete it."),
+        "{}",
+        stderr(&out)
+    );
+    let text = read(&chat.path);
+    assert!(
+        text.contains("**Tool Result:** `t1` (error)\n```\nUser feedback: keep the build\n```"),
+        "{text}"
+    );
+    let last = mock.requests().last().unwrap().body.to_string();
+    assert!(last.contains("User feedback: keep the build"), "{last}");
+    // Nothing left to send: the daemon says so, exit 1.
+    let out = run(send_command(&chat, &base)).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("nothing was sent"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A daemon that accepts but never answers: the command says so after its timeout instead of
+/// hanging, and points at the log and `--no-daemon`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_that_does_not_answer_is_reported_not_waited_for_forever() {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let chat = agentic_chat("@You:\nHello?\n");
+    let dir = chat.path.parent().unwrap().join("run/flemma");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(dir.join("rpc.sock")).unwrap();
+    let held = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        std::thread::sleep(Duration::from_secs(15));
+        drop(stream);
+    });
+    let started = Instant::now();
+    let out = run(send_command(&chat, "http://127.0.0.1:9")).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(14));
+    let log = stderr(&out);
+    assert!(log.contains("did not answer flemma/subscribe"), "{log}");
+    assert!(log.contains("--no-daemon"), "{log}");
+    drop(held);
+}

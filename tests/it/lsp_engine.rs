@@ -1,0 +1,768 @@
+//! The engine behind `flemmad lsp` and `flemmad serve`, end to end: real `flemmad` processes
+//! speaking LSP (scripted Helix- and VS Code-like clients) against `flemma-mock-provider` over
+//! real HTTP, real tools in temporary directories.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use flemma_mock_provider::{MockProvider, Turn};
+use serde_json::{Value, json};
+
+use crate::common::{self, Chat};
+use crate::lsp::lsp_client::{Client, Flavor};
+
+/// Anthropic through the mock; `bash` needs approval (no sandbox resolver).
+const FRONTMATTER: &str = r#"```json
+{"flemma": {"provider": "anthropic", "model": "claude-sonnet-4-5",
+  "tools": {"auto_approve_sandboxed": false}}}
+```
+"#;
+
+/// A mock provider on its own runtime (the LSP clients are synchronous).
+struct Mock {
+    runtime: tokio::runtime::Runtime,
+    mock: Option<MockProvider>,
+}
+
+impl Mock {
+    fn start() -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mock = runtime.block_on(MockProvider::start()).unwrap();
+        Self {
+            runtime,
+            mock: Some(mock),
+        }
+    }
+    fn provider(&self) -> &MockProvider {
+        self.mock.as_ref().unwrap()
+    }
+    fn env(&self, chat: &Chat) -> Vec<(&'static str, String)> {
+        let mut env = common::provider_env(&self.provider().base_url());
+        env.push(("XDG_CONFIG_HOME", chat.config_home.display().to_string()));
+        env.push(("PATH", "/usr/bin:/bin".into()));
+        env
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        if let Some(mock) = self.mock.take() {
+            self.runtime.block_on(mock.shutdown());
+        }
+    }
+}
+
+fn uri_of(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+/// A reply long enough to stream for a while: numbered lines with a unique marker each.
+fn long_reply(lines: usize) -> String {
+    (0..lines)
+        .map(|i| format!("line {i:03} of the streamed reply\n"))
+        .collect::<String>()
+        + "THE END"
+}
+
+fn start(flavor: Flavor, mock: &Mock, chat: &Chat) -> Client {
+    let mut client = Client::start_with_env(flavor, &["--no-daemon"], &mock.env(chat));
+    client.initialize(chat.path.parent().unwrap());
+    client
+}
+
+/// Pumps until the engine reports that its driver for the document stopped; returns the
+/// reason.
+fn wait_stopped(client: &mut Client, timeout: Duration) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        while let Some(n) = client.notifications.pop_front() {
+            if n["method"] == "flemma/event" && n["params"]["name"] == "engine:stopped" {
+                return n["params"]["data"].clone();
+            }
+        }
+        assert!(Instant::now() < deadline, "the engine did not stop in time");
+        client.pump(Duration::from_millis(50));
+    }
+}
+
+fn command(client: &mut Client, name: &str, arguments: Value) -> Result<Value, Value> {
+    client.request(
+        "workspace/executeCommand",
+        json!({"command": name, "arguments": arguments}),
+    )
+}
+
+/// Pumps until `condition` holds on the buffer.
+fn pump_until(client: &mut Client, uri: &str, what: &str, condition: impl Fn(&str) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !condition(client.text(uri)) {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}:\n{}",
+            client.text(uri)
+        );
+        client.pump(Duration::from_millis(20));
+    }
+}
+
+fn wait_for_file(path: &Path, what: &str, condition: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if condition(&text) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn helix_streams_a_reply_while_the_user_types_at_the_end() {
+    let mock = Mock::start();
+    let reply = long_reply(60);
+    mock.provider()
+        .push(Turn::text(reply.clone()).bytes_per_sec(3000));
+    let original = format!("{FRONTMATTER}@You:\nplease stream\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, &original);
+    let accepted = command(&mut client, "flemma.send", json!([uri])).unwrap();
+    assert_eq!(accepted, json!({"started": true}));
+    pump_until(&mut client, &uri, "the reply to start", |t| {
+        t.contains("line 005")
+    });
+    // The user types at the very end of the buffer, several times, while the reply streams.
+    let mut typed = String::new();
+    for word in ["and ", "then ", "more"] {
+        let end = client.text(&uri).len();
+        client.type_at(&uri, end, word);
+        typed.push_str(word);
+        client.pump(Duration::from_millis(60));
+    }
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    client.pump(Duration::from_millis(300));
+    let text = client.text(&uri).to_owned();
+    assert!(text.contains(&reply), "the whole reply, in order:\n{text}");
+    assert_eq!(text.matches("THE END").count(), 1, "{text}");
+    assert!(text.contains(&typed), "the typed text, in order:\n{text}");
+    assert!(text.starts_with(&original), "{text}");
+    // The editor owns the document: the file on disk was never written.
+    assert_eq!(common::read(&chat.path), original);
+    assert!(!client.progress_tokens.is_empty(), "progress was shown");
+    client.shutdown();
+}
+
+#[test]
+fn vscode_refusing_a_stale_version_once_gets_every_byte_exactly_once() {
+    let mock = Mock::start();
+    let reply = long_reply(30);
+    mock.provider()
+        .push(Turn::text(reply.clone()).bytes_per_sec(4000));
+    let original = format!("{FRONTMATTER}@You:\nüñíçødé 🙂 please\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::VsCode, &mock, &chat);
+    client.open(&uri, &original);
+    // The user types at the top (after the frontmatter) while the first edit travels: that
+    // edit is refused as stale, rebuilt and sent again.
+    let at = original.find("@You:").unwrap();
+    client.type_before_next_apply = Some((uri.clone(), at, "typed 🎉 first\n".into()));
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    client.pump(Duration::from_millis(300));
+    let text = client.text(&uri).to_owned();
+    assert_eq!(client.apply_edits_refused, 1);
+    assert!(text.contains(&reply), "{text}");
+    for i in 0..30 {
+        let line = format!("line {i:03} of");
+        assert_eq!(text.matches(&line).count(), 1, "{line} once:\n{text}");
+    }
+    assert!(
+        text.contains("typed 🎉 first\n@You:\nüñíçødé 🙂 please\n"),
+        "{text}"
+    );
+    client.shutdown();
+}
+
+#[test]
+fn a_tool_call_is_approved_through_execute_command_and_the_cycle_goes_on() {
+    let mock = Mock::start();
+    mock.provider().push(Turn::default().tool_call_with_id(
+        "bash",
+        "toolu_bash1",
+        json!({"label": "say hi", "command": "echo hi-from-bash > made.txt; cat made.txt", "timeout": null}),
+    ));
+    mock.provider()
+        .push(Turn::text("The command printed hi. All done."));
+    let original = format!("{FRONTMATTER}@You:\nrun it\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, &original);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "awaiting-approval", "{stopped}");
+    client.pump(Duration::from_millis(200));
+    assert!(
+        client
+            .text(&uri)
+            .contains("**Tool Result:** `toolu_bash1` (pending)"),
+        "{}",
+        client.text(&uri)
+    );
+    let status = command(&mut client, "flemma.status", json!([uri])).unwrap();
+    assert_eq!(status["state"], "awaiting-approval", "{status}");
+    let approved = command(&mut client, "flemma.approve", json!([uri, "toolu_bash1"])).unwrap();
+    assert_eq!(approved, json!({"toolIds": ["toolu_bash1"]}));
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    client.pump(Duration::from_millis(300));
+    let text = client.text(&uri).to_owned();
+    assert!(text.contains("hi-from-bash"), "the result landed:\n{text}");
+    assert!(
+        text.contains("All done."),
+        "the final reply landed:\n{text}"
+    );
+    // The tool ran in the chat's directory.
+    let dir = chat.path.parent().unwrap();
+    assert_eq!(common::read(&dir.join("made.txt")), "hi-from-bash\n");
+    let requests = mock.provider().requests();
+    assert_eq!(requests.len(), 2, "the result was sent back");
+    assert!(
+        requests[1].raw_body.contains("hi-from-bash"),
+        "the second request carries the tool result"
+    );
+    let usage = command(&mut client, "flemma.usage", json!([uri])).unwrap();
+    assert!(usage["outputTokens"].as_u64().unwrap() > 0, "{usage}");
+    client.shutdown();
+}
+
+#[test]
+fn closing_the_document_mid_stream_puts_the_rest_of_the_reply_in_the_file() {
+    let mock = Mock::start();
+    let reply = long_reply(60);
+    mock.provider()
+        .push(Turn::text(reply.clone()).bytes_per_sec(2500));
+    let original = format!("{FRONTMATTER}@You:\nstream and I'll leave\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, &original);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    pump_until(&mut client, &uri, "some of the reply", |t| {
+        t.contains("line 003")
+    });
+    client.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": uri}}),
+    );
+    let text = wait_for_file(&chat.path, "the whole reply on disk", |t| {
+        t.contains("THE END")
+    });
+    assert!(text.contains(&reply), "{text}");
+    assert!(text.starts_with(&original), "{text}");
+    assert!(
+        flemma_syntax::parse(&text)
+            .diagnostics()
+            .iter()
+            .all(|d| d.severity != flemma_syntax::Severity::Error)
+    );
+    client.shutdown();
+}
+
+#[test]
+fn a_document_never_opened_is_sent_and_written_on_disk() {
+    let mock = Mock::start();
+    mock.provider()
+        .push(Turn::text("Written straight into the file."));
+    let original = format!("{FRONTMATTER}@You:\nhello from disk\n");
+    let chat = common::chat(&original);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    // A path relative to the workspace root, as Helix's `:lsp-workspace-command` sends it.
+    command(&mut client, "flemma.send", json!(["talk.chat"])).unwrap();
+    let text = wait_for_file(&chat.path, "the reply on disk", |t| {
+        t.contains("Written straight into the file.")
+    });
+    assert!(text.starts_with(&original), "{text}");
+    assert!(text.trim_end().ends_with("@You:"), "{text}");
+    client.shutdown();
+}
+
+#[test]
+fn cancel_mid_stream_writes_the_abort_marker() {
+    let mock = Mock::start();
+    mock.provider()
+        .push(Turn::text(long_reply(200)).bytes_per_sec(1500));
+    let original = format!("{FRONTMATTER}@You:\ntalk for a long time\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::VsCode, &mock, &chat);
+    client.open(&uri, &original);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    pump_until(&mut client, &uri, "some of the reply", |t| {
+        t.contains("line 002")
+    });
+    command(&mut client, "flemma.cancel", json!([uri])).unwrap();
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "cancelled", "{stopped}");
+    client.pump(Duration::from_millis(300));
+    let text = client.text(&uri).to_owned();
+    assert!(text.contains(flemma_syntax::write::ABORT_MARKER), "{text}");
+    assert!(!text.contains("THE END"), "{text}");
+    client.shutdown();
+}
+
+// ----- the daemon -----
+
+/// A minimal Helix-like LSP client over a Unix socket: UTF-8 positions, one open document
+/// whose versioned edits it applies and echoes (`didChange` before the answer).
+struct SocketLsp {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: i64,
+    uri: String,
+    text: String,
+    version: i64,
+}
+
+/// The byte offset of a UTF-8 LSP position.
+fn offset(text: &str, position: &Value) -> usize {
+    let line = position["line"].as_u64().unwrap() as usize;
+    let character = position["character"].as_u64().unwrap() as usize;
+    let start: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
+    start + character
+}
+
+impl SocketLsp {
+    fn connect(path: &Path) -> Self {
+        let stream = UnixStream::connect(path).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Self {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+            next_id: 1,
+            uri: String::new(),
+            text: String::new(),
+            version: 0,
+        }
+    }
+    fn send(&mut self, message: Value) {
+        let body = serde_json::to_vec(&message).unwrap();
+        write!(self.writer, "Content-Length: {}\r\n\r\n", body.len()).unwrap();
+        self.writer.write_all(&body).unwrap();
+        self.writer.flush().unwrap();
+    }
+    fn read(&mut self) -> Value {
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).unwrap();
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(v) = line.strip_prefix("Content-Length: ") {
+                length = v.parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).unwrap();
+        serde_json::from_slice(&body).unwrap()
+    }
+    /// Answers a server request: applies a versioned edit of the open document (else refuses
+    /// it), anything else gets `null`.
+    fn serve_request(&mut self, message: &Value) {
+        let id = message["id"].clone();
+        if message["method"] != "workspace/applyEdit" {
+            self.send(json!({"jsonrpc": "2.0", "id": id, "result": null}));
+            return;
+        }
+        let change = &message["params"]["edit"]["documentChanges"][0];
+        if change["textDocument"]["version"].as_i64() != Some(self.version) {
+            self.send(json!({"jsonrpc": "2.0", "id": id, "result": {"applied": false}}));
+            return;
+        }
+        let mut edits: Vec<(usize, usize, String)> = change["edits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    offset(&self.text, &e["range"]["start"]),
+                    offset(&self.text, &e["range"]["end"]),
+                    e["newText"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        edits.sort_by_key(|e| std::cmp::Reverse(e.0));
+        let changes: Vec<Value> = change["edits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .map(|e| json!({"range": e["range"], "text": e["newText"]}))
+            .collect();
+        for (start, end, text) in edits {
+            self.text.replace_range(start..end, &text);
+        }
+        self.version += 1;
+        let (uri, version) = (self.uri.clone(), self.version);
+        self.send(json!({"jsonrpc": "2.0", "method": "textDocument/didChange",
+            "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": changes}}));
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": {"applied": true}}));
+    }
+    /// Handles what arrives until `condition` holds on the buffer.
+    fn pump_until(&mut self, what: &str, condition: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !condition(&self.text) {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            let message = self.read();
+            if message.get("method").is_some() && message.get("id").is_some() {
+                self.serve_request(&message);
+            }
+        }
+    }
+    fn open(&mut self, uri: &str, text: &str) {
+        self.uri = uri.to_owned();
+        self.text = text.to_owned();
+        self.send(json!({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+            "params": {"textDocument": {"uri": uri, "languageId": "chat", "version": 0, "text": text}}}));
+    }
+    /// Sends a request and handles what arrives until its answer.
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let message = self.read();
+            match (message.get("method").is_some(), message.get("id").is_some()) {
+                (true, true) => self.serve_request(&message),
+                (false, true) if message["id"] == id => return message,
+                _ => {}
+            }
+        }
+    }
+    fn initialize(&mut self) {
+        let init = self.request(
+            "initialize",
+            json!({"processId": null, "rootUri": null, "capabilities": {
+                "general": {"positionEncodings": ["utf-8"]},
+                "workspace": {"applyEdit": true, "workspaceEdit": {"documentChanges": true}}}}),
+        );
+        assert!(init.get("result").is_some(), "{init}");
+        self.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+    }
+}
+
+struct Serve {
+    child: Child,
+    _home: tempfile::TempDir,
+    runtime: PathBuf,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(mock: &Mock, chat: &Chat) -> Serve {
+    let home = tempfile::tempdir().unwrap();
+    let runtime = home.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_flemmad"))
+        .arg("serve")
+        .envs(mock.env(chat))
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("XDG_STATE_HOME", home.path().join("state"))
+        .env("RUST_LOG", "flemmad=debug,info")
+        .env_remove("FLEMMA_CONFIG")
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID")
+        .env_remove("NOTIFY_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = runtime.join("flemma/lsp.sock");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "the daemon did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Serve {
+        child,
+        _home: home,
+        runtime,
+    }
+}
+
+#[test]
+fn daemon_a_reply_started_over_lsp_sock_completes_on_disk_after_the_editor_leaves() {
+    let mock = Mock::start();
+    let reply = long_reply(40);
+    mock.provider()
+        .push(Turn::text(reply.clone()).bytes_per_sec(5000));
+    let original = format!("{FRONTMATTER}@You:\nkeep going without me\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let daemon = serve(&mock, &chat);
+    // `flemmad events` sees the engine's events of every document.
+    let events = UnixStream::connect(daemon.runtime.join("flemma/rpc.sock")).unwrap();
+    events
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut events_writer = events.try_clone().unwrap();
+    writeln!(
+        events_writer,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"flemma/subscribe"}}"#
+    )
+    .unwrap();
+    let mut events = BufReader::new(events);
+    let mut lsp = SocketLsp::connect(&daemon.runtime.join("flemma/lsp.sock"));
+    lsp.initialize();
+    lsp.open(&uri, &original);
+    let answer = lsp.request(
+        "workspace/executeCommand",
+        json!({"command": "flemma.send", "arguments": [uri]}),
+    );
+    assert_eq!(answer["result"], json!({"started": true}), "{answer}");
+    // The reply streams into the editor's buffer, not the file.
+    lsp.pump_until("the reply to start", |t| t.contains("line 002"));
+    assert_eq!(common::read(&chat.path), original);
+    // The editor goes away mid-stream, without saving or closing anything.
+    drop(lsp);
+    let text = wait_for_file(&chat.path, "the whole reply on disk", |t| {
+        t.contains("THE END")
+    });
+    assert!(text.contains(&reply), "{text}");
+    assert!(text.starts_with(&original), "{text}");
+    assert_eq!(text.matches("THE END").count(), 1, "{text}");
+    let mut names = Vec::new();
+    loop {
+        let mut line = String::new();
+        events.read_line(&mut line).unwrap();
+        let event: Value = serde_json::from_str(&line).unwrap();
+        let params = &event["params"];
+        if params["uri"] == uri.as_str() {
+            names.push(params["name"].as_str().unwrap().to_owned());
+        }
+        if params["name"] == "engine:stopped" {
+            assert_eq!(params["data"]["reason"], "idle", "{event}");
+            break;
+        }
+    }
+    assert!(
+        names.contains(&"request:sending".to_owned())
+            && names.contains(&"request:finished".to_owned()),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn daemon_sigterm_mid_stream_writes_the_abort_marker() {
+    let mock = Mock::start();
+    mock.provider()
+        .push(Turn::text(long_reply(300)).bytes_per_sec(2000));
+    let original = format!("{FRONTMATTER}@You:\nthis will be interrupted\n");
+    let chat = common::chat(&original);
+    let mut daemon = serve(&mock, &chat);
+    let mut lsp = SocketLsp::connect(&daemon.runtime.join("flemma/lsp.sock"));
+    lsp.initialize();
+    let answer = lsp.request(
+        "workspace/executeCommand",
+        json!({"command": "flemma.send", "arguments": [chat.path.display().to_string()]}),
+    );
+    assert_eq!(answer["result"], json!({"started": true}), "{answer}");
+    wait_for_file(&chat.path, "the reply to start", |t| t.contains("line 002"));
+    let status = Command::new("kill")
+        .args(["-TERM", &daemon.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while daemon.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the daemon did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let text = common::read(&chat.path);
+    assert!(text.contains(flemma_syntax::write::ABORT_MARKER), "{text}");
+    assert!(!text.contains("THE END"), "{text}");
+    assert!(text.starts_with(&original), "{text}");
+}
+
+/// A tiny deterministic generator (no dependency): xorshift.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// Where a user may type in `text`: any char boundary after the frontmatter that is not on a
+/// role line (a key typed into `@Assistant:` makes it another line, which is not the block
+/// being written any more).
+fn typing_spot(text: &str, rng: &mut Rng) -> usize {
+    let body = text.find("@You:").unwrap_or(0);
+    loop {
+        let mut at = body + rng.below(text.len() - body + 1);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+        let line = text[line_start..].trim_start_matches(|c: char| "QWKZ#".contains(c));
+        if !line.starts_with('@') {
+            return at;
+        }
+    }
+}
+
+/// The final text of a reply streamed with nobody typing.
+fn reference_run(flavor: Flavor, reply: &str, start_text: &str) -> String {
+    let mock = Mock::start();
+    mock.provider().push(Turn::text(reply));
+    let chat = common::chat(start_text);
+    let uri = uri_of(&chat.path);
+    let mut client = start(flavor, &mock, &chat);
+    client.open(&uri, start_text);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    client.pump(Duration::from_millis(300));
+    let text = client.text(&uri).to_owned();
+    client.shutdown();
+    text
+}
+
+#[test]
+fn a_streamed_reply_survives_the_user_typing_anywhere() {
+    let reply = "Sure, here is the plan:\n1. run make\n2. read the log ✓\n3. fix it 中文 🙂\nthat is all, good luck with the tests and the review.\n".repeat(3);
+    let start_text = format!("{FRONTMATTER}@You:\nplease help\n");
+    let is_key = |c: char| "QWKZ#".contains(c);
+    for (flavor, seed) in [(Flavor::Helix, 7), (Flavor::VsCode, 11)] {
+        let expected = reference_run(flavor, &reply, &start_text);
+        assert!(expected.contains(&reply), "{expected}");
+        let mock = Mock::start();
+        mock.provider()
+            .push(Turn::text(reply.clone()).bytes_per_sec(4000));
+        let chat = common::chat(&start_text);
+        let uri = uri_of(&chat.path);
+        let mut client = start(flavor, &mock, &chat);
+        client.open(&uri, &start_text);
+        command(&mut client, "flemma.send", json!([uri])).unwrap();
+        let mut rng = Rng(seed);
+        let mut keys = String::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut stopped = None;
+        while stopped.is_none() {
+            client.pump(Duration::from_millis(5));
+            // The user types a key at a random place (before, inside and after the block
+            // being written), sometimes several in a row.
+            if keys.len() < 60 && rng.below(6) == 0 {
+                let at = typing_spot(client.text(&uri), &mut rng);
+                let key = ["Q", "W", "K", "Z", "#"][rng.below(5)];
+                keys.push_str(key);
+                client.type_at(&uri, at, key);
+            }
+            // Sometimes the user is faster than the edit in flight: it gets refused.
+            if keys.len() < 60 && client.type_before_next_apply.is_none() && rng.below(8) == 0 {
+                let key = ["Q", "W", "K", "Z", "#"][rng.below(5)];
+                // Typed when the next edit arrives, at an offset taken now: the start of the
+                // user's first line, which streaming never moves.
+                let at = client.text(&uri).find("@You:\n").unwrap() + "@You:\n".len();
+                keys.push_str(key);
+                client.type_before_next_apply = Some((uri.clone(), at, key.into()));
+            }
+            while let Some(n) = client.notifications.pop_front() {
+                if n["method"] == "flemma/event" && n["params"]["name"] == "engine:stopped" {
+                    stopped = Some(n["params"]["data"].clone());
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{flavor:?}: the stream did not complete:\n{}",
+                client.text(&uri)
+            );
+        }
+        let stopped = stopped.unwrap();
+        assert_eq!(
+            stopped["reason"],
+            "idle",
+            "{flavor:?}: {stopped}\n{}",
+            client.text(&uri)
+        );
+        while client.pump(Duration::from_millis(300)) {}
+        // A key waiting for an edit that never came was never typed.
+        if let Some((_, _, key)) = client.type_before_next_apply.take() {
+            keys.truncate(keys.len() - key.len());
+        }
+        let text = client.text(&uri).to_owned();
+        let without_keys: String = text.chars().filter(|c| !is_key(*c)).collect();
+        assert_eq!(without_keys, expected, "{flavor:?}:\n{text}");
+        let typed = text.chars().filter(|c| is_key(*c)).count();
+        assert_eq!(
+            typed,
+            keys.len(),
+            "{flavor:?}: a keystroke was lost:\n{text}"
+        );
+        assert!(
+            client.apply_edits_refused > 0,
+            "{flavor:?}: typing never raced an edit"
+        );
+        client.shutdown();
+    }
+}
+
+#[test]
+fn deleting_the_block_being_written_cancels_the_stream() {
+    let mock = Mock::start();
+    mock.provider()
+        .push(Turn::text("word ".repeat(600)).bytes_per_sec(1500));
+    let start_text = format!("{FRONTMATTER}@You:\nplease help\n");
+    let chat = common::chat(&start_text);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, &start_text);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    pump_until(&mut client, &uri, "some of the reply", |t| {
+        t.contains("word word")
+    });
+    let len = client.text(&uri).len();
+    client.replace(&uri, start_text.len(), len, "");
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert!(
+        stopped["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("deleted")),
+        "{stopped}"
+    );
+    while client.pump(Duration::from_millis(300)) {}
+    let text = client.text(&uri).to_owned();
+    assert!(!text.contains("word"), "nothing more was written:\n{text}");
+    assert!(text.starts_with(&start_text), "{text}");
+    client.shutdown();
+}
