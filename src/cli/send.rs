@@ -175,14 +175,11 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     );
     let engine = driver.engine();
     let usage = engine.usage();
-    let summary = format!(
-        "{:.1}s, {} input, {} output tokens{}",
-        started.elapsed().as_secs_f64(),
+    let summary = summary(
+        started.elapsed(),
         usage.input_tokens,
         usage.output_tokens,
-        engine
-            .cost()
-            .map_or(String::new(), |cost| format!(", ${cost:.4}"))
+        engine.cost(),
     );
     match stopped {
         StopReason::Idle | StopReason::StepDone => {
@@ -249,6 +246,20 @@ fn preview(input: &serde_json::Value) -> String {
     let mut cut: String = text.chars().take(MAX).collect();
     cut.push('…');
     cut
+}
+
+/// The last line of a send: time, tokens and (when the model's prices are known) cost.
+pub(super) fn summary(
+    elapsed: Duration,
+    input_tokens: u64,
+    output_tokens: u64,
+    cost: Option<f64>,
+) -> String {
+    format!(
+        "{:.1}s, {input_tokens} input, {output_tokens} output tokens{}",
+        elapsed.as_secs_f64(),
+        cost.map_or(String::new(), |cost| format!(", ${cost:.4}"))
+    )
 }
 
 /// `word` quoted for a POSIX shell when it needs it.

@@ -291,14 +291,11 @@ pub fn run_with(
         .ok()
         .and_then(|usage| serde_json::from_value(usage).ok())
         .unwrap_or_default();
-    let summary = format!(
-        "{:.1}s, {} input, {} output tokens{}",
-        started.elapsed().as_secs_f64(),
+    let summary = super::send::summary(
+        started.elapsed(),
         usage.input_tokens,
         usage.output_tokens,
-        usage
-            .cost
-            .map_or(String::new(), |cost| format!(", ${cost:.4}"))
+        usage.cost,
     );
     let message = message.unwrap_or_default();
     match reason.as_str() {
