@@ -376,10 +376,10 @@ fn fifty_megabyte_page_stops_at_the_limit() {
             )
         );
         // The client hung up near the limit: the rest (tens of MB) was never downloaded, so
-        // memory stays flat. Loopback socket buffers hold a few MB at most.
+        // memory stays flat. Loopback socket buffers hold some MB (about 11 MB seen here).
         let sent = server.big_body_sent();
         assert!(
-            sent < 20 * MIB,
+            sent < 30 * MIB,
             "{route}: the server could send {sent} bytes"
         );
     }
