@@ -39,8 +39,7 @@ fn choose(body: &[u8], content_type: Option<&str>) -> &'static Encoding {
         })
 }
 
-/// A label the Encoding Standard knows. A page cannot really be UTF-16 when its `<meta>` was
-/// readable as ASCII, so (as browsers do) UTF-16 labels mean UTF-8 there.
+/// A label the Encoding Standard knows.
 fn known(label: &str) -> Option<&'static Encoding> {
     Encoding::for_label(label.trim().as_bytes())
 }
@@ -55,7 +54,8 @@ fn charset_parameter(content_type: &str) -> Option<&str> {
     })
 }
 
-/// The first `charset=` inside a `<meta …>` tag that names a known encoding.
+/// The first `charset=` inside a `<meta …>` tag that names a known encoding. A page cannot be
+/// UTF-16 when its `<meta>` was readable as ASCII, so (as browsers do) UTF-16 means UTF-8 there.
 fn meta_charset(head: &[u8]) -> Option<&'static Encoding> {
     let head = String::from_utf8_lossy(head).to_ascii_lowercase();
     let mut rest = head.as_str();

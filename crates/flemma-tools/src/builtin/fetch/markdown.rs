@@ -139,6 +139,9 @@ fn converter(options: &Options) -> HtmlToMarkdown {
         .add_handler(vec!["em", "i"], |h: &dyn Handlers, e: Element| {
             Some(wrap_inline(&h.walk_children(e.node).content, "*").into())
         })
+        .add_handler(vec!["kbd", "samp", "tt"], |_: &dyn Handlers, e: Element| {
+            Some(code_span(&text_of(e.node)).into())
+        })
         .add_handler(vec!["hr"], |_: &dyn Handlers, _: Element| {
             Some("\n\n---\n\n".into())
         })
@@ -148,6 +151,22 @@ fn converter(options: &Options) -> HtmlToMarkdown {
             Some(if checked { "[x] " } else { "[ ] " }.into())
         })
         .build()
+}
+
+/// An inline code span whose backtick run is longer than any inside the text.
+fn code_span(text: &str) -> String {
+    let text = text.replace('\n', " ");
+    if text.trim().is_empty() {
+        return text;
+    }
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
 }
 
 /// `marker` around the text, its surrounding whitespace left outside (`*a*` not `* a *`).
@@ -614,6 +633,42 @@ mod tests {
         assert_eq!(
             md_with(html, Tables::Flatten, false, false),
             "| Both | Both |\n| --- | --- |\n| L | r1 |\n| L | r2 |\n"
+        );
+    }
+
+    #[test]
+    fn conversion_rules_of_the_seed() {
+        assert_eq!(
+            md("<ul><li>a<ul><li>b</li></ul></li><li>c</li></ul>"),
+            "- a\n  - b\n- c\n"
+        );
+        assert_eq!(
+            md("<ol start=\"3\"><li>x<ul><li>in</li></ul></li><li>y</li></ol>"),
+            "3. x\n   - in\n4. y\n"
+        );
+        assert_eq!(
+            md("<pre><code class=\"language-rust foo\">let a = 1;\n```\nb</code></pre>"),
+            "````rust\nlet a = 1;\n```\nb\n````\n"
+        );
+        assert_eq!(
+            md("<p>use <code>x`y</code>, <kbd>Ctrl</kbd> <samp>a`b</samp></p>"),
+            "use ``x`y``, `Ctrl` ``a`b``\n"
+        );
+        assert_eq!(
+            md("<p>a<br>b</p><blockquote><p>q</p></blockquote><h2>T<em>i</em></h2><p><b>b</b></p>"),
+            "a\\\nb\n\n> q\n\n## T*i*\n\n**b**\n"
+        );
+        assert_eq!(
+            md("<p># not heading</p><p>1. not list</p><p>a*b [x]</p>"),
+            "\\# not heading\n\n1\\. not list\n\na\\*b \\[x\\]\n"
+        );
+        assert_eq!(
+            md("<p><a href=\"/x\"></a> <img src=\"/i.png\"> <a href=\"/y\" title=\"t\">Y</a></p>"),
+            "[https://example.org/x](https://example.org/x) ![](https://example.org/i.png) [Y](https://example.org/y)\n"
+        );
+        assert_eq!(
+            md("<custom><p>a</p><p>b</p></custom><p></p><p>x</p><span>inline</span> text"),
+            "a\n\nb\n\nx\n\ninline text\n"
         );
     }
 
