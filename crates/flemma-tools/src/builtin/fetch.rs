@@ -283,11 +283,12 @@ async fn fetch(mut url: Url) -> Result<(Url, String), Fail> {
                 }
             }
         }
-        let response = client
-            .get(url.clone())
-            .send()
-            .await
-            .map_err(|e| Fail(Class::Input, format!("{url} cannot be reached: {e}")))?;
+        let response = client.get(url.clone()).send().await.map_err(|e| {
+            Fail(
+                Class::Input,
+                format!("{url} cannot be reached: {}", causes(&e)),
+            )
+        })?;
         let status = response.status();
         if status.is_redirection() {
             let location = response
@@ -357,6 +358,21 @@ async fn fetch(mut url: Url) -> Result<(Url, String), Fail> {
     ))
 }
 
+/// An error with its causes (reqwest's own text stops at "error sending request").
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 fn too_large(url: &Url) -> Fail {
     Fail(Class::Conversion, format!("{url} is larger than 5 MiB"))
 }
@@ -368,11 +384,12 @@ async fn read_limited(
     limit: usize,
 ) -> Result<Option<Vec<u8>>, Fail> {
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| Fail(Class::Input, format!("{url}: the download broke off: {e}")))?
-    {
+    while let Some(chunk) = response.chunk().await.map_err(|e| {
+        Fail(
+            Class::Input,
+            format!("{url}: the download broke off: {}", causes(&e)),
+        )
+    })? {
         if body.len() + chunk.len() > limit {
             return Ok(None);
         }
@@ -402,7 +419,7 @@ async fn robots_for(url: &Url) -> Robots {
     };
     let response = match client.get(robots_url).send().await {
         Ok(r) => r,
-        Err(e) => return Robots::Forbidden(format!("cannot be read ({e})")),
+        Err(e) => return Robots::Forbidden(format!("cannot be read ({})", causes(&e))),
     };
     let status = response.status();
     if status.is_server_error() {
@@ -424,7 +441,7 @@ async fn robots_for(url: &Url) -> Robots {
                 }
             }
             Ok(None) => break,
-            Err(e) => return Robots::Forbidden(format!("cannot be read ({e})")),
+            Err(e) => return Robots::Forbidden(format!("cannot be read ({})", causes(&e))),
         }
     }
     Robots::Rules(Rules::parse(&String::from_utf8_lossy(&body), ROBOTS_TOKEN))

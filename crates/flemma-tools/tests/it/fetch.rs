@@ -465,7 +465,7 @@ fn unreachable_host_is_input_error() {
     assert!(
         out.text.starts_with(&format!(
             "[fetch_content: error 2 (input) — robots.txt of http://127.0.0.1:{port} cannot be read"
-        )),
+        )) && out.text.contains("Connection refused"),
         "{}",
         out.text
     );
