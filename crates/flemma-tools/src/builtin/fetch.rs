@@ -1,6 +1,7 @@
 //! The `fetch_content` tool (seed `002`): downloads a web page and returns it as Markdown (or
 //! saves it to `output`). robots.txt is honoured before the page and before every redirection
-//! target (each origin's file read once and cached for the process, 24 h); at most 10
+//! target (each origin's rules read once and cached for the process, 24 h; a failed read is not
+//! cached); at most 10
 //! redirections, 30 s for the whole fetch, pages above 5 MiB refused (the download stops there).
 //! The charset comes from the BOM, the `Content-Type` header or `<meta>`; HTML → Markdown in
 //! [`markdown`]. Failures are `[fetch_content: error N (<class>) — <reason>]`: 1 conversion,
@@ -188,7 +189,7 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
                     "{} took longer than {}s", request.url, limit.as_secs()
                 ))))
             }
-            () = watch => Err(Fail(Class::Input, "cancelled".into())),
+            () = watch => Err(Fail(Class::Input, format!("the fetch of {} was cancelled", request.url))),
         }
     });
     let (final_url, html) = match page {
@@ -262,7 +263,10 @@ async fn fetch(mut url: Url) -> Result<(Url, String), Fail> {
             Some(r) => r,
             None => {
                 let r = robots_for(&url).await;
-                robots::remember(&origin, &r);
+                // A site that was down or failing is asked again next time, not shut out a day.
+                if matches!(r, Robots::Rules(_)) {
+                    robots::remember(&origin, &r);
+                }
                 r
             }
         };

@@ -442,13 +442,41 @@ fn robots_txt_groups_status_and_absence() {
         "# Hello\n\nSome **bold** text.\n"
     );
     let broken = Server::start(RobotsReply::Status("503 Service Unavailable"));
+    for _ in 0..2 {
+        assert_eq!(
+            get(&broken, "/page").text,
+            format!(
+                "[fetch_content: error 2 (input) — robots.txt of {} answered HTTP 503 Service Unavailable]",
+                broken.base
+            )
+        );
+    }
+    // A failing robots.txt is not cached: the next fetch asks again.
+    assert_eq!(broken.robots_hits.load(Ordering::SeqCst), 2);
+    assert_eq!(missing.robots_hits.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_cancelled_fetch_stops_at_once() {
+    let server = allow_all();
+    let dir = tempdir();
+    let context = ctx(dir.path());
+    let cancel = context.cancel.clone();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        cancel.cancel();
+    });
+    let start = Instant::now();
+    let out = fetch::run(&context, &json!({"label": "t", "url": server.url("/slow")}));
     assert_eq!(
-        get(&broken, "/page").text,
+        out.text,
         format!(
-            "[fetch_content: error 2 (input) — robots.txt of {} answered HTTP 503 Service Unavailable]",
-            broken.base
+            "[fetch_content: error 2 (input) — the fetch of {} was cancelled]",
+            server.url("/slow")
         )
     );
+    assert!(start.elapsed() < Duration::from_secs(2));
+    let _ = canceller.join();
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! robots.txt (RFC 9309): the rules of the group that names us (else `*`), and a process-wide
-//! cache so each origin's file is asked for once a day, whatever the number of fetches.
+//! cache so each origin's file is asked for once a day, whatever the number of fetches (the
+//! caller caches only answers that came with rules: 2xx and 4xx).
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
