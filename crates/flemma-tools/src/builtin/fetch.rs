@@ -1,14 +1,23 @@
 //! The `fetch_content` tool (seed `002`): downloads a web page and returns it as Markdown (or
 //! saves it to `output`). robots.txt is honoured before the page and before every redirection
-//! target; at most 10 redirections, 30 s for the whole fetch, pages above 5 MiB refused.
-//! Failures are `[fetch_content: error N (<class>) — <reason>]`: 1 conversion, 2 input, 3 usage.
-//! HTML → Markdown with `htmd`. Declared only when `tools.fetch_content = true`.
+//! target (each origin's rules read once and cached for the process, 24 h; a failed read is not
+//! cached); at most 10
+//! redirections, 30 s for the whole fetch, pages above 5 MiB refused (the download stops there).
+//! The charset comes from the BOM, the `Content-Type` header or `<meta>`; HTML → Markdown in
+//! [`markdown`]. Failures are `[fetch_content: error N (<class>) — <reason>]`: 1 conversion,
+//! 2 input, 3 usage. Declared only when `tools.fetch_content = true`.
+
+mod charset;
+pub mod markdown;
+pub mod robots;
 
 use std::time::Duration;
 
 use reqwest::Url;
 use serde_json::{Value, json};
 
+use self::markdown::Tables;
+use self::robots::{Robots, Rules};
 use crate::context::{Outcome, RunContext};
 use crate::spec::{ToolSpec, strict_object_schema};
 
@@ -16,21 +25,18 @@ pub const NAME: &str = "fetch_content";
 pub const MAX_BYTES: usize = 5 * 1024 * 1024;
 pub const MAX_REDIRECTS: usize = 10;
 pub const TIME_LIMIT: Duration = Duration::from_secs(30);
+/// robots.txt files above this are read up to here (RFC 9309 asks for at least 500 KiB).
+const MAX_ROBOTS_BYTES: usize = 512 * 1024;
 /// The robots.txt product token.
-const ROBOTS_TOKEN: &str = "flemmad";
+pub const ROBOTS_TOKEN: &str = "flemmad";
 const USER_AGENT: &str = concat!("flemmad/", env!("CARGO_PKG_VERSION"));
-/// Elements dropped before conversion (scripts, navigation, forms and other chrome).
-const REMOVED: [&str; 19] = [
-    "script", "style", "noscript", "template", "meta", "link", "base", "title", "svg", "canvas",
-    "iframe", "object", "embed", "nav", "aside", "dialog", "button", "select", "textarea",
-];
 
 pub fn spec() -> ToolSpec {
     ToolSpec {
         name: NAME.into(),
         description:
             "Download a web page and return it as Markdown (scripts, navigation and ads removed), \
-or save the Markdown to `output`. robots.txt is honoured; pages above 5 MiB are refused."
+or save the Markdown to `output`. robots.txt is honoured; only HTML pages; pages above 5 MiB are refused."
                 .into(),
         input_schema: strict_object_schema(vec![
             (
@@ -39,7 +45,23 @@ or save the Markdown to `output`. robots.txt is honoured; pages above 5 MiB are 
             ),
             (
                 "output",
-                json!({"type": ["string", "null"], "description": "File to save the Markdown to instead of returning it"}),
+                json!({"type": ["string", "null"], "description": "File to save the Markdown to instead of returning it (relative to the working directory)"}),
+            ),
+            (
+                "baseUrl",
+                json!({"type": ["string", "null"], "description": "Absolute URL to resolve relative links and images against (default: the page's final URL, or its <base href>)"}),
+            ),
+            (
+                "tables",
+                json!({"type": ["string", "null"], "enum": ["html", "flatten", null], "description": "Tables with rowspan/colspan or a nested table: html keeps them as HTML (default), flatten makes a Markdown table"}),
+            ),
+            (
+                "strikethrough",
+                json!({"type": ["boolean", "null"], "description": "<del>/<s>/<strike> as ~~text~~ (default false: plain text)"}),
+            ),
+            (
+                "taskList",
+                json!({"type": ["boolean", "null"], "description": "List items starting with a checkbox as - [ ] / - [x] (default false: checkbox dropped)"}),
             ),
         ]),
         strict: true,
@@ -92,15 +114,60 @@ fn parse_url(raw: &str) -> Result<Url, String> {
     }
 }
 
+/// The input, checked: everything a usage error (code 3) is about.
+struct Request<'a> {
+    url: Url,
+    output: Option<&'a str>,
+    base: Option<Url>,
+    tables: Tables,
+    strikethrough: bool,
+    task_list: bool,
+}
+
+fn parse_input(input: &Value) -> Result<Request<'_>, String> {
+    let text = |key: &str| {
+        input
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+    };
+    let flag = |key: &str| input.get(key).and_then(Value::as_bool).unwrap_or(false);
+    let url = parse_url(text("url").unwrap_or(""))?;
+    let base = match text("baseUrl") {
+        None => None,
+        Some(raw) => match Url::parse(raw.trim()) {
+            Ok(u) if u.has_host() => Some(u),
+            _ => {
+                return Err(format!(
+                    "baseUrl \"{raw}\" is not an absolute URL — give one like https://example.org/docs/"
+                ));
+            }
+        },
+    };
+    let tables = match text("tables") {
+        None | Some("html") => Tables::Html,
+        Some("flatten") => Tables::Flatten,
+        Some(other) => {
+            return Err(format!(
+                "tables \"{other}\" is not known — use \"html\" or \"flatten\""
+            ));
+        }
+    };
+    Ok(Request {
+        url,
+        output: text("output"),
+        base,
+        tables,
+        strikethrough: flag("strikethrough"),
+        task_list: flag("taskList"),
+    })
+}
+
 pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
-    let url = match parse_url(input.get("url").and_then(Value::as_str).unwrap_or("")) {
-        Ok(u) => u,
+    let request = match parse_input(input) {
+        Ok(r) => r,
         Err(e) => return failure(Class::Usage, e),
     };
-    let output = input
-        .get("output")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty());
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -108,6 +175,7 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
         Ok(r) => r,
         Err(e) => return failure(Class::Input, format!("cannot start the HTTP client: {e}")),
     };
+    let limit = TIME_LIMIT.min(ctx.timeout.max(Duration::from_secs(1)));
     let page = runtime.block_on(async {
         let cancel = ctx.cancel.clone();
         let watch = async move {
@@ -116,17 +184,26 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
             }
         };
         tokio::select! {
-            r = tokio::time::timeout(TIME_LIMIT.min(ctx.timeout.max(Duration::from_secs(1))), fetch(url.clone())) => {
-                r.unwrap_or_else(|_| Err(Fail(Class::Input, format!("the fetch took longer than {}s", TIME_LIMIT.min(ctx.timeout).as_secs()))))
+            r = tokio::time::timeout(limit, fetch(request.url.clone())) => {
+                r.unwrap_or_else(|_| Err(Fail(Class::Input, format!(
+                    "{} took longer than {}s", request.url, limit.as_secs()
+                ))))
             }
-            () = watch => Err(Fail(Class::Input, "cancelled".into())),
+            () = watch => Err(Fail(Class::Input, format!("the fetch of {} was cancelled", request.url))),
         }
     });
     let (final_url, html) = match page {
         Ok(p) => p,
         Err(Fail(class, reason)) => return failure(class, reason),
     };
-    let markdown = match to_markdown(&html) {
+    let options = markdown::Options {
+        page: final_url.clone(),
+        base: request.base,
+        tables: request.tables,
+        strikethrough: request.strikethrough,
+        task_list: request.task_list,
+    };
+    let markdown = match markdown::convert(&html, &options) {
         Ok(m) => m,
         Err(e) => {
             return failure(
@@ -140,7 +217,7 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
             "[fetch_content: {final_url} has no text content once scripts, navigation and ads are removed — nothing saved]"
         ));
     }
-    let Some(output) = output else {
+    let Some(output) = request.output else {
         return Outcome::ok(markdown);
     };
     let path = match ctx.guard.check_write(&ctx.resolve(output)) {
@@ -180,37 +257,42 @@ async fn fetch(mut url: Url) -> Result<(Url, String), Fail> {
         .user_agent(USER_AGENT)
         .build()
         .map_err(|e| Fail(Class::Input, format!("cannot build the HTTP client: {e}")))?;
-    let mut robots_seen: Vec<(String, Robots)> = Vec::new();
     for _ in 0..=MAX_REDIRECTS {
         let origin = url.origin().ascii_serialization();
-        if !robots_seen.iter().any(|(o, _)| *o == origin) {
-            let robots = robots_for(&client, &url).await;
-            robots_seen.push((origin.clone(), robots));
-        }
-        let robots = robots_seen
-            .iter()
-            .find(|(o, _)| *o == origin)
-            .map(|(_, r)| r);
-        if let Some(Robots::Forbidden(why)) = robots {
-            return Err(Fail(Class::Input, format!("robots.txt of {origin} {why}")));
-        }
-        if let Some(Robots::Rules(rules)) = robots {
-            let target = match url.query() {
-                Some(q) => format!("{}?{q}", url.path()),
-                None => url.path().to_string(),
-            };
-            if !rules.allows(&target) {
-                return Err(Fail(
-                    Class::Input,
-                    format!("robots.txt of {origin} forbids {url} to {ROBOTS_TOKEN}"),
-                ));
+        let robots = match robots::cached(&origin) {
+            Some(r) => r,
+            None => {
+                let r = robots_for(&url).await;
+                // A site that was down or failing is asked again next time, not shut out a day.
+                if matches!(r, Robots::Rules(_)) {
+                    robots::remember(&origin, &r);
+                }
+                r
+            }
+        };
+        match &robots {
+            Robots::Forbidden(why) => {
+                return Err(Fail(Class::Input, format!("robots.txt of {origin} {why}")));
+            }
+            Robots::Rules(rules) => {
+                let target = match url.query() {
+                    Some(q) => format!("{}?{q}", url.path()),
+                    None => url.path().to_string(),
+                };
+                if !rules.allows(&target) {
+                    return Err(Fail(
+                        Class::Input,
+                        format!("robots.txt of {origin} forbids {url} to {ROBOTS_TOKEN}"),
+                    ));
+                }
             }
         }
-        let response = client
-            .get(url.clone())
-            .send()
-            .await
-            .map_err(|e| Fail(Class::Input, format!("{url} cannot be reached: {e}")))?;
+        let response = client.get(url.clone()).send().await.map_err(|e| {
+            Fail(
+                Class::Input,
+                format!("{url} cannot be reached: {}", causes(&e)),
+            )
+        })?;
         let status = response.status();
         if status.is_redirection() {
             let location = response
@@ -238,33 +320,40 @@ async fn fetch(mut url: Url) -> Result<(Url, String), Fail> {
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .map(|s| s.to_ascii_lowercase());
-        if let Some(ct) = &content_type
-            && !(ct.starts_with("text/html") || ct.starts_with("application/xhtml+xml"))
-        {
-            return Err(Fail(
-                Class::Conversion,
-                format!("{url} is not an HTML page ({ct})"),
-            ));
+            .map(str::to_string);
+        if let Some(ct) = &content_type {
+            let mime = ct
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            if mime != "text/html" && mime != "application/xhtml+xml" {
+                return Err(Fail(
+                    Class::Conversion,
+                    format!("{url} is not an HTML page ({mime}) — fetch_content reads HTML only"),
+                ));
+            }
         }
         if response
             .content_length()
             .is_some_and(|n| n > MAX_BYTES as u64)
         {
-            return Err(Fail(
-                Class::Conversion,
-                format!("{url} is larger than 5 MiB"),
-            ));
+            return Err(too_large(&url));
         }
-        let body = read_limited(response, &url).await?;
+        let body = read_limited(response, &url, MAX_BYTES)
+            .await?
+            .ok_or_else(|| too_large(&url))?;
         if content_type.is_none() && !looks_like_html(&body) {
             return Err(Fail(
                 Class::Conversion,
-                format!("{url} is not an HTML page"),
+                format!(
+                    "{url} is not an HTML page (no Content-Type, and it does not look like HTML)"
+                ),
             ));
         }
-        let text = String::from_utf8(body)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        let text = charset::decode(&body, content_type.as_deref())
+            .map_err(|e| Fail(Class::Conversion, format!("{url} cannot be decoded: {e}")))?;
         return Ok((url, text));
     }
     Err(Fail(
@@ -273,168 +362,100 @@ async fn fetch(mut url: Url) -> Result<(Url, String), Fail> {
     ))
 }
 
-async fn read_limited(mut response: reqwest::Response, url: &Url) -> Result<Vec<u8>, Fail> {
+/// An error with its causes (reqwest's own text stops at "error sending request").
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn too_large(url: &Url) -> Fail {
+    Fail(Class::Conversion, format!("{url} is larger than 5 MiB"))
+}
+
+/// The body, or `None` as soon as it passes `limit` (the rest is never downloaded).
+async fn read_limited(
+    mut response: reqwest::Response,
+    url: &Url,
+    limit: usize,
+) -> Result<Option<Vec<u8>>, Fail> {
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| Fail(Class::Input, format!("{url}: the download broke off: {e}")))?
-    {
-        if body.len() + chunk.len() > MAX_BYTES {
-            return Err(Fail(
-                Class::Conversion,
-                format!("{url} is larger than 5 MiB"),
-            ));
+    while let Some(chunk) = response.chunk().await.map_err(|e| {
+        Fail(
+            Class::Input,
+            format!("{url}: the download broke off: {}", causes(&e)),
+        )
+    })? {
+        if body.len() + chunk.len() > limit {
+            return Ok(None);
         }
         body.extend_from_slice(&chunk);
     }
-    Ok(body)
+    Ok(Some(body))
 }
 
 fn looks_like_html(body: &[u8]) -> bool {
     let head = String::from_utf8_lossy(&body[..body.len().min(1024)]).to_ascii_lowercase();
-    let head = head.trim_start();
+    let head = head.trim_start_matches('\u{feff}').trim_start();
     head.starts_with("<!doctype html") || head.starts_with("<html") || head.contains("<body")
 }
 
-fn to_markdown(html: &str) -> std::io::Result<String> {
-    let converter = htmd::HtmlToMarkdown::builder()
-        .skip_tags(REMOVED.to_vec())
-        .build();
-    let md = converter.convert(html)?;
-    let md = md.trim_end();
-    Ok(if md.is_empty() {
-        String::new()
-    } else {
-        format!("{md}\n")
-    })
-}
-
-/// What robots.txt says for one origin.
-#[derive(Debug)]
-enum Robots {
-    Rules(Rules),
-    /// A 5xx or unreachable robots.txt forbids everything.
-    Forbidden(String),
-}
-
-async fn robots_for(client: &reqwest::Client, url: &Url) -> Robots {
+/// robots.txt of `url`'s origin, its own redirections followed (up to 5, RFC 9309).
+async fn robots_for(url: &Url) -> Robots {
     let Ok(robots_url) = url.join("/robots.txt") else {
         return Robots::Rules(Rules::default());
     };
+    let client = match reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::limited(5))
+        .user_agent(USER_AGENT)
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => return Robots::Forbidden(format!("cannot be read ({e})")),
+    };
     let response = match client.get(robots_url).send().await {
         Ok(r) => r,
-        Err(e) => return Robots::Forbidden(format!("cannot be read ({e})")),
+        Err(e) => return Robots::Forbidden(format!("cannot be read ({})", causes(&e))),
     };
     let status = response.status();
     if status.is_server_error() {
         return Robots::Forbidden(format!("answered HTTP {status}"));
     }
     if !status.is_success() {
-        // 4xx (and an unexpected redirect): everything is allowed.
+        // 4xx (and too many redirections): everything is allowed.
         return Robots::Rules(Rules::default());
     }
-    match response.text().await {
-        Ok(text) => Robots::Rules(Rules::parse(&text, ROBOTS_TOKEN)),
-        Err(e) => Robots::Forbidden(format!("cannot be read ({e})")),
-    }
-}
-
-/// The `Allow`/`Disallow` rules of the group that applies to us (RFC 9309).
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Rules {
-    /// `(allow, pattern)`.
-    rules: Vec<(bool, String)>,
-}
-
-impl Rules {
-    /// The group naming `token`, else the `*` group.
-    pub fn parse(text: &str, token: &str) -> Self {
-        let mut ours: Vec<(bool, String)> = Vec::new();
-        let mut star: Vec<(bool, String)> = Vec::new();
-        let mut found_ours = false;
-        let mut agents: Vec<String> = Vec::new();
-        let mut in_rules = false;
-        for line in text.lines() {
-            let line = line.split('#').next().unwrap_or("").trim();
-            let Some((key, value)) = line.split_once(':') else {
-                continue;
-            };
-            let key = key.trim().to_ascii_lowercase();
-            let value = value.trim();
-            match key.as_str() {
-                "user-agent" => {
-                    if in_rules {
-                        agents.clear();
-                        in_rules = false;
-                    }
-                    agents.push(value.to_ascii_lowercase());
+    let mut body = Vec::new();
+    let mut response = response;
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                body.extend_from_slice(&chunk);
+                if body.len() >= MAX_ROBOTS_BYTES {
+                    body.truncate(MAX_ROBOTS_BYTES);
+                    break;
                 }
-                "allow" | "disallow" => {
-                    in_rules = true;
-                    if value.is_empty() {
-                        continue;
-                    }
-                    let rule = (key == "allow", value.to_string());
-                    if agents.iter().any(|a| a == &token.to_ascii_lowercase()) {
-                        found_ours = true;
-                        ours.push(rule.clone());
-                    }
-                    if agents.iter().any(|a| a == "*") {
-                        star.push(rule);
-                    }
-                }
-                _ => {}
             }
-        }
-        Self {
-            rules: if found_ours { ours } else { star },
-        }
-    }
-
-    /// Longest match wins; `Allow` wins a tie; nothing matching allows.
-    pub fn allows(&self, path: &str) -> bool {
-        let mut best: Option<(usize, bool)> = None;
-        for (allow, pattern) in &self.rules {
-            if robots_match(pattern, path) {
-                let len = pattern.len();
-                best = match best {
-                    Some((l, a)) if l > len || (l == len && a) => Some((l, a)),
-                    _ => Some((len, *allow)),
-                };
-            }
-        }
-        best.is_none_or(|(_, allow)| allow)
-    }
-}
-
-/// A robots.txt path pattern: a prefix match with `*` for any run and a final `$` for the end.
-fn robots_match(pattern: &str, path: &str) -> bool {
-    let (pattern, anchored) = match pattern.strip_suffix('$') {
-        Some(p) => (p, true),
-        None => (pattern, false),
-    };
-    let parts: Vec<&str> = pattern.split('*').collect();
-    let Some(rest) = path.strip_prefix(parts[0]) else {
-        return false;
-    };
-    let mut rest = rest;
-    for (i, part) in parts.iter().enumerate().skip(1) {
-        let last = i == parts.len() - 1;
-        if last && anchored {
-            return rest.ends_with(part);
-        }
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
+            Ok(None) => break,
+            Err(e) => return Robots::Forbidden(format!("cannot be read ({})", causes(&e))),
         }
     }
-    !anchored || rest.is_empty()
+    Robots::Rules(Rules::parse(&String::from_utf8_lossy(&body), ROBOTS_TOKEN))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use super::robots::Rules;
 
     #[test]
     fn robots_longest_match_and_tie() {

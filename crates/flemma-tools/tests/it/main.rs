@@ -1,5 +1,6 @@
 //! The crate's one integration-test binary (one link instead of one per file).
 
+mod bad_input;
 mod custom;
 mod edit;
 mod faults;
