@@ -69,10 +69,14 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
             true
         }
     };
+    // Whenever the output goes to the store (past the readback window, or too long for the
+    // result), the store gets the runner's own file, byte for byte: the text above has invalid
+    // UTF-8 replaced, and past the readback window only its two ends.
     let readback_partial = finished.output_bytes > 2 * process::READBACK_END_BYTES;
+    let stored = readback_partial || crate::truncate::overflows(&text);
     Outcome {
+        full_output: stored.then_some(finished.full_output),
         text,
         is_error,
-        full_output: readback_partial.then_some(finished.full_output),
     }
 }
