@@ -34,8 +34,11 @@ use crate::tool_setup::{SetupPolicy, ToolSetup};
 
 /// How often a write re-reads and merges when the file changed under it.
 const MERGE_ATTEMPTS: usize = 20;
-/// How often the file is checked for changes made by someone else while nothing is written.
-const WATCH_INTERVAL: Duration = Duration::from_millis(250);
+/// How often the store is checked for changes made by someone else while nothing is written,
+/// when no watcher tells (an editor's buffer, or no file watcher could be set up).
+const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// The same while the file watcher tells of every change: a safety net only.
+const WATCHED_POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// What the driver tells its user as it goes.
 #[derive(Debug, Clone)]
@@ -292,8 +295,9 @@ impl Driver {
             self.handle(input);
         }
         let mut interrupted = false;
-        let mut watch = tokio::time::interval(WATCH_INTERVAL);
-        watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Changes made on disk by others are merged as soon as the watcher tells.
+        let file_watch = crate::watcher::watch(&self.path);
+        let mut next_poll = Instant::now();
         loop {
             self.report_state();
             if self.is_done() {
@@ -309,6 +313,12 @@ impl Driver {
                 }
             }
             let write_at = self.write_at;
+            let poll_interval = if file_watch.is_some() && self.store.is_disk() {
+                WATCHED_POLL_INTERVAL
+            } else {
+                POLL_INTERVAL
+            };
+            next_poll = next_poll.min(Instant::now() + poll_interval);
             tokio::select! {
                 message = self.receiver.recv() => match message {
                     Some(message) => self.receive(message),
@@ -316,7 +326,14 @@ impl Driver {
                     None => break,
                 },
                 () = sleep_until(write_at) => self.write().await?,
-                _ = watch.tick() => {
+                () = changed_on_disk(file_watch.as_ref()) => {
+                    tracing::debug!(path = %self.path.display(), "changed on disk");
+                    if self.store.is_disk() {
+                        self.write().await?;
+                    }
+                }
+                () = tokio::time::sleep_until(next_poll.into()) => {
+                    next_poll = Instant::now() + poll_interval;
                     if self.write_at.is_none() {
                         self.write().await?;
                     }
@@ -785,6 +802,21 @@ impl Drop for Driver {
         for task in self.timers.values() {
             task.abort();
         }
+        // A driver that ends with work running (it stopped on an error: the file is gone,
+        // or cannot be merged) stops that work: nothing could write its results.
+        if let Some((_, token)) = self.request.take() {
+            token.cancel();
+        }
+        for cancel in self.tools_running.values() {
+            cancel.cancel();
+        }
+    }
+}
+
+async fn changed_on_disk(watch: Option<&crate::watcher::FileWatch>) {
+    match watch {
+        Some(watch) => watch.changed().await,
+        None => std::future::pending().await,
     }
 }
 
