@@ -327,8 +327,10 @@ impl Driver {
                 },
                 () = sleep_until(write_at) => self.write().await?,
                 () = changed_on_disk(file_watch.as_ref()) => {
-                    tracing::debug!(path = %self.path.display(), "changed on disk");
-                    if self.store.is_disk() {
+                    // The watcher also tells of the driver's own writes: only a text other
+                    // than the one last read or written is merged (and written) at once.
+                    if self.store.is_disk() && self.store.read().await?.text != self.stored.text {
+                        tracing::debug!(path = %self.path.display(), "changed on disk by someone else");
                         self.write().await?;
                     }
                 }

@@ -16,6 +16,7 @@ mod common;
 mod daemon;
 mod daemon_engine;
 mod daemon_two_editors;
+mod daemon_watch;
 mod doctor;
 mod lsp;
 mod lsp_engine;
