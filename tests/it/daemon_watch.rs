@@ -428,3 +428,40 @@ fn a_file_deleted_mid_stream_is_not_recreated_and_the_daemon_says_so() {
     drop(daemon);
     runtime.block_on(mock.shutdown());
 }
+
+#[test]
+fn flemmad_events_prints_the_engine_events_of_a_send_as_json_lines() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mock = runtime.block_on(MockProvider::start()).unwrap();
+    let base = mock.base_url();
+    let chat = common::chat(&format!("{FRONTMATTER}@You:\nHi.\n"));
+    let daemon = Served::start(&chat, &base, &[]);
+    let mut events = Events::start(&chat, &base, &daemon);
+    mock.push(Turn::text("Hello."));
+    let path = chat.path.display().to_string();
+    daemon.call("flemma/send", json!({"uri": path}));
+    let stopped = events.wait("engine:stopped");
+    assert_eq!(stopped["data"], json!({"reason": "idle"}));
+    let uri = format!("file://{path}");
+    let names: Vec<&str> = events
+        .seen
+        .iter()
+        .map(|event| event["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.first(), Some(&"request:sending"), "{names:?}");
+    assert!(names.contains(&"request:finished"), "{names:?}");
+    for event in &events.seen {
+        // `{name, uri, data}`: every one an event of this document (no reply text: that
+        // needs the `text` filter).
+        assert_eq!(event["uri"], uri, "{event}");
+        assert!(event.get("data").is_some(), "{event}");
+        assert_ne!(event["name"], "request:text", "{event}");
+    }
+    drop(events);
+    drop(daemon);
+    runtime.block_on(mock.shutdown());
+}
