@@ -254,8 +254,8 @@ fn slow_writing_chat() -> Chat {
 }
 
 /// Streams a long reply into the closed chat and appends to it three times meanwhile; returns
-/// the final text, the reply and the three merge latencies.
-fn appends_while_streaming(env: &[(&str, &str)]) -> (String, String, Vec<Duration>) {
+/// the final text, the reply, the three merge latencies and the daemon's log.
+fn appends_while_streaming(env: &[(&str, &str)]) -> (String, String, Vec<Duration>, String) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -290,10 +290,11 @@ fn appends_while_streaming(env: &[(&str, &str)]) -> (String, String, Vec<Duratio
     );
     assert_eq!(stopped["uri"], format!("file://{path}"));
     let text = read(&chat.path);
+    let log = daemon.log();
     drop(events);
     drop(daemon);
     runtime.block_on(mock.shutdown());
-    (text, reply, latencies)
+    (text, reply, latencies, log)
 }
 
 /// Every word of `reply` in `text`, in order (another program's text may sit between them).
@@ -310,7 +311,8 @@ fn words_in_order(text: &str, reply: &str) {
 
 #[test]
 fn an_append_by_another_program_mid_stream_is_merged_at_once_and_both_texts_kept() {
-    let (text, reply, latencies) = appends_while_streaming(&[]);
+    let (text, reply, latencies, log) = appends_while_streaming(&[]);
+    assert!(!log.contains("polled"), "{log}");
     words_in_order(&text, &reply);
     for n in 0..3 {
         assert!(
@@ -328,7 +330,9 @@ fn an_append_by_another_program_mid_stream_is_merged_at_once_and_both_texts_kept
 
 #[test]
 fn without_the_watcher_the_poll_still_merges_an_append() {
-    let (text, reply, latencies) = appends_while_streaming(&[("FLEMMAD_WATCH", "poll")]);
+    let (text, reply, latencies, log) = appends_while_streaming(&[("FLEMMAD_WATCH", "poll")]);
+    // Said once, however many times a driver started.
+    assert_eq!(log.matches("polled, not watched").count(), 1, "{log}");
     words_in_order(&text, &reply);
     for n in 0..3 {
         assert!(
