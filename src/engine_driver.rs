@@ -196,6 +196,9 @@ pub struct Driver {
     refusals: usize,
     /// The store was switched: its text is the new base, not a change to merge.
     rebase: bool,
+    /// The file as the driver's last read or write of it left it (its store is the file):
+    /// the watcher's news of that very file is the driver's own write, not a change.
+    on_disk: Option<FileIdentity>,
     /// Shutting down: done once written, whatever still runs.
     leaving: bool,
     report: Box<dyn FnMut(Report) + Send>,
@@ -251,6 +254,7 @@ impl Driver {
             stopped: None,
             refusals: 0,
             rebase: false,
+            on_disk: None,
             leaving: false,
             report,
             on_state: None,
@@ -329,7 +333,10 @@ impl Driver {
                 () = changed_on_disk(file_watch.as_ref()) => {
                     // The watcher also tells of the driver's own writes: only a text other
                     // than the one last read or written is merged (and written) at once.
-                    if self.store.is_disk() && self.store.read().await?.text != self.stored.text {
+                    if self.store.is_disk()
+                        && (self.on_disk.is_none() || self.on_disk != FileIdentity::of(&self.path))
+                        && self.store.read().await?.text != self.stored.text
+                    {
                         tracing::debug!(path = %self.path.display(), "changed on disk by someone else");
                         self.write().await?;
                     }
@@ -713,6 +720,15 @@ impl Driver {
 
     /// One read, merge and compare-and-swap write; `false` when the store moved meanwhile.
     async fn write_once(&mut self) -> anyhow::Result<bool> {
+        let done = self.read_merge_and_replace().await;
+        self.on_disk = match done {
+            Ok(true) if self.store.is_disk() => FileIdentity::of(&self.path),
+            _ => None,
+        };
+        done
+    }
+
+    async fn read_merge_and_replace(&mut self) -> anyhow::Result<bool> {
         {
             let current = self.store.read().await?;
             if self.rebase {
@@ -812,6 +828,27 @@ impl Drop for Driver {
         for cancel in self.tools_running.values() {
             cancel.cancel();
         }
+    }
+}
+
+/// What tells one state of a file from another without reading it: its inode (a rename
+/// over it is a new one), size and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdentity {
+    inode: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileIdentity {
+    fn of(path: &std::path::Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt as _;
+        let metadata = std::fs::metadata(path).ok()?;
+        Some(Self {
+            inode: metadata.ino(),
+            len: metadata.len(),
+            modified: metadata.modified().ok(),
+        })
     }
 }
 
