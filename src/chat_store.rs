@@ -42,6 +42,11 @@ pub trait ChatStore: Send {
 
     /// What is written, for messages: `the file talk.chat`, `helix's buffer of talk.chat`.
     fn describe(&self) -> String;
+
+    /// The store is the file on disk (a watcher sees its changes; others must be polled).
+    fn is_disk(&self) -> bool {
+        false
+    }
 }
 
 /// The file on disk: read it, and replace it atomically only if it still holds what was read.
@@ -53,6 +58,16 @@ pub struct FileStore {
 impl ChatStore for FileStore {
     fn read(&mut self) -> StoreFuture<'_, Snapshot> {
         Box::pin(async move {
+            if let Err(error) = std::fs::metadata(&self.path)
+                && error.kind() == std::io::ErrorKind::NotFound
+            {
+                let message = format!(
+                    "{} is gone (deleted or moved away by someone else while flemmad was writing it); flemmad stopped writing it and did not recreate it",
+                    self.path.display()
+                );
+                tracing::warn!("{message}");
+                anyhow::bail!(message);
+            }
             Ok(Snapshot {
                 text: fsutil::read_chat(&self.path)?,
                 version: None,
@@ -70,6 +85,10 @@ impl ChatStore for FileStore {
 
     fn describe(&self) -> String {
         self.path.display().to_string()
+    }
+
+    fn is_disk(&self) -> bool {
+        true
     }
 }
 

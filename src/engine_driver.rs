@@ -34,8 +34,11 @@ use crate::tool_setup::{SetupPolicy, ToolSetup};
 
 /// How often a write re-reads and merges when the file changed under it.
 const MERGE_ATTEMPTS: usize = 20;
-/// How often the file is checked for changes made by someone else while nothing is written.
-const WATCH_INTERVAL: Duration = Duration::from_millis(250);
+/// How often the store is checked for changes made by someone else while nothing is written,
+/// when no watcher tells (an editor's buffer, or no file watcher could be set up).
+const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// The same while the file watcher tells of every change: a safety net only.
+const WATCHED_POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// What the driver tells its user as it goes.
 #[derive(Debug, Clone)]
@@ -193,6 +196,9 @@ pub struct Driver {
     refusals: usize,
     /// The store was switched: its text is the new base, not a change to merge.
     rebase: bool,
+    /// The file as the driver's last read or write of it left it (its store is the file):
+    /// the watcher's news of that very file is the driver's own write, not a change.
+    on_disk: Option<FileIdentity>,
     /// Shutting down: done once written, whatever still runs.
     leaving: bool,
     report: Box<dyn FnMut(Report) + Send>,
@@ -248,6 +254,7 @@ impl Driver {
             stopped: None,
             refusals: 0,
             rebase: false,
+            on_disk: None,
             leaving: false,
             report,
             on_state: None,
@@ -292,8 +299,9 @@ impl Driver {
             self.handle(input);
         }
         let mut interrupted = false;
-        let mut watch = tokio::time::interval(WATCH_INTERVAL);
-        watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Changes made on disk by others are merged as soon as the watcher tells.
+        let file_watch = crate::watcher::watch(&self.path);
+        let mut next_poll = Instant::now();
         loop {
             self.report_state();
             if self.is_done() {
@@ -309,6 +317,12 @@ impl Driver {
                 }
             }
             let write_at = self.write_at;
+            let poll_interval = if file_watch.is_some() && self.store.is_disk() {
+                WATCHED_POLL_INTERVAL
+            } else {
+                POLL_INTERVAL
+            };
+            next_poll = next_poll.min(Instant::now() + poll_interval);
             tokio::select! {
                 message = self.receiver.recv() => match message {
                     Some(message) => self.receive(message),
@@ -316,7 +330,19 @@ impl Driver {
                     None => break,
                 },
                 () = sleep_until(write_at) => self.write().await?,
-                _ = watch.tick() => {
+                () = changed_on_disk(file_watch.as_ref()) => {
+                    // The watcher also tells of the driver's own writes: only a text other
+                    // than the one last read or written is merged (and written) at once.
+                    if self.store.is_disk()
+                        && (self.on_disk.is_none() || self.on_disk != FileIdentity::of(&self.path))
+                        && self.store.read().await?.text != self.stored.text
+                    {
+                        tracing::debug!(path = %self.path.display(), "changed on disk by someone else");
+                        self.write().await?;
+                    }
+                }
+                () = tokio::time::sleep_until(next_poll.into()) => {
+                    next_poll = Instant::now() + poll_interval;
                     if self.write_at.is_none() {
                         self.write().await?;
                     }
@@ -694,6 +720,15 @@ impl Driver {
 
     /// One read, merge and compare-and-swap write; `false` when the store moved meanwhile.
     async fn write_once(&mut self) -> anyhow::Result<bool> {
+        let done = self.read_merge_and_replace().await;
+        self.on_disk = match done {
+            Ok(true) if self.store.is_disk() => FileIdentity::of(&self.path),
+            _ => None,
+        };
+        done
+    }
+
+    async fn read_merge_and_replace(&mut self) -> anyhow::Result<bool> {
         {
             let current = self.store.read().await?;
             if self.rebase {
@@ -785,6 +820,42 @@ impl Drop for Driver {
         for task in self.timers.values() {
             task.abort();
         }
+        // A driver that ends with work running (it stopped on an error: the file is gone,
+        // or cannot be merged) stops that work: nothing could write its results.
+        if let Some((_, token)) = self.request.take() {
+            token.cancel();
+        }
+        for cancel in self.tools_running.values() {
+            cancel.cancel();
+        }
+    }
+}
+
+/// What tells one state of a file from another without reading it: its inode (a rename
+/// over it is a new one), size and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdentity {
+    inode: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileIdentity {
+    fn of(path: &std::path::Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt as _;
+        let metadata = std::fs::metadata(path).ok()?;
+        Some(Self {
+            inode: metadata.ino(),
+            len: metadata.len(),
+            modified: metadata.modified().ok(),
+        })
+    }
+}
+
+async fn changed_on_disk(watch: Option<&crate::watcher::FileWatch>) {
+    match watch {
+        Some(watch) => watch.changed().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -16,6 +16,8 @@ mod common;
 mod daemon;
 mod daemon_engine;
 mod daemon_two_editors;
+mod daemon_watch;
+mod daemon_watch_jobs;
 mod doctor;
 mod lsp;
 mod lsp_engine;
