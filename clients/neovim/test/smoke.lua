@@ -343,9 +343,26 @@ local function replied()
 end
 wait(10000, function() return send_error() ~= nil or text(send):find("@Assistant:", 1, true) ~= nil end)
 check(send_error() == nil, "<C-]> sends: flemma.send is accepted", send_error())
-local streamed = wait(30000, replied)
+-- What a progress UI (a statusline) reads meanwhile: the server's $/progress, as Neovim keeps it.
+local progress_seen = {}
+local function note_progress()
+  local messages = vim.lsp.util.get_progress_messages and vim.lsp.util.get_progress_messages() or {}
+  for _, m in ipairs(messages) do
+    progress_seen[(m.title or "") .. (m.message and (" | " .. m.message) or "")] = true
+  end
+  if vim.lsp.status then
+    progress_seen[vim.lsp.status()] = true
+  end
+end
+local streamed = wait(30000, function()
+  note_progress()
+  return replied()
+end)
 check(streamed, "the reply streams into the buffer, then an empty @You:", text(send))
 check(edits >= 4, "the reply arrived in several edits (" .. edits .. "), none of them stalled the stream")
+local progress_titles = table.concat(vim.tbl_keys(progress_seen), "\n")
+check(progress_titles:find("flemma: send.chat: streaming the reply", 1, true) ~= nil,
+  "while it streams, Neovim's progress says so (flemma: send.chat: streaming the reply)", progress_titles)
 check(vim.bo[send].modified, "the reply is in the buffer, for the user to save")
 
 local tool_line = "%*%*Tool Result:%*%* `(toolu_%w+)` %(pending%)"
@@ -379,9 +396,19 @@ local function tool_cycle_done()
     and t:find("@Assistant:\ngreeting.txt now says hello.\n\n@You:", 1, true) ~= nil
     and ends_with_empty_you(send)
 end
-check(wait(30000, tool_cycle_done),
+progress_seen = {}
+check(wait(30000, function()
+  note_progress()
+  return tool_cycle_done()
+end),
   "approving it through the code action runs the tool; its result and the next reply land, then an empty @You:",
   text(send))
+progress_titles = table.concat(vim.tbl_keys(progress_seen), "\n")
+-- The server names the running tool by its id (or, should it say the name, by `bash`).
+local running_id = "flemma: send.chat: running " .. tostring(tool_id)
+check(progress_titles:find(running_id, 1, true) ~= nil
+    or progress_titles:find("flemma: send.chat: running bash", 1, true) ~= nil,
+  "while the tool runs, Neovim's progress says so (" .. running_id .. ")", progress_titles)
 check(read_file(chats .. "/greeting.txt") == "hello from bash\n", "the tool ran in the chat's directory",
   tostring(read_file(chats .. "/greeting.txt")))
 local errors = vim.tbl_filter(function(d) return d.severity == vim.diagnostic.severity.ERROR end, vim.diagnostic.get(send))
