@@ -238,7 +238,7 @@ test(
             { tool_call: { name: 'bash', input: { label: 'greet', command: "printf 'hello from bash\\n' > greeting.txt && cat greeting.txt" } } },
           ],
         },
-        { steps: [{ text: 'greeting.txt says hello.' }] },
+        { steps: [{ text: 'greeting.txt says hello.' }], bytes_per_sec: 1500 },
       ]);
       const typed = 'Put a greeting in greeting.txt.\n';
       const end = positionAt(document.text, document.text.length);
@@ -251,6 +251,7 @@ test(
       assert.equal(existsSync(join(work, 'greeting.txt')), false, 'the tool waits for approval');
       const approve = lensesOf().find((l) => l.command?.title === 'Approve')!;
       const toolId = approve.command!.arguments![1] as string;
+      const editsBeforeApproval = editor.edits.length;
       await commands.executeCommand(approve.command!.command, ...(approve.command!.arguments ?? []));
       await until(
         'the tool result and the next reply',
@@ -262,6 +263,12 @@ test(
       );
       assert.equal(readFileSync(join(work, 'greeting.txt'), 'utf8'), 'hello from bash\n', 'the tool ran in the chat directory');
       assert.equal(lensesOf().length, 0, 'no lens is left once nothing is pending');
+      await until('the engine to stop', () => events.filter((e) => e.name === 'engine:stopped').length >= 3, 5000, detail);
+      // The next reply, streamed in several edits, is one undo stop too (the approval and the tool's
+      // result may come in the same edits, coalesced by the server, or as steps of their own).
+      const secondReply = editor.edits.slice(editsBeforeApproval).filter((e) => !e.undoStopAfter);
+      assert.ok(secondReply.length >= 2, `the next reply streamed in (${JSON.stringify(editor.edits.slice(editsBeforeApproval))})`);
+      assert.equal(secondReply.filter((e) => e.undoStopBefore).length, 1, 'the next reply is one undo stop too');
       assert.deepEqual(state.messages.filter((m) => m.level === 'error'), [], 'no command failed');
       await until('the end of the last request', () => events.filter((e) => e.name === 'request:finished').length >= 3, 5000, detail);
       assert.match(statusTexts[statusTexts.length - 1], /^\$\(comment-discussion\) .* · \$0\.\d{4}$/, 'idle with the cost after the cycle');
