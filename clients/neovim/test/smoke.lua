@@ -414,6 +414,21 @@ check(read_file(chats .. "/greeting.txt") == "hello from bash\n", "the tool ran 
 local errors = vim.tbl_filter(function(d) return d.severity == vim.diagnostic.severity.ERROR end, vim.diagnostic.get(send))
 check(#errors == 0 and notified_with("failed") == nil, "the buffer is a valid chat (no error diagnostic, no failure told)",
   vim.inspect(errors) .. vim.inspect(notified))
+-- The last reply is in the buffer a moment before the engine has wound down: ask until it is idle.
+local status_told = nil
+for _ = 1, 50 do
+  notified = {}
+  press("<leader>fs")
+  wait(5000, function() return notified_with("flemmad: send.chat: ") ~= nil end)
+  status_told = notified_with("flemmad: send.chat: ")
+  if status_told == nil or status_told:find("send.chat: idle", 1, true) ~= nil then
+    break
+  end
+  vim.wait(100)
+end
+check(status_told ~= nil and status_told:find("send.chat: idle", 1, true) ~= nil
+    and status_told:find(" input, %d+ output tokens") ~= nil,
+  "<leader>fs tells the chat's status: idle, and the tokens of its requests", tostring(status_told))
 
 if not send_only then
 -- 9. The key maps reach the server with the buffer's URI: the tool is done, so the server
