@@ -127,3 +127,35 @@ export function statusText(status: DocumentStatus): string {
   if (status.cost !== undefined) parts.push(formatCost(status.cost));
   return `${icon} ${parts.join(' · ')}`;
 }
+
+/**
+ * One line for a `flemma.status` answer ({path, state, pending, runningTools, jobs, usage,
+ * lastStop}): the state, what waits or runs, the tokens and the cost so far.
+ */
+export function statusSummary(answer: unknown): string {
+  if (typeof answer !== 'object' || answer === null) return `no status (the server answered ${JSON.stringify(answer)})`;
+  const path = str(field(answer, 'path')) ?? '?';
+  const state = str(field(answer, 'state')) ?? '?';
+  const parts = [`${path.split('/').pop()}: ${state}`];
+  const ids = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+  const pending = ids(field(answer, 'pending'));
+  if (pending.length > 0) parts.push(`waiting for approval: ${pending.join(', ')}`);
+  const running = ids(field(answer, 'runningTools'));
+  if (running.length > 0) parts.push(`running: ${running.join(', ')}`);
+  const jobs = field(answer, 'jobs');
+  if (Array.isArray(jobs) && jobs.length > 0) {
+    parts.push(
+      `jobs: ${jobs.map((j) => `${str(field(j, 'jobId')) ?? '?'} (${str(field(j, 'toolName')) ?? '?'}, ${str(field(j, 'state')) ?? '?'})`).join(', ')}`,
+    );
+  }
+  const usage = field(answer, 'usage');
+  const input = num(field(usage, 'inputTokens')) ?? 0;
+  const output = num(field(usage, 'outputTokens')) ?? 0;
+  if (input > 0 || output > 0) {
+    const cost = num(field(usage, 'cost'));
+    parts.push(`${input} input, ${output} output tokens${cost === undefined ? '' : `, ${formatCost(cost)}`}`);
+  }
+  const lastStop = str(field(answer, 'lastStop'));
+  if (lastStop !== undefined && lastStop !== state) parts.push(`last stop: ${lastStop}`);
+  return parts.join(' · ');
+}

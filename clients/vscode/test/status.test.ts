@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { INITIAL_STATUS, formatCost, reduceStatus, statusText, type FlemmaEvent } from '../src/status';
+import { INITIAL_STATUS, formatCost, reduceStatus, statusSummary, statusText, type FlemmaEvent } from '../src/status';
 
 const uri = 'file:///t.chat';
 const fold = (events: FlemmaEvent[]) => events.reduce(reduceStatus, INITIAL_STATUS);
@@ -63,4 +63,22 @@ test('errors, a named model and jobs show; malformed data is ignored', () => {
 test('cost formatting', () => {
   assert.equal(formatCost(0), '$0.0000');
   assert.equal(formatCost(12.345), '$12.35');
+});
+
+test('the status command answer in one line', () => {
+  const answer = {
+    path: '/home/me/talk.chat',
+    state: 'awaiting-approval',
+    runningTools: [],
+    pending: ['toolu_1', 'toolu_2'],
+    jobs: [{ jobId: 'job_ab12cd34', toolId: 'toolu_0', toolName: 'bash', state: 'running' }],
+    usage: { inputTokens: 2326, outputTokens: 4, thinkingTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, cost: 0.007 },
+    lastStop: 'awaiting-approval',
+  };
+  assert.equal(
+    statusSummary(answer),
+    'talk.chat: awaiting-approval · waiting for approval: toolu_1, toolu_2 · jobs: job_ab12cd34 (bash, running) · 2326 input, 4 output tokens, $0.0070',
+  );
+  assert.equal(statusSummary({ path: '/t.chat', state: 'idle', usage: { inputTokens: 0, outputTokens: 0 }, lastStop: 'error: no key' }), 't.chat: idle · last stop: error: no key');
+  assert.equal(statusSummary(null), 'no status (the server answered null)');
 });

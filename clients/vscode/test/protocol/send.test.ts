@@ -273,6 +273,11 @@ test(
       await until('the end of the last request', () => events.filter((e) => e.name === 'request:finished').length >= 3, 5000, detail);
       assert.match(statusTexts[statusTexts.length - 1], /^\$\(comment-discussion\) .* · \$0\.\d{4}$/, 'idle with the cost after the cycle');
 
+      // Show status (the status bar item's click) tells the state and the usage in one line.
+      const statusShown = () => state.messages.filter((m) => m.level === 'info' && m.text.startsWith('Flemma: talk.chat: '));
+      await commands.executeCommand('flemma.chat.status');
+      assert.match(statusShown()[0]?.text ?? '', /^Flemma: talk\.chat: idle · \d+ input, \d+ output tokens, \$0\.\d{4}$/, JSON.stringify(state.messages));
+
       await lsp.sendRequest(ShutdownRequest.type);
       await lsp.sendNotification(ExitNotification.type);
     } finally {
