@@ -3,7 +3,7 @@
 -- with FLEMMAD naming the server command and CHATS the directory of the chats smoke.sh wrote.
 -- It goes through Neovim's own LSP UI (vim.lsp.buf.*, vim.diagnostic, the key maps) and checks
 -- what a user would see: the buffer's text, the hover window, the cursor, the diagnostics.
-local failures, checks, skips = 0, 0, 0
+local failures, checks = 0, 0
 local function check(ok, what, detail)
   checks = checks + 1
   if ok then
@@ -12,10 +12,6 @@ local function check(ok, what, detail)
     failures = failures + 1
     io.stdout:write("not ok - " .. what .. (detail and ("\n  " .. tostring(detail)) or "") .. "\n")
   end
-end
-local function skip(what, why)
-  skips = skips + 1
-  io.stdout:write("skip - " .. what .. ": " .. why .. "\n")
 end
 
 -- What the user is told: vim.notify, kept for the checks.
@@ -75,15 +71,94 @@ local function close_floats()
   end
 end
 
+--- One HTTP request to flemma-mock-provider's control API ($MOCK_URL); returns the status code
+--- and the body, or nil and why.
+local function mock_http(method, path, body)
+  local host, port = (vim.env.MOCK_URL or ""):match("^http://([%d%.]+):(%d+)")
+  if host == nil then
+    return nil, "MOCK_URL is not an http://127.0.0.1:PORT address: " .. tostring(vim.env.MOCK_URL)
+  end
+  body = body or ""
+  local tcp = vim.loop.new_tcp()
+  local chunks, done, failure = {}, false, nil
+  tcp:connect(host, tonumber(port), function(err)
+    if err then
+      failure, done = err, true
+      return
+    end
+    tcp:write(string.format(
+      "%s %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+      method, path, host, port, #body, body))
+    tcp:read_start(function(read_err, chunk)
+      if read_err then
+        failure = read_err
+      end
+      if chunk then
+        table.insert(chunks, chunk)
+      else
+        tcp:close()
+        done = true
+      end
+    end)
+  end)
+  if not vim.wait(5000, function() return done end, 10) then
+    tcp:close()
+    return nil, "the mock provider did not answer " .. method .. " " .. path .. " within 5 s"
+  end
+  if failure then
+    return nil, method .. " " .. path .. ": " .. tostring(failure)
+  end
+  local response = table.concat(chunks)
+  local status = tonumber(response:match("^HTTP/1%.%d (%d+)"))
+  return status, response:match("\r\n\r\n(.*)$") or ""
+end
+
+--- Appends scripted turns (Lua tables in the mock's JSON shape) to the mock's queue, so the next
+--- requests get exactly these answers instead of the echo.
+local function queue_turns(turns)
+  local status, body = mock_http("POST", "/_mock/turns", vim.fn.json_encode(turns))
+  if status ~= 200 then
+    io.stdout:write("not ok - queueing the mock provider's turns: " .. tostring(body) .. "\n")
+    vim.cmd("cquit 1")
+  end
+end
+
+--- Accepts the code action titled `title` when Neovim's menu (vim.ui.select) offers it; records
+--- every title offered in `offered`.
+local function choose_code_action(title, offered)
+  vim.ui.select = function(items, _, on_choice)
+    for _, item in ipairs(items) do
+      -- 0.7 passes {client_id, action}; 0.10 and later {ctx = …, action = …}.
+      table.insert(offered, (item.action or item[2]).title)
+    end
+    for _, item in ipairs(items) do
+      if (item.action or item[2]).title == title then
+        return on_choice(item)
+      end
+    end
+    on_choice(nil)
+  end
+end
+
+local function read_file(path)
+  local file = io.open(path, "r")
+  if file == nil then
+    return nil
+  end
+  local content = file:read("*a")
+  file:close()
+  return content
+end
+
 local flemmad = require("flemmad")
 local chats = vim.env.CHATS
 local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
 -- The config vim.lsp.enable("flemmad") reads on 0.11.
 local lsp_config = dofile(here .. "../lsp/flemmad.lua")
 
--- SMOKE_SEND_ONLY: smoke.sh's second pass, against a server that streams a scripted reply. It
--- also sets up as on 0.11: setup({ start = false }) for the filetype and keys, and the client
--- started from lsp/flemmad.lua by an autocommand, as vim.lsp.enable would.
+-- SMOKE_SEND_ONLY: smoke.sh's second pass, the attach and send steps only, set up as on 0.11:
+-- setup({ start = false }) for the filetype and keys, and the client started from
+-- lsp/flemmad.lua by an autocommand, as vim.lsp.enable would.
 local send_only = vim.env.SMOKE_SEND_ONLY == "1"
 if send_only then
   flemmad.setup({ start = false })
@@ -167,45 +242,59 @@ check(wait(10000, function() return vim.api.nvim_win_get_cursor(0)[1] == job_lin
   "cursor on line " .. vim.api.nvim_win_get_cursor(0)[1])
 
 -- 5. Approve through a code action: Neovim's menu (vim.ui.select) offers Approve on the
--- placeholder, the server edits the buffer through workspace/applyEdit.
+-- placeholder, the server edits the buffer through workspace/applyEdit. Two tools still wait
+-- for the user, so nothing runs yet.
 local offered = {}
-vim.ui.select = function(items, opts, on_choice)
-  for _, item in ipairs(items) do
-    -- 0.7 passes {client_id, action}; 0.10 and later {ctx = …, action = …}.
-    local action = item.action or item[2]
-    table.insert(offered, action.title)
-  end
-  for _, item in ipairs(items) do
-    if (item.action or item[2]).title == "Approve `toolu_01AAA`" then
-      return on_choice(item)
-    end
-  end
-  on_choice(nil)
-end
+choose_code_action("Approve `toolu_01AAA`", offered)
 vim.api.nvim_win_set_cursor(0, { line_of(bufnr, "**Tool Result:** `toolu_01AAA`"), 0 })
 vim.lsp.buf.code_action()
 check(wait(10000, function() return line_of(bufnr, "**Tool Result:** `toolu_01AAA` (approved)") ~= nil end),
   "the Approve code action turns the placeholder approved in the buffer", text(bufnr))
 check(vim.tbl_contains(offered, "Reject `toolu_01AAA`"), "the code actions offer Reject too", vim.inspect(offered))
 
--- 6. The key maps, by what they do to the buffer.
+-- 6. The key maps, by what they do to the buffer: reject with a reason, then approve the last
+-- pending tool, which lets the cycle go on (the tools run, the next request goes out).
 vim.ui.input = function(_, on_confirm) on_confirm("do not delete the build") end
 vim.api.nvim_win_set_cursor(0, { line_of(bufnr, "**Tool Result:** `toolu_01CCC`") + 1, 0 })
 press("<leader>fr")
 check(wait(10000, function()
-  return text(bufnr):find("**Tool Result:** `toolu_01CCC` (error)\n```\nUser feedback: do not delete the build\n```", 1, true) ~= nil
+  return text(bufnr):find("**Tool Result:** `toolu_01CCC` (rejected)\n```\nUser feedback: do not delete the build\n```", 1, true) ~= nil
 end), "<leader>fr rejects the pending tool under the cursor with the reason typed", text(bufnr))
-press("<leader>fA")
-check(wait(10000, function() return line_of(bufnr, "**Tool Result:** `toolu_01BBB` (approved job=job_ab12)") ~= nil end),
-  "<leader>fA approves every pending tool", text(bufnr))
-local function waiting_for_approval()
-  return vim.tbl_filter(function(d) return d.message:find("waiting for approval", 1, true) ~= nil end,
+local function diagnosed(needle)
+  return vim.tbl_filter(function(d) return d.message:find(needle, 1, true) ~= nil end,
     diagnostics_with(bufnr, "template-tool"))
 end
-check(wait(10000, function() return #waiting_for_approval() == 0 end),
-  "with nothing pending, no diagnostic says a tool waits for approval", vim.inspect(waiting_for_approval()))
-check(#vim.tbl_filter(function(d) return d.message:find("approved but has not run yet", 1, true) ~= nil end,
-  diagnostics_with(bufnr, "template-tool")) == 2, "the two approved tools are diagnosed as not run yet")
+check(wait(10000, function() return #diagnosed("approved but has not run yet") == 1 end),
+  "while a tool still waits for approval, the approved one is diagnosed as not run yet",
+  vim.inspect(diagnostics_with(bufnr, "template-tool")))
+check(read_file(chats .. "/hello.md") == nil and line_of(bufnr, "**Tool Result:** `toolu_01AAA` (approved)") ~= nil,
+  "nothing runs while a tool waits for approval (hello.md is not written yet)")
+
+queue_turns({ { steps = { { text = "hello.md is written and the tests pass; I left the build alone." } } } })
+press("<leader>fA")
+local cycle_done = {
+  "**Tool Result:** `toolu_01AAA`\n```\nCreated hello.md (1 lines, 2 bytes)\n",
+  "**Tool Result:** `toolu_01BBB` (job=job_ab12)\n```\n3 passed\n```",
+  "**Tool Result:** `toolu_01CCC` (error)\n```\nUser feedback: do not delete the build\n```",
+  "@Assistant:\nhello.md is written and the tests pass; I left the build alone.\n\n@You:\n",
+}
+local function cycle_missing()
+  local t = text(bufnr) .. "\n"
+  for _, needle in ipairs(cycle_done) do
+    if t:find(needle, 1, true) == nil then
+      return needle
+    end
+  end
+  return t:find("\n@You:%s*$") == nil and "an empty @You: at the end" or nil
+end
+check(wait(30000, function() return cycle_missing() == nil end),
+  "<leader>fA approves the last pending tool and the cycle goes on: both tools run, the rejection"
+    .. " is sent as an error, the reply and an empty @You: land in the buffer",
+  "missing: " .. tostring(cycle_missing()) .. "\n" .. text(bufnr))
+check(read_file(chats .. "/hello.md") == "hi", "the write tool wrote hello.md in the chat's directory",
+  tostring(read_file(chats .. "/hello.md")))
+check(wait(10000, function() return #diagnosed("waiting for approval") == 0 and #diagnosed("has not run yet") == 0 end),
+  "with every tool resolved, no diagnostic says a tool waits or has not run", vim.inspect(diagnostics_with(bufnr, "template-tool")))
 vim.api.nvim_win_set_cursor(0, { line_of(bufnr, "**Tool Use:** `bash` (`toolu_01BBB`)"), 0 })
 press("<leader>fa")
 check(wait(5000, function() return notified_with("no pending tool call at or above the cursor") ~= nil end),
@@ -231,49 +320,132 @@ check(wait(10000, function() return #diagnostics_with(notes, "unclosed-fence") =
 
 end
 
--- 8. Send: the reply from flemma-mock-provider streams into the buffer. Until the engine is
--- part of the language server, the server answers that flemma.send is not available yet.
+-- 8. Send: the reply from flemma-mock-provider streams into the buffer (slowly, so it arrives in
+-- many edits at the end of the buffer, which Neovim 0.7 reports in its own shape), then a turn
+-- with a tool call: pending, approved through the code action, run, and the next reply.
 vim.cmd("edit " .. vim.fn.fnameescape(chats .. "/send.chat"))
 local send = vim.api.nvim_get_current_buf()
 wait(10000, function() return vim.lsp.buf_is_attached(send, client.id) end)
+local edits = 0
+vim.api.nvim_buf_attach(send, false, { on_lines = function() edits = edits + 1 end })
+local greeting = "Hello, Neovim! This reply comes from the mock provider, a few bytes at a time."
+queue_turns({ { steps = { { text = greeting } }, bytes_per_sec = 1500 } })
 notified = {}
 press("<C-]>")
 local function send_error()
   return notified_with("flemma.send failed")
 end
+local function ends_with_empty_you(b)
+  return text(b):find("\n@You:%s*$") ~= nil
+end
 local function replied()
-  local t = text(send)
-  return t:find("@Assistant:\nYou said: Say hello to Neovim.", 1, true) ~= nil and t:find("\n@You:%s*$") ~= nil
+  return text(send):find("@Assistant:\n" .. greeting .. "\n\n@You:", 1, true) ~= nil and ends_with_empty_you(send)
 end
 wait(10000, function() return send_error() ~= nil or text(send):find("@Assistant:", 1, true) ~= nil end)
-if send_error() and send_error():find("not available yet", 1, true) then
-  skip("<C-]> (flemma.send) streams the reply into the buffer", "this flemmad's language server says: " .. send_error())
-else
-  check(send_error() == nil, "<C-]> sends: flemma.send is accepted", send_error())
-  local streamed = wait(30000, replied)
-  check(streamed, "the reply streams into the buffer, then an empty @You:", text(send))
-  check(vim.bo[send].modified, "the reply is in the buffer, for the user to save")
+check(send_error() == nil, "<C-]> sends: flemma.send is accepted", send_error())
+-- What a progress UI (a statusline) reads meanwhile: the server's $/progress, as Neovim keeps it.
+local progress_seen = {}
+local function note_progress()
+  local messages = vim.lsp.util.get_progress_messages and vim.lsp.util.get_progress_messages() or {}
+  for _, m in ipairs(messages) do
+    progress_seen[(m.title or "") .. (m.message and (" | " .. m.message) or "")] = true
+  end
+  if vim.lsp.status then
+    progress_seen[vim.lsp.status()] = true
+  end
 end
+local streamed = wait(30000, function()
+  note_progress()
+  return replied()
+end)
+check(streamed, "the reply streams into the buffer, then an empty @You:", text(send))
+check(edits >= 4, "the reply arrived in several edits (" .. edits .. "), none of them stalled the stream")
+local progress_titles = table.concat(vim.tbl_keys(progress_seen), "\n")
+check(progress_titles:find("flemma: send.chat: streaming the reply", 1, true) ~= nil,
+  "while it streams, Neovim's progress says so (flemma: send.chat: streaming the reply)", progress_titles)
+check(vim.bo[send].modified, "the reply is in the buffer, for the user to save")
+
+local tool_line = "%*%*Tool Result:%*%* `(toolu_%w+)` %(pending%)"
+queue_turns({
+  { steps = {
+    { text = "I'll write the greeting with bash." },
+    { tool_call = { name = "bash", input = { label = "write greeting.txt",
+      command = "printf 'hello from bash\\n' > greeting.txt && cat greeting.txt" } } },
+  } },
+  { steps = { { text = "greeting.txt now says hello." } } },
+})
+-- The user types into the empty @You: the reply left.
+local last = vim.api.nvim_buf_line_count(send)
+local last_empty = vim.api.nvim_buf_get_lines(send, last - 1, last, false)[1] == ""
+vim.api.nvim_buf_set_lines(send, last_empty and last - 1 or last, last, false, { "Put a greeting in greeting.txt." })
+notified = {}
+press("<C-]>")
+local tool_id = nil
+check(wait(30000, function()
+  tool_id = text(send):match(tool_line)
+  return tool_id ~= nil
+end), "a reply with a tool call leaves its placeholder pending in the buffer", text(send))
+check(read_file(chats .. "/greeting.txt") == nil, "the tool has not run before it is approved")
+local offered_send = {}
+choose_code_action("Approve `" .. tostring(tool_id) .. "`", offered_send)
+vim.api.nvim_win_set_cursor(0, { line_of(send, "**Tool Result:** `" .. tostring(tool_id) .. "`"), 0 })
+vim.lsp.buf.code_action()
+local function tool_cycle_done()
+  local t = text(send)
+  return t:find("**Tool Result:** `" .. tostring(tool_id) .. "`\n```\nhello from bash\n```", 1, true) ~= nil
+    and t:find("@Assistant:\ngreeting.txt now says hello.\n\n@You:", 1, true) ~= nil
+    and ends_with_empty_you(send)
+end
+progress_seen = {}
+check(wait(30000, function()
+  note_progress()
+  return tool_cycle_done()
+end),
+  "approving it through the code action runs the tool; its result and the next reply land, then an empty @You:",
+  text(send))
+progress_titles = table.concat(vim.tbl_keys(progress_seen), "\n")
+-- The server names the running tool by its id (or, should it say the name, by `bash`).
+local running_id = "flemma: send.chat: running " .. tostring(tool_id)
+check(progress_titles:find(running_id, 1, true) ~= nil
+    or progress_titles:find("flemma: send.chat: running bash", 1, true) ~= nil,
+  "while the tool runs, Neovim's progress says so (" .. running_id .. ")", progress_titles)
+check(read_file(chats .. "/greeting.txt") == "hello from bash\n", "the tool ran in the chat's directory",
+  tostring(read_file(chats .. "/greeting.txt")))
+local errors = vim.tbl_filter(function(d) return d.severity == vim.diagnostic.severity.ERROR end, vim.diagnostic.get(send))
+check(#errors == 0 and notified_with("failed") == nil, "the buffer is a valid chat (no error diagnostic, no failure told)",
+  vim.inspect(errors) .. vim.inspect(notified))
+-- The last reply is in the buffer a moment before the engine has wound down: ask until it is idle.
+local status_told = nil
+for _ = 1, 50 do
+  notified = {}
+  press("<leader>fs")
+  wait(5000, function() return notified_with("flemmad: send.chat: ") ~= nil end)
+  status_told = notified_with("flemmad: send.chat: ")
+  if status_told == nil or status_told:find("send.chat: idle", 1, true) ~= nil then
+    break
+  end
+  vim.wait(100)
+end
+check(status_told ~= nil and status_told:find("send.chat: idle", 1, true) ~= nil
+    and status_told:find(" input, %d+ output tokens") ~= nil,
+  "<leader>fs tells the chat's status: idle, and the tokens of its requests", tostring(status_told))
 
 if not send_only then
--- 9. The key maps reach the server with the buffer's URI (the engine commands answer through
--- vim.notify while the engine is not in the server).
+-- 9. The key maps reach the server with the buffer's URI: the tool is done, so the server
+-- answers that nothing runs in that file, and the user is told.
 vim.cmd("buffer " .. bufnr)
 vim.api.nvim_win_set_cursor(0, { line_of(bufnr, "**Tool Use:** `bash` (`toolu_01BBB`)"), 0 })
 notified = {}
 press("<leader>fb")
-check(wait(10000, function() return #notified > 0 end) and notified_with("invalid") == nil
-  and notified_with("not a document open") == nil,
-  "<leader>fb sends flemma.background [uri, id] to the server", vim.inspect(notified))
+check(wait(10000, function()
+  local told = notified_with("flemma.background failed: nothing runs for ")
+  return told ~= nil and told:find("tools.chat: there is no running tool to move to the background", 1, true) ~= nil
+end), "<leader>fb sends flemma.background [uri, id]; the server's answer for a finished tool is told",
+  vim.inspect(notified))
 
 end
 
-if send_only then
-  -- Not the plain "N passed, N failed" line: this pass may be a known failure (smoke.sh).
-  io.stdout:write(string.format("scripted send pass - %d of %d checks ok\n", checks - failures, checks))
-else
-  io.stdout:write(string.format("%d passed, %d failed, %d skipped\n", checks - failures, failures, skips))
-end
+io.stdout:write(string.format("%d passed, %d failed\n", checks - failures, failures))
 if failures > 0 then
   vim.cmd("cquit 1")
 else

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Loads clients/neovim/init.lua in a headless Neovim attached to the real `flemmad lsp
 # --no-daemon` and drives it as a user would: diagnostics, hover, definition, approval through a
-# code action and through the key maps, and `flemma.send` against flemma-mock-provider.
+# code action and through the key maps (the cycle goes on: the tools run, the next reply
+# lands), and `flemma.send` against flemma-mock-provider (a streamed reply, then a tool call
+# approved through the code action). smoke.lua queues the mock's answers before each step
+# (POST /_mock/turns), so every reply is known; a request it did not queue gets the echo.
 #
 # The binaries: $FLEMMAD and $FLEMMA_MOCK_PROVIDER when set, else the debug builds in
 # ${CARGO_TARGET_DIR:-target}/debug (what `cargo test --workspace` leaves there).
@@ -32,7 +35,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The mock answers every request with "You said: <last user message>".
+# The mock answers from the turns smoke.lua queues; with none queued, "You said: <last message>".
 "$mock" > "$work/mock.url" 2> "$work/mock.log" &
 mock_pid=$!
 for _ in $(seq 100); do [ -s "$work/mock.url" ] && break; sleep 0.05; done
@@ -46,12 +49,18 @@ cat > "$work/flemmad-lsp" <<WRAP
 #!/bin/sh
 [ "\$1" = lsp ] || { echo "expected: flemmad lsp" >&2; exit 2; }
 shift
-exec "$flemmad" lsp --no-daemon \${FLEMMAD_LSP_EXTRA:-} "\$@"
+exec "$flemmad" lsp --no-daemon "\$@"
 WRAP
 chmod 755 "$work/flemmad-lsp"
 
-mkdir "$work/chats" "$work/home" "$work/config"
-cat > "$work/chats/tools.chat" <<'CHAT'
+# The chats of one pass, written afresh before each (the tools write files beside them).
+write_chats() {
+  rm -rf "$work/chats"
+  mkdir -p "$work/chats"
+  cat > "$work/chats/tools.chat" <<'CHAT'
+```json
+{ "flemma": { "parameters": { "thinking": false } } }
+```
 @You:
 Run the tests.
 
@@ -60,17 +69,17 @@ I'll write the snippet and run the tests.
 
 **Tool Use:** `write` (`toolu_01AAA`)
 ```json
-{"content":"hi","path":"hello.md"}
+{"label":"write the snippet","content":"hi","path":"hello.md"}
 ```
 
 **Tool Use:** `bash` (`toolu_01BBB`)
 ```json
-{"command":"make test"}
+{"label":"run the tests","command":"echo 3 passed"}
 ```
 
 **Tool Use:** `bash` (`toolu_01CCC`)
 ```json
-{"command":"rm -rf build"}
+{"label":"clean the build","command":"rm -rf build"}
 ```
 
 @You:
@@ -91,25 +100,32 @@ I'll write the snippet and run the tests.
 3 passed
 ```
 CHAT
-cat > "$work/chats/notes.chat" <<'CHAT'
+  cat > "$work/chats/notes.chat" <<'CHAT'
 @You:
 Here is the snippet:
 CHAT
-cat > "$work/chats/send.chat" <<'CHAT'
+  # Thinking off (the mock's turns carry no thinking block) and bash always asks, sandbox or not.
+  cat > "$work/chats/send.chat" <<'CHAT'
 ```json
-{ "flemma": { "provider": "anthropic", "model": "claude-sonnet-4-5" } }
+{ "flemma": { "provider": "anthropic", "model": "claude-sonnet-4-5",
+  "parameters": { "thinking": false }, "tools": { "auto_approve_sandboxed": false } } }
 ```
 @You:
 Say hello to Neovim.
 CHAT
+}
+mkdir "$work/home" "$work/config"
 
+# smoke.lua, ending Neovim at once (not at the timeout) when the script itself fails.
+run_smoke="local ok, err = pcall(dofile, '$here/smoke.lua')
+if not ok then io.stdout:write('not ok - smoke.lua stopped: ' .. tostring(err) .. '\\n'); vim.cmd('cquit 1') end"
 # One headless Neovim run of smoke.lua; extra environment as arguments (NAME=value).
 run_nvim() {
   env HOME="$work/home" XDG_CONFIG_HOME="$work/config" XDG_STATE_HOME="$work/home/state" \
     XDG_RUNTIME_DIR="$work/home/run" FLEMMA_CONFIG= \
     ANTHROPIC_BASE_URL="$mock_url" ANTHROPIC_API_KEY=neovim-test-key \
-    FLEMMAD="$work/flemmad-lsp" CHATS="$work/chats" "$@" \
-    timeout 120 nvim --headless -u "$here/../init.lua" -c "luafile $here/smoke.lua" \
+    FLEMMAD="$work/flemmad-lsp" CHATS="$work/chats" MOCK_URL="$mock_url" "$@" \
+    timeout 120 nvim --headless -u "$here/../init.lua" -c "lua $run_smoke" \
     | tee "$work/nvim.out"
 }
 server_log() {
@@ -117,27 +133,12 @@ server_log() {
 }
 
 echo "-- $(nvim --version | head -1), headless, against $("$flemmad" --version)"
+write_chats
 cd "$work/chats"
 run_nvim || { server_log; exit 1; }
 
-# While the engine is not in the language server, a second pass checks the send step's
-# streaming through the server's testing aid (`--scripted-reply`: the same streaming code,
-# a fixed reply instead of the provider's), so that step's checks are known to work.
-if grep -q "^skip - <C-]> (flemma.send)" "$work/nvim.out"; then
-  probe="$("$flemmad" lsp --scripted-reply "$work/none" < /dev/null 2>&1 || true)"
-  if [[ "$probe" == *"cannot read the scripted reply"* ]]; then
-    echo "-- the send step again, against flemmad lsp --scripted-reply"
-    printf 'You said: Say hello to Neovim.\n\n@You:\n' > "$work/reply.txt"
-    # Known server bug (flemma-lsp's stream writer): Neovim 0.7 reports the header edit at the
-    # end of the buffer as two changes (an insert at the end of the last line, then the removal
-    # of a line), not as the edit it applied, so the writer does not see its echo and the stream
-    # stalls after the header. Reported; SMOKE_STRICT_SEND=1 makes this pass fatal.
-    if ! run_nvim SMOKE_SEND_ONLY=1 FLEMMAD_LSP_EXTRA="--scripted-reply $work/reply.txt"; then
-      if [ "${SMOKE_STRICT_SEND:-0}" = 1 ]; then server_log; exit 1; fi
-      echo "known failure - the scripted send pass (the stream stalls after the header in Neovim"
-      echo "  0.7: flemma-lsp does not recognise Neovim's form of its own edit); not fatal until fixed"
-    fi
-  else
-    echo "skip - the send step's scripted pass: this flemmad lsp has no --scripted-reply"
-  fi
-fi
+echo "-- attach and send again, set up as on Neovim 0.11 (the client started from lsp/flemmad.lua)"
+cd "$work"
+write_chats
+cd "$work/chats"
+run_nvim SMOKE_SEND_ONLY=1 || { server_log; exit 1; }

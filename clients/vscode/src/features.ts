@@ -4,7 +4,7 @@
 
 import * as vscode from 'vscode';
 import { COMMANDS, executeCommandParams, type CommandSpec } from './commands';
-import { INITIAL_STATUS, reduceStatus, statusText, type DocumentStatus, type FlemmaEvent } from './status';
+import { INITIAL_STATUS, reduceStatus, statusSummary, statusText, type DocumentStatus, type FlemmaEvent } from './status';
 import { pendingPlaceholders, scanToolHeaders, toolIdAtLine, type ToolHeader } from './toolBlocks';
 import { ReplyUndoGroups, singleDocumentEdit, undoGroupingEffect, type LspApplyEditParams } from './undo';
 
@@ -76,7 +76,7 @@ async function runCommand(port: LspPort, spec: CommandSpec, uriArg?: unknown, to
   try {
     const result = await port.sendRequest('workspace/executeCommand', executeCommandParams(spec, uri, toolId, reason));
     if (spec.lspCommand === 'flemma.status') {
-      void vscode.window.showInformationMessage(`Flemma status: ${JSON.stringify(result)}`);
+      void vscode.window.showInformationMessage(`Flemma: ${statusSummary(result)}`);
     }
     return result;
   } catch (error) {

@@ -1,11 +1,13 @@
 // The status bar model: which model answers, whether a reply is streaming or tools run, and the
 // document's cost, folded from `flemma/event` notifications ({name, uri, data}). Pure.
 //
-// Event names follow spec/harness.md §9. The fields read from `data` are the ones the server is
-// expected to send (`model`, `provider`, `cost`, `sessionCost`/`totalCost`, `tool`); missing or
+// The event shapes are protocol/events.md's (the engine's lifecycle events) plus the server's
+// `engine:stopped` {reason}: `request:finished` {status, costUsd} is one request's cost,
+// `usage:updated` {costUsd} the document's total. The server does not name the model in its
+// events yet; a `model` (and `provider`) field is shown when an event carries one. Missing or
 // mistyped fields are ignored, so an older or newer server never breaks the status bar.
 
-export type Activity = 'idle' | 'sending' | 'streaming' | 'tools' | 'awaiting approval' | 'error';
+export type Activity = 'idle' | 'streaming' | 'tools' | 'awaiting approval' | 'error';
 
 export interface DocumentStatus {
   model: string | undefined;
@@ -53,19 +55,25 @@ function modelOf(data: unknown, previous: string | undefined): string | undefine
   return model ?? previous;
 }
 
-/**
- * The document's cost after an event: a running total (`sessionCost`, `totalCost`,
- * `documentCost`, also under `usage`) replaces it; a per-request `cost` adds to it.
- */
-function costOf(data: unknown, previous: number | undefined): number | undefined {
-  const usage = field(data, 'usage');
-  const total =
-    num(field(data, 'sessionCost', 'totalCost', 'documentCost')) ??
-    num(field(usage, 'sessionCost', 'totalCost', 'documentCost'));
-  if (total !== undefined) return total;
-  const perRequest = num(field(data, 'cost')) ?? num(field(usage, 'cost'));
-  if (perRequest === undefined) return previous;
-  return (previous ?? 0) + perRequest;
+/** The document's cost after an event: a total (`usage:updated`) replaces it, a request's adds. */
+function costOf(data: unknown, previous: number | undefined, isTotal: boolean): number | undefined {
+  const cost = num(field(data, 'costUsd'));
+  if (cost === undefined) return previous;
+  return isTotal ? cost : (previous ?? 0) + cost;
+}
+
+/** The activity once the engine stopped for `reason` (`engine:stopped`). */
+function stoppedActivity(reason: unknown): Activity {
+  switch (reason) {
+    case 'awaiting-approval':
+      return 'awaiting approval';
+    case 'error':
+    case 'max-turns':
+    case 'user-content-in-approved':
+      return 'error';
+    default:
+      return 'idle';
+  }
 }
 
 /** Folds one event into the status of its document. */
@@ -73,21 +81,19 @@ export function reduceStatus(status: DocumentStatus, event: FlemmaEvent): Docume
   const d = event.data;
   switch (event.name) {
     case 'request:sending':
-      return { ...status, model: modelOf(d, status.model), activity: 'sending' };
-    case 'request:streaming':
-    case 'request:retrying':
+      // The engine writes `@Assistant:` and streams the reply into the document from here.
       return { ...status, model: modelOf(d, status.model), activity: 'streaming' };
     case 'request:finished': {
-      const failed = str(field(d, 'error')) !== undefined || field(d, 'ok') === false;
+      const failed = field(d, 'status') === 'errored';
       return {
         ...status,
         model: modelOf(d, status.model),
         activity: failed ? 'error' : 'idle',
-        cost: costOf(d, status.cost),
+        cost: costOf(d, status.cost, false),
       };
     }
     case 'usage:updated':
-      return { ...status, cost: costOf(d, status.cost) };
+      return { ...status, cost: costOf(d, status.cost, true) };
     case 'tool:executing':
       return { ...status, activity: 'tools' };
     case 'tool:approval-required':
@@ -98,7 +104,9 @@ export function reduceStatus(status: DocumentStatus, event: FlemmaEvent): Docume
     case 'job:completed':
       return { ...status, jobs: num(field(d, 'activeCount')) ?? status.jobs };
     case 'conversation:idle':
-      return { ...status, activity: 'idle' };
+      return status.activity === 'error' ? status : { ...status, activity: 'idle' };
+    case 'engine:stopped':
+      return { ...status, activity: stoppedActivity(field(d, 'reason')) };
     default:
       return status;
   }
@@ -111,11 +119,43 @@ export function formatCost(cost: number): string {
 
 /** The status bar text, with a codicon first: `$(sync~spin)` while work runs. */
 export function statusText(status: DocumentStatus): string {
-  const busy = status.activity === 'sending' || status.activity === 'streaming' || status.activity === 'tools';
+  const busy = status.activity === 'streaming' || status.activity === 'tools';
   const icon = busy ? '$(sync~spin)' : status.activity === 'error' ? '$(error)' : '$(comment-discussion)';
   const parts: string[] = [status.model ?? 'flemma'];
   if (status.activity !== 'idle') parts.push(status.activity);
   if (status.jobs !== undefined && status.jobs > 0) parts.push(`${status.jobs} job${status.jobs === 1 ? '' : 's'}`);
   if (status.cost !== undefined) parts.push(formatCost(status.cost));
   return `${icon} ${parts.join(' · ')}`;
+}
+
+/**
+ * One line for a `flemma.status` answer ({path, state, pending, runningTools, jobs, usage,
+ * lastStop}): the state, what waits or runs, the tokens and the cost so far.
+ */
+export function statusSummary(answer: unknown): string {
+  if (typeof answer !== 'object' || answer === null) return `no status (the server answered ${JSON.stringify(answer)})`;
+  const path = str(field(answer, 'path')) ?? '?';
+  const state = str(field(answer, 'state')) ?? '?';
+  const parts = [`${path.split('/').pop()}: ${state}`];
+  const ids = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+  const pending = ids(field(answer, 'pending'));
+  if (pending.length > 0) parts.push(`waiting for approval: ${pending.join(', ')}`);
+  const running = ids(field(answer, 'runningTools'));
+  if (running.length > 0) parts.push(`running: ${running.join(', ')}`);
+  const jobs = field(answer, 'jobs');
+  if (Array.isArray(jobs) && jobs.length > 0) {
+    parts.push(
+      `jobs: ${jobs.map((j) => `${str(field(j, 'jobId')) ?? '?'} (${str(field(j, 'toolName')) ?? '?'}, ${str(field(j, 'state')) ?? '?'})`).join(', ')}`,
+    );
+  }
+  const usage = field(answer, 'usage');
+  const input = num(field(usage, 'inputTokens')) ?? 0;
+  const output = num(field(usage, 'outputTokens')) ?? 0;
+  if (input > 0 || output > 0) {
+    const cost = num(field(usage, 'cost'));
+    parts.push(`${input} input, ${output} output tokens${cost === undefined ? '' : `, ${formatCost(cost)}`}`);
+  }
+  const lastStop = str(field(answer, 'lastStop'));
+  if (lastStop !== undefined && lastStop !== state) parts.push(`last stop: ${lastStop}`);
+  return parts.join(' · ');
 }

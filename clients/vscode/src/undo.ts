@@ -1,6 +1,6 @@
 // One undo stop per streamed reply. flemmad streams a reply as many small versioned
 // `workspace/applyEdit` requests; VS Code would make each its own undo step. While a reply streams
-// (between `request:sending` and the end of the turn for that document) the extension applies
+// (between `request:sending` and the engine's stop for that document) the extension applies
 // those edits itself with `undoStopBefore` only on the first one and no stop after, so one `Undo`
 // removes the whole reply. Pure: the decisions, not the API calls.
 
@@ -72,13 +72,19 @@ export class ReplyUndoGroups {
   }
 }
 
-/** Which events start and end a reply for the undo grouping. */
+/**
+ * Which events start and end a reply for the undo grouping. A reply's group runs from
+ * `request:sending` until the engine stops (`engine:stopped`, sent once the engine's writes to
+ * the document are done): the server sends events at once but its edits one at a time, so the
+ * end of a turn (the empty `@You:`, the placeholders of its tool calls) still reaches the editor
+ * after `request:finished` and `conversation:idle`. The next `request:sending` (autopilot)
+ * starts a new group.
+ */
 export function undoGroupingEffect(eventName: string): 'begin' | 'end' | undefined {
   switch (eventName) {
     case 'request:sending':
       return 'begin';
-    case 'request:finished':
-    case 'conversation:idle':
+    case 'engine:stopped':
       return 'end';
     default:
       return undefined;

@@ -132,12 +132,12 @@ test('the status bar follows flemma/event for the active chat', () => {
   const [item] = state.statusBarItems;
   assert.equal(item.visible, true);
   assert.equal(item.text, '$(comment-discussion) flemma');
-  port.notify('flemma/event', { name: 'request:sending', uri: URI, data: { model: 'claude-sonnet-4-5' } });
-  assert.equal(item.text, '$(sync~spin) claude-sonnet-4-5 · sending');
-  port.notify('flemma/event', { name: 'request:finished', uri: URI, data: { cost: 0.02 } });
-  assert.equal(item.text, '$(comment-discussion) claude-sonnet-4-5 · $0.0200');
-  port.notify('flemma/event', { name: 'request:sending', uri: 'file:///other.chat', data: { model: 'gpt-5' } });
-  assert.equal(item.text, '$(comment-discussion) claude-sonnet-4-5 · $0.0200', 'another document does not show');
+  port.notify('flemma/event', { name: 'request:sending', uri: URI, data: { requestId: 1 } });
+  assert.equal(item.text, '$(sync~spin) flemma · streaming');
+  port.notify('flemma/event', { name: 'request:finished', uri: URI, data: { requestId: 1, status: 'completed', costUsd: 0.02 } });
+  assert.equal(item.text, '$(comment-discussion) flemma · $0.0200');
+  port.notify('flemma/event', { name: 'request:sending', uri: 'file:///other.chat', data: { requestId: 1 } });
+  assert.equal(item.text, '$(comment-discussion) flemma · $0.0200', 'another document does not show');
   window.activeTextEditor = undefined;
   for (const l of state.activeEditorListeners) l();
   assert.equal(item.visible, false);
@@ -174,7 +174,7 @@ test('a streamed reply is applied with one undo stop; a stale edit is refused', 
   const stale = await middleware(streamed('lost?', 4, doc.version - 1), next);
   assert.equal(stale.applied, false);
   assert.match(stale.failureReason ?? '', /document has changed/);
-  port.notify('flemma/event', { name: 'request:finished', uri: URI });
+  port.notify('flemma/event', { name: 'engine:stopped', uri: URI, data: { reason: 'idle' } });
   assert.deepEqual(await middleware(streamed('y', 4, doc.version), next), { applied: true });
   assert.equal(passedOn, 2);
   assert.equal(doc.text, '@You:\nhi\n\n@Assistant:\nHello world\n');

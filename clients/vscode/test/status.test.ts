@@ -1,42 +1,84 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { INITIAL_STATUS, formatCost, reduceStatus, statusText, type FlemmaEvent } from '../src/status';
+import { INITIAL_STATUS, formatCost, reduceStatus, statusSummary, statusText, type FlemmaEvent } from '../src/status';
 
 const uri = 'file:///t.chat';
 const fold = (events: FlemmaEvent[]) => events.reduce(reduceStatus, INITIAL_STATUS);
 
-test('a turn: sending, tools, finished with cost', () => {
-  const s = fold([
-    { name: 'request:sending', uri, data: { provider: 'anthropic', model: 'claude-sonnet-4-5' } },
-    { name: 'tool:executing', uri, data: { tool: 'bash' } },
+// The events as flemmad sends them (protocol/events.md, and `engine:stopped` {reason}).
+test('a turn: streaming, finished with its cost, the total, idle', () => {
+  const streaming = fold([{ name: 'request:sending', uri, data: { requestId: 1 } }]);
+  assert.equal(statusText(streaming), '$(sync~spin) flemma · streaming');
+  const done = fold([
+    { name: 'request:sending', uri, data: { requestId: 1 } },
+    { name: 'request:finished', uri, data: { requestId: 1, status: 'completed', usage: { input_tokens: 1000 }, costUsd: 0.006 } },
+    { name: 'usage:updated', uri, data: { usage: { input_tokens: 1000 }, requests: 1, costUsd: 0.006 } },
+    { name: 'conversation:idle', uri, data: {} },
+    { name: 'engine:stopped', uri, data: { reason: 'idle' } },
   ]);
-  assert.equal(s.activity, 'tools');
-  assert.equal(statusText(s), '$(sync~spin) anthropic/claude-sonnet-4-5 · tools');
-  const done = reduceStatus(s, { name: 'request:finished', uri, data: { usage: { cost: 0.0123 } } });
   assert.equal(done.activity, 'idle');
-  assert.equal(statusText(done), '$(comment-discussion) anthropic/claude-sonnet-4-5 · $0.0123');
+  assert.equal(statusText(done), '$(comment-discussion) flemma · $0.0060');
 });
 
-test('per-request costs add up; a reported total replaces the sum', () => {
+test('tools run, wait for approval, and the cycle goes on', () => {
+  const waiting = fold([
+    { name: 'request:sending', uri, data: { requestId: 1 } },
+    { name: 'request:finished', uri, data: { requestId: 1, status: 'completed', costUsd: 0.01 } },
+    { name: 'tool:approval-required', uri, data: { tools: [{ toolId: 'toolu_1', toolName: 'bash' }] } },
+    { name: 'engine:stopped', uri, data: { reason: 'awaiting-approval' } },
+  ]);
+  assert.equal(statusText(waiting), '$(comment-discussion) flemma · awaiting approval · $0.0100');
+  const running = reduceStatus(waiting, { name: 'tool:executing', uri, data: { toolId: 'toolu_1', toolName: 'bash' } });
+  assert.equal(statusText(running), '$(sync~spin) flemma · tools · $0.0100');
+  const next = reduceStatus(
+    reduceStatus(running, { name: 'tool:completed', uri, data: { toolId: 'toolu_1', toolName: 'bash', status: 'success' } }),
+    { name: 'request:sending', uri, data: { requestId: 2 } },
+  );
+  assert.equal(next.activity, 'streaming');
+});
+
+test('per-request costs add up; the document total replaces the sum', () => {
   const s = fold([
-    { name: 'request:finished', uri, data: { cost: 0.5 } },
-    { name: 'request:finished', uri, data: { cost: 0.75 } },
+    { name: 'request:finished', uri, data: { status: 'completed', costUsd: 0.5 } },
+    { name: 'request:finished', uri, data: { status: 'completed', costUsd: 0.75 } },
   ]);
   assert.equal(s.cost, 1.25);
-  assert.equal(reduceStatus(s, { name: 'usage:updated', uri, data: { sessionCost: 3 } }).cost, 3);
+  assert.equal(reduceStatus(s, { name: 'usage:updated', uri, data: { costUsd: 3 } }).cost, 3);
+  assert.equal(fold([{ name: 'request:finished', uri, data: { status: 'completed', costUsd: null } }]).cost, undefined, 'no price known: no cost');
 });
 
-test('errors, approvals and jobs show; malformed data is ignored', () => {
-  assert.equal(fold([{ name: 'request:finished', uri, data: { error: 'rate limited' } }]).activity, 'error');
-  const waiting = fold([{ name: 'tool:approval-required', uri, data: null }]);
-  assert.equal(statusText(waiting), '$(comment-discussion) flemma · awaiting approval');
+test('errors, a named model and jobs show; malformed data is ignored', () => {
+  assert.equal(fold([{ name: 'request:finished', uri, data: { status: 'errored' } }]).activity, 'error');
+  assert.equal(fold([{ name: 'request:finished', uri, data: { status: 'errored' } }, { name: 'conversation:idle', uri }]).activity, 'error');
+  assert.equal(fold([{ name: 'engine:stopped', uri, data: { reason: 'max-turns' } }]).activity, 'error');
+  assert.equal(fold([{ name: 'engine:stopped', uri, data: { reason: 'cancelled' } }]).activity, 'idle');
+  const named = fold([{ name: 'request:sending', uri, data: { provider: 'anthropic', model: 'claude-sonnet-4-5' } }]);
+  assert.equal(statusText(named), '$(sync~spin) anthropic/claude-sonnet-4-5 · streaming');
   const jobs = fold([{ name: 'job:submitted', uri, data: { activeCount: 2 } }]);
   assert.equal(statusText(jobs), '$(comment-discussion) flemma · 2 jobs');
-  const junk = fold([{ name: 'request:finished', uri, data: { cost: 'NaN', model: 7 } }, { name: 'who:knows', uri }]);
+  const junk = fold([{ name: 'request:finished', uri, data: { costUsd: 'NaN', model: 7 } }, { name: 'who:knows', uri }]);
   assert.deepEqual(junk, INITIAL_STATUS);
 });
 
 test('cost formatting', () => {
   assert.equal(formatCost(0), '$0.0000');
   assert.equal(formatCost(12.345), '$12.35');
+});
+
+test('the status command answer in one line', () => {
+  const answer = {
+    path: '/home/me/talk.chat',
+    state: 'awaiting-approval',
+    runningTools: [],
+    pending: ['toolu_1', 'toolu_2'],
+    jobs: [{ jobId: 'job_ab12cd34', toolId: 'toolu_0', toolName: 'bash', state: 'running' }],
+    usage: { inputTokens: 2326, outputTokens: 4, thinkingTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, cost: 0.007 },
+    lastStop: 'awaiting-approval',
+  };
+  assert.equal(
+    statusSummary(answer),
+    'talk.chat: awaiting-approval · waiting for approval: toolu_1, toolu_2 · jobs: job_ab12cd34 (bash, running) · 2326 input, 4 output tokens, $0.0070',
+  );
+  assert.equal(statusSummary({ path: '/t.chat', state: 'idle', usage: { inputTokens: 0, outputTokens: 0 }, lastStop: 'error: no key' }), 't.chat: idle · last stop: error: no key');
+  assert.equal(statusSummary(null), 'no status (the server answered null)');
 });

@@ -46,7 +46,8 @@ test('one undo stop before the first edit of a reply, none inside it', () => {
 
 test('events that open and close a reply', () => {
   assert.equal(undoGroupingEffect('request:sending'), 'begin');
-  assert.equal(undoGroupingEffect('request:finished'), 'end');
-  assert.equal(undoGroupingEffect('conversation:idle'), 'end');
+  assert.equal(undoGroupingEffect('request:finished'), undefined, 'the turn may still write its empty @You:');
+  assert.equal(undoGroupingEffect('conversation:idle'), undefined, 'sent before the last edits of the turn');
+  assert.equal(undoGroupingEffect('engine:stopped'), 'end');
   assert.equal(undoGroupingEffect('tool:executing'), undefined);
 });

@@ -89,27 +89,74 @@ function M.client(bufnr)
 end
 
 
---- Runs a `flemma.*` command for the buffer with positional arguments after its uri.
-function M.execute(command, bufnr, ...)
+--- Sends `flemma.*` `command` for the buffer with `arguments` after its uri; a failure is told
+--- (vim.notify), an answer goes to `on_answer` when given.
+local function request(command, bufnr, arguments, on_answer)
   bufnr = bufnr or vim.api.nvim_get_current_buf()
   local c = M.client(bufnr)
   if c == nil then
     notify("the language server is not running for this buffer (is `flemmad` on $PATH?)", vim.log.levels.ERROR)
     return false
   end
-  local arguments = { vim.uri_from_bufnr(bufnr), ... }
-  local function on_result(err)
+  local function on_result(err, result)
     if err then
       notify(command .. " failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    elseif on_answer then
+      on_answer(result)
     end
   end
-  local params = { command = command, arguments = arguments }
+  local params = { command = command, arguments = { vim.uri_from_bufnr(bufnr), (table.unpack or unpack)(arguments) } }
   if methods then
     c:request("workspace/executeCommand", params, on_result, bufnr)
   else
     c.request("workspace/executeCommand", params, on_result, bufnr)
   end
   return true
+end
+
+--- Runs a `flemma.*` command for the buffer with positional arguments after its uri.
+function M.execute(command, bufnr, ...)
+  return request(command, bufnr, { ... }, nil)
+end
+
+--- One line for a `flemma.status` answer: the state, what waits or runs, tokens and cost.
+function M.status_line(status)
+  if type(status) ~= "table" then
+    return "no status (the server answered " .. vim.inspect(status) .. ")"
+  end
+  local parts = { vim.fn.fnamemodify(status.path or "?", ":t") .. ": " .. tostring(status.state or "?") }
+  if type(status.pending) == "table" and #status.pending > 0 then
+    table.insert(parts, "waiting for approval: " .. table.concat(status.pending, ", "))
+  end
+  if type(status.runningTools) == "table" and #status.runningTools > 0 then
+    table.insert(parts, "running: " .. table.concat(status.runningTools, ", "))
+  end
+  if type(status.jobs) == "table" and #status.jobs > 0 then
+    local jobs = {}
+    for _, job in ipairs(status.jobs) do
+      table.insert(jobs, tostring(job.jobId) .. " (" .. tostring(job.toolName) .. ", " .. tostring(job.state) .. ")")
+    end
+    table.insert(parts, "jobs: " .. table.concat(jobs, ", "))
+  end
+  local usage = status.usage
+  if type(usage) == "table" and ((usage.inputTokens or 0) > 0 or (usage.outputTokens or 0) > 0) then
+    local tokens = string.format("%d input, %d output tokens", usage.inputTokens or 0, usage.outputTokens or 0)
+    if type(usage.cost) == "number" then
+      tokens = tokens .. string.format(", $%.4f", usage.cost)
+    end
+    table.insert(parts, tokens)
+  end
+  if type(status.lastStop) == "string" and status.lastStop ~= status.state then
+    table.insert(parts, "last stop: " .. status.lastStop)
+  end
+  return table.concat(parts, " · ")
+end
+
+--- Asks the server for the buffer's status and tells it (vim.notify).
+function M.show_status(bufnr)
+  return request("flemma.status", bufnr, {}, function(status)
+    notify(M.status_line(status))
+  end)
 end
 
 local function with_tool(command, pending_only)
@@ -160,7 +207,7 @@ local function map_keys(bufnr)
   map(k.approve_all, function() M.execute("flemma.approveAll", bufnr) end, "approve all pending tool calls")
   map(k.background, with_tool("flemma.background", false), "move the tool call to the background")
   map(k.execute, with_tool("flemma.execute", false), "execute the tool call now")
-  map(k.status, function() M.execute("flemma.status", bufnr) end, "status")
+  map(k.status, function() M.show_status(bufnr) end, "show the chat's status")
 end
 
 local function attach(bufnr)

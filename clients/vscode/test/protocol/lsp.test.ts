@@ -1,6 +1,5 @@
-// Protocol test against the real `flemmad lsp` (VS Code-like capabilities). The server lands on
-// another branch: this test runs when FLEMMAD names the binary, and is skipped (saying so) otherwise.
-// TODO(issue 12): run it in .ci/run once `flemmad lsp` exists, with FLEMMAD=target/debug/flemmad.
+// Protocol test against the real `flemmad lsp` (VS Code-like capabilities). Runs when FLEMMAD
+// names the binary (.ci/run sets it to the debug build), and is skipped (saying so) otherwise.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
@@ -18,7 +17,7 @@ const flemmad = process.env.FLEMMAD;
 
 test(
   'flemmad lsp advertises every flemma.* command the extension sends',
-  { skip: flemmad === undefined ? 'FLEMMAD is not set: flemmad lsp is not built on this branch yet' : false },
+  { skip: flemmad === undefined ? 'FLEMMAD is not set (run with FLEMMAD=target/debug/flemmad)' : false },
   async () => {
     const child = spawn(flemmad as string, ['lsp'], { stdio: ['pipe', 'pipe', 'inherit'] });
     const connection = createProtocolConnection(
