@@ -130,6 +130,8 @@ pub fn prepare(
         cache_write: m.cache_write_5m,
     });
     engine.id_seed = job_id_seed();
+    engine.provider = Some(setup.kind.name().to_owned());
+    engine.model = Some(setup.options.model.clone());
     let tools = Arc::new(tools);
     // Nothing to do? Judged on the text as orphan recovery leaves it (a lost job's result is
     // something to send), and tool calls waiting for results are something to do.

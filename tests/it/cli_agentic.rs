@@ -189,6 +189,13 @@ async fn a_whole_agentic_conversation_with_an_approval_and_a_background_job() {
     ] {
         assert!(seen.contains(&name), "{name} missing from {seen:?}");
     }
+    // A status bar can name the model from `request:sending`.
+    let sending = events
+        .iter()
+        .find(|e| e["name"] == "request:sending")
+        .expect("request:sending");
+    assert_eq!(sending["data"]["provider"], "anthropic", "{sending}");
+    assert_eq!(sending["data"]["model"], "claude-sonnet-4-5", "{sending}");
     assert_eq!(mock.queued(), 0, "every scripted turn was used");
     no_error_diagnostics(&text);
 }

@@ -25,6 +25,9 @@ pub struct EngineConfig {
     pub prices: Option<Prices>,
     /// Seed of the job id source.
     pub id_seed: u64,
+    /// The provider and model requests go to (named in `request:sending`, for status bars).
+    pub provider: Option<String>,
+    pub model: Option<String>,
 }
 
 impl EngineConfig {
@@ -39,6 +42,8 @@ impl EngineConfig {
             verbatim_tool_arguments: false,
             prices: None,
             id_seed: 0,
+            provider: None,
+            model: None,
         }
     }
 }
@@ -55,6 +60,8 @@ impl Default for EngineConfig {
             verbatim_tool_arguments: false,
             prices: None,
             id_seed: 0,
+            provider: None,
+            model: None,
         }
     }
 }

@@ -939,11 +939,16 @@ impl Engine {
         }
         let request = RequestId(self.next_request);
         self.next_request += 1;
-        emit(
-            out,
-            events::REQUEST_SENDING,
-            json!({"requestId": request.0}),
-        );
+        let mut sending = json!({"requestId": request.0});
+        for (key, value) in [
+            ("provider", &self.config.provider),
+            ("model", &self.config.model),
+        ] {
+            if let Some(value) = value {
+                sending[key] = json!(value);
+            }
+        }
+        emit(out, events::REQUEST_SENDING, sending);
         out.push(Effect::StartRequest { request });
         let start = self.localize(self.doc.append_assistant_start());
         let block_start = start.range.start;
