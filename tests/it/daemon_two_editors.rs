@@ -20,7 +20,7 @@ const FRONTMATTER: &str = r#"```json
 ```
 "#;
 
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
 }
 
@@ -31,7 +31,7 @@ impl Drop for Daemon {
     }
 }
 
-fn environment(base: &str, chat: &Chat) -> Vec<(&'static str, String)> {
+pub(crate) fn environment(base: &str, chat: &Chat) -> Vec<(&'static str, String)> {
     let dir = chat.path.parent().unwrap();
     let mut env = common::provider_env(base);
     env.push(("XDG_CONFIG_HOME", chat.config_home.display().to_string()));
@@ -40,7 +40,7 @@ fn environment(base: &str, chat: &Chat) -> Vec<(&'static str, String)> {
     env
 }
 
-fn serve(env: &[(&'static str, String)], dir: &Path) -> Daemon {
+pub(crate) fn serve(env: &[(&'static str, String)], dir: &Path) -> Daemon {
     std::fs::create_dir_all(dir.join("run")).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_flemmad"))
         .arg("serve")
@@ -64,14 +64,14 @@ fn serve(env: &[(&'static str, String)], dir: &Path) -> Daemon {
     Daemon { child }
 }
 
-fn editor(flavor: Flavor, env: &[(&'static str, String)], root: &Path) -> Client {
+pub(crate) fn editor(flavor: Flavor, env: &[(&'static str, String)], root: &Path) -> Client {
     // No --no-daemon: `flemmad lsp` proxies to the daemon of `env`'s runtime directory.
     let mut client = Client::start_with_env(flavor, &[], env);
     client.initialize(root);
     client
 }
 
-fn wait_stopped(client: &mut Client) -> Value {
+pub(crate) fn wait_stopped(client: &mut Client) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         while let Some(n) = client.notifications.pop_front() {
@@ -84,7 +84,7 @@ fn wait_stopped(client: &mut Client) -> Value {
     }
 }
 
-fn send(client: &mut Client, uri: &str) {
+pub(crate) fn send(client: &mut Client, uri: &str) {
     let answer = client.request(
         "workspace/executeCommand",
         json!({"command": "flemma.send", "arguments": [uri]}),

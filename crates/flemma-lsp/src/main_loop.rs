@@ -62,6 +62,10 @@ pub fn run_with(
         ?encoding,
         "initialized"
     );
+    let mut backend = backend;
+    if let Some(client) = params.client_info.as_ref() {
+        backend.client_name(&client.name);
+    }
     let (task_tx, task_rx) = crossbeam_channel::unbounded();
     let mut session = Session {
         sender: connection.sender.clone(),
