@@ -19,6 +19,7 @@ mod daemon_two_editors;
 mod doctor;
 mod lsp;
 mod lsp_engine;
+mod lsp_proxy;
 mod lsp_two_writers;
 mod quickstart;
 
