@@ -20,6 +20,7 @@ mod doctor;
 mod lsp;
 mod lsp_engine;
 mod lsp_proxy;
+mod lsp_stream_latency;
 mod lsp_two_writers;
 mod quickstart;
 
