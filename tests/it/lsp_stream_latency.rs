@@ -1,7 +1,8 @@
 //! The streaming figure through the real path (docs/benchmarks.md, "Language server"): the
 //! longest delay between a byte of the reply leaving the mock provider and the editor
 //! receiving it in `workspace/applyEdit`, while the user types, for a Helix-like and a VS
-//! Code-like client over real stdio against `flemmad lsp`. Goal: at most the coalescing window
+//! Code-like client over real stdio against `flemmad lsp`, with the engine in that process and
+//! through a running daemon. Goal: at most the coalescing window
 //! (100 ms by default) plus one round trip.
 //!
 //! The bytes leaving the mock are timestamped by a TCP tap between `flemmad` and the mock (in
@@ -22,6 +23,7 @@ use flemma_mock_provider::{MockProvider, Turn};
 use serde_json::{Value, json};
 
 use crate::common;
+use crate::daemon_two_editors::{editor, environment, serve};
 use crate::lsp::lsp_client::{Client, Flavor};
 
 const FRONTMATTER: &str = r#"```json
@@ -142,7 +144,16 @@ struct Figures {
     keys: usize,
 }
 
-fn measure(flavor: Flavor) -> Figures {
+/// How the client reaches the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// `flemmad lsp --no-daemon`: the engine in the editor's process.
+    InProcess,
+    /// `flemmad lsp` proxying stdio to a running `flemmad serve`.
+    Daemon,
+}
+
+fn measure(flavor: Flavor, path: Path) -> Figures {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -160,11 +171,19 @@ fn measure(flavor: Flavor) -> Figures {
     let original = format!("{FRONTMATTER}@You:\nplease write the numbers\n");
     let chat = common::chat(&original);
     let uri = format!("file://{}", chat.path.display());
-    let mut env = common::provider_env(&base);
-    env.push(("XDG_CONFIG_HOME", chat.config_home.display().to_string()));
-    env.push(("PATH", "/usr/bin:/bin".into()));
-    let mut client = Client::start_with_env(flavor, &["--no-daemon"], &env);
-    client.initialize(chat.path.parent().unwrap());
+    let dir = chat.path.parent().unwrap().to_owned();
+    let env = environment(&base, &chat);
+    let (mut client, _daemon) = match path {
+        Path::InProcess => {
+            let mut client = Client::start_with_env(flavor, &["--no-daemon"], &env);
+            client.initialize(&dir);
+            (client, None)
+        }
+        Path::Daemon => {
+            let daemon = serve(&env, &dir);
+            (editor(flavor, &env, &dir), Some(daemon))
+        }
+    };
     client.open(&uri, &original);
     let sent = client.request(
         "workspace/executeCommand",
@@ -248,10 +267,15 @@ fn measure(flavor: Flavor) -> Figures {
 
 #[test]
 fn streaming_delay_from_the_provider_to_the_editor_while_the_user_types() {
-    for flavor in [Flavor::Helix, Flavor::VsCode] {
-        let figures = measure(flavor);
+    for (flavor, path) in [
+        (Flavor::Helix, Path::InProcess),
+        (Flavor::VsCode, Path::InProcess),
+        (Flavor::Helix, Path::Daemon),
+        (Flavor::VsCode, Path::Daemon),
+    ] {
+        let figures = measure(flavor, path);
         println!(
-            "{flavor:?}: provider byte → applyEdit received: max {:?}, p50 {:?}, p99 {:?} ({} keys typed, {} edits refused)",
+            "{flavor:?}, {path:?}: provider byte → applyEdit received: max {:?}, p50 {:?}, p99 {:?} ({} keys typed, {} edits refused)",
             figures.max, figures.p50, figures.p99, figures.keys, figures.refused
         );
         assert!(
@@ -262,7 +286,7 @@ fn streaming_delay_from_the_provider_to_the_editor_while_the_user_types() {
         // bound leaves room for a loaded 2-core machine running a debug build.
         assert!(
             figures.max < COALESCE + Duration::from_millis(400),
-            "{flavor:?}: a byte waited {:?} (p99 {:?})",
+            "{flavor:?}, {path:?}: a byte waited {:?} (p99 {:?})",
             figures.max,
             figures.p99
         );
