@@ -34,11 +34,23 @@ fn pump_until_contains(client: &mut Client, uri: &str, needle: &str) {
     while !client.text(uri).contains(needle) {
         assert!(
             Instant::now() < deadline,
-            "{needle:?} never arrived: {}",
-            client.text(uri)
+            "{needle:?} never arrived: {}\n{:?}",
+            client.text(uri),
+            client.notifications
         );
         client.pump(Duration::from_millis(20));
     }
+}
+
+/// Opens `uri` in `client` and waits until its session has it (a request after the
+/// `didOpen` is answered after it): which editor opened last is then certain.
+fn open(client: &mut Client, uri: &str, text: &str) {
+    client.open(uri, text);
+    let answer = client.request(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": uri}}),
+    );
+    assert!(answer.is_ok(), "{answer:?}");
 }
 
 /// Makes `client` the most recently active editor of `uri` (any command does).
@@ -93,9 +105,9 @@ fn the_new_writer_keeps_what_its_user_typed_while_another_editor_was_the_writer(
     let uri = format!("file://{}", chat.path.display());
 
     let mut helix = editor(Flavor::Helix, &env, &dir);
-    helix.open(&uri, &original);
+    open(&mut helix, &uri, &original);
     let mut vscode = editor(Flavor::VsCode, &env, &dir);
-    vscode.open(&uri, &original);
+    open(&mut vscode, &uri, &original);
 
     // VS Code sends: the reply streams into its buffer.
     let story = story();
@@ -143,9 +155,9 @@ fn a_new_writer_whose_change_conflicts_does_not_take_over_and_the_user_is_told()
     let uri = format!("file://{}", chat.path.display());
 
     let mut helix = editor(Flavor::Helix, &env, &dir);
-    helix.open(&uri, &original);
+    open(&mut helix, &uri, &original);
     let mut vscode = editor(Flavor::VsCode, &env, &dir);
-    vscode.open(&uri, &original);
+    open(&mut vscode, &uri, &original);
 
     let story = story();
     mock.push(Turn::text(story.clone()).bytes_per_sec(1500));
@@ -183,5 +195,61 @@ fn a_new_writer_whose_change_conflicts_does_not_take_over_and_the_user_is_told()
             .all(|m| m.contains("Helix's buffer") && m.contains("Visual Studio Code's buffer")),
         "{told:?}"
     );
+    runtime.block_on(mock.shutdown());
+}
+
+#[test]
+fn the_writer_switches_there_and_back_mid_stream_and_both_users_edits_are_kept() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mock = runtime.block_on(MockProvider::start()).unwrap();
+    let original = format!("{FRONTMATTER}@You:\nFirst question.\nSecond line.\n");
+    let chat = common::chat(&original);
+    let dir = chat.path.parent().unwrap().to_owned();
+    let env = environment(&mock.base_url(), &chat);
+    let _daemon = serve(&env, &dir);
+    let uri = format!("file://{}", chat.path.display());
+
+    let mut helix = editor(Flavor::Helix, &env, &dir);
+    open(&mut helix, &uri, &original);
+    let mut vscode = editor(Flavor::VsCode, &env, &dir);
+    open(&mut vscode, &uri, &original);
+
+    let story: String = (1..=90)
+        .map(|i| format!("z{i:02}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    mock.push(Turn::text(story.clone()).bytes_per_sec(1200));
+    send(&mut vscode, &uri);
+    pump_until_contains(&mut vscode, &uri, "z03");
+    // Helix's user edits the first line, and Helix takes over.
+    let at = helix.text(&uri).find("First question").unwrap() + "First question".len();
+    helix.type_at(&uri, at, " (Helix)");
+    touch(&mut helix, &uri);
+    pump_until_contains(&mut helix, &uri, "z20");
+    for _ in 0..10 {
+        vscode.pump(Duration::from_millis(5));
+    }
+    // Meanwhile VS Code's user, no longer the writer, edits the second line; then VS Code
+    // takes over again: its base is what its buffer held when it stopped being the writer.
+    assert!(!vscode.text(&uri).contains("z20"));
+    let at = vscode.text(&uri).find("Second line").unwrap() + "Second line".len();
+    vscode.type_at(&uri, at, " (VS Code)");
+    touch(&mut vscode, &uri);
+    assert!(!vscode.text(&uri).contains("z90"), "streamed too fast");
+
+    let stopped = finish(&mut vscode, &mut helix);
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    let text = vscode.text(&uri).to_owned();
+    assert!(
+        text.starts_with(&format!(
+            "{FRONTMATTER}@You:\nFirst question (Helix).\nSecond line (VS Code).\n\n@Assistant:\n{story}"
+        )),
+        "both users' edits and the whole reply once: {text}"
+    );
+    assert_eq!(text.matches(story.as_str()).count(), 1, "{text}");
     runtime.block_on(mock.shutdown());
 }
