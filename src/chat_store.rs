@@ -9,6 +9,7 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use flemma_lsp::{BufferAnswer, BufferSnapshot, Outbox, Reply, Task};
@@ -46,6 +47,43 @@ pub trait ChatStore: Send {
     /// The store is the file on disk (a watcher sees its changes; others must be polled).
     fn is_disk(&self) -> bool {
         false
+    }
+
+    /// The text this store and the engine last agreed on, when it is known: the base of the
+    /// three-way merge when the store becomes the writer of a document whose text the engine
+    /// moved on elsewhere (another editor's buffer). `None` (a file): the engine's text is
+    /// written over it.
+    fn shared_base(&self) -> Option<std::sync::Arc<str>> {
+        None
+    }
+
+    /// The store stops being the writer; `text` is what it held after the engine's last
+    /// read or write (remembered as its [`Self::shared_base`]).
+    fn left(&mut self, text: &str) {
+        let _ = text;
+    }
+}
+
+/// The text an editor and the engine last agreed on: the editor's text at open, then what
+/// its buffer held when it stopped being the document's writer. Shared between the host's
+/// handle on the editor and the stores made from it.
+#[derive(Debug, Clone)]
+pub struct SharedText(Arc<Mutex<Arc<str>>>);
+
+impl SharedText {
+    pub fn new(text: &str) -> Self {
+        Self(Arc::new(Mutex::new(Arc::from(text))))
+    }
+
+    pub fn get(&self) -> Arc<str> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set(&self, text: &str) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Arc::from(text);
     }
 }
 
@@ -104,6 +142,8 @@ pub struct EditorStore {
     pub outbox: Outbox,
     /// For messages.
     pub name: String,
+    /// What the editor and the engine last agreed on.
+    pub shared: SharedText,
 }
 
 /// Why an editor store cannot go on: the host then hands the document to another store.
@@ -180,5 +220,13 @@ impl ChatStore for EditorStore {
 
     fn describe(&self) -> String {
         format!("{}'s buffer of {}", self.name, self.uri)
+    }
+
+    fn shared_base(&self) -> Option<Arc<str>> {
+        Some(self.shared.get())
+    }
+
+    fn left(&mut self, text: &str) {
+        self.shared.set(text);
     }
 }

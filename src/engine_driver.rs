@@ -199,6 +199,9 @@ pub struct Driver {
     /// The file as the driver's last read or write of it left it (its store is the file):
     /// the watcher's news of that very file is the driver's own write, not a change.
     on_disk: Option<FileIdentity>,
+    /// A store that is to become the writer once its text merges with the engine's (it
+    /// shares a base with the engine: an editor's buffer), with that base.
+    incoming: Option<(Box<dyn ChatStore>, std::sync::Arc<str>)>,
     /// Shutting down: done once written, whatever still runs.
     leaving: bool,
     report: Box<dyn FnMut(Report) + Send>,
@@ -255,6 +258,7 @@ impl Driver {
             refusals: 0,
             rebase: false,
             on_disk: None,
+            incoming: None,
             leaving: false,
             report,
             on_state: None,
@@ -389,12 +393,25 @@ impl Driver {
     /// Writes through `store` from now on. Its text is taken as the base (the document's
     /// previous writer had the latest text; the new one may hold an older copy, as a file does
     /// while an editor has it open): the engine's text is written over it at once.
+    ///
+    /// A store that knows the text it last shared with the engine (an editor's buffer) is
+    /// merged instead, at the next write ([`Self::take_incoming`]): what its user typed
+    /// meanwhile is kept.
     fn switch_store(&mut self, store: Box<dyn ChatStore>) {
         tracing::info!(
             from = self.store.describe(),
             to = store.describe(),
             "switching the writer"
         );
+        if !self.rebase {
+            self.store.left(&self.stored.text);
+        }
+        if let Some(base) = store.shared_base() {
+            self.incoming = Some((store, base));
+            self.write_at = Some(Instant::now());
+            return;
+        }
+        self.incoming = None;
         self.store = store;
         self.stored = Snapshot {
             text: String::new(),
@@ -718,6 +735,46 @@ impl Driver {
         )
     }
 
+    /// Makes the incoming store the writer when its text and the engine's merge: base = the
+    /// text they last shared, ours = the engine's text, theirs = the store's text now. On a
+    /// conflict (both changed the same place) the writer stays what it was and the user is
+    /// told.
+    async fn take_incoming(&mut self) -> anyhow::Result<()> {
+        let Some((mut store, base)) = self.incoming.take() else {
+            return Ok(());
+        };
+        let current = match store.read().await {
+            Ok(current) => current,
+            Err(error) => {
+                tracing::info!(%error, "the incoming writer is gone; keeping the current one");
+                return Ok(());
+            }
+        };
+        match three_way_base(&base, self.engine.text(), &current.text) {
+            Ok(agreed) => {
+                tracing::info!(to = store.describe(), "the new writer's text merges");
+                self.unwritten = vec![flemma_syntax::diff_to_edits(&agreed, self.engine.text())];
+                self.stored = Snapshot {
+                    text: agreed,
+                    version: current.version,
+                };
+                self.store = store;
+                self.rebase = false;
+            }
+            Err(conflict) => {
+                // The new writer keeps what it has; it shares nothing new with the engine.
+                let message = format!(
+                    "{} and the text flemmad is writing were both changed at {conflict}; flemmad goes on writing {} instead. Copy your change over, or close one of the editors",
+                    store.describe(),
+                    self.store.describe()
+                );
+                tracing::warn!(%message, "not switching the writer");
+                (self.report)(Report::Notice(message));
+            }
+        }
+        Ok(())
+    }
+
     /// One read, merge and compare-and-swap write; `false` when the store moved meanwhile.
     async fn write_once(&mut self) -> anyhow::Result<bool> {
         let done = self.read_merge_and_replace().await;
@@ -729,6 +786,7 @@ impl Driver {
     }
 
     async fn read_merge_and_replace(&mut self) -> anyhow::Result<bool> {
+        self.take_incoming().await?;
         {
             let current = self.store.read().await?;
             if self.rebase {
@@ -817,6 +875,10 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // The writer's text is what it shares with the engine (the next driver's merge base).
+        if !self.rebase {
+            self.store.left(&self.stored.text);
+        }
         for task in self.timers.values() {
             task.abort();
         }
@@ -866,6 +928,58 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
+/// Where the three-way merge of [`three_way_base`] found both sides changing the same text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeConflict {
+    /// The line (1-based) of the base where the changes meet.
+    pub line: usize,
+}
+
+impl std::fmt::Display for MergeConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}", self.line)
+    }
+}
+
+/// The three-way merge of `ours` and `theirs`, both edited from `base`, as the text both
+/// agree on: `base` with the changes both made the same way. The driver then applies the
+/// rest of `theirs` over the engine's text (`absorb`, which maps it through the engine's
+/// edits). A change of one side that overlaps a different change of the other (or two
+/// insertions at one place) is a conflict.
+pub fn three_way_base(base: &str, ours: &str, theirs: &str) -> Result<String, MergeConflict> {
+    let ours = flemma_syntax::diff_to_edits(base, ours);
+    let theirs = flemma_syntax::diff_to_edits(base, theirs);
+    let mut agreed: Vec<&TextEdit> = Vec::new();
+    for their in &theirs {
+        if let Some(same) = ours.iter().find(|our| *our == their) {
+            agreed.push(same);
+            continue;
+        }
+        for our in &ours {
+            let (a, b) = (our.range, their.range);
+            let overlap = a.start.max(b.start) < a.end.min(b.end);
+            let inside = |point: TextRange, other: TextRange| {
+                point.is_empty() && other.start < point.start && point.start < other.end
+            };
+            let same_point = a.is_empty() && b.is_empty() && a.start == b.start;
+            if overlap || inside(a, b) || inside(b, a) || same_point {
+                let at = a.start.max(b.start).min(base.len());
+                let line = base.as_bytes()[..at]
+                    .iter()
+                    .filter(|&&c| c == b'\n')
+                    .count()
+                    + 1;
+                return Err(MergeConflict { line });
+            }
+        }
+    }
+    let mut text = base.to_owned();
+    for edit in agreed.iter().rev() {
+        text.replace_range(edit.range.start..edit.range.end, &edit.new_text);
+    }
+    Ok(text)
+}
+
 /// The one edit turning `before` into `after`: everything between their common prefix and
 /// common suffix (on character boundaries).
 pub fn single_edit(before: &str, after: &str) -> TextEdit {
@@ -900,6 +1014,23 @@ mod tests {
         out.push_str(&edit.new_text);
         out.push_str(&text[edit.range.end..]);
         out
+    }
+
+    #[test]
+    fn a_three_way_merge_keeps_both_sides_and_finds_conflicts() {
+        let base = "@You:\nfirst\n\n@Assistant:\nhello\n\n@You:\nlast\n";
+        let ours = "@You:\nfirst\n\n@Assistant:\nhello\n\n@You:\nlast\n\n@Assistant:\nreply\n";
+        let theirs = "@You:\nfirst, edited\n\n@Assistant:\nhello\n\n@You:\nlast\n";
+        // Nothing both changed the same way: the agreed text is the base.
+        assert_eq!(three_way_base(base, ours, theirs).as_deref(), Ok(base));
+        // The same change on both sides is agreed once.
+        let agreed = three_way_base(base, ours, ours).unwrap();
+        assert_eq!(agreed, ours);
+        // Different changes of one line conflict, and the message names it.
+        let other = "@You:\nfirst\n\n@Assistant:\nhello there\n\n@You:\nlast\n";
+        let mine = "@You:\nfirst\n\n@Assistant:\nhello, you\n\n@You:\nlast\n";
+        let conflict = three_way_base(base, mine, other).unwrap_err();
+        assert_eq!(conflict.line, 5);
     }
 
     #[test]

@@ -27,7 +27,7 @@ use flemma_protocol::engine::{Accepted, EngineJob, EngineStatus, JobsResult, Usa
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::chat_store::{ChatStore, EditorStore, FileStore};
+use crate::chat_store::{ChatStore, EditorStore, FileStore, SharedText};
 use crate::engine_driver::{Driver, DriverHandle, DriverState, Report};
 use crate::engine_setup::{self, SetupError, SetupOptions};
 
@@ -39,8 +39,11 @@ pub struct EditorHandle {
     /// The document's URI in that session.
     pub uri: String,
     pub outbox: Outbox,
-    /// The client's name (`helix`, `Visual Studio Code`), for messages.
+    /// The client's name (`Helix`, `Visual Studio Code`: its `clientInfo`), for messages.
     pub name: String,
+    /// What the editor and the engine last agreed on (the merge base when it becomes the
+    /// writer).
+    pub shared: SharedText,
 }
 
 /// An event of one document.
@@ -426,6 +429,7 @@ impl Shared {
                 uri: editor.uri.clone(),
                 outbox: editor.outbox.clone(),
                 name: editor.name.clone(),
+                shared: editor.shared.clone(),
             }),
             None => Box::new(FileStore {
                 path: path.to_owned(),

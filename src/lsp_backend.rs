@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use flemma_lsp::{Backend, BackendError, EngineCommand, Outbox, ToolDecision};
 use serde_json::Value;
 
+use crate::chat_store::SharedText;
 use crate::engine_host::{EditorHandle, EngineHost, HostError};
 
 /// Session ids, unique in the process.
@@ -23,8 +24,9 @@ pub struct HostBackend {
     client: String,
     /// The outbox of the session, known once it opened a document.
     outbox: Option<Outbox>,
-    /// The documents this session has open (URI → path).
-    open: Vec<(String, PathBuf)>,
+    /// The documents this session has open (URI, path, and the text it shares with the
+    /// engine).
+    open: Vec<(String, PathBuf, SharedText)>,
 }
 
 impl HostBackend {
@@ -40,7 +42,7 @@ impl HostBackend {
 
     /// The document of a command: an open document's path, else the URI's path.
     fn path_of(&self, uri: &str) -> Result<PathBuf, BackendError> {
-        if let Some((_, path)) = self.open.iter().find(|(u, _)| u == uri) {
+        if let Some((_, path, _)) = self.open.iter().find(|(u, _, _)| u == uri) {
             return Ok(path.clone());
         }
         flemma_lsp::uri_to_path(uri).ok_or_else(|| {
@@ -52,18 +54,31 @@ impl HostBackend {
 
     /// The session was active on `path`: it becomes the document's writer (if it has it open).
     fn touch(&self, uri: &str, path: &std::path::Path, outbox: &Outbox) {
-        if self.open.iter().any(|(u, _)| u == uri) {
-            self.host.attach_editor(path, self.editor(uri, outbox));
+        if let Some((_, _, shared)) = self.open.iter().find(|(u, _, _)| u == uri) {
+            self.host
+                .attach_editor(path, self.editor(uri, shared.clone(), outbox));
         }
     }
 
-    fn editor(&self, uri: &str, outbox: &Outbox) -> EditorHandle {
+    fn editor(&self, uri: &str, shared: SharedText, outbox: &Outbox) -> EditorHandle {
         EditorHandle {
             session: self.session,
             uri: uri.to_owned(),
             outbox: outbox.clone(),
             name: self.client.clone(),
+            shared,
         }
+    }
+}
+
+/// The client's name as messages show it: Helix calls itself `helix`, VS Code `Visual Studio
+/// Code`; the first letter is made upper case.
+fn display_name(client: &str) -> String {
+    let client = client.trim();
+    let mut chars = client.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => "the editor".into(),
     }
 }
 
@@ -125,27 +140,34 @@ impl Backend for HostBackend {
         Some(outcome.map_err(refused).and_then(json))
     }
 
-    fn opened(&mut self, uri: &str, outbox: &Outbox) {
+    fn client_name(&mut self, name: &str) {
+        self.client = display_name(name);
+    }
+
+    fn opened(&mut self, uri: &str, text: &str, outbox: &Outbox) {
         let Some(path) = flemma_lsp::uri_to_path(uri) else {
             return;
         };
         self.outbox = Some(outbox.clone());
-        self.open.push((uri.to_owned(), path.clone()));
-        self.host.attach_editor(&path, self.editor(uri, outbox));
+        let shared = SharedText::new(text);
+        self.open
+            .push((uri.to_owned(), path.clone(), shared.clone()));
+        self.host
+            .attach_editor(&path, self.editor(uri, shared, outbox));
     }
 
     fn closed(&mut self, uri: &str) {
-        let Some(index) = self.open.iter().position(|(u, _)| u == uri) else {
+        let Some(index) = self.open.iter().position(|(u, _, _)| u == uri) else {
             return;
         };
-        let (_, path) = self.open.remove(index);
+        let (_, path, _) = self.open.remove(index);
         self.host.detach_editor(&path, self.session);
     }
 }
 
 impl Drop for HostBackend {
     fn drop(&mut self) {
-        for (_, path) in self.open.drain(..) {
+        for (_, path, _) in self.open.drain(..) {
             self.host.detach_editor(&path, self.session);
         }
     }

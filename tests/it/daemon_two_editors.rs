@@ -20,7 +20,7 @@ const FRONTMATTER: &str = r#"```json
 ```
 "#;
 
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
 }
 
@@ -31,7 +31,7 @@ impl Drop for Daemon {
     }
 }
 
-fn environment(base: &str, chat: &Chat) -> Vec<(&'static str, String)> {
+pub(crate) fn environment(base: &str, chat: &Chat) -> Vec<(&'static str, String)> {
     let dir = chat.path.parent().unwrap();
     let mut env = common::provider_env(base);
     env.push(("XDG_CONFIG_HOME", chat.config_home.display().to_string()));
@@ -40,7 +40,7 @@ fn environment(base: &str, chat: &Chat) -> Vec<(&'static str, String)> {
     env
 }
 
-fn serve(env: &[(&'static str, String)], dir: &Path) -> Daemon {
+pub(crate) fn serve(env: &[(&'static str, String)], dir: &Path) -> Daemon {
     std::fs::create_dir_all(dir.join("run")).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_flemmad"))
         .arg("serve")
@@ -64,14 +64,14 @@ fn serve(env: &[(&'static str, String)], dir: &Path) -> Daemon {
     Daemon { child }
 }
 
-fn editor(flavor: Flavor, env: &[(&'static str, String)], root: &Path) -> Client {
+pub(crate) fn editor(flavor: Flavor, env: &[(&'static str, String)], root: &Path) -> Client {
     // No --no-daemon: `flemmad lsp` proxies to the daemon of `env`'s runtime directory.
     let mut client = Client::start_with_env(flavor, &[], env);
     client.initialize(root);
     client
 }
 
-fn wait_stopped(client: &mut Client) -> Value {
+pub(crate) fn wait_stopped(client: &mut Client) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         while let Some(n) = client.notifications.pop_front() {
@@ -84,7 +84,7 @@ fn wait_stopped(client: &mut Client) -> Value {
     }
 }
 
-fn send(client: &mut Client, uri: &str) {
+pub(crate) fn send(client: &mut Client, uri: &str) {
     let answer = client.request(
         "workspace/executeCommand",
         json!({"command": "flemma.send", "arguments": [uri]}),
@@ -108,9 +108,9 @@ fn two_editors_on_one_document_the_most_recently_active_receives_the_edits() {
     let uri = format!("file://{}", chat.path.display());
 
     let mut helix = editor(Flavor::Helix, &env, &dir);
-    helix.open(&uri, &original);
+    open_settled(&mut helix, &uri, &original);
     let mut vscode = editor(Flavor::VsCode, &env, &dir);
-    vscode.open(&uri, &original);
+    open_settled(&mut vscode, &uri, &original);
 
     // VS Code opened it last and sends: its buffer gets the reply, Helix's gets no edit.
     mock.push(Turn::text("The first answer."));
@@ -153,4 +153,15 @@ fn two_editors_on_one_document_the_most_recently_active_receives_the_edits() {
     assert_eq!(vscode.text(&uri), saved);
     assert_eq!(std::fs::read_to_string(&chat.path).unwrap(), saved);
     runtime.block_on(mock.shutdown());
+}
+
+/// Opens `uri` in `client` and waits until its session has it (a request after the
+/// `didOpen` is answered after it): which editor opened last is then certain.
+pub(crate) fn open_settled(client: &mut Client, uri: &str, text: &str) {
+    client.open(uri, text);
+    let answer = client.request(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": uri}}),
+    );
+    assert!(answer.is_ok(), "{answer:?}");
 }

@@ -766,3 +766,111 @@ fn deleting_the_block_being_written_cancels_the_stream() {
     assert!(text.starts_with(&start_text), "{text}");
     client.shutdown();
 }
+
+/// The code actions the client gets at `line` (their `command`s: `title`, `command`,
+/// `arguments`).
+fn actions_at(client: &mut Client, uri: &str, line: usize) -> Vec<Value> {
+    let range =
+        json!({"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}});
+    let answer = client
+        .request(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": uri}, "range": range, "context": {"diagnostics": []}}),
+        )
+        .unwrap();
+    answer
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.get("command").cloned())
+        .collect()
+}
+
+/// Executes the command of the action titled `title` (as an editor does when the user picks
+/// it), after checking it is offered.
+fn pick(client: &mut Client, actions: &[Value], title: &str) -> Value {
+    let Some(action) = actions.iter().find(|a| a["title"] == title) else {
+        panic!("no action {title:?} in {actions:?}");
+    };
+    client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": action["command"], "arguments": action["arguments"]}),
+        )
+        .unwrap()
+}
+
+#[test]
+fn a_whole_agentic_turn_is_driven_through_code_actions_only() {
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mock = Mock::start();
+        mock.provider().push(Turn::default().tool_call_with_id(
+            "bash",
+            "toolu_ca1",
+            json!({"label": "say hi", "command": "echo hi-from-action", "timeout": null}),
+        ));
+        mock.provider().push(Turn::text("It printed hi. Done."));
+        let original = format!("{FRONTMATTER}@You:\nrun it\n");
+        let chat = common::chat(&original);
+        let uri = uri_of(&chat.path);
+        let mut client = start(flavor, &mock, &chat);
+        client.open(&uri, &original);
+
+        // Send: an action anywhere in the document.
+        let last = client.text(&uri).lines().count() - 1;
+        let actions = actions_at(&mut client, &uri, last);
+        let send = actions
+            .iter()
+            .find(|a| a["command"] == "flemma.send")
+            .unwrap_or_else(|| panic!("{flavor:?}: no send action in {actions:?}"))["title"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        pick(&mut client, &actions, &send);
+        let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+        assert_eq!(
+            stopped["reason"], "awaiting-approval",
+            "{flavor:?}: {stopped}"
+        );
+        pump_until(&mut client, &uri, "the pending placeholder", |t| {
+            t.contains("**Tool Result:** `toolu_ca1` (pending)")
+        });
+
+        // Approve: the action on the pending placeholder.
+        let text = client.text(&uri).to_owned();
+        let line = text
+            .lines()
+            .position(|l| l.contains("`toolu_ca1` (pending)"))
+            .unwrap();
+        let actions = actions_at(&mut client, &uri, line);
+        let approve = actions
+            .iter()
+            .find(|a| a["command"] == "flemma.approve")
+            .unwrap_or_else(|| panic!("{flavor:?}: no approve action in {actions:?}"));
+        assert_eq!(
+            approve["arguments"],
+            json!([uri, "toolu_ca1"]),
+            "{flavor:?}"
+        );
+        assert!(
+            actions.iter().any(|a| a["command"] == "flemma.reject"),
+            "{flavor:?}: {actions:?}"
+        );
+        let title = approve["title"].as_str().unwrap().to_owned();
+        pick(&mut client, &actions, &title);
+        let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+        assert_eq!(stopped["reason"], "idle", "{flavor:?}: {stopped}");
+        pump_until(&mut client, &uri, "the final reply", |t| {
+            t.contains("It printed hi. Done.")
+        });
+        let text = client.text(&uri).to_owned();
+        assert!(
+            text.contains("hi-from-action"),
+            "{flavor:?}: the result landed:\n{text}"
+        );
+        assert_eq!(mock.provider().requests().len(), 2, "{flavor:?}");
+        // An editor had it open all along: the daemon never wrote the file.
+        assert_eq!(common::read(&chat.path), original, "{flavor:?}");
+        client.shutdown();
+    }
+}

@@ -21,6 +21,9 @@ mod daemon_watch_jobs;
 mod doctor;
 mod lsp;
 mod lsp_engine;
+mod lsp_proxy;
+mod lsp_stream_latency;
+mod lsp_two_writers;
 mod quickstart;
 
 /// Every test file in this directory is a module of this binary.

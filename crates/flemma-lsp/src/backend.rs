@@ -164,10 +164,17 @@ pub trait Backend: Send {
         outbox: &Outbox,
     ) -> Result<serde_json::Value, BackendError>;
 
-    /// The client opened `uri` (after the session mirrors it): tasks about it may use
-    /// `outbox`.
-    fn opened(&mut self, uri: &str, outbox: &Outbox) {
-        let _ = (uri, outbox);
+    /// The client said who it is (`clientInfo.name` of `initialize`: `Helix`, `Visual Studio
+    /// Code`), before any document opens: for messages that name the editor.
+    fn client_name(&mut self, name: &str) {
+        let _ = name;
+    }
+
+    /// The client opened `uri` with `text` (after the session mirrors it): tasks about it may
+    /// use `outbox`. `text` is what the editor and the engine share from now on, the base
+    /// of a merge when this editor becomes the document's writer later.
+    fn opened(&mut self, uri: &str, text: &str, outbox: &Outbox) {
+        let _ = (uri, text, outbox);
     }
 
     /// The client closed `uri` (or the session ended with it open).

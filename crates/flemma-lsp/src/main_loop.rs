@@ -62,6 +62,10 @@ pub fn run_with(
         ?encoding,
         "initialized"
     );
+    let mut backend = backend;
+    if let Some(client) = params.client_info.as_ref() {
+        backend.client_name(&client.name);
+    }
     let (task_tx, task_rx) = crossbeam_channel::unbounded();
     let mut session = Session {
         sender: connection.sender.clone(),
@@ -127,6 +131,14 @@ fn next_event(session: &Session, lsp: &Receiver<Message>, tasks: &Receiver<Task>
         .values()
         .filter_map(|d| d.diagnostics_at)
         .min();
+    // A due deadline waits for the client's messages already queued: a burst of changes (a
+    // paste sent as many edits, keys typed faster than an analysis) is analysed once, after
+    // its last change, without waiting a fixed time after every keystroke.
+    if deadline.is_some_and(|at| at <= Instant::now())
+        && let Ok(message) = lsp.try_recv()
+    {
+        return Event::Lsp(message);
+    }
     let timer = match deadline {
         Some(at) => crossbeam_channel::at(at),
         None => crossbeam_channel::never(),

@@ -80,6 +80,33 @@ impl LineIndex {
         }
     }
 
+    /// Updates the index for `range` of the old text replaced by `inserted` (the text the
+    /// index describes is then the edited one): the line starts inside the range go, the
+    /// inserted text's come in, and the later ones shift. Only `inserted` is scanned, so an
+    /// edit costs a shift of the line starts after it, never a pass over the whole text.
+    ///
+    /// A range outside the indexed text (a caller bug) is clamped to it.
+    pub fn apply_edit(&mut self, range: TextRange, inserted: &str) {
+        let end = range.end.min(self.len);
+        let start = range.start.min(end);
+        // Line starts s with start < s <= end come from line breaks inside the range.
+        let first_removed = self.line_starts.partition_point(|&s| s <= start);
+        let after_removed = self.line_starts.partition_point(|&s| s <= end);
+        let delta = inserted.len() as isize - (end - start) as isize;
+        for s in &mut self.line_starts[after_removed..] {
+            *s = s.wrapping_add_signed(delta);
+        }
+        let new_starts = memchr::memchr_iter(b'\n', inserted.as_bytes()).map(|i| start + i + 1);
+        self.line_starts
+            .splice(first_removed..after_removed, new_starts);
+        self.len = self.len - (end - start) + inserted.len();
+    }
+
+    /// The length of the indexed text.
+    pub fn text_len(&self) -> usize {
+        self.len
+    }
+
     pub fn line_count(&self) -> usize {
         self.line_starts.len()
     }
@@ -167,5 +194,86 @@ impl LineIndex {
             self.position(text, range.start, encoding),
             self.position(text, range.end, encoding),
         )
+    }
+}
+
+#[cfg(test)]
+mod line_index_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn starts(index: &LineIndex) -> (Vec<usize>, usize) {
+        (index.line_starts.clone(), index.len)
+    }
+
+    /// A text of short lines (LF and CRLF, multi-byte characters) and an edit on character
+    /// boundaries of it.
+    fn text_and_edit() -> impl Strategy<Value = (String, usize, usize, String)> {
+        let piece = prop_oneof![
+            Just("a".to_owned()),
+            Just("\n".to_owned()),
+            Just("\r\n".to_owned()),
+            Just("é".to_owned()),
+            Just("😀".to_owned()),
+            Just("@You:\n".to_owned()),
+        ];
+        let text = proptest::collection::vec(piece.clone(), 0..40).prop_map(|p| p.concat());
+        let inserted = proptest::collection::vec(piece, 0..8).prop_map(|p| p.concat());
+        (text, any::<usize>(), any::<usize>(), inserted).prop_map(|(text, a, b, inserted)| {
+            let boundaries: Vec<usize> = text
+                .char_indices()
+                .map(|(i, _)| i)
+                .chain(std::iter::once(text.len()))
+                .collect();
+            let a = boundaries[a % boundaries.len()];
+            let b = boundaries[b % boundaries.len()];
+            (text, a.min(b), a.max(b), inserted)
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn an_edited_index_is_the_index_of_the_edited_text(
+            edits in proptest::collection::vec(text_and_edit(), 1..4)
+        ) {
+            for (text, start, end, inserted) in edits {
+                let mut index = LineIndex::new(&text);
+                index.apply_edit(TextRange::new(start, end), &inserted);
+                let mut edited = text.clone();
+                edited.replace_range(start..end, &inserted);
+                prop_assert_eq!(starts(&index), starts(&LineIndex::new(&edited)));
+            }
+        }
+
+        #[test]
+        fn a_series_of_edits_keeps_the_index_exact(
+            text in "[a\n\ré]{0,60}",
+            steps in proptest::collection::vec((any::<usize>(), any::<usize>(), "[b\n😀]{0,6}"), 1..12)
+        ) {
+            let mut text = text;
+            let mut index = LineIndex::new(&text);
+            for (a, b, inserted) in steps {
+                let boundaries: Vec<usize> = text
+                    .char_indices()
+                    .map(|(i, _)| i)
+                    .chain(std::iter::once(text.len()))
+                    .collect();
+                let a = boundaries[a % boundaries.len()];
+                let b = boundaries[b % boundaries.len()];
+                let (start, end) = (a.min(b), a.max(b));
+                index.apply_edit(TextRange::new(start, end), &inserted);
+                text.replace_range(start..end, &inserted);
+                prop_assert_eq!(starts(&index), starts(&LineIndex::new(&text)));
+            }
+        }
+    }
+
+    #[test]
+    fn joining_and_splitting_lines() {
+        let mut index = LineIndex::new("ab\ncd\nef");
+        index.apply_edit(TextRange::new(2, 3), "");
+        assert_eq!(starts(&index), starts(&LineIndex::new("abcd\nef")));
+        index.apply_edit(TextRange::new(0, 0), "x\n\n");
+        assert_eq!(starts(&index), starts(&LineIndex::new("x\n\nabcd\nef")));
     }
 }

@@ -44,7 +44,14 @@ pub(crate) fn handle(
                 ),
             ));
         }
-        if let Some(syntax) = session.host.document(&doc.id) {
+        // The line index follows the edit (a shift of the line starts after it), instead of
+        // a pass over the whole text on every keystroke.
+        if change.range.is_some() {
+            doc.index.apply_edit(range, &change.text);
+        }
+        if let Some(syntax) = session.host.document(&doc.id)
+            && (change.range.is_none() || doc.index.text_len() != syntax.text().len())
+        {
             doc.index = syntax.line_index();
         }
     }

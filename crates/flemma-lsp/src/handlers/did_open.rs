@@ -33,6 +33,12 @@ pub(crate) fn handle(
     );
     publish_diagnostics(session, &key);
     let outbox = session.outbox.clone();
-    session.backend.opened(&key, &outbox);
+    let text = session
+        .documents
+        .get(&key)
+        .and_then(|doc| session.host.document(&doc.id))
+        .map(|d| d.text())
+        .unwrap_or_default();
+    session.backend.opened(&key, text, &outbox);
     Ok(())
 }

@@ -24,7 +24,7 @@ impl Backend for Recorder {
     fn command(&mut self, _: EngineCommand, _: &Outbox) -> Result<Value, BackendError> {
         Ok(Value::Null)
     }
-    fn opened(&mut self, uri: &str, outbox: &Outbox) {
+    fn opened(&mut self, uri: &str, _text: &str, outbox: &Outbox) {
         let _ = self.0.send((uri.to_owned(), Some(outbox.clone())));
     }
     fn closed(&mut self, uri: &str) {

@@ -162,3 +162,122 @@ fn a_failed_request_is_shown_to_the_user() {
         .unwrap();
     thread.join().unwrap().unwrap();
 }
+
+/// The session with no engine, initialized (UTF-8 positions, as Helix asks).
+fn start_session() -> (
+    Connection,
+    std::thread::JoinHandle<Result<(), flemma_lsp::LspError>>,
+) {
+    let (server, client) = Connection::memory();
+    let thread =
+        std::thread::spawn(move || flemma_lsp::run(server, Box::new(flemma_lsp::NoEngine)));
+    request(
+        &client,
+        1,
+        "initialize",
+        json!({"processId": null, "capabilities": {"general": {"positionEncodings": ["utf-8"]}}}),
+    );
+    (client, thread)
+}
+
+fn notify(client: &Connection, method: &str, params: Value) {
+    client
+        .sender
+        .send(Message::Notification(Notification::new(
+            method.into(),
+            params,
+        )))
+        .unwrap();
+}
+
+/// The next `publishDiagnostics` (params).
+fn next_diagnostics(client: &Connection) -> Value {
+    loop {
+        match client
+            .receiver
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap()
+        {
+            Message::Notification(n) if n.method == "textDocument/publishDiagnostics" => {
+                return n.params;
+            }
+            _ => continue,
+        }
+    }
+}
+
+#[test]
+fn a_burst_of_changes_is_analysed_once_at_its_end_with_positions_of_the_edited_text() {
+    let (client, thread) = start_session();
+    // A chat of ~1 MB (an analysis takes a while) ending with a tool use nobody answered.
+    let mut text = String::new();
+    while text.len() < 1 << 20 {
+        text.push_str("@You:\nA question with some words in it.\n\n@Assistant:\nAn answer.\n\n");
+    }
+    text.push_str("@Assistant:\n**Tool Use:** `no_such_tool` (`t1`)\n```json\n{}\n```\n");
+    let lines = text.matches('\n').count();
+    notify(
+        &client,
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": "file:///big.chat", "languageId": "chat", "version": 0,
+               "text": text}}),
+    );
+    let opened = next_diagnostics(&client);
+    assert_eq!(opened["version"], 0);
+    let line_of_tool = |diagnostics: &Value| -> Vec<u64> {
+        diagnostics["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["message"].as_str().unwrap_or("").contains("`t1`"))
+            .map(|d| d["range"]["start"]["line"].as_u64().unwrap())
+            .collect()
+    };
+    let before = line_of_tool(&opened);
+    assert!(!before.is_empty(), "{opened}");
+    assert!(
+        before.iter().all(|&l| l as usize >= lines - 4),
+        "{before:?}"
+    );
+
+    // 40 changes sent at once (a paste as many edits): lines added and joined at the top, a
+    // line split in the middle and joined again.
+    let mut version = 0;
+    let mut added = 0;
+    for i in 0..40 {
+        version += 1;
+        let change = if i % 4 == 3 {
+            // Join the first two lines again (deleting a line break).
+            added -= 1;
+            json!({"range": {"start": {"line": 0, "character": 1}, "end": {"line": 1, "character": 0}}, "text": ""})
+        } else {
+            added += 1;
+            json!({"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "x\n"})
+        };
+        notify(
+            &client,
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": "file:///big.chat", "version": version},
+                   "contentChanges": [change]}),
+        );
+    }
+    let mut publishes = 0;
+    let last = loop {
+        let diagnostics = next_diagnostics(&client);
+        publishes += 1;
+        if diagnostics["version"] == version {
+            break diagnostics;
+        }
+    };
+    assert!(
+        publishes < 10,
+        "{publishes} analyses for one burst of 40 changes"
+    );
+    let after = line_of_tool(&last);
+    let expected: Vec<u64> = before.iter().map(|l| l + added as u64).collect();
+    assert_eq!(after, expected, "the diagnostics moved with the text");
+
+    request(&client, 2, "shutdown", Value::Null);
+    notify(&client, "exit", Value::Null);
+    thread.join().unwrap().unwrap();
+}
