@@ -58,6 +58,8 @@ pub struct DriverState {
     pub streaming: bool,
     /// Foreground tools running (tool use ids).
     pub running_tools: Vec<String>,
+    /// Their tool names, in the same order (for progress messages).
+    pub running_tool_names: Vec<String>,
     /// Tool calls waiting for approval (tool use ids).
     pub pending: Vec<String>,
     /// Background jobs the engine knows: (job id, tool use id, tool name, state).
@@ -72,6 +74,11 @@ impl DriverState {
             streaming,
             running_tools: engine
                 .running_tools()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            running_tool_names: engine
+                .running_tool_names()
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),

@@ -673,7 +673,7 @@ async fn run_driver(
         let message = if state.streaming {
             "streaming the reply".to_owned()
         } else if !state.running_tools.is_empty() {
-            format!("running {}", state.running_tools.join(", "))
+            format!("running {}", state.running_tool_names.join(", "))
         } else {
             String::new()
         };

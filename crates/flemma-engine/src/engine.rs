@@ -192,6 +192,11 @@ impl Engine {
         self.running.iter().map(|t| t.tool_id.as_str()).collect()
     }
 
+    /// The names of the running foreground tools, in the order of [`Self::running_tools`].
+    pub fn running_tool_names(&self) -> Vec<&str> {
+        self.running.iter().map(|t| t.name.as_str()).collect()
+    }
+
     /// Every `pending` placeholder with its call and the resolver that asked.
     pub fn pending_calls(&self) -> Vec<PendingCall> {
         self.doc
