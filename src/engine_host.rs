@@ -21,9 +21,15 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use flemma_config::{ConfigLayer, LayerKind, ResolvedConfig};
 use flemma_engine::{CancelScope, Event, Input, StopReason};
+use flemma_ide::{AnalysisHost, ConfigInput, DocumentId};
+use flemma_lsp::ClientConfig;
 use flemma_lsp::{Outbox, Progress, Task};
-use flemma_protocol::engine::{Accepted, EngineJob, EngineStatus, JobsResult, UsageTotals};
+use flemma_protocol::engine::{
+    Accepted, EngineJob, EngineStatus, JobsResult, ModelSwitch, SwitchResult, UsageTotals,
+};
+use flemma_template::FsHost;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -44,6 +50,9 @@ pub struct EditorHandle {
     /// What the editor and the engine last agreed on (the merge base when it becomes the
     /// writer).
     pub shared: SharedText,
+    /// The session's client settings (its `initializationOptions`): used by the sends the
+    /// editor starts (it is the writer then).
+    pub client_config: Option<ClientConfig>,
 }
 
 /// An event of one document.
@@ -64,6 +73,9 @@ pub enum HostError {
     },
     #[error("flemmad is shutting down; the command was not run")]
     ShuttingDown,
+    /// `flemma/switch` was given a model it cannot use.
+    #[error("{0}")]
+    InvalidSwitch(String),
 }
 
 /// The name of the event the host adds when a driver ends: `{"reason": …}` (`idle`,
@@ -75,6 +87,11 @@ pub const STOPPED_EVENT: &str = "engine:stopped";
 /// [`EngineHost::subscribe`] receivers get it (editors see the text in their buffer).
 pub const TEXT_EVENT: &str = "request:text";
 
+/// The name of the event the host sends when `flemma/switch` changed a document's runtime
+/// layer: `{"layer": "runtime", "provider", "model", "next": {provider, model},
+/// "frontmatterWins"}`.
+pub const CONFIG_UPDATED_EVENT: &str = "config:updated";
+
 /// How long [`EngineHost::shutdown`] waits for the drivers to write their abort markers.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
@@ -83,6 +100,8 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 pub struct EngineHost {
     commands: mpsc::UnboundedSender<HostCommand>,
     shared: Arc<Shared>,
+    /// The configuration file (`--config`), else the user's default.
+    config_path: Option<PathBuf>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -94,6 +113,8 @@ struct Shared {
     /// Editors by document, the most recently active last.
     editors: Mutex<HashMap<PathBuf, Vec<EditorHandle>>>,
     subscribers: Mutex<Vec<std::sync::mpsc::Sender<HostEvent>>>,
+    /// The runtime layer of every document `flemma/switch` switched, with what it set.
+    switches: Mutex<HashMap<PathBuf, (ConfigLayer, ModelSwitch)>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -136,13 +157,14 @@ impl EngineHost {
             .enable_all()
             .build()?;
         let thread_shared = shared.clone();
+        let thread_config_path = config_path.clone();
         let thread = std::thread::Builder::new()
             .name("engine-host".into())
             .spawn(move || {
                 let local = tokio::task::LocalSet::new();
                 let inner = Inner {
                     shared: thread_shared,
-                    config_path,
+                    config_path: thread_config_path,
                     slots: RefCell::new(HashMap::new()),
                     tasks: RefCell::new(Vec::new()),
                     stopping: std::cell::Cell::new(false),
@@ -152,6 +174,7 @@ impl EngineHost {
         Ok(Arc::new(EngineHost {
             commands: sender,
             shared,
+            config_path,
             thread: Mutex::new(Some(thread)),
         }))
     }
@@ -311,7 +334,92 @@ impl EngineHost {
             jobs: jobs_of(driver),
             usage: usage_of(driver),
             last_stop: state.last_stop.clone(),
+            switched: lock(&self.shared.switches)
+                .get(path)
+                .map(|(_, switched)| switched.clone()),
         }
+    }
+
+    /// `flemma/switch`: the provider and model of the document's next requests, as its
+    /// runtime layer (above the user file and the client settings, below the frontmatter).
+    /// `model` is `provider/model`, or a model name for the document's current provider.
+    pub fn switch(&self, path: &Path, model: &str) -> Result<SwitchResult, HostError> {
+        let (provider, model) = parse_model_spec(model)?;
+        let text = self
+            .shared
+            .text_of(path)
+            .map_err(HostError::InvalidSwitch)?;
+        // The current provider: the document's, under its layers as they are now.
+        let before = resolved_config(
+            path,
+            &text,
+            self.shared.config_input(path, self.config_path.as_deref()),
+        )?;
+        let provider = provider.unwrap_or_else(|| before.config.provider.as_str().to_owned());
+        let mut layer = ConfigLayer::new(LayerKind::Runtime);
+        for (key, value) in [("provider", &provider), ("model", &model)] {
+            layer
+                .set(key, serde_json::Value::String(value.clone()))
+                .map_err(|error| {
+                    HostError::InvalidSwitch(format!(
+                        "cannot switch to `{provider}/{model}`: {error}; name a model as `provider/model` (`flemmad models` lists them) or as a model of the current provider"
+                    ))
+                })?;
+        }
+        let switched = ModelSwitch { provider, model };
+        let mut input = self.shared.config_input(path, self.config_path.as_deref());
+        input.layers.retain(|l| l.kind() != LayerKind::Runtime);
+        input.layers.push(layer.clone());
+        let after = resolved_config(path, &text, input)?;
+        let next = ModelSwitch {
+            provider: after.config.provider.as_str().to_owned(),
+            model: after.config.model.clone(),
+        };
+        let frontmatter_wins = [after.source_of("provider"), after.source_of("model")]
+            .contains(&Some(LayerKind::Frontmatter));
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let message = if frontmatter_wins {
+            format!(
+                "switched {name} to {}/{}, but its frontmatter sets the {}, which wins: the next request uses {}/{}; remove `provider`/`model` from the frontmatter for the switch to take effect",
+                switched.provider,
+                switched.model,
+                if after.source_of("model") == Some(LayerKind::Frontmatter) {
+                    "model"
+                } else {
+                    "provider"
+                },
+                next.provider,
+                next.model
+            )
+        } else {
+            format!(
+                "the next request of {name} uses {}/{}",
+                next.provider, next.model
+            )
+        };
+        lock(&self.shared.switches).insert(path.to_owned(), (layer, switched.clone()));
+        self.shared.publish(
+            path,
+            Event {
+                name: CONFIG_UPDATED_EVENT,
+                data: serde_json::json!({
+                    "layer": LayerKind::Runtime.as_str(),
+                    "provider": switched.provider,
+                    "model": switched.model,
+                    "next": {"provider": next.provider, "model": next.model},
+                    "frontmatterWins": frontmatter_wins,
+                }),
+            },
+        );
+        Ok(SwitchResult {
+            switched,
+            next,
+            frontmatter_wins,
+            message,
+        })
     }
 
     /// `flemma/jobs`.
@@ -355,6 +463,15 @@ impl EngineHost {
         });
     }
 
+    /// `session`'s client settings changed: its editors carry the new ones (the writer stays).
+    pub fn set_client_config(&self, session: u64, config: Option<ClientConfig>) {
+        for list in lock(&self.shared.editors).values_mut() {
+            for editor in list.iter_mut().filter(|e| e.session == session) {
+                editor.client_config = config.clone();
+            }
+        }
+    }
+
     /// `session` closed `path` (or ended): the next most recent editor writes it, else the
     /// file on disk.
     pub fn detach_editor(&self, path: &Path, session: u64) {
@@ -385,6 +502,50 @@ impl EngineHost {
         if let Some(thread) = lock(&self.thread).take() {
             let _ = thread.join();
         }
+    }
+}
+
+/// `provider/model` or a bare model name; the provider is checked by the config schema.
+fn parse_model_spec(spec: &str) -> Result<(Option<String>, String), HostError> {
+    let malformed = |why: &str| {
+        HostError::InvalidSwitch(format!(
+            "`{spec}` is not a model: {why}; name it as `provider/model` (e.g. `anthropic/claude-sonnet-4-5`) or as a model of the current provider (`flemmad models` lists them)"
+        ))
+    };
+    let spec = spec.trim();
+    if spec.is_empty() {
+        return Err(malformed("it is empty"));
+    }
+    if spec.chars().any(char::is_whitespace) {
+        return Err(malformed("it contains spaces"));
+    }
+    match spec.split_once('/') {
+        None => Ok((None, spec.to_owned())),
+        Some((provider, model)) if !provider.is_empty() && !model.is_empty() => {
+            Ok((Some(provider.to_owned()), model.to_owned()))
+        }
+        Some(_) => Err(malformed("the provider or the model after `/` is missing")),
+    }
+}
+
+/// The document's configuration resolved under `config` and its frontmatter.
+fn resolved_config(
+    path: &Path,
+    text: &str,
+    config: ConfigInput,
+) -> Result<ResolvedConfig, HostError> {
+    let mut host = AnalysisHost::new(Arc::new(FsHost), config);
+    let id = DocumentId::new(path.to_owned());
+    host.set_text(id.clone(), text.to_owned());
+    let analysis = host
+        .analysis(&id)
+        .map_err(|error| HostError::InvalidSwitch(error.to_string()))?;
+    match &analysis.config {
+        Some(resolved) => Ok(resolved.clone()),
+        None => Err(HostError::InvalidSwitch(format!(
+            "the configuration of {} does not resolve; fix its diagnostics first",
+            path.display()
+        ))),
     }
 }
 
@@ -422,6 +583,31 @@ fn usage_of(driver: Option<&DriverState>) -> UsageTotals {
 }
 
 impl Shared {
+    /// The layers below the frontmatter of `path`'s next request: the user file, the client
+    /// settings of the editor that writes it, and its runtime switch.
+    fn config_input(&self, path: &Path, config_path: Option<&Path>) -> ConfigInput {
+        let mut input = crate::chat::config_input(config_path);
+        let client = lock(&self.editors)
+            .get(path)
+            .and_then(|list| list.last())
+            .and_then(|editor| editor.client_config.clone());
+        if let Some(read) = client {
+            input = input.with_layer(read);
+        }
+        if let Some((layer, _)) = lock(&self.switches).get(path) {
+            input.layers.push(layer.clone());
+        }
+        input
+    }
+
+    /// The document's text now: the writer editor's buffer as last shared, else the file.
+    fn text_of(&self, path: &Path) -> Result<String, String> {
+        if let Some(editor) = lock(&self.editors).get(path).and_then(|list| list.last()) {
+            return Ok(editor.shared.get().to_string());
+        }
+        crate::fsutil::read_chat(path).map_err(|error| format!("{error:#}"))
+    }
+
     /// The store that writes `path` now: the most recently active editor, else the file.
     fn writer(&self, path: &Path) -> Box<dyn ChatStore> {
         match lock(&self.editors).get(path).and_then(|list| list.last()) {
@@ -627,7 +813,7 @@ async fn run_driver(
     let prepared = match engine_setup::prepare(
         path,
         &snapshot.text,
-        inner.config_path.as_deref(),
+        shared.config_input(path, inner.config_path.as_deref()),
         SetupOptions::default(),
     ) {
         Ok(prepared) => prepared,

@@ -8,12 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flemma_engine::{Engine, EngineConfig, Input, Prices};
-use flemma_ide::{Analysis, AnalysisHost, Diagnostic, DocumentId, NOTHING_TO_SEND};
+use flemma_ide::{Analysis, AnalysisHost, ConfigInput, Diagnostic, DocumentId, NOTHING_TO_SEND};
 use flemma_provider::ProviderKind;
 use flemma_provider::credentials::CredentialEnvironment;
 use flemma_template::FsHost;
 
-use crate::chat;
 use crate::engine_driver::DriverParts;
 use crate::provider_setup::provider_setup;
 use crate::tool_setup::{SetupPolicy, ToolSetup};
@@ -85,16 +84,18 @@ pub fn blockers(analysis: &Analysis) -> Vec<Diagnostic> {
 }
 
 /// Sets up a driver for the chat at `path` whose text is `text` (as read from the file or an
-/// editor's buffer), with the configuration file `config_path` (else the user's default).
+/// editor's buffer), under the layers below its frontmatter `config` (the user file of
+/// [`crate::chat::config_input`], and for the engine host the editor's client settings and the
+/// document's runtime switch).
 pub fn prepare(
     path: &Path,
     text: &str,
-    config_path: Option<&Path>,
+    config: ConfigInput,
     options: SetupOptions,
 ) -> Result<Prepared, SetupError> {
     let absolute: PathBuf = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     let id = DocumentId::new(absolute.clone());
-    let mut host = AnalysisHost::new(Arc::new(FsHost), chat::config_input(config_path));
+    let mut host = AnalysisHost::new(Arc::new(FsHost), config);
     host.set_text(id.clone(), text.to_owned());
     let analysis = host
         .analysis(&id)

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use flemma_lsp::{Backend, BackendError, EngineCommand, Outbox, ToolDecision};
+use flemma_lsp::{Backend, BackendError, ClientConfig, EngineCommand, Outbox, ToolDecision};
 use serde_json::Value;
 
 use crate::chat_store::SharedText;
@@ -24,6 +24,8 @@ pub struct HostBackend {
     client: String,
     /// The outbox of the session, known once it opened a document.
     outbox: Option<Outbox>,
+    /// The session's client settings (`initializationOptions`, `didChangeConfiguration`).
+    client_config: Option<ClientConfig>,
     /// The documents this session has open (URI, path, and the text it shares with the
     /// engine).
     open: Vec<(String, PathBuf, SharedText)>,
@@ -36,6 +38,7 @@ impl HostBackend {
             session: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             client: "the editor".into(),
             outbox: None,
+            client_config: None,
             open: Vec::new(),
         }
     }
@@ -67,6 +70,7 @@ impl HostBackend {
             outbox: outbox.clone(),
             name: self.client.clone(),
             shared,
+            client_config: self.client_config.clone(),
         }
     }
 }
@@ -108,9 +112,9 @@ impl Backend for HostBackend {
             EngineCommand::Status { .. } => json(host.status(&path)),
             EngineCommand::Jobs { .. } => json(host.jobs(&path)),
             EngineCommand::Usage { .. } => json(host.usage(&path)),
-            EngineCommand::Switch { .. } => Err(BackendError::Refused(
-                "`flemma.switch` is not supported yet: set `model` (and `provider`) in the chat's frontmatter instead, e.g. `flemma.opt.model = \"…\"`".into(),
-            )),
+            EngineCommand::Switch { model, .. } => {
+                json(host.switch(&path, &model).map_err(refused)?)
+            }
         }
     }
 
@@ -142,6 +146,11 @@ impl Backend for HostBackend {
 
     fn client_name(&mut self, name: &str) {
         self.client = display_name(name);
+    }
+
+    fn client_config(&mut self, settings: Option<ClientConfig>) {
+        self.host.set_client_config(self.session, settings.clone());
+        self.client_config = settings;
     }
 
     fn opened(&mut self, uri: &str, text: &str, outbox: &Outbox) {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use flemma_protocol::methods::{DocumentParams, RejectParams, ToolCallParams};
+use flemma_protocol::methods::{DocumentParams, RejectParams, SwitchParams, ToolCallParams};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -29,6 +29,7 @@ pub const METHODS: &[&str] = &[
     "flemma/status",
     "flemma/jobs",
     "flemma/usage",
+    "flemma/switch",
 ];
 
 pub type MethodResult = Result<Value, (i64, String)>;
@@ -54,6 +55,12 @@ pub fn call(host: &EngineHost, method: &str, params: Option<&Value>) -> Option<M
         "flemma/status" => document(method, params).and_then(|path| json(host.status(&path))),
         "flemma/jobs" => document(method, params).and_then(|path| json(host.jobs(&path))),
         "flemma/usage" => document(method, params).and_then(|path| json(host.usage(&path))),
+        "flemma/switch" => parse::<SwitchParams>(method, params).and_then(|p| {
+            let path = document_path(method, &p.uri)?;
+            host.switch(&path, &p.model)
+                .map_err(|error| (INVALID_PARAMS, error.to_string()))
+                .and_then(json)
+        }),
         _ => return None,
     })
 }
@@ -118,6 +125,7 @@ fn answer(outcome: Result<flemma_protocol::engine::Accepted, HostError>) -> Meth
         Ok(accepted) => json(accepted),
         Err(error @ HostError::NotRunning { .. }) => Err((ENGINE_REFUSED, error.to_string())),
         Err(error @ HostError::ShuttingDown) => Err((SHUTTING_DOWN, error.to_string())),
+        Err(error @ HostError::InvalidSwitch(_)) => Err((INVALID_PARAMS, error.to_string())),
     }
 }
 

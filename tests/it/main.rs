@@ -21,6 +21,7 @@ mod daemon_watch_jobs;
 mod doctor;
 mod lsp;
 mod lsp_engine;
+mod lsp_layers;
 mod lsp_proxy;
 mod lsp_stream_latency;
 mod lsp_two_writers;

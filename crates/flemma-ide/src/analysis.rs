@@ -63,6 +63,16 @@ impl ConfigInput {
         self.user_file = Some(path);
         self
     }
+
+    /// Adds a layer given what reading it produced (client settings, a runtime change): its
+    /// problems become diagnostics that block sends.
+    pub fn with_layer(mut self, read: Result<ConfigLayer, ConfigErrors>) -> Self {
+        match read {
+            Ok(layer) => self.layers.push(layer),
+            Err(errors) => self.errors.extend(errors.0),
+        }
+        self
+    }
 }
 
 impl ConfigInput {
@@ -250,6 +260,11 @@ impl AnalysisHost {
     /// The compiled templates this host reuses across analyses (owned here, not process-wide).
     pub fn template_cache(&self) -> &TemplateCache {
         &self.template_cache
+    }
+
+    /// The configuration below the frontmatter.
+    pub fn config(&self) -> &ConfigInput {
+        &self.config
     }
 
     /// Replaces the configuration below the frontmatter; every analysis is recomputed.
@@ -563,7 +578,14 @@ fn from_config(e: &ConfigError, user_file: Option<&Path>, frontmatter_start: usi
         severity: Severity::Error,
         source: Source::Config,
         code: "config".to_owned(),
-        message: e.message.clone(),
+        // Settings the editor sent have no file to point at: the message names them.
+        message: match e.layer {
+            Some(LayerKind::Client) => format!(
+                "in the client settings (the editor's flemmad settings, sent as initializationOptions): {}",
+                e.message
+            ),
+            _ => e.message.clone(),
+        },
         hint: e
             .suggestion
             .as_ref()

@@ -13,6 +13,9 @@
 
 use crossbeam_channel::Sender;
 
+/// The client settings of a session as a configuration layer, or what is wrong with them.
+pub type ClientConfig = Result<flemma_config::ConfigLayer, flemma_config::ConfigErrors>;
+
 /// A command for the engine, with its document resolved to an open document's URI.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EngineCommand {
@@ -168,6 +171,15 @@ pub trait Backend: Send {
     /// Code`), before any document opens: for messages that name the editor.
     fn client_name(&mut self, name: &str) {
         let _ = name;
+    }
+
+    /// The client settings of the session (its `initializationOptions`, then each
+    /// `workspace/didChangeConfiguration`), as a [`flemma_config::LayerKind::Client`] layer or
+    /// the problems reading it (`None`: the client sent none). Given before the first
+    /// document opens, and again whenever they change; sends started from this session use
+    /// them.
+    fn client_config(&mut self, settings: Option<ClientConfig>) {
+        let _ = settings;
     }
 
     /// The client opened `uri` with `text` (after the session mirrors it): tasks about it may

@@ -19,13 +19,15 @@ mod from_proto;
 mod handlers;
 mod main_loop;
 mod session;
+mod settings;
 mod tasks;
 mod to_proto;
 pub mod transport;
 
 pub use backend::{
-    Backend, BackendError, BufferAnswer, BufferSnapshot, EngineCommand, NoEngine, Outbox, Progress,
-    Reply, Task, ToolDecision,
+    Backend, BackendError, BufferAnswer, BufferSnapshot, ClientConfig, EngineCommand, NoEngine,
+    Outbox, Progress, Reply, Task, ToolDecision,
 };
 pub use commands::{COMMANDS, path_to_uri, uri_to_path};
 pub use main_loop::{LspError, run, run_with};
+pub use settings::{changed_settings, client_config};

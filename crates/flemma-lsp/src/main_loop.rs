@@ -66,6 +66,7 @@ pub fn run_with(
     if let Some(client) = params.client_info.as_ref() {
         backend.client_name(&client.name);
     }
+    let base_config = host.config().clone();
     let (task_tx, task_rx) = crossbeam_channel::unbounded();
     let mut session = Session {
         sender: connection.sender.clone(),
@@ -73,6 +74,7 @@ pub fn run_with(
         root: handlers::initialize::root(&params),
         capabilities: params.capabilities,
         documents: HashMap::new(),
+        base_config,
         host,
         requests: lsp_server::ReqQueue::default(),
         backend,
@@ -80,6 +82,13 @@ pub fn run_with(
         shutdown_requested: false,
         progress_tokens: 0,
     };
+    crate::settings::apply(
+        &mut session,
+        params
+            .initialization_options
+            .as_ref()
+            .and_then(crate::settings::client_config),
+    );
     loop {
         let event = next_event(&session, &connection.receiver, &task_rx);
         let _span = tracing::debug_span!("event", kind = event_kind(&event)).entered();

@@ -90,6 +90,8 @@ pub(crate) struct Session {
     pub capabilities: lsp_types::ClientCapabilities,
     pub root: Option<PathBuf>,
     pub documents: HashMap<String, OpenDocument>,
+    /// The configuration the session was started with (below the client settings).
+    pub base_config: flemma_ide::ConfigInput,
     /// The analysis of every open document: text, syntax tree, evaluation, diagnostics.
     pub host: AnalysisHost,
     pub requests: ReqQueue<(), ResponseHandler>,

@@ -26,6 +26,34 @@ pub struct EngineStatus {
     /// ran in this process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_stop: Option<String>,
+    /// The provider and model `flemma/switch` set for the document (its runtime layer), when
+    /// it was switched in this process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switched: Option<ModelSwitch>,
+}
+
+/// A provider and model, as `flemma/switch` sets them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelSwitch {
+    /// `anthropic`, `openai`, … (the config's `provider` values).
+    pub provider: String,
+    pub model: String,
+}
+
+/// The answer of `flemma/switch`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SwitchResult {
+    /// What the switch set (the document's runtime layer).
+    pub switched: ModelSwitch,
+    /// What the document's next request uses: the switch, unless the frontmatter sets the
+    /// provider or model (the frontmatter is the higher layer).
+    pub next: ModelSwitch,
+    /// `true` when the frontmatter overrides the switch, so it has no effect on this chat.
+    pub frontmatter_wins: bool,
+    /// One line for the user: what the next request uses, and why.
+    pub message: String,
 }
 
 /// A background job the engine started or recovered.

@@ -179,6 +179,16 @@ impl Client {
 
     /// `initialize` + `initialized`; returns the result and how long the answer took.
     pub fn initialize(&mut self, root: &std::path::Path) -> (Value, Duration) {
+        self.initialize_with_options(root, Value::Null)
+    }
+
+    /// `initialize` with `initializationOptions` (the editor's flemmad settings), then
+    /// `initialized`.
+    pub fn initialize_with_options(
+        &mut self,
+        root: &std::path::Path,
+        options: Value,
+    ) -> (Value, Duration) {
         let started = Instant::now();
         let client_info = match self.flavor {
             Flavor::Helix => json!({"name": "helix", "version": "25.07.1"}),
@@ -193,6 +203,7 @@ impl Client {
                 "rootPath": root.to_str().unwrap(),
                 "workspaceFolders": [],
                 "capabilities": self.capabilities(),
+                "initializationOptions": options,
             }),
         );
         let elapsed = started.elapsed();

@@ -179,11 +179,12 @@ pub(crate) fn on_notification(session: &mut Session, notification: Notification)
         n::DidOpenTextDocument::METHOD => notify(session, notification, did_open::handle),
         n::DidChangeTextDocument::METHOD => notify(session, notification, did_change::handle),
         n::DidCloseTextDocument::METHOD => notify(session, notification, did_close::handle),
+        n::DidChangeConfiguration::METHOD => {
+            crate::settings::did_change_configuration(session, &notification.params);
+            Ok(())
+        }
         // Nothing to do: the server keeps no state for these.
-        n::Initialized::METHOD
-        | n::DidSaveTextDocument::METHOD
-        | n::Cancel::METHOD
-        | n::DidChangeConfiguration::METHOD => Ok(()),
+        n::Initialized::METHOD | n::DidSaveTextDocument::METHOD | n::Cancel::METHOD => Ok(()),
         other => {
             tracing::debug!(method = other, "ignoring an unknown notification");
             Ok(())

@@ -1,0 +1,228 @@
+//! Configuration layers of an LSP session, end to end over stdio against `flemmad lsp` and
+//! `flemma-mock-provider`: the editor's settings (`initializationOptions`,
+//! `workspace/didChangeConfiguration`) are the client layer of its documents' diagnostics and
+//! sends; `flemma.switch` sets a document's runtime layer, below its frontmatter.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use flemma_mock_provider::{MockProvider, Turn, WireFormat};
+use serde_json::{Value, json};
+
+use crate::common::{self, Chat};
+use crate::lsp::lsp_client::{Client, Flavor};
+
+struct Mock {
+    runtime: tokio::runtime::Runtime,
+    mock: Option<MockProvider>,
+}
+
+impl Mock {
+    fn start() -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mock = runtime.block_on(MockProvider::start()).unwrap();
+        Self {
+            runtime,
+            mock: Some(mock),
+        }
+    }
+    fn provider(&self) -> &MockProvider {
+        self.mock.as_ref().unwrap()
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        if let Some(mock) = self.mock.take() {
+            self.runtime.block_on(mock.shutdown());
+        }
+    }
+}
+
+fn start(mock: &Mock, chat: &Chat, options: Value) -> Client {
+    let mut env = common::provider_env(&mock.provider().base_url());
+    env.push(("XDG_CONFIG_HOME", chat.config_home.display().to_string()));
+    env.push(("PATH", "/usr/bin:/bin".into()));
+    let mut client = Client::start_with_env(Flavor::VsCode, &["--no-daemon"], &env);
+    client.initialize_with_options(chat.path.parent().unwrap(), options);
+    client
+}
+
+fn command(client: &mut Client, name: &str, arguments: Value) -> Result<Value, Value> {
+    client.request(
+        "workspace/executeCommand",
+        json!({"command": name, "arguments": arguments}),
+    )
+}
+
+/// Pumps until a `flemma/event` named `name` arrives; returns its data.
+fn wait_event(client: &mut Client, name: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        while let Some(n) = client.notifications.pop_front() {
+            if n["method"] == "flemma/event" && n["params"]["name"] == name {
+                return n["params"]["data"].clone();
+            }
+        }
+        assert!(Instant::now() < deadline, "no {name} event in time");
+        client.pump(Duration::from_millis(50));
+    }
+}
+
+/// The messages of the latest diagnostics published for `uri`.
+fn diagnostics(client: &mut Client, uri: &str) -> Vec<String> {
+    let published =
+        client.wait_notification("textDocument/publishDiagnostics", |p| p["uri"] == uri);
+    published["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["message"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_editor_settings_pick_the_provider_and_a_switch_moves_the_next_send() {
+    let mock = Mock::start();
+    mock.provider()
+        .push(Turn::text("Hello from the OpenAI endpoint."));
+    mock.provider()
+        .push(Turn::text("Hello from the Anthropic endpoint."));
+    // No frontmatter: only the editor's settings say which provider to use.
+    let original = "@You:\nwho are you?\n";
+    let chat = common::chat(original);
+    let uri = format!("file://{}", chat.path.display());
+    let mut client = start(
+        &mock,
+        &chat,
+        json!({"provider": "openai", "model": "gpt-5"}),
+    );
+    client.open(&uri, original);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    let stopped = wait_event(&mut client, "engine:stopped");
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    let requests = mock.provider().requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].format,
+        WireFormat::OpenAiResponses,
+        "{}",
+        requests[0].path
+    );
+    assert_eq!(requests[0].body["model"], "gpt-5");
+
+    let answer = command(
+        &mut client,
+        "flemma.switch",
+        json!([uri, "anthropic/claude-sonnet-4-5"]),
+    )
+    .unwrap();
+    assert_eq!(
+        answer["next"],
+        json!({"provider": "anthropic", "model": "claude-sonnet-4-5"}),
+        "{answer}"
+    );
+    assert_eq!(answer["frontmatterWins"], false, "{answer}");
+    let updated = wait_event(&mut client, "config:updated");
+    assert_eq!(updated["layer"], "runtime", "{updated}");
+    assert_eq!(updated["model"], "claude-sonnet-4-5", "{updated}");
+    let status = command(&mut client, "flemma.status", json!([uri])).unwrap();
+    assert_eq!(
+        status["switched"],
+        json!({"provider": "anthropic", "model": "claude-sonnet-4-5"}),
+        "{status}"
+    );
+
+    client.pump(Duration::from_millis(200));
+    let end = client.text(&uri).len();
+    client.type_at(&uri, end, "\n@You:\nand now?\n");
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    let stopped = wait_event(&mut client, "engine:stopped");
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    let requests = mock.provider().requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[1].format,
+        WireFormat::Anthropic,
+        "{}",
+        requests[1].path
+    );
+    assert_eq!(requests[1].body["model"], "claude-sonnet-4-5");
+    client.pump(Duration::from_millis(300));
+    assert!(
+        client
+            .text(&uri)
+            .contains("Hello from the Anthropic endpoint."),
+        "{}",
+        client.text(&uri)
+    );
+    client.shutdown();
+}
+
+#[test]
+fn a_bad_key_in_the_editor_settings_is_a_diagnostic_until_the_settings_change() {
+    let mock = Mock::start();
+    let original = "@You:\nhello\n";
+    let chat = common::chat(original);
+    let uri = format!("file://{}", chat.path.display());
+    let mut client = start(&mock, &chat, json!({"modle": "gpt-5"}));
+    client.open(&uri, original);
+    let messages = diagnostics(&mut client, &uri);
+    let bad = messages
+        .iter()
+        .find(|m| m.contains("modle"))
+        .unwrap_or_else(|| panic!("a diagnostic names the bad key: {messages:?}"));
+    assert!(bad.contains("client settings"), "{bad}");
+    assert!(bad.contains("did you mean 'model'"), "{bad}");
+    // A send is refused with the same reason; nothing reaches a provider.
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    let stopped = wait_event(&mut client, "engine:stopped");
+    assert_eq!(stopped["reason"], "error", "{stopped}");
+    assert!(
+        stopped["message"].as_str().unwrap().contains("modle"),
+        "{stopped}"
+    );
+    assert!(mock.provider().requests().is_empty());
+
+    client.notify(
+        "workspace/didChangeConfiguration",
+        json!({"settings": {"flemma": {"config": {"model": "gpt-5", "provider": "openai"}}}}),
+    );
+    let messages = diagnostics(&mut client, &uri);
+    assert!(
+        messages.iter().all(|m| !m.contains("modle")),
+        "the new settings replace the old: {messages:?}"
+    );
+    client.shutdown();
+}
+
+#[test]
+fn a_switch_says_when_the_frontmatter_wins_and_refuses_what_is_not_a_model() {
+    let mock = Mock::start();
+    let original = format!(
+        "{}@You:\nhello\n",
+        common::frontmatter("anthropic", "claude-sonnet-4-5")
+    );
+    let chat = common::chat(&original);
+    let uri = format!("file://{}", chat.path.display());
+    let mut client = start(&mock, &chat, Value::Null);
+    client.open(&uri, &original);
+    let answer = command(&mut client, "flemma.switch", json!([uri, "openai/gpt-5"])).unwrap();
+    assert_eq!(answer["frontmatterWins"], true, "{answer}");
+    assert_eq!(answer["next"]["model"], "claude-sonnet-4-5", "{answer}");
+    let message = answer["message"].as_str().unwrap();
+    assert!(message.contains("frontmatter"), "{message}");
+
+    let error = command(&mut client, "flemma.switch", json!([uri, "opneai/gpt-5"])).unwrap_err();
+    let text = error["message"].as_str().unwrap();
+    assert!(text.contains("opneai") && text.contains("openai"), "{text}");
+    let error = command(&mut client, "flemma.switch", json!([uri, "openai/"])).unwrap_err();
+    let text = error["message"].as_str().unwrap();
+    assert!(text.contains("provider/model"), "{text}");
+    client.shutdown();
+}
