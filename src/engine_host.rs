@@ -357,20 +357,33 @@ impl EngineHost {
         )?;
         let provider = provider.unwrap_or_else(|| before.config.provider.as_str().to_owned());
         let mut layer = ConfigLayer::new(LayerKind::Runtime);
-        for (key, value) in [("provider", &provider), ("model", &model)] {
+        for (key, value) in [("provider", Some(&provider)), ("model", model.as_ref())] {
+            let Some(value) = value else { continue };
             layer
                 .set(key, serde_json::Value::String(value.clone()))
                 .map_err(|error| {
                     HostError::InvalidSwitch(format!(
-                        "cannot switch to `{provider}/{model}`: {error}; name a model as `provider/model` (`flemmad models` lists them) or as a model of the current provider"
+                        "cannot switch to `{provider}/{}`: {error}; name a model as `provider/model` (`flemmad models` lists them), a model of the current provider, or a provider alone",
+                        model.as_deref().unwrap_or_default()
                     ))
                 })?;
         }
-        let switched = ModelSwitch { provider, model };
         let mut input = self.shared.config_input(path, self.config_path.as_deref());
         input.layers.retain(|l| l.kind() != LayerKind::Runtime);
         input.layers.push(layer.clone());
         let after = resolved_config(path, &text, input)?;
+        // A provider alone switches to its default model (the config's rule).
+        let switched = match (model, provider.parse::<flemma_config::Provider>()) {
+            (Some(model), _) => ModelSwitch { provider, model },
+            (None, Ok(kind)) => ModelSwitch {
+                model: flemma_config::default_model(kind).to_owned(),
+                provider,
+            },
+            (None, Err(_)) => ModelSwitch {
+                model: after.config.model.clone(),
+                provider,
+            },
+        };
         let next = ModelSwitch {
             provider: after.config.provider.as_str().to_owned(),
             model: after.config.model.clone(),
@@ -505,8 +518,9 @@ impl EngineHost {
     }
 }
 
-/// `provider/model` or a bare model name; the provider is checked by the config schema.
-fn parse_model_spec(spec: &str) -> Result<(Option<String>, String), HostError> {
+/// `provider/model`, a bare model name, or a provider alone (`None` model: its default); the
+/// provider is checked by the config schema.
+fn parse_model_spec(spec: &str) -> Result<(Option<String>, Option<String>), HostError> {
     let malformed = |why: &str| {
         HostError::InvalidSwitch(format!(
             "`{spec}` is not a model: {why}; name it as `provider/model` (e.g. `anthropic/claude-sonnet-4-5`) or as a model of the current provider (`flemmad models` lists them)"
@@ -520,9 +534,15 @@ fn parse_model_spec(spec: &str) -> Result<(Option<String>, String), HostError> {
         return Err(malformed("it contains spaces"));
     }
     match spec.split_once('/') {
-        None => Ok((None, spec.to_owned())),
+        None if flemma_config::Provider::ALL
+            .iter()
+            .any(|provider| provider.as_str() == spec) =>
+        {
+            Ok((Some(spec.to_owned()), None))
+        }
+        None => Ok((None, Some(spec.to_owned()))),
         Some((provider, model)) if !provider.is_empty() && !model.is_empty() => {
-            Ok((Some(provider.to_owned()), model.to_owned()))
+            Ok((Some(provider.to_owned()), Some(model.to_owned())))
         }
         Some(_) => Err(malformed("the provider or the model after `/` is missing")),
     }
@@ -912,4 +932,34 @@ async fn run_driver(
         .run(inputs, CancellationToken::new())
         .await
         .map_err(|e| format!("{e:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_switch_names_a_provider_and_model_a_model_or_a_provider() {
+        let spec = |s: &str| parse_model_spec(s).map_err(|e| e.to_string());
+        assert_eq!(
+            spec("anthropic/claude-sonnet-4-5"),
+            Ok((Some("anthropic".into()), Some("claude-sonnet-4-5".into())))
+        );
+        assert_eq!(spec("gpt-5"), Ok((None, Some("gpt-5".into()))));
+        assert_eq!(spec("openai"), Ok((Some("openai".into()), None)));
+        // A model id may hold a slash of its own (OpenRouter names).
+        assert_eq!(
+            spec("openai-compatible/meta-llama/llama-3"),
+            Ok((
+                Some("openai-compatible".into()),
+                Some("meta-llama/llama-3".into())
+            ))
+        );
+        for bad in ["", "  ", "openai/", "/gpt-5", "gpt 5"] {
+            let Err(message) = spec(bad) else {
+                panic!("`{bad}` is refused");
+            };
+            assert!(message.contains("provider/model"), "{message}");
+        }
+    }
 }

@@ -218,6 +218,13 @@ fn a_switch_says_when_the_frontmatter_wins_and_refuses_what_is_not_a_model() {
     let message = answer["message"].as_str().unwrap();
     assert!(message.contains("frontmatter"), "{message}");
 
+    // A provider alone switches to its default model.
+    let answer = command(&mut client, "flemma.switch", json!([uri, "openai"])).unwrap();
+    assert_eq!(
+        answer["switched"],
+        json!({"provider": "openai", "model": "gpt-5"}),
+        "{answer}"
+    );
     let error = command(&mut client, "flemma.switch", json!([uri, "opneai/gpt-5"])).unwrap_err();
     let text = error["message"].as_str().unwrap();
     assert!(text.contains("opneai") && text.contains("openai"), "{text}");
