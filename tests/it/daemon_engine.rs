@@ -705,3 +705,56 @@ async fn a_daemon_that_does_not_answer_is_reported_not_waited_for_forever() {
     assert!(log.contains("--no-daemon"), "{log}");
     drop(held);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpc_switch_sets_the_runtime_layer_of_the_next_send() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    // No frontmatter: the default provider is Anthropic until the switch.
+    let chat = common::chat("@You:\nSay hello.\n");
+    let daemon = Served::start(&chat, &base).await;
+    let mut rpc = daemon.rpc();
+    let path = chat.path.display().to_string();
+    let answer = rpc.call("flemma/subscribe", json!({"uri": path}));
+    assert_eq!(answer["result"]["subscribed"], true, "{answer}");
+
+    let answer = rpc.call("flemma/switch", json!({"uri": path, "model": "nope/gpt-5"}));
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let answer = rpc.call(
+        "flemma/switch",
+        json!({"uri": path, "model": "openai/gpt-5"}),
+    );
+    assert_eq!(
+        answer["result"]["next"],
+        json!({"provider": "openai", "model": "gpt-5"}),
+        "{answer}"
+    );
+    let status = rpc.call("flemma/status", json!({"uri": path}))["result"].clone();
+    assert_eq!(status["switched"]["provider"], "openai", "{status}");
+
+    mock.push(Turn::text("Hello from OpenAI."));
+    let answer = rpc.call("flemma/send", json!({"uri": path}));
+    assert_eq!(answer["result"], json!({"started": true}), "{answer}");
+    let events = rpc.until_stopped(1);
+    let updated = events
+        .iter()
+        .find(|e| e["name"] == "config:updated")
+        .unwrap_or_else(|| panic!("config:updated was sent: {events:?}"));
+    assert_eq!(updated["data"]["model"], "gpt-5", "{updated}");
+    assert_eq!(
+        events.last().unwrap()["data"]["reason"],
+        "idle",
+        "{events:?}"
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].format,
+        flemma_mock_provider::WireFormat::OpenAiResponses,
+        "{}",
+        requests[0].path
+    );
+    assert_eq!(requests[0].body["model"], "gpt-5");
+    assert!(read(&chat.path).contains("Hello from OpenAI."));
+    mock.shutdown().await;
+}
