@@ -42,6 +42,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     {
       documentSelector: [{ language: CHAT_LANGUAGE }],
       initializationOptions: () => settings().get<Record<string, unknown>>('config', {}),
+      // `flemma.config` changes reach the server as `workspace/didChangeConfiguration`
+      // (it takes `settings.flemma.config` as its client layer): no restart needed.
+      synchronize: { configurationSection: 'flemma' },
       outputChannel: output,
       middleware: { workspace: { handleApplyEdit } },
     },
@@ -58,9 +61,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     vscode.commands.registerCommand('flemma.chat.restartServer', () => lsp.restart()),
     vscode.workspace.onDidChangeConfiguration((e) => {
-      if (e.affectsConfiguration('flemma')) {
+      // The configuration is synchronized live; which flemmad runs is chosen at start.
+      if (e.affectsConfiguration('flemma.path')) {
         void vscode.window
-          .showInformationMessage('Flemma settings changed: restart the language server to use them.', 'Restart')
+          .showInformationMessage('Flemma: the path of flemmad changed: restart the language server to use it.', 'Restart')
           .then((choice) => (choice === 'Restart' ? lsp.restart() : undefined));
       }
     }),
