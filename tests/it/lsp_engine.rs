@@ -24,13 +24,13 @@ const FRONTMATTER: &str = r#"```json
 "#;
 
 /// A mock provider on its own runtime (the LSP clients are synchronous).
-struct Mock {
+pub(crate) struct Mock {
     runtime: tokio::runtime::Runtime,
     mock: Option<MockProvider>,
 }
 
 impl Mock {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -42,10 +42,11 @@ impl Mock {
             mock: Some(mock),
         }
     }
-    fn provider(&self) -> &MockProvider {
+    pub(crate) fn provider(&self) -> &MockProvider {
         self.mock.as_ref().unwrap()
     }
-    fn env(&self, chat: &Chat) -> Vec<(&'static str, String)> {
+    /// Every provider pointed at the mock, the chat's config home, a plain `PATH`.
+    pub(crate) fn env(&self, chat: &Chat) -> Vec<(&'static str, String)> {
         let mut env = common::provider_env(&self.provider().base_url());
         env.push(("XDG_CONFIG_HOME", chat.config_home.display().to_string()));
         env.push(("PATH", "/usr/bin:/bin".into()));

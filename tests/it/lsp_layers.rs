@@ -7,47 +7,15 @@
 
 use std::time::{Duration, Instant};
 
-use flemma_mock_provider::{MockProvider, Turn, WireFormat};
+use flemma_mock_provider::{Turn, WireFormat};
 use serde_json::{Value, json};
 
 use crate::common::{self, Chat};
 use crate::lsp::lsp_client::{Client, Flavor};
-
-struct Mock {
-    runtime: tokio::runtime::Runtime,
-    mock: Option<MockProvider>,
-}
-
-impl Mock {
-    fn start() -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let mock = runtime.block_on(MockProvider::start()).unwrap();
-        Self {
-            runtime,
-            mock: Some(mock),
-        }
-    }
-    fn provider(&self) -> &MockProvider {
-        self.mock.as_ref().unwrap()
-    }
-}
-
-impl Drop for Mock {
-    fn drop(&mut self) {
-        if let Some(mock) = self.mock.take() {
-            self.runtime.block_on(mock.shutdown());
-        }
-    }
-}
+use crate::lsp_engine::Mock;
 
 fn start(mock: &Mock, chat: &Chat, options: Value) -> Client {
-    let mut env = common::provider_env(&mock.provider().base_url());
-    env.push(("XDG_CONFIG_HOME", chat.config_home.display().to_string()));
-    env.push(("PATH", "/usr/bin:/bin".into()));
+    let env = mock.env(chat);
     let mut client = Client::start_with_env(Flavor::VsCode, &["--no-daemon"], &env);
     client.initialize_with_options(chat.path.parent().unwrap(), options);
     client
