@@ -49,18 +49,10 @@ fn severity(severity: Severity) -> lsp_types::DiagnosticSeverity {
     }
 }
 
-/// A `file://` URI for a path (percent-encoding what a URI cannot hold).
+/// A `file://` URI for a path ([`crate::path_to_uri`]); `None` for a path that is not UTF-8.
 pub(crate) fn file_uri(path: &Path) -> Option<lsp_types::Uri> {
-    let mut uri = String::from("file://");
-    for byte in path.to_str()?.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
-                uri.push(byte as char)
-            }
-            other => uri.push_str(&format!("%{other:02X}")),
-        }
-    }
-    uri.parse().ok()
+    path.to_str()?;
+    crate::path_to_uri(path).parse().ok()
 }
 
 /// One diagnostic of the analysis. The hint goes into the message (Helix shows no related
