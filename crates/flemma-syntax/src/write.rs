@@ -6,8 +6,7 @@
 
 use crate::suffix::{Status, Suffix};
 
-/// The text of the abort marker flemmad writes when a stream is cancelled after content arrived.
-/// A role line (`@You:`) with its line end: the one place the marker's text is spelled.
+/// A role line (`@You:`) with its line end: the one place a role line's text is spelled.
 pub fn role_line(role: &crate::Role) -> String {
     format!("@{}:\n", role.name())
 }
@@ -27,6 +26,7 @@ pub const ABORTED_RESULT: &str = "Response interrupted by the user.";
 /// The job result written by orphan recovery (`chat-format.md` §3.2).
 pub const JOB_LOST_RESULT: &str = "Job lost: session ended before completion.";
 
+/// The text of the abort marker flemmad writes when a stream is cancelled after content arrived.
 pub const ABORT_MARKER: &str = "<!-- flemma:aborted: Response interrupted by the user. -->";
 
 /// The abort marker with a custom message (kept on one line: line breaks become spaces).
@@ -330,9 +330,6 @@ const FENCE_BLIND_PREFIXES: [&str; 5] = [
     "<!-- flemma:aborted:",
 ];
 
-/// The roles whose inline form (`@You: text`) legacy readers split into a new message.
-const KNOWN_ROLES: [&str; 3] = ["You", "Assistant", "System"];
-
 fn classify(line: &str, complete: bool, in_fence: bool) -> LineStart {
     let undecided = if complete {
         LineStart::Plain
@@ -361,7 +358,13 @@ fn classify(line: &str, complete: bool, in_fence: bool) -> LineStart {
                         } else {
                             LineStart::Undecided
                         }
-                    } else if KNOWN_ROLES.contains(&&line[1..1 + name]) {
+                    } else if crate::lines::legacy_inline_role(
+                        bytes,
+                        crate::lines::line_at(bytes, 0),
+                    )
+                    .is_some()
+                    {
+                        // The inline form (`@You: text`) that legacy readers split.
                         LineStart::Structure
                     } else {
                         LineStart::Plain
