@@ -44,13 +44,12 @@ pub(crate) fn handle(
                 ),
             ));
         }
-        // The line index follows the edit (a shift of the line starts after it), instead of
-        // a pass over the whole text on every keystroke.
-        if change.range.is_some() {
-            doc.index.apply_edit(range, &change.text);
-        }
+        // The line index follows the edit (a shift of the line starts after it, a scan of the
+        // inserted text only; a full-text change is a replacement of the whole range), instead
+        // of a pass over the whole text on every keystroke.
+        doc.index.apply_edit(range, &change.text);
         if let Some(syntax) = session.host.document(&doc.id)
-            && (change.range.is_none() || doc.index.text_len() != syntax.text().len())
+            && doc.index.text_len() != syntax.text().len()
         {
             doc.index = syntax.line_index();
         }

@@ -281,3 +281,57 @@ fn a_burst_of_changes_is_analysed_once_at_its_end_with_positions_of_the_edited_t
     notify(&client, "exit", Value::Null);
     thread.join().unwrap().unwrap();
 }
+
+#[test]
+fn a_full_text_change_then_an_edit_keeps_positions_exact() {
+    let (client, thread) = start_session();
+    let tool = "@Assistant:\n**Tool Use:** `no_such_tool` (`t1`)\n```json\n{}\n```\n";
+    let edited = format!("@You:\nA question\nover lines.\n\n{tool}");
+    let lines_of_tool = |diagnostics: &Value| -> Vec<u64> {
+        diagnostics["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["message"].as_str().unwrap_or("").contains("`t1`"))
+            .map(|d| d["range"]["start"]["line"].as_u64().unwrap())
+            .collect()
+    };
+    // The truth: the edited text opened as it is.
+    notify(
+        &client,
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": "file:///truth.chat", "languageId": "chat", "version": 0,
+               "text": edited}}),
+    );
+    let truth = lines_of_tool(&next_diagnostics(&client));
+    assert!(!truth.is_empty());
+    notify(
+        &client,
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": "file:///full.chat", "languageId": "chat", "version": 0,
+               "text": tool}}),
+    );
+    next_diagnostics(&client);
+    // One notification: the whole text replaced, then a line added at the top.
+    notify(
+        &client,
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": "file:///full.chat", "version": 1},
+        "contentChanges": [
+            {"text": edited},
+            {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "x\n"},
+        ]}),
+    );
+    let changed = loop {
+        let diagnostics = next_diagnostics(&client);
+        if diagnostics["uri"] == "file:///full.chat" && diagnostics["version"] == 1 {
+            break diagnostics;
+        }
+    };
+    let expected: Vec<u64> = truth.iter().map(|l| l + 1).collect();
+    assert_eq!(lines_of_tool(&changed), expected, "{changed}");
+
+    request(&client, 2, "shutdown", Value::Null);
+    notify(&client, "exit", Value::Null);
+    thread.join().unwrap().unwrap();
+}
