@@ -96,18 +96,22 @@ pub struct FileStore {
 impl ChatStore for FileStore {
     fn read(&mut self) -> StoreFuture<'_, Snapshot> {
         Box::pin(async move {
-            if let Err(error) = std::fs::metadata(&self.path)
-                && error.kind() == std::io::ErrorKind::NotFound
-            {
+            let text = fsutil::read_chat(&self.path).map_err(|error| {
+                let gone = error
+                    .downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound);
+                if !gone {
+                    return error;
+                }
                 let message = format!(
                     "{} is gone (deleted or moved away by someone else while flemmad was writing it); flemmad stopped writing it and did not recreate it",
                     self.path.display()
                 );
                 tracing::warn!("{message}");
-                anyhow::bail!(message);
-            }
+                anyhow::anyhow!(message)
+            })?;
             Ok(Snapshot {
-                text: fsutil::read_chat(&self.path)?,
+                text,
                 version: None,
             })
         })

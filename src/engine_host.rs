@@ -350,11 +350,8 @@ impl EngineHost {
             .text_of(path)
             .map_err(HostError::InvalidSwitch)?;
         // The current provider: the document's, under its layers as they are now.
-        let before = resolved_config(
-            path,
-            &text,
-            self.shared.config_input(path, self.config_path.as_deref()),
-        )?;
+        let mut input = self.shared.config_input(path, self.config_path.as_deref());
+        let before = resolved_config(path, &text, input.clone())?;
         let provider = provider.unwrap_or_else(|| before.config.provider.as_str().to_owned());
         let mut layer = ConfigLayer::new(LayerKind::Runtime);
         for (key, value) in [("provider", Some(&provider)), ("model", model.as_ref())] {
@@ -368,7 +365,6 @@ impl EngineHost {
                     ))
                 })?;
         }
-        let mut input = self.shared.config_input(path, self.config_path.as_deref());
         input.layers.retain(|l| l.kind() != LayerKind::Runtime);
         input.layers.push(layer.clone());
         let after = resolved_config(path, &text, input)?;

@@ -22,8 +22,6 @@ pub struct HostBackend {
     host: Arc<EngineHost>,
     session: u64,
     client: String,
-    /// The outbox of the session, known once it opened a document.
-    outbox: Option<Outbox>,
     /// The session's client settings (`initializationOptions`, `didChangeConfiguration`).
     client_config: Option<ClientConfig>,
     /// The documents this session has open (URI, path, and the text it shares with the
@@ -37,7 +35,6 @@ impl HostBackend {
             host,
             session: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             client: "the editor".into(),
-            outbox: None,
             client_config: None,
             open: Vec::new(),
         }
@@ -157,7 +154,6 @@ impl Backend for HostBackend {
         let Some(path) = flemma_lsp::uri_to_path(uri) else {
             return;
         };
-        self.outbox = Some(outbox.clone());
         let shared = SharedText::new(text);
         self.open
             .push((uri.to_owned(), path.clone(), shared.clone()));

@@ -88,10 +88,15 @@ fn tool_call(method: &str, params: Option<&Value>) -> Result<(PathBuf, String), 
 /// The document a `uri` param names: a `file://` URI or an absolute path (`.` and `..`
 /// removed). A relative path is refused: the daemon's working directory is not the caller's.
 pub fn document_path(method: &str, uri: &str) -> Result<PathBuf, (i64, String)> {
-    let uri = if uri.starts_with("file://") {
-        uri.to_owned()
+    let path = if uri.starts_with("file://") {
+        flemma_lsp::uri_to_path(uri).ok_or_else(|| {
+            (
+                INVALID_PARAMS,
+                format!("{method}: `{uri}` is not a file:// URI of a local file"),
+            )
+        })?
     } else if std::path::Path::new(uri).is_absolute() {
-        flemma_lsp::path_to_uri(std::path::Path::new(uri))
+        PathBuf::from(uri)
     } else {
         return Err((
             INVALID_PARAMS,
@@ -100,12 +105,6 @@ pub fn document_path(method: &str, uri: &str) -> Result<PathBuf, (i64, String)> 
             ),
         ));
     };
-    let path = flemma_lsp::uri_to_path(&uri).ok_or_else(|| {
-        (
-            INVALID_PARAMS,
-            format!("{method}: `{uri}` is not a file:// URI of a local file"),
-        )
-    })?;
     // The same document whatever the spelling: `.` and `..` removed (without the file system).
     let mut normal = PathBuf::new();
     for component in path.components() {
