@@ -154,7 +154,7 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     let absolute = prepared.parts.id.path().to_owned();
     let coalesce_ms = prepared.parts.coalesce.as_millis() as u64;
     let parts = prepared.parts;
-    let mut progress = Progress::new(file_uri(&absolute), args.events, args.quiet);
+    let mut progress = Progress::new(flemma_lsp::path_to_uri(&absolute), args.events, args.quiet);
     let mut driver = Driver::new(parts, text, Box::new(move |report| progress.show(report)));
     let interrupt = CancellationToken::new();
     let on_interrupt = interrupt.clone();
@@ -274,19 +274,6 @@ pub fn shell_quote(word: &str) -> String {
     } else {
         format!("'{}'", word.replace('\'', r"'\''"))
     }
-}
-
-/// A `file://` URI for an absolute path (bytes outside the unreserved set percent-encoded).
-pub fn file_uri(path: &Path) -> String {
-    let mut uri = String::from("file://");
-    for byte in path.display().to_string().bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
-            uri.push(char::from(byte));
-        } else {
-            uri.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    uri
 }
 
 /// Shows what the driver reports: events as JSON lines on stdout (`--events`), progress on
@@ -802,13 +789,5 @@ mod tests {
             serde_json::json!({"toolId": "t1", "toolName": "bash", "status": "success", "written": "result"}),
         );
         assert!(!worth_a_line_above_the_live_line(&plain));
-    }
-
-    #[test]
-    fn uris_encode_what_a_path_may_hold() {
-        assert_eq!(
-            file_uri(Path::new("/tmp/a b/c.chat")),
-            "file:///tmp/a%20b/c.chat"
-        );
     }
 }

@@ -15,7 +15,7 @@ use flemma_protocol::engine::UsageTotals;
 use serde_json::{Value, json};
 
 use super::CliError;
-use super::send::{AWAITING_APPROVAL_EXIT, Progress, approval_listing, file_uri, shell_quote};
+use super::send::{AWAITING_APPROVAL_EXIT, Progress, approval_listing, shell_quote};
 use crate::daemon::RuntimePaths;
 use crate::engine_driver::Report;
 use crate::engine_host::{STOPPED_EVENT, TEXT_EVENT};
@@ -254,7 +254,7 @@ pub fn run_with(
     }
     let started = Instant::now();
     cancel_on_ctrl_c(command, &uri);
-    let mut progress = Progress::new(file_uri(&path), follow.events, follow.quiet);
+    let mut progress = Progress::new(flemma_lsp::path_to_uri(&path), follow.events, follow.quiet);
     let mut pending: Vec<PendingCall> = Vec::new();
     let (reason, message) = loop {
         let event = client.next_event().map_err(|error| match error {

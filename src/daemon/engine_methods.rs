@@ -106,17 +106,7 @@ pub fn document_path(method: &str, uri: &str) -> Result<PathBuf, (i64, String)> 
         ));
     };
     // The same document whatever the spelling: `.` and `..` removed (without the file system).
-    let mut normal = PathBuf::new();
-    for component in path.components() {
-        match component {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                normal.pop();
-            }
-            other => normal.push(other),
-        }
-    }
-    Ok(normal)
+    Ok(flemma_lsp::normalize(&path))
 }
 
 fn answer(outcome: Result<flemma_protocol::engine::Accepted, HostError>) -> MethodResult {

@@ -230,7 +230,7 @@ pub fn path_to_uri(path: &Path) -> String {
 }
 
 /// `.` and `..` components removed without touching the file system.
-fn normalize(path: &Path) -> PathBuf {
+pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
@@ -279,6 +279,16 @@ mod tests {
 
     fn resolve(arg: &str) -> Result<String, String> {
         resolve_document(arg, OPEN.iter().copied(), Some(Path::new("/work")))
+    }
+
+    #[test]
+    fn uris_encode_what_a_path_may_hold() {
+        let uri = path_to_uri(Path::new("/tmp/a b/c%d\u{e9}.chat"));
+        assert_eq!(uri, "file:///tmp/a%20b/c%25d%C3%A9.chat");
+        assert_eq!(
+            uri_to_path(&uri).unwrap(),
+            Path::new("/tmp/a b/c%d\u{e9}.chat")
+        );
     }
 
     #[test]

@@ -28,6 +28,6 @@ pub use backend::{
     Backend, BackendError, BufferAnswer, BufferSnapshot, ClientConfig, EngineCommand, NoEngine,
     Outbox, Progress, Reply, Task, ToolDecision,
 };
-pub use commands::{COMMANDS, path_to_uri, uri_to_path};
+pub use commands::{COMMANDS, normalize, path_to_uri, uri_to_path};
 pub use main_loop::{LspError, run, run_with};
 pub use settings::{changed_settings, client_config};
