@@ -65,3 +65,18 @@ impl Default for EngineConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_is_what_the_schema_defaults_give() {
+        let resolved = flemma_config::resolve(&[flemma_config::ConfigLayer::defaults()])
+            .expect("the schema defaults resolve");
+        assert_eq!(
+            EngineConfig::from_config(&resolved.config),
+            EngineConfig::default()
+        );
+    }
+}

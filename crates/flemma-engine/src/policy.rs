@@ -35,5 +35,6 @@ pub trait ToolPolicy: Send + Sync {
 
 /// The name of the harness tool the engine answers itself.
 pub const JOBS_STATUS_TOOL: &str = "flemma.jobs.status";
-/// The harness parameter that sends a call to the background.
-pub const BACKGROUND_PARAMETER: &str = "flemma.background";
+/// The harness parameter that sends a call to the background (one name, defined with the
+/// schemas that offer it).
+pub use flemma_wire::tools::BACKGROUND_PARAMETER;

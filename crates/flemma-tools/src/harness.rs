@@ -1,5 +1,5 @@
 //! The harness parameters the model may add to any call (`flemma.background`,
-//! `flemma.save_to`). The wire side injects them into schemas (`flemma_provider::tools`); here
+//! `flemma.save_to`). The wire side injects them into schemas (`flemma_wire::tools`); here
 //! they are taken out of the input before the tool runs.
 
 use serde_json::Value;

@@ -184,7 +184,7 @@ impl Registry {
     pub fn suggest(&self, name: &str) -> Option<String> {
         self.tools
             .iter()
-            .map(|t| (edit_distance(name, &t.spec.name), &t.spec.name))
+            .map(|t| (strsim::levenshtein(name, &t.spec.name), &t.spec.name))
             .filter(|(d, candidate)| *d <= 3.max(candidate.len() / 3))
             .min_by_key(|(d, _)| *d)
             .map(|(_, n)| n.clone())
@@ -411,24 +411,4 @@ fn truncate_into_store(
             format!("{kept}\n[Output truncated; the full output could not be stored: {error}]")
         }
     }
-}
-
-/// Levenshtein distance (for "did you mean").
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut previous = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let current = row[j + 1];
-            row[j + 1] = if ca == *cb {
-                previous
-            } else {
-                1 + previous.min(row[j]).min(row[j + 1])
-            };
-            previous = current;
-        }
-    }
-    row[b.len()]
 }

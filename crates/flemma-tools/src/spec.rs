@@ -61,7 +61,7 @@ impl std::fmt::Display for Capability {
 
 /// A tool's definition. Built-ins give theirs from `builtin::<tool>::spec()`; custom tools build
 /// one from config. The schema is the tool's own input schema, without the harness parameters
-/// (`flemma_provider::tools::inject_harness_parameters` adds those on the wire side).
+/// (`flemma_wire::tools::inject_harness_parameters` adds those on the wire side).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
     /// The tool name, namespaced with `.` (`flemma.jobs.status`).

@@ -93,29 +93,18 @@ pub fn truncated_with_notice(
         Keep::Head => "first",
         Keep::Tail => "last",
     };
-    let mut out = String::new();
     let notice = format!(
         "[Output truncated: showing the {which} {kept_lines} of {total_lines} lines ({} of {}). Full output: {}]",
         human_size(kept.len() as u64),
         human_size(total_bytes),
         full_output.display()
     );
-    match keep_end {
-        Keep::Head => {
-            out.push_str(&kept);
-            if !out.ends_with('\n') {
-                out.push('\n');
-            }
-            out.push_str(&notice);
-        }
-        Keep::Tail => {
-            out.push_str(&kept);
-            if !out.ends_with('\n') {
-                out.push('\n');
-            }
-            out.push_str(&notice);
-        }
+    // The notice follows the kept part on a line of its own, whichever end was kept.
+    let mut out = kept;
+    if !out.ends_with('\n') {
+        out.push('\n');
     }
+    out.push_str(&notice);
     out
 }
 
