@@ -8,13 +8,11 @@
 //! inputs. All format text comes from `flemma_syntax::write`. See `docs/engine.md`.
 
 mod anchor;
-pub mod coalesce;
 mod config;
 mod engine;
 mod events;
 pub mod ids;
 mod jobs;
-pub mod locate;
 pub mod loop_detect;
 mod policy;
 mod reply;
