@@ -1,0 +1,201 @@
+//! The engine: jobs.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn job_finished(
+        &mut self,
+        now: Millis,
+        job_id: &str,
+        text: String,
+        is_error: bool,
+        out: &mut Vec<Effect>,
+    ) {
+        if !self.jobs.complete(job_id, text, is_error) {
+            out.push(Effect::Refused {
+                message: format!(
+                    "no running job `{job_id}` in this document; its result was not written"
+                ),
+            });
+            return;
+        }
+        if self.stream.is_none() && self.running.is_empty() && self.waiting.is_empty() {
+            self.deliver_at_idle(now, out);
+        }
+    }
+
+    /// Delivers at idle and schedules the auto-continue.
+    pub(super) fn deliver_at_idle(&mut self, now: Millis, out: &mut Vec<Effect>) {
+        if self.deliver_jobs(out) > 0 && self.config.autopilot {
+            if let Some(timer) = self.resume_timer.take() {
+                out.push(Effect::CancelTimer { id: timer });
+            }
+            let id = TimerId(self.next_timer);
+            self.next_timer += 1;
+            self.resume_timer = Some(id);
+            out.push(Effect::SetTimer {
+                id,
+                at: now.saturating_add(self.config.resume_delay),
+            });
+            emit(
+                out,
+                events::AUTOPILOT_RESUME_SCHEDULED,
+                json!({"delayMs": self.config.resume_delay}),
+            );
+        }
+    }
+
+    /// Writes every completed job's result (FIFO) with the placement rules of §3.2.
+    pub(super) fn deliver_jobs(&mut self, out: &mut Vec<Effect>) -> usize {
+        if !self.jobs.has_deliveries() {
+            return 0;
+        }
+        let delivered = self.jobs.take_deliveries();
+        let compact = self.config.compact_headers;
+        let blocks: Vec<String> = delivered
+            .iter()
+            .map(|(job, text, is_error)| job_result_block(&job.job_id, *is_error, text, compact))
+            .collect();
+        let edit = self.job_results_insertion(&blocks.join("\n"));
+        self.apply(vec![edit], out);
+        for (job, _, is_error) in &delivered {
+            emit(
+                out,
+                events::JOB_COMPLETED,
+                json!({"jobId": job.job_id, "toolId": job.tool_id, "toolName": job.tool_name, "success": !is_error, "activeCount": self.jobs.active_count()}),
+            );
+        }
+        delivered.len()
+    }
+
+    /// Reuse a trailing `@You:` without user text; above one the user is typing in, a
+    /// separate `@You:`; else a new `@You:` at the end.
+    pub(super) fn job_results_insertion(&self, joined: &str) -> TextEdit {
+        let text = self.doc.text();
+        match self.doc.messages().last() {
+            Some(last) if last.role == Role::You => {
+                let user_text = last.segments.iter().any(|s| match s.kind {
+                    SegmentKind::ToolResult(_) | SegmentKind::JobResult(_) => false,
+                    SegmentKind::Text => !self.doc.slice(s.range).trim().is_empty(),
+                    _ => true,
+                });
+                let last_result = last.segments.iter().rev().find(|s| {
+                    matches!(
+                        s.kind,
+                        SegmentKind::ToolResult(_) | SegmentKind::JobResult(_)
+                    )
+                });
+                if user_text {
+                    TextEdit::insert(
+                        last.range.start,
+                        format!("{}{joined}\n", write::role_line(&Role::You)),
+                    )
+                } else if let Some(segment) = last_result {
+                    TextEdit::insert(segment.range.end, format!("\n{joined}"))
+                } else {
+                    TextEdit::insert(last.body.start, joined.to_owned())
+                }
+            }
+            _ => TextEdit::insert(
+                text.len(),
+                format!("{}@You:\n{joined}", separator_before(text, text.len())),
+            ),
+        }
+    }
+
+    /// A reply cut off by the end of the process that wrote it (killed mid-stream): the chat
+    /// ends with an `@Assistant:` message that is neither finished (a finished reply is always
+    /// followed by `@You:`, written with its last text) nor aborted. With content it gets an
+    /// open code fence closed, the abort marker saying what happened and the closing `@You:`,
+    /// so the next advance continues it; without content its `@Assistant:` line is removed.
+    pub(super) fn recover_cut_reply(&mut self, out: &mut Vec<Effect>) {
+        let Some(last) = self.doc.messages().last() else {
+            return;
+        };
+        if last.role != Role::Assistant || last.is_aborted() || self.stream.is_some() {
+            return;
+        }
+        let text = self.doc.text();
+        let edit = if self.doc.slice(last.body).trim().is_empty() {
+            let before = &text[..last.range.start];
+            let start = before
+                .strip_suffix("\r\n")
+                .or_else(|| before.strip_suffix('\n'))
+                .filter(|line| line.is_empty() || line.ends_with('\n'))
+                .map_or(last.range.start, str::len);
+            TextEdit::replace(TextRange::new(start, text.len()), "")
+        } else {
+            let mut tail = String::new();
+            if !text.ends_with('\n') {
+                tail.push('\n');
+            }
+            let open_fence = last
+                .diagnostics
+                .iter()
+                .find(|d| d.code == flemma_syntax::DiagnosticCode::UnclosedFence)
+                .map(|d| {
+                    let line = self.doc.slice(d.range).trim_start();
+                    let ticks = line.bytes().take_while(|&b| b == b'`' || b == b'~').count();
+                    line[..ticks].to_owned()
+                });
+            if let Some(fence) = open_fence.filter(|f| !f.is_empty()) {
+                tail.push_str(&fence);
+                tail.push('\n');
+            }
+            tail.push('\n');
+            tail.push_str(&write::abort_marker(texts::CUT_OFF));
+            tail.push('\n');
+            tail.push_str(&write::closing_prompt());
+            TextEdit::insert(text.len(), tail)
+        };
+        self.apply(vec![edit], out);
+        emit(
+            out,
+            events::DOCUMENT_RECOVERED,
+            json!({"orphans": [], "count": 0, "cutReply": true}),
+        );
+    }
+
+    /// Orphan recovery: a `job=` result whose job is not live and has no job result.
+    pub(super) fn recover_orphans(&mut self, out: &mut Vec<Effect>) {
+        let mut orphans: Vec<(String, String)> = Vec::new();
+        for message in self.doc.messages() {
+            for (_, result) in message.tool_results() {
+                let Some(SuffixValue::String(job)) =
+                    result.suffix.as_ref().and_then(|s| s.get("job"))
+                else {
+                    continue;
+                };
+                if !self.jobs.contains(job) && self.doc.job_result(job).is_none() {
+                    orphans.push((result.tool_use_id.clone(), job.clone()));
+                }
+            }
+        }
+        if orphans.is_empty() {
+            return;
+        }
+        let mut edits = Vec::new();
+        for (tool_id, _) in &orphans {
+            if let Some(edit) = self
+                .doc
+                .set_tool_result_status(tool_id, Some(Status::Error))
+            {
+                edits.push(edit);
+            }
+        }
+        self.apply(edits, out);
+        let compact = self.config.compact_headers;
+        let blocks: Vec<String> = orphans
+            .iter()
+            .map(|(_, job)| job_result_block(job, true, texts::JOB_LOST, compact))
+            .collect();
+        let edit = self.job_results_insertion(&blocks.join("\n"));
+        self.apply(vec![edit], out);
+        let jobs: Vec<&str> = orphans.iter().map(|(_, j)| j.as_str()).collect();
+        emit(
+            out,
+            events::DOCUMENT_RECOVERED,
+            json!({"orphans": jobs, "count": jobs.len()}),
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! The engine: streaming.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn stream_event(
+        &mut self,
+        request: RequestId,
+        event: StreamEvent,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some(stream) = self.stream.as_mut().filter(|s| s.request == request) else {
+            return; // a late event of a cancelled request
+        };
+        match &event {
+            StreamEvent::Usage { usage } => stream.usage.add(usage),
+            StreamEvent::Error { message } => stream.error = Some(message.clone()),
+            StreamEvent::ToolCallEnd { .. } => stream.tool_uses += 1,
+            _ => {}
+        }
+        if let Some(text) = stream.renderer.push(&event) {
+            self.write_at_anchor(&text, out);
+        }
+    }
+
+    /// Inserts reply text at the anchor; the anchor moves past it.
+    pub(super) fn write_at_anchor(&mut self, text: &str, out: &mut Vec<Effect>) {
+        let Some(stream) = &self.stream else {
+            return;
+        };
+        if text.is_empty() {
+            return;
+        }
+        let edit = self.localize(TextEdit::insert(stream.anchor, text));
+        self.apply_to_view(std::slice::from_ref(&edit), Assoc::After);
+        out.push(Effect::Edit { edits: vec![edit] });
+    }
+
+    pub(super) fn stream_ended(
+        &mut self,
+        now: Millis,
+        request: RequestId,
+        outcome: StreamOutcome,
+        out: &mut Vec<Effect>,
+    ) {
+        if self.request() != Some(request) {
+            return;
+        }
+        let error = self.stream.as_ref().and_then(|s| s.error.clone());
+        let outcome = match (outcome, error) {
+            (StreamOutcome::Finished, Some(message)) => StreamOutcome::Failed {
+                message,
+                retryable: false,
+            },
+            (outcome, _) => outcome,
+        };
+        match outcome {
+            StreamOutcome::Finished => {
+                let tail = match self.stream.as_mut() {
+                    Some(stream) => stream.renderer.finish(ReplyOutcome::Completed),
+                    None => return,
+                };
+                self.write_at_anchor(&format!("{tail}{}", write::closing_prompt()), out);
+                let Some(stream) = self.stream.take() else {
+                    return;
+                };
+                self.account(&stream, "completed", out);
+                if stream.tool_uses > 0 {
+                    if self.config.autopilot {
+                        self.advance(now, true, out);
+                    } else {
+                        self.stop(out, StopReason::StepDone);
+                    }
+                } else {
+                    self.deliver_at_idle(now, out);
+                    emit(out, events::CONVERSATION_IDLE, events::empty());
+                    self.stop(out, StopReason::Idle);
+                }
+            }
+            StreamOutcome::Failed { message, .. } => {
+                self.end_interrupted(ReplyOutcome::Failed(message.clone()), out);
+                if let Some(stream) = self.stream.take() {
+                    self.account(&stream, "errored", out);
+                }
+                self.stop(out, StopReason::Error { message });
+            }
+            StreamOutcome::Cancelled => {
+                self.end_interrupted(ReplyOutcome::Interrupted, out);
+                if let Some(stream) = self.stream.take() {
+                    self.account(&stream, "cancelled", out);
+                }
+                self.stop(out, StopReason::Cancelled);
+            }
+        }
+    }
+
+    /// Ends an interrupted reply: the abort marker and the closing prompt after content, or the
+    /// `@Assistant:` line removed when nothing arrived.
+    pub(super) fn end_interrupted(&mut self, outcome: ReplyOutcome, out: &mut Vec<Effect>) {
+        let Some(stream) = self.stream.as_mut() else {
+            return;
+        };
+        if stream.renderer.has_content() {
+            let tail = stream.renderer.finish(outcome);
+            self.write_at_anchor(&format!("{tail}{}", write::closing_prompt()), out);
+        } else {
+            let range = TextRange::new(stream.block_start, stream.anchor);
+            if self.doc.slice(range) == stream.prefix {
+                let edit = TextEdit::replace(range, "");
+                self.apply_to_view(std::slice::from_ref(&edit), Assoc::Before);
+                out.push(Effect::Edit { edits: vec![edit] });
+            }
+        }
+    }
+
+    /// Adds a finished request's usage to the totals and reports it.
+    pub(super) fn account(&mut self, stream: &ActiveStream, status: &str, out: &mut Vec<Effect>) {
+        self.usage.add(&stream.usage);
+        self.requests += 1;
+        let cost = self.config.prices.map(|p| {
+            let u = &stream.usage;
+            (u.input_tokens as f64 * p.input
+                + u.output_tokens as f64 * p.output
+                + u.cache_read_tokens as f64 * p.cache_read
+                + u.cache_write_tokens as f64 * p.cache_write)
+                / 1_000_000.0
+        });
+        if let Some(cost) = cost {
+            self.cost += cost;
+        }
+        emit(
+            out,
+            events::REQUEST_FINISHED,
+            json!({"requestId": stream.request.0, "status": status, "usage": stream.usage, "costUsd": cost}),
+        );
+        emit(
+            out,
+            events::USAGE_UPDATED,
+            json!({"usage": self.usage, "requests": self.requests, "costUsd": self.cost()}),
+        );
+    }
+}
