@@ -203,7 +203,7 @@ impl ChatStore for EditorStore {
             let Some(version) = current.version else {
                 anyhow::bail!("an editor snapshot without a version (a bug in flemmad)");
             };
-            let edit = crate::engine_driver::single_edit(&current.text, next);
+            let edit = flemma_syntax::single_edit(&current.text, next);
             let uri = self.uri.clone();
             let answer = self
                 .ask(|reply| Task::ReplaceBuffer {

@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 
 use flemma_conversation::StreamEvent;
 use flemma_engine::{
-    Assoc, CancelScope, Effect, Engine, EngineConfig, Event, Input, JobState, Millis, RequestId,
-    StopReason, StreamOutcome, TimerId, map_offset,
+    CancelScope, Effect, Engine, EngineConfig, Event, Input, JobState, Millis, RequestId,
+    StopReason, StreamOutcome, TimerId,
 };
 use flemma_ide::{AnalysisHost, DocumentId};
 use flemma_provider::explain::ProviderError;
 use flemma_provider::http::{ClientEvent, ProviderClient};
-use flemma_syntax::{TextEdit, TextRange};
+use flemma_syntax::{Assoc, TextEdit, TextRange, map_offset, single_edit, three_way_base};
 use flemma_tools::Cancel;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -932,129 +932,5 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
         None => std::future::pending().await,
-    }
-}
-
-/// Where the three-way merge of [`three_way_base`] found both sides changing the same text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MergeConflict {
-    /// The line (1-based) of the base where the changes meet.
-    pub line: usize,
-}
-
-impl std::fmt::Display for MergeConflict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}", self.line)
-    }
-}
-
-/// The three-way merge of `ours` and `theirs`, both edited from `base`, as the text both
-/// agree on: `base` with the changes both made the same way. The driver then applies the
-/// rest of `theirs` over the engine's text (`absorb`, which maps it through the engine's
-/// edits). A change of one side that overlaps a different change of the other (or two
-/// insertions at one place) is a conflict.
-pub fn three_way_base(base: &str, ours: &str, theirs: &str) -> Result<String, MergeConflict> {
-    let ours = flemma_syntax::diff_to_edits(base, ours);
-    let theirs = flemma_syntax::diff_to_edits(base, theirs);
-    let mut agreed: Vec<&TextEdit> = Vec::new();
-    for their in &theirs {
-        if let Some(same) = ours.iter().find(|our| *our == their) {
-            agreed.push(same);
-            continue;
-        }
-        for our in &ours {
-            let (a, b) = (our.range, their.range);
-            let overlap = a.start.max(b.start) < a.end.min(b.end);
-            let inside = |point: TextRange, other: TextRange| {
-                point.is_empty() && other.start < point.start && point.start < other.end
-            };
-            let same_point = a.is_empty() && b.is_empty() && a.start == b.start;
-            if overlap || inside(a, b) || inside(b, a) || same_point {
-                let at = a.start.max(b.start).min(base.len());
-                let line = base.as_bytes()[..at]
-                    .iter()
-                    .filter(|&&c| c == b'\n')
-                    .count()
-                    + 1;
-                return Err(MergeConflict { line });
-            }
-        }
-    }
-    let mut text = base.to_owned();
-    for edit in agreed.iter().rev() {
-        text.replace_range(edit.range.start..edit.range.end, &edit.new_text);
-    }
-    Ok(text)
-}
-
-/// The one edit turning `before` into `after`: everything between their common prefix and
-/// common suffix (on character boundaries).
-pub fn single_edit(before: &str, after: &str) -> TextEdit {
-    let (a, b) = (before.as_bytes(), after.as_bytes());
-    let mut prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    while !before.is_char_boundary(prefix) {
-        prefix -= 1;
-    }
-    let max_suffix = a.len().min(b.len()) - prefix;
-    let mut suffix = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
-        .take(max_suffix)
-        .take_while(|(x, y)| x == y)
-        .count();
-    while !before.is_char_boundary(a.len() - suffix) {
-        suffix -= 1;
-    }
-    TextEdit {
-        range: TextRange::new(prefix, a.len() - suffix),
-        new_text: after[prefix..b.len() - suffix].to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn apply(text: &str, edit: &TextEdit) -> String {
-        let mut out = text[..edit.range.start].to_owned();
-        out.push_str(&edit.new_text);
-        out.push_str(&text[edit.range.end..]);
-        out
-    }
-
-    #[test]
-    fn a_three_way_merge_keeps_both_sides_and_finds_conflicts() {
-        let base = "@You:\nfirst\n\n@Assistant:\nhello\n\n@You:\nlast\n";
-        let ours = "@You:\nfirst\n\n@Assistant:\nhello\n\n@You:\nlast\n\n@Assistant:\nreply\n";
-        let theirs = "@You:\nfirst, edited\n\n@Assistant:\nhello\n\n@You:\nlast\n";
-        // Nothing both changed the same way: the agreed text is the base.
-        assert_eq!(three_way_base(base, ours, theirs).as_deref(), Ok(base));
-        // The same change on both sides is agreed once.
-        let agreed = three_way_base(base, ours, ours).unwrap();
-        assert_eq!(agreed, ours);
-        // Different changes of one line conflict, and the message names it.
-        let other = "@You:\nfirst\n\n@Assistant:\nhello there\n\n@You:\nlast\n";
-        let mine = "@You:\nfirst\n\n@Assistant:\nhello, you\n\n@You:\nlast\n";
-        let conflict = three_way_base(base, mine, other).unwrap_err();
-        assert_eq!(conflict.line, 5);
-    }
-
-    #[test]
-    fn one_edit_turns_before_into_after() {
-        for (before, after) in [
-            ("abc", "abXc"),
-            ("abc", "abc"),
-            ("", "x"),
-            ("x", ""),
-            ("aaa", "aaaa"),
-            ("héllo", "hèllo"),
-            ("@You:\nhi\n", "@You:\nhi\n\nTYPED"),
-        ] {
-            let edit = single_edit(before, after);
-            assert_eq!(apply(before, &edit), after, "{before:?} -> {after:?}");
-        }
-        let edit = single_edit("aaa", "aaaa");
-        assert_eq!(edit.new_text, "a");
     }
 }
