@@ -216,7 +216,7 @@ impl ChatStore for EditorStore {
                 .await?;
             match answer {
                 BufferAnswer::Applied => Ok(true),
-                BufferAnswer::Moved | BufferAnswer::Refused => Ok(false),
+                BufferAnswer::Moved | BufferAnswer::Refused | BufferAnswer::Dropped => Ok(false),
                 BufferAnswer::Closed => Err(EditorGone::Closed(self.uri.clone()).into()),
             }
         })
