@@ -86,7 +86,7 @@ impl RemoteEdit {
         if self.landed || self.settled {
             return;
         }
-        if same_result(text, &self.edit, change) {
+        if same_result(text, &self.edit, change) || self.shows_in(text, change) {
             self.landed = true;
             return;
         }
@@ -103,6 +103,34 @@ impl RemoteEdit {
         let start = map_offset(range.start, changes, start_assoc);
         let end = map_offset(range.end, changes, Assoc::Before).max(start);
         self.edit.range = crate::TextRange::new(start, end);
+    }
+
+    /// Whether `change` (applying to `text`) put the edit's text where the edit goes, without
+    /// making exactly the edit's result: Neovim keeps its buffer's last line break, so an
+    /// insertion at the very end of the text comes back with one more `\n` after it.
+    fn shows_in(&self, text: &str, change: &TextEdit) -> bool {
+        let wanted = self.edit.new_text.as_bytes();
+        // Applied, the edit leaves the text before it alone: its text starts where it starts.
+        let at = self.edit.range.start;
+        let changed = change.range.start..change.range.start + change.new_text.len();
+        // The change wrote into the region (the text was not there before it).
+        if wanted.is_empty() || changed.end < at || at + wanted.len() < changed.start {
+            return false;
+        }
+        let after_len = text.len() - change.range.len() + change.new_text.len();
+        if at + wanted.len() > after_len || change.range.end > text.len() {
+            return false;
+        }
+        let byte_after = |offset: usize| -> u8 {
+            if offset < changed.start {
+                text.as_bytes()[offset]
+            } else if offset < changed.end {
+                change.new_text.as_bytes()[offset - changed.start]
+            } else {
+                text.as_bytes()[offset - changed.end + change.range.end]
+            }
+        };
+        (0..wanted.len()).all(|i| byte_after(at + i) == wanted[i])
     }
 
     /// A batch of changes (one notification) ended: after `applied: true`, it was the batch
@@ -178,6 +206,25 @@ mod tests {
         neovim.changed("ab", &TextEdit::insert(2, "b"));
         neovim.batch_ended();
         assert_eq!(neovim.verdict(), Verdict::Landed);
+    }
+
+    #[test]
+    fn neovim_keeps_its_last_line_break_and_the_edit_still_lands() {
+        // An insertion at the end of `…please\n` comes back as the last `\n` replaced by the
+        // edit's text and one more line break.
+        let mut neovim = RemoteEdit::new(TextEdit::insert(11, "\n@Assistant:\n"));
+        neovim.answered(true);
+        neovim.changed(
+            "me, please\n",
+            &TextEdit::replace(TextRange::new(10, 11), "\n\n@Assistant:\n\n"),
+        );
+        assert_eq!(neovim.verdict(), Verdict::Landed);
+        // A keystroke elsewhere does not show it.
+        let mut dropped = RemoteEdit::new(TextEdit::insert(11, "\n@Assistant:\n"));
+        dropped.answered(true);
+        dropped.changed("me, please\n", &TextEdit::insert(0, "K"));
+        dropped.batch_ended();
+        assert_eq!(dropped.verdict(), Verdict::Dropped);
     }
 
     #[test]

@@ -34,6 +34,12 @@ pub(crate) fn handle(
         };
         let edit = TextEdit::replace(range, change.text.as_str());
         if let Some(sent) = doc.buffer_edit.as_mut() {
+            tracing::debug!(
+                change = ?(edit.range, &edit.new_text),
+                sent = ?(sent.check.edit().range, &sent.check.edit().new_text),
+                len = syntax.text().len(),
+                "a change while an engine edit is in flight"
+            );
             sent.check.changed(syntax.text(), &edit);
         }
         if let Err(refused) = session
