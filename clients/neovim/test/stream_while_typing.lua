@@ -157,7 +157,7 @@ local function streaming()
   return t:find(reply_lines[#reply_lines], 1, true) == nil or t:find("@You:", t:find("@Assistant:", 1, true), true) == nil
 end
 local started = (vim.uv or vim.loop).now()
-local deadline = started + 60000
+local deadline = started + 40000
 while streaming() and (vim.uv or vim.loop).now() < deadline do
   local place = #typed % 3
   local line, col
