@@ -15,6 +15,7 @@ mod jobs;
 pub mod loop_detect;
 mod policy;
 mod reply;
+pub mod session;
 pub mod texts;
 mod types;
 
