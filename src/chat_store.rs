@@ -1,10 +1,11 @@
 //! Where a driver reads and writes its chat: the file on disk ([`FileStore`]) or the buffer
 //! of the LSP client that has it open ([`EditorStore`]). Exactly one store writes a document
-//! at a time (design.md, "Who writes a document"); the engine host decides which.
+//! at a time (design.md, "Who writes a document"); the engine host decides which, and the
+//! document session (`flemma_engine::session`) decides what is read and written when.
 //!
-//! Both work the same way for the driver: read a [`Snapshot`], merge what changed since the
-//! last one, and replace it with the engine's text only if it is still the snapshot; a `false`
-//! answer means "someone changed it meanwhile: read again and merge".
+//! Only IO here: read a [`Snapshot`], and replace it with a new text only if the store still
+//! holds it; a `false` answer means "someone changed it meanwhile" (the session reads again
+//! and merges).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -12,6 +13,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+pub use flemma_engine::session::Snapshot;
 use flemma_lsp::{BufferAnswer, BufferSnapshot, Outbox, Reply, Task};
 use tokio::sync::oneshot;
 
@@ -20,29 +22,25 @@ use crate::fsutil;
 /// A future a store returns (drivers run on a `LocalSet`: it need not be `Send`).
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = anyhow::Result<T>> + 'a>>;
 
-/// A chat's text as one store holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Snapshot {
-    pub text: String,
-    /// The editor's document version (`None` for a file).
-    pub version: Option<i32>,
-}
-
 /// What a driver reads from and writes to.
 pub trait ChatStore: Send {
     /// The text as it is now.
-    fn read(&mut self) -> StoreFuture<'_, Snapshot>;
+    fn read(&self) -> StoreFuture<'_, Snapshot>;
 
     /// Replaces `current` (the latest read) with `next`; `false` when the text moved since
     /// `current` was read (nothing was written then).
     fn replace_if_unchanged<'a>(
-        &'a mut self,
+        &'a self,
         current: &'a Snapshot,
         next: &'a str,
     ) -> StoreFuture<'a, bool>;
 
     /// What is written, for messages: `the file talk.chat`, `helix's buffer of talk.chat`.
     fn describe(&self) -> String;
+
+    /// Which store this is: two stores with the same key are the same file or the same
+    /// editor's buffer.
+    fn key(&self) -> String;
 
     /// The store is the file on disk (a watcher sees its changes; others must be polled).
     fn is_disk(&self) -> bool {
@@ -59,7 +57,7 @@ pub trait ChatStore: Send {
 
     /// The store stops being the writer; `text` is what it held after the engine's last
     /// read or write (remembered as its [`Self::shared_base`]).
-    fn left(&mut self, text: &str) {
+    fn left(&self, text: &str) {
         let _ = text;
     }
 }
@@ -94,7 +92,7 @@ pub struct FileStore {
 }
 
 impl ChatStore for FileStore {
-    fn read(&mut self) -> StoreFuture<'_, Snapshot> {
+    fn read(&self) -> StoreFuture<'_, Snapshot> {
         Box::pin(async move {
             let text = fsutil::read_chat(&self.path).map_err(|error| {
                 let gone = error
@@ -118,7 +116,7 @@ impl ChatStore for FileStore {
     }
 
     fn replace_if_unchanged<'a>(
-        &'a mut self,
+        &'a self,
         current: &'a Snapshot,
         next: &'a str,
     ) -> StoreFuture<'a, bool> {
@@ -127,6 +125,10 @@ impl ChatStore for FileStore {
 
     fn describe(&self) -> String {
         self.path.display().to_string()
+    }
+
+    fn key(&self) -> String {
+        format!("file {}", self.path.display())
     }
 
     fn is_disk(&self) -> bool {
@@ -142,6 +144,8 @@ const EDITOR_TIMEOUT: Duration = Duration::from_secs(10);
 /// once the client applied it and echoed it through `didChange`.
 #[derive(Debug, Clone)]
 pub struct EditorStore {
+    /// The LSP session (unique in the process).
+    pub session: u64,
     pub uri: String,
     pub outbox: Outbox,
     /// For messages.
@@ -181,7 +185,7 @@ impl EditorStore {
 }
 
 impl ChatStore for EditorStore {
-    fn read(&mut self) -> StoreFuture<'_, Snapshot> {
+    fn read(&self) -> StoreFuture<'_, Snapshot> {
         Box::pin(async move {
             let uri = self.uri.clone();
             let snapshot: Option<BufferSnapshot> =
@@ -195,7 +199,7 @@ impl ChatStore for EditorStore {
     }
 
     fn replace_if_unchanged<'a>(
-        &'a mut self,
+        &'a self,
         current: &'a Snapshot,
         next: &'a str,
     ) -> StoreFuture<'a, bool> {
@@ -226,11 +230,15 @@ impl ChatStore for EditorStore {
         format!("{}'s buffer of {}", self.name, self.uri)
     }
 
+    fn key(&self) -> String {
+        format!("editor {} {}", self.session, self.uri)
+    }
+
     fn shared_base(&self) -> Option<Arc<str>> {
         Some(self.shared.get())
     }
 
-    fn left(&mut self, text: &str) {
+    fn left(&self, text: &str) {
         self.shared.set(text);
     }
 }

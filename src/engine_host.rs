@@ -628,6 +628,7 @@ impl Shared {
     fn writer(&self, path: &Path) -> Box<dyn ChatStore> {
         match lock(&self.editors).get(path).and_then(|list| list.last()) {
             Some(editor) => Box::new(EditorStore {
+                session: editor.session,
                 uri: editor.uri.clone(),
                 outbox: editor.outbox.clone(),
                 name: editor.name.clone(),
@@ -824,7 +825,7 @@ async fn run_driver(
 ) -> Result<StopReason, String> {
     let shared = inner.shared.clone();
     let writer = shared.writer_session(path);
-    let mut store = shared.writer(path);
+    let store = shared.writer(path);
     let snapshot = store.read().await.map_err(|e| format!("{e:#}"))?;
     let prepared = match engine_setup::prepare(
         path,

@@ -27,8 +27,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use flemma_syntax::{
-    Assoc, TextEdit, TextRange, apply_edits, diff_to_edits, map_offset, single_edit,
-    three_way_base,
+    Assoc, TextEdit, TextRange, apply_edits, diff_to_edits, map_offset, single_edit, three_way_base,
 };
 
 use crate::policy::ToolPolicy;
@@ -160,7 +159,9 @@ pub enum Effect {
         line: usize,
     },
     /// Read the store; answer with [`Input::Read`].
-    Read { store: StoreId },
+    Read {
+        store: StoreId,
+    },
     /// Replace `current` (the store's text as last read) with `next`, only if the store still
     /// holds `current`; answer with [`Input::Replaced`].
     Replace {
@@ -170,7 +171,10 @@ pub enum Effect {
     },
     /// `store` stops being the writer; `text` is what it held after the session's last read
     /// or write (remember it as its [`StoreKind::Editor`] base).
-    Left { store: StoreId, text: String },
+    Left {
+        store: StoreId,
+        text: String,
+    },
     /// Feed [`Input::Tick`] at this time (the earliest the session needs one; a later effect
     /// replaces an earlier one).
     WakeAt(Millis),
@@ -215,13 +219,23 @@ impl Default for SessionConfig {
 enum Op {
     Idle,
     /// Reading the writer that is about to hand over (what its side changed is merged first).
-    ReadingOld { store: StoreId },
+    ReadingOld {
+        store: StoreId,
+    },
     /// Reading the editor that is to become the writer.
-    ReadingIncoming { store: StoreId, base: Arc<str> },
+    ReadingIncoming {
+        store: StoreId,
+        base: Arc<str>,
+    },
     /// Reading the writer before replacing it.
-    Reading { store: StoreId },
+    Reading {
+        store: StoreId,
+    },
     /// Replacing the writer's text with `next`.
-    Replacing { store: StoreId, next: String },
+    Replacing {
+        store: StoreId,
+        next: String,
+    },
 }
 
 /// One document's engine and its writer. See the module documentation.
@@ -321,6 +335,12 @@ impl Session {
         &self.engine
     }
 
+    /// Whether a watcher tells of the file's changes ([`Input::StoreChanged`]): the file is
+    /// then polled only as a safety net.
+    pub fn set_watched(&mut self, watched: bool) {
+        self.config.watched = watched;
+    }
+
     /// The request streaming now (its events are the reply text).
     pub fn request(&self) -> Option<RequestId> {
         self.request
@@ -379,7 +399,8 @@ impl Session {
                 self.stopped = Some(StopReason::Cancelled);
                 self.leaving = true;
             }
-            Input::Tick => {}
+            // The runner's wake-up is spent: ask again for the next.
+            Input::Tick => self.wake = None,
         }
         self.step(now, &mut out);
         out
@@ -592,9 +613,7 @@ impl Session {
         }
         self.switching = Some((store, kind));
         if !self.rebase {
-            self.op = Op::ReadingOld {
-                store: self.writer,
-            };
+            self.op = Op::ReadingOld { store: self.writer };
             out.push(Effect::Read { store: self.writer });
         } else {
             self.hand_over(now, out);
@@ -660,7 +679,10 @@ impl Session {
                     self.hand_over(now, out);
                 }
             }
-            Op::ReadingIncoming { store: incoming, base } if incoming == store => {
+            Op::ReadingIncoming {
+                store: incoming,
+                base,
+            } if incoming == store => {
                 match outcome {
                     ReadOutcome::Text(current) => self.take_incoming(store, &base, current, out),
                     // The incoming writer is gone already: the current one goes on.
@@ -764,7 +786,8 @@ impl Session {
                     text: next,
                 };
                 // What the engine did while the replacement was in flight is still to write.
-                self.unwritten.drain(..self.in_flight.min(self.unwritten.len()));
+                self.unwritten
+                    .drain(..self.in_flight.min(self.unwritten.len()));
                 self.settled = self.unwritten.is_empty();
                 if !self.unwritten.is_empty() && self.write_at.is_none() {
                     self.write_at = Some(now);

@@ -40,7 +40,11 @@ pub fn line(effect: &Effect) -> String {
             line,
         } => format!("conflict: {incoming} does not take over from {writer} (line {line})"),
         Effect::Read { store } => format!("read {store}"),
-        Effect::Replace { store, current, next } => {
+        Effect::Replace {
+            store,
+            current,
+            next,
+        } => {
             let edit = flemma_syntax::single_edit(&current.text, next);
             format!(
                 "replace {store} at {}..{} with {:?}",
@@ -151,7 +155,10 @@ impl Harness {
 
     /// The text the last replacement asked for.
     pub fn next(&self) -> String {
-        self.replace.as_ref().map(|r| r.2.clone()).unwrap_or_default()
+        self.replace
+            .as_ref()
+            .map(|r| r.2.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -199,10 +206,7 @@ fn a_change_made_meanwhile_is_merged_and_a_store_that_moved_is_read_again() {
         h.read(103, FILE, more),
         ["replace 0 at 24..24 with \"\\n@Assistant:\\nHi.\""]
     );
-    assert_eq!(
-        h.next(),
-        "@You:\nWell, Hello there\n\n@Assistant:\nHi."
-    );
+    assert_eq!(h.next(), "@You:\nWell, Hello there\n\n@Assistant:\nHi.");
     h.replaced(104, FILE, ReplaceOutcome::Written);
     assert_eq!(h.session.engine().text(), h.next());
 }
@@ -217,7 +221,10 @@ fn what_streams_while_a_replacement_is_in_flight_is_written_next() {
     let first = h.next();
     assert_eq!(h.stream(102, " two"), Vec::<String>::new());
     // Written: what came meanwhile waits for its own window.
-    assert_eq!(h.replaced(103, FILE, ReplaceOutcome::Written), ["wake at 202"]);
+    assert_eq!(
+        h.replaced(103, FILE, ReplaceOutcome::Written),
+        ["wake at 202"]
+    );
     assert_eq!(h.at(202, Input::Tick), ["read 0"]);
     assert_eq!(
         h.read(204, FILE, &first),
@@ -241,14 +248,8 @@ fn a_stop_is_written_at_once_and_then_the_session_is_done() {
         ["read 0"]
     );
     h.read(21, FILE, CHAT);
-    assert_eq!(
-        h.next(),
-        "@You:\nHello\n\n@Assistant:\nHi.\n\n@You:\n\n"
-    );
-    assert_eq!(
-        h.replaced(22, FILE, ReplaceOutcome::Written),
-        ["done Idle"]
-    );
+    assert_eq!(h.next(), "@You:\nHello\n\n@Assistant:\nHi.\n\n@You:\n\n");
+    assert_eq!(h.replaced(22, FILE, ReplaceOutcome::Written), ["done Idle"]);
     // A later input goes on, and the session is done again once written.
     assert_eq!(h.at(500, Input::Tick), Vec::<String>::new());
 }
@@ -278,10 +279,7 @@ fn a_new_editor_writer_is_merged_three_ways_and_keeps_what_its_user_typed() {
     );
     // The file hands over (nothing changed there), then the editor is read for the merge.
     assert_eq!(h.read(161, FILE, &on_disk), ["read 1"]);
-    assert_eq!(
-        h.read_version(162, EDITOR, buffer, Some(3)),
-        ["read 1"]
-    );
+    assert_eq!(h.read_version(162, EDITOR, buffer, Some(3)), ["read 1"]);
     assert_eq!(
         h.read_version(163, EDITOR, buffer, Some(3)),
         ["replace 1 at 17..17 with \"\\n@Assistant:\\nHi. More.\""]
@@ -307,10 +305,7 @@ fn a_new_writer_whose_change_conflicts_does_not_take_over() {
     // The editor's user wrote where the engine writes: at the end.
     assert_eq!(
         h.read(22, EDITOR, "@You:\nHello\n\n@You:\nelse\n"),
-        [
-            "conflict: 1 does not take over from 0 (line 3)",
-            "read 0"
-        ]
+        ["conflict: 1 does not take over from 0 (line 3)", "read 0"]
     );
     assert_eq!(h.session.writer(), FILE);
 }
@@ -335,10 +330,7 @@ fn switching_to_the_file_reads_the_editor_first_and_writes_the_engine_text_over_
     let typed = "@You:\nHello!\n";
     assert_eq!(
         h.read_version(21, EDITOR, typed, Some(2)),
-        [
-            "left 1 holding \"@You:\\nHello!\\n\"",
-            "read 0"
-        ]
+        ["left 1 holding \"@You:\\nHello!\\n\"", "read 0"]
     );
     // The file holds something old: the engine's text goes over it.
     assert_eq!(
@@ -376,7 +368,10 @@ fn a_store_that_keeps_moving_stops_the_session() {
         text.push('x');
         let lines = h.replaced(101 + attempt, FILE, ReplaceOutcome::Moved);
         if attempt == 19 {
-            assert!(lines[0].starts_with("failed the document keeps changing"), "{lines:?}");
+            assert!(
+                lines[0].starts_with("failed the document keeps changing"),
+                "{lines:?}"
+            );
         }
     }
 }
