@@ -63,25 +63,51 @@ pub trait ChatStore: Send {
 }
 
 /// The text an editor and the engine last agreed on: the editor's text at open, then what
-/// its buffer held when it stopped being the document's writer. Shared between the host's
-/// handle on the editor and the stores made from it.
+/// its buffer held when it stopped being the document's writer. One per opening of a document
+/// in an editor (a document closed and opened again is a new buffer), shared between the
+/// host's handle on the editor and the stores made from it, which stop reading and writing
+/// once it is closed.
 #[derive(Debug, Clone)]
-pub struct SharedText(Arc<Mutex<Arc<str>>>);
+pub struct SharedText(Arc<Mutex<Shared>>);
+
+#[derive(Debug)]
+struct Shared {
+    text: Arc<str>,
+    closed: bool,
+}
 
 impl SharedText {
     pub fn new(text: &str) -> Self {
-        Self(Arc::new(Mutex::new(Arc::from(text))))
+        Self(Arc::new(Mutex::new(Shared {
+            text: Arc::from(text),
+            closed: false,
+        })))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn get(&self) -> Arc<str> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.lock().text.clone()
     }
 
     pub fn set(&self, text: &str) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Arc::from(text);
+        self.lock().text = Arc::from(text);
+    }
+
+    /// The editor closed this opening of the document.
+    pub fn close(&self) {
+        self.lock().closed = true;
+    }
+
+    fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// Which opening this is (unique while it lives).
+    fn instance(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
     }
 }
 
@@ -168,6 +194,10 @@ impl EditorStore {
     where
         T: Send + 'static,
     {
+        // A document closed and opened again is another buffer, with another store.
+        if self.shared.is_closed() {
+            return Err(EditorGone::Closed(self.uri.clone()).into());
+        }
         let (sender, receiver) = oneshot::channel();
         let reply = Reply::new(move |answer| {
             let _ = sender.send(answer);
@@ -231,7 +261,12 @@ impl ChatStore for EditorStore {
     }
 
     fn key(&self) -> String {
-        format!("editor {} {}", self.session, self.uri)
+        format!(
+            "editor {} {} {}",
+            self.session,
+            self.uri,
+            self.shared.instance()
+        )
     }
 
     fn shared_base(&self) -> Option<Arc<str>> {

@@ -360,6 +360,7 @@ impl Driver {
     fn number(&mut self, store: Box<dyn ChatStore>) -> StoreId {
         let key = store.key();
         if let Some((&id, _)) = self.stores.iter().find(|(_, s)| s.key() == key) {
+            self.stores.insert(id, Rc::from(store));
             return id;
         }
         let id = self.stores.keys().max().map_or(1, |max| max + 1);

@@ -39,6 +39,12 @@ use crate::{
 /// How often a write re-reads and merges when the store moved under it, before giving up.
 pub const MERGE_ATTEMPTS: usize = 20;
 
+/// How many of those are tried at once; after them each waits longer (the user is typing
+/// faster than the editor's round trip, or a program keeps rewriting the file), up to
+/// [`MAX_RETRY_DELAY`]: the attempts span more than ten seconds before the session gives up.
+const QUICK_ATTEMPTS: usize = 3;
+const MAX_RETRY_DELAY: Millis = 1000;
+
 /// A store, as the runner numbers them (the file, each editor's buffer).
 pub type StoreId = u64;
 
@@ -259,7 +265,9 @@ pub struct Session {
     /// it starts; the engine's own view is already past its effects).
     view: String,
     op: Op,
+    /// The attempts of the write in progress (kept across the waits between them).
     attempts: usize,
+    retrying: bool,
     /// When the unwritten edits must be written.
     write_at: Option<Millis>,
     /// When the oldest unwritten edit was made.
@@ -314,6 +322,7 @@ impl Session {
             view: text,
             op: Op::Idle,
             attempts: 0,
+            retrying: false,
             write_at: None,
             unwritten_since: None,
             max_write_delay: 0,
@@ -652,7 +661,9 @@ impl Session {
         if let Some(since) = self.unwritten_since.take() {
             self.max_write_delay = self.max_write_delay.max(now.saturating_sub(since));
         }
-        self.attempts = 0;
+        if !std::mem::take(&mut self.retrying) {
+            self.attempts = 0;
+        }
         self.read_writer(out);
     }
 
@@ -788,7 +799,10 @@ impl Session {
                 // What the engine did while the replacement was in flight is still to write.
                 self.unwritten
                     .drain(..self.in_flight.min(self.unwritten.len()));
-                self.settled = self.unwritten.is_empty();
+                // A file holds exactly what was written; an editor's buffer holds the edit as
+                // the editor applied it (Neovim adds a line break after an insertion at the
+                // very end): the session ends only after a read shows what it holds.
+                self.settled = self.unwritten.is_empty() && self.writer_is_file;
                 if !self.unwritten.is_empty() && self.write_at.is_none() {
                     self.write_at = Some(now);
                 }
@@ -803,7 +817,16 @@ impl Session {
                         out,
                     );
                 }
-                self.read_writer(out);
+                if self.attempts < QUICK_ATTEMPTS {
+                    self.read_writer(out);
+                } else {
+                    let shift = (self.attempts - QUICK_ATTEMPTS).min(10) as u32;
+                    let delay = (25 << shift).min(MAX_RETRY_DELAY);
+                    self.retrying = true;
+                    self.settled = false;
+                    self.write_at =
+                        Some(self.write_at.map_or(now + delay, |at| at.max(now + delay)));
+                }
             }
             ReplaceOutcome::Gone(_) => self.writer_gone(now, out),
             ReplaceOutcome::Failed(message) => self.fail(message, out),
@@ -833,6 +856,18 @@ impl Session {
     fn merge(&mut self, now: Millis, current: &Snapshot, out: &mut Vec<Effect>) -> bool {
         if current.text == self.stored.text {
             return true;
+        }
+        // What the store holds of the engine's own changes is not someone else's: an edit an
+        // editor applied after all (its echo came after the bounded wait, and the edit was
+        // taken for dropped), or the beginning of one.
+        if let Ok(agreed) = three_way_base(&self.stored.text, self.engine.text(), &current.text)
+            && agreed != self.stored.text
+        {
+            self.unwritten = vec![diff_to_edits(&agreed, self.engine.text())];
+            self.stored.text = agreed;
+            if current.text == self.stored.text {
+                return true;
+            }
         }
         // One edit per separate change (keystrokes at several places between two reads stay
         // several small edits, never one replacement spanning the text between them).

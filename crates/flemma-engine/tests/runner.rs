@@ -6,3 +6,5 @@ mod cycle;
 mod jobs;
 mod properties;
 mod session;
+mod session_properties;
+mod session_world;

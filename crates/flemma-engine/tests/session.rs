@@ -13,7 +13,6 @@ use crate::common::{FakePolicy, text};
 
 const FILE: StoreId = 0;
 const EDITOR: StoreId = 1;
-const OTHER: StoreId = 2;
 
 /// A session and the clock; `log` holds every effect line.
 pub struct Harness {
@@ -358,22 +357,39 @@ fn an_editor_gone_mid_write_hands_over_to_the_file() {
 }
 
 #[test]
-fn a_store_that_keeps_moving_stops_the_session() {
+fn a_store_that_keeps_moving_is_tried_again_more_slowly_then_the_session_stops() {
     let mut h = Harness::file(CHAT);
     h.engine(0, EngineInput::Advance);
     h.at(100, Input::Tick);
     let mut text = CHAT.to_owned();
-    for attempt in 0..20 {
-        h.read(101 + attempt, FILE, &text);
+    let mut now = 101;
+    let mut waits = Vec::new();
+    for attempt in 1..=20 {
+        h.read(now, FILE, &text);
         text.push('x');
-        let lines = h.replaced(101 + attempt, FILE, ReplaceOutcome::Moved);
-        if attempt == 19 {
+        let lines = h.replaced(now, FILE, ReplaceOutcome::Moved);
+        if attempt == 20 {
             assert!(
                 lines[0].starts_with("failed the document keeps changing"),
                 "{lines:?}"
             );
+            break;
+        }
+        match lines.as_slice() {
+            [read] if read == "read 0" => {}
+            [wake] => {
+                let at: Millis = wake.trim_start_matches("wake at ").parse().unwrap();
+                waits.push(at - now);
+                now = at;
+                assert_eq!(h.at(now, Input::Tick), ["read 0"]);
+            }
+            other => panic!("attempt {attempt}: {other:?}"),
         }
     }
+    // Three at once, then waits that double up to a second: over ten seconds in all.
+    assert_eq!(waits[..6], [25, 50, 100, 200, 400, 800]);
+    assert!(waits[6..].iter().all(|w| *w == 1000), "{waits:?}");
+    assert!(now > 10_000, "{now}");
 }
 
 #[test]

@@ -53,8 +53,10 @@ pub(crate) struct BufferEdit {
 
 /// How long the changes that show an edit answered `applied: true` may take to arrive (Neovim
 /// sends them after its answer, debounced by 150 ms); when none came by then, the mirror as it
-/// is tells (the edit was dropped when it does not hold it).
-pub(crate) const ECHO_WAIT: Duration = Duration::from_secs(1);
+/// is tells (the edit was dropped when it does not hold it). Generous: an edit Neovim dropped
+/// is almost always followed at once by the keystroke that made it stale (its change decides
+/// then), and an echo that came after the wait would be taken for text the user typed.
+pub(crate) const ECHO_WAIT: Duration = Duration::from_secs(3);
 
 /// The document id of a URI: the path of a `file://` URI (so templates and `@./` references
 /// resolve next to the chat); for other schemes (`untitled:`) a name in the workspace root.

@@ -29,22 +29,39 @@ impl std::fmt::Display for MergeConflict {
 /// The three-way merge of `ours` and `theirs`, both edited from `base`, as the text both agree
 /// on: `base` with the changes both made the same way. The rest of each side is then a change
 /// from that text (the writer applies the rest of `theirs` over its own text, mapped through its
-/// own changes). A change of one side that overlaps a different change of the other (or two
-/// different insertions at one place) is a conflict.
+/// own changes). An insertion of `theirs` that begins `ours`'s insertion at the same place is
+/// agreed too (the part of a streamed reply that reached them; line breaks after it stay
+/// theirs: Neovim adds one after an insertion at the very end of its buffer). A change of one side that
+/// overlaps a different change of the other (or two different insertions at one place) is a
+/// conflict.
 pub fn three_way_base(base: &str, ours: &str, theirs: &str) -> Result<String, MergeConflict> {
     let ours = diff_to_edits(base, ours);
     let theirs = diff_to_edits(base, theirs);
-    let mut agreed: Vec<&TextEdit> = Vec::new();
+    let mut agreed: Vec<TextEdit> = Vec::new();
     for their in &theirs {
-        if let Some(same) = ours.iter().find(|our| *our == their) {
-            agreed.push(same);
+        if ours.contains(their) {
+            agreed.push(their.clone());
+            continue;
+        }
+        // An insertion that begins ours at the same place: what reached them of a stream (with
+        // the line breaks Neovim adds after an insertion at the end of its buffer, which stay
+        // theirs).
+        let begun = their.new_text.trim_end_matches('\n');
+        if !begun.is_empty()
+            && ours.iter().any(|our| {
+                our.range.is_empty() && our.range == their.range && our.new_text.starts_with(begun)
+            })
+        {
+            agreed.push(TextEdit::replace(their.range, begun));
             continue;
         }
         for our in &ours {
             let (a, b) = (our.range, their.range);
             let overlap = a.start.max(b.start) < a.end.min(b.end);
+            // An insertion inside the other's replaced range, or at its start: where it goes
+            // in the other's text is a guess.
             let inside = |point: TextRange, other: TextRange| {
-                point.is_empty() && other.start < point.start && point.start < other.end
+                point.is_empty() && other.start <= point.start && point.start < other.end
             };
             let same_point = a.is_empty() && b.is_empty() && a.start == b.start;
             if overlap || inside(a, b) || inside(b, a) || same_point {
@@ -82,5 +99,16 @@ mod tests {
         let other = "@You:\nfirst\n\n@Assistant:\nhello there\n\n@You:\nlast\n";
         let mine = "@You:\nfirst\n\n@Assistant:\nhello, you\n\n@You:\nlast\n";
         assert_eq!(three_way_base(base, mine, other).unwrap_err().line, 5);
+        // The beginning of what one side inserted, inserted by the other at the same place.
+        let streamed = "@You:\nfirst\n\n@Assistant:\nhello\n\n@You:\nlast\n\n@Assistant:\nre";
+        assert_eq!(
+            three_way_base(base, ours, streamed).as_deref(),
+            Ok(streamed)
+        );
+        let with_break = format!("{streamed}\n");
+        assert_eq!(
+            three_way_base(base, ours, &with_break).as_deref(),
+            Ok(streamed)
+        );
     }
 }

@@ -314,13 +314,17 @@ const CHAR_DIFF_LIMIT: usize = 16 * 1024;
 
 /// Minimal edits that turn `old` into `new`: a line diff, refined to characters inside each
 /// changed group of lines (so `@You: hi` → `@You:\nhi` is one insertion and one deletion).
-/// Applying the result to `old` gives `new` exactly.
+/// Applying the result to `old` gives `new` exactly. The line diff aligns changed lines with
+/// the lines they came from (see [`LCS_LINES`]; patience on large texts, anchored on lines that
+/// occur once in both): a chat that grew a reply and some typing diffs as those insertions, not
+/// as a realignment of its repeated role lines over the reply (which would turn a user's
+/// insertion into a conflict-free "change" in the middle of it).
 pub fn diff_to_edits(old: &str, new: &str) -> Vec<TextEdit> {
     if old == new {
         return Vec::new();
     }
     let lines = similar::TextDiff::configure()
-        .algorithm(similar::Algorithm::Myers)
+        .algorithm(line_algorithm(old, new))
         .timeout(std::time::Duration::from_millis(500))
         .diff_lines(old, new);
     let old_starts = starts_of(lines.old_slices());
@@ -332,6 +336,21 @@ pub fn diff_to_edits(old: &str, new: &str) -> Vec<TextEdit> {
         refine(old, new, old_range, new_range, &mut edits);
     }
     edits
+}
+
+/// Texts with at most this many lines on both sides multiplied are diffed line by line with
+/// a longest-common-subsequence table (it aligns a changed line with the line it came from,
+/// where Myers and patience may pair it with a similar line far away, e.g. `ok.` with a line of
+/// the reply, when the text repeats its role lines); larger ones with patience.
+const LCS_LINES: usize = 300 * 300;
+
+fn line_algorithm(old: &str, new: &str) -> similar::Algorithm {
+    let lines = |text: &str| memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1;
+    if lines(old).saturating_mul(lines(new)) <= LCS_LINES {
+        similar::Algorithm::Lcs
+    } else {
+        similar::Algorithm::Patience
+    }
 }
 
 /// The runs of consecutive non-equal diff ops, each as the token ranges it covers in the old and
@@ -401,8 +420,48 @@ fn refine(
             old_range.start + old_starts[o.end],
         );
         let text = &new_part[new_starts[n.start]..new_starts[n.end]];
-        out.push(TextEdit::replace(range, text));
+        if range.is_empty() {
+            // Not onto or over the edit before it (two insertions at one offset are refused).
+            let floor = out.last().map_or(0, |e: &TextEdit| {
+                e.range.end + usize::from(e.range.is_empty())
+            });
+            let (at, text) = slide_to_line_start(old, floor, range.start, text);
+            out.push(TextEdit::insert(at, text));
+        } else {
+            out.push(TextEdit::replace(range, text));
+        }
     }
+}
+
+/// An insertion of `text` at `at` in `old`, moved to the nearest line start before it where
+/// the same insertion makes the same text (`U1; x` → `U9; U1; x` is `U9; ` typed at the line
+/// start, not `9; U1` typed after `U1`), when there is one; else as it is. A character diff
+/// picks any of the equal places; a merge that maps the insertion through other changes
+/// needs the one a user meant.
+fn slide_to_line_start(old: &str, floor: usize, at: usize, text: &str) -> (usize, String) {
+    let line_start = |pos: usize| pos == 0 || old.as_bytes()[pos - 1] == b'\n';
+    if line_start(at) {
+        return (at, text.to_owned());
+    }
+    let mut pos = at;
+    let mut moved = text.to_owned();
+    while pos > floor {
+        let (Some(before), Some(last)) =
+            (old[..pos].chars().next_back(), moved.chars().next_back())
+        else {
+            break;
+        };
+        if before != last || pos - before.len_utf8() < floor {
+            break;
+        }
+        pos -= before.len_utf8();
+        moved.truncate(moved.len() - last.len_utf8());
+        moved.insert(0, before);
+        if line_start(pos) {
+            return (pos, moved);
+        }
+    }
+    (at, text.to_owned())
 }
 
 #[cfg(test)]
@@ -547,6 +606,15 @@ mod tests {
             &TextEdit::insert(2, "b"),
             &TextEdit::insert(9, "b")
         ));
+    }
+
+    #[test]
+    fn an_insertion_is_put_at_the_line_start_it_can_be_at() {
+        let edits = diff_to_edits("@You:\nU1; second line\n", "@You:\nU19; U1; second line\n");
+        assert_eq!(edits, vec![TextEdit::insert(6, "U19; ")]);
+        // Not across another change, and not where it would change the text.
+        let edits = diff_to_edits("ab\nxy\n", "ab\nxxy\n");
+        assert_eq!(apply_edits("ab\nxy\n", &edits).unwrap(), "ab\nxxy\n");
     }
 
     #[test]
