@@ -19,6 +19,8 @@ mod daemon_two_editors;
 mod daemon_watch;
 mod daemon_watch_jobs;
 mod doctor;
+mod flemma14_requests;
+mod flemma14_tools;
 mod lsp;
 mod lsp_engine;
 mod lsp_layers;
