@@ -20,6 +20,7 @@ mod daemon_watch;
 mod daemon_watch_jobs;
 mod doctor;
 mod flemma14_requests;
+mod flemma14_switch;
 mod flemma14_tools;
 mod lsp;
 mod lsp_engine;
