@@ -155,6 +155,9 @@ pub struct DriverParts {
 enum Message {
     Session(Input),
     Notice(String),
+    /// A warning about a request: said once per driver (one send), however many requests of
+    /// the cycle it concerns.
+    Warning(String),
     Writer(Box<dyn ChatStore>),
 }
 
@@ -186,6 +189,8 @@ pub struct Driver {
     outcome: Option<Result<StopReason, String>>,
     report: Box<dyn FnMut(Report) + Send>,
     on_state: Option<Box<dyn FnMut(DriverState)>>,
+    /// The request warnings already said.
+    warned: std::collections::HashSet<String>,
 }
 
 impl Driver {
@@ -249,6 +254,7 @@ impl Driver {
             outcome: None,
             report,
             on_state: None,
+            warned: std::collections::HashSet::new(),
         }
     }
 
@@ -352,6 +358,11 @@ impl Driver {
                     "the document's writer changes"
                 );
                 self.feed(Input::Writer { store: id, kind });
+            }
+            Message::Warning(warning) => {
+                if self.warned.insert(warning.clone()) {
+                    (self.report)(Report::Notice(format!("warning: {warning}")));
+                }
             }
         }
     }
@@ -616,7 +627,7 @@ impl Driver {
             let outcome = match result {
                 Ok(summary) => {
                     for warning in &summary.warnings {
-                        let _ = sender.send(Message::Notice(format!("warning: {warning}")));
+                        let _ = sender.send(Message::Warning(warning.clone()));
                     }
                     match summary.stop_error() {
                         Some(error) => StreamOutcome::Failed {
