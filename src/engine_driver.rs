@@ -21,7 +21,7 @@ use flemma_engine::{
     Engine, EngineConfig, Event, Input as EngineInput, JobState, Millis, RequestId, StopReason,
     StreamOutcome, TimerId,
 };
-use flemma_ide::{AnalysisHost, DocumentId};
+use flemma_ide::DocumentId;
 use flemma_provider::explain::ProviderError;
 use flemma_provider::http::{ClientEvent, ProviderClient};
 use flemma_tools::Cancel;
@@ -144,8 +144,9 @@ pub struct DriverParts {
     pub tools: Arc<ToolSetup>,
     pub provider: ProviderSetup,
     pub client: Arc<ProviderClient>,
-    /// Evaluates the text for each request (templates, includes, frontmatter).
-    pub host: AnalysisHost,
+    /// Evaluates the text for each request (templates, includes, frontmatter): the process's
+    /// one host of the engine's documents.
+    pub host: crate::analyses::Analyses,
     pub id: DocumentId,
     /// Coalescing window of the writes.
     pub coalesce: Duration,
@@ -170,7 +171,7 @@ pub struct Driver {
     tools: Arc<ToolSetup>,
     provider: ProviderSetup,
     client: Arc<ProviderClient>,
-    host: AnalysisHost,
+    host: crate::analyses::Analyses,
     id: DocumentId,
     epoch: Instant,
     /// When the session wants a tick.
@@ -577,10 +578,15 @@ impl Driver {
                 },
             })));
         };
-        self.host.set_text(self.id.clone(), text);
-        let analysis = match self.host.analysis(&self.id) {
-            Ok(analysis) => analysis,
-            Err(error) => return fail(error.to_string()),
+        let analysis = {
+            let mut host = crate::analyses::lock(&self.host);
+            // The document's analysis moves to this text by its changes (the template cache
+            // evaluates only the messages they touch).
+            host.change_text(&self.id, &text);
+            match host.analysis(&self.id) {
+                Ok(analysis) => analysis,
+                Err(error) => return fail(error.to_string()),
+            }
         };
         let blockers = analysis.send_blockers();
         if !blockers.is_empty() {
@@ -699,6 +705,9 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // The document leaves the engine's host (its messages' results stay in the template
+        // cache, for the editor that has it open).
+        crate::analyses::lock(&self.host).forget(&self.id);
         // The writer's text is what it shares with the engine (the next driver's merge base).
         if let Some((store, text)) = self.session.shared_text()
             && let Some(store) = self.stores.get(&store)
