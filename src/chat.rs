@@ -64,7 +64,7 @@ impl LoadedChat {
     }
 }
 
-/// Why a chat could not be loaded, for the command that asked (`crate::cli::CliError` turns
+/// Why a chat could not be loaded, for the command that asked (the command's `CliError` turns
 /// it into its report and exit code).
 #[derive(Debug)]
 pub enum LoadError {

@@ -743,15 +743,19 @@ impl World {
     }
 }
 
-/// The start of a line a user may type at: not a role line, a fence or a tool block, and
-/// never inside the frontmatter (the chats here have none).
+/// A place a user may type at: any character boundary not on a role line, a fence or a tool
+/// block line (a key typed into `@Assistant:` makes it another line, which is not the block
+/// being written any more), and never inside the frontmatter (the chats here have none).
 pub fn typing_spot(text: &str, pick: usize) -> Option<usize> {
     let mut spots = Vec::new();
     let mut at = 0;
     for line in text.split_inclusive('\n') {
         let first = line.chars().next();
-        if !matches!(first, Some('@' | '`' | '*' | '<')) && line.ends_with('\n') {
-            spots.push(at);
+        if !matches!(first, Some('@' | '`' | '*' | '<')) {
+            spots.extend(line.char_indices().map(|(i, _)| at + i));
+            if !line.ends_with('\n') {
+                spots.push(at + line.len());
+            }
         }
         at += line.len();
     }
