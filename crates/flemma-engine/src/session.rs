@@ -39,10 +39,11 @@ use crate::{
 /// How often a write re-reads and merges when the store moved under it, before giving up.
 pub const MERGE_ATTEMPTS: usize = 20;
 
-/// How many of those are tried at once; after them each waits longer (the user is typing
-/// faster than the editor's round trip, or a program keeps rewriting the file), up to
-/// [`MAX_RETRY_DELAY`]: the attempts span more than ten seconds before the session gives up.
-const QUICK_ATTEMPTS: usize = 3;
+/// How many of those are tried at once (a user typing meets a streak of a few refused edits);
+/// after them each waits longer (the user types faster than the editor's round trip, or a
+/// program keeps rewriting the file), up to [`MAX_RETRY_DELAY`]: the attempts span nearly ten
+/// seconds before the session gives up.
+const QUICK_ATTEMPTS: usize = 6;
 const MAX_RETRY_DELAY: Millis = 1000;
 
 /// A store, as the runner numbers them (the file, each editor's buffer).
