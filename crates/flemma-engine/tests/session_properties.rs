@@ -104,8 +104,8 @@ fn run(actions: &[Action], profiles: &[Profile]) -> Result<World, TestCaseError>
         match action.clone() {
             Action::Stream => world.stream_chunk(),
             Action::Type(slot, pick) => world.type_in(slot, pick),
-            Action::ToServer(slot) => world.to_server(slot),
-            Action::ToClient(slot) => world.to_client(slot),
+            Action::ToServer(slot) => world.deliver_to_server(slot),
+            Action::ToClient(slot) => world.deliver_to_client(slot),
             Action::Flush(slot) => world.flush(slot),
             Action::Store => world.answer_store(),
             Action::Foreign(pick) => world.foreign_write(pick),

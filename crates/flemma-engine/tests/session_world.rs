@@ -325,7 +325,7 @@ impl World {
         };
         self.flush(slot);
         while !self.editors[index].to_server.is_empty() {
-            self.to_server(slot);
+            self.deliver_to_server(slot);
         }
         self.gone(index);
     }
@@ -425,7 +425,7 @@ impl World {
     // ----- the client: `workspace/applyEdit` -----
 
     /// The client of editor `slot` handles the next `workspace/applyEdit`.
-    pub fn to_client(&mut self, slot: usize) {
+    pub fn deliver_to_client(&mut self, slot: usize) {
         let Some(id) = self.open_id(slot) else {
             return;
         };
@@ -489,7 +489,7 @@ impl World {
     // ----- the server: the mirror and the engine edit in flight -----
 
     /// The server handles the next message from editor `slot`'s client.
-    pub fn to_server(&mut self, slot: usize) {
+    pub fn deliver_to_server(&mut self, slot: usize) {
         let Some(id) = self.open_id(slot) else {
             return;
         };
@@ -695,14 +695,14 @@ impl World {
                     if editor.profile == Profile::NeverAnswers {
                         self.time_out(slot);
                     } else {
-                        self.to_client(slot);
+                        self.deliver_to_client(slot);
                     }
                     moved = true;
                 } else if !editor.unsent.is_empty() {
                     self.flush(slot);
                     moved = true;
                 } else if !editor.to_server.is_empty() {
-                    self.to_server(slot);
+                    self.deliver_to_server(slot);
                     moved = true;
                 } else if editor.pending.as_ref().is_some_and(RemoteEdit::awaits_echo) {
                     self.expire(slot);
