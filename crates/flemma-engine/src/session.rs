@@ -46,6 +46,11 @@ pub const MERGE_ATTEMPTS: usize = 20;
 const QUICK_ATTEMPTS: usize = 6;
 const MAX_RETRY_DELAY: Millis = 1000;
 
+/// How long a file changed by someone else is left to settle before it is read again: the
+/// change is merged only once two reads agree (a program that truncates and then writes the
+/// file must not be read in between, as an empty file).
+const SETTLE: Millis = 20;
+
 /// A store, as the runner numbers them (the file, each editor's buffer).
 pub type StoreId = u64;
 
@@ -269,6 +274,9 @@ pub struct Session {
     /// The attempts of the write in progress (kept across the waits between them).
     attempts: usize,
     retrying: bool,
+    /// A change someone else made to the file, read once and waiting for a second read that
+    /// shows the same text before it is merged.
+    settling: Option<String>,
     /// When the unwritten edits must be written.
     write_at: Option<Millis>,
     /// When the oldest unwritten edit was made.
@@ -324,6 +332,7 @@ impl Session {
             op: Op::Idle,
             attempts: 0,
             retrying: false,
+            settling: None,
             write_at: None,
             unwritten_since: None,
             max_write_delay: 0,
@@ -747,6 +756,16 @@ impl Session {
     fn read_for_write(&mut self, now: Millis, current: Snapshot, out: &mut Vec<Effect>) {
         // The store was just read: the next poll is a whole interval away.
         self.next_poll = 0;
+        if self.writer_is_file && !self.rebase && current.text != self.stored.text {
+            if self.settling.as_ref() != Some(&current.text) {
+                // Read it again a moment later: merged once two reads agree.
+                self.settling = Some(current.text);
+                self.retrying = true;
+                self.write_at = Some(now + SETTLE);
+                return;
+            }
+            self.settling = None;
+        }
         if self.rebase {
             self.rebase = false;
             self.stored = current.clone();

@@ -192,21 +192,27 @@ fn a_change_made_meanwhile_is_merged_and_a_store_that_moved_is_read_again() {
     h.engine(0, EngineInput::Advance);
     h.stream(10, "Hi.");
     h.at(100, Input::Tick);
-    // Someone typed at the start of the question: merged, then the engine's text written.
+    // Someone typed at the start of the question: read again a moment later (a program may
+    // be between truncating the file and writing it); the same text again is merged, then the
+    // engine's text written.
     let typed = "@You:\nWell, Hello\n";
+    assert_eq!(h.read(101, FILE, typed), ["wake at 121"]);
+    assert_eq!(h.at(121, Input::Tick), ["read 0"]);
     assert_eq!(
-        h.read(101, FILE, typed),
+        h.read(122, FILE, typed),
         ["replace 0 at 18..18 with \"\\n@Assistant:\\nHi.\""]
     );
-    // The store moved again before the replacement: read, merge, replace.
+    // The store moved again before the replacement: read, settle, merge, replace.
     let more = "@You:\nWell, Hello there\n";
-    assert_eq!(h.replaced(102, FILE, ReplaceOutcome::Moved), ["read 0"]);
+    assert_eq!(h.replaced(123, FILE, ReplaceOutcome::Moved), ["read 0"]);
+    assert_eq!(h.read(124, FILE, more), ["wake at 144"]);
+    assert_eq!(h.at(144, Input::Tick), ["read 0"]);
     assert_eq!(
-        h.read(103, FILE, more),
+        h.read(145, FILE, more),
         ["replace 0 at 24..24 with \"\\n@Assistant:\\nHi.\""]
     );
     assert_eq!(h.next(), "@You:\nWell, Hello there\n\n@Assistant:\nHi.");
-    h.replaced(104, FILE, ReplaceOutcome::Written);
+    h.replaced(146, FILE, ReplaceOutcome::Written);
     assert_eq!(h.session.engine().text(), h.next());
 }
 
@@ -358,16 +364,18 @@ fn an_editor_gone_mid_write_hands_over_to_the_file() {
 
 #[test]
 fn a_store_that_keeps_moving_is_tried_again_more_slowly_then_the_session_stops() {
-    let mut h = Harness::file(CHAT);
+    // An editor whose user types faster than its round trip: every edit is refused.
+    let base: Arc<str> = Arc::from(CHAT);
+    let mut h = Harness::with(EDITOR, &StoreKind::Editor { base }, CHAT, Some(1));
     h.engine(0, EngineInput::Advance);
     h.at(100, Input::Tick);
     let mut text = CHAT.to_owned();
     let mut now = 101;
     let mut waits = Vec::new();
     for attempt in 1..=20 {
-        h.read(now, FILE, &text);
+        h.read_version(now, EDITOR, &text, Some(attempt));
         text.push('x');
-        let lines = h.replaced(now, FILE, ReplaceOutcome::Moved);
+        let lines = h.replaced(now, EDITOR, ReplaceOutcome::Moved);
         if attempt == 20 {
             assert!(
                 lines[0].starts_with("failed the document keeps changing"),
@@ -376,12 +384,12 @@ fn a_store_that_keeps_moving_is_tried_again_more_slowly_then_the_session_stops()
             break;
         }
         match lines.as_slice() {
-            [read] if read == "read 0" => {}
+            [read] if read == "read 1" => {}
             [wake] => {
                 let at: Millis = wake.trim_start_matches("wake at ").parse().unwrap();
                 waits.push(at - now);
                 now = at;
-                assert_eq!(h.at(now, Input::Tick), ["read 0"]);
+                assert_eq!(h.at(now, Input::Tick), ["read 1"]);
             }
             other => panic!("attempt {attempt}: {other:?}"),
         }
@@ -403,9 +411,31 @@ fn deleting_the_reply_being_written_drops_its_unwritten_text() {
     h.stream(110, " Not yet written.");
     // The user deleted the reply (what was written of it) before the next write.
     assert_eq!(h.at(210, Input::Tick), ["read 0"]);
-    let lines = h.read(211, FILE, CHAT);
+    assert_eq!(h.read(211, FILE, CHAT), ["wake at 231"]);
+    assert_eq!(h.at(231, Input::Tick), ["read 0"]);
+    let lines = h.read(232, FILE, CHAT);
     assert_eq!(lines[0], "cancel request 1", "{lines:?}");
     assert_eq!(h.session.engine().text(), CHAT);
+}
+
+#[test]
+fn a_file_read_in_the_middle_of_someone_elses_write_is_not_merged() {
+    let mut h = Harness::file(CHAT);
+    h.engine(0, EngineInput::Advance);
+    h.stream(10, "Hi.");
+    h.at(100, Input::Tick);
+    // Another program truncated the file and has not written it yet.
+    assert_eq!(h.read(101, FILE, ""), ["wake at 121"]);
+    assert_eq!(h.at(121, Input::Tick), ["read 0"]);
+    // Written now: the two reads disagree, so it is read once more.
+    let saved = "Note.\n@You:\nHello\n";
+    assert_eq!(h.read(122, FILE, saved), ["wake at 142"]);
+    assert_eq!(h.at(142, Input::Tick), ["read 0"]);
+    assert_eq!(
+        h.read(143, FILE, saved),
+        ["replace 0 at 18..18 with \"\\n@Assistant:\\nHi.\""]
+    );
+    assert!(h.next().starts_with(saved), "{}", h.next());
 }
 
 #[test]
