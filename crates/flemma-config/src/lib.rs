@@ -30,6 +30,7 @@ mod generate;
 mod layer;
 mod resolve;
 mod schema;
+mod trust;
 
 pub use config::*;
 pub use error::{ConfigError, ConfigErrors, Location};
@@ -40,5 +41,8 @@ pub use layer::{
     ConfigLayer, FunctionRef, LayerKind, ListOp, OptionShape, default_config_path, opt_path,
     option_shape,
 };
-pub use resolve::{AutoApprove, ResolvedConfig, glob_match, resolve, resolve_with_tools};
+pub use resolve::{
+    AutoApprove, IgnoredOption, ResolvedConfig, glob_match, resolve, resolve_with_tools,
+};
 pub use schema::{BUILTIN_TOOLS, SEARCH_EXCLUDES, UNCONDITIONAL_TOOLS};
+pub use trust::{CallHistory, CallRef, ChatTrust, Seen, chat_trust, is_trust_path};
