@@ -25,7 +25,13 @@ pub const COMMANDS: &[&str] = &[
     "flemma.jobs",
     "flemma.usage",
     "flemma.switch",
+    "flemma.trustFolder",
 ];
+
+/// The commands an editor's user gives and no `flemma/*` method of `rpc.sock` offers:
+/// trusting a folder widens what its chats may do, so it is never a request another program
+/// (or a sandboxed tool) can make on the daemon's API (docs/security.md).
+pub const EDITOR_ONLY: &[&str] = &["flemma.trustFolder"];
 
 /// A parsed command, its document resolved to an open document's URI.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +48,10 @@ pub enum Command {
     ApproveAll {
         uri: String,
     },
+    /// Trust the folder of the chat (`flemmad trust DIR`).
+    TrustFolder {
+        uri: String,
+    },
     Engine(EngineCommand),
 }
 
@@ -50,7 +60,8 @@ impl Command {
         match self {
             Command::Approve { uri, .. }
             | Command::Reject { uri, .. }
-            | Command::ApproveAll { uri } => uri,
+            | Command::ApproveAll { uri }
+            | Command::TrustFolder { uri } => uri,
             Command::Engine(c) => c.uri(),
         }
     }
@@ -65,7 +76,7 @@ pub(crate) fn parse(
 ) -> Result<Command, String> {
     let usage = match command {
         "flemma.send" | "flemma.cancel" | "flemma.approveAll" | "flemma.status" | "flemma.jobs"
-        | "flemma.usage" => "[uri]",
+        | "flemma.usage" | "flemma.trustFolder" => "[uri]",
         "flemma.switch" => "[uri, model]",
         "flemma.approve" | "flemma.background" | "flemma.execute" => "[uri, toolId]",
         "flemma.reject" => "[uri, toolId, reason?]",
@@ -101,6 +112,7 @@ pub(crate) fn parse(
             model: string_at(1, "model")?,
         }),
         "flemma.approveAll" => Command::ApproveAll { uri },
+        "flemma.trustFolder" => Command::TrustFolder { uri },
         "flemma.approve" => Command::Approve {
             uri,
             tool_id: string_at(1, "toolId")?,
@@ -315,7 +327,13 @@ mod tests {
             let command = flemma_protocol::methods::command_of(method).unwrap();
             assert!(COMMANDS.contains(&command.as_str()), "{command}");
         }
-        assert_eq!(COMMANDS.len(), flemma_protocol::methods::METHODS.len());
+        assert_eq!(
+            COMMANDS.len(),
+            flemma_protocol::methods::METHODS.len() + EDITOR_ONLY.len()
+        );
+        for command in EDITOR_ONLY {
+            assert!(COMMANDS.contains(command), "{command}");
+        }
     }
 
     #[test]
