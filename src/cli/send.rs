@@ -409,7 +409,6 @@ fn describe(event: &flemma_engine::Event) -> Option<String> {
             data.get("delayMs").and_then(|v| v.as_u64()).unwrap_or(0)
         ),
         "autopilot:resume-cancelled" => "you edited the file: not continuing".to_owned(),
-        "tool:unconfirmed" => format!("warning: {}", text("message")),
         "document:recovered" if data.get("cutReply").and_then(|v| v.as_bool()) == Some(true) => {
             "the reply an earlier session was writing had been cut off: marked so in the file, and continued".to_owned()
         }

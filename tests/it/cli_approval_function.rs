@@ -9,7 +9,7 @@ use crate::common;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{Chat, chat, flemmad_command, read, send_command, stderr};
+use common::{Chat, flemmad_command, read, send_command, stderr};
 use flemma_mock_provider::{MockProvider, Turn};
 use serde_json::{Value, json};
 

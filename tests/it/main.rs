@@ -26,6 +26,7 @@ mod lsp_proxy;
 mod lsp_stream_latency;
 mod lsp_two_writers;
 mod quickstart;
+mod trust;
 
 /// Every test file in this directory is a module of this binary.
 #[test]

@@ -235,6 +235,9 @@ pub fn resolve_with_tools(
     // what the trusted layers give.
     let mut narrowing: BTreeMap<&[String], Vec<(Cow<'_, Entry>, LayerKind)>> = BTreeMap::new();
     let mut ignored: Vec<IgnoredOption> = Vec::new();
+    // Tools an untrusted layer declared and resolution ignored: its tool lists may name them
+    // without an error (the names are then ignored with the rest of what it adds).
+    let mut ignored_tools: Vec<String> = Vec::new();
     for layer in &ordered {
         for (path, entry) in &layer.entries {
             let rule = if layer.is_trusted() {
@@ -258,6 +261,9 @@ pub fn resolve_with_tools(
                         values.insert(path.as_slice(), (value, layer.kind()));
                     } else {
                         ignore(&mut ignored, &rule);
+                        if path.as_slice() == ["tools", "custom"] {
+                            ignored_tools.extend(tool_names(value));
+                        }
                     }
                 }
                 (Entry::List(_) | Entry::Function(_), None) => lists
@@ -303,13 +309,7 @@ pub fn resolve_with_tools(
     // Registered tools: built-ins, custom tools from config, extra names.
     let custom_names: Vec<String> = values
         .get(path_of(&["tools", "custom"]).as_slice())
-        .and_then(|(value, _)| value.as_array())
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|tool| tool.get("name").and_then(Value::as_str).map(String::from))
-                .collect()
-        })
+        .map(|(value, _)| tool_names(value))
         .unwrap_or_default();
     let mut known: Vec<String> = BUILTIN_TOOLS.iter().map(|s| s.to_string()).collect();
     for name in custom_names.iter().chain(extra_tools) {
@@ -376,7 +376,9 @@ pub fn resolve_with_tools(
         if matches!(item_kind, ItemKind::Tool | ItemKind::Approval) {
             check_names(entries, &display, &known, &presets, &mut errors);
             if let Some(untrusted) = untrusted {
-                check_names(untrusted, &display, &known, &presets, &mut errors);
+                let mut declared = known.clone();
+                declared.extend(ignored_tools.iter().cloned());
+                check_names(untrusted, &display, &declared, &presets, &mut errors);
             }
         }
         let context = ListContext {
@@ -799,6 +801,16 @@ fn expand_tools(
     }
     out.retain(|item| !exclusions.iter().any(|excluded| glob_match(excluded, item)));
     out
+}
+
+/// The names of the `tools.custom` records in `value`.
+fn tool_names(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool.get("name").and_then(Value::as_str).map(String::from))
+        .collect()
 }
 
 fn check_trust_paths(tree: &Value, errors: &mut Vec<ConfigError>) {

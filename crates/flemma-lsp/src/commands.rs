@@ -12,7 +12,10 @@ use flemma_protocol::methods::FlemmaRequest;
 
 use crate::backend::EngineCommand;
 
-/// Every command, as advertised in `executeCommandProvider.commands`.
+/// Every command, as advertised in `executeCommandProvider.commands`. Each is also a
+/// `flemma/*` method of `rpc.sock`, except `flemma.trustFolder`: trusting a folder widens what
+/// its chats may do, so it is never a request another program (or a sandboxed tool) can make
+/// on the daemon's API (docs/security.md).
 pub const COMMANDS: &[&str] = &[
     "flemma.send",
     "flemma.cancel",
@@ -27,11 +30,6 @@ pub const COMMANDS: &[&str] = &[
     "flemma.switch",
     "flemma.trustFolder",
 ];
-
-/// The commands an editor's user gives and no `flemma/*` method of `rpc.sock` offers:
-/// trusting a folder widens what its chats may do, so it is never a request another program
-/// (or a sandboxed tool) can make on the daemon's API (docs/security.md).
-pub const EDITOR_ONLY: &[&str] = &["flemma.trustFolder"];
 
 /// A parsed command, its document resolved to an open document's URI.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -320,6 +318,9 @@ mod tests {
         assert!(uri.starts_with("file:///") && uri.ends_with("/flemma%20lsp%20resolve/t.chat"));
         assert_eq!(uri_to_path(&uri).unwrap(), file);
     }
+
+    /// The commands only an editor's user gives (see [`COMMANDS`]).
+    const EDITOR_ONLY: &[&str] = &["flemma.trustFolder"];
 
     #[test]
     fn every_flemma_request_has_its_command() {

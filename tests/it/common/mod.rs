@@ -14,7 +14,22 @@ pub struct Chat {
 }
 
 pub fn chat(text: &str) -> Chat {
-    let dir = tempfile::tempdir().unwrap();
+    chat_in(tempfile::tempdir().unwrap(), text)
+}
+
+/// A chat in a temporary folder outside `/tmp` (under `target/tmp`): the default sandbox
+/// policy makes `/tmp` writable, so a canary there proves nothing.
+pub fn chat_outside_tmp(text: &str) -> Chat {
+    chat_in(
+        tempfile::Builder::new()
+            .prefix("flemmad-chat-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap(),
+        text,
+    )
+}
+
+fn chat_in(dir: tempfile::TempDir, text: &str) -> Chat {
     let path = dir.path().join("talk.chat");
     std::fs::write(&path, text).unwrap();
     let config_home = dir.path().join("config");
