@@ -601,6 +601,15 @@ async fn trust_paths_of_the_configuration_trust_a_chat() {
     let out = flemmad(&chat, &mock.base_url(), &["parse", "--eval"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("untrusted"), "{}", stderr(&out));
+    let out = flemmad(&chat, &mock.base_url(), &["status"]).await;
+    let status = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        status.contains(&format!(
+            "trust:   trusted (it matches trust.paths \"{}/**\")",
+            dir.display()
+        )),
+        "{status}"
+    );
     write_user_config(&chat, "");
     let out = flemmad(&chat, &mock.base_url(), &["parse", "--eval"]).await;
     assert!(
