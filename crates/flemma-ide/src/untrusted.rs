@@ -47,7 +47,7 @@ pub(crate) fn ignored_options(
     trust: &ChatTrust,
     ignored: &[IgnoredOption],
 ) -> Vec<Diagnostic> {
-    ignored
+    let mut out: Vec<Diagnostic> = ignored
         .iter()
         .map(|option| Diagnostic {
             range: option_line(doc, &option.path),
@@ -73,7 +73,9 @@ pub(crate) fn ignored_options(
             include_stack: Vec::new(),
             blocking: false,
         })
-        .collect()
+        .collect();
+    out.sort_by_key(|d| d.range.start);
+    out
 }
 
 /// The line of the frontmatter that most likely sets the option at `path`: the first that
