@@ -94,7 +94,11 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     writeln!(
         out,
         "trust:   {} ({})",
-        if trust.trusted { "trusted" } else { "untrusted" },
+        if trust.trusted {
+            "trusted"
+        } else {
+            "untrusted"
+        },
         trust.reason
     )?;
     writeln!(out, "sandbox: {}", status.sandbox)?;

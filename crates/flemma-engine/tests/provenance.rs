@@ -3,6 +3,8 @@
 //! for approval (with `tool:unconfirmed`); what the user approves through the engine, what
 //! the policy approves of the model's calls, and what the history remembers run.
 
+#![allow(clippy::unwrap_used)]
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

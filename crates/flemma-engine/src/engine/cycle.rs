@@ -66,7 +66,7 @@ impl Engine {
                 } else if let Some(input) = input {
                     let decision = self.policy.decide(&name, &input);
                     let status = match decision.verdict {
-                        Verdict::Approve if !self.from_model(&id, &name, &input) => {
+                        Verdict::Approve if !self.came_from_model(&id, &name, &input) => {
                             held.push(id.clone());
                             Status::Pending
                         }

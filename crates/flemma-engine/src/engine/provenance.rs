@@ -141,7 +141,7 @@ impl Engine {
 
     /// Whether the policy may decide the call `id` (`name` with `input`) without a result: a
     /// trusted chat, or flemmad streamed it from the model.
-    pub(super) fn from_model(&self, id: &str, name: &str, input: &Value) -> bool {
+    pub(super) fn came_from_model(&self, id: &str, name: &str, input: &Value) -> bool {
         self.provenance
             .as_ref()
             .is_none_or(|p| p.saw(Seen::FromModel, id, name, input))
