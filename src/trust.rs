@@ -16,6 +16,7 @@
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
 use flemma_config::{CallHistory, CallRef, Seen};
@@ -236,11 +237,23 @@ fn fingerprint(name: &str, input: &Value) -> String {
 }
 
 /// flemmad's record of chats' tool calls (see the module documentation). As a
-/// [`CallHistory`] it reads the chat's record at each question (the language server's
-/// analyses); [`CallRecords::load`] reads it once (an engine's input).
+/// [`CallHistory`] it answers from the chat's record as it is on disk (read again when the
+/// file changed: the language server's analyses); [`CallRecords::load`] reads it once (an
+/// engine's input).
 #[derive(Debug, Clone)]
 pub struct CallRecords {
     dir: Option<PathBuf>,
+    /// The record last read: its file, size and modification time, and what it holds.
+    last: Arc<
+        Mutex<
+            Option<(
+                PathBuf,
+                u64,
+                Option<std::time::SystemTime>,
+                Arc<LoadedCalls>,
+            )>,
+        >,
+    >,
 }
 
 /// One chat's records, read once.
@@ -262,7 +275,10 @@ impl CallHistory for LoadedCalls {
 impl CallRecords {
     /// The records under `$XDG_STATE_HOME/flemma/calls`.
     pub fn from_env() -> Self {
-        Self { dir: records_dir() }
+        Self {
+            dir: records_dir(),
+            last: Arc::default(),
+        }
     }
 
     /// What flemmad saw of the chat at `chat`'s calls (empty when nothing was recorded or the
@@ -341,7 +357,26 @@ impl CallRecords {
 
 impl CallHistory for CallRecords {
     fn saw(&self, chat: &Path, seen: Seen, call: CallRef<'_>) -> bool {
-        self.load(chat).saw(chat, seen, call)
+        let Some(dir) = &self.dir else {
+            return false;
+        };
+        let path = records_file(dir, chat);
+        let Ok(metadata) = std::fs::symlink_metadata(&path) else {
+            return false;
+        };
+        let stamp = (metadata.len(), metadata.modified().ok());
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let loaded = match &*last {
+            Some((file, len, modified, loaded)) if *file == path && (*len, *modified) == stamp => {
+                loaded.clone()
+            }
+            _ => {
+                let loaded = Arc::new(self.load(chat));
+                *last = Some((path, stamp.0, stamp.1, loaded.clone()));
+                loaded
+            }
+        };
+        loaded.saw(chat, seen, call)
     }
 }
 
@@ -354,6 +389,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let records = CallRecords {
             dir: Some(dir.path().join("calls")),
+            last: Arc::default(),
         };
         let chat = Path::new("/chats/x/../talk.chat");
         let input = json!({"command": "ls", "b": 1});
