@@ -42,16 +42,6 @@ fn bwrap_works() -> bool {
         .is_ok_and(|out| out.status.success())
 }
 
-/// Skips a test that needs the sandbox (bubblewrap) where it cannot run; CI installs it.
-macro_rules! needs_bwrap {
-    () => {
-        if !bwrap_works() {
-            eprintln!("skipped: bubblewrap (bwrap) is not usable here; CI installs it");
-            return;
-        }
-    };
-}
-
 async fn run(mut command: tokio::process::Command) -> Output {
     tokio::time::timeout(TIMEOUT, command.output())
         .await
@@ -120,6 +110,8 @@ struct Attempt {
     canary: (Place, &'static str),
     /// A script to make executable in the outside folder (`{outside}` replaced), by name.
     script: Option<(&'static str, &'static str)>,
+    /// Whether the attempt is about the process sandbox (skipped, saying so, without one).
+    needs_sandbox: bool,
 }
 
 struct Ran {
@@ -182,6 +174,7 @@ fn attempts() -> Vec<Attempt> {
             call: Call::TouchWithBash,
             canary: (Place::Outside, "sandbox-off"),
             script: None,
+            needs_sandbox: true,
         },
         Attempt {
             name: "tools.require_approval = false",
@@ -190,6 +183,16 @@ fn attempts() -> Vec<Attempt> {
             call: Call::TouchWithBash,
             canary: (Place::Chat, "no-approval"),
             script: None,
+            needs_sandbox: false,
+        },
+        Attempt {
+            name: "tools.auto_approve beyond the user's own",
+            frontmatter: json_frontmatter(&json!({"tools": {"auto_approve": ["$standard", "+bash"]}})),
+            user_config: bash_asks,
+            call: Call::TouchWithBash,
+            canary: (Place::Chat, "approved-by-frontmatter"),
+            script: None,
+            needs_sandbox: false,
         },
         Attempt {
             name: "sandbox.policy.rw_paths = [\"+/\"]",
@@ -198,6 +201,7 @@ fn attempts() -> Vec<Attempt> {
             call: Call::TouchWithBash,
             canary: (Place::Outside, "root-writable"),
             script: None,
+            needs_sandbox: true,
         },
         Attempt {
             name: "a custom tool",
@@ -209,6 +213,7 @@ fn attempts() -> Vec<Attempt> {
             call: Call::Tool("mk", json!({})),
             canary: (Place::Chat, "custom-ran"),
             script: None,
+            needs_sandbox: false,
         },
         Attempt {
             name: "tools.lsp.servers + auto_approve",
@@ -223,6 +228,7 @@ fn attempts() -> Vec<Attempt> {
             ),
             canary: (Place::Outside, "server-ran"),
             script: Some(("evil-ls", "#!/bin/sh\ntouch {outside}/server-ran\n")),
+            needs_sandbox: false,
         },
         Attempt {
             name: "an approval function returning true",
@@ -231,14 +237,22 @@ fn attempts() -> Vec<Attempt> {
             call: Call::TouchWithBash,
             canary: (Place::Chat, "function-approved"),
             script: None,
+            needs_sandbox: false,
         },
     ]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untrusted_frontmatter_cannot_widen_what_the_chat_may_do() {
-    needs_bwrap!();
+    let sandbox = bwrap_works();
     for attempt in attempts() {
+        if attempt.needs_sandbox && !sandbox {
+            eprintln!(
+                "skipped: {}: bubblewrap (bwrap) is not usable here; CI installs it",
+                attempt.name
+            );
+            continue;
+        }
         let untrusted = self::attempt(&attempt, false).await;
         let err = stderr(&untrusted.output);
         assert!(
