@@ -235,9 +235,10 @@ pub fn resolve_with_tools(
     // what the trusted layers give.
     let mut narrowing: BTreeMap<&[String], Vec<(Cow<'_, Entry>, LayerKind)>> = BTreeMap::new();
     let mut ignored: Vec<IgnoredOption> = Vec::new();
-    // Tools an untrusted layer declared and resolution ignored: its tool lists may name them
-    // without an error (the names are then ignored with the rest of what it adds).
+    // Tools and presets an untrusted layer declared and resolution ignored: its lists may name
+    // them without an error (the names are then ignored with the rest of what it adds).
     let mut ignored_tools: Vec<String> = Vec::new();
+    let mut ignored_presets: Vec<String> = Vec::new();
     for layer in &ordered {
         for (path, entry) in &layer.entries {
             let rule = if layer.is_trusted() {
@@ -274,7 +275,14 @@ pub fn resolve_with_tools(
                     .entry(path.as_slice())
                     .or_default()
                     .push((Cow::Borrowed(entry), layer.kind())),
-                (Entry::List(_) | Entry::Function(_), Some(rule)) => ignore(&mut ignored, &rule),
+                (Entry::List(_) | Entry::Function(_), Some(rule)) => {
+                    ignore(&mut ignored, &rule);
+                    if let [first, name, ..] = path.as_slice()
+                        && first == "presets"
+                    {
+                        ignored_presets.push(name.clone());
+                    }
+                }
             }
         }
     }
@@ -378,7 +386,17 @@ pub fn resolve_with_tools(
             if let Some(untrusted) = untrusted {
                 let mut declared = known.clone();
                 declared.extend(ignored_tools.iter().cloned());
-                check_names(untrusted, &display, &declared, &presets, &mut errors);
+                let mut declared_presets = presets.clone();
+                for name in &ignored_presets {
+                    declared_presets.entry(name.clone()).or_default();
+                }
+                check_names(
+                    untrusted,
+                    &display,
+                    &declared,
+                    &declared_presets,
+                    &mut errors,
+                );
             }
         }
         let context = ListContext {

@@ -249,6 +249,39 @@ fn an_untrusted_approval_function_is_ignored() {
     );
 }
 
+/// A preset or a custom tool the untrusted frontmatter declares (ignored) may be named in its
+/// lists without an error: the names add nothing, and the chat still resolves.
+#[test]
+fn names_the_untrusted_layer_declared_are_ignored_not_errors() {
+    let result = resolve(&[
+        ConfigLayer::defaults(),
+        untrusted(json!({
+            "presets": {"$yolo": {"auto_approve": ["*"]}},
+            "tools": {
+                "custom": [{"name": "mk", "description": "d", "command": "true"}],
+                "auto_approve": ["$standard", "$yolo", "+mk"],
+                "enabled": ["+mk"],
+            },
+        })),
+    ])
+    .unwrap();
+    assert_eq!(result.auto_approve().approves("bash"), Some(false));
+    assert_eq!(result.auto_approve().approves("mk"), Some(false));
+    assert!(!result.config.tools.enabled.contains(&"mk".to_owned()));
+    let paths = ignored_paths(&result);
+    assert!(
+        paths.contains(&"presets.$yolo.auto_approve".to_owned()),
+        "{paths:?}"
+    );
+    assert!(paths.contains(&"tools.custom".to_owned()), "{paths:?}");
+    // A typo is still an error, untrusted or not.
+    let typo = resolve(&[
+        ConfigLayer::defaults(),
+        untrusted(json!({"tools": {"auto_approve": ["+raed"]}})),
+    ]);
+    assert!(typo.is_err());
+}
+
 #[test]
 fn trust_paths_must_be_absolute() {
     let user = ConfigLayer::from_toml_str("[trust]\npaths = [\"notes/**\"]\n", LayerKind::UserFile)
