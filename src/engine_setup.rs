@@ -198,7 +198,7 @@ pub fn trust_notice(analysis: &Analysis) -> Option<Event> {
                 "path": option.path,
                 "value": option.value,
                 "allowed": option.allowed,
-                "message": format!("ignored in an untrusted chat: {option} — `{trust}` to allow"),
+                "message": flemma_ide::untrusted::ignored_message(option, analysis.id.path()),
             })
         })
         .collect();

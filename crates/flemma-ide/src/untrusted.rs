@@ -26,6 +26,15 @@ pub fn trust_command(chat: &Path) -> String {
     format!("flemmad trust {}", shell_quote(&dir))
 }
 
+/// What is said of an option the untrusted chat at `chat` set and resolution ignored:
+/// ``ignored in an untrusted chat: `sandbox.enabled = false` — `flemmad trust DIR` to allow``.
+pub fn ignored_message(option: &IgnoredOption, chat: &Path) -> String {
+    format!(
+        "ignored in an untrusted chat: {option} — `{}` to allow",
+        trust_command(chat)
+    )
+}
+
 /// `text` as one shell word (single-quoted unless it is plain).
 fn shell_quote(text: &str) -> String {
     if !text.is_empty()
@@ -56,10 +65,7 @@ pub(crate) fn ignored_options(
             severity: Severity::Warning,
             source: Source::Config,
             code: UNTRUSTED_OPTION.to_owned(),
-            message: format!(
-                "ignored in an untrusted chat: {option} — `{}` to allow",
-                trust_command(chat)
-            ),
+            message: ignored_message(option, chat),
             hint: Some(format!(
                 "{} ({}); the chat is untrusted because {}",
                 option.allowed,
