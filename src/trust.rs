@@ -243,17 +243,17 @@ fn fingerprint(name: &str, input: &Value) -> String {
 #[derive(Debug, Clone)]
 pub struct CallRecords {
     dir: Option<PathBuf>,
-    /// The record last read: its file, size and modification time, and what it holds.
-    last: Arc<
-        Mutex<
-            Option<(
-                PathBuf,
-                u64,
-                Option<std::time::SystemTime>,
-                Arc<LoadedCalls>,
-            )>,
-        >,
-    >,
+    /// The record last read.
+    last: Arc<Mutex<Option<LastRead>>>,
+}
+
+/// A record as read, with what says whether the file changed since.
+#[derive(Debug)]
+struct LastRead {
+    file: PathBuf,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    calls: Arc<LoadedCalls>,
 }
 
 /// One chat's records, read once.
@@ -364,16 +364,21 @@ impl CallHistory for CallRecords {
         let Ok(metadata) = std::fs::symlink_metadata(&path) else {
             return false;
         };
-        let stamp = (metadata.len(), metadata.modified().ok());
+        let (len, modified) = (metadata.len(), metadata.modified().ok());
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
         let loaded = match &*last {
-            Some((file, len, modified, loaded)) if *file == path && (*len, *modified) == stamp => {
-                loaded.clone()
+            Some(read) if read.file == path && read.len == len && read.modified == modified => {
+                read.calls.clone()
             }
             _ => {
-                let loaded = Arc::new(self.load(chat));
-                *last = Some((path, stamp.0, stamp.1, loaded.clone()));
-                loaded
+                let calls = Arc::new(self.load(chat));
+                *last = Some(LastRead {
+                    file: path,
+                    len,
+                    modified,
+                    calls: calls.clone(),
+                });
+                calls
             }
         };
         loaded.saw(chat, seen, call)
