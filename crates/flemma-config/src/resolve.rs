@@ -11,6 +11,7 @@ use crate::layer::{
     ConfigLayer, Entry, FunctionRef, LayerKind, ListOp, display_path, insert_at, is_preset_ref,
     locate,
 };
+use crate::model_string;
 use crate::schema::{self, BUILTIN_TOOLS, ItemKind, Kind, Narrowing, Power};
 
 /// How tools are auto-approved after all layers are merged.
@@ -227,6 +228,12 @@ pub fn resolve_with_tools(
     }
     ordered.sort_by_key(|layer| layer.kind());
 
+    let mut errors = Vec::new();
+    // Model strings (`provider/model;key=value`, `$preset`) become the values they stand for,
+    // in the layer that set them.
+    let expansion = model_string::expand(&ordered, &mut errors);
+    let ordered: Vec<&ConfigLayer> = expansion.layers.iter().map(|layer| &**layer).collect();
+
     let path_of = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let enabled_path = path_of(&["tools", "enabled"]);
     let mut values: BTreeMap<&[String], (&Value, LayerKind)> = BTreeMap::new();
@@ -239,7 +246,18 @@ pub fn resolve_with_tools(
     // them without an error (the names are then ignored with the rest of what it adds).
     let mut ignored_tools: Vec<String> = Vec::new();
     let mut ignored_presets: Vec<String> = Vec::new();
-    for layer in &ordered {
+    for (index, layer) in ordered.iter().enumerate() {
+        // `;key=nil`: what lower layers set there no longer counts; the default shows through.
+        for cleared in &expansion.clears[index] {
+            values.remove(cleared.as_slice());
+            if let Some(Entry::Value(default)) = ordered
+                .first()
+                .filter(|first| first.kind() == LayerKind::Defaults)
+                .and_then(|first| first.entries.get(cleared))
+            {
+                values.insert(cleared.as_slice(), (default, LayerKind::Defaults));
+            }
+        }
         for (path, entry) in &layer.entries {
             let rule = if layer.is_trusted() {
                 None
@@ -289,8 +307,6 @@ pub fn resolve_with_tools(
     for path in narrowing.keys() {
         lists.entry(path).or_default();
     }
-
-    let mut errors = Vec::new();
 
     // Presets: built-ins, overridden by user presets of the same name.
     let mut presets: BTreeMap<String, Vec<String>> = schema::builtin_presets()

@@ -282,6 +282,43 @@ fn names_the_untrusted_layer_declared_are_ignored_not_errors() {
     assert!(typo.is_err());
 }
 
+/// Model presets: a preset an untrusted chat defines serves its own `model = "$name"` (the
+/// model and parameters it selects are neutral; its approvals are ignored), and never what a
+/// trusted layer selects, even under the same name.
+#[test]
+fn an_untrusted_chat_cannot_reach_the_users_presets_or_lend_its_own() {
+    let user = ConfigLayer::from_toml_str(
+        "model = \"$fast\"\n[presets.\"$fast\"]\nprovider = \"vertex\"\nmodel = \"gemini-2.5-flash\"\n[presets.\"$fast\".parameters.vertex]\nlocation = \"us-central1\"\n",
+        LayerKind::UserFile,
+    )
+    .unwrap();
+    let result = resolve(&[
+        ConfigLayer::defaults(),
+        user.clone(),
+        untrusted(json!({"presets": {"$fast": {"parameters": {"vertex": {"location": "attacker.example/x?"}}}}})),
+    ])
+    .unwrap();
+    assert_eq!(result.config.model, "gemini-2.5-flash");
+    assert_eq!(result.config.parameters.vertex.location, "us-central1");
+
+    let own = resolve(&[
+        ConfigLayer::defaults(),
+        untrusted(json!({
+            "presets": {"$mine": {"provider": "openai", "model": "gpt-5", "auto_approve": ["bash"]}},
+            "model": "$mine",
+        })),
+    ])
+    .unwrap();
+    assert_eq!(own.config.provider, Provider::Openai);
+    assert_eq!(own.config.model, "gpt-5");
+    assert_eq!(own.auto_approve().approves("bash"), Some(false));
+    assert!(
+        ignored_paths(&own).contains(&"presets.$mine.auto_approve".to_owned()),
+        "{:?}",
+        own.ignored()
+    );
+}
+
 #[test]
 fn trust_paths_must_be_absolute() {
     let user = ConfigLayer::from_toml_str("[trust]\npaths = [\"notes/**\"]\n", LayerKind::UserFile)
