@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{CallError, Connection, Launch, StderrTail};
+use crate::connection::{CallError, Connection, Launch, SandboxWrap, StderrTail};
 use crate::convert::{self, ListedTool};
 use crate::definition::ServerDef;
 use crate::naming::full_name;
@@ -53,7 +53,7 @@ struct Inner {
 #[derive(Debug)]
 pub struct Slot {
     def: ServerDef,
-    launch: Launch,
+    launch: Mutex<Launch>,
     retry_after: Duration,
     state: tokio::sync::Mutex<State>,
     /// The runtime its connection lives on.
@@ -122,7 +122,7 @@ impl McpHub {
             .or_insert_with(|| {
                 Arc::new(Slot {
                     def: def.clone(),
-                    launch: self.inner.options.launch.clone(),
+                    launch: Mutex::new(self.inner.options.launch.clone()),
                     retry_after: self.inner.options.retry_after,
                     state: tokio::sync::Mutex::new(State::Idle),
                     runtime: Mutex::new(None),
@@ -133,8 +133,21 @@ impl McpHub {
 
     /// Makes sure the servers `defs` run (starting those that do not, in parallel, each
     /// within `startup_timeout`) and returns each one's state and tools, in `defs` order.
-    pub async fn ensure(&self, defs: &[ServerDef], startup_timeout: Duration) -> Vec<ServerStatus> {
+    /// `sandbox` wraps the servers that ask for the sandbox (`sandbox = true`).
+    pub async fn ensure(
+        &self,
+        defs: &[ServerDef],
+        startup_timeout: Duration,
+        sandbox: Option<SandboxWrap>,
+    ) -> Vec<ServerStatus> {
         let slots: Vec<Arc<Slot>> = defs.iter().map(|def| self.slot(def)).collect();
+        if let Some(sandbox) = sandbox {
+            for slot in &slots {
+                if let Ok(mut launch) = slot.launch.lock() {
+                    launch.sandbox = Some(sandbox.clone());
+                }
+            }
+        }
         let runs = slots.iter().map(|slot| slot.ensure(startup_timeout));
         futures_util::future::join_all(runs).await
     }
@@ -218,14 +231,19 @@ impl Slot {
     /// A connection, started (and listed) within `startup_timeout`.
     async fn start(&self, startup_timeout: Duration) -> State {
         let stderr = Arc::new(Mutex::new(StderrTail::default()));
+        let launch = self
+            .launch
+            .lock()
+            .map(|launch| launch.clone())
+            .unwrap_or_default();
         let started = tokio::time::timeout(startup_timeout, async {
-            let connection = Connection::start(&self.def, &self.launch, stderr.clone()).await?;
+            let connection = Connection::start(&self.def, &launch, stderr.clone()).await?;
             let tools = connection.list_tools().await?;
             Ok::<_, String>((connection, tools))
         })
         .await;
         let failed = |reason: String| {
-            tracing::warn!(server = %self.def.name, %reason, "an MCP server did not start");
+            tracing::debug!(server = %self.def.name, %reason, "an MCP server did not start");
             State::Failed {
                 reason,
                 at: Instant::now(),

@@ -65,7 +65,8 @@ fn a_streamable_http_server_is_a_tool_source() {
     };
     let hub = McpHub::new(HubOptions::default());
     let rt = runtime();
-    let statuses = rt.block_on(hub.ensure(std::slice::from_ref(&def), Duration::from_secs(30)));
+    let statuses =
+        rt.block_on(hub.ensure(std::slice::from_ref(&def), Duration::from_secs(30), None));
     assert!(
         matches!(statuses[0].state, ServerState::Ready { pid: None, .. }),
         "{:?}",
@@ -114,7 +115,7 @@ fn an_http_server_that_is_not_there_fails_with_the_url() {
     };
     let hub = McpHub::new(HubOptions::default());
     let rt = runtime();
-    let statuses = rt.block_on(hub.ensure(&[def], Duration::from_secs(10)));
+    let statuses = rt.block_on(hub.ensure(&[def], Duration::from_secs(10), None));
     let ServerState::Failed { reason } = &statuses[0].state else {
         panic!("failed: {:?}", statuses[0].state)
     };

@@ -34,7 +34,7 @@ fn discovery_calls_faults_and_shutdown() {
     let def = stdio_def("demo", &python, &[], dir.path(), env);
     let hub = McpHub::new(HubOptions::default());
     let rt = runtime();
-    let statuses = rt.block_on(hub.ensure(std::slice::from_ref(&def), STARTUP));
+    let statuses = rt.block_on(hub.ensure(std::slice::from_ref(&def), STARTUP, None));
     let status = &statuses[0];
     let ServerState::Ready { pid: Some(pid), .. } = status.state else {
         panic!("the server runs: {:?}", status.state)
@@ -220,7 +220,7 @@ fn discovery_calls_faults_and_shutdown() {
     assert_eq!(grown.text, "grown");
     let statuses = rt.block_on(async {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        hub.ensure(std::slice::from_ref(&def), STARTUP).await
+        hub.ensure(std::slice::from_ref(&def), STARTUP, None).await
     });
     assert!(
         statuses[0].tools.iter().any(|t| t.full_name == "demo.late"),
@@ -247,7 +247,7 @@ fn a_crash_at_start_is_one_reason_with_stderr() {
     let good = stdio_def("demo", &python, &[], dir.path(), Vec::new());
     let hub = McpHub::new(HubOptions::default());
     let rt = runtime();
-    let statuses = rt.block_on(hub.ensure(&[crash, good], STARTUP));
+    let statuses = rt.block_on(hub.ensure(&[crash, good], STARTUP, None));
     let ServerState::Failed { reason } = &statuses[0].state else {
         panic!("the crashing server failed: {:?}", statuses[0].state)
     };
@@ -281,7 +281,7 @@ fn a_missing_command_and_a_slow_start_fail_with_their_reason() {
     }
     let hub = McpHub::new(HubOptions::default());
     let rt = runtime();
-    let statuses = rt.block_on(hub.ensure(&[missing, slow], Duration::from_secs(1)));
+    let statuses = rt.block_on(hub.ensure(&[missing, slow], Duration::from_secs(1), None));
     let reasons: Vec<String> = statuses
         .iter()
         .map(|s| match &s.state {
