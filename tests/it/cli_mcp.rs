@@ -115,7 +115,7 @@ exclude = ["demo.die", "demo.hang", "demo.grow"]"#,
     mock.push(
         Turn::text("Calling the server.")
             .tool_call_with_id("demo__echo", "m1", json!({"text": "  hello from mcp \n"}))
-            .tool_call_with_id(&wire("demo.get__x"), "m2", json!({}))
+            .tool_call_with_id(wire("demo.get__x"), "m2", json!({}))
             .tool_call_with_id("demo__pid", "m3", json!({}))
             .tool_call_with_id("demo__fail", "m4", json!({"message": "no such repo"})),
     );
