@@ -152,6 +152,27 @@ impl McpHub {
         futures_util::future::join_all(runs).await
     }
 
+    /// The tools of the servers running now, as `(full name, description)`, without waiting
+    /// (a server being started or called is left out) and without starting anything.
+    pub fn known_tools(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for slot in self.all_slots() {
+            if let Ok(state) = slot.state.try_lock()
+                && let State::Ready { tools, .. } = &*state
+            {
+                for tool in tools {
+                    out.push((
+                        full_name(&slot.def.name, &tool.name),
+                        tool.description.clone(),
+                    ));
+                }
+            }
+        }
+        out.sort();
+        out.dedup_by(|a, b| a.0 == b.0);
+        out
+    }
+
     /// The process ids of the running stdio servers.
     pub fn pids(&self) -> Vec<u32> {
         let slots: Vec<Arc<Slot>> = self.all_slots();
