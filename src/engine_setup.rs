@@ -33,8 +33,9 @@ pub struct Prepared {
     pub parts: DriverParts,
     /// The analysis of the text as given (its diagnostics are worth showing).
     pub analysis: Arc<Analysis>,
-    /// "model … is not in the catalogue (did you mean …?)": worth a warning, not a refusal.
-    pub model_warning: Option<String>,
+    /// "model … is not in the catalogue (did you mean …?)", "… always thinks": worth a
+    /// warning, not a refusal.
+    pub model_warnings: Vec<String>,
     /// MCP servers that did not start or were ignored (one line each).
     pub tool_warnings: Vec<String>,
     /// `anthropic`, `openai`, …
@@ -164,7 +165,7 @@ pub async fn prepare(
     };
     host.set_text(id.clone(), text.to_owned());
     Ok(Prepared {
-        model_warning: setup.model_warning.clone(),
+        model_warnings: setup.model_warnings.clone(),
         tool_warnings: mcp.warnings(),
         provider_name: setup.kind.name(),
         model: setup.options.model.clone(),

@@ -133,7 +133,11 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
             format!("{error:#}; nothing was sent"),
         ));
     }
-    for warning in prepared.model_warning.iter().chain(&prepared.tool_warnings) {
+    for warning in prepared
+        .model_warnings
+        .iter()
+        .chain(&prepared.tool_warnings)
+    {
         eprintln!("flemmad: warning: {warning}");
     }
     if !prepared.nothing_to_send.is_empty() {
