@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::chat_store::{ChatStore, EditorGone, FileStore, Snapshot};
 use crate::provider_setup::ProviderSetup;
 use crate::tool_setup::{SetupPolicy, ToolSetup};
+use crate::trust::CallRecords;
 
 /// The file's store number (the session hands over to it when an editor goes away).
 const FILE: StoreId = 0;
@@ -150,6 +151,9 @@ pub struct DriverParts {
     pub id: DocumentId,
     /// Coalescing window of the writes.
     pub coalesce: Duration,
+    /// Set when the chat is not trusted: its engine runs its calls only as far as flemmad saw
+    /// them happen (these records, and what it sees itself, which it records here).
+    pub untrusted: Option<Arc<CallRecords>>,
 }
 
 /// What arrives from the driver's tasks and threads.
@@ -173,6 +177,8 @@ pub struct Driver {
     client: Arc<ProviderClient>,
     host: crate::analyses::Analyses,
     id: DocumentId,
+    /// The records of an untrusted chat's calls (see [`DriverParts::untrusted`]).
+    records: Option<Arc<CallRecords>>,
     epoch: Instant,
     /// When the session wants a tick.
     wake: Option<Instant>,
@@ -234,8 +240,14 @@ impl Driver {
             watched_poll: millis(WATCHED_POLL_INTERVAL),
             watched: false,
         };
+        let mut engine = Engine::new(parts.engine, stored.text.clone(), policy);
+        if let Some(records) = &parts.untrusted {
+            let chat = parts.id.path().to_owned();
+            let seen = Arc::new(records.load(&chat));
+            engine = engine.untrusted(chat, seen);
+        }
         Self {
-            session: Session::new(parts.engine, policy, writer, &kind, stored, config),
+            session: Session::new(engine, writer, &kind, stored, config),
             stores,
             path: parts.path,
             tools: parts.tools,
@@ -243,6 +255,7 @@ impl Driver {
             client: parts.client,
             host: parts.host,
             id: parts.id,
+            records: parts.untrusted,
             epoch: Instant::now(),
             wake: None,
             state: None,
@@ -499,6 +512,25 @@ impl Driver {
             Effect::Failed(message) => {
                 tracing::warn!(%message, "the document session stopped");
                 self.outcome = Some(Err(message));
+            }
+            Effect::Saw {
+                seen,
+                tool_id,
+                name,
+                input,
+            } => {
+                let Some(records) = &self.records else {
+                    return;
+                };
+                if let Err(error) = records.record(self.id.path(), seen, &tool_id, &name, &input) {
+                    (self.report)(Report::Notice(format!(
+                        "cannot record that `{tool_id}` was {} ({error:#}); a later send will ask for its approval again",
+                        match seen {
+                            flemma_config::Seen::Approved => "approved",
+                            flemma_config::Seen::FromModel => "asked for by the model",
+                        }
+                    )));
+                }
             }
         }
     }

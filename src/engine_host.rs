@@ -798,6 +798,8 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                 if tokio::time::timeout(SHUTDOWN_WAIT, all).await.is_err() {
                     tracing::warn!("drivers still writing after shutdown began; stopping anyway");
                 }
+                // The MCP servers live on this thread's runtime: close them before it ends.
+                crate::mcp_setup::shutdown().await;
                 let _ = done.send(());
                 return;
             }
@@ -887,7 +889,9 @@ async fn run_driver(
         shared.config_input(path, inner.config_path.as_deref()),
         SetupOptions::default(),
         &shared.analyses,
-    ) {
+    )
+    .await
+    {
         Ok(prepared) => prepared,
         Err(error @ SetupError::Blocked { .. }) => return Err(error.to_string()),
         Err(SetupError::Failed(message)) => return Err(message),
@@ -900,11 +904,19 @@ async fn run_driver(
             .collect();
         return Err(format!("nothing was sent: {}", reasons.join("; ")));
     }
-    for warning in &prepared.model_warnings {
+    for warning in prepared
+        .model_warnings
+        .iter()
+        .chain(&prepared.tool_warnings)
+    {
         shared.tell_editors(path, |uri| Task::Notice {
             uri,
             message: format!("warning: {warning}"),
         });
+    }
+    // Said once per send: what the untrusted chat's frontmatter set that was ignored.
+    if let Some(event) = engine_setup::trust_notice(&prepared.analysis) {
+        shared.publish(path, event);
     }
     let report_shared = shared.clone();
     let report_path = path.to_owned();

@@ -92,6 +92,10 @@ fn json(value: impl serde::Serialize) -> Result<Value, BackendError> {
 }
 
 impl Backend for HostBackend {
+    fn discovered_tools(&self) -> Vec<(String, String)> {
+        crate::mcp_setup::hub().known_tools()
+    }
+
     fn command(&mut self, command: EngineCommand, outbox: &Outbox) -> Result<Value, BackendError> {
         let uri = command.uri().to_owned();
         let path = self.path_of(&uri)?;
@@ -139,6 +143,21 @@ impl Backend for HostBackend {
             ToolDecision::ApproveAll { .. } => host.approve_all(&path),
         };
         Some(outcome.map_err(refused).and_then(json))
+    }
+
+    fn trust_folder(&mut self, uri: &str) -> Result<Vec<PathBuf>, BackendError> {
+        let path = self.path_of(uri)?;
+        let dir = path.parent().ok_or_else(|| {
+            BackendError::Refused(format!("{} has no folder to trust", path.display()))
+        })?;
+        let added = crate::trust::trust_folder(dir)
+            .map_err(|error| BackendError::Refused(format!("{error:#}")))?;
+        tracing::info!(folder = %dir.display(), ?added, "trusted from the editor");
+        Ok(crate::trust::read_folders().0)
+    }
+
+    fn trusted_folders(&mut self) -> Option<Vec<PathBuf>> {
+        Some(crate::trust::read_folders().0)
     }
 
     fn client_name(&mut self, name: &str) {

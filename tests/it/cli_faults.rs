@@ -26,7 +26,7 @@ fn faults_chat(max_concurrent: u64, body: &str) -> Chat {
 ```
 "#
     );
-    chat(&format!("{frontmatter}{body}"))
+    common::trusted_chat(&format!("{frontmatter}{body}"))
 }
 
 fn bash(turn: Turn, id: &str, command: &str) -> Turn {
@@ -460,7 +460,7 @@ async fn a_second_send_of_the_same_file_is_refused_at_once_naming_the_first() {
 #[tokio::test]
 async fn an_edit_from_another_program_during_the_resume_delay_cancels_the_resume() {
     let mock = MockProvider::start().await.unwrap();
-    let chat = chat(
+    let chat = common::trusted_chat(
         r#"```json
 {"flemma": {"provider": "anthropic", "model": "claude-sonnet-4-5",
   "tools": {"auto_approve": ["$standard", "+bash"], "auto_approve_sandboxed": false,

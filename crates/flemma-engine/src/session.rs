@@ -30,10 +30,9 @@ use flemma_syntax::{
     Assoc, TextEdit, TextRange, apply_edits, diff_to_edits, map_offset, single_edit, three_way_base,
 };
 
-use crate::policy::ToolPolicy;
 use crate::{
-    CancelScope, Effect as EngineEffect, Engine, EngineConfig, Event, Input as EngineInput,
-    JobState, Millis, RequestId, StopReason, TimerId,
+    CancelScope, Effect as EngineEffect, Engine, Event, Input as EngineInput, JobState, Millis,
+    RequestId, StopReason, TimerId,
 };
 
 /// How often a write re-reads and merges when the store moved under it, before giving up.
@@ -163,6 +162,13 @@ pub enum Effect {
     Emit(Event),
     /// Tell the user (an input the engine refused, a writer that could not take over).
     Notice(String),
+    /// The engine saw a tool call happen in an untrusted chat (the engine's `Saw`): record it.
+    Saw {
+        seen: flemma_config::Seen,
+        tool_id: String,
+        name: String,
+        input: serde_json::Value,
+    },
     /// The editor `incoming` did not become the writer: its text and the engine's were both
     /// changed at `line` (of their shared base); `writer` goes on writing. Tell its user.
     Conflict {
@@ -308,10 +314,9 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     /// A session writing through `writer` (of `kind`), whose text is `stored` (as just read
-    /// from it); the engine starts from that text.
+    /// from it); `engine` starts from that text.
     pub fn new(
-        engine: EngineConfig,
-        policy: Arc<dyn ToolPolicy>,
+        engine: Engine,
         writer: StoreId,
         kind: &StoreKind,
         stored: Snapshot,
@@ -319,7 +324,7 @@ impl Session {
     ) -> Self {
         let text = stored.text.clone();
         Self {
-            engine: Engine::new(engine, text.clone(), policy),
+            engine,
             config,
             writer,
             writer_is_file: *kind == StoreKind::File,
@@ -574,6 +579,17 @@ impl Session {
                 self.refusals += 1;
                 out.push(Effect::Notice(message));
             }
+            EngineEffect::Saw {
+                seen,
+                tool_id,
+                name,
+                input,
+            } => out.push(Effect::Saw {
+                seen,
+                tool_id,
+                name,
+                input,
+            }),
         }
     }
 

@@ -33,6 +33,7 @@ pub fn line(effect: &Effect) -> String {
         Effect::CancelTimer { id } => format!("cancel timer {}", id.0),
         Effect::Emit(event) => format!("emit {}", event.name),
         Effect::Notice(message) => format!("notice {message}"),
+        Effect::Saw { tool_id, .. } => format!("saw {tool_id}"),
         Effect::Conflict {
             incoming,
             writer,
@@ -72,8 +73,11 @@ impl Harness {
         };
         Self {
             session: Session::new(
-                EngineConfig::default(),
-                Arc::new(FakePolicy),
+                flemma_engine::Engine::new(
+                    EngineConfig::default(),
+                    text.to_owned(),
+                    Arc::new(FakePolicy),
+                ),
                 store,
                 kind,
                 Snapshot {

@@ -124,8 +124,11 @@ impl World {
         };
         let mut world = Self {
             session: Session::new(
-                EngineConfig::default(),
-                Arc::new(FakePolicy),
+                flemma_engine::Engine::new(
+                    EngineConfig::default(),
+                    initial.to_owned(),
+                    Arc::new(FakePolicy),
+                ),
                 FILE,
                 &StoreKind::File,
                 Snapshot::file(initial),
@@ -193,7 +196,8 @@ impl World {
                 | Effect::SetTimer { .. }
                 | Effect::CancelTimer { .. }
                 | Effect::Emit(_)
-                | Effect::Notice(_) => {}
+                | Effect::Notice(_)
+                | Effect::Saw { .. } => {}
             }
         }
     }
