@@ -1,5 +1,6 @@
 //! The crate's one integration-test binary (one link instead of one per file).
 
+mod acp;
 mod cli_agentic;
 mod cli_agreement;
 mod cli_approval_function;

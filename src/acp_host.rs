@@ -1,0 +1,151 @@
+//! The ACP agent's [`flemma_acp::Backend`] backed by the process's [`EngineHost`]: the one
+//! place `flemmad acp` touches the engine host. Chats are files (the host writes them on disk,
+//! as for `flemmad send`); the host's events of a chat become [`TurnEvent`]s.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use flemma_acp::{Backend, McpServerSpec, TurnEvent};
+
+use crate::engine_host::{EngineHost, STOPPED_EVENT, TEXT_EVENT, THINKING_EVENT};
+
+/// `flemmad acp`'s view of the engine host.
+#[derive(Debug)]
+pub struct AcpHost {
+    host: Arc<EngineHost>,
+}
+
+impl AcpHost {
+    pub fn new(host: Arc<EngineHost>) -> Self {
+        Self { host }
+    }
+}
+
+/// What a host event of the chat means to a prompt; `None` for events it does not follow.
+fn turn_event(name: &str, data: &serde_json::Value) -> Option<TurnEvent> {
+    let text = |key: &str| data.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+    Some(match name {
+        TEXT_EVENT => TurnEvent::Text(text("text")?),
+        THINKING_EVENT => TurnEvent::Thinking(text("text")?),
+        flemma_engine::events::TOOL_EXECUTING => TurnEvent::ToolStarted {
+            tool_id: text("toolId")?,
+        },
+        flemma_engine::events::TOOL_COMPLETED
+        | flemma_engine::events::REQUEST_FINISHED
+        | flemma_engine::events::TOOL_APPROVAL_REQUIRED => TurnEvent::FileChanged,
+        STOPPED_EVENT => TurnEvent::Stopped {
+            reason: text("reason")?,
+            message: text("message"),
+        },
+        _ => return None,
+    })
+}
+
+impl Backend for AcpHost {
+    fn create_chat(&self, path: &Path, text: &str) -> Result<(), String> {
+        use std::io::Write as _;
+        let dir = path.parent().ok_or("a chat needs a folder")?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create the sessions folder {}: {e}", dir.display()))?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| format!("cannot create the chat {}: {e}", path.display()))?;
+        file.write_all(text.as_bytes())
+            .map_err(|e| format!("cannot write the chat {}: {e}", path.display()))
+    }
+
+    fn read_chat(&self, path: &Path) -> Result<String, String> {
+        crate::fsutil::read_chat(path).map_err(|e| format!("{e:#}"))
+    }
+
+    fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, String> {
+        crate::fsutil::replace_if_unchanged(path, expected, text).map_err(|e| format!("{e:#}"))
+    }
+
+    fn events(&self, path: &Path) -> tokio::sync::mpsc::UnboundedReceiver<TurnEvent> {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let events = self.host.subscribe();
+        let path = path.to_owned();
+        // Ends when the prompt stops listening (at the next event after that).
+        let _ = std::thread::Builder::new()
+            .name("acp-events".into())
+            .spawn(move || {
+                while let Ok(event) = events.recv() {
+                    if event.path != path {
+                        continue;
+                    }
+                    let Some(turn) = turn_event(event.event.name, &event.event.data) else {
+                        continue;
+                    };
+                    if sender.send(turn).is_err() {
+                        break;
+                    }
+                }
+            });
+        receiver
+    }
+
+    fn send(&self, path: &Path) -> Result<(), String> {
+        self.host.send(path).map(drop).map_err(|e| e.to_string())
+    }
+
+    fn approve(&self, path: &Path, tool_id: &str) -> Result<(), String> {
+        self.host
+            .approve(path, tool_id)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String> {
+        self.host
+            .reject(path, tool_id, reason)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    fn cancel(&self, path: &Path) -> bool {
+        self.host.cancel(path).is_ok()
+    }
+
+    fn mcp_servers(&self, _path: &Path, servers: Vec<McpServerSpec>) -> Vec<String> {
+        servers
+            .iter()
+            .map(|server| {
+                let name = match server {
+                    McpServerSpec::Stdio { name, .. } | McpServerSpec::Http { name, .. } => name,
+                };
+                format!("the editor's MCP server `{name}` is not used yet")
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn host_events_become_turn_events() {
+        assert_eq!(
+            turn_event(TEXT_EVENT, &json!({"text": "hi"})),
+            Some(TurnEvent::Text("hi".into()))
+        );
+        assert_eq!(
+            turn_event("tool:executing", &json!({"toolId": "t1", "toolName": "bash"})),
+            Some(TurnEvent::ToolStarted {
+                tool_id: "t1".into()
+            })
+        );
+        assert_eq!(
+            turn_event(STOPPED_EVENT, &json!({"reason": "error", "message": "boom"})),
+            Some(TurnEvent::Stopped {
+                reason: "error".into(),
+                message: Some("boom".into())
+            })
+        );
+        assert_eq!(turn_event("usage:updated", &json!({})), None);
+    }
+}

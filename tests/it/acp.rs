@@ -1,0 +1,519 @@
+//! `flemmad acp` driven by a real ACP client: the official Python SDK (PyPI
+//! `agent-client-protocol`) running `tests/it/acp/client.py`, against `flemma-mock-provider`
+//! over real HTTP, with real tools in a temporary project. The bad-input tests speak raw
+//! JSON lines (the SDKs cannot send malformed JSON).
+//!
+//! The Python comes from `FLEMMA_TEST_ACP_PYTHON` (`.ci/run` makes a venv); without it the
+//! client tests say "skipped" (and fail under CI).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use flemma_mock_provider::{MockProvider, Turn};
+use serde_json::{Value, json};
+
+use crate::common::provider_env;
+
+fn python(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("FLEMMA_TEST_ACP_PYTHON") {
+        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{test}: FLEMMA_TEST_ACP_PYTHON is not set; .ci/run installs PyPI `agent-client-protocol` in a venv and sets it"
+            );
+            eprintln!(
+                "skipped: {test}: set FLEMMA_TEST_ACP_PYTHON to a Python with PyPI `agent-client-protocol` to run the ACP client tests"
+            );
+            None
+        }
+    }
+}
+
+/// A project folder (outside /tmp, which the sandbox leaves writable as a whole) and a user
+/// configuration: Anthropic through the mock; `bash` needs approval.
+struct Project {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Project {
+    fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("flemmad-acp-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("project/src")).unwrap();
+        std::fs::write(root.join("project/src/x.rs"), "fn x() {}\n").unwrap();
+        std::fs::create_dir_all(root.join("config/flemma")).unwrap();
+        std::fs::write(
+            root.join("config/flemma/config.toml"),
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve_sandboxed = false\n",
+        )
+        .unwrap();
+        Self { _dir: dir, root }
+    }
+
+    fn cwd(&self) -> PathBuf {
+        self.root.join("project")
+    }
+
+    fn env(&self, base: &str) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = provider_env(base)
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        for (key, dir) in [
+            ("XDG_CONFIG_HOME", "config"),
+            ("XDG_RUNTIME_DIR", "run"),
+            ("XDG_STATE_HOME", "state"),
+        ] {
+            env.push((key.into(), self.root.join(dir).display().to_string()));
+        }
+        env.push(("PATH".into(), "/usr/bin:/bin".into()));
+        env
+    }
+
+    /// Runs the client with `steps`; its report.
+    async fn client(&self, python: &Path, base: &str, steps: Value) -> Value {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/acp/client.py");
+        let mut command = tokio::process::Command::new(python);
+        command
+            .arg(script)
+            .arg(env!("CARGO_BIN_EXE_flemmad"))
+            .arg(self.cwd())
+            .arg(steps.to_string())
+            .env_remove("FLEMMA_CONFIG")
+            .kill_on_drop(true);
+        for (key, value) in self.env(base) {
+            command.env(key, value);
+        }
+        let out = tokio::time::timeout(Duration::from_secs(90), command.output())
+            .await
+            .expect("the ACP client finished in time")
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "client failed: {}\n{stdout}\nlog: {}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("state/flemma/flemmad.log")).unwrap_or_default()
+    }
+}
+
+fn kinds(updates: &Value) -> Vec<String> {
+    updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["sessionUpdate"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn message_text(updates: &Value, kind: &str) -> String {
+    updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == kind)
+        .map(|u| u["content"]["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn no_error_diagnostics(text: &str) {
+    let doc = flemma_syntax::parse(text);
+    let errors: Vec<_> = doc
+        .diagnostics()
+        .into_iter()
+        .filter(|d| d.severity == flemma_syntax::Severity::Error)
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}\n{text}");
+}
+
+#[tokio::test]
+async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same() {
+    let Some(python) = python("acp new session") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    let reply = "Hello from the mock. ".repeat(20);
+    let turn = || {
+        Turn::default()
+            .thinking("Pondering the greeting.", "sig-1")
+            .and_text(reply.clone())
+            .bytes_per_sec(4000)
+    };
+    mock.push(turn());
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([{"op": "new"}, {"op": "prompt", "text": "Say hello."}]),
+        )
+        .await;
+
+    let init = &report["initialize"];
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(init["agentCapabilities"]["promptCapabilities"]["image"], false);
+    assert_eq!(init["authMethods"], json!([]));
+
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let path = PathBuf::from(session);
+    assert!(path.is_absolute(), "{session}");
+    assert_eq!(
+        path.parent().unwrap(),
+        project.cwd().join(".flemma/sessions")
+    );
+    assert_eq!(path.extension().unwrap(), "chat");
+
+    let prompt = &report["steps"][1];
+    assert_eq!(prompt["result"]["stopReason"], "end_turn", "{prompt}");
+    let updates = &prompt["updates"];
+    assert_eq!(
+        message_text(updates, "agent_thought_chunk"),
+        "Pondering the greeting."
+    );
+    assert_eq!(message_text(updates, "agent_message_chunk"), reply);
+    let chunks = kinds(updates)
+        .iter()
+        .filter(|k| *k == "agent_message_chunk")
+        .count();
+    assert!(chunks > 1, "the reply streams as it arrives: {chunks} chunk(s)");
+
+    // The chat: the recorded cwd, the prompt under @You:, the reply, a new @You:.
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        written.starts_with("```json\n{\"flemma\":{\"tools\":{\"bash\":{\"cwd\":\"../..\"}}}}\n```\n@You:\nSay hello.\n"),
+        "{written}"
+    );
+    assert!(written.contains(reply.trim()), "{written}");
+    no_error_diagnostics(&written);
+
+    // `flemmad send` on the same chat before the reply writes the same bytes.
+    let twin = path.with_file_name("twin.chat");
+    std::fs::write(
+        &twin,
+        "```json\n{\"flemma\":{\"tools\":{\"bash\":{\"cwd\":\"../..\"}}}}\n```\n@You:\nSay hello.\n",
+    )
+    .unwrap();
+    mock.push(turn());
+    let mut send = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    send.arg("send").arg(&twin).env_remove("FLEMMA_CONFIG");
+    for (key, value) in project.env(&mock.base_url()) {
+        send.env(key, value);
+    }
+    let out = send.output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&twin).unwrap(), written);
+}
+
+fn bash_turn(id: &str, command: &str) -> Turn {
+    Turn::text("Let me run it.").tool_call_with_id(
+        "bash",
+        id,
+        json!({"label": "run the check", "command": command, "timeout": null}),
+    )
+}
+
+#[tokio::test]
+async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works() {
+    let Some(python) = python("acp allow") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(bash_turn("t1", "pwd; echo acp-ran"));
+    mock.push(Turn::text("It ran."));
+    mock.push(Turn::text("Second answer."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Run the check.", "permission": "allow_once"},
+                {"op": "prompt", "text": "And now?"}
+            ]),
+        )
+        .await;
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let step = &report["steps"][1];
+    assert_eq!(step["result"]["stopReason"], "end_turn", "{step}");
+    let asked = &step["permissions"][0];
+    assert_eq!(asked["toolCall"]["toolCallId"], "t1", "{step}");
+    let options: Vec<(&str, &str)> = asked["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["optionId"].as_str().unwrap(), o["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        options,
+        [
+            ("allow_once", "allow_once"),
+            ("allow_always", "allow_always"),
+            ("reject_once", "reject_once")
+        ]
+    );
+    let updates = step["updates"].as_array().unwrap();
+    let call = updates
+        .iter()
+        .position(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == "t1")
+        .expect("tool_call announced");
+    assert_eq!(updates[call]["title"], "run the check");
+    assert_eq!(updates[call]["kind"], "execute");
+    assert_eq!(updates[call]["rawInput"]["command"], "pwd; echo acp-ran");
+    let statuses: Vec<&str> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "t1")
+        .filter_map(|u| u["status"].as_str())
+        .collect();
+    assert_eq!(statuses, ["in_progress", "completed"], "{step}");
+    let done = updates
+        .iter()
+        .find(|u| u["status"] == "completed")
+        .unwrap();
+    let output = done["content"][0]["content"]["text"].as_str().unwrap();
+    assert!(output.contains("acp-ran"), "{output}");
+    // The tools run in the session's cwd, not in the sessions folder.
+    assert!(
+        output.contains(&project.cwd().display().to_string()),
+        "{output}"
+    );
+    assert_eq!(message_text(&step["updates"], "agent_message_chunk"), "Let me run it.It ran.");
+
+    let second = &report["steps"][2];
+    assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");
+    assert_eq!(message_text(&second["updates"], "agent_message_chunk"), "Second answer.");
+
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("**Tool Result:** `t1`\n"), "{text}");
+    assert!(text.contains("acp-ran"), "{text}");
+    assert!(text.contains("@You:\nAnd now?\n"), "{text}");
+    assert!(text.contains("Second answer."), "{text}");
+    no_error_diagnostics(&text);
+}
+
+#[tokio::test]
+async fn a_rejected_tool_call_is_rejected_in_the_file_and_fails() {
+    let Some(python) = python("acp reject") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(bash_turn("t9", "touch should-not-exist"));
+    mock.push(Turn::text("Understood, I will not."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Touch it.", "permission": "reject_once"}
+            ]),
+        )
+        .await;
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let step = &report["steps"][1];
+    assert_eq!(step["result"]["stopReason"], "end_turn", "{step}");
+    assert_eq!(step["permissions"].as_array().unwrap().len(), 1);
+    let failed = step["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "t9")
+        .expect("a final update");
+    assert_eq!(failed["status"], "failed", "{step}");
+    let text = std::fs::read_to_string(session).unwrap();
+    // As `flemmad reject` writes it.
+    assert!(
+        text.contains("**Tool Result:** `t9` (error)\n```\nThis tool has been rejected by the user.\n```"),
+        "{text}"
+    );
+    assert!(!project.cwd().join("should-not-exist").exists());
+    assert!(text.contains("Understood, I will not."), "{text}");
+}
+
+#[tokio::test]
+async fn cancel_keeps_the_partial_reply_and_the_next_prompt_works() {
+    let Some(python) = python("acp cancel") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text("slow ".repeat(400)).bytes_per_sec(2000));
+    mock.push(Turn::text("After the cancel."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Talk slowly.", "cancel_after_chunks": 2},
+                {"op": "prompt", "text": "Go on."}
+            ]),
+        )
+        .await;
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let cancelled = &report["steps"][1];
+    assert_eq!(cancelled["result"]["stopReason"], "cancelled", "{cancelled}");
+    let streamed = message_text(&cancelled["updates"], "agent_message_chunk");
+    assert!(streamed.len() < "slow ".len() * 400, "{streamed}");
+    let next = &report["steps"][2];
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("<!-- flemma:aborted"), "{text}");
+    assert!(text.contains("@Assistant:\nslow slow"), "{text}");
+    assert!(!text.contains(&"slow ".repeat(400)), "{text}");
+    assert!(text.contains("After the cancel."), "{text}");
+    assert_eq!(mock.requests().len(), 2, "the model is not asked again for the cancelled prompt");
+    no_error_diagnostics(&text);
+}
+
+#[tokio::test]
+async fn load_replays_a_flemma_chat_before_answering_and_continues_it() {
+    let Some(python) = python("acp load") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    let chat = project.cwd().join("notes.chat");
+    std::fs::write(
+        &chat,
+        "@You:\nWhat is in src?\n\n@Assistant:\n<thinking>\nLook first.\n</thinking>\nLet me look.\n\n**Tool Use:** `ls` (`a1`)\n```json\n{\"label\": \"list src\", \"path\": \"src\"}\n```\n\n**Tool Use:** `bash` (`a2`)\n```json\n{\"label\": \"count\", \"command\": \"false\"}\n```\n\n@You:\n**Tool Result:** `a1`\n```\nx.rs\n```\n\n**Tool Result:** `a2` (error)\n```\nexit 1\n```\n\n@Assistant:\nThere is x.rs.\n\n@You:\n",
+    )
+    .unwrap();
+    mock.push(Turn::text("Still x.rs."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "load", "session": chat},
+                {"op": "prompt", "text": "Anything else?"}
+            ]),
+        )
+        .await;
+    let load = &report["steps"][0];
+    assert!(load.get("error").is_none(), "{load}");
+    let updates = &load["updates"];
+    assert_eq!(
+        kinds(updates),
+        [
+            "user_message_chunk",
+            "agent_thought_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call",
+            "agent_message_chunk"
+        ]
+    );
+    assert_eq!(updates[0]["content"]["text"], "What is in src?");
+    assert_eq!(updates[3]["status"], "completed");
+    assert_eq!(updates[3]["kind"], "search");
+    assert_eq!(updates[4]["status"], "failed");
+    assert_eq!(updates[5]["content"]["text"], "There is x.rs.");
+    let prompt = &report["steps"][1];
+    assert_eq!(prompt["result"]["stopReason"], "end_turn", "{prompt}");
+    let text = std::fs::read_to_string(&chat).unwrap();
+    assert!(
+        text.contains("@You:\nAnything else?\n\n@Assistant:\nStill x.rs.\n\n@You:\n"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn bad_requests_get_clear_errors_and_write_nothing() {
+    let Some(python) = python("acp bad requests") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text("slow ".repeat(200)).bytes_per_sec(1000));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "prompt", "session": "/nowhere/x.chat", "text": "hi"},
+                {"op": "load", "session": "relative.txt"},
+                {"op": "new"},
+                {"op": "prompt", "blocks": []},
+                {"op": "double_prompt", "text": "first"}
+            ]),
+        )
+        .await;
+    let steps = &report["steps"];
+    assert!(
+        steps[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown sessionId"),
+        "{steps}"
+    );
+    let load = steps[1]["error"].to_string();
+    assert!(load.contains("not the absolute path of a .chat file"), "{load}");
+    let empty = steps[3]["error"].to_string();
+    assert!(empty.contains("the prompt has no content"), "{empty}");
+    let double = &steps[4];
+    assert!(
+        double["second"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("already running"),
+        "{double}"
+    );
+    assert_eq!(double["result"]["stopReason"], "end_turn", "{double}");
+    let session = steps[2]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("@You:\nfirst\n"), "{text}");
+    assert!(!text.contains("second"), "{text}");
+}
+
+/// Malformed JSON answers `-32700` with `"id": null`, and the agent keeps serving; nothing but
+/// JSON-RPC reaches stdout.
+#[test]
+fn malformed_json_gets_a_parse_error_and_the_agent_keeps_serving() {
+    let project = Project::new();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    command
+        .arg("acp")
+        .current_dir(project.cwd())
+        .env_remove("FLEMMA_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in project.env("http://127.0.0.1:9") {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    stdin.write_all(b"{this is not json\n").unwrap();
+    let answer: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n")
+        .unwrap();
+    let answer: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(lines.next().is_none());
+}
