@@ -6,23 +6,36 @@ use std::path::Path;
 use std::sync::Arc;
 
 use flemma_acp::{Backend, McpServerSpec, TurnEvent};
+use flemma_mcp::definition::{Hidden, Origin, ServerDef, Transport};
 
 use crate::engine_host::{EngineHost, STOPPED_EVENT, TEXT_EVENT, THINKING_EVENT};
 
 /// `flemmad acp`'s view of the engine host.
 #[derive(Debug)]
 pub struct AcpHost {
-    host: Arc<EngineHost>,
+    host: Option<Arc<EngineHost>>,
 }
 
 impl AcpHost {
     pub fn new(host: Arc<EngineHost>) -> Self {
-        Self { host }
+        Self { host: Some(host) }
+    }
+
+    /// Only the chat files (for a backend whose engine is elsewhere): the engine methods
+    /// refuse.
+    pub fn files() -> Self {
+        Self { host: None }
+    }
+
+    fn host(&self) -> Result<&EngineHost, String> {
+        self.host
+            .as_deref()
+            .ok_or_else(|| "no engine runs in this process".to_owned())
     }
 }
 
 /// What a host event of the chat means to a prompt; `None` for events it does not follow.
-fn turn_event(name: &str, data: &serde_json::Value) -> Option<TurnEvent> {
+pub fn turn_event(name: &str, data: &serde_json::Value) -> Option<TurnEvent> {
     let text = |key: &str| data.get(key).and_then(|v| v.as_str()).map(str::to_owned);
     Some(match name {
         TEXT_EVENT => TurnEvent::Text(text("text")?),
@@ -66,7 +79,10 @@ impl Backend for AcpHost {
 
     fn events(&self, path: &Path) -> tokio::sync::mpsc::UnboundedReceiver<TurnEvent> {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let events = self.host.subscribe();
+        let Ok(host) = self.host() else {
+            return receiver;
+        };
+        let events = host.subscribe();
         let path = path.to_owned();
         // Ends when the prompt stops listening (at the next event after that).
         let _ = std::thread::Builder::new()
@@ -88,37 +104,74 @@ impl Backend for AcpHost {
     }
 
     fn send(&self, path: &Path) -> Result<(), String> {
-        self.host.send(path).map(drop).map_err(|e| e.to_string())
+        self.host()?.send(path).map(drop).map_err(|e| e.to_string())
     }
 
     fn approve(&self, path: &Path, tool_id: &str) -> Result<(), String> {
-        self.host
+        self.host()?
             .approve(path, tool_id)
             .map(drop)
             .map_err(|e| e.to_string())
     }
 
     fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String> {
-        self.host
+        self.host()?
             .reject(path, tool_id, reason)
             .map(drop)
             .map_err(|e| e.to_string())
     }
 
     fn cancel(&self, path: &Path) -> bool {
-        self.host.cancel(path).is_ok()
+        self.host().is_ok_and(|host| host.cancel(path).is_ok())
     }
 
-    fn mcp_servers(&self, _path: &Path, servers: Vec<McpServerSpec>) -> Vec<String> {
-        servers
-            .iter()
-            .map(|server| {
-                let name = match server {
-                    McpServerSpec::Stdio { name, .. } | McpServerSpec::Http { name, .. } => name,
-                };
-                format!("the editor's MCP server `{name}` is not used yet")
-            })
+    fn mcp_servers(&self, path: &Path, cwd: &Path, servers: Vec<McpServerSpec>) -> Vec<String> {
+        let defs = servers
+            .into_iter()
+            .map(|server| server_def(server, cwd))
+            .collect();
+        crate::mcp_setup::set_session_servers(path, defs);
+        Vec::new()
+    }
+}
+
+/// An editor's MCP server as a tool source of the session's chat (run in the session's cwd;
+/// the editor's own servers, outside the tool sandbox, as the editor would run them).
+fn server_def(server: McpServerSpec, cwd: &Path) -> ServerDef {
+    let hide = |pairs: Vec<(String, String)>| -> Vec<(String, Hidden)> {
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k, Hidden::new(v)))
             .collect()
+    };
+    let (name, transport) = match server {
+        McpServerSpec::Stdio {
+            name,
+            command,
+            args,
+            env,
+        } => (
+            name,
+            Transport::Stdio {
+                command: command.display().to_string(),
+                args,
+                env: hide(env),
+                cwd: cwd.to_path_buf(),
+                sandbox: false,
+            },
+        ),
+        McpServerSpec::Http { name, url, headers } => (
+            name,
+            Transport::Http {
+                url,
+                headers: hide(headers),
+            },
+        ),
+    };
+    ServerDef {
+        name: flemma_config::mcp_server_name(&name),
+        transport,
+        origin: Origin::Session("acp".into()),
     }
 }
 
@@ -134,13 +187,19 @@ mod tests {
             Some(TurnEvent::Text("hi".into()))
         );
         assert_eq!(
-            turn_event("tool:executing", &json!({"toolId": "t1", "toolName": "bash"})),
+            turn_event(
+                "tool:executing",
+                &json!({"toolId": "t1", "toolName": "bash"})
+            ),
             Some(TurnEvent::ToolStarted {
                 tool_id: "t1".into()
             })
         );
         assert_eq!(
-            turn_event(STOPPED_EVENT, &json!({"reason": "error", "message": "boom"})),
+            turn_event(
+                STOPPED_EVENT,
+                &json!({"reason": "error", "message": "boom"})
+            ),
             Some(TurnEvent::Stopped {
                 reason: "error".into(),
                 message: Some("boom".into())

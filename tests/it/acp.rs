@@ -167,7 +167,10 @@ async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same()
     let init = &report["initialize"];
     assert_eq!(init["protocolVersion"], 1);
     assert_eq!(init["agentCapabilities"]["loadSession"], true);
-    assert_eq!(init["agentCapabilities"]["promptCapabilities"]["image"], false);
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["image"],
+        false
+    );
     assert_eq!(init["authMethods"], json!([]));
 
     let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
@@ -191,7 +194,10 @@ async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same()
         .iter()
         .filter(|k| *k == "agent_message_chunk")
         .count();
-    assert!(chunks > 1, "the reply streams as it arrives: {chunks} chunk(s)");
+    assert!(
+        chunks > 1,
+        "the reply streams as it arrives: {chunks} chunk(s)"
+    );
 
     // The chat: the recorded cwd, the prompt under @You:, the reply, a new @You:.
     let written = std::fs::read_to_string(&path).unwrap();
@@ -216,7 +222,11 @@ async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same()
         send.env(key, value);
     }
     let out = send.output().await.unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(std::fs::read_to_string(&twin).unwrap(), written);
 }
 
@@ -282,10 +292,7 @@ async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works
         .filter_map(|u| u["status"].as_str())
         .collect();
     assert_eq!(statuses, ["in_progress", "completed"], "{step}");
-    let done = updates
-        .iter()
-        .find(|u| u["status"] == "completed")
-        .unwrap();
+    let done = updates.iter().find(|u| u["status"] == "completed").unwrap();
     let output = done["content"][0]["content"]["text"].as_str().unwrap();
     assert!(output.contains("acp-ran"), "{output}");
     // The tools run in the session's cwd, not in the sessions folder.
@@ -293,11 +300,17 @@ async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works
         output.contains(&project.cwd().display().to_string()),
         "{output}"
     );
-    assert_eq!(message_text(&step["updates"], "agent_message_chunk"), "Let me run it.It ran.");
+    assert_eq!(
+        message_text(&step["updates"], "agent_message_chunk"),
+        "Let me run it.It ran."
+    );
 
     let second = &report["steps"][2];
     assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");
-    assert_eq!(message_text(&second["updates"], "agent_message_chunk"), "Second answer.");
+    assert_eq!(
+        message_text(&second["updates"], "agent_message_chunk"),
+        "Second answer."
+    );
 
     let text = std::fs::read_to_string(session).unwrap();
     assert!(text.contains("**Tool Result:** `t1`\n"), "{text}");
@@ -340,7 +353,9 @@ async fn a_rejected_tool_call_is_rejected_in_the_file_and_fails() {
     let text = std::fs::read_to_string(session).unwrap();
     // As `flemmad reject` writes it.
     assert!(
-        text.contains("**Tool Result:** `t9` (error)\n```\nThis tool has been rejected by the user.\n```"),
+        text.contains(
+            "**Tool Result:** `t9` (error)\n```\nThis tool has been rejected by the user.\n```"
+        ),
         "{text}"
     );
     assert!(!project.cwd().join("should-not-exist").exists());
@@ -369,7 +384,10 @@ async fn cancel_keeps_the_partial_reply_and_the_next_prompt_works() {
         .await;
     let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
     let cancelled = &report["steps"][1];
-    assert_eq!(cancelled["result"]["stopReason"], "cancelled", "{cancelled}");
+    assert_eq!(
+        cancelled["result"]["stopReason"], "cancelled",
+        "{cancelled}"
+    );
     let streamed = message_text(&cancelled["updates"], "agent_message_chunk");
     assert!(streamed.len() < "slow ".len() * 400, "{streamed}");
     let next = &report["steps"][2];
@@ -379,7 +397,11 @@ async fn cancel_keeps_the_partial_reply_and_the_next_prompt_works() {
     assert!(text.contains("@Assistant:\nslow slow"), "{text}");
     assert!(!text.contains(&"slow ".repeat(400)), "{text}");
     assert!(text.contains("After the cancel."), "{text}");
-    assert_eq!(mock.requests().len(), 2, "the model is not asked again for the cancelled prompt");
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "the model is not asked again for the cancelled prompt"
+    );
     no_error_diagnostics(&text);
 }
 
@@ -465,7 +487,10 @@ async fn bad_requests_get_clear_errors_and_write_nothing() {
         "{steps}"
     );
     let load = steps[1]["error"].to_string();
-    assert!(load.contains("not the absolute path of a .chat file"), "{load}");
+    assert!(
+        load.contains("not the absolute path of a .chat file"),
+        "{load}"
+    );
     let empty = steps[3]["error"].to_string();
     assert!(empty.contains("the prompt has no content"), "{empty}");
     let double = &steps[4];
@@ -516,4 +541,129 @@ fn malformed_json_gets_a_parse_error_and_the_agent_keeps_serving() {
     let status = child.wait().unwrap();
     assert!(status.success());
     assert!(lines.next().is_none());
+}
+
+/// The editor's `mcpServers` are tool sources of the session (in-process): a real MCP server
+/// (PyPI `mcp`, `FLEMMA_TEST_MCP_PYTHON`) answers the model's call.
+#[tokio::test]
+async fn the_editors_mcp_servers_are_tool_sources_of_the_session() {
+    let Some(python) = python("acp mcpServers") else {
+        return;
+    };
+    let Some(mcp_python) = std::env::var_os("FLEMMA_TEST_MCP_PYTHON").filter(|p| !p.is_empty())
+    else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "FLEMMA_TEST_MCP_PYTHON is not set; .ci/run sets it"
+        );
+        eprintln!(
+            "skipped: acp mcpServers: set FLEMMA_TEST_MCP_PYTHON to a Python with PyPI `mcp`"
+        );
+        return;
+    };
+    let server = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/flemma-mcp/tests/servers/demo_server.py");
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text("Asking the server.").tool_call_with_id(
+        "editor__echo",
+        "m1",
+        json!({"text": "hello from the editor's server"}),
+    ));
+    mock.push(Turn::text("It echoed."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new", "mcpServers": [{
+                    "name": "editor",
+                    "command": mcp_python.to_string_lossy(),
+                    "args": [server],
+                    "env": []
+                }]},
+                {"op": "prompt", "text": "Use the server.", "permission": "allow_once"}
+            ]),
+        )
+        .await;
+    let step = &report["steps"][1];
+    assert_eq!(
+        step["result"]["stopReason"],
+        "end_turn",
+        "{step}\n{}",
+        project.log()
+    );
+    // The model was offered the server's tools.
+    let offered = mock.requests()[0].body.to_string();
+    assert!(offered.contains("editor__echo"), "{offered}");
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("**Tool Result:** `m1`"), "{text}");
+    assert!(text.contains("hello from the editor's server"), "{text}");
+}
+
+/// With a daemon running, prompts run in the daemon's engine (the chat is still the file):
+/// streamed text, a permission request and its approval go through `rpc.sock`.
+#[tokio::test]
+async fn with_a_daemon_running_prompts_run_in_the_daemon() {
+    let Some(python) = python("acp via daemon") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    std::fs::create_dir_all(project.root.join("run")).unwrap();
+    let mut serve = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    serve
+        .arg("serve")
+        .env_remove("FLEMMA_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    for (key, value) in project.env(&mock.base_url()) {
+        serve.env(key, value);
+    }
+    let mut daemon = serve.spawn().unwrap();
+    let socket = project.root.join("run/flemma/rpc.sock");
+    let start = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the daemon never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    mock.push(bash_turn("d1", "echo via-daemon"));
+    mock.push(Turn::text("The daemon ran it."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Run it.", "permission": "allow_once"}
+            ]),
+        )
+        .await;
+    let step = &report["steps"][1];
+    assert_eq!(
+        step["result"]["stopReason"],
+        "end_turn",
+        "{step}\n{}",
+        project.log()
+    );
+    assert_eq!(step["permissions"][0]["toolCall"]["toolCallId"], "d1");
+    assert_eq!(
+        message_text(&step["updates"], "agent_message_chunk"),
+        "Let me run it.The daemon ran it."
+    );
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("via-daemon"), "{text}");
+    let log = project.log();
+    assert!(
+        log.contains("acp: serving on stdio through the daemon"),
+        "{log}"
+    );
+    daemon.kill().await.unwrap();
 }

@@ -142,7 +142,11 @@ fn mcp_specs(servers: Vec<McpServer>) -> Vec<McpServerSpec> {
             McpServer::Http(http) => Some(McpServerSpec::Http {
                 name: http.name,
                 url: http.url,
-                headers: http.headers.into_iter().map(|h| (h.name, h.value)).collect(),
+                headers: http
+                    .headers
+                    .into_iter()
+                    .map(|h| (h.name, h.value))
+                    .collect(),
             }),
             _ => None,
         })
@@ -179,12 +183,14 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                 responder.respond(
                     InitializeResponse::new(ProtocolVersion::V1)
                         .agent_capabilities(
-                            AgentCapabilities::new().load_session(true).prompt_capabilities(
-                                PromptCapabilities::new()
-                                    .image(false)
-                                    .audio(false)
-                                    .embedded_context(true),
-                            ),
+                            AgentCapabilities::new()
+                                .load_session(true)
+                                .prompt_capabilities(
+                                    PromptCapabilities::new()
+                                        .image(false)
+                                        .audio(false)
+                                        .embedded_context(true),
+                                ),
                         )
                         .agent_info(Implementation::new("flemmad", env!("CARGO_PKG_VERSION"))),
                 )
@@ -263,7 +269,10 @@ fn mcp(state: &State, session: &Session, servers: Vec<McpServer>) {
     if servers.is_empty() {
         return;
     }
-    for note in state.backend.mcp_servers(&session.path, mcp_specs(servers)) {
+    for note in state
+        .backend
+        .mcp_servers(&session.path, &session.cwd, mcp_specs(servers))
+    {
         tracing::warn!(chat = %session.id, "{note}");
     }
 }
@@ -367,10 +376,8 @@ enum Decision {
 
 impl Turn<'_> {
     fn notify(&self, update: SessionUpdate) -> Result<(), Error> {
-        self.cx.send_notification(SessionNotification::new(
-            self.session.id.clone(),
-            update,
-        ))
+        self.cx
+            .send_notification(SessionNotification::new(self.session.id.clone(), update))
     }
 
     fn read(&self) -> Result<String, Error> {
@@ -421,7 +428,9 @@ impl Turn<'_> {
                 }
             };
             let Some(event) = event else {
-                return Err(internal("the engine went away; the chat keeps what was written"));
+                return Err(internal(
+                    "the engine went away; the chat keeps what was written",
+                ));
             };
             match event {
                 TurnEvent::Text(text) => self.notify(SessionUpdate::AgentMessageChunk(
@@ -531,7 +540,11 @@ impl Turn<'_> {
                         format!("Always allow `{name}` in this session"),
                         PermissionOptionKind::AllowAlways,
                     ),
-                    PermissionOption::new("reject_once", "Reject", PermissionOptionKind::RejectOnce),
+                    PermissionOption::new(
+                        "reject_once",
+                        "Reject",
+                        PermissionOptionKind::RejectOnce,
+                    ),
                 ],
             );
             let answer = tokio::select! {

@@ -53,6 +53,14 @@ pub enum McpServerSpec {
     },
 }
 
+impl McpServerSpec {
+    pub fn name(&self) -> &str {
+        match self {
+            McpServerSpec::Stdio { name, .. } | McpServerSpec::Http { name, .. } => name,
+        }
+    }
+}
+
 /// The seam to the engine: what the agent asks of the rest of flemmad. Every method returns
 /// at once; errors are messages for the user.
 pub trait Backend: Send + Sync + 'static {
@@ -71,9 +79,9 @@ pub trait Backend: Send + Sync + 'static {
     fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String>;
     /// Cancels what runs for the chat; `false` when nothing ran.
     fn cancel(&self, path: &Path) -> bool;
-    /// The session's MCP servers become tool sources of the chat at `path`. Returns one line
-    /// per server that is not used, and why.
-    fn mcp_servers(&self, path: &Path, servers: Vec<McpServerSpec>) -> Vec<String>;
+    /// The session's MCP servers become tool sources of the chat at `path` (stdio servers run
+    /// in `cwd`, the session's). Returns one line per server that is not used, and why.
+    fn mcp_servers(&self, path: &Path, cwd: &Path, servers: Vec<McpServerSpec>) -> Vec<String>;
 }
 
 /// The sessions folder of `cwd`.

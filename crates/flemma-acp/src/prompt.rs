@@ -43,7 +43,11 @@ pub fn to_chat_text(blocks: &[ContentBlock], chat: &Path) -> Result<String, Prom
                 EmbeddedResourceResource::BlobResourceContents(_) => {
                     return Err(PromptError::Unsupported("an embedded binary resource"));
                 }
-                _ => return Err(PromptError::Unsupported("an embedded resource of a new kind")),
+                _ => {
+                    return Err(PromptError::Unsupported(
+                        "an embedded resource of a new kind",
+                    ));
+                }
             },
             ContentBlock::Image(_) => return Err(PromptError::Unsupported("image")),
             ContentBlock::Audio(_) => return Err(PromptError::Unsupported("audio")),
@@ -122,11 +126,7 @@ fn file_reference(path: &Path, base: &Path) -> String {
 fn relative_path(path: &Path, base: &Path) -> PathBuf {
     let path: Vec<Component> = path.components().collect();
     let base: Vec<Component> = base.components().collect();
-    let common = path
-        .iter()
-        .zip(&base)
-        .take_while(|(a, b)| a == b)
-        .count();
+    let common = path.iter().zip(&base).take_while(|(a, b)| a == b).count();
     let mut out = PathBuf::new();
     for _ in common..base.len() {
         out.push("..");
@@ -155,35 +155,53 @@ fn fenced(uri: &str, text: &str) -> String {
 
 /// The chat with `prompt` as the text of its trailing `@You:` (a trailing `@You:` with only
 /// blank lines takes it; one with text gets it after a blank line; otherwise a new `@You:` is
-/// added). No empty `@You:` is left behind.
+/// added). No empty `@You:` is left behind. A fence the last message leaves open (a reply cut
+/// off inside a code block) is closed first, so the prompt is a message of its own.
 pub fn with_prompt(chat: &str, prompt: &str) -> String {
     let doc = flemma_syntax::parse(chat);
-    let ending = doc.line_ending();
+    let nl = doc.line_ending().as_str();
     let prompt = doc.in_line_ending(prompt.trim_end_matches(['\n', '\r']).to_owned());
-    let nl = ending.as_str();
     if let Some(last) = doc.messages().last()
         && last.role == Role::You
     {
-        let content = doc.slice(last.content);
-        let head = &chat[..last.content.end];
-        if content.trim().is_empty() {
+        if doc.slice(last.content).trim().is_empty() {
             // `@You:` and blank lines: the prompt goes right under the role line.
-            let head = &chat[..last.role_line.end];
-            let head = if head.ends_with('\n') {
-                head.to_owned()
-            } else {
-                format!("{head}{nl}")
-            };
-            return format!("{head}{prompt}{nl}");
+            let head = chat[..last.role_line.end].trim_end_matches(['\n', '\r']);
+            return format!("{head}{nl}{prompt}{nl}");
         }
+        let head = chat[..last.content.end].trim_end_matches(['\n', '\r']);
         return format!("{head}{nl}{nl}{prompt}{nl}");
     }
-    let mut out = chat.trim_end_matches(['\n', '\r']).to_owned();
-    if !out.is_empty() {
-        out.push_str(nl);
-        out.push_str(nl);
+    let head = chat.trim_end_matches(['\n', '\r']);
+    let appended = |closer: &str| {
+        let mut out = head.to_owned();
+        if !out.is_empty() {
+            out.push_str(nl);
+            if !closer.is_empty() {
+                out.push_str(closer);
+                out.push_str(nl);
+            }
+            out.push_str(nl);
+        }
+        format!("{out}@You:{nl}{prompt}{nl}")
+    };
+    let plain = appended("");
+    if ends_with_prompt(&plain, &prompt) {
+        return plain;
     }
-    format!("{out}@You:{nl}{prompt}{nl}")
+    // Close the open fence with the shortest closer that ends it.
+    (3..=16)
+        .map(|ticks| appended(&"`".repeat(ticks)))
+        .find(|candidate| ends_with_prompt(candidate, &prompt))
+        .unwrap_or(plain)
+}
+
+/// Whether `text`'s last message is a `@You:` holding `prompt`.
+fn ends_with_prompt(text: &str, prompt: &str) -> bool {
+    let doc = flemma_syntax::parse(text);
+    doc.messages().last().is_some_and(|last| {
+        last.role == Role::You && doc.slice(last.content).trim() == prompt.trim()
+    })
 }
 
 #[cfg(test)]
@@ -202,7 +220,10 @@ mod tests {
         let chat = Path::new("/home/me/project/.flemma/sessions/s.chat");
         let blocks = vec![
             text("Explain this file:"),
-            ContentBlock::ResourceLink(ResourceLink::new("x.rs", "file:///home/me/project/src/my%20x.rs")),
+            ContentBlock::ResourceLink(ResourceLink::new(
+                "x.rs",
+                "file:///home/me/project/src/my%20x.rs",
+            )),
             ContentBlock::Resource(EmbeddedResource::new(
                 EmbeddedResourceResource::TextResourceContents(TextResourceContents::new(
                     "fn main() {}\n```\n",
@@ -229,7 +250,10 @@ mod tests {
         let link = ContentBlock::ResourceLink(ResourceLink::new("a", "file:///p/a;b.md"));
         assert_eq!(to_chat_text(&[link], chat).unwrap(), "@./a%3Bb.md");
         let web = ContentBlock::ResourceLink(ResourceLink::new("w", "https://example.com/x"));
-        assert_eq!(to_chat_text(&[web], chat).unwrap(), "<https://example.com/x>");
+        assert_eq!(
+            to_chat_text(&[web], chat).unwrap(),
+            "<https://example.com/x>"
+        );
     }
 
     #[test]
@@ -255,12 +279,23 @@ mod tests {
 
     #[test]
     fn the_result_parses_without_errors() {
-        for chat in ["", "@You:\n", "@You:\nq\n\n@Assistant:\n```rust\nopen\n"] {
+        for chat in [
+            "",
+            "@You:\n",
+            "@You:\nq\n\n@Assistant:\n```rust\nopen\n",
+            "@You:\nq\n\n@Assistant:\n````\n```\nopen",
+        ] {
             let out = with_prompt(chat, "hello");
             let doc = flemma_syntax::parse(out.clone());
             let last = doc.messages().last().unwrap();
             assert_eq!(last.role, Role::You, "{out}");
             assert_eq!(doc.slice(last.content).trim(), "hello", "{out}");
+            let errors: Vec<_> = doc
+                .diagnostics()
+                .into_iter()
+                .filter(|d| d.severity == flemma_syntax::Severity::Error)
+                .collect();
+            assert!(errors.is_empty(), "{errors:?}\n{out}");
         }
     }
 }
