@@ -228,6 +228,42 @@ async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same()
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(std::fs::read_to_string(&twin).unwrap(), written);
+
+    // The session's chat is an ordinary chat: it parses and `flemmad send` continues it.
+    assert!(written.trim_end().ends_with("@You:"), "{written}");
+    std::fs::write(&path, format!("{}\nContinue.\n", written.trim_end())).unwrap();
+    mock.push(Turn::text("Continued by send."));
+    let mut send = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    send.arg("send").arg(&path).env_remove("FLEMMA_CONFIG");
+    let mut parse = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    parse
+        .arg("parse")
+        .arg("--json")
+        .arg(&path)
+        .env_remove("FLEMMA_CONFIG");
+    for (key, value) in project.env(&mock.base_url()) {
+        send.env(&key, &value);
+        parse.env(key, value);
+    }
+    let out = send.output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let continued = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        continued.contains("@You:\nContinue.\n\n@Assistant:\nContinued by send.\n\n@You:\n"),
+        "{continued}"
+    );
+    let out = parse.output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(tree.is_object(), "{tree}");
 }
 
 fn bash_turn(id: &str, command: &str) -> Turn {
@@ -318,6 +354,41 @@ async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works
     assert!(text.contains("@You:\nAnd now?\n"), "{text}");
     assert!(text.contains("Second answer."), "{text}");
     no_error_diagnostics(&text);
+}
+
+#[tokio::test]
+async fn allow_always_approves_that_tool_for_the_rest_of_the_session() {
+    let Some(python) = python("acp allow always") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(bash_turn("a1", "echo first"));
+    mock.push(bash_turn("a2", "echo second"));
+    mock.push(Turn::text("Both ran."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Run both.", "permission": "allow_always"}
+            ]),
+        )
+        .await;
+    let step = &report["steps"][1];
+    assert_eq!(step["result"]["stopReason"], "end_turn", "{step}");
+    let asked: Vec<&Value> = step["permissions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["toolCall"]["toolCallId"])
+        .collect();
+    assert_eq!(asked, [&json!("a1")], "{step}");
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("first") && text.contains("second"), "{text}");
+    assert!(text.contains("Both ran."), "{text}");
 }
 
 #[tokio::test]
@@ -666,4 +737,28 @@ async fn with_a_daemon_running_prompts_run_in_the_daemon() {
         "{log}"
     );
     daemon.kill().await.unwrap();
+}
+
+/// docs/editors/acp.md's Zed and JetBrains settings parse and name the real command.
+#[test]
+fn the_documented_editor_settings_parse_and_name_the_real_command() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/editors/acp.md"))
+            .unwrap();
+    for heading in ["### Zed", "### JetBrains"] {
+        let section = &doc[doc.find(heading).expect(heading)..];
+        let start = section.find("```json\n").unwrap() + "```json\n".len();
+        let end = start + section[start..].find("\n```").unwrap();
+        let settings: Value =
+            serde_json::from_str(&section[start..end]).unwrap_or_else(|e| panic!("{heading}: {e}"));
+        let server = &settings["agent_servers"]["flemmad"];
+        assert_eq!(server["command"], "flemmad", "{heading}");
+        assert_eq!(server["args"], json!(["acp"]), "{heading}");
+    }
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_flemmad"))
+        .args(["acp", "--help"])
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Agent Client Protocol"));
 }

@@ -433,17 +433,25 @@ impl Turn<'_> {
                 ));
             };
             match event {
-                TurnEvent::Text(text) => self.notify(SessionUpdate::AgentMessageChunk(
-                    ContentChunk::new(ContentBlock::Text(TextContent::new(text))),
-                ))?,
+                TurnEvent::Text(text) => {
+                    // A new reply streams: the results it answers are in the file by now.
+                    if self.announced.len() > self.finished.len() {
+                        self.sync_tools()?;
+                    }
+                    self.notify(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                        ContentBlock::Text(TextContent::new(text)),
+                    )))?;
+                }
                 TurnEvent::Thinking(text) => self.notify(SessionUpdate::AgentThoughtChunk(
                     ContentChunk::new(ContentBlock::Text(TextContent::new(text))),
                 ))?,
                 TurnEvent::ToolStarted { tool_id } => {
-                    self.sync_tools()?;
+                    // Announced, then in progress, then (a fast tool) its result.
+                    self.announce_tools(false)?;
                     if self.announced.contains(&tool_id) && !self.finished.contains(&tool_id) {
                         self.notify(SessionUpdate::ToolCallUpdate(replay::in_progress(&tool_id)))?;
                     }
+                    self.sync_tools()?;
                 }
                 TurnEvent::FileChanged => self.sync_tools()?,
                 TurnEvent::Stopped { reason, message } => {
@@ -473,6 +481,12 @@ impl Turn<'_> {
 
     /// Announces the calls that appeared in the file and the results that became final.
     fn sync_tools(&mut self) -> Result<(), Error> {
+        self.announce_tools(true)
+    }
+
+    /// Announces the calls that appeared in the file, and with `results` the results that
+    /// became final.
+    fn announce_tools(&mut self, results: bool) -> Result<(), Error> {
         let text = self.read()?;
         let doc = flemma_syntax::parse(text);
         let cwd = &self.session.cwd;
@@ -482,7 +496,8 @@ impl Turn<'_> {
                 if self.announced.insert(tool.id.clone()) {
                     updates.push(SessionUpdate::ToolCall(replay::tool_call(&doc, tool, cwd)));
                 }
-                if !self.finished.contains(&tool.id)
+                if results
+                    && !self.finished.contains(&tool.id)
                     && let Some(fields) = replay::result_fields(&doc, &tool.id, cwd)
                 {
                     self.finished.insert(tool.id.clone());
