@@ -44,13 +44,13 @@ fn no_test_file_is_forgotten() {
             .file_name()
             .to_string_lossy()
             .into_owned();
-        if let Some(module) = name.strip_suffix(".rs") {
-            if module != "main" {
-                assert!(
-                    main.contains(&format!("mod {module};")),
-                    "tests/it/{name} is not a module of tests/it/main.rs"
-                );
-            }
+        if let Some(module) = name.strip_suffix(".rs")
+            && module != "main"
+        {
+            assert!(
+                main.contains(&format!("mod {module};")),
+                "tests/it/{name} is not a module of tests/it/main.rs"
+            );
         }
     }
 }
