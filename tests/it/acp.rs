@@ -762,3 +762,33 @@ fn the_documented_editor_settings_parse_and_name_the_real_command() {
     assert!(help.status.success());
     assert!(String::from_utf8_lossy(&help.stdout).contains("Agent Client Protocol"));
 }
+
+/// A permission request answered `cancelled` (what clients answer after `session/cancel`)
+/// cancels the prompt: nothing runs, nothing is rejected.
+#[tokio::test]
+async fn a_cancelled_permission_request_cancels_the_prompt_without_running_or_rejecting() {
+    let Some(python) = python("acp cancelled permission") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(bash_turn("c1", "touch should-not-exist"));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Touch it.", "permission": "cancel"}
+            ]),
+        )
+        .await;
+    let step = &report["steps"][1];
+    assert_eq!(step["result"]["stopReason"], "cancelled", "{step}");
+    assert_eq!(step["permissions"].as_array().unwrap().len(), 1, "{step}");
+    assert!(!project.cwd().join("should-not-exist").exists());
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("**Tool Result:** `c1` (pending)"), "{text}");
+    assert!(!text.contains("rejected"), "{text}");
+}

@@ -93,6 +93,10 @@ struct Session {
     always_allowed: Mutex<HashSet<String>>,
 }
 
+/// How often, and how many times, a cancel that found nothing running is tried again.
+const CANCEL_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+const CANCEL_TRIES: u32 = 20;
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -341,6 +345,7 @@ fn start_prompt(
             announced: HashSet::new(),
             finished: HashSet::new(),
             decided: HashSet::new(),
+            text_synced: false,
         };
         let result = turn.run(&text).await;
         *lock(&session.running) = None;
@@ -367,6 +372,8 @@ struct Turn<'a> {
     finished: HashSet<String>,
     /// Pending calls the user decided on.
     decided: HashSet<String>,
+    /// The file was read since the reply text began streaming.
+    text_synced: bool,
 }
 
 enum Decision {
@@ -415,12 +422,27 @@ impl Turn<'_> {
             }
         }
         self.backend.send(&path).map_err(invalid)?;
+        // A cancel that finds nothing running is tried again for a moment: the engine may be
+        // about to start (a send or an approval was just handed to it).
+        let mut retry = tokio::time::interval(CANCEL_RETRY);
+        let mut cancel_tries: Option<u32> = None;
         loop {
             let event = tokio::select! {
                 event = events.recv() => event,
                 _ = self.cancel.changed(), if !self.cancelled => {
                     self.cancelled = true;
                     if !self.backend.cancel(&path) {
+                        cancel_tries = Some(0);
+                        retry.reset();
+                    }
+                    continue;
+                }
+                _ = retry.tick(), if cancel_tries.is_some() => {
+                    let tries = cancel_tries.unwrap_or_default() + 1;
+                    cancel_tries = Some(tries);
+                    if self.backend.cancel(&path) {
+                        cancel_tries = None;
+                    } else if tries >= CANCEL_TRIES {
                         self.sync_tools()?;
                         return Ok(StopReason::Cancelled);
                     }
@@ -432,12 +454,17 @@ impl Turn<'_> {
                     "the engine went away; the chat keeps what was written",
                 ));
             };
+            if !matches!(event, TurnEvent::Text(_) | TurnEvent::Thinking(_)) {
+                self.text_synced = false;
+            }
             match event {
                 TurnEvent::Text(text) => {
-                    // A new reply streams: the results it answers are in the file by now.
-                    if self.announced.len() > self.finished.len() {
+                    // A new reply streams: the results it answers are in the file by now (read
+                    // once per reply, not per chunk).
+                    if !self.text_synced && self.announced.len() > self.finished.len() {
                         self.sync_tools()?;
                     }
+                    self.text_synced = true;
                     self.notify(SessionUpdate::AgentMessageChunk(ContentChunk::new(
                         ContentBlock::Text(TextContent::new(text)),
                     )))?;
