@@ -22,6 +22,8 @@ pub enum AutoApprove {
         tools: Vec<String>,
         /// Names removed with `!x` while a preset was in the list (kept for later expansions).
         exclusions: Vec<String>,
+        /// The names and globs the list gives itself, not through a preset.
+        direct: Vec<String>,
     },
     /// A function decides (the template crate owns the closure).
     Function(FunctionRef),
@@ -31,11 +33,27 @@ impl AutoApprove {
     /// Whether the list form approves `tool` (globs match here); `None` when a function decides.
     pub fn approves(&self, tool: &str) -> Option<bool> {
         match self {
-            AutoApprove::Tools { tools, exclusions } => Some(
+            AutoApprove::Tools {
+                tools, exclusions, ..
+            } => Some(
                 tools.iter().any(|pattern| glob_match(pattern, tool))
                     && !exclusions.iter().any(|pattern| glob_match(pattern, tool)),
             ),
             AutoApprove::Function(_) => None,
+        }
+    }
+
+    /// Whether the list approves `tool` by naming it (or a glob matching it) itself, rather
+    /// than through a preset; `false` for a function.
+    pub fn names_directly(&self, tool: &str) -> bool {
+        match self {
+            AutoApprove::Tools {
+                direct, exclusions, ..
+            } => {
+                direct.iter().any(|pattern| glob_match(pattern, tool))
+                    && !exclusions.iter().any(|pattern| glob_match(pattern, tool))
+            }
+            AutoApprove::Function(_) => false,
         }
     }
 }
@@ -253,6 +271,7 @@ pub fn resolve_with_tools(
     let mut auto_approve = AutoApprove::Tools {
         tools: Vec::new(),
         exclusions: Vec::new(),
+        direct: Vec::new(),
     };
     for (path, entries) in &lists {
         let display = display_path(path);
@@ -277,9 +296,15 @@ pub fn resolve_with_tools(
                 }
                 ItemKind::Approval if *path == approve_path.as_slice() => {
                     let tools = expand_approval(&items, &exclusions, &presets);
+                    let direct = items
+                        .iter()
+                        .filter(|item| !is_preset_ref(item))
+                        .cloned()
+                        .collect();
                     auto_approve = AutoApprove::Tools {
                         tools: tools.clone(),
                         exclusions,
+                        direct,
                     };
                     tools
                 }
