@@ -411,8 +411,8 @@ struct DocumentHost {
 }
 
 impl Host for DocumentHost {
-    fn read_file(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        self.io.read_file(path)
+    fn read_file(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+        self.io.read_file(path, limit)
     }
     fn home_dir(&self) -> Option<PathBuf> {
         self.io.home_dir()
