@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
 use flemma_config::{ConfigError, ConfigErrors, ConfigLayer, LayerKind, ResolvedConfig};
@@ -225,15 +226,59 @@ fn syntax_rule(doc: &Document, diagnostic: &flemma_syntax::Diagnostic) -> (bool,
 pub struct AnalysisHost {
     io: Arc<dyn Host>,
     template_cache: TemplateCache,
-    config: ConfigInput,
-    base: BaseResolution,
+    config: Arc<ConfigInput>,
+    base: Arc<BaseResolution>,
     documents: HashMap<DocumentId, DocumentState>,
+    /// Counts every change (text or configuration): a document's revision is the count at its
+    /// last change, so an analysis computed elsewhere is kept only if nothing changed since.
+    changes: u64,
 }
 
 #[derive(Debug)]
 struct DocumentState {
     document: Arc<Document>,
     analysis: Option<Arc<Analysis>>,
+    revision: u64,
+}
+
+/// Everything one analysis needs, taken from the host: it runs on any thread while the host
+/// takes more changes (the language server evaluates off its main loop), and its result goes
+/// back with [`AnalysisHost::store_analysis`], kept only if the document did not change since.
+#[derive(Debug, Clone)]
+pub struct AnalysisJob {
+    id: DocumentId,
+    revision: u64,
+    document: Arc<Document>,
+    io: Arc<dyn Host>,
+    template_cache: TemplateCache,
+    config: Arc<ConfigInput>,
+    base: Arc<BaseResolution>,
+}
+
+impl AnalysisJob {
+    /// The document analysed.
+    pub fn id(&self) -> &DocumentId {
+        &self.id
+    }
+
+    /// The revision of the document this job analyses.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Computes the analysis. Setting `cancel` stops the evaluation early; the analysis is then
+    /// incomplete (a blocking "cancelled" diagnostic) and only good for throwing away.
+    pub fn run(&self, cancel: Option<Arc<AtomicBool>>) -> Analysis {
+        analyze(
+            &self.id,
+            self.document.clone(),
+            &self.io,
+            &self.template_cache,
+            &self.config,
+            &self.base,
+            cancel,
+        )
+    }
 }
 
 /// What the caller's layers resolve to before any frontmatter runs.
@@ -247,14 +292,21 @@ impl AnalysisHost {
     /// A host whose evaluations read files, the clock and run parsers through `io`, under the
     /// configuration `config`.
     pub fn new(io: Arc<dyn Host>, config: ConfigInput) -> Self {
-        let base = resolve_base(&config);
+        let base = Arc::new(resolve_base(&config));
         Self {
             io,
             template_cache: TemplateCache::new(),
-            config,
+            config: Arc::new(config),
             base,
             documents: HashMap::new(),
+            changes: 0,
         }
+    }
+
+    /// The next revision (every change gets a new one).
+    fn next_revision(&mut self) -> u64 {
+        self.changes += 1;
+        self.changes
     }
 
     /// The compiled templates this host reuses across analyses (owned here, not process-wide).
@@ -269,21 +321,25 @@ impl AnalysisHost {
 
     /// Replaces the configuration below the frontmatter; every analysis is recomputed.
     pub fn set_config(&mut self, config: ConfigInput) {
-        self.base = resolve_base(&config);
-        self.config = config;
+        self.base = Arc::new(resolve_base(&config));
+        self.config = Arc::new(config);
+        let revision = self.next_revision();
         for state in self.documents.values_mut() {
             state.analysis = None;
+            state.revision = revision;
         }
     }
 
     /// Opens a document, or replaces its whole text.
     pub fn set_text(&mut self, id: DocumentId, text: impl Into<String>) {
         let document = Arc::new(flemma_syntax::parse(text));
+        let revision = self.next_revision();
         self.documents.insert(
             id,
             DocumentState {
                 document,
                 analysis: None,
+                revision,
             },
         );
     }
@@ -291,6 +347,7 @@ impl AnalysisHost {
     /// Applies `edits` in order (each in the coordinates of the text the earlier ones produced),
     /// re-parsing incrementally. An edit that does not fit refuses the whole batch.
     pub fn apply_edits(&mut self, id: &DocumentId, edits: &[TextEdit]) -> Result<(), ChangeError> {
+        let revision = self.next_revision();
         let state = self
             .documents
             .get_mut(id)
@@ -310,6 +367,7 @@ impl AnalysisHost {
         // one of a batch does, the ones before it are undone (in reverse, each by the edit that
         // puts its old text back), which restores the text and, the re-parse being exact, the
         // tree.
+        state.revision = revision;
         let document = Arc::make_mut(&mut state.document);
         let mut undo: Vec<TextEdit> = Vec::with_capacity(edits.len());
         for (index, edit) in edits.iter().enumerate() {
@@ -365,9 +423,51 @@ impl AnalysisHost {
             &self.template_cache,
             &self.config,
             &self.base,
+            None,
         ));
         state.analysis = Some(analysis.clone());
         Ok(analysis)
+    }
+
+    /// The revision of a document: it changes with its text and with the configuration.
+    pub fn revision(&self, id: &DocumentId) -> Option<u64> {
+        self.documents.get(id).map(|state| state.revision)
+    }
+
+    /// The analysis of a document's current text when it is computed already (no evaluation).
+    pub fn cached_analysis(&self, id: &DocumentId) -> Option<Arc<Analysis>> {
+        self.documents.get(id)?.analysis.clone()
+    }
+
+    /// The job that computes a document's analysis at its current text, to run anywhere
+    /// ([`AnalysisJob::run`]); `None` when the analysis is known already or the document is not
+    /// open.
+    pub fn analysis_job(&self, id: &DocumentId) -> Option<AnalysisJob> {
+        let state = self.documents.get(id)?;
+        if state.analysis.is_some() {
+            return None;
+        }
+        Some(AnalysisJob {
+            id: id.clone(),
+            revision: state.revision,
+            document: state.document.clone(),
+            io: self.io.clone(),
+            template_cache: self.template_cache.clone(),
+            config: self.config.clone(),
+            base: self.base.clone(),
+        })
+    }
+
+    /// Keeps the analysis a job of `revision` computed, when its document is still at that
+    /// revision; `false` (nothing kept) when it changed or closed since.
+    pub fn store_analysis(&mut self, revision: u64, analysis: Arc<Analysis>) -> bool {
+        match self.documents.get_mut(&analysis.id) {
+            Some(state) if state.revision == revision => {
+                state.analysis = Some(analysis);
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -449,6 +549,7 @@ fn analyze(
     template_cache: &TemplateCache,
     config: &ConfigInput,
     base: &BaseResolution,
+    cancel: Option<Arc<AtomicBool>>,
 ) -> Analysis {
     let doc = &*document;
     let mut diagnostics = Vec::new();
@@ -483,6 +584,7 @@ fn analyze(
         templating: base.templating.clone(),
         config_layers: config.layers.clone(),
         cache: Some(template_cache.clone()),
+        cancel,
         ..EvalOptions::default()
     };
     let host = Arc::new(DocumentHost {

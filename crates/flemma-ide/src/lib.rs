@@ -18,5 +18,7 @@ mod diagnostic;
 pub mod features;
 pub mod to_protocol;
 
-pub use analysis::{Analysis, AnalysisHost, ChangeError, ConfigInput, DocumentId, NOTHING_TO_SEND};
+pub use analysis::{
+    Analysis, AnalysisHost, AnalysisJob, ChangeError, ConfigInput, DocumentId, NOTHING_TO_SEND,
+};
 pub use diagnostic::{Diagnostic, Source};

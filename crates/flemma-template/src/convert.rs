@@ -720,6 +720,12 @@ impl<'a> Evaluator<'a> {
             self.report_progress(messages.len(), last.range.end);
         }
         if self.reuse_messages {
+            if self.cancelled() {
+                // Stopped early (the next change is coming): the results of the messages not
+                // reached yet stay reusable for the next evaluation.
+                let reached = entries.len();
+                entries.extend(previous.into_iter().skip(reached));
+            }
             self.cache.store_messages(self.path.as_deref(), entries);
         }
         self.add_missing_results(&mut conversation);

@@ -118,12 +118,8 @@ impl ResultStore {
             self.dir = crate::sandbox::resolve_path(&dir).map_err(StoreError::Refused)?;
             return Ok(self);
         };
-        let chat_dir = chat_dir
-            .canonicalize()
-            .map_err(|source| StoreError::CreateDir {
-                path: chat_dir.clone(),
-                source,
-            })?;
+        // Links above the chat's directory are the user's own; below it, none is followed.
+        let chat_dir = crate::sandbox::resolve_path(&chat_dir).map_err(StoreError::Refused)?;
         let mut at = chat_dir.clone();
         for component in relative.components() {
             at.push(component);

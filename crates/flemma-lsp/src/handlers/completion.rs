@@ -15,15 +15,9 @@ pub(crate) fn handle(
 ) -> HandlerResult<Option<CompletionResponse>> {
     let position = params.text_document_position;
     let uri = position.text_document.uri;
-    let id = document(session, &uri)?.0.id.clone();
-    // Tool names need the resolved configuration (frontmatter included): the analysis, cached
-    // until the next change.
-    let tools = session
-        .host
-        .analysis(&id)
-        .ok()
-        .and_then(|analysis| analysis.config.as_ref().map(|c| c.enabled_tools()))
-        .unwrap_or_default();
+    // Tool names need the resolved configuration (frontmatter included): those of the last
+    // finished analysis (a newer one may still run; completion never waits for it).
+    let tools = session.analyses.tools(uri.as_str());
     let (open, syntax) = document(session, &uri)?;
     let offset = from_proto::offset(
         &open.index,
