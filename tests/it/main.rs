@@ -21,11 +21,13 @@ mod daemon_watch_jobs;
 mod doctor;
 mod lsp;
 mod lsp_engine;
+mod lsp_hostile_files;
 mod lsp_layers;
 mod lsp_proxy;
 mod lsp_stream_latency;
 mod lsp_two_writers;
 mod quickstart;
+mod sandbox_holds;
 
 /// Every test file in this directory is a module of this binary.
 #[test]

@@ -78,9 +78,9 @@ impl Analyses {
         (analyses, done_rx)
     }
 
-    /// The tools the last finished analysis of `uri` enables.
-    pub(crate) fn tools(&self, uri: &str) -> Vec<String> {
-        self.tools.get(uri).cloned().unwrap_or_default()
+    /// The tools the last finished analysis of `uri` enables (`None` before the first one).
+    pub(crate) fn tools(&self, uri: &str) -> Option<Vec<String>> {
+        self.tools.get(uri).cloned()
     }
 
     /// Stops whatever runs (the session ends).

@@ -16,8 +16,17 @@ pub(crate) fn handle(
     let position = params.text_document_position;
     let uri = position.text_document.uri;
     // Tool names need the resolved configuration (frontmatter included): those of the last
-    // finished analysis (a newer one may still run; completion never waits for it).
-    let tools = session.analyses.tools(uri.as_str());
+    // finished analysis (a newer one may still run; completion never waits for it); before
+    // the first one, those of the configuration below the frontmatter.
+    let tools = session
+        .analyses
+        .tools(uri.as_str())
+        .or_else(|| {
+            flemma_config::resolve(&session.host.config().layers)
+                .ok()
+                .map(|resolved| resolved.enabled_tools())
+        })
+        .unwrap_or_default();
     let (open, syntax) = document(session, &uri)?;
     let offset = from_proto::offset(
         &open.index,
