@@ -187,7 +187,8 @@ impl ToolSetup {
 
 /// What sandboxed commands must not see: the daemon's runtime directory (its sockets reach
 /// the daemon, which runs outside the sandbox) — the whole `$XDG_RUNTIME_DIR` when set, which
-/// also holds the session bus, `systemd --user` and the agents' sockets — and the X11 sockets.
+/// also holds the session bus, `systemd --user` and the agents' sockets —, the X11 sockets, and
+/// the credentials in the home directory (`flemma_tools::sandbox::HOME_CREDENTIALS`).
 /// The daemon's directory is created (`0700`, as the daemon does) when missing, so that a
 /// daemon started later is hidden too.
 fn hidden_from_sandbox() -> Vec<PathBuf> {
@@ -201,6 +202,14 @@ fn hidden_from_sandbox() -> Vec<PathBuf> {
     }
     hidden.push(daemon);
     hidden.push(PathBuf::from("/tmp/.X11-unix"));
+    if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        let home = PathBuf::from(home);
+        hidden.extend(
+            flemma_tools::sandbox::HOME_CREDENTIALS
+                .iter()
+                .map(|path| home.join(path)),
+        );
+    }
     hidden
 }
 

@@ -172,8 +172,8 @@ fn counting_listener() -> (u16, Arc<AtomicUsize>) {
 
 /// Finding 1 with `flemmad serve` running, and finding 6 (the network, the keys) for the
 /// commands it runs: the sandboxed `bash` the sandbox approved by itself does not see the
-/// daemon's runtime directory, its environment holds no provider key nor socket path, and it
-/// has no network (a loopback listener of the host counts nothing).
+/// daemon's runtime directory nor `~/.ssh`, its environment holds no provider key nor socket
+/// path, and it has no network (a loopback listener of the host counts nothing).
 #[tokio::test]
 async fn a_sandboxed_command_sees_no_daemon_no_key_and_no_network() {
     if !bwrap_usable("a_sandboxed_command_sees_no_daemon_no_key_and_no_network") {
@@ -205,6 +205,7 @@ async fn a_sandboxed_command_sees_no_daemon_no_key_and_no_network() {
         "for p in {run}/flemma/rpc.sock {run}/flemma/lsp.sock {run}/flemma/daemon.pid; do \
            if [ -e \"$p\" ]; then echo \"VISIBLE $p\"; else echo \"HIDDEN $p\"; fi; done; \
          echo \"KEYS:$(env | grep -c {SECRET_KEY})\"; \
+         echo \"SSH:$(cat \"$HOME/.ssh/id_rsa\" 2>&1 | grep -c canary-private-key)\"; \
          echo \"RUNTIME:${{XDG_RUNTIME_DIR:-unset}}\"; \
          if (echo hi > /dev/tcp/127.0.0.1/{port}) 2>/dev/null; then echo NET:CONNECTED; else echo NET:REFUSED; fi",
         run = runtime.display()
@@ -222,6 +223,10 @@ async fn a_sandboxed_command_sees_no_daemon_no_key_and_no_network() {
     );
     assert_eq!(result.matches("HIDDEN").count(), 3, "{result}");
     assert!(result.contains("KEYS:0"), "{result}");
+    assert!(
+        result.contains("SSH:0"),
+        "the home's keys are hidden: {result}"
+    );
     assert!(result.contains("RUNTIME:unset"), "{result}");
     assert!(result.contains("NET:REFUSED"), "{result}");
     assert_eq!(

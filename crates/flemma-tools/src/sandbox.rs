@@ -312,9 +312,9 @@ impl Bwrap {
         })
     }
 
-    /// Hides `paths` inside the sandbox (each an empty directory there) — the daemon's runtime
-    /// directory and its sockets. A path that holds a writable root or the working directory
-    /// is not hidden (it would hide them too).
+    /// Hides `paths` inside the sandbox — a directory is empty there, a file reads as empty: the
+    /// daemon's runtime directory and its sockets, the user's credentials. A path that holds a
+    /// writable root or the working directory is not hidden (it would hide them too).
     pub fn with_hidden(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
         self.hidden.extend(paths);
         self
@@ -355,12 +355,21 @@ impl Bwrap {
         for hidden in &self.hidden {
             let holds_writable = self.writable.iter().any(|root| root.starts_with(hidden))
                 || cwd.starts_with(hidden);
-            match hidden.symlink_metadata() {
-                Ok(meta) if meta.is_dir() && !holds_writable => {
+            if holds_writable {
+                continue;
+            }
+            // Followed like bwrap follows it: a link's target is what gets covered.
+            match hidden.metadata() {
+                Ok(meta) if meta.is_dir() => {
                     argv.push("--tmpfs".into());
                     argv.push(hidden.as_os_str().to_owned());
                 }
-                _ => {}
+                Ok(_) => {
+                    argv.push("--ro-bind".into());
+                    argv.push("/dev/null".into());
+                    argv.push(hidden.as_os_str().to_owned());
+                }
+                Err(_) => {}
             }
         }
         argv.push("--chdir".into());
@@ -372,6 +381,28 @@ impl Bwrap {
             .collect()
     }
 }
+
+/// Where credentials live in a home directory (SSH and GnuPG keys, cloud and registry tokens,
+/// password stores): hidden from sandboxed commands, which otherwise read the whole home
+/// (`cat ~/.ssh/id_rsa` would send the key to the provider as a tool result).
+pub const HOME_CREDENTIALS: [&str; 16] = [
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/hub",
+    ".kube",
+    ".docker",
+    ".password-store",
+    ".netrc",
+    ".git-credentials",
+    ".pgpass",
+    ".pypirc",
+    ".cargo/credentials.toml",
+    ".local/share/keyrings",
+];
 
 /// The existing directories of `roots` that lie inside no other one.
 fn outermost_directories(roots: &[PathBuf]) -> Vec<PathBuf> {
