@@ -490,7 +490,7 @@ async fn write_cannot_be_raced_into_a_swapped_symlink() {
     for n in 0..WRITES {
         writes = writes.tool_call_with_id(
             "write",
-            &format!("w{n}"),
+            format!("w{n}"),
             json!({"label": "w", "path": "sub/pwned", "content": format!("pwned {n}")}),
         );
     }

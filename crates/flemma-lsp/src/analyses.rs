@@ -20,7 +20,7 @@ use crate::session::Session;
 pub(crate) struct Finished {
     uri: String,
     revision: u64,
-    analysis: Option<Analysis>,
+    analysis: Option<Arc<Analysis>>,
 }
 
 /// A job handed to the worker.
@@ -98,7 +98,7 @@ fn worker(work: &Receiver<Work>, done: &Sender<Finished>) {
         let analysis =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(Some(cancel))));
         let analysis = match analysis {
-            Ok(analysis) => Some(analysis),
+            Ok(analysis) => Some(Arc::new(analysis)),
             Err(_) => {
                 tracing::error!(uri, "the analysis of a document panicked");
                 None
@@ -165,7 +165,6 @@ pub(crate) fn finished(session: &mut Session, finished: Finished) {
     if let Some(analysis) = analysis
         && session.documents.contains_key(&uri)
     {
-        let analysis = Arc::new(analysis);
         let tools = analysis
             .config
             .as_ref()
