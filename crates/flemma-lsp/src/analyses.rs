@@ -104,6 +104,9 @@ fn worker(work: &Receiver<Work>, done: &Sender<Finished>) {
                 None
             }
         };
+        // Let go of the snapshot before the result is seen: the next change then edits the
+        // document in place instead of copying it.
+        drop(job);
         if done
             .send(Finished {
                 uri,
