@@ -162,6 +162,9 @@ pub struct DriverParts {
 enum Message {
     Input(Input),
     Notice(String),
+    /// A warning about a request: said once per driver (one send), however many requests of
+    /// the cycle it concerns.
+    Warning(String),
     SetStore(Box<dyn ChatStore>),
     Leave,
 }
@@ -213,6 +216,8 @@ pub struct Driver {
     leaving: bool,
     report: Box<dyn FnMut(Report) + Send>,
     on_state: Option<Box<dyn FnMut(DriverState)>>,
+    /// The request warnings already said.
+    warned: std::collections::HashSet<String>,
 }
 
 impl Driver {
@@ -269,6 +274,7 @@ impl Driver {
             leaving: false,
             report,
             on_state: None,
+            warned: std::collections::HashSet::new(),
         }
     }
 
@@ -379,6 +385,11 @@ impl Driver {
         match message {
             Message::Input(input) => self.handle(input),
             Message::Notice(notice) => (self.report)(Report::Notice(notice)),
+            Message::Warning(warning) => {
+                if self.warned.insert(warning.clone()) {
+                    (self.report)(Report::Notice(format!("warning: {warning}")));
+                }
+            }
             Message::SetStore(store) => self.switch_store(store),
             Message::Leave => {
                 self.handle(Input::Cancel {
@@ -648,7 +659,7 @@ impl Driver {
             let outcome = match result {
                 Ok(summary) => {
                     for warning in &summary.warnings {
-                        let _ = sender.send(Message::Notice(format!("warning: {warning}")));
+                        let _ = sender.send(Message::Warning(warning.clone()));
                     }
                     match summary.stop_error() {
                         Some(error) => StreamOutcome::Failed {

@@ -354,7 +354,20 @@ impl EngineHost {
         let before = resolved_config(path, &text, input.clone())?;
         let provider = provider.unwrap_or_else(|| before.config.provider.as_str().to_owned());
         let mut layer = ConfigLayer::new(LayerKind::Runtime);
-        for (key, value) in [("provider", Some(&provider)), ("model", model.as_ref())] {
+        // A model string with parameters or a `$preset` says its provider itself: the runtime
+        // layer holds it as written and the configuration resolves it.
+        let model_string = model
+            .as_deref()
+            .filter(|m| m.starts_with('$') || m.contains(';'))
+            .map(|m| match m.starts_with('$') {
+                true => m.to_owned(),
+                false => format!("{provider}/{m}"),
+            });
+        let pairs = match &model_string {
+            Some(string) => [("provider", None), ("model", Some(string))],
+            None => [("provider", Some(&provider)), ("model", model.as_ref())],
+        };
+        for (key, value) in pairs {
             let Some(value) = value else { continue };
             layer
                 .set(key, serde_json::Value::String(value.clone()))
@@ -368,8 +381,13 @@ impl EngineHost {
         input.layers.retain(|l| l.kind() != LayerKind::Runtime);
         input.layers.push(layer.clone());
         let after = resolved_config(path, &text, input)?;
+        let next = ModelSwitch {
+            provider: after.config.provider.as_str().to_owned(),
+            model: after.config.model.clone(),
+        };
         // A provider alone switches to its default model (the config's rule).
         let switched = match (model, provider.parse::<flemma_config::Provider>()) {
+            _ if model_string.is_some() => next.clone(),
             (Some(model), _) => ModelSwitch { provider, model },
             (None, Ok(kind)) => ModelSwitch {
                 model: flemma_config::default_model(kind).to_owned(),
@@ -379,10 +397,6 @@ impl EngineHost {
                 model: after.config.model.clone(),
                 provider,
             },
-        };
-        let next = ModelSwitch {
-            provider: after.config.provider.as_str().to_owned(),
-            model: after.config.model.clone(),
         };
         let frontmatter_wins = [after.source_of("provider"), after.source_of("model")]
             .contains(&Some(LayerKind::Frontmatter));
@@ -844,7 +858,7 @@ async fn run_driver(
             .collect();
         return Err(format!("nothing was sent: {}", reasons.join("; ")));
     }
-    if let Some(warning) = &prepared.model_warning {
+    for warning in &prepared.model_warnings {
         shared.tell_editors(path, |uri| Task::Notice {
             uri,
             message: format!("warning: {warning}"),

@@ -33,8 +33,9 @@ pub struct Prepared {
     pub parts: DriverParts,
     /// The analysis of the text as given (its diagnostics are worth showing).
     pub analysis: Arc<Analysis>,
-    /// "model … is not in the catalogue (did you mean …?)": worth a warning, not a refusal.
-    pub model_warning: Option<String>,
+    /// "model … is not in the catalogue (did you mean …?)", "… always thinks": worth a
+    /// warning, not a refusal.
+    pub model_warnings: Vec<String>,
     /// `anthropic`, `openai`, …
     pub provider_name: &'static str,
     pub model: String,
@@ -158,7 +159,7 @@ pub fn prepare(
     };
     host.set_text(id.clone(), text.to_owned());
     Ok(Prepared {
-        model_warning: setup.model_warning.clone(),
+        model_warnings: setup.model_warnings.clone(),
         provider_name: setup.kind.name(),
         model: setup.options.model.clone(),
         nothing_to_send,

@@ -129,7 +129,7 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
             format!("{error:#}; nothing was sent"),
         ));
     }
-    if let Some(warning) = &prepared.model_warning {
+    for warning in &prepared.model_warnings {
         eprintln!("flemmad: warning: {warning}");
     }
     if !prepared.nothing_to_send.is_empty() {

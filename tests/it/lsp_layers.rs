@@ -190,7 +190,7 @@ fn a_switch_says_when_the_frontmatter_wins_and_refuses_what_is_not_a_model() {
     let answer = command(&mut client, "flemma.switch", json!([uri, "openai"])).unwrap();
     assert_eq!(
         answer["switched"],
-        json!({"provider": "openai", "model": "gpt-5"}),
+        json!({"provider": "openai", "model": "gpt-5.4"}),
         "{answer}"
     );
     let error = command(&mut client, "flemma.switch", json!([uri, "opneai/gpt-5"])).unwrap_err();

@@ -104,14 +104,15 @@ impl std::str::FromStr for Provider {
     }
 }
 
-/// The model used when a provider is chosen without a model.
+/// The model used when a provider is chosen without a model: Flemma's defaults (its README's
+/// provider table).
 pub fn default_model(provider: Provider) -> &'static str {
     match provider {
-        Provider::Anthropic => "claude-sonnet-4-5",
-        Provider::Openai => "gpt-5",
+        Provider::Anthropic => "claude-sonnet-4-6",
+        Provider::Openai => "gpt-5.4",
         Provider::OpenaiCompatible => "llama3.2",
-        Provider::Moonshot => "kimi-k2-thinking",
-        Provider::Gemini | Provider::Vertex => "gemini-2.5-pro",
+        Provider::Moonshot => "kimi-k2.6",
+        Provider::Gemini | Provider::Vertex => "gemini-3.1-pro-preview",
     }
 }
 
@@ -672,12 +673,26 @@ pub struct ToolSource {
     pub timeout: Option<u64>,
 }
 
-/// A user-defined approval preset (its list as written, before expansion).
+/// A user-defined preset: an approval preset (`auto_approve`) and/or a model preset
+/// (`provider`, `model`, `parameters`, `tools`, selected with `model = "$name"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Preset {
     /// Tool names, globs and presets.
+    #[serde(default)]
     pub auto_approve: Vec<String>,
+    /// The provider the preset selects.
+    #[serde(default)]
+    pub provider: Option<Provider>,
+    /// The model (id or model string) the preset selects.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The parameters the preset sets, as written (a part of the `parameters` table).
+    #[serde(default)]
+    pub parameters: serde_json::Map<String, Value>,
+    /// The tools the preset offers.
+    #[serde(default)]
+    pub tools: Vec<String>,
 }
 
 /// Sandbox settings.

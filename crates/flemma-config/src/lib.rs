@@ -26,8 +26,10 @@
 
 mod config;
 mod error;
+mod flemma_only;
 mod generate;
 mod layer;
+mod model_string;
 mod resolve;
 mod schema;
 
@@ -42,3 +44,10 @@ pub use layer::{
 };
 pub use resolve::{AutoApprove, ResolvedConfig, glob_match, resolve, resolve_with_tools};
 pub use schema::{BUILTIN_TOOLS, SEARCH_EXCLUDES, UNCONDITIONAL_TOOLS};
+
+/// What flemmad does instead of the Flemma option at `path` (an option of the Neovim plugin
+/// that flemmad does not implement, such as `tools.mcporter`), or `None` when `path` is not
+/// one. Setting such an option is a warning, never an error.
+pub fn flemma_only_option(path: &str) -> Option<&'static str> {
+    flemma_only::instead_of(path)
+}

@@ -11,6 +11,7 @@ use crate::layer::{
     ConfigLayer, Entry, FunctionRef, LayerKind, ListOp, display_path, insert_at, is_preset_ref,
     locate,
 };
+use crate::model_string;
 use crate::schema::{self, BUILTIN_TOOLS, ItemKind, Kind};
 
 /// How tools are auto-approved after all layers are merged.
@@ -161,11 +162,28 @@ pub fn resolve_with_tools(
     }
     ordered.sort_by_key(|layer| layer.kind());
 
+    let mut errors = Vec::new();
+    // Model strings (`provider/model;key=value`, `$preset`) become the values they stand for,
+    // in the layer that set them.
+    let expansion = model_string::expand(&ordered, &mut errors);
+    let ordered: Vec<&ConfigLayer> = expansion.layers.iter().map(|layer| &**layer).collect();
+
     let path_of = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let enabled_path = path_of(&["tools", "enabled"]);
     let mut values: BTreeMap<&[String], (&Value, LayerKind)> = BTreeMap::new();
     let mut lists: BTreeMap<&[String], Vec<(Cow<'_, Entry>, LayerKind)>> = BTreeMap::new();
-    for layer in &ordered {
+    for (index, layer) in ordered.iter().enumerate() {
+        // `;key=nil`: what lower layers set there no longer counts; the default shows through.
+        for cleared in &expansion.clears[index] {
+            values.remove(cleared.as_slice());
+            if let Some(Entry::Value(default)) = ordered
+                .first()
+                .filter(|first| first.kind() == LayerKind::Defaults)
+                .and_then(|first| first.entries.get(cleared))
+            {
+                values.insert(cleared.as_slice(), (default, LayerKind::Defaults));
+            }
+        }
         for (path, entry) in &layer.entries {
             match entry {
                 Entry::Value(value) => {
@@ -178,8 +196,6 @@ pub fn resolve_with_tools(
             }
         }
     }
-
-    let mut errors = Vec::new();
 
     // Presets: built-ins, overridden by user presets of the same name.
     let mut presets: BTreeMap<String, Vec<String>> = schema::builtin_presets()

@@ -778,15 +778,45 @@ fn build_root() -> Node {
     }
 
     let preset = object(
-        "An approval preset.",
-        vec![field(
-            "auto_approve",
-            list(
-                ItemKind::Approval,
-                "Tool names, globs and other presets this preset approves.",
-                &[],
+        "A preset: an approval preset (`auto_approve`, spread into `tools.auto_approve` by `$name`) and/or a model preset (`provider`, `model`, `parameters`, `tools`, selected by `model = \"$name\"`).",
+        vec![
+            field(
+                "auto_approve",
+                list(
+                    ItemKind::Approval,
+                    "Tool names, globs and other presets this preset approves. Selecting the preset with `model = \"$name\"` approves them too.",
+                    &[],
+                ),
             ),
-        )],
+            field(
+                "provider",
+                choice(
+                    &provider_names,
+                    "The provider `model = \"$name\"` selects.",
+                    None,
+                ),
+            ),
+            field(
+                "model",
+                string(
+                    "The model `model = \"$name\"` selects: a model id or a model string (`vertex/gemini-2.5-flash;thinking=minimal`).",
+                    None,
+                ),
+            ),
+            field("parameters", {
+                let mut parameters = without_defaults(parameters.clone());
+                parameters.doc = "Request parameters `model = \"$name\"` sets (the options of `parameters`), unless the layer that selects the preset sets them itself.";
+                parameters
+            }),
+            field(
+                "tools",
+                list(
+                    ItemKind::Tool,
+                    "Tools `model = \"$name\"` offers (the items of `tools.enabled`, with the same op prefixes).",
+                    &[],
+                ),
+            ),
+        ],
     );
 
     let sandbox = object(
@@ -864,7 +894,7 @@ fn build_root() -> Node {
             field(
                 "model",
                 string(
-                    "Model id. Unset, or set in a lower layer than `provider`, means the provider's default model (anthropic `claude-sonnet-4-5`, openai `gpt-5`, gemini/vertex `gemini-2.5-pro`, moonshot `kimi-k2-thinking`, openai-compatible `llama3.2`).",
+                    "Model id, or a model string: `provider/model` (`anthropic/claude-opus-4-8`) also selects the provider, `;key=value` sets a parameter (`vertex/gemini-2.5-pro;project_id=my-project;thinking=low`, the provider's own table first, then the general `parameters`), `;key=nil` clears one, and `$name` selects the model preset `[presets.\"$name\"]`. Unset, or set in a lower layer than `provider`, means the provider's default model (anthropic `claude-sonnet-4-6`, openai `gpt-5.4`, gemini/vertex `gemini-3.1-pro-preview`, moonshot `kimi-k2.6`, openai-compatible `llama3.2`).",
                     None,
                 ),
             ),
@@ -895,7 +925,7 @@ fn build_root() -> Node {
                         key: KeyRule::Preset,
                         value: Box::new(preset),
                     },
-                    "Approval presets keyed by `$name` (`[presets.\"$yolo\"]`); they override built-ins (`$readonly`, `$standard`) of the same name.",
+                    "Presets keyed by `$name`: approval presets (`[presets.\"$yolo\"] auto_approve = [..]`, spread into `tools.auto_approve`; they override the built-ins `$readonly` and `$standard`) and model presets (`[presets.\"$fast\"] provider = \"vertex\"`, `model = \"gemini-2.5-flash\"`, `[presets.\"$fast\".parameters]`, `tools`), selected with `model = \"$fast\"`.",
                     None,
                 ),
             ),
@@ -985,6 +1015,17 @@ fn build_root() -> Node {
             ),
         ],
     )
+}
+
+/// `node` with no defaults anywhere below it (a preset's `parameters` set only what they name).
+fn without_defaults(mut node: Node) -> Node {
+    node.default = None;
+    if let Kind::Object { fields, .. } = &mut node.kind {
+        for field in fields {
+            field.node = without_defaults(field.node.clone());
+        }
+    }
+    node
 }
 
 /// Built-in approval presets.

@@ -628,6 +628,16 @@ fn analyze(
             .iter()
             .map(|e| from_config(e, config.user_file.as_deref(), frontmatter_start)),
     );
+    // What a layer sets that flemmad ignores or reads differently (Flemma-only options, the
+    // pre-0.12 `:` separator): said, never blocking.
+    diagnostics.extend(layers.iter().flat_map(|layer| {
+        layer.warnings().iter().map(|w| Diagnostic {
+            severity: Severity::Warning,
+            code: CONFIG_WARNING.to_owned(),
+            blocking: false,
+            ..from_config(w, config.user_file.as_deref(), frontmatter_start)
+        })
+    }));
     diagnostics.extend(template_diagnostics);
     Analysis {
         id: id.clone(),
@@ -662,6 +672,9 @@ fn from_template(d: &TemplateDiagnostic) -> Diagnostic {
         blocking: d.blocking,
     }
 }
+
+/// The code of configuration warnings (settings flemmad ignores or reads differently).
+pub const CONFIG_WARNING: &str = "config-warning";
 
 /// Configuration problems always block: the send would use settings the user did not mean.
 fn from_config(e: &ConfigError, user_file: Option<&Path>, frontmatter_start: usize) -> Diagnostic {

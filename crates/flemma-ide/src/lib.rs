@@ -19,6 +19,7 @@ pub mod features;
 pub mod to_protocol;
 
 pub use analysis::{
-    Analysis, AnalysisHost, AnalysisJob, ChangeError, ConfigInput, DocumentId, NOTHING_TO_SEND,
+    Analysis, AnalysisHost, AnalysisJob, CONFIG_WARNING, ChangeError, ConfigInput, DocumentId,
+    NOTHING_TO_SEND,
 };
 pub use diagnostic::{Diagnostic, Source};

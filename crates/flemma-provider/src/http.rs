@@ -225,6 +225,7 @@ impl ProviderClient {
         };
         let mut first_byte = true;
         let mut content = false;
+        let mut stopped = false;
         loop {
             let chunk = tokio::select! {
                 biased;
@@ -267,6 +268,7 @@ impl ProviderClient {
                     }
                     StreamEvent::Stop { reason } => {
                         summary.stop = reason.clone();
+                        stopped = true;
                         observer(ClientEvent::Event(StreamEvent::Stop { reason }));
                     }
                     other => {
@@ -275,7 +277,11 @@ impl ProviderClient {
                     }
                 }
             }
-            if done {
+            // The decoders end every stream with exactly one `Stop` (after its usage): the reply
+            // is complete, so stop reading. A server that keeps the connection open after the
+            // terminal event (OpenAI `response.completed`) must not hold the reply up; dropping
+            // the response closes the connection.
+            if done || stopped {
                 break;
             }
         }

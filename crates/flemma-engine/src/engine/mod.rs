@@ -135,6 +135,9 @@ pub struct Engine {
     /// while the text has none). Every piece of text the engine writes follows it
     /// ([`Engine::localize`]).
     line_ending: Option<LineEnding>,
+    /// The time of the input being handled (for what is timed deep inside a transition, such
+    /// as a job's start).
+    now: Millis,
 }
 
 impl std::fmt::Debug for Engine {
@@ -176,6 +179,7 @@ impl Engine {
             ids,
             settled: 0,
             line_ending,
+            now: 0,
         }
     }
 
@@ -255,6 +259,7 @@ impl Engine {
     // ----- the transition function -----
 
     pub fn handle(&mut self, now: Millis, input: Input) -> Vec<Effect> {
+        self.now = now;
         let mut out = Vec::new();
         match input {
             Input::TextChanged { edits } => self.text_changed(edits, &mut out),
@@ -360,6 +365,25 @@ fn separator_before(text: &str, at: usize) -> &'static str {
         Some(line) if line.is_empty() || line.ends_with('\n') => "",
         Some(_) => "\n",
         None => "\n\n",
+    }
+}
+
+/// Feeds a call's result to the loop detector: the text to write (with the loop notice from the
+/// 3rd identical call on), and at the 6th the stop message, which also halts the cycle.
+fn loop_checked(
+    loops: &mut LoopDetector,
+    halt: &mut Option<String>,
+    tool: &str,
+    input: &str,
+    text: String,
+) -> (String, bool) {
+    match loops.record(tool, input, &text) {
+        LoopVerdict::Fine => (text, false),
+        LoopVerdict::Notice(notice) => (join_notice(&text, &notice), false),
+        LoopVerdict::Stop(message) => {
+            *halt = Some(message.clone());
+            (message, true)
+        }
     }
 }
 
