@@ -162,6 +162,14 @@ fn counting_listener() -> (u16, Arc<AtomicUsize>) {
         for stream in listener.incoming().flatten() {
             seen.fetch_add(1, Ordering::SeqCst);
             let mut stream = stream;
+            // The request first (answering before it arrives confuses a client).
+            let mut reader = std::io::BufReader::new(&stream);
+            let mut line = String::new();
+            while std::io::BufRead::read_line(&mut reader, &mut line).is_ok_and(|n| n > 0)
+                && line != "\r\n"
+            {
+                line.clear();
+            }
             let _ = stream.write_all(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 30\r\nConnection: close\r\n\r\n<html><body>hi</body></html>\r\n",
             );

@@ -674,6 +674,12 @@ fn loopback_is_refused_before_connecting_unless_allowed() {
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             seen.fetch_add(1, Ordering::SeqCst);
+            // The request first (answering before it arrives confuses the client).
+            let mut reader = BufReader::new(&stream);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
             html(&stream, PAGE);
         }
     });
