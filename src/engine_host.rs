@@ -864,6 +864,10 @@ async fn run_driver(
             message: format!("warning: {warning}"),
         });
     }
+    // Said once per send: what the untrusted chat's frontmatter set that was ignored.
+    if let Some(event) = engine_setup::trust_notice(&prepared.analysis) {
+        shared.publish(path, event);
+    }
     let report_shared = shared.clone();
     let report_path = path.to_owned();
     let report = Box::new(move |report: Report| match report {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use flemma_engine::{Engine, EngineConfig, Input, Prices};
+use flemma_engine::{Engine, EngineConfig, Event, Input, Prices};
 use flemma_ide::{Analysis, AnalysisHost, ConfigInput, Diagnostic, DocumentId, NOTHING_TO_SEND};
 use flemma_provider::ProviderKind;
 use flemma_provider::credentials::CredentialEnvironment;
@@ -158,6 +158,8 @@ pub fn prepare(
             .collect()
     };
     host.set_text(id.clone(), text.to_owned());
+    let untrusted =
+        (!analysis.trust.trusted).then(|| Arc::new(crate::trust::CallRecords::from_env()));
     Ok(Prepared {
         model_warnings: setup.model_warnings.clone(),
         provider_name: setup.kind.name(),
@@ -173,7 +175,41 @@ pub fn prepare(
             client: Arc::new(client),
             host,
             id,
+            untrusted,
         },
+    })
+}
+
+/// The event that says, once per send, what an untrusted chat's frontmatter set that was
+/// ignored because it would widen what the chat may do.
+pub const TRUST_IGNORED_EVENT: &str = "trust:ignored";
+
+/// `trust:ignored` for a chat whose frontmatter set options it may not: `{reason, trust,
+/// options: [{path, value, allowed, message}]}` (`None` when nothing was ignored).
+pub fn trust_notice(analysis: &Analysis) -> Option<Event> {
+    let ignored = analysis.config.as_ref()?.ignored();
+    if ignored.is_empty() {
+        return None;
+    }
+    let trust = flemma_ide::untrusted::trust_command(analysis.id.path());
+    let options: Vec<serde_json::Value> = ignored
+        .iter()
+        .map(|option| {
+            serde_json::json!({
+                "path": option.path,
+                "value": option.value,
+                "allowed": option.allowed,
+                "message": flemma_ide::untrusted::ignored_message(option, analysis.id.path()),
+            })
+        })
+        .collect();
+    Some(Event {
+        name: TRUST_IGNORED_EVENT,
+        data: serde_json::json!({
+            "reason": analysis.trust.reason,
+            "trust": trust,
+            "options": options,
+        }),
     })
 }
 

@@ -141,6 +141,21 @@ impl Backend for HostBackend {
         Some(outcome.map_err(refused).and_then(json))
     }
 
+    fn trust_folder(&mut self, uri: &str) -> Result<Vec<PathBuf>, BackendError> {
+        let path = self.path_of(uri)?;
+        let dir = path.parent().ok_or_else(|| {
+            BackendError::Refused(format!("{} has no folder to trust", path.display()))
+        })?;
+        let added = crate::trust::trust_folder(dir)
+            .map_err(|error| BackendError::Refused(format!("{error:#}")))?;
+        tracing::info!(folder = %dir.display(), ?added, "trusted from the editor");
+        Ok(crate::trust::read_folders().0)
+    }
+
+    fn trusted_folders(&mut self) -> Option<Vec<PathBuf>> {
+        Some(crate::trust::read_folders().0)
+    }
+
     fn client_name(&mut self, name: &str) {
         self.client = display_name(name);
     }

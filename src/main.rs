@@ -12,6 +12,7 @@ mod lsp_backend;
 mod provider_setup;
 mod send_lock;
 mod tool_setup;
+mod trust;
 mod watcher;
 
 use std::process::ExitCode;

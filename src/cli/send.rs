@@ -155,6 +155,10 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     let coalesce_ms = prepared.parts.coalesce.as_millis() as u64;
     let parts = prepared.parts;
     let mut progress = Progress::new(flemma_lsp::path_to_uri(&absolute), args.events, args.quiet);
+    // Said once per send: on stderr by the diagnostics above, in the event stream here.
+    if let Some(event) = engine_setup::trust_notice(&prepared.analysis) {
+        progress.show(Report::Event(event));
+    }
     let mut driver = Driver::new(parts, text, Box::new(move |report| progress.show(report)));
     let interrupt = CancellationToken::new();
     let on_interrupt = interrupt.clone();

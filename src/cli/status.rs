@@ -90,6 +90,17 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
         return Ok(());
     }
     writeln!(out, "file:    {}", status.file)?;
+    let trust = &loaded.analysis.trust;
+    writeln!(
+        out,
+        "trust:   {} ({})",
+        if trust.trusted {
+            "trusted"
+        } else {
+            "untrusted"
+        },
+        trust.reason
+    )?;
     writeln!(out, "sandbox: {}", status.sandbox)?;
     match send_pid {
         Some(pid) => writeln!(out, "send:    running (pid {pid})")?,

@@ -175,7 +175,8 @@ async fn a_truncated_read_says_where_to_continue() {
 #[tokio::test]
 async fn a_small_custom_tool_output_has_no_truncation_notice() {
     let mock = MockProvider::start().await.unwrap();
-    let chat = chat(
+    // Its frontmatter approves a tool: a trusted folder (docs/security.md).
+    let chat = common::trusted_chat(
         "```json\n{\"flemma\": {\"provider\": \"anthropic\", \"model\": \"claude-haiku-4-5\", \"tools\": {\"auto_approve\": [\"probe\"]}}}\n```\n@You:\nProbe.\n",
     );
     config_file(
@@ -297,7 +298,9 @@ async fn a_flemma_0_14_chat_sends_without_an_error() {
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/flemma14/features.chat");
     let mock = MockProvider::start().await.unwrap();
-    let chat = chat(&std::fs::read_to_string(fixture).unwrap());
+    // A chat the user wrote with Flemma, in a folder they trust: its `(approved)` counts as
+    // written (in an untrusted folder it would wait for approval: docs/security.md).
+    let chat = common::trusted_chat(&std::fs::read_to_string(fixture).unwrap());
     let dir = chat.path.parent().unwrap();
     std::fs::write(dir.join("greeting.txt"), "helo\n").unwrap();
     std::fs::create_dir_all(dir.join(".flemma/talk.chat")).unwrap();

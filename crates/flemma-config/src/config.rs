@@ -30,6 +30,8 @@ pub struct Config {
     pub presets: BTreeMap<String, Preset>,
     /// Sandbox settings.
     pub sandbox: Sandbox,
+    /// Which chats' frontmatter is trusted.
+    pub trust: TrustSettings,
     /// Template extensions.
     pub templating: Templating,
     /// Document editing settings.
@@ -732,6 +734,16 @@ pub struct SandboxPolicy {
     pub allow_privileged: bool,
     /// Whether tools may write inside `.git` directories.
     pub git_writable: bool,
+}
+
+/// Which chats' frontmatter is trusted (`[trust]`); see [`crate::chat_trust`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustSettings {
+    /// Paths and globs of trusted chats (`~/` not yet expanded).
+    pub paths: Vec<String>,
+    /// Restricted Mode: no chat is trusted.
+    pub restricted: bool,
 }
 
 /// Document editing settings.

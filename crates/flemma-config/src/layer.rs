@@ -77,6 +77,8 @@ pub(crate) enum Entry {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigLayer {
     kind: LayerKind,
+    /// Whether its values may widen what a chat may do (see [`ConfigLayer::set_trusted`]).
+    trusted: bool,
     pub(crate) entries: BTreeMap<Vec<String>, Entry>,
     /// What this layer sets that flemmad reads differently or ignores (Flemma-only options,
     /// the pre-0.12 `:` separator in tool lists): worth a warning, never a refusal.
@@ -88,9 +90,23 @@ impl ConfigLayer {
     pub fn new(kind: LayerKind) -> Self {
         Self {
             kind,
+            trusted: true,
             entries: BTreeMap::new(),
             warnings: Vec::new(),
         }
+    }
+
+    /// Whether this layer is trusted (every new layer is).
+    pub fn is_trusted(&self) -> bool {
+        self.trusted
+    }
+
+    /// Marks the layer trusted or not. The frontmatter of a chat that is not trusted
+    /// (`docs/security.md`) is an untrusted layer: [`crate::resolve`] ignores what it sets on
+    /// options that widen what a chat may do, except what only narrows them, and lists what
+    /// it ignored ([`crate::ResolvedConfig::ignored`]).
+    pub fn set_trusted(&mut self, trusted: bool) {
+        self.trusted = trusted;
     }
 
     /// The defaults layer, derived from the schema.

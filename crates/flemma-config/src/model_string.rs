@@ -192,7 +192,15 @@ pub(crate) fn expand<'a>(
     ordered: &[&'a ConfigLayer],
     errors: &mut Vec<ConfigError>,
 ) -> Expansion<'a> {
-    let presets = preset_definitions(ordered);
+    // A preset an untrusted layer (an untrusted chat's frontmatter) defines serves only the
+    // untrusted layers: what it brings then lands in them, and resolution judges it there.
+    let trusted: Vec<&ConfigLayer> = ordered
+        .iter()
+        .copied()
+        .filter(|layer| layer.is_trusted())
+        .collect();
+    let trusted_presets = preset_definitions(&trusted);
+    let all_presets = preset_definitions(ordered);
     let provider_path = segments(&["provider"]);
     let model_path = segments(&["model"]);
     let provider_of = |layer: &ConfigLayer| match layer.entries.get(&provider_path) {
@@ -243,6 +251,11 @@ pub(crate) fn expand<'a>(
         let mut preset_parameters: Vec<(Vec<String>, Value)> = Vec::new();
         let mut preset_keys: Vec<(String, ParameterValue)> = Vec::new();
         if let Some(name) = &parsed.preset {
+            let presets = if layer.is_trusted() {
+                &trusted_presets
+            } else {
+                &all_presets
+            };
             let Some(definition) = presets.get(name) else {
                 errors.push(
                     ConfigError::new(

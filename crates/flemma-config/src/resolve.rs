@@ -12,7 +12,7 @@ use crate::layer::{
     locate,
 };
 use crate::model_string;
-use crate::schema::{self, BUILTIN_TOOLS, ItemKind, Kind};
+use crate::schema::{self, BUILTIN_TOOLS, ItemKind, Kind, Narrowing, Power};
 
 /// How tools are auto-approved after all layers are merged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +91,27 @@ pub struct ResolvedConfig {
     pub config: Config,
     sources: BTreeMap<String, LayerKind>,
     auto_approve: AutoApprove,
+    ignored: Vec<IgnoredOption>,
+}
+
+/// A value an untrusted layer (the frontmatter of a chat that is not trusted) set on an option
+/// that widens what a chat may do, which resolution ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredOption {
+    /// The option, as a schema path (`sandbox.enabled`, `tools.auto_approve`).
+    pub path: String,
+    /// What was ignored: the value (`false`, `"http://…"`), the list items it would have added
+    /// (`bash`, `/`), or `a function`.
+    pub value: String,
+    /// What an untrusted chat's frontmatter may still do with this option (`may only set it to
+    /// true`, `may only remove items`, `cannot set it`).
+    pub allowed: String,
+}
+
+impl std::fmt::Display for IgnoredOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{} = {}`", self.path, self.value)
+    }
 }
 
 impl ResolvedConfig {
@@ -137,6 +158,69 @@ impl ResolvedConfig {
     pub fn enabled_tools(&self) -> Vec<String> {
         self.config.tools.enabled.clone()
     }
+
+    /// What untrusted layers set that widens power and was ignored, in path order.
+    pub fn ignored(&self) -> &[IgnoredOption] {
+        &self.ignored
+    }
+}
+
+impl Narrowing {
+    /// Whether an untrusted layer may set `value` (a value entry).
+    fn accepts(&self, value: &Value) -> bool {
+        match self {
+            Narrowing::Never | Narrowing::Subset => false,
+            Narrowing::Only(only) => value == only,
+            Narrowing::Check(check, _) => check(value),
+        }
+    }
+
+    /// What an untrusted chat's frontmatter may still do, for messages.
+    pub(crate) fn allowed(&self) -> String {
+        match self {
+            Narrowing::Never => "an untrusted chat cannot set it".to_owned(),
+            Narrowing::Only(value) => format!("an untrusted chat may only set it to {value}"),
+            Narrowing::Subset => {
+                "an untrusted chat may only remove items from it, not add any".to_owned()
+            }
+            Narrowing::Check(_, accepted) => format!("an untrusted chat may only set {accepted}"),
+        }
+    }
+}
+
+/// The narrowing rule of `path` when it widens power (`None`: neutral, any layer sets it).
+fn widening(path: &[String]) -> Option<Narrowing> {
+    match schema::power_of(path) {
+        Some(Power::Widens(narrowing)) => Some(narrowing),
+        _ => None,
+    }
+}
+
+fn describe_entry(entry: &Entry) -> String {
+    match entry {
+        Entry::Value(Value::Array(items)) if items.iter().all(Value::is_object) => {
+            let names: Vec<String> = items
+                .iter()
+                .map(|item| {
+                    item.get("name")
+                        .or_else(|| item.get("command"))
+                        .and_then(Value::as_str)
+                        .map_or_else(|| "…".to_owned(), str::to_owned)
+                })
+                .collect();
+            format!("[{}]", names.join(", "))
+        }
+        Entry::Value(value) => value.to_string(),
+        Entry::List(ops) => format!(
+            "[{}]",
+            crate::layer::render_ops(ops)
+                .iter()
+                .map(|item| format!("{item:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Entry::Function(func) => format!("a function ({})", func.description),
+    }
 }
 
 /// Merges layers (sorted by kind, stable) against the built-in and config-declared tools. The
@@ -172,6 +256,14 @@ pub fn resolve_with_tools(
     let enabled_path = path_of(&["tools", "enabled"]);
     let mut values: BTreeMap<&[String], (&Value, LayerKind)> = BTreeMap::new();
     let mut lists: BTreeMap<&[String], Vec<(Cow<'_, Entry>, LayerKind)>> = BTreeMap::new();
+    // What untrusted layers do to lists that they may only narrow: merged below, keeping only
+    // what the trusted layers give.
+    let mut narrowing: BTreeMap<&[String], Vec<(Cow<'_, Entry>, LayerKind)>> = BTreeMap::new();
+    let mut ignored: Vec<IgnoredOption> = Vec::new();
+    // Tools and presets an untrusted layer declared and resolution ignored: its lists may name
+    // them without an error (the names are then ignored with the rest of what it adds).
+    let mut ignored_tools: Vec<String> = Vec::new();
+    let mut ignored_presets: Vec<String> = Vec::new();
     for (index, layer) in ordered.iter().enumerate() {
         // `;key=nil`: what lower layers set there no longer counts; the default shows through.
         for cleared in &expansion.clears[index] {
@@ -185,16 +277,53 @@ pub fn resolve_with_tools(
             }
         }
         for (path, entry) in &layer.entries {
-            match entry {
-                Entry::Value(value) => {
+            let rule = if layer.is_trusted() {
+                None
+            } else {
+                widening(path)
+            };
+            let ignore = |ignored: &mut Vec<IgnoredOption>, rule: &Narrowing| {
+                ignored.push(IgnoredOption {
+                    path: display_path(path),
+                    value: describe_entry(entry),
+                    allowed: rule.allowed(),
+                });
+            };
+            match (entry, rule) {
+                (Entry::Value(value), None) => {
                     values.insert(path.as_slice(), (value, layer.kind()));
                 }
-                Entry::List(_) | Entry::Function(_) => lists
+                (Entry::Value(value), Some(rule)) => {
+                    if rule.accepts(value) {
+                        values.insert(path.as_slice(), (value, layer.kind()));
+                    } else {
+                        ignore(&mut ignored, &rule);
+                        if path.as_slice() == ["tools", "custom"] {
+                            ignored_tools.extend(tool_names(value));
+                        }
+                    }
+                }
+                (Entry::List(_) | Entry::Function(_), None) => lists
                     .entry(path.as_slice())
                     .or_default()
                     .push((Cow::Borrowed(entry), layer.kind())),
+                (Entry::List(_), Some(Narrowing::Subset)) => narrowing
+                    .entry(path.as_slice())
+                    .or_default()
+                    .push((Cow::Borrowed(entry), layer.kind())),
+                (Entry::List(_) | Entry::Function(_), Some(rule)) => {
+                    ignore(&mut ignored, &rule);
+                    if let [first, name, ..] = path.as_slice()
+                        && first == "presets"
+                    {
+                        ignored_presets.push(name.clone());
+                    }
+                }
             }
         }
+    }
+    for path in narrowing.keys() {
+        lists.entry(path).or_default();
     }
 
     // Presets: built-ins, overridden by user presets of the same name.
@@ -222,13 +351,7 @@ pub fn resolve_with_tools(
     // Registered tools: built-ins, custom tools from config, extra names.
     let custom_names: Vec<String> = values
         .get(path_of(&["tools", "custom"]).as_slice())
-        .and_then(|(value, _)| value.as_array())
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|tool| tool.get("name").and_then(Value::as_str).map(String::from))
-                .collect()
-        })
+        .map(|(value, _)| tool_names(value))
         .unwrap_or_default();
     let mut known: Vec<String> = BUILTIN_TOOLS.iter().map(|s| s.to_string()).collect();
     for name in custom_names.iter().chain(extra_tools) {
@@ -292,40 +415,77 @@ pub fn resolve_with_tools(
     for (path, entries) in &lists {
         let display = display_path(path);
         let item_kind = list_item_kind(path);
+        let untrusted = narrowing.get(path);
         if matches!(item_kind, ItemKind::Tool | ItemKind::Approval) {
             check_names(entries, &display, &known, &presets, &mut errors);
+            if let Some(untrusted) = untrusted {
+                let mut declared = known.clone();
+                declared.extend(ignored_tools.iter().cloned());
+                let mut declared_presets = presets.clone();
+                for name in &ignored_presets {
+                    declared_presets.entry(name.clone()).or_default();
+                }
+                check_names(
+                    untrusted,
+                    &display,
+                    &declared,
+                    &declared_presets,
+                    &mut errors,
+                );
+            }
         }
-        let Some((_, top_kind)) = entries.last() else {
+        let context = ListContext {
+            path,
+            display: &display,
+            item_kind,
+            is_auto_approve: *path == approve_path.as_slice(),
+            known: &known,
+            presets: &presets,
+        };
+        let mut list = resolve_list(entries, &context, &mut errors);
+        let mut top = entries.last().map(|(_, kind)| *kind);
+        if let Some(untrusted) = untrusted {
+            let mut all = entries.clone();
+            all.extend(untrusted.iter().cloned());
+            let wide = resolve_list(&all, &context, &mut errors);
+            let (narrowed, dropped) = list.narrowed_by(wide);
+            if !dropped.is_empty() {
+                ignored.push(IgnoredOption {
+                    path: display.clone(),
+                    value: dropped.join(", "),
+                    allowed: Narrowing::Subset.allowed(),
+                });
+            }
+            if narrowed != list {
+                top = untrusted.last().map(|(_, kind)| *kind);
+                list = narrowed;
+            }
+        }
+        let Some(top_kind) = top else {
             continue;
         };
-        sources.insert(display.clone(), *top_kind);
-        let resolved = match fold(entries, path, &mut errors) {
-            Folded::Function(func) => {
-                if *path == approve_path.as_slice() {
+        sources.insert(display.clone(), top_kind);
+        let resolved = match list {
+            ListResolution::Function(func) => {
+                if context.is_auto_approve {
                     auto_approve = AutoApprove::Function(func);
                 }
                 Vec::new()
             }
-            Folded::List { items, exclusions } => match item_kind {
-                ItemKind::Tool => {
-                    expand_tools(&items, &exclusions, &presets, &known, &display, &mut errors)
-                }
-                ItemKind::Approval if *path == approve_path.as_slice() => {
-                    let tools = expand_approval(&items, &exclusions, &presets);
-                    let direct = items
-                        .iter()
-                        .filter(|item| !is_preset_ref(item))
-                        .cloned()
-                        .collect();
+            ListResolution::Items {
+                items,
+                exclusions,
+                direct,
+            } => {
+                if context.is_auto_approve {
                     auto_approve = AutoApprove::Tools {
-                        tools: tools.clone(),
+                        tools: items.clone(),
                         exclusions,
                         direct,
                     };
-                    tools
                 }
-                _ => items,
-            },
+                items
+            }
         };
         insert_at(
             &mut tree,
@@ -351,6 +511,8 @@ pub fn resolve_with_tools(
     insert_at(&mut tree, &path_of(&["model"]), Value::String(model));
 
     check_custom_tools(&custom_names, &mut errors);
+    check_trust_paths(&tree, &mut errors);
+    ignored.sort_by(|a, b| a.path.cmp(&b.path));
 
     if !errors.is_empty() {
         return Err(ConfigErrors(dedupe(errors)));
@@ -368,6 +530,7 @@ pub fn resolve_with_tools(
         config,
         sources,
         auto_approve,
+        ignored,
     })
 }
 
@@ -410,6 +573,112 @@ fn list_item_kind(path: &[String]) -> ItemKind {
     match &node.kind {
         Kind::List { items, .. } => *items,
         _ => ItemKind::Text,
+    }
+}
+
+/// What [`resolve_list`] needs to know about the list it resolves.
+struct ListContext<'a> {
+    path: &'a [String],
+    display: &'a str,
+    item_kind: ItemKind,
+    is_auto_approve: bool,
+    known: &'a [String],
+    presets: &'a BTreeMap<String, Vec<String>>,
+}
+
+/// A list option after every layer's operations: its items (tool lists expanded against the
+/// presets and the known tools, the approval list expanded with its exclusions kept), or the
+/// function that decides instead.
+#[derive(Debug, Clone, PartialEq)]
+enum ListResolution {
+    Items {
+        items: Vec<String>,
+        exclusions: Vec<String>,
+        /// The names and globs the list gives itself, not through a preset.
+        direct: Vec<String>,
+    },
+    Function(FunctionRef),
+}
+
+impl ListResolution {
+    /// `wide` (this list with an untrusted layer's operations) cut down to what this list (the
+    /// trusted layers' result) allows: its items that this list has (a name this list matches
+    /// with a glob counts), in `wide`'s order, and the exclusions of both. Also the items cut.
+    fn narrowed_by(&self, wide: ListResolution) -> (ListResolution, Vec<String>) {
+        let (
+            ListResolution::Items {
+                items,
+                exclusions,
+                direct,
+            },
+            ListResolution::Items {
+                items: wide_items,
+                exclusions: wide_exclusions,
+                ..
+            },
+        ) = (self, wide)
+        else {
+            // A function below decides (only a frontmatter can set one): the untrusted layer
+            // changes nothing.
+            return (self.clone(), Vec::new());
+        };
+        let covered = |item: &String| {
+            items.contains(item)
+                || (!item.contains('*') && items.iter().any(|allowed| glob_match(allowed, item)))
+        };
+        let (kept, dropped): (Vec<String>, Vec<String>) =
+            wide_items.into_iter().partition(|item| covered(item));
+        let mut all_exclusions = wide_exclusions;
+        for exclusion in exclusions {
+            if !all_exclusions.contains(exclusion) {
+                all_exclusions.push(exclusion.clone());
+            }
+        }
+        // What the untrusted layer names itself does not count as named: a preset's limits
+        // (reads inside the project) stay.
+        let kept = ListResolution::Items {
+            items: kept,
+            exclusions: all_exclusions,
+            direct: direct.clone(),
+        };
+        (kept, dropped)
+    }
+}
+
+/// Folds and expands the operations of one list option.
+fn resolve_list(
+    entries: &[(Cow<'_, Entry>, LayerKind)],
+    context: &ListContext<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> ListResolution {
+    match fold(entries, context.path, errors) {
+        Folded::Function(func) => ListResolution::Function(func),
+        Folded::List { items, exclusions } => {
+            let direct = items
+                .iter()
+                .filter(|item| !is_preset_ref(item))
+                .cloned()
+                .collect();
+            let items = match context.item_kind {
+                ItemKind::Tool => expand_tools(
+                    &items,
+                    &exclusions,
+                    context.presets,
+                    context.known,
+                    context.display,
+                    errors,
+                ),
+                ItemKind::Approval if context.is_auto_approve => {
+                    expand_approval(&items, &exclusions, context.presets)
+                }
+                _ => items,
+            };
+            ListResolution::Items {
+                items,
+                exclusions,
+                direct,
+            }
+        }
     }
 }
 
@@ -609,6 +878,30 @@ fn expand_tools(
     }
     out.retain(|item| !exclusions.iter().any(|excluded| glob_match(excluded, item)));
     out
+}
+
+/// The names of the `tools.custom` records in `value`.
+fn tool_names(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool.get("name").and_then(Value::as_str).map(String::from))
+        .collect()
+}
+
+fn check_trust_paths(tree: &Value, errors: &mut Vec<ConfigError>) {
+    let paths = tree.pointer("/trust/paths").and_then(Value::as_array);
+    for pattern in paths.into_iter().flatten().filter_map(Value::as_str) {
+        if !crate::trust::is_trust_path(pattern) {
+            errors.push(ConfigError::new(
+                "trust.paths",
+                format!(
+                    "'{pattern}' in 'trust.paths' is not an absolute path; write '/…' or '~/…' (a relative path would trust chats wherever flemmad happens to run)"
+                ),
+            ));
+        }
+    }
 }
 
 fn check_custom_tools(names: &[String], errors: &mut Vec<ConfigError>) {

@@ -75,6 +75,38 @@ pub(crate) struct Node {
     pub kind: Kind,
     pub doc: &'static str,
     pub default: Option<Value>,
+    /// Whether setting it can widen what a chat may do (the one declaration of it: resolution
+    /// ignores such values from an untrusted chat's frontmatter, the reference lists it).
+    pub power: Power,
+}
+
+/// What an option can do to a chat's power, declared with the option (`docs/security.md`).
+/// A node that declares nothing takes the rule of the table it is in; the root is neutral.
+#[derive(Debug, Clone)]
+pub(crate) enum Power {
+    /// The rule of the enclosing table.
+    Inherit,
+    /// Cannot widen what a chat may do (model, parameters, templates…): any layer sets it.
+    Neutral,
+    /// Can widen it (the sandbox, approvals, commands, endpoints, credentials): an untrusted
+    /// chat's frontmatter may only narrow it, as [`Narrowing`] says; anything else it sets is
+    /// ignored.
+    Widens(Narrowing),
+}
+
+/// How an untrusted chat's frontmatter may still set an option that widens power.
+#[derive(Debug, Clone)]
+pub(crate) enum Narrowing {
+    /// Not at all (commands, URLs, paths, approval functions, credentials).
+    Never,
+    /// Only to this value (`tools.require_approval = true`, `sandbox.enabled = true`).
+    Only(Value),
+    /// A list keeps only the items the trusted layers give it: removals apply, additions are
+    /// ignored.
+    Subset,
+    /// Only to values this check accepts, described for the reference (a Vertex location
+    /// that names a region, so the endpoint stays Google's).
+    Check(fn(&Value) -> bool, &'static str),
 }
 
 /// A named member of an object node.
@@ -88,7 +120,19 @@ pub(crate) struct Field {
 
 impl Node {
     fn new(kind: Kind, doc: &'static str, default: Option<Value>) -> Self {
-        Self { kind, doc, default }
+        Self {
+            kind,
+            doc,
+            default,
+            power: Power::Inherit,
+        }
+    }
+
+    /// Declares that this option (and, unless they say otherwise, the options inside it)
+    /// widens what a chat may do; `narrowing` is what an untrusted frontmatter may still set.
+    pub fn widens(mut self, narrowing: Narrowing) -> Self {
+        self.power = Power::Widens(narrowing);
+        self
     }
 
     /// Whether this node holds a value (as opposed to a table of options).
@@ -309,7 +353,8 @@ fn search_tool(doc: &'static str, with_exclude: bool) -> Node {
         string(
             "Working directory; `urn:flemma:buffer:path` is the chat file's directory.",
             Some("urn:flemma:buffer:path"),
-        ),
+        )
+        .widens(Narrowing::Never),
     )];
     if with_exclude {
         fields.push(field(
@@ -461,7 +506,15 @@ fn build_root() -> Node {
                     "Vertex AI parameters.",
                     vec![
                         field("project_id", string("Google Cloud project id.", None)),
-                        field("location", string("Vertex AI location.", Some("global"))),
+                        field(
+                            "location",
+                            string("Vertex AI location.", Some("global")).widens(
+                                Narrowing::Check(
+                                    is_region_name,
+                                    "a region name (letters, digits and `-`), which keeps the endpoint Google's",
+                                ),
+                            ),
+                        ),
                         field(
                             "thinking_budget",
                             thinking_budget(
@@ -596,7 +649,8 @@ fn build_root() -> Node {
                 string(
                     "`$chat` (next to the chat file), `$state` (under `$XDG_STATE_HOME`), or a template path.",
                     Some("$chat"),
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "unnamed_path_format",
@@ -605,7 +659,8 @@ fn build_root() -> Node {
                     Some(
                         "${TMPDIR:-/tmp}/flemma/unnamed/{{ flemma.pid }}/{{ bufnr }}/{{ source }}_{{ name }}_{{ id }}.txt",
                     ),
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "materialize",
@@ -647,7 +702,8 @@ fn build_root() -> Node {
                     ItemKind::Tool,
                     "Tools offered to the model (names, globs such as `slack.*`, `$presets`). The default also gains `fetch_content` when `tools.fetch_content = true`, `read_skill` when `tools.skills_dir` is set, `lsp` when `tools.lsp.servers` is not empty, and every `tools.custom` tool.",
                     &UNCONDITIONAL_TOOLS,
-                ),
+                )
+                .widens(Narrowing::Subset),
             ),
             field(
                 "auto_approve",
@@ -658,21 +714,24 @@ fn build_root() -> Node {
                     },
                     "Tools approved without asking: names, globs (kept verbatim, matched at approval time) and `$presets`. Frontmatter may assign a function instead.",
                     Some(json!(["$standard"])),
-                ),
+                )
+                .widens(Narrowing::Subset),
             ),
             field(
                 "require_approval",
                 boolean(
                     "When `false`, every tool call is approved (catch-all resolver).",
                     Some(true),
-                ),
+                )
+                .widens(Narrowing::Only(json!(true))),
             ),
             field(
                 "auto_approve_sandboxed",
                 boolean(
                     "Approve tools tagged `auto_approves_if_sandboxed` (bash) when a sandbox backend is active.",
                     Some(true),
-                ),
+                )
+                .widens(Narrowing::Only(json!(false))),
             ),
             field(
                 "max_concurrent",
@@ -692,18 +751,21 @@ fn build_root() -> Node {
                 string(
                     "Directory of skills (`<name>.md` or `<name>/SKILL.md`) for `read_skill`.",
                     None,
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "fetch_content",
-                boolean("Offer the `fetch_content` tool.", Some(false)),
+                boolean("Offer the `fetch_content` tool.", Some(false))
+                    .widens(Narrowing::Only(json!(false))),
             ),
             field(
                 "fetch_private_addresses",
                 boolean(
                     "Let `fetch_content` reach loopback, link-local and private addresses (`localhost`, `127.0.0.0/8`, `10.0.0.0/8`, `192.168.0.0/16`, `169.254.0.0/16` — cloud metadata —, `fc00::/7`, …). Off, every address a host name resolves to, and every redirection's, is checked before connecting.",
                     Some(false),
-                ),
+                )
+                .widens(Narrowing::Only(json!(false))),
             ),
             field(
                 "lsp",
@@ -716,7 +778,8 @@ fn build_root() -> Node {
                                 ItemKind::Text,
                                 "Language server command lines (for example `rust-analyzer`, `pyright-langserver --stdio`); the tool is offered when at least one is on `PATH`.",
                                 &[],
-                            ),
+                            )
+                            .widens(Narrowing::Subset),
                         ),
                         field(
                             "extensions",
@@ -745,7 +808,8 @@ fn build_root() -> Node {
                         string(
                             "Working directory; `urn:flemma:buffer:path` is the chat file's directory.",
                             Some("urn:flemma:buffer:path"),
-                        ),
+                        )
+                        .widens(Narrowing::Never),
                     )],
                 ),
             ),
@@ -758,7 +822,8 @@ fn build_root() -> Node {
                     Kind::Records(Box::new(custom_tool)),
                     "Command-line tools (`[[tools.custom]]`). The highest layer that sets this list replaces it as a whole.",
                     Some(json!([])),
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "sources",
@@ -766,7 +831,8 @@ fn build_root() -> Node {
                     Kind::Records(Box::new(tool_source)),
                     "Tool sources (`[[tools.sources]]`): commands that print tool definitions. Replaced as a whole by the highest layer.",
                     Some(json!([])),
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
         ],
     );
@@ -786,7 +852,8 @@ fn build_root() -> Node {
                     ItemKind::Approval,
                     "Tool names, globs and other presets this preset approves. Selecting the preset with `model = \"$name\"` approves them too.",
                     &[],
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "provider",
@@ -827,7 +894,8 @@ fn build_root() -> Node {
                 boolean(
                     "Sandbox tool processes when a backend is available.",
                     Some(true),
-                ),
+                )
+                .widens(Narrowing::Only(json!(true))),
             ),
             field(
                 "backend",
@@ -855,34 +923,61 @@ fn build_root() -> Node {
                                     "${TMPDIR:-/tmp}",
                                     "${XDG_CACHE_HOME:-~/.cache}",
                                 ],
-                            ),
+                            )
+                            .widens(Narrowing::Subset),
                         ),
                         field(
                             "network",
                             boolean(
                                 "Give sandboxed commands the network. Off, they run in their own empty network namespace; on, a sandboxed `bash` call is no longer approved by the sandbox alone (`tools.auto_approve_sandboxed`): each call asks, unless `tools.auto_approve` names the tool.",
                                 Some(false),
-                            ),
+                            )
+                            .widens(Narrowing::Only(json!(false))),
                         ),
                         field(
                             "allow_privileged",
                             boolean(
                                 "Allow privilege escalation (setuid binaries, sudo).",
                                 Some(false),
-                            ),
+                            )
+                            .widens(Narrowing::Only(json!(false))),
                         ),
                         field(
                             "git_writable",
                             boolean(
                                 "Let tools write inside `.git` directories. Off, `.git` is read-only inside the sandbox and `write`/`edit` refuse it: a hook or `core.fsmonitor` written there would run outside the sandbox at your next git command.",
                                 Some(false),
-                            ),
+                            )
+                            .widens(Narrowing::Only(json!(false))),
                         ),
                     ],
                 ),
             ),
         ],
-    );
+    )
+    .widens(Narrowing::Never);
+
+    let trust = object(
+        "Which chats' frontmatter is trusted (docs/security.md). A chat is trusted when it lies in a folder trusted with `flemmad trust` or matches `paths`; an untrusted chat's frontmatter cannot set the options that widen what a chat may do (the last column of this reference). Read from the layers below the frontmatter only.",
+        vec![
+            field(
+                "paths",
+                list(
+                    ItemKind::Text,
+                    "Chats whose frontmatter is trusted: absolute paths or `~/…`, with `*` (within a name), `**` (any folders) and `?`; a path without a wildcard trusts that folder and everything below it (`[\"~/notes/**\"]`, `[\"~/work/prompts\"]`).",
+                    &[],
+                ),
+            ),
+            field(
+                "restricted",
+                boolean(
+                    "Restricted Mode: no chat's frontmatter is trusted, whatever `paths` and `flemmad trust` say. VS Code sets it while its workspace is not trusted (Workspace Trust).",
+                    Some(false),
+                ),
+            ),
+        ],
+    )
+    .widens(Narrowing::Never);
 
     object(
         "flemmad configuration.",
@@ -904,7 +999,8 @@ fn build_root() -> Node {
                 object(
                     "Per-provider connection settings.",
                     provider_names.iter().map(|name| base_url(name)).collect(),
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "models",
@@ -925,11 +1021,12 @@ fn build_root() -> Node {
                         key: KeyRule::Preset,
                         value: Box::new(preset),
                     },
-                    "Presets keyed by `$name`: approval presets (`[presets.\"$yolo\"] auto_approve = [..]`, spread into `tools.auto_approve`; they override the built-ins `$readonly` and `$standard`) and model presets (`[presets.\"$fast\"] provider = \"vertex\"`, `model = \"gemini-2.5-flash\"`, `[presets.\"$fast\".parameters]`, `tools`), selected with `model = \"$fast\"`.",
+                    "Presets keyed by `$name`: approval presets (`[presets.\"$yolo\"] auto_approve = [..]`, spread into `tools.auto_approve`; they override the built-ins `$readonly` and `$standard`) and model presets (`[presets.\"$fast\"] provider = \"vertex\"`, `model = \"gemini-2.5-flash\"`, `[presets.\"$fast\".parameters]`, `tools`), selected with `model = \"$fast\"`. A preset an untrusted chat defines serves only that chat's own `model = \"$name\"`, and what it selects is judged as that chat's frontmatter.",
                     None,
                 ),
             ),
             field("sandbox", sandbox),
+            field("trust", trust),
             field(
                 "templating",
                 object(
@@ -959,7 +1056,8 @@ fn build_root() -> Node {
                             ),
                         ),
                     ],
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "editing",
@@ -994,7 +1092,8 @@ fn build_root() -> Node {
                             )],
                         ),
                     )],
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "log",
@@ -1009,7 +1108,11 @@ fn build_root() -> Node {
                                 Some("info"),
                             ),
                         ),
-                        field("file", string("Log file; unset logs to stderr.", None)),
+                        field(
+                            "file",
+                            string("Log file; unset logs to stderr.", None)
+                                .widens(Narrowing::Never),
+                        ),
                     ],
                 ),
             ),
@@ -1064,4 +1167,35 @@ fn join(prefix: &str, name: &str) -> String {
     } else {
         format!("{prefix}.{name}")
     }
+}
+
+/// A Vertex AI location that is a plain region name (`us-central1`, `global`): the endpoint
+/// `https://<location>-aiplatform.googleapis.com` then stays Google's.
+fn is_region_name(value: &Value) -> bool {
+    value.as_str().is_some_and(|location| {
+        !location.is_empty()
+            && location.len() <= 64
+            && location
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    })
+}
+
+/// The power rule of the option at `segments` (map keys included): the nearest declaration on
+/// the way from the root, [`Power::Neutral`] when there is none. `None` for a path outside
+/// the schema.
+pub(crate) fn power_of(segments: &[String]) -> Option<Power> {
+    let mut node = root();
+    let mut rule = Power::Neutral;
+    for segment in segments {
+        node = match &node.kind {
+            Kind::Object { .. } => &node.field(segment)?.node,
+            Kind::Map { value, .. } => value,
+            _ => return Some(rule),
+        };
+        if !matches!(node.power, Power::Inherit) {
+            rule = node.power.clone();
+        }
+    }
+    Some(rule)
 }

@@ -5,3 +5,4 @@ mod crlf;
 mod cycle;
 mod jobs;
 mod properties;
+mod provenance;

@@ -17,6 +17,7 @@ mod analysis;
 mod diagnostic;
 pub mod features;
 pub mod to_protocol;
+pub mod untrusted;
 
 pub use analysis::{
     Analysis, AnalysisHost, AnalysisJob, CONFIG_WARNING, ChangeError, ConfigInput, DocumentId,

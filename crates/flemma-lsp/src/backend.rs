@@ -194,6 +194,22 @@ pub trait Backend: Send {
         let _ = uri;
     }
 
+    /// `flemma.trustFolder`: trusts the folder of the chat `uri` (every chat below it, as
+    /// `flemmad trust DIR`). Returns every folder trusted now, which the session's analyses
+    /// use from then on.
+    fn trust_folder(&mut self, uri: &str) -> Result<Vec<std::path::PathBuf>, BackendError> {
+        let _ = uri;
+        Err(BackendError::NotAvailable {
+            command: "flemma.trustFolder",
+        })
+    }
+
+    /// The folders trusted now (`None`: not known here), asked when a document opens, so that
+    /// a folder trusted elsewhere (`flemmad trust` in a terminal) counts in this session too.
+    fn trusted_folders(&mut self) -> Option<Vec<std::path::PathBuf>> {
+        None
+    }
+
     /// `flemma.approve`/`reject`/`approveAll` for a document: `Some` when the engine takes it
     /// (a driver runs for the document), `None` to let the session edit the placeholder itself.
     fn tool_decision(

@@ -3,6 +3,7 @@
 mod generated;
 mod rules;
 mod templating;
+mod trust;
 mod user_file;
 
 /// Every test file in this directory is a module of this binary.

@@ -44,6 +44,10 @@ impl Engine {
         }
         let compact = self.config.compact_headers;
         let mut calls: Vec<Call> = Vec::new();
+        // Untrusted chats: calls the policy approved, and calls held for approval because
+        // flemmad did not see them come from the model.
+        let mut approved: Vec<String> = Vec::new();
+        let mut held: Vec<String> = Vec::new();
         {
             let messages = self.doc.messages();
             let unresolved = unresolved_tool_uses(&self.doc, self.settled);
@@ -75,7 +79,14 @@ impl Engine {
                 } else if let Some(input) = input {
                     let decision = self.policy.decide(&name, &input);
                     let status = match decision.verdict {
-                        Verdict::Approve => Status::Approved,
+                        Verdict::Approve if !self.came_from_model(&id, &name, &input) => {
+                            held.push(id.clone());
+                            Status::Pending
+                        }
+                        Verdict::Approve => {
+                            approved.push(id.clone());
+                            Status::Approved
+                        }
                         Verdict::RequireApproval => Status::Pending,
                         Verdict::Deny { message } => {
                             self.denials.insert(id.clone(), message);
@@ -105,6 +116,12 @@ impl Engine {
             edits.push(self.placeholder_insertion(message, &blocks));
         }
         self.apply(edits, out);
+        for id in approved {
+            self.learn(Seen::Approved, &id, out);
+        }
+        for id in held {
+            self.hold(&id, Held::NotFromModel, out);
+        }
     }
 
     /// Where and how the placeholders of assistant turn `index` go: into the `@You:` right
@@ -223,6 +240,14 @@ impl Engine {
             }
             Status::Pending => Resolution::Pending,
             Status::Approved if has_content => Resolution::UserContent,
+            Status::Approved if !self.approval_counts(id) => {
+                // An untrusted chat's approval flemmad did not see given: back to pending.
+                if let Some(edit) = self.doc.set_tool_result_status(id, Some(Status::Pending)) {
+                    self.apply(vec![edit], out);
+                }
+                self.hold(id, Held::ApprovedOnArrival, out);
+                Resolution::Pending
+            }
             Status::Approved => {
                 if !self.running.iter().any(|t| t.tool_id == id)
                     && !self.waiting.iter().any(|t| t == id)

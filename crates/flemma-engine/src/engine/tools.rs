@@ -183,6 +183,9 @@ impl Engine {
             },
         };
         self.apply(vec![edit], out);
+        if status == Status::Approved {
+            self.learn(Seen::Approved, tool_id, out);
+        }
         true
     }
 
@@ -205,6 +208,9 @@ impl Engine {
         if status == Status::Pending && content.trim().is_empty() {
             self.set_pending_status(tool_id, Status::Approved, None, out);
             status = Status::Approved;
+        } else if status == Status::Approved {
+            // The user asks to run this very call now: that approves it.
+            self.learn(Seen::Approved, tool_id, out);
         }
         self.resolve_placeholder(tool_id, status, &content, out);
         let _ = now;
