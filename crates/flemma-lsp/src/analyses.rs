@@ -44,9 +44,35 @@ pub(crate) struct Analyses {
     work: Sender<Work>,
     running: Option<Running>,
     waiting: VecDeque<String>,
-    /// The tools the last analysis of each document enables (completion offers them while a
-    /// newer analysis is still running).
-    tools: HashMap<String, Vec<String>>,
+    /// What requests need from the last finished analysis of each document (answered from it
+    /// while a newer analysis still runs; a whole `Analysis` is not kept, it shares the text).
+    known: HashMap<String, Known>,
+}
+
+/// What the last finished analysis of a document said that requests answer from.
+#[derive(Debug, Clone, Default)]
+struct Known {
+    /// The tools it enables (completion).
+    tools: Option<Vec<String>>,
+    /// The chat is untrusted and something in it was ignored or held for that (the "Trust this
+    /// folder" code action).
+    untrusted: bool,
+}
+
+impl Known {
+    fn of(analysis: &Analysis) -> Self {
+        use flemma_ide::untrusted::{UNSEEN_APPROVAL, UNSEEN_TOOL_CALL, UNTRUSTED_OPTION};
+        Self {
+            tools: analysis
+                .config
+                .as_ref()
+                .map(|config| config.enabled_tools()),
+            untrusted: !analysis.trust.trusted
+                && analysis.diagnostics.iter().any(|d| {
+                    [UNTRUSTED_OPTION, UNSEEN_APPROVAL, UNSEEN_TOOL_CALL].contains(&d.code.as_str())
+                }),
+        }
+    }
 }
 
 impl std::fmt::Debug for Analyses {
@@ -73,14 +99,20 @@ impl Analyses {
             work: work_tx,
             running: None,
             waiting: VecDeque::new(),
-            tools: HashMap::new(),
+            known: HashMap::new(),
         };
         (analyses, done_rx)
     }
 
     /// The tools the last finished analysis of `uri` enables (`None` before the first one).
     pub(crate) fn tools(&self, uri: &str) -> Option<Vec<String>> {
-        self.tools.get(uri).cloned()
+        self.known.get(uri).and_then(|known| known.tools.clone())
+    }
+
+    /// Whether the last finished analysis of `uri` found it untrusted with something ignored or
+    /// held for that (`false` before the first one).
+    pub(crate) fn untrusted(&self, uri: &str) -> bool {
+        self.known.get(uri).is_some_and(|known| known.untrusted)
     }
 
     /// Stops whatever runs (the session ends).
@@ -148,7 +180,7 @@ pub(crate) fn schedule(session: &mut Session, uri: &str) {
 pub(crate) fn closed(session: &mut Session, uri: &str) {
     let analyses = &mut session.analyses;
     analyses.waiting.retain(|waiting| waiting != uri);
-    analyses.tools.remove(uri);
+    analyses.known.remove(uri);
     if let Some(running) = &analyses.running
         && running.uri == uri
     {
@@ -168,14 +200,9 @@ pub(crate) fn finished(session: &mut Session, finished: Finished) {
     if let Some(analysis) = analysis
         && session.documents.contains_key(&uri)
     {
-        let tools = analysis
-            .config
-            .as_ref()
-            .map(|config| config.enabled_tools());
+        let known = Known::of(&analysis);
         if session.host.store_analysis(revision, analysis) {
-            if let Some(tools) = tools {
-                session.analyses.tools.insert(uri.clone(), tools);
-            }
+            session.analyses.known.insert(uri.clone(), known);
             crate::handlers::publish_diagnostics(session, &uri);
         }
     }
