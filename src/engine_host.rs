@@ -757,6 +757,8 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                 if tokio::time::timeout(SHUTDOWN_WAIT, all).await.is_err() {
                     tracing::warn!("drivers still writing after shutdown began; stopping anyway");
                 }
+                // The MCP servers live on this thread's runtime: close them before it ends.
+                crate::mcp_setup::shutdown().await;
                 let _ = done.send(());
                 return;
             }
@@ -845,7 +847,9 @@ async fn run_driver(
         &snapshot.text,
         shared.config_input(path, inner.config_path.as_deref()),
         SetupOptions::default(),
-    ) {
+    )
+    .await
+    {
         Ok(prepared) => prepared,
         Err(error @ SetupError::Blocked { .. }) => return Err(error.to_string()),
         Err(SetupError::Failed(message)) => return Err(message),
@@ -858,7 +862,11 @@ async fn run_driver(
             .collect();
         return Err(format!("nothing was sent: {}", reasons.join("; ")));
     }
-    for warning in &prepared.model_warnings {
+    for warning in prepared
+        .model_warnings
+        .iter()
+        .chain(&prepared.tool_warnings)
+    {
         shared.tell_editors(path, |uri| Task::Notice {
             uri,
             message: format!("warning: {warning}"),

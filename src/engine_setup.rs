@@ -36,6 +36,8 @@ pub struct Prepared {
     /// "model … is not in the catalogue (did you mean …?)", "… always thinks": worth a
     /// warning, not a refusal.
     pub model_warnings: Vec<String>,
+    /// MCP servers that did not start or were ignored (one line each).
+    pub tool_warnings: Vec<String>,
     /// `anthropic`, `openai`, …
     pub provider_name: &'static str,
     pub model: String,
@@ -88,7 +90,7 @@ pub fn blockers(analysis: &Analysis) -> Vec<Diagnostic> {
 /// editor's buffer), under the layers below its frontmatter `config` (the user file of
 /// [`crate::chat::config_input`], and for the engine host the editor's client settings and the
 /// document's runtime switch).
-pub fn prepare(
+pub async fn prepare(
     path: &Path,
     text: &str,
     config: ConfigInput,
@@ -114,7 +116,11 @@ pub fn prepare(
     let mut setup = provider_setup(&config, Some(&absolute), &environment)
         .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
     // The chat's own approval function (frontmatter Rhai) decides too.
-    let tools = ToolSetup::for_chat(&analysis, &absolute).map_err(SetupError::Failed)?;
+    let mut tools = ToolSetup::for_chat(&analysis, &absolute).map_err(SetupError::Failed)?;
+    let mcp =
+        crate::mcp_setup::McpTools::discover(resolved, Some(&absolute), &[], tools.sandbox_wrap())
+            .await;
+    tools.add_mcp(&mcp);
     setup.options.tools = tools.definitions();
     let client = crate::provider_setup::client(&config, &setup, environment)
         .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
@@ -162,6 +168,7 @@ pub fn prepare(
         (!analysis.trust.trusted).then(|| Arc::new(crate::trust::CallRecords::from_env()));
     Ok(Prepared {
         model_warnings: setup.model_warnings.clone(),
+        tool_warnings: mcp.warnings(),
         provider_name: setup.kind.name(),
         model: setup.options.model.clone(),
         nothing_to_send,

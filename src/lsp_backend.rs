@@ -92,6 +92,10 @@ fn json(value: impl serde::Serialize) -> Result<Value, BackendError> {
 }
 
 impl Backend for HostBackend {
+    fn discovered_tools(&self) -> Vec<(String, String)> {
+        crate::mcp_setup::hub().known_tools()
+    }
+
     fn command(&mut self, command: EngineCommand, outbox: &Outbox) -> Result<Value, BackendError> {
         let uri = command.uri().to_owned();
         let path = self.path_of(&uri)?;

@@ -69,7 +69,11 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
             super::via_daemon::NO_DAEMON_TO_DETACH,
         ));
     }
-    crate::provider_setup::runtime()?.block_on(send(args, config_path))
+    let runtime = crate::provider_setup::runtime()?;
+    let outcome = runtime.block_on(send(args, config_path));
+    // No MCP server outlives the send (they live on this runtime).
+    runtime.block_on(crate::mcp_setup::shutdown());
+    outcome
 }
 
 async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
@@ -93,7 +97,7 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
         no_autopilot: args.no_autopilot,
     };
     let prepared =
-        match engine_setup::prepare(&path, &text, chat::config_input(config_path), options) {
+        match engine_setup::prepare(&path, &text, chat::config_input(config_path), options).await {
             Ok(prepared) => prepared,
             Err(SetupError::Blocked { analysis }) => {
                 let loaded = chat::LoadedChat {
@@ -129,7 +133,11 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
             format!("{error:#}; nothing was sent"),
         ));
     }
-    for warning in &prepared.model_warnings {
+    for warning in prepared
+        .model_warnings
+        .iter()
+        .chain(&prepared.tool_warnings)
+    {
         eprintln!("flemmad: warning: {warning}");
     }
     if !prepared.nothing_to_send.is_empty() {

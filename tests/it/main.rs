@@ -6,6 +6,7 @@ mod cli_approval_function;
 mod cli_faults;
 mod cli_figures;
 mod cli_lsp_tool;
+mod cli_mcp;
 mod cli_models_count;
 mod cli_parse_fmt;
 mod cli_progress;

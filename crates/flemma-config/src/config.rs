@@ -526,9 +526,85 @@ pub struct Tools {
     pub ls: WorkingDirectory,
     /// Command-line tools.
     pub custom: Vec<CustomTool>,
+    /// MCP servers as tool sources.
+    pub mcp: Mcp,
     /// Tool discovery commands.
     pub sources: Vec<ToolSource>,
 }
+
+/// `[tools.mcp]`: MCP servers as tool sources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mcp {
+    /// Whether MCP servers are used (`None`: on when servers are configured).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Globs over full tool names offered to the model.
+    pub include: Vec<String>,
+    /// Globs over full tool names never offered.
+    pub exclude: Vec<String>,
+    /// Seconds per call (`None`: `tools.default_timeout`).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// Seconds a server may take to start.
+    pub startup_timeout: u64,
+    /// Whether chats may define servers.
+    pub trust_chat_servers: bool,
+    /// Servers keyed by their configured name.
+    #[serde(default)]
+    pub servers: BTreeMap<String, McpServer>,
+}
+
+impl Mcp {
+    /// Whether MCP servers are used: `enabled`, else whether any server is configured.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.unwrap_or(!self.servers.is_empty())
+    }
+}
+
+/// One `[tools.mcp.servers.NAME]` entry (`command` for stdio, or `url`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    /// The program of a stdio server.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables added to flemmad's environment (`${VAR}` not yet expanded).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory (`None`: the chat's directory).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// The endpoint of a streamable-HTTP server.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// HTTP headers (`${VAR}` not yet expanded).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Run a stdio server inside the sandbox.
+    #[serde(default)]
+    pub sandbox: bool,
+    /// Whether the server is used.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The tool-name form of an MCP server name: dots become hyphens (`.` separates the server
+/// from the tool in `NAME.TOOL`).
+pub fn mcp_server_name(configured: &str) -> String {
+    configured.replace('.', "-")
+}
+
+/// The reserved MCP server name: its tools would fall under `flemma.*`, which `$standard`
+/// approves.
+pub const RESERVED_MCP_SERVER: &str = "flemma";
 
 /// Template extensions: Rhai modules and custom frontmatter parsers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use crate::config::{Config, Provider, default_model};
+use crate::config::{Config, Provider, RESERVED_MCP_SERVER, default_model, mcp_server_name};
 use crate::error::{ConfigError, ConfigErrors, suggest};
 use crate::layer::{
     ConfigLayer, Entry, FunctionRef, LayerKind, ListOp, display_path, insert_at, is_preset_ref,
@@ -360,6 +360,20 @@ pub fn resolve_with_tools(
         }
     }
 
+    // MCP servers: their tools are discovered at run time, so names and globs under
+    // `NAME.` are kept verbatim (never an error while the server has not answered yet).
+    let mcp_configured: BTreeSet<String> = values
+        .keys()
+        .filter_map(|path| match path {
+            [a, b, c, name, ..] if a == "tools" && b == "mcp" && c == "servers" => {
+                Some(name.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    let mcp_servers: Vec<String> = mcp_configured.iter().map(|n| mcp_server_name(n)).collect();
+    check_mcp_servers(&mcp_configured, &values, &mut errors);
+
     // Conditional tools join the default tools.enabled when their option is on.
     let lsp_path = path_of(&["tools", "lsp", "servers"]);
     let lsp_on = lists
@@ -417,7 +431,14 @@ pub fn resolve_with_tools(
         let item_kind = list_item_kind(path);
         let untrusted = narrowing.get(path);
         if matches!(item_kind, ItemKind::Tool | ItemKind::Approval) {
-            check_names(entries, &display, &known, &presets, &mut errors);
+            check_names(
+                entries,
+                &display,
+                &known,
+                &mcp_servers,
+                &presets,
+                &mut errors,
+            );
             if let Some(untrusted) = untrusted {
                 let mut declared = known.clone();
                 declared.extend(ignored_tools.iter().cloned());
@@ -429,6 +450,7 @@ pub fn resolve_with_tools(
                     untrusted,
                     &display,
                     &declared,
+                    &mcp_servers,
                     &declared_presets,
                     &mut errors,
                 );
@@ -440,6 +462,7 @@ pub fn resolve_with_tools(
             item_kind,
             is_auto_approve: *path == approve_path.as_slice(),
             known: &known,
+            mcp_servers: &mcp_servers,
             presets: &presets,
         };
         let mut list = resolve_list(entries, &context, &mut errors);
@@ -583,6 +606,7 @@ struct ListContext<'a> {
     item_kind: ItemKind,
     is_auto_approve: bool,
     known: &'a [String],
+    mcp_servers: &'a [String],
     presets: &'a BTreeMap<String, Vec<String>>,
 }
 
@@ -660,14 +684,21 @@ fn resolve_list(
                 .cloned()
                 .collect();
             let items = match context.item_kind {
-                ItemKind::Tool => expand_tools(
-                    &items,
-                    &exclusions,
-                    context.presets,
-                    context.known,
-                    context.display,
-                    errors,
-                ),
+                ItemKind::Tool => {
+                    let mut tools = expand_tools(
+                        &items,
+                        &exclusions,
+                        context.presets,
+                        context.known,
+                        context.mcp_servers,
+                        context.display,
+                        errors,
+                    );
+                    for excluded in mcp_exclusions(entries, context.mcp_servers) {
+                        tools.push(format!("!{excluded}"));
+                    }
+                    tools
+                }
                 ItemKind::Approval if context.is_auto_approve => {
                     expand_approval(&items, &exclusions, context.presets)
                 }
@@ -770,11 +801,107 @@ fn op_items(op: &ListOp) -> Vec<&String> {
     }
 }
 
+/// Whether `item` (a name or a glob) may name a tool of one of the MCP servers `servers`
+/// (their tool-name forms): `github.search`, `github.*`, `git*`, `*`.
+pub(crate) fn names_mcp_tool(item: &str, servers: &[String]) -> bool {
+    servers.iter().any(|server| {
+        let prefix = format!("{server}.");
+        match item.split_once('*') {
+            Some((literal, _)) => prefix.starts_with(literal) || literal.starts_with(&prefix),
+            None => item.starts_with(&prefix),
+        }
+    })
+}
+
+/// The MCP names and globs a tool list removes (`!github.*`), in layer order: kept as `!x`
+/// items of the resolved list, so they still apply once the servers' tools are discovered
+/// (a later `+x` of the same item takes it back).
+fn mcp_exclusions(entries: &[(Cow<'_, Entry>, LayerKind)], servers: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (entry, _) in entries {
+        let Entry::List(ops) = &**entry else {
+            out.clear();
+            continue;
+        };
+        for op in ops {
+            match op {
+                ListOp::Set(_) => out.clear(),
+                ListOp::Append(item) | ListOp::Prepend(item) => out.retain(|x| x != item),
+                ListOp::Remove(item) if names_mcp_tool(item, servers) => {
+                    if !out.contains(item) {
+                        out.push(item.clone());
+                    }
+                }
+                ListOp::Remove(_) => {}
+            }
+        }
+    }
+    out
+}
+
+/// The `[tools.mcp.servers]` names: the reserved `flemma`, names that are not tool-name
+/// safe, two names that become the same tool-name form, and a server with both or neither of
+/// `command` and `url`.
+fn check_mcp_servers(
+    configured: &BTreeSet<String>,
+    values: &BTreeMap<&[String], (&Value, LayerKind)>,
+    errors: &mut Vec<ConfigError>,
+) {
+    let mut seen: BTreeMap<String, &String> = BTreeMap::new();
+    for name in configured {
+        let path = format!(
+            "tools.mcp.servers.{}",
+            display_path(std::slice::from_ref(name))
+        );
+        let normal = mcp_server_name(name);
+        if normal == RESERVED_MCP_SERVER {
+            errors.push(ConfigError::new(
+                path.clone(),
+                format!("the MCP server name '{name}' is reserved: its tools would be `flemma.*`, which `$standard` approves; rename the server"),
+            ));
+            continue;
+        }
+        if !normal
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        {
+            errors.push(ConfigError::new(
+                path.clone(),
+                format!("the MCP server name '{name}' may only contain letters, digits, '_', '-' and '.'; rename the server"),
+            ));
+            continue;
+        }
+        if let Some(other) = seen.insert(normal.clone(), name) {
+            errors.push(ConfigError::new(
+                path.clone(),
+                format!("the MCP servers '{other}' and '{name}' both give the tool prefix '{normal}.' (dots become hyphens); rename one of them"),
+            ));
+        }
+        let has = |leaf: &str| {
+            values.keys().any(|key| {
+                matches!(*key, [a, b, c, n, l] if a == "tools" && b == "mcp" && c == "servers" && n == name && l == leaf)
+            })
+        };
+        match (has("command"), has("url")) {
+            (true, true) => errors.push(ConfigError::new(
+                path,
+                format!("the MCP server '{name}' has both `command` and `url`; keep `command` for a stdio server or `url` for a streamable-HTTP server"),
+            )),
+            (false, false) => errors.push(ConfigError::new(
+                path,
+                format!("the MCP server '{name}' has neither `command` nor `url`; define it in your config file with `command = \"…\"` (stdio) or `url = \"http://…\"` (streamable HTTP)"),
+            )),
+            _ => {}
+        }
+    }
+}
+
 /// Unknown tool and preset names are errors with suggestions (globs are checked on expansion).
 fn check_names(
     entries: &[(Cow<'_, Entry>, LayerKind)],
     path: &str,
     known: &[String],
+    mcp_servers: &[String],
     presets: &BTreeMap<String, Vec<String>>,
     errors: &mut Vec<ConfigError>,
 ) {
@@ -793,7 +920,10 @@ fn check_names(
                             .in_layer(*kind),
                         );
                     }
-                } else if !item.contains('*') && !known.contains(item) {
+                } else if !item.contains('*')
+                    && !known.contains(item)
+                    && !names_mcp_tool(item, mcp_servers)
+                {
                     errors.push(
                         ConfigError::new(
                             path,
@@ -851,17 +981,22 @@ fn expand_tools(
     exclusions: &[String],
     presets: &BTreeMap<String, Vec<String>>,
     known: &[String],
+    mcp_servers: &[String],
     path: &str,
     errors: &mut Vec<ConfigError>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for item in expand_approval(items, &[], presets) {
+        if names_mcp_tool(&item, mcp_servers) && !out.contains(&item) {
+            // Matched against the server's tools once it has listed them.
+            out.push(item.clone());
+        }
         if item.contains('*') {
             let matches: Vec<&String> = known
                 .iter()
                 .filter(|name| glob_match(&item, name))
                 .collect();
-            if matches.is_empty() {
+            if matches.is_empty() && !names_mcp_tool(&item, mcp_servers) {
                 errors.push(ConfigError::new(
                     path,
                     format!("glob pattern '{item}' in '{path}' matched no tools; check the pattern against the tool names"),

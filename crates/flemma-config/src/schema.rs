@@ -693,6 +693,8 @@ fn build_root() -> Node {
         ],
     );
 
+    let mcp = mcp_schema();
+
     let mut tools = object(
         "Tools offered to the model and how they are approved. `tools = [..]` is short for `tools.enabled = [..]`.",
         vec![
@@ -825,6 +827,7 @@ fn build_root() -> Node {
                 )
                 .widens(Narrowing::Never),
             ),
+            field("mcp", mcp),
             field(
                 "sources",
                 Node::new(
@@ -1114,6 +1117,148 @@ fn build_root() -> Node {
                                 .widens(Narrowing::Never),
                         ),
                     ],
+                ),
+            ),
+        ],
+    )
+}
+
+fn string_map(doc: &'static str, value_doc: &'static str) -> Node {
+    Node::new(
+        Kind::Map {
+            key: KeyRule::Any,
+            value: Box::new(string(value_doc, None)),
+        },
+        doc,
+        None,
+    )
+}
+
+/// `[tools.mcp]`: MCP servers as tool sources.
+fn mcp_schema() -> Node {
+    let server = object(
+        "One MCP server: `command` (+ `args`, `env`, `cwd`) for a server over stdio, or `url` (+ `headers`) for a streamable-HTTP server. Only the user config file (and an ACP editor) may define what runs; a chat's frontmatter or client settings may only turn a server off (`enabled = false`) unless `tools.mcp.trust_chat_servers = true`.",
+        vec![
+            field(
+                "command",
+                string(
+                    "The program that runs the server over stdio (found on `PATH`); runs outside the sandbox unless `sandbox = true`.",
+                    None,
+                ),
+            ),
+            field(
+                "args",
+                Node::new(Kind::Strings, "Arguments of `command`.", None),
+            ),
+            field(
+                "env",
+                string_map(
+                    "Variables added to flemmad's environment for the server; `${VAR}` is expanded from flemmad's environment (values never reach logs, events or files).",
+                    "The variable's value.",
+                ),
+            ),
+            field(
+                "cwd",
+                string(
+                    "Working directory of the server; default the chat's directory, a relative path is taken against it.",
+                    None,
+                ),
+            ),
+            field(
+                "url",
+                string(
+                    "The endpoint of a streamable-HTTP server (`http://127.0.0.1:8000/mcp`).",
+                    None,
+                ),
+            ),
+            field(
+                "headers",
+                string_map(
+                    "HTTP headers sent to a `url` server (`Authorization = \"Bearer ${GITHUB_TOKEN}\"`); `${VAR}` is expanded from flemmad's environment and never logged.",
+                    "The header's value.",
+                ),
+            ),
+            field(
+                "sandbox",
+                boolean(
+                    "Run a stdio server inside the tool sandbox (`bwrap`, with `sandbox.policy`) instead of outside it.",
+                    Some(false),
+                ),
+            ),
+            field(
+                "enabled",
+                boolean(
+                    "Whether this server starts and offers its tools; a chat may set `false`.",
+                    Some(true),
+                )
+                .widens(Narrowing::Only(json!(false))),
+            ),
+        ],
+    )
+    .widens(Narrowing::Never);
+    object(
+        "MCP servers as tool sources: server NAME's tool TOOL is the tool `NAME.TOOL` (dots in NAME become hyphens). Servers start for a send, `flemmad tools`, `tools run`, `status` or in the daemon, never when a document is only opened.",
+        vec![
+            field(
+                "enabled",
+                boolean(
+                    "Whether MCP servers are used at all (default: on when servers are configured).",
+                    None,
+                )
+                .widens(Narrowing::Only(json!(false))),
+            ),
+            field(
+                "include",
+                list(
+                    ItemKind::Text,
+                    "Globs over full tool names (`github.*`) of the MCP tools offered to the model. A discovered tool that is not included stays available: a chat opts in with `tools.enabled` (`+github.search_issues`).",
+                    &[],
+                )
+                .widens(Narrowing::Subset),
+            ),
+            field(
+                "exclude",
+                list(
+                    ItemKind::Text,
+                    "Globs over full tool names of MCP tools never offered; exclude wins over `include` and `tools.enabled`.",
+                    &[],
+                ),
+            ),
+            field(
+                "timeout",
+                integer(
+                    1,
+                    i64::MAX,
+                    "Seconds an MCP tool call may take before it is cancelled (default `tools.default_timeout`).",
+                    None,
+                ),
+            ),
+            field(
+                "startup_timeout",
+                integer(
+                    1,
+                    i64::MAX,
+                    "Seconds a server may take to start and answer `initialize` and `tools/list`.",
+                    Some(30),
+                ),
+            ),
+            field(
+                "trust_chat_servers",
+                boolean(
+                    "Let chats (frontmatter, client settings) define servers (`command`, `url`, …); only the user config file can turn this on.",
+                    Some(false),
+                )
+                .widens(Narrowing::Never),
+            ),
+            field(
+                "servers",
+                Node::new(
+                    Kind::Map {
+                        key: KeyRule::Any,
+                        value: Box::new(server),
+                    },
+                    "MCP servers keyed by name (`[tools.mcp.servers.github]`). The name `flemma` is reserved.",
+                    None,
                 ),
             ),
         ],

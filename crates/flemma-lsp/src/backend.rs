@@ -210,6 +210,13 @@ pub trait Backend: Send {
         None
     }
 
+    /// Tools this process discovered at run time (the tools of the MCP servers running in it)
+    /// as `(name, description)`, for completion and hover. Never starts anything: opening or
+    /// editing a document does not start a server.
+    fn discovered_tools(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
     /// `flemma.approve`/`reject`/`approveAll` for a document: `Some` when the engine takes it
     /// (a driver runs for the document), `None` to let the session edit the placeholder itself.
     fn tool_decision(

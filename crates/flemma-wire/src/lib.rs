@@ -11,8 +11,8 @@
 pub use flemma_conversation::{Conversation, StopReason, StreamEvent, Usage};
 pub use sse::{SseDecoder, SseEvent};
 pub use tools::{
-    decode_tool_name, encode_tool_name, inject_harness_parameters, name_from_synthetic_id,
-    normalize_tool_id, synthetic_tool_id,
+    ToolNames, decode_tool_name, encode_tool_name, inject_harness_parameters,
+    name_from_synthetic_id, normalize_tool_id, synthetic_tool_id,
 };
 
 pub use anthropic_build::{DEFAULT_ANTHROPIC_VERSION, anthropic_level_budget};
@@ -463,23 +463,33 @@ impl<F: SseFormat> StreamDecoder for SseStream<F> {
 /// (not the provider's content-block index). Every stream ends with exactly one `Stop` (preceded
 /// by one `Usage` when the provider reported usage) or one `Error`.
 pub fn decoder(kind: ProviderKind) -> Box<dyn StreamDecoder + Send> {
+    decoder_for(kind, ToolNames::default())
+}
+
+/// [`decoder`] for a request that offered the tools of `names`: tool calls decode to exactly
+/// those names (see [`encode_tool_name`]).
+pub fn decoder_for(kind: ProviderKind, names: ToolNames) -> Box<dyn StreamDecoder + Send> {
     match kind {
-        ProviderKind::Anthropic => Box::new(SseStream::new(
-            SseDecoder::default(),
-            anthropic_decode::AnthropicDecoder::default(),
-        )),
-        ProviderKind::OpenAi => Box::new(SseStream::new(
-            SseDecoder::default(),
-            responses_decode::ResponsesDecoder::default(),
-        )),
-        ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => Box::new(SseStream::new(
-            SseDecoder::default(),
-            chat_decode::ChatDecoder::default(),
-        )),
-        ProviderKind::Gemini | ProviderKind::Vertex => Box::new(SseStream::new(
-            SseDecoder::with_bare_json(),
-            gemini_decode::GeminiDecoder::default(),
-        )),
+        ProviderKind::Anthropic => {
+            let mut format = anthropic_decode::AnthropicDecoder::default();
+            format.names = names;
+            Box::new(SseStream::new(SseDecoder::default(), format))
+        }
+        ProviderKind::OpenAi => {
+            let mut format = responses_decode::ResponsesDecoder::default();
+            format.names = names;
+            Box::new(SseStream::new(SseDecoder::default(), format))
+        }
+        ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
+            let mut format = chat_decode::ChatDecoder::default();
+            format.names = names;
+            Box::new(SseStream::new(SseDecoder::default(), format))
+        }
+        ProviderKind::Gemini | ProviderKind::Vertex => {
+            let mut format = gemini_decode::GeminiDecoder::default();
+            format.names = names;
+            Box::new(SseStream::new(SseDecoder::with_bare_json(), format))
+        }
     }
 }
 

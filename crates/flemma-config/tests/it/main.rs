@@ -1,6 +1,7 @@
 //! The crate's one integration-test binary (one link instead of one per file).
 
 mod generated;
+mod mcp;
 mod rules;
 mod templating;
 mod trust;

@@ -18,7 +18,9 @@ pub(crate) fn handle(
     // Tool names need the resolved configuration (frontmatter included): those of the last
     // finished analysis (a newer one may still run; completion never waits for it); before
     // the first one, those of the configuration below the frontmatter.
-    let tools = session
+    // MCP items of the list (`github.*`, `!github.x`) are patterns, not names; the names of the
+    // MCP tools the process knows come from the backend.
+    let mut tools: Vec<String> = session
         .analyses
         .tools(uri.as_str())
         .or_else(|| {
@@ -26,7 +28,15 @@ pub(crate) fn handle(
                 .ok()
                 .map(|resolved| resolved.enabled_tools())
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|name| !name.contains('*') && !name.starts_with('!'))
+        .collect();
+    for (name, _) in session.backend.discovered_tools() {
+        if !tools.contains(&name) {
+            tools.push(name);
+        }
+    }
     let (open, syntax) = document(session, &uri)?;
     let offset = from_proto::offset(
         &open.index,
