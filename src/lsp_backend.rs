@@ -184,14 +184,16 @@ impl Backend for HostBackend {
         let Some(index) = self.open.iter().position(|(u, _, _)| u == uri) else {
             return;
         };
-        let (_, path, _) = self.open.remove(index);
+        let (_, path, shared) = self.open.remove(index);
+        shared.close();
         self.host.detach_editor(&path, self.session);
     }
 }
 
 impl Drop for HostBackend {
     fn drop(&mut self) {
-        for (_, path, _) in self.open.drain(..) {
+        for (_, path, shared) in self.open.drain(..) {
+            shared.close();
             self.host.detach_editor(&path, self.session);
         }
     }

@@ -6,3 +6,6 @@ mod cycle;
 mod jobs;
 mod properties;
 mod provenance;
+mod session;
+mod session_properties;
+mod session_world;

@@ -241,8 +241,7 @@ fn syntax_rule(doc: &Document, diagnostic: &flemma_syntax::Diagnostic) -> (bool,
 pub struct AnalysisHost {
     io: Arc<dyn Host>,
     template_cache: TemplateCache,
-    config: Arc<ConfigInput>,
-    base: Arc<BaseResolution>,
+    config: Arc<Configuration>,
     documents: HashMap<DocumentId, DocumentState>,
     /// Counts every change (text or configuration): a document's revision is the count at its
     /// last change, so an analysis computed elsewhere is kept only if nothing changed since.
@@ -254,11 +253,29 @@ struct DocumentState {
     document: Arc<Document>,
     analysis: Option<Arc<Analysis>>,
     revision: u64,
+    /// The document's own configuration below its frontmatter, when it is not the host's
+    /// ([`AnalysisHost::set_document_config`]).
+    config: Option<Arc<Configuration>>,
+}
+
+/// A configuration below the frontmatter and what it resolves to before any frontmatter runs.
+#[derive(Debug)]
+struct Configuration {
+    input: ConfigInput,
+    base: BaseResolution,
+}
+
+impl Configuration {
+    fn new(input: ConfigInput) -> Arc<Self> {
+        let base = resolve_base(&input);
+        Arc::new(Self { input, base })
+    }
 }
 
 /// Everything one analysis needs, taken from the host: it runs on any thread while the host
-/// takes more changes (the language server evaluates off its main loop), and its result goes
-/// back with [`AnalysisHost::store_analysis`], kept only if the document did not change since.
+/// takes more changes (the language server evaluates off its main loop, the engine outside the
+/// lock of the process's host), and its result goes back with
+/// [`AnalysisHost::store_analysis`], kept only if the document did not change since.
 #[derive(Debug, Clone)]
 pub struct AnalysisJob {
     id: DocumentId,
@@ -266,8 +283,7 @@ pub struct AnalysisJob {
     document: Arc<Document>,
     io: Arc<dyn Host>,
     template_cache: TemplateCache,
-    config: Arc<ConfigInput>,
-    base: Arc<BaseResolution>,
+    config: Arc<Configuration>,
 }
 
 impl AnalysisJob {
@@ -289,8 +305,8 @@ impl AnalysisJob {
             self.document.clone(),
             &self.io,
             &self.template_cache,
-            &self.config,
-            &self.base,
+            &self.config.input,
+            &self.config.base,
             cancel,
         )
     }
@@ -309,12 +325,21 @@ impl AnalysisHost {
     /// A host whose evaluations read files, the clock and run parsers through `io`, under the
     /// configuration `config`.
     pub fn new(io: Arc<dyn Host>, config: ConfigInput) -> Self {
-        let base = Arc::new(resolve_base(&config));
+        Self::with_template_cache(io, config, TemplateCache::new())
+    }
+
+    /// A host that shares `template_cache` (compiled templates and each message's result)
+    /// with the other hosts of the process: a document the language server and the engine
+    /// both analyse is evaluated once, and its conversation's parts are shared.
+    pub fn with_template_cache(
+        io: Arc<dyn Host>,
+        config: ConfigInput,
+        template_cache: TemplateCache,
+    ) -> Self {
         Self {
             io,
-            template_cache: TemplateCache::new(),
-            config: Arc::new(config),
-            base,
+            template_cache,
+            config: Configuration::new(config),
             documents: HashMap::new(),
             changes: 0,
         }
@@ -333,13 +358,12 @@ impl AnalysisHost {
 
     /// The configuration below the frontmatter.
     pub fn config(&self) -> &ConfigInput {
-        &self.config
+        &self.config.input
     }
 
     /// Replaces the configuration below the frontmatter; every analysis is recomputed.
     pub fn set_config(&mut self, config: ConfigInput) {
-        self.base = Arc::new(resolve_base(&config));
-        self.config = Arc::new(config);
+        self.config = Configuration::new(config);
         let revision = self.next_revision();
         for state in self.documents.values_mut() {
             state.analysis = None;
@@ -351,14 +375,45 @@ impl AnalysisHost {
     pub fn set_text(&mut self, id: DocumentId, text: impl Into<String>) {
         let document = Arc::new(flemma_syntax::parse(text));
         let revision = self.next_revision();
+        let config = self.documents.remove(&id).and_then(|state| state.config);
         self.documents.insert(
             id,
             DocumentState {
                 document,
                 analysis: None,
                 revision,
+                config,
             },
         );
+    }
+
+    /// Moves the document `id` to `text` by the changes between them (an incremental re-parse,
+    /// and the template cache re-evaluates only the messages they touch); opens it when it is
+    /// not open.
+    pub fn change_text(&mut self, id: &DocumentId, text: &str) {
+        let edits = self.documents.get(id).map(|state| {
+            // `apply_edits` takes each edit in the text the ones before it made: last first.
+            let mut edits = flemma_syntax::diff_to_edits(state.document.text(), text);
+            edits.reverse();
+            edits
+        });
+        match edits {
+            Some(edits) if edits.is_empty() || self.apply_edits(id, &edits).is_ok() => {}
+            _ => self.set_text(id.clone(), text.to_owned()),
+        }
+    }
+
+    /// Analyses the document `id` under `config` instead of the host's configuration (the
+    /// engine's documents each have their own: the writing editor's settings, a runtime
+    /// switch). Unknown documents are ignored; set the text first.
+    pub fn set_document_config(&mut self, id: &DocumentId, config: ConfigInput) {
+        let revision = self.next_revision();
+        let Some(state) = self.documents.get_mut(id) else {
+            return;
+        };
+        state.config = Some(Configuration::new(config));
+        state.analysis = None;
+        state.revision = revision;
     }
 
     /// Applies `edits` in order (each in the coordinates of the text the earlier ones produced),
@@ -419,30 +474,28 @@ impl AnalysisHost {
         self.template_cache.forget_document(Some(id.path()));
     }
 
+    /// Drops the document's text and analysis but leaves its messages' results in the
+    /// template cache (another host of the process may have the same document open).
+    pub fn forget(&mut self, id: &DocumentId) {
+        self.documents.remove(id);
+    }
+
     /// The current syntax tree of a document (cheap: no evaluation).
     pub fn document(&self, id: &DocumentId) -> Option<&Arc<Document>> {
         self.documents.get(id).map(|state| &state.document)
     }
 
-    /// The analysis of a document at its current text, computed when first asked for.
+    /// The analysis of a document at its current text, computed when first asked for (here, on
+    /// the caller's thread; [`AnalysisHost::analysis_job`] computes it elsewhere).
     pub fn analysis(&mut self, id: &DocumentId) -> Result<Arc<Analysis>, ChangeError> {
-        let state = self
-            .documents
-            .get_mut(id)
-            .ok_or_else(|| ChangeError::UnknownDocument(id.path().to_owned()))?;
-        if let Some(analysis) = &state.analysis {
-            return Ok(analysis.clone());
+        if let Some(analysis) = self.cached_analysis(id) {
+            return Ok(analysis);
         }
-        let analysis = Arc::new(analyze(
-            id,
-            state.document.clone(),
-            &self.io,
-            &self.template_cache,
-            &self.config,
-            &self.base,
-            None,
-        ));
-        state.analysis = Some(analysis.clone());
+        let job = self
+            .analysis_job(id)
+            .ok_or_else(|| ChangeError::UnknownDocument(id.path().to_owned()))?;
+        let analysis = Arc::new(job.run(None));
+        self.store_analysis(job.revision, analysis.clone());
         Ok(analysis)
     }
 
@@ -470,8 +523,7 @@ impl AnalysisHost {
             document: state.document.clone(),
             io: self.io.clone(),
             template_cache: self.template_cache.clone(),
-            config: self.config.clone(),
-            base: self.base.clone(),
+            config: state.config.clone().unwrap_or_else(|| self.config.clone()),
         })
     }
 
