@@ -58,3 +58,57 @@ pub fn analysis(
     }
     Ok(analysis)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chat whose templates spend the whole evaluation budget (3 s) does not hold the lock
+    /// while it is evaluated: another document is analysed meanwhile (before the change, the
+    /// second analysis waited for the first one's end).
+    #[test]
+    fn an_evaluation_holds_no_lock() {
+        let analyses = analyses(TemplateCache::new());
+        let dir = std::env::temp_dir().join("flemma-analyses-lock-test");
+        let slow = DocumentId::new(dir.join("slow.chat"));
+        let quick = DocumentId::new(dir.join("quick.chat"));
+        let text = "@You:\n{% loop { } %}\n\n@Assistant:\nok\n\n".repeat(100);
+        let slow_thread = std::thread::spawn({
+            let analyses = analyses.clone();
+            let slow = slow.clone();
+            move || {
+                analysis(&analyses, &slow, true, |host| {
+                    host.set_text(slow.clone(), text)
+                })
+            }
+        });
+        // The slow document is in the host once its job was taken (under the same lock).
+        while lock(&analyses).document(&slow).is_none() {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let quick_analysis = analysis(&analyses, &quick, true, |host| {
+            host.set_text(quick.clone(), "@You:\nhello\n")
+        })
+        .expect("the quick document is analysed");
+        assert!(
+            !slow_thread.is_finished(),
+            "the quick analysis waited for the slow one"
+        );
+        assert!(quick_analysis.send_blockers().is_empty());
+        let slow_analysis = slow_thread
+            .join()
+            .expect("no panic")
+            .expect("the slow document is analysed");
+        assert!(
+            slow_analysis
+                .diagnostics
+                .iter()
+                .any(|d| d.message.contains("were not evaluated")),
+            "{:#?}",
+            slow_analysis.diagnostics
+        );
+        let host = lock(&analyses);
+        assert!(host.cached_analysis(&slow).is_some(), "the result is kept");
+        assert!(host.cached_analysis(&quick).is_some(), "the result is kept");
+    }
+}
