@@ -61,54 +61,117 @@ pub fn analysis(
 
 #[cfg(test)]
 mod tests {
+    use std::path::{Path, PathBuf};
+    use std::sync::mpsc::{Receiver, Sender, channel};
+    use std::time::{Duration, SystemTime};
+
+    use flemma_template::{Host, PersonalityContext};
+
     use super::*;
 
-    /// A chat whose templates spend the whole evaluation budget (3 s) does not hold the lock
-    /// while it is evaluated: another document is analysed meanwhile (before the change, the
-    /// second analysis waited for the first one's end).
+    /// The file system, except that reading a file named `gate.txt` says so and then waits
+    /// until the test opens the gate: an evaluation held in the middle, for as long as needed.
+    #[derive(Debug)]
+    struct GatedHost {
+        entered: Mutex<Sender<()>>,
+        gate: Mutex<Receiver<()>>,
+    }
+
+    impl Host for GatedHost {
+        fn read_file(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+            if path.file_name().is_some_and(|name| name == "gate.txt") {
+                let _ = lock_std(&self.entered).send(());
+                let _ = lock_std(&self.gate).recv();
+            }
+            FsHost.read_file(path, limit)
+        }
+        fn home_dir(&self) -> Option<PathBuf> {
+            None
+        }
+        fn now(&self) -> SystemTime {
+            SystemTime::now()
+        }
+        fn environment(&self) -> PersonalityContext {
+            FsHost.environment()
+        }
+        fn is_readable(&self, path: &Path) -> bool {
+            FsHost.is_readable(path)
+        }
+        fn run_filter(
+            &self,
+            argv: &[String],
+            input: &[u8],
+            dir: &Path,
+            timeout: Duration,
+        ) -> std::io::Result<Vec<u8>> {
+            FsHost.run_filter(argv, input, dir, timeout)
+        }
+    }
+
+    fn lock_std<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+        mutex.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// While one chat's evaluation is held in the middle (reading a file that does not come),
+    /// the host is not locked: another document is analysed meanwhile. (Evaluating under the
+    /// lock, the second analysis waits until the gate opens, and the test fails after 20 s.)
     #[test]
     fn an_evaluation_holds_no_lock() {
-        let analyses = analyses(TemplateCache::new());
-        let dir = std::env::temp_dir().join("flemma-analyses-lock-test");
-        let slow = DocumentId::new(dir.join("slow.chat"));
+        let dir = std::env::temp_dir().join(format!("flemma-analyses-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temp dir");
+        std::fs::write(dir.join("gate.txt"), "through the gate").expect("a file");
+        let (entered_tx, entered) = channel();
+        let (open_gate, gate) = channel();
+        let host = GatedHost {
+            entered: Mutex::new(entered_tx),
+            gate: Mutex::new(gate),
+        };
+        let analyses: Analyses = Arc::new(Mutex::new(AnalysisHost::new(
+            Arc::new(host),
+            ConfigInput::default(),
+        )));
+        let held = DocumentId::new(dir.join("held.chat"));
         let quick = DocumentId::new(dir.join("quick.chat"));
-        let text = "@You:\n{% loop { } %}\n\n@Assistant:\nok\n\n".repeat(100);
-        let slow_thread = std::thread::spawn({
-            let analyses = analyses.clone();
-            let slow = slow.clone();
+        let held_thread = std::thread::spawn({
+            let (analyses, held) = (analyses.clone(), held.clone());
             move || {
-                analysis(&analyses, &slow, true, |host| {
-                    host.set_text(slow.clone(), text)
+                analysis(&analyses, &held, true, |host| {
+                    host.set_text(held.clone(), "@You:\nread @./gate.txt\n")
                 })
             }
         });
-        // The slow document is in the host once its job was taken (under the same lock).
-        while lock(&analyses).document(&slow).is_none() {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        let quick_analysis = analysis(&analyses, &quick, true, |host| {
-            host.set_text(quick.clone(), "@You:\nhello\n")
-        })
-        .expect("the quick document is analysed");
-        assert!(
-            !slow_thread.is_finished(),
-            "the quick analysis waited for the slow one"
+        entered
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the held evaluation reads the gated file");
+        let (done_tx, done) = channel();
+        std::thread::spawn({
+            let (analyses, quick) = (analyses.clone(), quick.clone());
+            move || {
+                let result = analysis(&analyses, &quick, true, |host| {
+                    host.set_text(quick.clone(), "@You:\nhello\n")
+                });
+                let _ = done_tx.send(result.is_ok());
+            }
+        });
+        let quick_done = done.recv_timeout(Duration::from_secs(20));
+        let _ = open_gate.send(());
+        assert_eq!(
+            quick_done,
+            Ok(true),
+            "the quick analysis waited for the held one"
         );
-        assert!(quick_analysis.send_blockers().is_empty());
-        let slow_analysis = slow_thread
+        let held_analysis = held_thread
             .join()
             .expect("no panic")
-            .expect("the slow document is analysed");
+            .expect("the held document is analysed");
+        let _ = std::fs::remove_dir_all(&dir);
         assert!(
-            slow_analysis
-                .diagnostics
-                .iter()
-                .any(|d| d.message.contains("were not evaluated")),
+            held_analysis.diagnostics.iter().all(|d| !d.blocking),
             "{:#?}",
-            slow_analysis.diagnostics
+            held_analysis.diagnostics
         );
         let host = lock(&analyses);
-        assert!(host.cached_analysis(&slow).is_some(), "the result is kept");
+        assert!(host.cached_analysis(&held).is_some(), "the result is kept");
         assert!(host.cached_analysis(&quick).is_some(), "the result is kept");
     }
 }
