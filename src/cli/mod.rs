@@ -157,9 +157,11 @@ pub enum Command {
     /// session/request_permission and the answer is written into the chat; session/cancel
     /// stops what runs, leaving the partial reply with the abort marker. The provider, model
     /// and tools come from the configuration layers as for any chat in cwd; credentials from
-    /// the environment, config and keychain (no ACP authentication). docs/editors/acp.md shows
-    /// the editor set-ups. Logs go to $XDG_STATE_HOME/flemma/flemmad.log, never stdout;
-    /// RUST_LOG sets the level.
+    /// the environment, config and keychain (no ACP authentication); the editor's mcpServers
+    /// become tool sources of the session. When a daemon (`flemmad serve`) runs, prompts run in
+    /// it (so background jobs outlive the editor); --no-daemon runs them in this process.
+    /// docs/editors/acp.md shows the editor set-ups. Logs go to
+    /// $XDG_STATE_HOME/flemma/flemmad.log, never stdout; RUST_LOG sets the level.
     Acp(acp::AcpArgs),
     /// Run the daemon: LSP sessions and the JSON-RPC API on Unix sockets.
     ///
