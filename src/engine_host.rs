@@ -3,9 +3,13 @@
 //! on, keyed by absolute path, all running on one thread with a current-thread tokio runtime and
 //! a `LocalSet`.
 //!
-//! Every method returns at once and may be called from any thread: a command for a document
-//! whose driver runs is fed to it; otherwise a driver is started (its first input `Load`, for
-//! orphan recovery) and ends when nothing runs or is scheduled any more. What happens is told
+//! Every front end (the language server, `rpc.sock`, the ACP agent) decodes its requests into
+//! `flemma-protocol`'s [`FlemmaRequest`] and hands them to one method, [`EngineHost::call`],
+//! with the document it resolved; the answer (or the refusal, a [`RequestError`]) is the same
+//! whichever front end asked. Every call returns at once and may be made from any thread: a
+//! command for a document whose driver runs is fed to it; otherwise a driver is started (its
+//! first input `Load`, for orphan recovery) and ends when nothing runs or is scheduled any
+//! more. What happens is told
 //! through [`EngineHost::subscribe`] (every document's events) and to the editors that have
 //! the document open (`flemma/event`, `$/progress`, `window/showMessage`).
 //!
@@ -29,6 +33,8 @@ use flemma_lsp::{Outbox, Progress, Task};
 use flemma_protocol::engine::{
     Accepted, EngineJob, EngineStatus, JobsResult, ModelSwitch, SwitchResult, UsageTotals,
 };
+use flemma_protocol::error::RequestError;
+use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 use flemma_template::FsHost;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -62,20 +68,30 @@ pub struct HostEvent {
     pub event: Event,
 }
 
-/// A command the host cannot take.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HostError {
-    #[error("nothing runs for {}: there is no {what} to {action}", path.display())]
-    NotRunning {
-        path: PathBuf,
-        what: &'static str,
-        action: &'static str,
-    },
-    #[error("flemmad is shutting down; the command was not run")]
-    ShuttingDown,
-    /// `flemma/switch` was given a model it cannot use.
-    #[error("{0}")]
-    InvalidSwitch(String),
+/// The document a request is about, as its front end resolved it.
+#[derive(Debug, Clone, Copy)]
+pub struct DocumentRef<'a> {
+    /// The document's absolute path (`.` and `..` removed).
+    pub path: &'a Path,
+    /// The document as the calling editor holds it, when the caller has it open: tool
+    /// decisions are checked on it (otherwise on the file, when no editor has the document
+    /// open and no driver runs for it).
+    pub buffer: Option<&'a flemma_syntax::Document>,
+}
+
+impl<'a> DocumentRef<'a> {
+    /// A document named by its path only (`rpc.sock`, the command line).
+    pub fn path(path: &'a Path) -> Self {
+        Self { path, buffer: None }
+    }
+}
+
+fn shutting_down() -> RequestError {
+    RequestError::shutting_down("flemmad is shutting down; the command was not run")
+}
+
+fn invalid_switch(message: String) -> RequestError {
+    RequestError::invalid_params(message)
 }
 
 /// The name of the event the host adds when a driver ends: `{"reason": …}` (`idle`,
@@ -179,10 +195,8 @@ impl EngineHost {
         }))
     }
 
-    fn command(&self, command: HostCommand) -> Result<(), HostError> {
-        self.commands
-            .send(command)
-            .map_err(|_| HostError::ShuttingDown)
+    fn command(&self, command: HostCommand) -> Result<(), RequestError> {
+        self.commands.send(command).map_err(|_| shutting_down())
     }
 
     fn is_running(&self, path: &Path) -> bool {
@@ -194,11 +208,138 @@ impl EngineHost {
     fn accepted(&self, path: &Path) -> Accepted {
         Accepted {
             started: !self.is_running(path),
+            tool_ids: Vec::new(),
         }
     }
 
+    /// Answers one request about `document`, the one way every front end reaches the engine.
+    /// The document must exist (open in an editor, or a regular file), whatever the request;
+    /// `approve`, `reject` and `approveAll` are checked on its text first (a call that is not
+    /// pending is refused at once, saying why) unless a driver runs for it, which then decides.
+    pub fn call(
+        &self,
+        document: DocumentRef<'_>,
+        request: FlemmaRequest,
+    ) -> Result<FlemmaResponse, RequestError> {
+        use FlemmaRequest as R;
+        let method = request.method();
+        let path = document.path;
+        self.check_exists(method, document)?;
+        Ok(match request {
+            R::Send(_) => FlemmaResponse::Accepted(self.send(path)?),
+            R::Cancel(_) => FlemmaResponse::Accepted(self.cancel(path)?),
+            R::Approve(p) => {
+                self.check_decision(document, |doc| {
+                    flemma_ide::actions::check_pending(doc, &p.tool_id).map(|()| Vec::new())
+                })?;
+                let input = Input::Approve {
+                    tool_id: p.tool_id.clone(),
+                };
+                FlemmaResponse::Accepted(self.decision(path, input, vec![p.tool_id])?)
+            }
+            R::Reject(p) => {
+                self.check_decision(document, |doc| {
+                    flemma_ide::actions::check_pending(doc, &p.tool_id).map(|()| Vec::new())
+                })?;
+                let input = Input::Reject {
+                    tool_id: p.tool_id.clone(),
+                    reason: p.reason.filter(|reason| !reason.trim().is_empty()),
+                };
+                FlemmaResponse::Accepted(self.decision(path, input, vec![p.tool_id])?)
+            }
+            R::ApproveAll(_) => {
+                let checked = self.check_decision(document, |doc| {
+                    flemma_ide::actions::approve_all(doc).map(|(ids, _)| ids)
+                })?;
+                let tool_ids = checked.unwrap_or_else(|| self.pending(path));
+                FlemmaResponse::Accepted(self.decision(path, Input::ApproveAll, tool_ids)?)
+            }
+            R::Background(p) => FlemmaResponse::Accepted(self.background(path, &p.tool_id)?),
+            R::Execute(p) => FlemmaResponse::Accepted(self.execute(path, &p.tool_id)?),
+            R::Status(_) => FlemmaResponse::Status(self.status(path)),
+            R::Jobs(_) => FlemmaResponse::Jobs(self.jobs(path)),
+            R::Usage(_) => FlemmaResponse::Usage(self.usage(path)),
+            R::Switch(p) => FlemmaResponse::Switch(self.switch(path, &p.model)?),
+        })
+    }
+
+    /// Refuses a document that is neither open in an editor (the caller's or another) nor a
+    /// regular file, nor being worked on.
+    fn check_exists(&self, method: &str, document: DocumentRef<'_>) -> Result<(), RequestError> {
+        let path = document.path;
+        if document.buffer.is_some() || self.has_editor(path) || self.is_running(path) {
+            return Ok(());
+        }
+        let problem = match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() => return Ok(()),
+            Ok(meta) if meta.is_dir() => "is a directory, not a chat file".to_owned(),
+            Ok(_) => "is not a regular file".to_owned(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                "does not exist and no editor has it open".to_owned()
+            }
+            Err(error) => format!("cannot be read ({error})"),
+        };
+        Err(RequestError::invalid_params(format!(
+            "{method}: {} {problem}; name an existing .chat file or a document open in an editor",
+            path.display()
+        )))
+    }
+
+    /// Checks a tool decision on the document's text: the caller's buffer, else the file when
+    /// no editor has it open. `Ok(None)`: not checked here (another editor holds the document,
+    /// or a driver runs for it and decides); else the tool ids `check` found.
+    fn check_decision(
+        &self,
+        document: DocumentRef<'_>,
+        check: impl Fn(
+            &flemma_syntax::Document,
+        ) -> Result<Vec<String>, flemma_ide::actions::ActionError>,
+    ) -> Result<Option<Vec<String>>, RequestError> {
+        let refused = |error: flemma_ide::actions::ActionError| {
+            RequestError::invalid_params(error.to_string())
+        };
+        if let Some(buffer) = document.buffer {
+            return check(buffer).map(Some).map_err(refused);
+        }
+        if self.has_editor(document.path) || self.is_running(document.path) {
+            return Ok(None);
+        }
+        let text = crate::fsutil::read_chat(document.path)
+            .map_err(|error| RequestError::invalid_params(format!("{error:#}")))?;
+        check(&flemma_syntax::Document::parse(text))
+            .map(Some)
+            .map_err(refused)
+    }
+
+    fn has_editor(&self, path: &Path) -> bool {
+        lock(&self.shared.editors).contains_key(path)
+    }
+
+    /// The calls the running driver knows to be pending (empty when none runs).
+    fn pending(&self, path: &Path) -> Vec<String> {
+        lock(&self.shared.states)
+            .get(path)
+            .and_then(|state| state.driver.as_ref())
+            .map(|driver| driver.pending.clone())
+            .unwrap_or_default()
+    }
+
+    /// `approve`, `reject`, `approveAll`: the placeholders' statuses change; with autopilot the
+    /// cycle goes on once no call is pending.
+    fn decision(
+        &self,
+        path: &Path,
+        input: Input,
+        tool_ids: Vec<String>,
+    ) -> Result<Accepted, RequestError> {
+        Ok(Accepted {
+            tool_ids,
+            ..self.input(path, input)?
+        })
+    }
+
     /// `flemma/send`: advance the cycle (stream a reply, run approved tools) with autopilot.
-    pub fn send(&self, path: &Path) -> Result<Accepted, HostError> {
+    fn send(&self, path: &Path) -> Result<Accepted, RequestError> {
         let accepted = self.accepted(path);
         self.command(HostCommand::Input {
             path: path.to_owned(),
@@ -210,7 +351,7 @@ impl EngineHost {
 
     /// `flemma/cancel`: the request, the foreground tools and the resume timer (background
     /// jobs keep running); what ran is marked aborted as the format says.
-    pub fn cancel(&self, path: &Path) -> Result<Accepted, HostError> {
+    fn cancel(&self, path: &Path) -> Result<Accepted, RequestError> {
         self.running_only(
             path,
             Input::Cancel {
@@ -221,38 +362,8 @@ impl EngineHost {
         )
     }
 
-    /// `flemma/approve`: the placeholder's status becomes `approved`; with autopilot the cycle
-    /// goes on once no call is pending.
-    pub fn approve(&self, path: &Path, tool_id: &str) -> Result<Accepted, HostError> {
-        self.input(
-            path,
-            Input::Approve {
-                tool_id: tool_id.to_owned(),
-            },
-        )
-    }
-
-    pub fn reject(
-        &self,
-        path: &Path,
-        tool_id: &str,
-        reason: Option<String>,
-    ) -> Result<Accepted, HostError> {
-        self.input(
-            path,
-            Input::Reject {
-                tool_id: tool_id.to_owned(),
-                reason,
-            },
-        )
-    }
-
-    pub fn approve_all(&self, path: &Path) -> Result<Accepted, HostError> {
-        self.input(path, Input::ApproveAll)
-    }
-
     /// `flemma/background`: a running foreground tool becomes a background job.
-    pub fn background(&self, path: &Path, tool_id: &str) -> Result<Accepted, HostError> {
+    fn background(&self, path: &Path, tool_id: &str) -> Result<Accepted, RequestError> {
         self.running_only(
             path,
             Input::Background {
@@ -264,7 +375,7 @@ impl EngineHost {
     }
 
     /// `flemma/execute`: run or resolve one tool call now.
-    pub fn execute(&self, path: &Path, tool_id: &str) -> Result<Accepted, HostError> {
+    fn execute(&self, path: &Path, tool_id: &str) -> Result<Accepted, RequestError> {
         self.input(
             path,
             Input::Execute {
@@ -273,7 +384,7 @@ impl EngineHost {
         )
     }
 
-    fn input(&self, path: &Path, input: Input) -> Result<Accepted, HostError> {
+    fn input(&self, path: &Path, input: Input) -> Result<Accepted, RequestError> {
         let accepted = self.accepted(path);
         self.command(HostCommand::Input {
             path: path.to_owned(),
@@ -289,23 +400,22 @@ impl EngineHost {
         input: Input,
         what: &'static str,
         action: &'static str,
-    ) -> Result<Accepted, HostError> {
+    ) -> Result<Accepted, RequestError> {
         if !self.is_running(path) {
-            return Err(HostError::NotRunning {
-                path: path.to_owned(),
-                what,
-                action,
-            });
+            return Err(RequestError::refused(format!(
+                "nothing runs for {}: there is no {what} to {action}",
+                path.display()
+            )));
         }
         self.command(HostCommand::IfRunning {
             path: path.to_owned(),
             input,
         })?;
-        Ok(Accepted { started: false })
+        Ok(Accepted::default())
     }
 
     /// `flemma/status`.
-    pub fn status(&self, path: &Path) -> EngineStatus {
+    fn status(&self, path: &Path) -> EngineStatus {
         let state = lock(&self.shared.states)
             .get(path)
             .cloned()
@@ -343,12 +453,9 @@ impl EngineHost {
     /// `flemma/switch`: the provider and model of the document's next requests, as its
     /// runtime layer (above the user file and the client settings, below the frontmatter).
     /// `model` is `provider/model`, or a model name for the document's current provider.
-    pub fn switch(&self, path: &Path, model: &str) -> Result<SwitchResult, HostError> {
+    fn switch(&self, path: &Path, model: &str) -> Result<SwitchResult, RequestError> {
         let (provider, model) = parse_model_spec(model)?;
-        let text = self
-            .shared
-            .text_of(path)
-            .map_err(HostError::InvalidSwitch)?;
+        let text = self.shared.text_of(path).map_err(invalid_switch)?;
         // The current provider: the document's, under its layers as they are now.
         let mut input = self.shared.config_input(path, self.config_path.as_deref());
         let before = resolved_config(path, &text, input.clone())?;
@@ -359,7 +466,7 @@ impl EngineHost {
             layer
                 .set(key, serde_json::Value::String(value.clone()))
                 .map_err(|error| {
-                    HostError::InvalidSwitch(format!(
+                    invalid_switch(format!(
                         "cannot switch to `{provider}/{}`: {error}; name a model as `provider/model` (`flemmad models` lists them), a model of the current provider, or a provider alone",
                         model.as_deref().unwrap_or_default()
                     ))
@@ -432,7 +539,7 @@ impl EngineHost {
     }
 
     /// `flemma/jobs`.
-    pub fn jobs(&self, path: &Path) -> JobsResult {
+    fn jobs(&self, path: &Path) -> JobsResult {
         let states = lock(&self.shared.states);
         JobsResult {
             jobs: jobs_of(states.get(path).and_then(|s| s.driver.as_ref())),
@@ -440,7 +547,7 @@ impl EngineHost {
     }
 
     /// `flemma/usage`.
-    pub fn usage(&self, path: &Path) -> UsageTotals {
+    fn usage(&self, path: &Path) -> UsageTotals {
         let states = lock(&self.shared.states);
         usage_of(states.get(path).and_then(|s| s.driver.as_ref()))
     }
@@ -516,9 +623,9 @@ impl EngineHost {
 
 /// `provider/model`, a bare model name, or a provider alone (`None` model: its default); the
 /// provider is checked by the config schema.
-fn parse_model_spec(spec: &str) -> Result<(Option<String>, Option<String>), HostError> {
+fn parse_model_spec(spec: &str) -> Result<(Option<String>, Option<String>), RequestError> {
     let malformed = |why: &str| {
-        HostError::InvalidSwitch(format!(
+        invalid_switch(format!(
             "`{spec}` is not a model: {why}; name it as `provider/model` (e.g. `anthropic/claude-sonnet-4-5`) or as a model of the current provider (`flemmad models` lists them)"
         ))
     };
@@ -549,16 +656,16 @@ fn resolved_config(
     path: &Path,
     text: &str,
     config: ConfigInput,
-) -> Result<ResolvedConfig, HostError> {
+) -> Result<ResolvedConfig, RequestError> {
     let mut host = AnalysisHost::new(Arc::new(FsHost), config);
     let id = DocumentId::new(path.to_owned());
     host.set_text(id.clone(), text.to_owned());
     let analysis = host
         .analysis(&id)
-        .map_err(|error| HostError::InvalidSwitch(error.to_string()))?;
+        .map_err(|error| invalid_switch(error.to_string()))?;
     match &analysis.config {
         Some(resolved) => Ok(resolved.clone()),
-        None => Err(HostError::InvalidSwitch(format!(
+        None => Err(invalid_switch(format!(
             "the configuration of {} does not resolve; fix its diagnostics first",
             path.display()
         ))),

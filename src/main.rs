@@ -10,6 +10,7 @@ mod engine_setup;
 mod fsutil;
 mod lsp_backend;
 mod provider_setup;
+mod runtime;
 mod send_lock;
 mod tool_setup;
 mod watcher;

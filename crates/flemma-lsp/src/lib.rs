@@ -25,9 +25,9 @@ mod to_proto;
 pub mod transport;
 
 pub use backend::{
-    Backend, BackendError, BufferAnswer, BufferSnapshot, ClientConfig, EngineCommand, NoEngine,
-    Outbox, Progress, Reply, Task, ToolDecision,
+    Backend, BufferAnswer, BufferSnapshot, ClientConfig, NoEngine, Outbox, Progress, Reply,
+    RequestDocument, Task,
 };
-pub use commands::{COMMANDS, normalize, path_to_uri, uri_to_path};
+pub use flemma_protocol::document::{normalize, path_to_uri, uri_to_path};
 pub use main_loop::{LspError, run, run_with};
 pub use settings::{changed_settings, client_config};

@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use flemma_lsp::{Backend, BackendError, EngineCommand, Outbox};
+use flemma_lsp::{Backend, Outbox, RequestDocument};
+use flemma_protocol::engine::Accepted;
+use flemma_protocol::error::RequestError;
+use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 use lsp_server::{Connection, Message, Notification, Request, RequestId};
 use serde_json::{Value, json};
 
@@ -12,7 +15,12 @@ use serde_json::{Value, json};
 struct Panicking;
 
 impl Backend for Panicking {
-    fn command(&mut self, _: EngineCommand, _: &Outbox) -> Result<Value, BackendError> {
+    fn call(
+        &mut self,
+        _: RequestDocument<'_>,
+        _: FlemmaRequest,
+        _: &Outbox,
+    ) -> Result<FlemmaResponse, RequestError> {
         panic!("engine bug");
     }
 }
@@ -108,12 +116,20 @@ fn a_panicking_handler_answers_with_an_error_and_the_server_goes_on() {
 struct FailingProvider;
 
 impl Backend for FailingProvider {
-    fn command(&mut self, command: EngineCommand, outbox: &Outbox) -> Result<Value, BackendError> {
+    fn call(
+        &mut self,
+        document: RequestDocument<'_>,
+        _: FlemmaRequest,
+        outbox: &Outbox,
+    ) -> Result<FlemmaResponse, RequestError> {
         outbox.send(flemma_lsp::Task::Failed {
-            uri: command.uri().to_owned(),
+            uri: document.uri.to_owned(),
             message: "anthropic answered 529 overloaded; send again later".into(),
         });
-        Ok(json!({"started": true}))
+        Ok(FlemmaResponse::Accepted(Accepted {
+            started: true,
+            tool_ids: Vec::new(),
+        }))
     }
 }
 
@@ -332,6 +348,104 @@ fn a_full_text_change_then_an_edit_keeps_positions_exact() {
     assert_eq!(lines_of_tool(&changed), expected, "{changed}");
 
     request(&client, 2, "shutdown", Value::Null);
+    notify(&client, "exit", Value::Null);
+    thread.join().unwrap().unwrap();
+}
+
+/// What reached the engine: the document as resolved (its URI, whether the session's buffer
+/// came along) and the request.
+type Call = (String, bool, FlemmaRequest);
+
+/// An engine that records every call and refuses it with the error a real host would give.
+struct Recording(std::sync::mpsc::Sender<Call>);
+
+impl Backend for Recording {
+    fn call(
+        &mut self,
+        document: RequestDocument<'_>,
+        request: FlemmaRequest,
+        _: &Outbox,
+    ) -> Result<FlemmaResponse, RequestError> {
+        let method = request.method();
+        let _ = self
+            .0
+            .send((document.uri.to_owned(), document.buffer.is_some(), request));
+        Err(RequestError::refused(format!("{method}: nothing runs")))
+    }
+}
+
+#[test]
+fn commands_and_requests_reach_the_engine_as_the_same_typed_request() {
+    let (server, client) = Connection::memory();
+    let (calls_tx, calls) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || flemma_lsp::run(server, Box::new(Recording(calls_tx))));
+    request(
+        &client,
+        1,
+        "initialize",
+        json!({"processId": null, "rootUri": "file:///work", "capabilities": {}}),
+    );
+    notify(
+        &client,
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": "file:///work/t.chat", "languageId": "chat", "version": 0,
+               "text": "@You:\nhi\n"}}),
+    );
+    // The command (positional, a path relative to the root) and the request (named params,
+    // the URI): the same request, the same open document with its buffer, the same answer.
+    let by_command = request(
+        &client,
+        2,
+        "workspace/executeCommand",
+        json!({"command": "flemma.reject", "arguments": ["t.chat", "t1", "too slow"]}),
+    );
+    let by_request = request(
+        &client,
+        3,
+        "flemma/reject",
+        json!({"uri": "file:///work/t.chat", "toolId": "t1", "reason": "too slow"}),
+    );
+    let (uri, buffer, first) = calls.recv_timeout(Duration::from_secs(10)).unwrap();
+    let second = calls.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!((uri.as_str(), buffer), ("file:///work/t.chat", true));
+    assert_eq!((second.0.as_str(), second.1), ("file:///work/t.chat", true));
+    assert_eq!(first.method(), "flemma/reject");
+    assert_eq!(second.2.method(), "flemma/reject");
+    let (first, second) = (
+        by_command.response_result.unwrap_err(),
+        by_request.response_result.unwrap_err(),
+    );
+    assert_eq!((first.code, &first.message), (second.code, &second.message));
+    assert_eq!(first.code, -32001);
+    assert_eq!(first.message, "flemma/reject: nothing runs");
+    // A document not open here is named by its file URI, without a buffer.
+    request(
+        &client,
+        4,
+        "flemma/status",
+        json!({"uri": "/elsewhere/x.chat"}),
+    );
+    let (uri, buffer, _) = calls.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!((uri.as_str(), buffer), ("file:///elsewhere/x.chat", false));
+    // Bad requests never reach the engine.
+    let bad = request(&client, 5, "flemma/approve", json!({"uri": "t.chat"}));
+    assert_eq!(bad.response_result.unwrap_err().code, -32602);
+    let unknown = request(&client, 6, "flemma/explode", json!({}));
+    assert_eq!(unknown.response_result.unwrap_err().code, -32601);
+    let bad = request(
+        &client,
+        7,
+        "workspace/executeCommand",
+        json!({"command": "flemma.switch", "arguments": ["t.chat"]}),
+    );
+    assert!(
+        bad.response_result
+            .unwrap_err()
+            .message
+            .contains("`flemma.switch` takes [uri, model]")
+    );
+    assert!(calls.try_recv().is_err());
+    request(&client, 8, "shutdown", Value::Null);
     notify(&client, "exit", Value::Null);
     thread.join().unwrap().unwrap();
 }
