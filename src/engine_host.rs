@@ -1,7 +1,7 @@
 //! The engine host: one per process (`flemmad lsp` in-process, `flemmad serve`), shared by
 //! every LSP session and the RPC socket. It owns a [`Driver`] for every document being worked
-//! on, keyed by absolute path, all running on one thread with a current-thread tokio runtime and
-//! a `LocalSet`.
+//! on, keyed by absolute path, all running on one thread with a `LocalSet` on the process's
+//! runtime.
 //!
 //! Every front end (the language server, `rpc.sock`, the ACP agent) decodes its requests into
 //! `flemma-protocol`'s [`FlemmaRequest`] and hands them to one method, [`EngineHost::call`],
@@ -9,13 +9,14 @@
 //! whichever front end asked. Every call returns at once and may be made from any thread: a
 //! command for a document whose driver runs is fed to it; otherwise a driver is started (its
 //! first input `Load`, for orphan recovery) and ends when nothing runs or is scheduled any
-//! more. What happens is told
-//! through [`EngineHost::subscribe`] (every document's events) and to the editors that have
-//! the document open (`flemma/event`, `$/progress`, `window/showMessage`).
+//! more. What happens is told through [`EngineHost::subscribe`] (every document's events) and
+//! to the [`Editor`]s that have the document open: its events (the language server sends them
+//! as `flemma/event` and turns them into `$/progress`), notices and failures. The host knows no
+//! LSP: an editor is whatever implements [`Editor`].
 //!
 //! **Who writes.** The most recently active editor that has the document open writes it
-//! (through its buffer, [`EditorStore`]); when none has it open, the file on disk is written
-//! ([`FileStore`]). The writer changes while a driver runs: a reply streaming when the editor
+//! (through the store it gives, [`Editor::store`]); when none has it open, the file on disk is
+//! written ([`FileStore`]). The writer changes while a driver runs: a reply streaming when the editor
 //! closes goes on into the file, and background jobs survive the editor.
 
 use std::cell::RefCell;
@@ -28,8 +29,6 @@ use std::time::Duration;
 use flemma_config::{ConfigLayer, LayerKind, ResolvedConfig};
 use flemma_engine::{CancelScope, Event, Input, StopReason};
 use flemma_ide::{AnalysisHost, ConfigInput, DocumentId};
-use flemma_lsp::ClientConfig;
-use flemma_lsp::{Outbox, Progress, Task};
 use flemma_protocol::engine::{
     Accepted, EngineJob, EngineStatus, JobsResult, ModelSwitch, SwitchResult, UsageTotals,
 };
@@ -39,26 +38,41 @@ use flemma_template::FsHost;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::chat_store::{ChatStore, EditorStore, FileStore, SharedText};
+use crate::chat_store::{ChatStore, FileStore, SharedText};
 use crate::engine_driver::{Driver, DriverHandle, DriverState, Report};
 use crate::engine_setup::{self, SetupError, SetupOptions};
 
-/// An LSP session's hold on one open document.
+/// An editor that has a document open, as the host sees it: it is told what happens to the
+/// document and, as the document's writer, gives the store that writes its buffer. An LSP
+/// session implements it for each document it opens (`lsp_backend`).
+pub trait Editor: Send + Sync + std::fmt::Debug {
+    /// A lifecycle event of the document (the editor shows it; the language server sends it
+    /// as `flemma/event` and derives its `$/progress` from it).
+    fn event(&self, name: &str, data: &serde_json::Value);
+    /// A message for the user that is not an error (a retry, a refused input, a warning).
+    fn notice(&self, message: &str);
+    /// The engine's work on the document stopped on an error.
+    fn failed(&self, message: &str);
+    /// The store that writes the document through this editor.
+    fn store(&self) -> Box<dyn ChatStore>;
+}
+
+/// The client settings of an editor session, as a configuration layer or what is wrong with
+/// them.
+pub type ClientSettings = Result<ConfigLayer, flemma_config::ConfigErrors>;
+
+/// An editor session's hold on one open document.
 #[derive(Debug, Clone)]
 pub struct EditorHandle {
     /// The session (unique in the process).
     pub session: u64,
-    /// The document's URI in that session.
-    pub uri: String,
-    pub outbox: Outbox,
-    /// The client's name (`Helix`, `Visual Studio Code`: its `clientInfo`), for messages.
-    pub name: String,
+    pub editor: Arc<dyn Editor>,
     /// What the editor and the engine last agreed on (the merge base when it becomes the
     /// writer).
     pub shared: SharedText,
     /// The session's client settings (its `initializationOptions`): used by the sends the
     /// editor starts (it is the writer then).
-    pub client_config: Option<ClientConfig>,
+    pub client_config: Option<ClientSettings>,
 }
 
 /// An event of one document.
@@ -169,9 +183,7 @@ impl EngineHost {
     pub fn start(config_path: Option<PathBuf>) -> anyhow::Result<Arc<EngineHost>> {
         let (sender, receiver) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared::default());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        let runtime = crate::runtime::get()?;
         let thread_shared = shared.clone();
         let thread_config_path = config_path.clone();
         let thread = std::thread::Builder::new()
@@ -185,7 +197,7 @@ impl EngineHost {
                     tasks: RefCell::new(Vec::new()),
                     stopping: std::cell::Cell::new(false),
                 };
-                local.block_on(&runtime, run_host(Rc::new(inner), receiver));
+                local.block_on(runtime, run_host(Rc::new(inner), receiver));
             })?;
         Ok(Arc::new(EngineHost {
             commands: sender,
@@ -580,7 +592,7 @@ impl EngineHost {
     }
 
     /// `session`'s client settings changed: its editors carry the new ones (the writer stays).
-    pub fn set_client_config(&self, session: u64, config: Option<ClientConfig>) {
+    pub fn set_client_config(&self, session: u64, config: Option<ClientSettings>) {
         for list in lock(&self.shared.editors).values_mut() {
             for editor in list.iter_mut().filter(|e| e.session == session) {
                 editor.client_config = config.clone();
@@ -734,12 +746,7 @@ impl Shared {
     /// The store that writes `path` now: the most recently active editor, else the file.
     fn writer(&self, path: &Path) -> Box<dyn ChatStore> {
         match lock(&self.editors).get(path).and_then(|list| list.last()) {
-            Some(editor) => Box::new(EditorStore {
-                uri: editor.uri.clone(),
-                outbox: editor.outbox.clone(),
-                name: editor.name.clone(),
-                shared: editor.shared.clone(),
-            }),
+            Some(editor) => editor.editor.store(),
             None => Box::new(FileStore {
                 path: path.to_owned(),
             }),
@@ -754,20 +761,16 @@ impl Shared {
             .map(|e| e.session)
     }
 
-    /// Sends a task to every editor that has `path` open.
-    fn tell_editors(&self, path: &Path, task: impl Fn(String) -> Task) {
+    /// Tells every editor that has `path` open.
+    fn tell_editors(&self, path: &Path, tell: impl Fn(&dyn Editor)) {
         let editors = lock(&self.editors).get(path).cloned().unwrap_or_default();
         for editor in editors {
-            editor.outbox.send(task(editor.uri.clone()));
+            tell(editor.editor.as_ref());
         }
     }
 
     fn publish(&self, path: &Path, event: Event) {
-        self.tell_editors(path, |uri| Task::Event {
-            uri,
-            name: event.name.to_owned(),
-            data: event.data.clone(),
-        });
+        self.tell_editors(path, |editor| editor.event(event.name, &event.data));
         self.publish_to_subscribers(path, event);
     }
 
@@ -874,10 +877,7 @@ async fn drive(inner: Rc<Inner>, path: PathBuf, first: Input, send: bool) {
         Err(message) => ("error", Some(message.clone())),
     };
     if let Some(message) = &message {
-        shared.tell_editors(&path, |uri| Task::Failed {
-            uri,
-            message: message.clone(),
-        });
+        shared.tell_editors(&path, |editor| editor.failed(message));
     }
     shared.set_state(&path, |state| {
         state.running = false;
@@ -885,12 +885,6 @@ async fn drive(inner: Rc<Inner>, path: PathBuf, first: Input, send: bool) {
             Some(message) => format!("{reason}: {message}"),
             None => reason.to_owned(),
         });
-    });
-    shared.tell_editors(&path, |uri| Task::Progress {
-        uri,
-        progress: Progress::End {
-            message: reason.to_owned(),
-        },
     });
     let mut data = serde_json::json!({ "reason": reason });
     if let Some(message) = message {
@@ -952,19 +946,16 @@ async fn run_driver(
         return Err(format!("nothing was sent: {}", reasons.join("; ")));
     }
     if let Some(warning) = &prepared.model_warning {
-        shared.tell_editors(path, |uri| Task::Notice {
-            uri,
-            message: format!("warning: {warning}"),
-        });
+        let message = format!("warning: {warning}");
+        shared.tell_editors(path, |editor| editor.notice(&message));
     }
     let report_shared = shared.clone();
     let report_path = path.to_owned();
     let report = Box::new(move |report: Report| match report {
         Report::Event(event) => report_shared.publish(&report_path, event),
-        Report::Notice(notice) => report_shared.tell_editors(&report_path, |uri| Task::Notice {
-            uri,
-            message: notice.clone(),
-        }),
+        Report::Notice(notice) => {
+            report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
+        }
         Report::Text(text) => report_shared.publish_to_subscribers(
             &report_path,
             Event {
@@ -976,40 +967,7 @@ async fn run_driver(
     let mut driver = Driver::with_store(prepared.parts, store, snapshot, report);
     let state_shared = shared.clone();
     let state_path = path.to_owned();
-    let mut busy = false;
     driver.on_state(Box::new(move |state: DriverState| {
-        let now_busy = state.streaming || !state.running_tools.is_empty();
-        let message = if state.streaming {
-            "streaming the reply".to_owned()
-        } else if !state.running_tools.is_empty() {
-            format!("running {}", state.running_tool_names.join(", "))
-        } else {
-            String::new()
-        };
-        if now_busy {
-            let name = state_path
-                .file_name()
-                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-            let progress = if busy {
-                Progress::Report { message }
-            } else {
-                Progress::Begin {
-                    title: format!("flemma: {name}: {message}"),
-                }
-            };
-            state_shared.tell_editors(&state_path, |uri| Task::Progress {
-                uri,
-                progress: progress.clone(),
-            });
-        } else if busy {
-            state_shared.tell_editors(&state_path, |uri| Task::Progress {
-                uri,
-                progress: Progress::End {
-                    message: "done".into(),
-                },
-            });
-        }
-        busy = now_busy;
         state_shared.set_state(&state_path, |doc| doc.driver = Some(state));
     }));
     let handle = driver.commands();

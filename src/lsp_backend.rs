@@ -1,18 +1,20 @@
 //! The language server's [`Backend`] backed by the process's [`EngineHost`]: every LSP
 //! session (of `flemmad lsp`, or one per `lsp.sock` connection of `flemmad serve`) gets one.
-//! Documents the session opens are attached to the host as editors (the most recently active
-//! one writes them through its buffer); requests go to [`EngineHost::call`] and answer at once.
+//! Documents the session opens are attached to the host as [`Editor`]s (the most recently
+//! active one writes them through its buffer); requests go to [`EngineHost::call`] and answer
+//! at once. What the host tells an editor becomes a [`Task`] of the session: `flemma/event`
+//! (and the `$/progress` the session derives from the events), `window/showMessage`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use flemma_lsp::{Backend, ClientConfig, Outbox, RequestDocument};
+use flemma_lsp::{Backend, ClientConfig, Outbox, RequestDocument, Task};
 use flemma_protocol::error::RequestError;
 use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 
-use crate::chat_store::SharedText;
-use crate::engine_host::{DocumentRef, EditorHandle, EngineHost};
+use crate::chat_store::{ChatStore, EditorStore, SharedText};
+use crate::engine_host::{DocumentRef, Editor, EditorHandle, EngineHost};
 
 /// Session ids, unique in the process.
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
@@ -62,14 +64,61 @@ impl HostBackend {
     }
 
     fn editor(&self, uri: &str, shared: SharedText, outbox: &Outbox) -> EditorHandle {
-        EditorHandle {
-            session: self.session,
+        let editor = SessionEditor {
             uri: uri.to_owned(),
             outbox: outbox.clone(),
             name: self.client.clone(),
+            shared: shared.clone(),
+        };
+        EditorHandle {
+            session: self.session,
+            editor: Arc::new(editor),
             shared,
             client_config: self.client_config.clone(),
         }
+    }
+}
+
+/// One document open in one LSP session, as the engine host's [`Editor`].
+#[derive(Debug)]
+struct SessionEditor {
+    uri: String,
+    outbox: Outbox,
+    /// The client's name, for messages.
+    name: String,
+    shared: SharedText,
+}
+
+impl Editor for SessionEditor {
+    fn event(&self, name: &str, data: &serde_json::Value) {
+        self.outbox.send(Task::Event {
+            uri: self.uri.clone(),
+            name: name.to_owned(),
+            data: data.clone(),
+        });
+    }
+
+    fn notice(&self, message: &str) {
+        self.outbox.send(Task::Notice {
+            uri: self.uri.clone(),
+            message: message.to_owned(),
+        });
+    }
+
+    fn failed(&self, message: &str) {
+        self.outbox.send(Task::Failed {
+            uri: self.uri.clone(),
+            message: message.to_owned(),
+        });
+    }
+
+    fn store(&self) -> Box<dyn ChatStore> {
+        Box::new(EditorStore {
+            uri: self.uri.clone(),
+            outbox: self.outbox.clone(),
+            name: self.name.clone(),
+            shared: self.shared.clone(),
+        })
     }
 }
 

@@ -115,6 +115,7 @@ impl ToolSetup {
         let mut ctx = RunContext::new(cwd, Arc::new(policy));
         ctx.chat_path = chat;
         ctx.timeout = std::time::Duration::from_secs(config.tools.default_timeout);
+        ctx.runtime = crate::runtime::handle().ok();
         ctx.env.push((
             "FLEMMA_TOOLS_STORE_PATH".into(),
             store.dir().display().to_string(),

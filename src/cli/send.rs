@@ -69,7 +69,7 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
             super::via_daemon::NO_DAEMON_TO_DETACH,
         ));
     }
-    crate::provider_setup::runtime()?.block_on(send(args, config_path))
+    crate::runtime::get()?.block_on(send(args, config_path))
 }
 
 async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {

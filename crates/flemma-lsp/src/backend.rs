@@ -68,21 +68,6 @@ pub enum BufferAnswer {
     Closed,
 }
 
-/// How a progress shown by the session moves on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Progress {
-    /// Work starts: a title such as `flemma: streaming the reply into talk.chat`.
-    Begin {
-        title: String,
-    },
-    Report {
-        message: String,
-    },
-    End {
-        message: String,
-    },
-}
-
 /// Work the engine (or anything off the main loop) hands to the session.
 #[derive(Debug)]
 pub enum Task {
@@ -103,14 +88,13 @@ pub enum Task {
         text: String,
         reply: Reply<BufferAnswer>,
     },
-    /// A lifecycle event of the document: sent as a `flemma/event` notification.
+    /// A lifecycle event of the document: sent as a `flemma/event` notification, and the
+    /// session's `$/progress` follows it.
     Event {
         uri: String,
         name: String,
         data: serde_json::Value,
     },
-    /// `$/progress` for the document's work (a request streaming, tools running).
-    Progress { uri: String, progress: Progress },
     /// A message for the user (`window/showMessage`) that is not an error.
     Notice { uri: String, message: String },
 }

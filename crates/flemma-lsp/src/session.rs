@@ -32,10 +32,8 @@ pub(crate) struct OpenDocument {
     pub index: LineIndex,
     /// When the diagnostics of the latest change are due.
     pub diagnostics_at: Option<Instant>,
-    /// The engine works on the document (between `Progress::Begin` and `End`).
-    pub engine_busy: bool,
-    /// The work-done progress of the engine's work on this document (`Task::Progress`).
-    pub engine_progress: Option<lsp_types::ProgressToken>,
+    /// What the engine does for the document, as its events tell it (and its `$/progress`).
+    pub engine: crate::progress::EngineActivity,
     /// The engine's edit in flight (`Task::ReplaceBuffer`).
     pub buffer_edit: Option<BufferEdit>,
 }

@@ -47,11 +47,14 @@ pub struct RunContext {
     pub env: Vec<(String, String)>,
     /// The process sandbox wrapping `bash` and custom tools, when a backend is active.
     pub sandbox: Option<Arc<Bwrap>>,
+    /// The process's async runtime, for runners that do network IO (`fetch_content` blocks
+    /// on it from the tool's thread). `None`: such a runner starts one for its call.
+    pub runtime: Option<tokio::runtime::Handle>,
 }
 
 impl RunContext {
-    /// A context in `cwd` with `guard`, a 30 s timeout, no chat, no extra environment and no
-    /// process sandbox.
+    /// A context in `cwd` with `guard`, a 30 s timeout, no chat, no extra environment, no
+    /// process sandbox and no runtime.
     pub fn new(cwd: impl Into<PathBuf>, guard: Arc<dyn PathGuard>) -> Self {
         Self {
             cwd: cwd.into(),
@@ -61,6 +64,7 @@ impl RunContext {
             cancel: Cancel::new(),
             env: Vec::new(),
             sandbox: None,
+            runtime: None,
         }
     }
 

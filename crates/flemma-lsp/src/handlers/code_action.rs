@@ -22,7 +22,7 @@ pub(crate) fn handle(
     let (open, syntax) = document(session, &uri)?;
     let range = from_proto::range(&open.index, syntax.text(), params.range, session.encoding);
     let state = DocumentState {
-        busy: open.engine_busy,
+        busy: open.engine.busy(),
     };
     let actions = code_actions::code_actions(syntax, range, state)
         .into_iter()

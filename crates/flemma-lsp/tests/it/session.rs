@@ -449,3 +449,107 @@ fn commands_and_requests_reach_the_engine_as_the_same_typed_request() {
     notify(&client, "exit", Value::Null);
     thread.join().unwrap().unwrap();
 }
+
+/// An engine that, on `flemma/send`, tells the session what a cycle does: a reply streams, a
+/// tool runs, the cycle stops.
+struct Cycle;
+
+impl Backend for Cycle {
+    fn call(
+        &mut self,
+        document: RequestDocument<'_>,
+        _: FlemmaRequest,
+        outbox: &Outbox,
+    ) -> Result<FlemmaResponse, RequestError> {
+        let event = |name: &str, data: Value| {
+            outbox.send(flemma_lsp::Task::Event {
+                uri: document.uri.to_owned(),
+                name: name.to_owned(),
+                data,
+            });
+        };
+        event("request:sending", json!({"requestId": "req_1"}));
+        event("request:finished", json!({"requestId": "req_1"}));
+        event(
+            "tool:executing",
+            json!({"toolId": "t1", "toolName": "bash"}),
+        );
+        event(
+            "tool:executing",
+            json!({"toolId": "t2", "toolName": "grep"}),
+        );
+        event(
+            "tool:completed",
+            json!({"toolId": "t1", "toolName": "bash"}),
+        );
+        event("job:submitted", json!({"toolId": "t2", "jobId": "job_1"}));
+        event("request:sending", json!({"requestId": "req_2"}));
+        event("engine:stopped", json!({"reason": "awaiting-approval"}));
+        Ok(FlemmaResponse::Accepted(Accepted {
+            started: true,
+            tool_ids: Vec::new(),
+        }))
+    }
+}
+
+#[test]
+fn the_engines_events_become_work_done_progress() {
+    let (server, client) = Connection::memory();
+    let thread = std::thread::spawn(move || flemma_lsp::run(server, Box::new(Cycle)));
+    request(
+        &client,
+        1,
+        "initialize",
+        json!({"processId": null, "capabilities": {"window": {"workDoneProgress": true}}}),
+    );
+    notify(
+        &client,
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": "file:///w/talk.chat", "languageId": "chat", "version": 0,
+               "text": "@You:\nhello\n"}}),
+    );
+    request(
+        &client,
+        2,
+        "flemma/send",
+        json!({"uri": "file:///w/talk.chat"}),
+    );
+    let mut seen = Vec::new();
+    while seen
+        .last()
+        .is_none_or(|last: &String| !last.starts_with("end awaiting"))
+    {
+        match client
+            .receiver
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap()
+        {
+            Message::Notification(n) if n.method == "$/progress" => {
+                let value = &n.params["value"];
+                let text = value["title"].as_str().or(value["message"].as_str());
+                seen.push(format!(
+                    "{} {}",
+                    value["kind"].as_str().unwrap(),
+                    text.unwrap()
+                ));
+            }
+            _ => continue,
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            "begin flemma: talk.chat: streaming the reply",
+            "end done",
+            "begin flemma: talk.chat: running bash",
+            "report running bash, grep",
+            "report running grep",
+            "end done",
+            "begin flemma: talk.chat: streaming the reply",
+            "end awaiting-approval",
+        ]
+    );
+    request(&client, 3, "shutdown", Value::Null);
+    notify(&client, "exit", Value::Null);
+    thread.join().unwrap().unwrap();
+}
