@@ -135,12 +135,8 @@ impl Backend for FailingProvider {
 
 #[test]
 fn a_failed_request_is_shown_to_the_user() {
-    let (server, client) = Connection::memory();
-    let thread = std::thread::spawn(move || flemma_lsp::run(server, Box::new(FailingProvider)));
-    request(
-        &client,
-        1,
-        "initialize",
+    let (client, thread) = session_with(
+        FailingProvider,
         json!({"processId": null, "capabilities": {"window": {"workDoneProgress": true}}}),
     );
     client
@@ -179,21 +175,22 @@ fn a_failed_request_is_shown_to_the_user() {
     thread.join().unwrap().unwrap();
 }
 
-/// The session with no engine, initialized (UTF-8 positions, as Helix asks).
-fn start_session() -> (
-    Connection,
-    std::thread::JoinHandle<Result<(), flemma_lsp::LspError>>,
-) {
+type SessionThread = std::thread::JoinHandle<Result<(), flemma_lsp::LspError>>;
+
+/// A session with `backend`, initialized with `initialize` (its params).
+fn session_with(backend: impl Backend + 'static, initialize: Value) -> (Connection, SessionThread) {
     let (server, client) = Connection::memory();
-    let thread =
-        std::thread::spawn(move || flemma_lsp::run(server, Box::new(flemma_lsp::NoEngine)));
-    request(
-        &client,
-        1,
-        "initialize",
-        json!({"processId": null, "capabilities": {"general": {"positionEncodings": ["utf-8"]}}}),
-    );
+    let thread = std::thread::spawn(move || flemma_lsp::run(server, Box::new(backend)));
+    request(&client, 1, "initialize", initialize);
     (client, thread)
+}
+
+/// The session with no engine, initialized (UTF-8 positions, as Helix asks).
+fn start_session() -> (Connection, SessionThread) {
+    session_with(
+        flemma_lsp::NoEngine,
+        json!({"processId": null, "capabilities": {"general": {"positionEncodings": ["utf-8"]}}}),
+    )
 }
 
 fn notify(client: &Connection, method: &str, params: Value) {
@@ -376,13 +373,9 @@ impl Backend for Recording {
 
 #[test]
 fn commands_and_requests_reach_the_engine_as_the_same_typed_request() {
-    let (server, client) = Connection::memory();
     let (calls_tx, calls) = std::sync::mpsc::channel();
-    let thread = std::thread::spawn(move || flemma_lsp::run(server, Box::new(Recording(calls_tx))));
-    request(
-        &client,
-        1,
-        "initialize",
+    let (client, thread) = session_with(
+        Recording(calls_tx),
         json!({"processId": null, "rootUri": "file:///work", "capabilities": {}}),
     );
     notify(
@@ -494,12 +487,8 @@ impl Backend for Cycle {
 
 #[test]
 fn the_engines_events_become_work_done_progress() {
-    let (server, client) = Connection::memory();
-    let thread = std::thread::spawn(move || flemma_lsp::run(server, Box::new(Cycle)));
-    request(
-        &client,
-        1,
-        "initialize",
+    let (client, thread) = session_with(
+        Cycle,
         json!({"processId": null, "capabilities": {"window": {"workDoneProgress": true}}}),
     );
     notify(
