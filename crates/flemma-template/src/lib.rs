@@ -53,7 +53,7 @@ mod script;
 
 pub use cache::TemplateCache;
 pub use engine::Attachment;
-pub use host::{FsHost, Host, PersonalityContext, git_branch_of};
+pub use host::{FileKind, FsHost, Host, PersonalityContext, git_branch_of};
 pub use lua::lua_frontmatter_to_rhai;
 pub use personality::PERSONALITIES;
 

@@ -542,3 +542,123 @@ fn the_engines_events_become_work_done_progress() {
     notify(&client, "exit", Value::Null);
     thread.join().unwrap().unwrap();
 }
+
+/// A disk that exists only in the test: `/virtual/notes.md`, `/virtual/sub/`, and a home.
+#[derive(Debug)]
+struct VirtualDisk;
+
+impl flemma_template::Host for VirtualDisk {
+    fn read_file(&self, path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+        match path.to_str() {
+            Some("/virtual/notes.md" | "/home/virtual/todo.md") => Ok(b"notes".to_vec()),
+            _ => Err(std::io::ErrorKind::NotFound.into()),
+        }
+    }
+    fn home_dir(&self) -> Option<std::path::PathBuf> {
+        Some("/home/virtual".into())
+    }
+    fn now(&self) -> std::time::SystemTime {
+        std::time::SystemTime::UNIX_EPOCH
+    }
+    fn environment(&self) -> flemma_template::PersonalityContext {
+        flemma_template::PersonalityContext::default()
+    }
+    fn file_kind(&self, path: &std::path::Path) -> flemma_template::FileKind {
+        match path.to_str() {
+            Some("/virtual/sub") => flemma_template::FileKind::Directory,
+            _ if self.read_file(path).is_ok() => flemma_template::FileKind::File,
+            _ => flemma_template::FileKind::Missing,
+        }
+    }
+    fn list_dir(&self, dir: &std::path::Path) -> Vec<(String, bool)> {
+        // Compared as paths: `/virtual/./` is `/virtual`.
+        if dir == std::path::Path::new("/virtual") {
+            vec![("notes.md".into(), false), ("sub".into(), true)]
+        } else {
+            Vec::new()
+        }
+    }
+    fn run_filter(
+        &self,
+        _: &[String],
+        _: &[u8],
+        _: &std::path::Path,
+        _: Duration,
+    ) -> std::io::Result<Vec<u8>> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+}
+
+#[test]
+fn hover_definition_and_completion_see_the_disk_through_the_hosts_io() {
+    let (server, client) = Connection::memory();
+    let host = flemma_ide::AnalysisHost::new(
+        std::sync::Arc::new(VirtualDisk),
+        flemma_ide::ConfigInput::default(),
+    );
+    let thread = std::thread::spawn(move || {
+        flemma_lsp::run_with(server, Box::new(flemma_lsp::NoEngine), host)
+    });
+    request(
+        &client,
+        1,
+        "initialize",
+        json!({"processId": null, "capabilities": {"general": {"positionEncodings": ["utf-8"]}}}),
+    );
+    let text = "@You:\nread @./notes.md and @~/todo.md and @./sub\nsee @./\n";
+    notify(
+        &client,
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": "file:///virtual/talk.chat", "languageId": "chat",
+               "version": 0, "text": text}}),
+    );
+    let hover = |id: i32, character: u32| {
+        request(
+            &client,
+            id,
+            "textDocument/hover",
+            json!({"textDocument": {"uri": "file:///virtual/talk.chat"},
+                   "position": {"line": 1, "character": character}}),
+        )
+        .response_result
+        .unwrap()["contents"]["value"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // Neither exists on this machine's disk: the host's io says what they are.
+    assert!(
+        hover(2, 10).contains("`/virtual/notes.md` (file)"),
+        "{}",
+        hover(2, 10)
+    );
+    assert!(hover(3, 26).contains("`/home/virtual/todo.md` (file)"));
+    assert!(hover(4, 40).contains("`/virtual/sub` (directory)"));
+    // `~/` is the host's home.
+    let definition = request(
+        &client,
+        7,
+        "textDocument/definition",
+        json!({"textDocument": {"uri": "file:///virtual/talk.chat"},
+               "position": {"line": 1, "character": 26}}),
+    );
+    assert_eq!(
+        definition.response_result.unwrap()["uri"],
+        "file:///home/virtual/todo.md"
+    );
+    let completion = request(
+        &client,
+        5,
+        "textDocument/completion",
+        json!({"textDocument": {"uri": "file:///virtual/talk.chat"},
+               "position": {"line": 2, "character": 7}}),
+    );
+    let labels = completion.response_result.unwrap().to_string();
+    assert!(
+        labels.contains("notes.md") && labels.contains("sub/"),
+        "{labels}"
+    );
+    request(&client, 6, "shutdown", Value::Null);
+    notify(&client, "exit", Value::Null);
+    thread.join().unwrap().unwrap();
+}
