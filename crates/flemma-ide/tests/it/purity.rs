@@ -13,7 +13,10 @@ fn no_source_file_touches_the_outside_world() {
         "SystemTime::now",
         "Instant::now",
     ];
-    let mut dirs = vec![std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))];
+    let mut dirs = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src"
+    ))];
     let mut found = Vec::new();
     let mut read = 0;
     while let Some(dir) = dirs.pop() {
