@@ -41,4 +41,7 @@ pub use layer::{
     option_shape,
 };
 pub use resolve::{AutoApprove, ResolvedConfig, glob_match, resolve, resolve_with_tools};
-pub use schema::{BUILTIN_TOOLS, SEARCH_EXCLUDES, UNCONDITIONAL_TOOLS};
+pub use schema::{
+    BACKGROUND_PARAMETER, BUILTIN_TOOLS, JOBS_STATUS_TOOL, SAVE_TO_PARAMETER, SEARCH_EXCLUDES,
+    UNCONDITIONAL_TOOLS,
+};
