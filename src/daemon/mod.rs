@@ -331,7 +331,7 @@ fn forward_engine_events(
         .name("engine-events".into())
         .spawn(move || {
             for event in events {
-                let uri = flemma_lsp::path_to_uri(&event.path);
+                let uri = flemma_protocol::document::path_to_uri(&event.path);
                 daemon
                     .events
                     .publish(Event::of_document(event.event.name, uri, event.event.data));

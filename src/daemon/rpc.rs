@@ -294,7 +294,7 @@ fn subscribe_filter(params: Option<Value>) -> Result<Filter, RequestError> {
         })?,
     };
     let uri = match params.uri {
-        Some(uri) => Some(flemma_lsp::path_to_uri(
+        Some(uri) => Some(flemma_protocol::document::path_to_uri(
             &flemma_protocol::document::document_path("flemma/subscribe", &uri, None)?,
         )),
         None => None,
