@@ -14,13 +14,20 @@ use flemma_template::FsHost;
 use crate::cli::CliError;
 
 /// The configuration below the frontmatter: `--config` (which must exist), else
-/// `$FLEMMA_CONFIG`, else `$XDG_CONFIG_HOME/flemma/config.toml` when it exists.
+/// `$FLEMMA_CONFIG`, else `$XDG_CONFIG_HOME/flemma/config.toml` when it exists; with the
+/// folders trusted with `flemmad trust` and flemmad's record of untrusted chats' calls.
 pub fn config_input(explicit: Option<&Path>) -> ConfigInput {
     let home_dir = std::env::var_os("HOME")
         .filter(|home| !home.is_empty())
         .map(PathBuf::from);
+    let (trusted_folders, warning) = crate::trust::read_folders();
+    if let Some(warning) = warning {
+        tracing::warn!("{warning}");
+    }
     let input = ConfigInput {
         home_dir,
+        trusted_folders,
+        call_history: Some(Arc::new(crate::trust::CallRecords::from_env())),
         ..ConfigInput::default()
     };
     let path = match explicit {

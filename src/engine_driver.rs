@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::chat_store::{ChatStore, EditorGone, FileStore, Snapshot};
 use crate::provider_setup::ProviderSetup;
 use crate::tool_setup::{SetupPolicy, ToolSetup};
+use crate::trust::CallRecords;
 
 /// How often a write re-reads and merges when the file changed under it.
 const MERGE_ATTEMPTS: usize = 20;
@@ -156,12 +157,18 @@ pub struct DriverParts {
     pub id: DocumentId,
     /// Coalescing window of the writes.
     pub coalesce: Duration,
+    /// Set when the chat is not trusted: its engine runs its calls only as far as flemmad saw
+    /// them happen (these records, and what it sees itself, which it records here).
+    pub untrusted: Option<Arc<CallRecords>>,
 }
 
 /// What arrives from the driver's tasks and threads.
 enum Message {
     Input(Input),
     Notice(String),
+    /// A warning about a request: said once per driver (one send), however many requests of
+    /// the cycle it concerns.
+    Warning(String),
     SetStore(Box<dyn ChatStore>),
     Leave,
 }
@@ -178,6 +185,8 @@ pub struct Driver {
     host: AnalysisHost,
     id: DocumentId,
     coalesce: Duration,
+    /// The records of an untrusted chat's calls (see [`DriverParts::untrusted`]).
+    records: Option<Arc<CallRecords>>,
     epoch: Instant,
     /// What the store held after our last read or write.
     stored: Snapshot,
@@ -213,6 +222,8 @@ pub struct Driver {
     leaving: bool,
     report: Box<dyn FnMut(Report) + Send>,
     on_state: Option<Box<dyn FnMut(DriverState)>>,
+    /// The request warnings already said.
+    warned: std::collections::HashSet<String>,
 }
 
 impl Driver {
@@ -238,8 +249,14 @@ impl Driver {
         let policy = Arc::new(SetupPolicy(parts.tools.clone()));
         let (sender, receiver) = mpsc::unbounded_channel();
         let text = stored.text.clone();
+        let mut engine = Engine::new(parts.engine, text.clone(), policy);
+        if let Some(records) = &parts.untrusted {
+            let chat = parts.id.path().to_owned();
+            let seen = Arc::new(records.load(&chat));
+            engine = engine.untrusted(chat, seen);
+        }
         Self {
-            engine: Engine::new(parts.engine, text.clone(), policy),
+            engine,
             store,
             path: parts.path,
             tools: parts.tools,
@@ -248,6 +265,7 @@ impl Driver {
             host: parts.host,
             id: parts.id,
             coalesce: parts.coalesce,
+            records: parts.untrusted,
             epoch: Instant::now(),
             view: text,
             stored,
@@ -269,6 +287,7 @@ impl Driver {
             leaving: false,
             report,
             on_state: None,
+            warned: std::collections::HashSet::new(),
         }
     }
 
@@ -379,6 +398,11 @@ impl Driver {
         match message {
             Message::Input(input) => self.handle(input),
             Message::Notice(notice) => (self.report)(Report::Notice(notice)),
+            Message::Warning(warning) => {
+                if self.warned.insert(warning.clone()) {
+                    (self.report)(Report::Notice(format!("warning: {warning}")));
+                }
+            }
             Message::SetStore(store) => self.switch_store(store),
             Message::Leave => {
                 self.handle(Input::Cancel {
@@ -583,6 +607,25 @@ impl Driver {
                 self.refusals += 1;
                 (self.report)(Report::Notice(message));
             }
+            Effect::Saw {
+                seen,
+                tool_id,
+                name,
+                input,
+            } => {
+                let Some(records) = &self.records else {
+                    return;
+                };
+                if let Err(error) = records.record(self.id.path(), seen, &tool_id, &name, &input) {
+                    (self.report)(Report::Notice(format!(
+                        "cannot record that `{tool_id}` was {} ({error:#}); a later send will ask for its approval again",
+                        match seen {
+                            flemma_config::Seen::Approved => "approved",
+                            flemma_config::Seen::FromModel => "asked for by the model",
+                        }
+                    )));
+                }
+            }
         }
     }
 
@@ -648,7 +691,7 @@ impl Driver {
             let outcome = match result {
                 Ok(summary) => {
                     for warning in &summary.warnings {
-                        let _ = sender.send(Message::Notice(format!("warning: {warning}")));
+                        let _ = sender.send(Message::Warning(warning.clone()));
                     }
                     match summary.stop_error() {
                         Some(error) => StreamOutcome::Failed {

@@ -473,7 +473,20 @@ impl EngineHost {
         let before = resolved_config(path, &text, input.clone())?;
         let provider = provider.unwrap_or_else(|| before.config.provider.as_str().to_owned());
         let mut layer = ConfigLayer::new(LayerKind::Runtime);
-        for (key, value) in [("provider", Some(&provider)), ("model", model.as_ref())] {
+        // A model string with parameters or a `$preset` says its provider itself: the runtime
+        // layer holds it as written and the configuration resolves it.
+        let model_string = model
+            .as_deref()
+            .filter(|m| m.starts_with('$') || m.contains(';'))
+            .map(|m| match m.starts_with('$') {
+                true => m.to_owned(),
+                false => format!("{provider}/{m}"),
+            });
+        let pairs = match &model_string {
+            Some(string) => [("provider", None), ("model", Some(string))],
+            None => [("provider", Some(&provider)), ("model", model.as_ref())],
+        };
+        for (key, value) in pairs {
             let Some(value) = value else { continue };
             layer
                 .set(key, serde_json::Value::String(value.clone()))
@@ -487,8 +500,13 @@ impl EngineHost {
         input.layers.retain(|l| l.kind() != LayerKind::Runtime);
         input.layers.push(layer.clone());
         let after = resolved_config(path, &text, input)?;
+        let next = ModelSwitch {
+            provider: after.config.provider.as_str().to_owned(),
+            model: after.config.model.clone(),
+        };
         // A provider alone switches to its default model (the config's rule).
         let switched = match (model, provider.parse::<flemma_config::Provider>()) {
+            _ if model_string.is_some() => next.clone(),
             (Some(model), _) => ModelSwitch { provider, model },
             (None, Ok(kind)) => ModelSwitch {
                 model: flemma_config::default_model(kind).to_owned(),
@@ -498,10 +516,6 @@ impl EngineHost {
                 model: after.config.model.clone(),
                 provider,
             },
-        };
-        let next = ModelSwitch {
-            provider: after.config.provider.as_str().to_owned(),
-            model: after.config.model.clone(),
         };
         let frontmatter_wins = [after.source_of("provider"), after.source_of("model")]
             .contains(&Some(LayerKind::Frontmatter));
@@ -853,6 +867,8 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                 if tokio::time::timeout(SHUTDOWN_WAIT, all).await.is_err() {
                     tracing::warn!("drivers still writing after shutdown began; stopping anyway");
                 }
+                // The MCP servers live on this thread's runtime: close them before it ends.
+                crate::mcp_setup::shutdown().await;
                 let _ = done.send(());
                 return;
             }
@@ -932,7 +948,9 @@ async fn run_driver(
         &snapshot.text,
         shared.config_input(path, inner.config_path.as_deref()),
         SetupOptions::default(),
-    ) {
+    )
+    .await
+    {
         Ok(prepared) => prepared,
         Err(error @ SetupError::Blocked { .. }) => return Err(error.to_string()),
         Err(SetupError::Failed(message)) => return Err(message),
@@ -945,9 +963,17 @@ async fn run_driver(
             .collect();
         return Err(format!("nothing was sent: {}", reasons.join("; ")));
     }
-    if let Some(warning) = &prepared.model_warning {
+    for warning in prepared
+        .model_warnings
+        .iter()
+        .chain(&prepared.tool_warnings)
+    {
         let message = format!("warning: {warning}");
         shared.tell_editors(path, |editor| editor.notice(&message));
+    }
+    // Said once per send: what the untrusted chat's frontmatter set that was ignored.
+    if let Some(event) = engine_setup::trust_notice(&prepared.analysis) {
+        shared.publish(path, event);
     }
     let report_shared = shared.clone();
     let report_path = path.to_owned();

@@ -134,6 +134,10 @@ fn display_name(client: &str) -> String {
 }
 
 impl Backend for HostBackend {
+    fn discovered_tools(&self) -> Vec<(String, String)> {
+        crate::mcp_setup::hub().known_tools()
+    }
+
     fn call(
         &mut self,
         document: RequestDocument<'_>,
@@ -147,6 +151,21 @@ impl Backend for HostBackend {
             buffer: document.buffer,
         };
         self.host.call(document, request)
+    }
+
+    fn trust_folder(&mut self, uri: &str) -> Result<Vec<PathBuf>, RequestError> {
+        let path = self.path_of("flemma.trustFolder", uri)?;
+        let dir = path.parent().ok_or_else(|| {
+            RequestError::invalid_params(format!("{} has no folder to trust", path.display()))
+        })?;
+        let added = crate::trust::trust_folder(dir)
+            .map_err(|error| RequestError::refused(format!("{error:#}")))?;
+        tracing::info!(folder = %dir.display(), ?added, "trusted from the editor");
+        Ok(crate::trust::read_folders().0)
+    }
+
+    fn trusted_folders(&mut self) -> Option<Vec<PathBuf>> {
+        Some(crate::trust::read_folders().0)
     }
 
     fn client_name(&mut self, name: &str) {

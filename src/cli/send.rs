@@ -69,7 +69,11 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
             super::via_daemon::NO_DAEMON_TO_DETACH,
         ));
     }
-    crate::runtime::get()?.block_on(send(args, config_path))
+    let runtime = crate::runtime::get()?;
+    let outcome = runtime.block_on(send(args, config_path));
+    // No MCP server outlives the send (they live on this runtime).
+    runtime.block_on(crate::mcp_setup::shutdown());
+    outcome
 }
 
 async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
@@ -93,7 +97,7 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
         no_autopilot: args.no_autopilot,
     };
     let prepared =
-        match engine_setup::prepare(&path, &text, chat::config_input(config_path), options) {
+        match engine_setup::prepare(&path, &text, chat::config_input(config_path), options).await {
             Ok(prepared) => prepared,
             Err(SetupError::Blocked { analysis }) => {
                 let loaded = chat::LoadedChat {
@@ -129,7 +133,11 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
             format!("{error:#}; nothing was sent"),
         ));
     }
-    if let Some(warning) = &prepared.model_warning {
+    for warning in prepared
+        .model_warnings
+        .iter()
+        .chain(&prepared.tool_warnings)
+    {
         eprintln!("flemmad: warning: {warning}");
     }
     if !prepared.nothing_to_send.is_empty() {
@@ -155,6 +163,10 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     let coalesce_ms = prepared.parts.coalesce.as_millis() as u64;
     let parts = prepared.parts;
     let mut progress = Progress::new(flemma_lsp::path_to_uri(&absolute), args.events, args.quiet);
+    // Said once per send: on stderr by the diagnostics above, in the event stream here.
+    if let Some(event) = engine_setup::trust_notice(&prepared.analysis) {
+        progress.show(Report::Event(event));
+    }
     let mut driver = Driver::new(parts, text, Box::new(move |report| progress.show(report)));
     let interrupt = CancellationToken::new();
     let on_interrupt = interrupt.clone();

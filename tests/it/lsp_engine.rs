@@ -45,10 +45,16 @@ impl Mock {
     pub(crate) fn provider(&self) -> &MockProvider {
         self.mock.as_ref().unwrap()
     }
-    /// Every provider pointed at the mock, the chat's config home, a plain `PATH`.
+    /// Every provider pointed at the mock, the chat's config home and state directory, a
+    /// plain `PATH`.
     pub(crate) fn env(&self, chat: &Chat) -> Vec<(&'static str, String)> {
         let mut env = common::provider_env(&self.provider().base_url());
         env.push(("XDG_CONFIG_HOME", chat.config_home.display().to_string()));
+        let state = chat.path.parent().map(|dir| dir.join("state"));
+        env.push((
+            "XDG_STATE_HOME",
+            state.unwrap_or_default().display().to_string(),
+        ));
         env.push(("PATH", "/usr/bin:/bin".into()));
         env
     }

@@ -21,7 +21,7 @@ mod types;
 
 pub use anchor::{Assoc, edits_fit, map_offset};
 pub use config::{EngineConfig, Prices};
-pub use engine::{Engine, PendingCall};
+pub use engine::{Engine, PROVENANCE_RESOLVER, PendingCall};
 pub use jobs::{Job, JobState};
 pub use policy::{BACKGROUND_PARAMETER, Decision, JOBS_STATUS_TOOL, ToolInfo, ToolPolicy, Verdict};
 pub use types::*;

@@ -75,6 +75,12 @@ pub fn describe(effect: &Effect) -> Option<String> {
         Effect::Emit(event) => format!("emit {}", event.name),
         Effect::Stopped { reason } => format!("stopped {reason:?}"),
         Effect::Refused { message } => format!("refused {message}"),
+        Effect::Saw {
+            seen,
+            tool_id,
+            name,
+            ..
+        } => format!("saw {} {name} {tool_id}", seen.as_str()),
     })
 }
 

@@ -5,6 +5,7 @@ mod crlf;
 mod cycle;
 mod jobs;
 mod properties;
+mod provenance;
 
 /// Every test file in this directory is a module of this binary.
 #[test]

@@ -154,6 +154,29 @@ pub trait Backend: Send {
     fn closed(&mut self, uri: &str) {
         let _ = uri;
     }
+
+    /// `flemma.trustFolder`: trusts the folder of the chat `uri` (every chat below it, as
+    /// `flemmad trust DIR`). Returns every folder trusted now, which the session's analyses
+    /// use from then on.
+    fn trust_folder(&mut self, uri: &str) -> Result<Vec<std::path::PathBuf>, RequestError> {
+        let _ = uri;
+        Err(RequestError::refused(
+            "`flemma.trustFolder` is not available: the engine is not part of this language server; run `flemmad trust DIR` from a terminal",
+        ))
+    }
+
+    /// The folders trusted now (`None`: not known here), asked when a document opens, so that
+    /// a folder trusted elsewhere (`flemmad trust` in a terminal) counts in this session too.
+    fn trusted_folders(&mut self) -> Option<Vec<std::path::PathBuf>> {
+        None
+    }
+
+    /// Tools this process discovered at run time (the tools of the MCP servers running in it)
+    /// as `(name, description)`, for completion and hover. Never starts anything: opening or
+    /// editing a document does not start a server.
+    fn discovered_tools(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
 }
 
 /// The backend without an engine (benches, tests of the session alone): every request says

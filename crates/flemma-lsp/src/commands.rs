@@ -8,6 +8,20 @@ use std::path::Path;
 use flemma_protocol::document::{document_path, normalize, path_to_uri, uri_to_path};
 use flemma_protocol::error::RequestError;
 
+/// `flemma.trustFolder [uri]`: trust the folder of the chat (`flemmad trust DIR`). Only an
+/// editor's user gives it: trusting a folder widens what its chats may do, so it is never a
+/// `flemma/*` request another program (or a sandboxed tool) can make on the daemon's API
+/// (docs/security.md).
+pub(crate) const TRUST_FOLDER: &str = "flemma.trustFolder";
+
+/// Every command, as advertised in `executeCommandProvider.commands`: the command of every
+/// `flemma/*` request, and the editor-only [`TRUST_FOLDER`].
+pub(crate) fn commands() -> Vec<String> {
+    let mut commands: Vec<String> = flemma_protocol::methods::commands().collect();
+    commands.push(TRUST_FOLDER.to_owned());
+    commands
+}
+
 /// The URI of the document `argument` names for `method`: an open document's URI (matched as
 /// written, else by path), or the `file://` URI of the path it names (a chat no editor has
 /// open here; whether it exists is the engine's to say).
@@ -46,6 +60,18 @@ mod tests {
             OPEN.iter().copied(),
             Some(Path::new("/work")),
         )
+    }
+
+    #[test]
+    fn every_request_is_a_command_and_trusting_a_folder_is_only_one() {
+        let commands = commands();
+        for method in flemma_protocol::methods::METHODS {
+            let command = flemma_protocol::methods::command_of(method).unwrap();
+            assert!(commands.contains(&command), "{command}");
+        }
+        assert!(commands.iter().any(|c| c == TRUST_FOLDER));
+        assert_eq!(commands.len(), flemma_protocol::methods::METHODS.len() + 1);
+        assert!(!flemma_protocol::methods::METHODS.contains(&"flemma/trustFolder"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `workspace/executeCommand`: the `flemma.*` commands, and the `flemma/*` requests that are
 //! the same operations. Both are decoded into `flemma-protocol`'s [`FlemmaRequest`] and handed
 //! to the engine ([`Backend::call`](crate::Backend::call)), which answers at once; its edits,
-//! events and progress follow.
+//! events and progress follow. `flemma.trustFolder` alone is the editor's own (not a request).
 
 use flemma_protocol::error::RequestError;
 use flemma_protocol::methods::FlemmaRequest;
@@ -18,9 +18,43 @@ pub(crate) fn handle(
     session: &mut Session,
     params: ExecuteCommandParams,
 ) -> HandlerResult<Option<Value>> {
+    if params.command == commands::TRUST_FOLDER {
+        return trust_folder(session, &params.arguments).map(Some);
+    }
+    if !commands::commands().contains(&params.command) {
+        return Err(response_error(RequestError::invalid_params(format!(
+            "unknown command `{}`; flemmad knows {}",
+            params.command,
+            commands::commands().join(", ")
+        ))));
+    }
     let request =
         FlemmaRequest::from_command(&params.command, &params.arguments).map_err(response_error)?;
     call(session, request).map(Some)
+}
+
+/// `flemma.trustFolder [uri]`, the one command that is not a `flemma/*` request (only the
+/// editor's user trusts a folder): the backend trusts the chat's folder, and the session's
+/// documents are analysed again with the folders trusted now.
+fn trust_folder(session: &mut Session, arguments: &[Value]) -> HandlerResult<Value> {
+    let Some(Value::String(argument)) = arguments.first().filter(|_| arguments.len() == 1) else {
+        return Err(response_error(RequestError::invalid_params(format!(
+            "`{}` takes [uri]: the chat whose folder to trust",
+            commands::TRUST_FOLDER
+        ))));
+    };
+    let uri = commands::resolve_document(
+        commands::TRUST_FOLDER,
+        argument,
+        session.documents.keys().map(String::as_str),
+        session.root.as_deref(),
+    )
+    .map_err(response_error)?;
+    let folders = session.backend.trust_folder(&uri).map_err(response_error)?;
+    crate::settings::set_trusted_folders(session, folders.clone());
+    Ok(serde_json::json!({
+        "trusted": folders.iter().map(|f| f.display().to_string()).collect::<Vec<_>>()
+    }))
 }
 
 /// Resolves the request's document in this session and hands the request to the engine.

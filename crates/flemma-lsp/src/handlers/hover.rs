@@ -27,10 +27,11 @@ pub(crate) fn handle(session: &mut Session, params: HoverParams) -> HandlerResul
         jobs: &jobs,
         approvals: &approvals,
     };
+    let discovered = session.backend.discovered_tools();
     Ok(hover::hover(syntax, offset, &context).map(|hover| Hover {
         contents: HoverContents::Markup(MarkupContent {
             kind: MarkupKind::Markdown,
-            value: hover.markdown(),
+            value: with_description(hover.markdown(), &hover.info, &discovered),
         }),
         range: Some(to_proto::range(
             &open.index,
@@ -39,4 +40,21 @@ pub(crate) fn handle(session: &mut Session, params: HoverParams) -> HandlerResul
             session.encoding,
         )),
     }))
+}
+
+/// A tool use of a discovered tool (an MCP server's) also shows what the tool does.
+fn with_description(
+    markdown: String,
+    info: &hover::HoverInfo,
+    discovered: &[(String, String)],
+) -> String {
+    let hover::HoverInfo::ToolUse { name, .. } = info else {
+        return markdown;
+    };
+    match discovered.iter().find(|(known, _)| known == name) {
+        Some((_, description)) if !description.is_empty() => {
+            format!("{markdown}\n{description}\n")
+        }
+        _ => markdown,
+    }
 }

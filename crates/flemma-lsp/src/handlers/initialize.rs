@@ -45,7 +45,7 @@ pub(crate) fn result(encoding: Encoding) -> InitializeResult {
                 ..Default::default()
             })),
             execute_command_provider: Some(ExecuteCommandOptions {
-                commands: flemma_protocol::methods::commands().collect(),
+                commands: crate::commands::commands(),
                 ..Default::default()
             }),
             ..Default::default()
