@@ -28,13 +28,13 @@ use std::time::Duration;
 
 use flemma_config::{ConfigLayer, LayerKind, ResolvedConfig};
 use flemma_engine::{CancelScope, Event, Input, StopReason};
-use flemma_ide::{AnalysisHost, ConfigInput, DocumentId};
+use flemma_ide::{ConfigInput, DocumentId};
 use flemma_protocol::engine::{
     Accepted, EngineJob, EngineStatus, JobsResult, ModelSwitch, SwitchResult, UsageTotals,
 };
 use flemma_protocol::error::RequestError;
 use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
-use flemma_template::FsHost;
+use flemma_template::TemplateCache;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -136,8 +136,12 @@ pub struct EngineHost {
 }
 
 /// What the host's thread and its callers share.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
+    /// The analysis of the documents the engine works on (one per document, for the drivers
+    /// and `flemma/switch`), sharing its template cache with the language server's hosts.
+    analyses: crate::analyses::Analyses,
+    template_cache: TemplateCache,
     /// The last known state of every document a driver ran for.
     states: Mutex<HashMap<PathBuf, DocumentState>>,
     /// Editors by document, the most recently active last.
@@ -182,7 +186,15 @@ impl EngineHost {
     /// the user's default.
     pub fn start(config_path: Option<PathBuf>) -> anyhow::Result<Arc<EngineHost>> {
         let (sender, receiver) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared::default());
+        let template_cache = TemplateCache::new();
+        let shared = Arc::new(Shared {
+            analyses: crate::analyses::analyses(template_cache.clone()),
+            template_cache,
+            states: Mutex::default(),
+            editors: Mutex::default(),
+            subscribers: Mutex::default(),
+            switches: Mutex::default(),
+        });
         let runtime = crate::runtime::get()?;
         let thread_shared = shared.clone();
         let thread_config_path = config_path.clone();
@@ -470,7 +482,8 @@ impl EngineHost {
         let text = self.shared.text_of(path).map_err(invalid_switch)?;
         // The current provider: the document's, under its layers as they are now.
         let mut input = self.shared.config_input(path, self.config_path.as_deref());
-        let before = resolved_config(path, &text, input.clone())?;
+        let frontmatter = self.shared.frontmatter_layers(path, &text)?;
+        let before = resolved_config(path, &input, &frontmatter)?;
         let provider = provider.unwrap_or_else(|| before.config.provider.as_str().to_owned());
         let mut layer = ConfigLayer::new(LayerKind::Runtime);
         // A model string with parameters or a `$preset` says its provider itself: the runtime
@@ -499,7 +512,7 @@ impl EngineHost {
         }
         input.layers.retain(|l| l.kind() != LayerKind::Runtime);
         input.layers.push(layer.clone());
-        let after = resolved_config(path, &text, input)?;
+        let after = resolved_config(path, &input, &frontmatter)?;
         let next = ModelSwitch {
             provider: after.config.provider.as_str().to_owned(),
             model: after.config.model.clone(),
@@ -576,6 +589,12 @@ impl EngineHost {
     fn usage(&self, path: &Path) -> UsageTotals {
         let states = lock(&self.shared.states);
         usage_of(states.get(path).and_then(|s| s.driver.as_ref()))
+    }
+
+    /// The template cache of the process's analyses: the language server's hosts share it
+    /// with the engine's (`AnalysisHost::with_template_cache`).
+    pub fn template_cache(&self) -> TemplateCache {
+        self.shared.template_cache.clone()
     }
 
     /// Every document's events from now on (the host's own [`STOPPED_EVENT`] included). A
@@ -677,25 +696,23 @@ fn parse_model_spec(spec: &str) -> Result<(Option<String>, Option<String>), Requ
     }
 }
 
-/// The document's configuration resolved under `config` and its frontmatter.
+/// The document's configuration resolved under `config` and its frontmatter's layers.
 fn resolved_config(
     path: &Path,
-    text: &str,
-    config: ConfigInput,
+    config: &ConfigInput,
+    frontmatter: &[ConfigLayer],
 ) -> Result<ResolvedConfig, RequestError> {
-    let mut host = AnalysisHost::new(Arc::new(FsHost), config);
-    let id = DocumentId::new(path.to_owned());
-    host.set_text(id.clone(), text.to_owned());
-    let analysis = host
-        .analysis(&id)
-        .map_err(|error| invalid_switch(error.to_string()))?;
-    match &analysis.config {
-        Some(resolved) => Ok(resolved.clone()),
-        None => Err(invalid_switch(format!(
+    let does_not_resolve = || {
+        invalid_switch(format!(
             "the configuration of {} does not resolve; fix its diagnostics first",
             path.display()
-        ))),
+        ))
+    };
+    if !config.errors.is_empty() {
+        return Err(does_not_resolve());
     }
+    let layers: Vec<ConfigLayer> = config.layers.iter().chain(frontmatter).cloned().collect();
+    flemma_config::resolve(&layers).map_err(|_| does_not_resolve())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -747,6 +764,33 @@ impl Shared {
             input.layers.push(layer.clone());
         }
         input
+    }
+
+    /// The layers the document's frontmatter sets, from the document's one analysis (the
+    /// engine's, when a driver works on it; else made for this question and not kept).
+    fn frontmatter_layers(
+        &self,
+        path: &Path,
+        text: &str,
+    ) -> Result<Vec<ConfigLayer>, RequestError> {
+        let id = DocumentId::new(std::path::absolute(path).unwrap_or_else(|_| path.to_owned()));
+        let mut host = crate::analyses::lock(&self.analyses);
+        let fresh = host.document(&id).is_none();
+        if fresh {
+            host.set_text(id.clone(), text.to_owned());
+        }
+        let analysis = host
+            .analysis(&id)
+            .map_err(|error| invalid_switch(error.to_string()));
+        if fresh {
+            host.forget(&id);
+        }
+        Ok(analysis?
+            .layers
+            .iter()
+            .filter(|layer| layer.kind() == LayerKind::Frontmatter)
+            .cloned()
+            .collect())
     }
 
     /// The document's text now: the writer editor's buffer as last shared, else the file.
@@ -941,13 +985,14 @@ async fn run_driver(
 ) -> Result<StopReason, String> {
     let shared = inner.shared.clone();
     let writer = shared.writer_session(path);
-    let mut store = shared.writer(path);
+    let store = shared.writer(path);
     let snapshot = store.read().await.map_err(|e| format!("{e:#}"))?;
     let prepared = match engine_setup::prepare(
         path,
         &snapshot.text,
         shared.config_input(path, inner.config_path.as_deref()),
         SetupOptions::default(),
+        &shared.analyses,
     )
     .await
     {

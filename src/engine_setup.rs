@@ -8,10 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flemma_engine::{Engine, EngineConfig, Event, Input, Prices};
-use flemma_ide::{Analysis, AnalysisHost, ConfigInput, Diagnostic, DocumentId, NOTHING_TO_SEND};
+use flemma_ide::{Analysis, ConfigInput, Diagnostic, DocumentId, NOTHING_TO_SEND};
 use flemma_provider::ProviderKind;
 use flemma_provider::credentials::CredentialEnvironment;
-use flemma_template::FsHost;
 
 use crate::engine_driver::DriverParts;
 use crate::provider_setup::provider_setup;
@@ -95,14 +94,17 @@ pub async fn prepare(
     text: &str,
     config: ConfigInput,
     options: SetupOptions,
+    analyses: &crate::analyses::Analyses,
 ) -> Result<Prepared, SetupError> {
     let absolute: PathBuf = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     let id = DocumentId::new(absolute.clone());
-    let mut host = AnalysisHost::new(Arc::new(FsHost), config);
-    host.set_text(id.clone(), text.to_owned());
-    let analysis = host
-        .analysis(&id)
-        .map_err(|error| SetupError::Failed(error.to_string()))?;
+    let analysis = {
+        let mut host = crate::analyses::lock(analyses);
+        host.set_text(id.clone(), text.to_owned());
+        host.set_document_config(&id, config);
+        host.analysis(&id)
+            .map_err(|error| SetupError::Failed(error.to_string()))?
+    };
     if !blockers(&analysis).is_empty() {
         return Err(SetupError::Blocked { analysis });
     }
@@ -152,18 +154,21 @@ pub async fn prepare(
     let recovered = flemma_syntax::parse(probe.text());
     let tools_waiting =
         !recovered.unresolved_tool_uses().is_empty() || !recovered.placeholders(None).is_empty();
-    host.set_text(id.clone(), probe.text().to_owned());
     let nothing_to_send = if tools_waiting {
         Vec::new()
     } else {
-        host.analysis(&id)
-            .map_err(|error| SetupError::Failed(error.to_string()))?
+        let mut host = crate::analyses::lock(analyses);
+        host.set_text(id.clone(), probe.text().to_owned());
+        let recovered = host
+            .analysis(&id)
+            .map_err(|error| SetupError::Failed(error.to_string()))?;
+        host.set_text(id.clone(), text.to_owned());
+        recovered
             .send_blockers()
             .into_iter()
             .filter(|d| d.code == NOTHING_TO_SEND)
             .collect()
     };
-    host.set_text(id.clone(), text.to_owned());
     let untrusted =
         (!analysis.trust.trusted).then(|| Arc::new(crate::trust::CallRecords::from_env()));
     Ok(Prepared {
@@ -180,7 +185,7 @@ pub async fn prepare(
             coalesce: Duration::from_millis(config.editing.coalesce_ms),
             provider: setup,
             client: Arc::new(client),
-            host,
+            host: analyses.clone(),
             id,
             untrusted,
         },

@@ -65,6 +65,7 @@ impl HostBackend {
 
     fn editor(&self, uri: &str, shared: SharedText, outbox: &Outbox) -> EditorHandle {
         let editor = SessionEditor {
+            session: self.session,
             uri: uri.to_owned(),
             outbox: outbox.clone(),
             name: self.client.clone(),
@@ -82,6 +83,8 @@ impl HostBackend {
 /// One document open in one LSP session, as the engine host's [`Editor`].
 #[derive(Debug)]
 struct SessionEditor {
+    /// The LSP session (unique in the process).
+    session: u64,
     uri: String,
     outbox: Outbox,
     /// The client's name, for messages.
@@ -114,6 +117,7 @@ impl Editor for SessionEditor {
 
     fn store(&self) -> Box<dyn ChatStore> {
         Box::new(EditorStore {
+            session: self.session,
             uri: self.uri.clone(),
             outbox: self.outbox.clone(),
             name: self.name.clone(),
@@ -192,14 +196,16 @@ impl Backend for HostBackend {
         let Some(index) = self.open.iter().position(|(u, _, _)| u == uri) else {
             return;
         };
-        let (_, path, _) = self.open.remove(index);
+        let (_, path, shared) = self.open.remove(index);
+        shared.close();
         self.host.detach_editor(&path, self.session);
     }
 }
 
 impl Drop for HostBackend {
     fn drop(&mut self) {
-        for (_, path, _) in self.open.drain(..) {
+        for (_, path, shared) in self.open.drain(..) {
+            shared.close();
             self.host.detach_editor(&path, self.session);
         }
     }

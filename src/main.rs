@@ -1,5 +1,6 @@
 //! `flemmad`: the command-line entry point. Parses arguments and hands off to `cli::*`.
 
+mod analyses;
 mod chat;
 mod chat_store;
 mod cli;

@@ -96,22 +96,29 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     let options = SetupOptions {
         no_autopilot: args.no_autopilot,
     };
-    let prepared =
-        match engine_setup::prepare(&path, &text, chat::config_input(config_path), options).await {
-            Ok(prepared) => prepared,
-            Err(SetupError::Blocked { analysis }) => {
-                let loaded = chat::LoadedChat {
-                    path: path.clone(),
-                    analysis,
-                };
-                return Err(CliError::blocked(
-                    "send",
-                    loaded.report(true),
-                    "nothing was sent; fix the errors above and send again",
-                ));
-            }
-            Err(SetupError::Failed(message)) => return Err(CliError::failed("send", message)),
-        };
+    let prepared = match engine_setup::prepare(
+        &path,
+        &text,
+        chat::config_input(config_path),
+        options,
+        &crate::analyses::analyses(flemma_template::TemplateCache::new()),
+    )
+    .await
+    {
+        Ok(prepared) => prepared,
+        Err(SetupError::Blocked { analysis }) => {
+            let loaded = chat::LoadedChat {
+                path: path.clone(),
+                analysis,
+            };
+            return Err(CliError::blocked(
+                "send",
+                loaded.report(true),
+                "nothing was sent; fix the errors above and send again",
+            ));
+        }
+        Err(SetupError::Failed(message)) => return Err(CliError::failed("send", message)),
+    };
     let doc = &prepared.analysis.document;
     if !args.quiet {
         let shown: Vec<_> = prepared

@@ -49,7 +49,8 @@ fn setup(
 ) -> Result<(Setup, flemma_config::ResolvedConfig), String> {
     match chat {
         Some(path) => {
-            let loaded = chat::load("tools", path, config_path).map_err(|e| e.report)?;
+            let loaded = chat::load("tools", path, config_path)
+                .map_err(|e| crate::cli::CliError::from(e).report)?;
             let report = loaded.report(false);
             if loaded.analysis.has_blocking_diagnostics() {
                 return Err(report.trim_end().to_string());

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use flemma_conversation::StreamEvent;
 use flemma_engine::*;
+use flemma_syntax::edits_fit;
 use serde_json::Value;
 
 /// `read`, `ls`, `flemma.*` approved; `bash` asks; `rm` is denied; `bash` and `sleep` are async.

@@ -49,6 +49,31 @@ fn text_typed_before_the_anchor_shifts_it_and_text_after_stays_after() {
 }
 
 #[test]
+fn text_typed_over_the_end_of_the_reply_stays_after_it() {
+    // The one `Assoc` rule: the end of the reply is mapped with `Before`, so a replacement
+    // across it leaves it at the start of the user's text, and the reply goes on before it.
+    let mut d = Driver::new("@You:\nHello\n");
+    d.send(Input::Advance);
+    d.send(Input::Stream {
+        request: RequestId(1),
+        event: text("One"),
+    });
+    d.type_at_end("\nTYPED");
+    let anchor = d.shell.find("\nTYPED").unwrap();
+    d.send(Input::TextChanged {
+        edits: vec![flemma_syntax::TextEdit::replace(
+            flemma_syntax::TextRange::new(anchor - 1, anchor + 3),
+            "X",
+        )],
+    });
+    d.reply(1, vec![text(" two")]);
+    assert_eq!(
+        d.shell,
+        "@You:\nHello\n\n@Assistant:\nOn two\n\n@You:\n\nXPED"
+    );
+}
+
+#[test]
 fn deleting_the_reply_being_written_cancels_the_request() {
     let mut d = Driver::new("@You:\nHello\n");
     d.send(Input::Advance);

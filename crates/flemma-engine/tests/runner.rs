@@ -6,6 +6,9 @@ mod cycle;
 mod jobs;
 mod properties;
 mod provenance;
+mod session;
+mod session_properties;
+mod session_world;
 
 /// Every test file in this directory is a module of this binary.
 #[test]

@@ -249,6 +249,9 @@ pub struct AnalysisHost {
 struct DocumentState {
     document: Arc<Document>,
     analysis: Option<Arc<Analysis>>,
+    /// The document's own configuration below its frontmatter, when it is not the host's
+    /// ([`AnalysisHost::set_document_config`]).
+    config: Option<Arc<(ConfigInput, BaseResolution)>>,
 }
 
 /// What the caller's layers resolve to before any frontmatter runs.
@@ -264,10 +267,21 @@ impl AnalysisHost {
     /// A host whose evaluations read files, the clock and run parsers through `io`, under the
     /// configuration `config`.
     pub fn new(io: Arc<dyn Host>, config: ConfigInput) -> Self {
+        Self::with_template_cache(io, config, TemplateCache::new())
+    }
+
+    /// A host that shares `template_cache` (compiled templates and each message's result)
+    /// with the other hosts of the process: a document the language server and the engine
+    /// both analyse is evaluated once, and its conversation's parts are shared.
+    pub fn with_template_cache(
+        io: Arc<dyn Host>,
+        config: ConfigInput,
+        template_cache: TemplateCache,
+    ) -> Self {
         let base = resolve_base(&config);
         Self {
             io,
-            template_cache: TemplateCache::new(),
+            template_cache,
             config,
             base,
             documents: HashMap::new(),
@@ -302,13 +316,43 @@ impl AnalysisHost {
     /// Opens a document, or replaces its whole text.
     pub fn set_text(&mut self, id: DocumentId, text: impl Into<String>) {
         let document = Arc::new(flemma_syntax::parse(text));
+        let config = self.documents.remove(&id).and_then(|state| state.config);
         self.documents.insert(
             id,
             DocumentState {
                 document,
                 analysis: None,
+                config,
             },
         );
+    }
+
+    /// Moves the document `id` to `text` by the changes between them (an incremental re-parse,
+    /// and the template cache re-evaluates only the messages they touch); opens it when it is
+    /// not open.
+    pub fn change_text(&mut self, id: &DocumentId, text: &str) {
+        let edits = self.documents.get(id).map(|state| {
+            // `apply_edits` takes each edit in the text the ones before it made: last first.
+            let mut edits = flemma_syntax::diff_to_edits(state.document.text(), text);
+            edits.reverse();
+            edits
+        });
+        match edits {
+            Some(edits) if edits.is_empty() || self.apply_edits(id, &edits).is_ok() => {}
+            _ => self.set_text(id.clone(), text.to_owned()),
+        }
+    }
+
+    /// Analyses the document `id` under `config` instead of the host's configuration (the
+    /// engine's documents each have their own: the writing editor's settings, a runtime
+    /// switch). Unknown documents are ignored; set the text first.
+    pub fn set_document_config(&mut self, id: &DocumentId, config: ConfigInput) {
+        let Some(state) = self.documents.get_mut(id) else {
+            return;
+        };
+        let base = resolve_base(&config);
+        state.config = Some(Arc::new((config, base)));
+        state.analysis = None;
     }
 
     /// Applies `edits` in order (each in the coordinates of the text the earlier ones produced),
@@ -367,6 +411,12 @@ impl AnalysisHost {
         self.template_cache.forget_document(Some(id.path()));
     }
 
+    /// Drops the document's text and analysis but leaves its messages' results in the
+    /// template cache (another host of the process may have the same document open).
+    pub fn forget(&mut self, id: &DocumentId) {
+        self.documents.remove(id);
+    }
+
     /// The current syntax tree of a document (cheap: no evaluation).
     pub fn document(&self, id: &DocumentId) -> Option<&Arc<Document>> {
         self.documents.get(id).map(|state| &state.document)
@@ -381,13 +431,17 @@ impl AnalysisHost {
         if let Some(analysis) = &state.analysis {
             return Ok(analysis.clone());
         }
+        let (config, base) = match &state.config {
+            Some(own) => (&own.0, &own.1),
+            None => (&self.config, &self.base),
+        };
         let analysis = Arc::new(analyze(
             id,
             state.document.clone(),
             &self.io,
             &self.template_cache,
-            &self.config,
-            &self.base,
+            config,
+            base,
         ));
         state.analysis = Some(analysis.clone());
         Ok(analysis)

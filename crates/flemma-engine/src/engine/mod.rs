@@ -9,12 +9,11 @@ use flemma_syntax::write::{
     canonical_json, fenced, job_result_block, tool_result_block, tool_result_placeholder,
 };
 use flemma_syntax::{
-    Document, LineEnding, Role, SegmentKind, Status, Suffix, SuffixValue, TextEdit, TextRange,
-    write,
+    Assoc, Document, LineEnding, Role, SegmentKind, Status, Suffix, SuffixValue, TextEdit,
+    TextRange, edits_fit, map_offset, write,
 };
 use serde_json::{Value, json};
 
-use crate::anchor::{Assoc, edits_fit, map_offset};
 use crate::config::EngineConfig;
 use crate::events::{self, emit};
 use crate::ids::IdSource;
