@@ -50,11 +50,14 @@ pub struct RunContext {
     /// The process's async runtime, for runners that do network IO (`fetch_content` blocks
     /// on it from the tool's thread). `None`: such a runner starts one for its call.
     pub runtime: Option<tokio::runtime::Handle>,
+    /// Whether `fetch_content` may reach loopback, link-local and private addresses
+    /// (`tools.fetch_private_addresses`).
+    pub fetch_private_addresses: bool,
 }
 
 impl RunContext {
     /// A context in `cwd` with `guard`, a 30 s timeout, no chat, no extra environment, no
-    /// process sandbox and no runtime.
+    /// process sandbox, public addresses only for `fetch_content`, and no runtime.
     pub fn new(cwd: impl Into<PathBuf>, guard: Arc<dyn PathGuard>) -> Self {
         Self {
             cwd: cwd.into(),
@@ -65,6 +68,7 @@ impl RunContext {
             env: Vec::new(),
             sandbox: None,
             runtime: None,
+            fetch_private_addresses: false,
         }
     }
 

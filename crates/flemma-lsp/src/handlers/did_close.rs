@@ -12,6 +12,7 @@ pub(crate) fn handle(
 ) -> HandlerResult<()> {
     let uri = params.text_document.uri;
     if let Some(doc) = session.documents.remove(uri.as_str()) {
+        crate::analyses::closed(session, uri.as_str());
         session.host.remove(&doc.id);
         if let Some(mut edit) = doc.buffer_edit
             && let Some(reply) = edit.reply.take()

@@ -548,7 +548,7 @@ fn the_engines_events_become_work_done_progress() {
 struct VirtualDisk;
 
 impl flemma_template::Host for VirtualDisk {
-    fn read_file(&self, path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    fn read_file(&self, path: &std::path::Path, _limit: u64) -> std::io::Result<Vec<u8>> {
         match path.to_str() {
             Some("/virtual/notes.md" | "/home/virtual/todo.md") => Ok(b"notes".to_vec()),
             _ => Err(std::io::ErrorKind::NotFound.into()),
@@ -566,7 +566,7 @@ impl flemma_template::Host for VirtualDisk {
     fn file_kind(&self, path: &std::path::Path) -> flemma_template::FileKind {
         match path.to_str() {
             Some("/virtual/sub") => flemma_template::FileKind::Directory,
-            _ if self.read_file(path).is_ok() => flemma_template::FileKind::File,
+            _ if self.read_file(path, u64::MAX).is_ok() => flemma_template::FileKind::File,
             _ => flemma_template::FileKind::Missing,
         }
     }
