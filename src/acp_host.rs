@@ -8,7 +8,10 @@ use std::sync::Arc;
 use flemma_acp::{Backend, McpServerSpec, TurnEvent};
 use flemma_mcp::definition::{Hidden, Origin, ServerDef, Transport};
 
-use crate::engine_host::{EngineHost, STOPPED_EVENT, TEXT_EVENT, THINKING_EVENT};
+use flemma_protocol::methods::FlemmaRequest;
+use serde_json::{Value, json};
+
+use crate::engine_host::{DocumentRef, EngineHost, STOPPED_EVENT, TEXT_EVENT, THINKING_EVENT};
 
 /// `flemmad acp`'s view of the engine host.
 #[derive(Debug)]
@@ -32,10 +35,21 @@ impl AcpHost {
             .as_deref()
             .ok_or_else(|| "no engine runs in this process".to_owned())
     }
+
+    /// One `flemma/*` request about the chat at `path` (`params` without its `uri`), through
+    /// the host's one command surface.
+    fn call(&self, path: &Path, method: &str, mut params: Value) -> Result<(), String> {
+        params["uri"] = json!(path);
+        let request = FlemmaRequest::decode(method, params).map_err(|e| e.to_string())?;
+        self.host()?
+            .call(DocumentRef::path(path), request)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// What a host event of the chat means to a prompt; `None` for events it does not follow.
-pub fn turn_event(name: &str, data: &serde_json::Value) -> Option<TurnEvent> {
+pub fn turn_event(name: &str, data: &Value) -> Option<TurnEvent> {
     let text = |key: &str| data.get(key).and_then(|v| v.as_str()).map(str::to_owned);
     Some(match name {
         TEXT_EVENT => TurnEvent::Text(text("text")?),
@@ -104,25 +118,23 @@ impl Backend for AcpHost {
     }
 
     fn send(&self, path: &Path) -> Result<(), String> {
-        self.host()?.send(path).map(drop).map_err(|e| e.to_string())
+        self.call(path, "flemma/send", json!({}))
     }
 
     fn approve(&self, path: &Path, tool_id: &str) -> Result<(), String> {
-        self.host()?
-            .approve(path, tool_id)
-            .map(drop)
-            .map_err(|e| e.to_string())
+        self.call(path, "flemma/approve", json!({ "toolId": tool_id }))
     }
 
     fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String> {
-        self.host()?
-            .reject(path, tool_id, reason)
-            .map(drop)
-            .map_err(|e| e.to_string())
+        let mut params = json!({ "toolId": tool_id });
+        if let Some(reason) = reason {
+            params["reason"] = json!(reason);
+        }
+        self.call(path, "flemma/reject", params)
     }
 
     fn cancel(&self, path: &Path) -> bool {
-        self.host().is_ok_and(|host| host.cancel(path).is_ok())
+        self.call(path, "flemma/cancel", json!({})).is_ok()
     }
 
     fn mcp_servers(&self, path: &Path, cwd: &Path, servers: Vec<McpServerSpec>) -> Vec<String> {
@@ -178,7 +190,6 @@ fn server_def(server: McpServerSpec, cwd: &Path) -> ServerDef {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn host_events_become_turn_events() {

@@ -29,11 +29,7 @@ pub fn run(args: AcpArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
         .then(DaemonClient::connect)
         .flatten()
         .is_some();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the runtime")?;
+    let runtime = crate::runtime::get()?;
     let input = std::io::BufReader::new(std::io::stdin());
     let outcome = if daemon {
         tracing::info!("acp: serving on stdio through the daemon");
@@ -52,7 +48,6 @@ pub fn run(args: AcpArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
         engine.shutdown();
         outcome
     };
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     outcome.map_err(|error| anyhow::anyhow!("the ACP connection failed: {error}"))?;
     tracing::info!("acp: the client closed the connection");
     Ok(ExitCode::SUCCESS)

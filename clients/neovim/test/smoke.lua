@@ -409,7 +409,13 @@ check(progress_titles:find("flemma: send.chat: running bash", 1, true) ~= nil,
   "while the tool runs, Neovim's progress says so (running bash)", progress_titles)
 check(read_file(chats .. "/greeting.txt") == "hello from bash\n", "the tool ran in the chat's directory",
   tostring(read_file(chats .. "/greeting.txt")))
-local errors = vim.tbl_filter(function(d) return d.severity == vim.diagnostic.severity.ERROR end, vim.diagnostic.get(send))
+-- The diagnostics of the last text are published just after it (those of the text before may
+-- still show the pending placeholder): wait for them.
+local errors = {}
+wait(5000, function()
+  errors = vim.tbl_filter(function(d) return d.severity == vim.diagnostic.severity.ERROR end, vim.diagnostic.get(send))
+  return #errors == 0
+end)
 check(#errors == 0 and notified_with("failed") == nil, "the buffer is a valid chat (no error diagnostic, no failure told)",
   vim.inspect(errors) .. vim.inspect(notified))
 -- The last reply is in the buffer a moment before the engine has wound down: ask until it is idle.

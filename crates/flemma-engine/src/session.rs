@@ -300,6 +300,17 @@ pub struct Session {
     settled: bool,
     failed: bool,
     done: bool,
+    /// A store operation was asked for since the session began (until then the text it was
+    /// made from is the store's: the runner read it just before).
+    store_touched: bool,
+    /// The reads of the writer asked for so far, and the number of the one in flight.
+    reads: u64,
+    read_in_flight: u64,
+    /// A send waiting for a read of the writer asked for after it came (the user may have
+    /// typed what is to be sent an instant before sending: the text must hold it first), and
+    /// the number of that read.
+    sends: Vec<EngineInput>,
+    sends_after_read: u64,
 }
 
 impl std::fmt::Debug for Session {
@@ -352,6 +363,11 @@ impl Session {
             settled: false,
             failed: false,
             done: false,
+            store_touched: false,
+            reads: 0,
+            read_in_flight: 0,
+            sends: Vec::new(),
+            sends_after_read: 0,
         }
     }
 
@@ -395,6 +411,14 @@ impl Session {
             self.done = false;
         }
         match input {
+            // A send waits for a read of the writer that shows what the user typed before it
+            // (the engine's text lags the store's until the next read).
+            Input::Engine(EngineInput::Advance) if self.store_touched => {
+                self.sends.push(EngineInput::Advance);
+                self.sends_after_read = self.reads + 1;
+                self.settled = false;
+                self.write_at = Some(self.write_at.map_or(now, |at| at.min(now)));
+            }
             Input::Engine(input) => self.feed(now, input, &mut out),
             Input::Read { store, outcome } => self.read_answered(now, store, outcome, &mut out),
             Input::Replaced { store, outcome } => {
@@ -457,7 +481,7 @@ impl Session {
                     self.next_poll = now + poll;
                 }
                 self.begin_write(now, out);
-            } else if self.is_done() && self.settled && !self.done {
+            } else if self.is_done() && self.settled && !self.done && self.sends.is_empty() {
                 self.done = true;
                 let reason = if self.interrupted {
                     StopReason::Cancelled
@@ -648,6 +672,7 @@ impl Session {
         }
         self.switching = Some((store, kind));
         if !self.rebase {
+            self.store_touched = true;
             self.op = Op::ReadingOld { store: self.writer };
             out.push(Effect::Read { store: self.writer });
         } else {
@@ -670,6 +695,7 @@ impl Session {
         self.settled = false;
         match kind {
             StoreKind::Editor { base } => {
+                self.store_touched = true;
                 self.op = Op::ReadingIncoming { store, base };
                 out.push(Effect::Read { store });
             }
@@ -694,6 +720,9 @@ impl Session {
     }
 
     fn read_writer(&mut self, out: &mut Vec<Effect>) {
+        self.store_touched = true;
+        self.reads += 1;
+        self.read_in_flight = self.reads;
         self.op = Op::Reading { store: self.writer };
         out.push(Effect::Read { store: self.writer });
     }
@@ -790,6 +819,12 @@ impl Session {
             return;
         }
         self.stored.version = current.version;
+        if !self.sends.is_empty() && self.read_in_flight >= self.sends_after_read {
+            // The text holds what the user typed before sending: send it.
+            for send in std::mem::take(&mut self.sends) {
+                self.feed(now, send, out);
+            }
+        }
         if self.engine.text() == current.text {
             self.stored = current;
             self.unwritten.clear();

@@ -264,6 +264,46 @@ fn a_stop_is_written_at_once_and_then_the_session_is_done() {
 }
 
 #[test]
+fn a_send_right_after_the_user_typed_waits_for_a_read_that_shows_what_was_typed() {
+    // The user types the next question into the `@You:` the reply left and sends at once:
+    // the send reaches the session while its last read of the buffer is on its way, answered
+    // from before the keystrokes (Neovim's smoke test met this).
+    let base: Arc<str> = Arc::from(CHAT);
+    let mut h = Harness::with(EDITOR, &StoreKind::Editor { base }, CHAT, Some(1));
+    h.engine(0, EngineInput::Advance);
+    h.stream(10, "Hi.");
+    assert_eq!(
+        h.engine(
+            20,
+            EngineInput::StreamEnded {
+                request: RequestId(1),
+                outcome: StreamOutcome::Finished,
+            }
+        ),
+        ["read 1"]
+    );
+    h.read_version(21, EDITOR, CHAT, Some(1));
+    let replied = h.next();
+    // An editor's buffer is read once more before the session ends (what did it apply?).
+    assert_eq!(h.replaced(22, EDITOR, ReplaceOutcome::Written), ["read 1"]);
+    assert_eq!(h.engine(23, EngineInput::Advance), Vec::<String>::new());
+    // That read was asked before the send: another one is, and the session is not done.
+    assert_eq!(h.read_version(24, EDITOR, &replied, Some(2)), ["read 1"]);
+    let typed = format!("{replied}Next question.\n");
+    let lines = h.read_version(25, EDITOR, &typed, Some(3));
+    assert!(lines.contains(&"start request 2".to_owned()), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.starts_with("notice")), "{lines:?}");
+    assert!(
+        h.session
+            .engine()
+            .text()
+            .contains("@You:\n\nNext question.\n"),
+        "{}",
+        h.session.engine().text()
+    );
+}
+
+#[test]
 fn a_new_editor_writer_is_merged_three_ways_and_keeps_what_its_user_typed() {
     let mut h = Harness::file(CHAT);
     h.engine(0, EngineInput::Advance);

@@ -30,8 +30,7 @@ pub(crate) fn handle(
             version: item.version,
             index,
             diagnostics_at: None,
-            engine_busy: false,
-            engine_progress: None,
+            engine: Default::default(),
             buffer_edit: None,
         },
     );
