@@ -117,7 +117,8 @@ exclude = ["demo.die", "demo.hang", "demo.grow"]"#,
             .tool_call_with_id("demo__echo", "m1", json!({"text": "  hello from mcp \n"}))
             .tool_call_with_id(wire("demo.get__x"), "m2", json!({}))
             .tool_call_with_id("demo__pid", "m3", json!({}))
-            .tool_call_with_id("demo__fail", "m4", json!({"message": "no such repo"})),
+            .tool_call_with_id("demo__fail", "m4", json!({"message": "no such repo"}))
+            .tool_call_with_id("demo__image", "m5", json!({})),
     );
     mock.push(Turn::text("All four answered."));
     let out = run(send_command(&chat, &mock.base_url())).await;
@@ -159,6 +160,16 @@ exclude = ["demo.die", "demo.hang", "demo.grow"]"#,
         .collect();
     let failed = results.iter().find(|r| r["tool_use_id"] == "m4").unwrap();
     assert_eq!(failed["is_error"], json!(true), "{failed}");
+    // The image is saved in the chat's store and sent to the model as an image part.
+    assert!(text.contains("attached:]\n@//"), "{text}");
+    let image = results.iter().find(|r| r["tool_use_id"] == "m5").unwrap();
+    let kinds: Vec<&str> = image["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("content parts: {image}"))
+        .iter()
+        .filter_map(|part| part["type"].as_str())
+        .collect();
+    assert!(kinds.contains(&"image"), "{image}");
 
     // The server is gone once flemmad is: its pid is in the chat.
     let pid: u32 = text

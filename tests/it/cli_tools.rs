@@ -5,15 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn chat_dir() -> (tempfile::TempDir, PathBuf) {
-    // Outside /tmp, which the default sandbox policy leaves writable as a whole (a checkout
-    // under /tmp puts the target directory there too; /var/tmp is outside it).
-    let target_tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let base = if target_tmp.starts_with("/tmp") {
-        PathBuf::from("/var/tmp")
-    } else {
-        target_tmp
-    };
-    let dir = tempfile::tempdir_in(base).expect("tempdir");
+    // Outside /tmp, which the default sandbox policy leaves writable as a whole.
+    let dir = crate::common::outside_tmp("flemmad-tools-");
     let root = dir.path().canonicalize().expect("canonical");
     std::fs::write(root.join("my.chat"), "@You:\nhi\n").expect("chat");
     (dir, root)

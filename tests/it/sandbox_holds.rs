@@ -10,7 +10,7 @@
 //!    `.git`, do not read outside the project without asking; `fetch_content` refuses loopback.
 //!
 //! Canaries live outside `/tmp` (the default policy makes `/tmp` writable): in a fake home
-//! under `CARGO_TARGET_TMPDIR`, which is also the `HOME` the tools see (never the developer's).
+//! outside `/tmp` (`common::outside_tmp`), which is also the `HOME` the tools see (never the developer's).
 //! Network checks use loopback listeners only.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -37,12 +37,7 @@ struct FakeHome {
 
 impl FakeHome {
     fn new() -> Self {
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        assert!(
-            !dir.path().starts_with("/tmp"),
-            "the canaries must live outside /tmp (CARGO_TARGET_TMPDIR is {})",
-            env!("CARGO_TARGET_TMPDIR")
-        );
+        let dir = crate::common::outside_tmp("flemmad-home-");
         std::fs::create_dir_all(dir.path().join(".ssh")).unwrap();
         std::fs::write(
             dir.path().join(".ssh/id_rsa"),

@@ -29,10 +29,7 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A folder outside `/tmp` and outside every sandbox-writable path.
 fn outside() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("flemmad-canary-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap()
+    common::outside_tmp("flemmad-canary-")
 }
 
 fn bwrap_works() -> bool {

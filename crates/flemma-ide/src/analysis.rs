@@ -607,6 +607,9 @@ impl Host for DocumentHost {
     fn is_readable(&self, path: &Path) -> bool {
         self.io.is_readable(path)
     }
+    fn real_path(&self, path: &Path) -> Option<PathBuf> {
+        self.io.real_path(path)
+    }
     fn run_filter(
         &self,
         argv: &[String],

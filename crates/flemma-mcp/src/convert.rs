@@ -196,6 +196,9 @@ fn piece(block: &Value) -> Piece {
     }
 }
 
+/// The image types every provider accepts as an image part of a tool result.
+const ATTACHABLE_IMAGES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
 /// The output text: the pieces joined by line breaks (a single text piece is the output
 /// exactly). `save` stores a binary piece and returns where, or why it could not.
 pub fn render(pieces: &[Piece], save: &mut dyn FnMut(&Binary) -> Result<String, String>) -> String {
@@ -210,6 +213,13 @@ pub fn render(pieces: &[Piece], save: &mut dyn FnMut(&Binary) -> Result<String, 
                 };
                 let size = flemma_tools::truncate::human_size(binary.data.len() as u64);
                 match save(binary) {
+                    // An image the providers take is attached: the reference on the next line
+                    // becomes an image part of the tool result when the chat is sent.
+                    Ok(path) if binary.kind == "image" && ATTACHABLE_IMAGES.contains(&binary.mime.as_str()) => format!(
+                        "[{what}: {}, {size}, saved to {path}, attached:]\n{}",
+                        binary.mime,
+                        flemma_syntax::write::file_reference(&path, &binary.mime)
+                    ),
                     Ok(path) => format!(
                         "[{what}: {}, {size}, saved to {path} (read it with the `read` tool to see it)]",
                         binary.mime
@@ -277,9 +287,9 @@ mod tests {
             Ok("/store/image.png".into())
         });
         assert_eq!(saved, ["image/png"]);
-        assert!(
-            text.starts_with("[image: image/png, 8B, saved to /store/image.png"),
-            "{text}"
+        assert_eq!(
+            text,
+            "[image: image/png, 8B, saved to /store/image.png, attached:]\n@//store/image.png;type=image/png"
         );
         let text = render(&result.pieces, &mut no_save);
         assert!(text.contains("not saved: no store"), "{text}");

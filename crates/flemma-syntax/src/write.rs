@@ -194,6 +194,30 @@ pub fn thinking_block(text: &str, signature: Option<(&str, &str)>, redacted: boo
     out
 }
 
+/// A file reference to `path` with its media type (`@./img.png;type=image/png`,
+/// `chat-format.md` §3.3), as `read` returns a binary file and an MCP tool an image it saved:
+/// an absolute path is written `@//…`, a relative one `@./…` (unless it starts `./` or `../`),
+/// and the bytes that would end or break a reference (whitespace, `;`, `%`) are
+/// percent-encoded, so the parser reads back exactly `path`.
+pub fn file_reference(path: &str, mime: &str) -> String {
+    let mut encoded = String::with_capacity(path.len() + 8);
+    for c in path.chars() {
+        if c.is_ascii_whitespace() || c == ';' || c == '%' {
+            encoded.push_str(&format!("%{:02X}", c as u32));
+        } else {
+            encoded.push(c);
+        }
+    }
+    let prefix = if encoded.starts_with('/') {
+        "@/"
+    } else if encoded.starts_with("./") || encoded.starts_with("../") {
+        "@"
+    } else {
+        "@./"
+    };
+    format!("{prefix}{encoded};type={mime}")
+}
+
 fn escape_attribute(value: &str) -> String {
     value.replace('&', "&amp;").replace('"', "&quot;")
 }
@@ -209,6 +233,39 @@ pub(crate) fn unescape_attribute(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_references_read_back_as_their_path() {
+        for (path, written, read_back) in [
+            (
+                "/store/a b;c%d.png",
+                "@//store/a%20b%3Bc%25d.png;type=image/png",
+                "/store/a b;c%d.png",
+            ),
+            ("img.png", "@./img.png;type=image/png", "./img.png"),
+            ("./img.png", "@./img.png;type=image/png", "./img.png"),
+            (
+                "../up/img.png",
+                "@../up/img.png;type=image/png",
+                "../up/img.png",
+            ),
+        ] {
+            let reference = file_reference(path, "image/png");
+            assert_eq!(reference, written);
+            let text = format!("see {reference}.\n");
+            let range = crate::TextRange::new(0, text.len());
+            let found: Vec<_> = crate::scan_templated(&text, range)
+                .into_iter()
+                .filter_map(|segment| match segment.kind {
+                    crate::SegmentKind::FileReference(reference) => Some(reference),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(found.len(), 1, "{text}");
+            assert_eq!(found[0].path, read_back);
+            assert_eq!(found[0].option("type"), Some("image/png"));
+        }
+    }
 
     #[test]
     fn fence_rule() {

@@ -73,6 +73,11 @@ impl<'a> ToolIndex<'a> {
     }
 }
 
+/// Whether `name` is a tool of an MCP server (`SERVER.TOOL`; `flemma.*` are the harness's).
+fn is_mcp_tool(name: &str) -> bool {
+    name.contains('.') && !name.starts_with("flemma.")
+}
+
 pub(crate) struct Evaluator<'a> {
     doc: &'a Document,
     tools: ToolIndex<'a>,
@@ -1013,9 +1018,11 @@ impl<'a> Evaluator<'a> {
         };
         match status {
             None | Some(Status::Error) => {
-                let emits_template = self.tools.name_of(id) == Some("read");
-                let parts = if emits_template {
+                let name = self.tools.name_of(id);
+                let parts = if name == Some("read") {
                     self.template_result(fence.content)
+                } else if name.is_some_and(is_mcp_tool) {
+                    self.stored_images_result(fence.content)
                 } else {
                     vec![Part::text(content)]
                 };
@@ -1084,6 +1091,51 @@ impl<'a> Evaluator<'a> {
             }
         }
         parts
+    }
+
+    /// The result of an MCP tool: the text, with each reference to an image the tool saved in
+    /// the chat's store (`@//…/.flemma/…/mcp-x-1.png;type=image/png`, written by flemmad's MCP
+    /// client) sent as an image part. Only a file whose real path lies under the chat's
+    /// `.flemma/` and whose bytes are a PNG, JPEG, GIF or WebP image is attached; any other
+    /// reference (a server can write any text) stays literal text.
+    fn stored_images_result(&self, range: TextRange) -> Vec<Part> {
+        let doc = self.doc;
+        let range = TextRange::new(
+            range.start,
+            range.start + strip_line_break(doc.slice(range)).len(),
+        );
+        let mut parts = Vec::new();
+        for segment in flemma_syntax::scan_templated(doc.text(), range) {
+            let image = match &segment.kind {
+                SegmentKind::FileReference(reference) => self.stored_image(reference),
+                _ => None,
+            };
+            match image {
+                Some(part) => parts.push(part),
+                None => push_text(&mut parts, doc.slice(segment.range)),
+            }
+        }
+        parts
+    }
+
+    fn stored_image(&self, reference: &FileReference) -> Option<Part> {
+        self.impure.store(true, Ordering::Relaxed);
+        let path = files::resolve_reference(&reference.path, &self.origin.dir, None).ok()?;
+        let store = self.host.real_path(&self.origin.dir.join(".flemma"))?;
+        let real = self.host.real_path(&path)?;
+        if !real.starts_with(&store) {
+            return None;
+        }
+        let bytes = self.read_budget.read(&*self.host, &real).ok()?;
+        // The bytes decide, not the name: an empty path leaves the type to the magic numbers.
+        let mime = files::detect_mime(Path::new(""), &bytes);
+        if !matches!(
+            mime.as_str(),
+            "image/png" | "image/jpeg" | "image/gif" | "image/webp"
+        ) {
+            return None;
+        }
+        files::attachment(self.doc.slice(reference.raw_path), &mime, bytes).ok()
     }
 
     fn assistant_parts(&self, message: &flemma_syntax::Message) -> Vec<Part> {

@@ -70,6 +70,12 @@ pub trait Host: Send + Sync + std::fmt::Debug {
             FileKind::Missing
         }
     }
+    /// `path` with every symbolic link resolved, or `None` when it does not exist or the host
+    /// cannot tell (the default: callers that need it then do without).
+    fn real_path(&self, path: &Path) -> Option<PathBuf> {
+        let _ = path;
+        None
+    }
     /// The entries of directory `dir`: names, with whether each is a directory, sorted; empty
     /// when it cannot be read. The default lists nothing.
     fn list_dir(&self, dir: &Path) -> Vec<(String, bool)> {
@@ -119,6 +125,10 @@ impl Host for FsHost {
             git_branch,
             enabled_tools: Vec::new(),
         }
+    }
+
+    fn real_path(&self, path: &Path) -> Option<PathBuf> {
+        std::fs::canonicalize(path).ok()
     }
 
     fn is_readable(&self, path: &Path) -> bool {

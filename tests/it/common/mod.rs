@@ -17,16 +17,37 @@ pub fn chat(text: &str) -> Chat {
     chat_in(tempfile::tempdir().unwrap(), text)
 }
 
-/// A chat in a temporary folder outside `/tmp` (under `target/tmp`): the default sandbox
+/// A temporary folder outside every path the default sandbox policy makes writable (`/tmp`,
+/// `$TMPDIR`): under `target/tmp`, or under `/var/tmp` when the checkout itself is in `/tmp`
+/// (as a CI clone may be). A canary in a writable folder proves nothing.
+pub fn outside_tmp(prefix: &str) -> tempfile::TempDir {
+    let target_tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let writable = |path: &std::path::Path| {
+        path.starts_with("/tmp")
+            || std::env::var_os("TMPDIR")
+                .filter(|dir| !dir.is_empty())
+                .is_some_and(|dir| path.starts_with(dir))
+    };
+    let base = if writable(&target_tmp) {
+        PathBuf::from("/var/tmp")
+    } else {
+        target_tmp
+    };
+    assert!(
+        !writable(&base),
+        "no folder outside /tmp and $TMPDIR for the test's canaries (tried {})",
+        base.display()
+    );
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(&base)
+        .unwrap_or_else(|error| panic!("a temp dir in {}: {error}", base.display()))
+}
+
+/// A chat in a temporary folder outside `/tmp` ([`outside_tmp`]): the default sandbox
 /// policy makes `/tmp` writable, so a canary there proves nothing.
 pub fn chat_outside_tmp(text: &str) -> Chat {
-    chat_in(
-        tempfile::Builder::new()
-            .prefix("flemmad-chat-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .unwrap(),
-        text,
-    )
+    chat_in(outside_tmp("flemmad-chat-"), text)
 }
 
 fn chat_in(dir: tempfile::TempDir, text: &str) -> Chat {

@@ -335,6 +335,76 @@ fn read_results_turn_file_references_into_attachments() {
 }
 
 #[test]
+fn mcp_results_attach_the_images_saved_in_the_chats_store_and_nothing_else() {
+    let host = TestHost::new();
+    let stored = host.write(".flemma/chat.chat/mcp-demo-image-1.png", PNG);
+    let outside = host.write("elsewhere/secret.png", PNG);
+    let not_an_image = host.write(
+        ".flemma/chat.chat/key.png",
+        b"-----BEGIN OPENSSH PRIVATE KEY-----",
+    );
+    let link = host.path(".flemma/chat.chat/link.png");
+    std::os::unix::fs::symlink(&outside, &link).expect("symlink");
+    let reference = |path: &std::path::Path| {
+        flemma_syntax::write::file_reference(&path.display().to_string(), "image/png")
+    };
+    let result = format!(
+        "[image: image/png, 8B, saved to {}, attached:]\n{}\nothers: {} {} {}",
+        stored.display(),
+        reference(&stored),
+        reference(&outside),
+        reference(&not_an_image),
+        reference(&link),
+    );
+    let evaluation = host.eval(&format!(
+        "@You:\nlook\n\n@Assistant:\n**Tool Use:** `demo.image` (`toolu_m`)\n```json\n{{}}\n```\n\n\
+         @You:\n**Tool Result:** `toolu_m`\n```\n{result}\n```\n\n\
+         @Assistant:\n**Tool Use:** `bash` (`toolu_b`)\n```json\n{{}}\n```\n\n\
+         @You:\n**Tool Result:** `toolu_b`\n```\n{result}\n```\n"
+    ));
+    assert_clean(&evaluation);
+    let messages = &evaluation.conversation.messages;
+    let Part::ToolResult { content, .. } = &messages[2].parts[0] else {
+        panic!("a tool result: {:?}", messages[2].parts)
+    };
+    let images: Vec<_> = content
+        .iter()
+        .filter_map(|part| match part {
+            Part::Image { data, path, .. } => Some((data.clone(), path.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        images,
+        vec![(PNG.to_vec(), format!("/{}", stored.display()))],
+        "only the image in the store is attached"
+    );
+    let text: String = content
+        .iter()
+        .filter_map(|part| match part {
+            Part::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    for literal in [
+        reference(&outside),
+        reference(&not_an_image),
+        reference(&link),
+    ] {
+        assert!(text.contains(&literal), "{literal} stays text: {text}");
+    }
+    // Another tool's result is sent verbatim, as before.
+    assert_eq!(
+        messages[4].parts,
+        vec![Part::ToolResult {
+            tool_use_id: "toolu_b".into(),
+            content: vec![Part::text(result)],
+            is_error: false,
+        }]
+    );
+}
+
+#[test]
 fn job_results_become_text() {
     let host = TestHost::new();
     let evaluation = host.eval(concat!(

@@ -84,13 +84,15 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
                 .unwrap_or("application/octet-stream")
                 .to_string()
         });
-        let reference =
-            if shown.starts_with('/') || shown.starts_with("./") || shown.starts_with("../") {
-                shown.to_string()
-            } else {
-                format!("./{shown}")
-            };
-        let mut outcome = Outcome::ok(format!("@{reference};type={mime}"));
+        // A plain relative path is kept as the model wrote it; `~/…`, `$VAR/…` and absolute
+        // ones are written as the resolved path, which the chat's reference reads back exactly.
+        let plain = !shown.starts_with(['/', '~', '$']);
+        let reference = if plain {
+            shown.to_string()
+        } else {
+            path.to_string_lossy().into_owned()
+        };
+        let mut outcome = Outcome::ok(flemma_syntax::write::file_reference(&reference, &mime));
         outcome.is_error = false;
         return outcome;
     }

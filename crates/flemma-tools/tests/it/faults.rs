@@ -270,6 +270,10 @@ fn read_directory_fifo_missing_binary_and_sparse() {
         (png.text.as_str(), png.is_error),
         ("@./p.png;type=image/png", false)
     );
+    // An absolute path is written `@//…`, which the chat reads back as that path.
+    let absolute = root.join("p.png");
+    let png = read::run(&ctx, &json!({"label": "t", "path": absolute}));
+    assert_eq!(png.text, format!("@/{};type=image/png", absolute.display()));
     // 3 GB sparse file that starts with text lines, then NULs without a newline.
     let big = std::fs::File::create(root.join("big.log")).expect("big");
     use std::io::Write;

@@ -80,6 +80,10 @@ impl Host for TestHost {
         }
     }
 
+    fn real_path(&self, path: &Path) -> Option<PathBuf> {
+        flemma_template::FsHost.real_path(path)
+    }
+
     fn run_filter(
         &self,
         argv: &[String],
