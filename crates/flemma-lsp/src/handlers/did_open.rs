@@ -29,6 +29,7 @@ pub(crate) fn handle(
             engine_busy: false,
             engine_progress: None,
             buffer_edit: None,
+            published: None,
         },
     );
     publish_diagnostics(session, &key);

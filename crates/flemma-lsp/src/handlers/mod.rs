@@ -280,7 +280,9 @@ pub(crate) fn job_states(
 }
 
 /// Publishes the document's diagnostics: `Analysis::diagnostics`, the one source (parser,
-/// frontmatter, templates, file references, configuration).
+/// frontmatter, templates, file references, configuration), when they differ from what the
+/// client was last sent (never an empty list after an empty one; the same problems again only
+/// when their ranges moved). The first analysis of a document is published even when empty.
 pub(crate) fn publish_diagnostics(session: &mut Session, uri: &str) {
     let Some(doc) = session.documents.get_mut(uri) else {
         return;
@@ -294,11 +296,15 @@ pub(crate) fn publish_diagnostics(session: &mut Session, uri: &str) {
         }
     };
     let text = analysis.document.text();
-    let diagnostics = analysis
+    let diagnostics: Vec<lsp_types::Diagnostic> = analysis
         .diagnostics
         .iter()
         .map(|d| to_proto::diagnostic(&doc.index, text, d, session.encoding))
         .collect();
+    if doc.published.as_ref() == Some(&diagnostics) {
+        return;
+    }
+    doc.published = Some(diagnostics.clone());
     let params = lsp_types::PublishDiagnosticsParams {
         uri: doc.uri.clone(),
         diagnostics,

@@ -335,3 +335,66 @@ fn a_full_text_change_then_an_edit_keeps_positions_exact() {
     notify(&client, "exit", Value::Null);
     thread.join().unwrap().unwrap();
 }
+
+#[test]
+fn diagnostics_are_published_only_when_they_change() {
+    let (client, thread) = start_session();
+    let uri = "file:///typing.chat";
+    let tool = "@Assistant:\n**Tool Use:** `no_such_tool` (`t1`)\n```json\n{}\n```\n";
+    notify(
+        &client,
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri, "languageId": "chat", "version": 0,
+               "text": format!("{tool}@You:\n")}}),
+    );
+    let opened = next_diagnostics(&client);
+    assert_eq!(opened["version"], 0);
+    assert!(!opened["diagnostics"].as_array().unwrap().is_empty());
+    let mut version = 0;
+    let mut change = |start: (u32, u32), end: (u32, u32), text: &str| {
+        version += 1;
+        notify(
+            &client,
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": version},
+                   "contentChanges": [{"range": {
+                       "start": {"line": start.0, "character": start.1},
+                       "end": {"line": end.0, "character": end.1}}, "text": text}]}),
+        );
+        // Each key analysed on its own, as typed.
+        std::thread::sleep(Duration::from_millis(30));
+        version
+    };
+    // Keys typed below the diagnostics leave them as they are: nothing is published.
+    for (i, key) in "hello".chars().enumerate() {
+        change((6, i as u32), (6, i as u32), &key.to_string());
+    }
+    // A line added above them moves their ranges: published.
+    let moved = change((0, 0), (0, 0), "\n");
+    let published = next_diagnostics(&client);
+    assert_eq!(published["version"], moved, "{published}");
+    assert_eq!(
+        published["diagnostics"][0]["range"]["start"]["line"],
+        opened["diagnostics"][0]["range"]["start"]["line"]
+            .as_u64()
+            .unwrap()
+            + 1
+    );
+    // The tool use deleted: an empty list, once.
+    let cleared = change((1, 0), (6, 0), "");
+    let published = next_diagnostics(&client);
+    assert_eq!(published["version"], cleared, "{published}");
+    assert_eq!(published["diagnostics"], json!([]));
+    for (i, key) in " there".chars().enumerate() {
+        change((2, 5 + i as u32), (2, 5 + i as u32), &key.to_string());
+    }
+    // The next publish is the one with a problem again, not an empty list after the empty one.
+    let broken = change((2, 0), (2, 0), "```\n");
+    let published = next_diagnostics(&client);
+    assert_eq!(published["version"], broken, "{published}");
+    assert!(!published["diagnostics"].as_array().unwrap().is_empty());
+
+    request(&client, 2, "shutdown", Value::Null);
+    notify(&client, "exit", Value::Null);
+    thread.join().unwrap().unwrap();
+}
