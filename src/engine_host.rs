@@ -886,8 +886,9 @@ async fn run_driver(
             let progress = if busy {
                 Progress::Report { message }
             } else {
+                // Editors show it under the server's name already (Helix: `flemma: …`).
                 Progress::Begin {
-                    title: format!("flemma: {name}: {message}"),
+                    title: format!("{name}: {message}"),
                 }
             };
             state_shared.tell_editors(&state_path, |uri| Task::Progress {

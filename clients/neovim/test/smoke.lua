@@ -381,7 +381,7 @@ queue_turns({ { steps = { { text = greeting } }, bytes_per_sec = 1500 } })
 notified = {}
 press("<C-]>")
 local function send_error()
-  return notified_with("flemma.send failed")
+  return notified_with("`flemma.send` failed")
 end
 local function ends_with_empty_you(b)
   return text(b):find("\n@You:%s*$") ~= nil
@@ -409,8 +409,10 @@ end)
 check(streamed, "the reply streams into the buffer, then an empty @You:", text(send))
 check(edits >= 4, "the reply arrived in several edits (" .. edits .. "), none of them stalled the stream")
 local progress_titles = table.concat(vim.tbl_keys(progress_seen), "\n")
-check(progress_titles:find("flemma: send.chat: streaming the reply", 1, true) ~= nil,
-  "while it streams, Neovim's progress says so (flemma: send.chat: streaming the reply)", progress_titles)
+check(progress_titles:find("send.chat: streaming the reply", 1, true) ~= nil
+    and progress_titles:find("flemma:", 1, true) == nil,
+  "while it streams, Neovim's progress says so (send.chat: streaming the reply; the client names the server)",
+  progress_titles)
 check(vim.bo[send].modified, "the reply is in the buffer, for the user to save")
 check(notified_with("Workspace edit") == nil, "the streamed edits print nothing (no `Workspace edit …` per piece)",
   notified_with("Workspace edit"))
@@ -455,7 +457,7 @@ end),
   text(send))
 progress_titles = table.concat(vim.tbl_keys(progress_seen), "\n")
 -- The server names the running tool by its name.
-check(progress_titles:find("flemma: send.chat: running bash", 1, true) ~= nil,
+check(progress_titles:find("send.chat: running bash", 1, true) ~= nil,
   "while the tool runs, Neovim's progress says so (running bash)", progress_titles)
 check(read_file(chats .. "/greeting.txt") == "hello from bash\n", "the tool ran in the chat's directory",
   tostring(read_file(chats .. "/greeting.txt")))
@@ -491,10 +493,12 @@ vim.api.nvim_win_set_cursor(0, { line_of(bufnr, "**Tool Use:** `bash` (`toolu_01
 notified = {}
 press("<leader>fb")
 check(wait(10000, function()
-  local told = notified_with("flemma.background failed: nothing runs for ")
+  local told = notified_with("LSP[flemmad] flemma: `flemma.background` failed: nothing runs for ")
   return told ~= nil and told:find("tools.chat: there is no running tool to move to the background", 1, true) ~= nil
-end), "<leader>fb sends flemma.background [uri, id]; the server's answer for a finished tool is told",
+end), "<leader>fb sends flemma.background [uri, id]; why the server refused it for a finished tool is told",
   vim.inspect(notified))
+check(#vim.tbl_filter(function(m) return m:find("failed", 1, true) ~= nil end, notified) == 1,
+  "once (the server says it; the client does not repeat it)", vim.inspect(notified))
 
 end
 

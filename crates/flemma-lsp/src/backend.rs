@@ -97,7 +97,8 @@ pub enum BufferAnswer {
 /// How a progress shown by the session moves on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
-    /// Work starts: a title such as `flemma: streaming the reply into talk.chat`.
+    /// Work starts: a title such as `talk.chat: streaming the reply` (without the server's
+    /// name: Helix puts `flemma: ` before it).
     Begin {
         title: String,
     },

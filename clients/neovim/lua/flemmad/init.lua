@@ -89,8 +89,10 @@ function M.client(bufnr)
 end
 
 
---- Sends `flemma.*` `command` for the buffer with `arguments` after its uri; a failure is told
---- (vim.notify), an answer goes to `on_answer` when given.
+--- Sends `flemma.*` `command` for the buffer with `arguments` after its uri; an answer goes to
+--- `on_answer` when given. The server tells why a command failed itself (`window/showMessage`,
+--- shown as `LSP[flemmad] flemma: …`); a failure without its answer (the client stopped) is
+--- told here.
 local function request(command, bufnr, arguments, on_answer)
   bufnr = bufnr or vim.api.nvim_get_current_buf()
   local c = M.client(bufnr)
@@ -100,7 +102,9 @@ local function request(command, bufnr, arguments, on_answer)
   end
   local function on_result(err, result)
     if err then
-      notify(command .. " failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      if type(err.code) ~= "number" or err.code >= 0 then -- Neovim's own (JSON-RPC errors are negative)
+        notify(command .. " failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      end
     elseif on_answer then
       on_answer(result)
     end
