@@ -141,6 +141,27 @@ impl Backend for HostBackend {
         Some(outcome.map_err(refused).and_then(json))
     }
 
+    fn approval(
+        &mut self,
+        uri: &str,
+        analysis: &flemma_ide::Analysis,
+        tool: &str,
+        input: &Value,
+    ) -> Option<flemma_ide::features::ApprovalDecision> {
+        use flemma_ide::features::{ApprovalDecision, Verdict};
+        let path = flemma_lsp::uri_to_path(uri)?;
+        let setup = crate::tool_setup::ToolSetup::for_chat(analysis, &path).ok()?;
+        let decision = setup.decide(tool, input)?;
+        Some(ApprovalDecision {
+            verdict: match decision.verdict {
+                flemma_tools::Verdict::Approve => Verdict::Approve,
+                flemma_tools::Verdict::RequireApproval => Verdict::Ask,
+                flemma_tools::Verdict::Deny { .. } => Verdict::Deny,
+            },
+            resolver: decision.resolver,
+        })
+    }
+
     fn client_name(&mut self, name: &str) {
         self.client = display_name(name);
     }

@@ -201,8 +201,14 @@ fn hover_and_definition_on_tool_and_job_blocks() {
             markdown.contains("**Tool** `bash` (call `t2`)"),
             "{markdown}"
         );
-        // The input pretty-printed.
+        // The input pretty-printed, and what the chat's approval chain decides for the call
+        // (`bash` asks the user, or runs when a sandbox holds it).
         assert!(markdown.contains("\"command\": \"ls\""), "{markdown}");
+        assert!(
+            markdown.contains("\nApproval: asks the user by urn:flemma:approval:")
+                || markdown.contains("\nApproval: approved by urn:flemma:approval:"),
+            "{markdown}"
+        );
         let on_result = hover(&mut client, "`t2` (pending job");
         let markdown = on_result["contents"]["value"].as_str().unwrap();
         assert!(markdown.contains("of `t2`: pending"), "{markdown}");

@@ -195,6 +195,19 @@ pub trait Backend: Send {
         let _ = uri;
     }
 
+    /// What the chat's approval chain decides for a call of `tool` with `input` in the
+    /// document `analysis` is of (shown by hover on a tool use); `None` when it cannot say.
+    fn approval(
+        &mut self,
+        uri: &str,
+        analysis: &flemma_ide::Analysis,
+        tool: &str,
+        input: &serde_json::Value,
+    ) -> Option<flemma_ide::features::ApprovalDecision> {
+        let _ = (uri, analysis, tool, input);
+        None
+    }
+
     /// `flemma.approve`/`reject`/`approveAll` for a document: `Some` when the engine takes it
     /// (a driver runs for the document), `None` to let the session edit the placeholder itself.
     fn tool_decision(

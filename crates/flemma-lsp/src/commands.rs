@@ -180,19 +180,61 @@ pub(crate) fn from_request(
 }
 
 /// Finds the open document a command argument names: an open URI as is, else a `file:` URI or
-/// a path (relative paths against `root`) compared by path.
+/// a path compared by path. `~/…` is under `home`. A relative path is first matched against
+/// the open documents (the one whose path ends with it): Helix sends `%{buffer_name}` relative
+/// to its working directory, which need not be the workspace root (`cd repo/notes && hx
+/// talk.chat` sends `talk.chat`, the root being `repo`); then it is taken relative to `root`.
 pub(crate) fn resolve_document<'a>(
     argument: &str,
     open: impl Iterator<Item = &'a str> + Clone,
     root: Option<&Path>,
+    home: Option<&Path>,
 ) -> Result<String, String> {
     if let Some(uri) = open.clone().find(|uri| *uri == argument) {
         return Ok(uri.to_owned());
     }
+    let open_path = |uri: &str| uri_to_path(uri).map(|p| normalize(&p));
     let wanted = if argument.contains("://") {
         uri_to_path(argument)
     } else {
-        let path = PathBuf::from(argument);
+        let path = match (argument.strip_prefix("~/"), home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ => PathBuf::from(argument),
+        };
+        if path.is_relative() {
+            // `./` and leading `../` dropped: `../talk.chat` from `repo/notes` is some
+            // `talk.chat` (which one, the open documents tell).
+            let suffix = normalize(&path);
+            let matching: Vec<&str> = open
+                .clone()
+                .filter(|uri| {
+                    !suffix.as_os_str().is_empty()
+                        && open_path(uri).is_some_and(|p| p.ends_with(&suffix))
+                })
+                .collect();
+            let under_root = root.map(|r| normalize(&r.join(&path)));
+            match matching.as_slice() {
+                [one] => return Ok((*one).to_owned()),
+                [] => {}
+                several => {
+                    if let Some(uri) = several
+                        .iter()
+                        .find(|uri| under_root.is_some() && open_path(uri) == under_root)
+                    {
+                        return Ok((*uri).to_owned());
+                    }
+                    let paths: Vec<String> = several
+                        .iter()
+                        .filter_map(|uri| uri_to_path(uri))
+                        .map(|p| p.display().to_string())
+                        .collect();
+                    return Err(format!(
+                        "`{argument}` could be any of the open documents {}; name it by its full path",
+                        paths.join(", ")
+                    ));
+                }
+            }
+        }
         Some(match (path.is_relative(), root) {
             (true, Some(root)) => root.join(path),
             _ => path,
@@ -201,7 +243,7 @@ pub(crate) fn resolve_document<'a>(
     let wanted = wanted.map(|p| normalize(&p));
     if let Some(uri) = open
         .into_iter()
-        .find(|uri| uri_to_path(uri).map(|p| normalize(&p)) == wanted && wanted.is_some())
+        .find(|uri| open_path(uri) == wanted && wanted.is_some())
     {
         return Ok(uri.to_owned());
     }
@@ -209,7 +251,7 @@ pub(crate) fn resolve_document<'a>(
     match wanted {
         Some(path) if path.is_absolute() && path.is_file() => Ok(path_to_uri(&path)),
         _ => Err(format!(
-            "`{argument}` is neither a document open in this editor session nor a file; open the .chat file first, or name an existing file (paths are relative to the workspace root{})",
+            "`{argument}` is neither a document open in this editor session nor a file; open the .chat file first, or name an existing file (a relative path is matched against the open documents, then taken from the workspace root{})",
             root.map(|r| format!(" {}", r.display()))
                 .unwrap_or_default()
         )),
@@ -278,7 +320,43 @@ mod tests {
     const OPEN: &[&str] = &["file:///work/a%20b/t.chat", "file:///work/x.chat"];
 
     fn resolve(arg: &str) -> Result<String, String> {
-        resolve_document(arg, OPEN.iter().copied(), Some(Path::new("/work")))
+        resolve_document(arg, OPEN.iter().copied(), Some(Path::new("/work")), None)
+    }
+
+    #[test]
+    fn relative_names_match_the_open_documents_and_tilde_is_home() {
+        // Helix started in /repo/notes (the workspace root is the git root /repo).
+        let open = [
+            "file:///repo/notes/talk.chat",
+            "file:///repo/a/t.chat",
+            "file:///repo/b/t.chat",
+            "file:///home/u/chats/x.chat",
+        ];
+        let resolve = |arg: &str| {
+            resolve_document(
+                arg,
+                open.iter().copied(),
+                Some(Path::new("/repo")),
+                Some(Path::new("/home/u")),
+            )
+        };
+        assert_eq!(resolve("talk.chat").unwrap(), open[0]);
+        assert_eq!(resolve("./talk.chat").unwrap(), open[0]);
+        assert_eq!(resolve("notes/talk.chat").unwrap(), open[0]);
+        assert_eq!(resolve("../a/t.chat").unwrap(), open[1]);
+        assert_eq!(resolve("~/chats/x.chat").unwrap(), open[3]);
+        // Two open documents end with the name: one under the root by that name wins, else
+        // the user is asked for the full path.
+        assert_eq!(resolve("b/t.chat").unwrap(), open[2]);
+        let err = resolve("t.chat").unwrap_err();
+        assert!(
+            err.contains("/repo/a/t.chat")
+                && err.contains("/repo/b/t.chat")
+                && err.contains("full path"),
+            "{err}"
+        );
+        let err = resolve("other.chat").unwrap_err();
+        assert!(err.contains("matched against the open documents"), "{err}");
     }
 
     #[test]

@@ -21,11 +21,13 @@ pub(crate) fn handle(
     params: ExecuteCommandParams,
 ) -> HandlerResult<Option<Value>> {
     let root = session.root.clone();
+    let home = session.base_config.home_dir.clone();
     let command = commands::parse(&params.command, &params.arguments, |arg| {
         commands::resolve_document(
             arg,
             session.documents.keys().map(String::as_str),
             root.as_deref(),
+            home.as_deref(),
         )
     })
     .map_err(|message| error(ErrorCode::InvalidParams, message))?;
@@ -38,11 +40,13 @@ pub(crate) fn handle_request(
     request: FlemmaRequest,
 ) -> HandlerResult<Option<Value>> {
     let root = session.root.clone();
+    let home = session.base_config.home_dir.clone();
     let command = commands::from_request(request, |arg| {
         commands::resolve_document(
             arg,
             session.documents.keys().map(String::as_str),
             root.as_deref(),
+            home.as_deref(),
         )
     })
     .map_err(|message| error(ErrorCode::InvalidParams, message))?;

@@ -1,6 +1,6 @@
 //! `textDocument/hover`: `flemma_ide::features::hover` at the cursor.
 
-use flemma_ide::features::hover::{self, HoverContext};
+use flemma_ide::features::hover::{self, HoverContext, HoverInfo};
 use flemma_ide::features::{Approvals, StdFileSystem};
 use lsp_types::{Hover, HoverContents, HoverParams, MarkupContent, MarkupKind};
 
@@ -10,33 +10,50 @@ use crate::{from_proto, to_proto};
 
 pub(crate) fn handle(session: &mut Session, params: HoverParams) -> HandlerResult<Option<Hover>> {
     let position = params.text_document_position_params;
-    let (open, syntax) = document(session, &position.text_document.uri)?;
-    let offset = from_proto::offset(
-        &open.index,
-        syntax.text(),
-        position.position,
-        session.encoding,
-    );
-    let chat_dir = chat_dir(open);
-    let jobs = job_states(syntax);
-    // The engine is not wired to the session yet: no approval decisions to show.
-    let approvals = Approvals::new();
-    let context = HoverContext {
-        chat_dir: &chat_dir,
-        fs: &StdFileSystem,
-        jobs: &jobs,
-        approvals: &approvals,
-    };
-    Ok(hover::hover(syntax, offset, &context).map(|hover| Hover {
-        contents: HoverContents::Markup(MarkupContent {
-            kind: MarkupKind::Markdown,
-            value: hover.markdown(),
-        }),
-        range: Some(to_proto::range(
+    let (found, range, id) = {
+        let (open, syntax) = document(session, &position.text_document.uri)?;
+        let offset = from_proto::offset(
             &open.index,
             syntax.text(),
-            hover.range,
+            position.position,
             session.encoding,
-        )),
+        );
+        let chat_dir = chat_dir(open);
+        let jobs = job_states(syntax);
+        let approvals = Approvals::new();
+        let context = HoverContext {
+            chat_dir: &chat_dir,
+            fs: &StdFileSystem,
+            jobs: &jobs,
+            approvals: &approvals,
+        };
+        let Some(found) = hover::hover(syntax, offset, &context) else {
+            return Ok(None);
+        };
+        let range = to_proto::range(&open.index, syntax.text(), found.range, session.encoding);
+        (found, range, open.id.clone())
+    };
+    let mut found = found;
+    // A tool use shows what the chat's approval chain decides for it (the backend knows the
+    // chain; the hover itself is plain data).
+    if let HoverInfo::ToolUse {
+        name,
+        input,
+        decision,
+        ..
+    } = &mut found.info
+    {
+        let input = serde_json::from_str(input).unwrap_or(serde_json::Value::Null);
+        if let Ok(analysis) = session.host.analysis(&id) {
+            let uri = position.text_document.uri.as_str();
+            *decision = session.backend.approval(uri, &analysis, name, &input);
+        }
+    }
+    Ok(Some(Hover {
+        contents: HoverContents::Markup(MarkupContent {
+            kind: MarkupKind::Markdown,
+            value: found.markdown(),
+        }),
+        range: Some(range),
     }))
 }

@@ -398,3 +398,39 @@ fn diagnostics_are_published_only_when_they_change() {
     notify(&client, "exit", Value::Null);
     thread.join().unwrap().unwrap();
 }
+
+#[test]
+fn a_failed_command_also_says_why_in_a_message() {
+    let (client, thread) = start_session();
+    let answer = request(
+        &client,
+        2,
+        "workspace/executeCommand",
+        json!({"command": "flemma.approve", "arguments": ["nowhere/talk.chat", "toolu_1"]}),
+    );
+    let error = answer.response_result.unwrap_err();
+    assert!(
+        error.message.contains("neither a document open"),
+        "{}",
+        error.message
+    );
+    // Helix 25.07 only logs the error answer: the same reason comes as a message.
+    let shown = loop {
+        match client
+            .receiver
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap()
+        {
+            Message::Notification(n) if n.method == "window/showMessage" => break n.params,
+            _ => continue,
+        }
+    };
+    assert_eq!(shown["type"], 1, "{shown}");
+    assert_eq!(
+        shown["message"],
+        format!("flemma: `flemma.approve` failed: {}", error.message)
+    );
+    request(&client, 3, "shutdown", Value::Null);
+    notify(&client, "exit", Value::Null);
+    thread.join().unwrap().unwrap();
+}
