@@ -137,16 +137,7 @@ fn a_failed_request_is_shown_to_the_user() {
         .unwrap();
     let sent = request(&client, 2, "flemma/send", json!({"uri": "file:///t.chat"}));
     assert_eq!(sent.response_result.unwrap(), json!({"started": true}));
-    let shown = loop {
-        match client
-            .receiver
-            .recv_timeout(Duration::from_secs(10))
-            .unwrap()
-        {
-            Message::Notification(n) if n.method == "window/showMessage" => break n.params,
-            _ => continue,
-        }
-    };
+    let shown = next_notification(&client, "window/showMessage");
     assert_eq!(shown["type"], 1);
     assert_eq!(
         shown["message"],
@@ -190,20 +181,23 @@ fn notify(client: &Connection, method: &str, params: Value) {
         .unwrap();
 }
 
-/// The next `publishDiagnostics` (params).
-fn next_diagnostics(client: &Connection) -> Value {
+/// The params of the next notification `method` (others are skipped).
+fn next_notification(client: &Connection, method: &str) -> Value {
     loop {
         match client
             .receiver
             .recv_timeout(Duration::from_secs(20))
             .unwrap()
         {
-            Message::Notification(n) if n.method == "textDocument/publishDiagnostics" => {
-                return n.params;
-            }
+            Message::Notification(n) if n.method == method => return n.params,
             _ => continue,
         }
     }
+}
+
+/// The next `publishDiagnostics` (params).
+fn next_diagnostics(client: &Connection) -> Value {
+    next_notification(client, "textDocument/publishDiagnostics")
 }
 
 #[test]
@@ -415,16 +409,7 @@ fn a_failed_command_also_says_why_in_a_message() {
         error.message
     );
     // Helix 25.07 only logs the error answer: the same reason comes as a message.
-    let shown = loop {
-        match client
-            .receiver
-            .recv_timeout(Duration::from_secs(10))
-            .unwrap()
-        {
-            Message::Notification(n) if n.method == "window/showMessage" => break n.params,
-            _ => continue,
-        }
-    };
+    let shown = next_notification(&client, "window/showMessage");
     assert_eq!(shown["type"], 1, "{shown}");
     assert_eq!(
         shown["message"],
