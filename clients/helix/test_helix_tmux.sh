@@ -45,7 +45,7 @@ mock_pid=""
 cleanup() {
   tmux kill-session -t "$session" 2>/dev/null || true
   if [ -n "$mock_pid" ]; then kill "$mock_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
+  [ -n "${KEEP_WORK:-}" ] && echo "kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
 
@@ -66,7 +66,20 @@ wait_pane() {
   done
   return 1
 }
+# Waits up to $3 seconds for the pane to show a line with $2 below a line with $1: the end of
+# a reply (its text, then the empty @You: written after it).
+wait_pane_below() {
+  local deadline=$((SECONDS + ${3:-30}))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    pane | awk -v a="$1" -v b="$2" 'index($0, a) { seen = 1; next } seen && index($0, b) { found = 1 } END { exit !found }' \
+      && return 0
+    sleep 0.2
+  done
+  return 1
+}
 keys() { tmux send-keys -t "$session" "$@"; }
+# Escape on its own: Escape and a key read together are Alt+key to Helix.
+escape() { keys Escape; sleep 0.3; }
 # Types $1 one key at a time, $2 seconds apart.
 type_slowly() {
   local text="$1" i
@@ -76,7 +89,7 @@ type_slowly() {
   done
 }
 # A command on Helix's command line (Escape first: normal mode).
-command_line() { keys Escape; keys -l -- ":$1"; keys Enter; }
+command_line() { escape; keys -l -- ":$1"; keys Enter; }
 
 # The scripted replies, in the order the steps send.
 "$mock" --script /dev/stdin > "$work/mock.url" 2> "$work/mock.log" <<'JSON' &
@@ -114,7 +127,7 @@ printf '%s\n@You:\nSay hello from the notes directory.\n' "$frontmatter" > "$wor
 printf '%s\n@You:\nSay hello from home.\n' "$frontmatter" > "$work/home/chats/home.chat"
 git -C "$work/repo" init -q
 
-tmux new-session -d -s "$session" -x 160 -y 60 -c "$work/repo/notes" \
+tmux new-session -d -s "$session" -x 160 -y 150 -c "$work/repo/notes" \
   env HOME="$work/home" XDG_CONFIG_HOME="$work/config" XDG_CACHE_HOME="$work/cache" \
   XDG_STATE_HOME="$work/home/state" XDG_DATA_HOME="$work/home/data" XDG_RUNTIME_DIR="$work/home/run" \
   PATH="$work/bin:$PATH" FLEMMA_CONFIG= ANTHROPIC_BASE_URL="$mock_url" ANTHROPIC_API_KEY=helix-test-key \
@@ -123,6 +136,12 @@ tmux new-session -d -s "$session" -x 160 -y 60 -c "$work/repo/notes" \
 echo "-- $(hx --version | head -1) in tmux, from repo/notes (the git root is repo), against $("$flemmad" --version)"
 helix_log="$work/cache/helix/helix.log"
 saved() { cat "$work/repo/notes/talk.chat"; }
+# Whether the saved chat holds $1 (several lines, as they are).
+saved_has() {
+  local text
+  text="$(saved; echo .)" # the . keeps the trailing line breaks
+  [[ "${text%.}" == *"$1"* ]]
+}
 save() { command_line w; sleep 0.5; }
 
 if ! wait_pane "Say hello from the notes directory." 20; then
@@ -134,9 +153,9 @@ sleep 2
 
 # 1. Ctrl-] from a subdirectory.
 keys C-]
-if wait_pane "Hello from the mock, in the notes directory." 30 && wait_pane "@You:" 5; then
+if wait_pane_below "Hello from the mock, in the notes directory." "@You:" 30; then
   save
-  if saved | grep -qF $'@Assistant:\nHello from the mock, in the notes directory.\n\n@You:\n'; then
+  if saved_has $'@Assistant:\nHello from the mock, in the notes directory.\n\n@You:\n'; then
     ok "Ctrl-] from repo/notes sends talk.chat (sent as \`talk.chat\`, the root being repo): the reply streams in"
   else
     not_ok "the reply and an empty @You: are in the file after :w" "$(saved)"
@@ -147,8 +166,11 @@ $(grep -i 'flemma\|error' "$helix_log" 2>/dev/null | tail -5)"
 fi
 
 # 2. A failing command says why (Helix only logs the error answer of a command).
-keys Escape gg
-keys '\' a
+escape
+keys g g
+keys -l '\'
+sleep 0.3
+keys a
 if wait_pane "failed:" 10; then
   ok "a failing command (\\ a with no tool id selected) says why in the status line: $(pane | grep -F 'failed:' | head -1 | sed 's/^ *//')"
 else
@@ -156,16 +178,17 @@ else
 fi
 
 # 3. Typing below a reply while it streams.
-keys Escape ge o
+escape
+keys g e o
 type_slowly "Now a long one, please."
-keys Escape
+escape
 keys C-]
 wait_pane "A long reply" 20 || true
-keys ge o
+keys g e o
 typed="typed while it streams"
 type_slowly "$typed" 0.15
-keys Escape
-wait_pane "The end of the long reply." 60 || true
+escape
+wait_pane_below "The end of the long reply." "@You:" 60 || true
 sleep 1
 save
 long="A long reply, streaming slowly while you type below it. One, two, three, four, five, six, seven, eight, nine, ten. The end of the long reply."
@@ -179,24 +202,24 @@ fi
 # The rest of the conversation continues under the last @You: (the typed line is below the
 # reply's @You:, so write the next message after it).
 # 4. Approve through the code-action menu.
-keys Escape ge o
+escape
+keys g e o
 type_slowly "Say hello with bash."
-keys Escape
+escape
 keys C-]
 if wait_pane "(pending)" 30; then
-  keys Escape
+  escape
   keys -l -- "/(pending)"
   keys Enter
   keys Space a
   sleep 1
   menu="$(pane)"
   if grep -qF "Approve \`toolu_01HELIXAPPROVEHELIXAPPRV\`" <<<"$menu"; then
-    # The first item (Approve, then Reject: the server's order).
-    keys Down
+    # Helix pre-selects the first item: Approve (then Reject, in the server's order).
     keys Enter
-    if wait_pane "It printed approved-and-ran." 30; then
+    if wait_pane_below "It printed approved-and-ran." "@You:" 30; then
       save
-      if saved | grep -qF $'**Tool Result:** `toolu_01HELIXAPPROVEHELIXAPPRV`\n```\napproved-and-ran\n```'; then
+      if saved_has $'**Tool Result:** `toolu_01HELIXAPPROVEHELIXAPPRV`\n```\napproved-and-ran\n```'; then
         ok "Approve from the code-action menu (space a) runs bash; its output and the next reply land"
       else
         not_ok "the approved tool's output is in the file" "$(saved)"
@@ -213,12 +236,13 @@ fi
 
 # Hover on the pending call of step 5 shows the approval decision (space k).
 # 5. Reject through the code-action menu.
-keys Escape ge o
+escape
+keys g e o
 type_slowly "Clean the build."
-keys Escape
+escape
 keys C-]
 if wait_pane "toolu_01HELIXREJECTHELIXREJECT\` (pending)" 30; then
-  keys Escape
+  escape
   # From the end, the search wraps to the first HELIXREJECT: the tool use.
   keys -l -- "/HELIXREJECT"
   keys Enter
@@ -229,17 +253,18 @@ if wait_pane "toolu_01HELIXREJECTHELIXREJECT\` (pending)" 30; then
   else
     not_ok "hover on the pending tool use shows the approval decision" "$(pane)"
   fi
-  keys Escape
-  keys n # the next one: the placeholder
+  escape
+  keys -l -- "/HELIXREJECT. .pending"
+  keys Enter
   keys Space a
   sleep 1
   menu="$(pane)"
   grep -qF "Reject \`toolu_01HELIXREJECTHELIXREJECT\`" <<<"$menu" || not_ok "space a on the placeholder offers Reject" "$menu"
-  keys Down Down
+  keys Down # the second item: Reject
   keys Enter
-  if wait_pane "Understood, the build stays." 30; then
+  if wait_pane_below "Understood, the build stays." "@You:" 30; then
     save
-    if saved | grep -qF $'**Tool Result:** `toolu_01HELIXREJECTHELIXREJECT` (error)'; then
+    if saved_has $'**Tool Result:** `toolu_01HELIXREJECTHELIXREJECT` (error)\n```\nThis tool has been rejected by the user.\n```'; then
       ok "Reject from the code-action menu sends the call as an error; the next reply lands"
     else
       not_ok "the rejected call is an error result in the file" "$(saved)"
@@ -267,8 +292,9 @@ fi
 command_line "write-all"
 sleep 0.5
 
-echo "-- what Helix sent (helix.log):"
-grep -oE 'flemma\.(send|approve)[^}]{0,80}' "$helix_log" 2>/dev/null | sort | uniq -c | head -8 || true
+echo "-- the commands Helix sent (helix.log):"
+grep -oE '"method":"workspace/executeCommand","params":\{"arguments":\[[^]]*\],"command":"[^"]*"' "$helix_log" 2>/dev/null \
+  | sed -E 's/.*"arguments":\[([^]]*)\],"command":"([^"]*)"/   \2 [\1]/; s#file://[^"]*/#file://…/#g' || true
 command_line "quit-all!"
 echo "$((checks - failures)) passed, $failures failed"
 [ "$failures" = 0 ]
