@@ -11,16 +11,21 @@ use flemma_ide::{Analysis, AnalysisHost, ConfigInput, Diagnostic, DocumentId};
 use flemma_syntax::{Document, Encoding, LineIndex, Severity};
 use flemma_template::FsHost;
 
-use crate::cli::CliError;
-
 /// The configuration below the frontmatter: `--config` (which must exist), else
-/// `$FLEMMA_CONFIG`, else `$XDG_CONFIG_HOME/flemma/config.toml` when it exists.
+/// `$FLEMMA_CONFIG`, else `$XDG_CONFIG_HOME/flemma/config.toml` when it exists; with the
+/// folders trusted with `flemmad trust` and flemmad's record of untrusted chats' calls.
 pub fn config_input(explicit: Option<&Path>) -> ConfigInput {
     let home_dir = std::env::var_os("HOME")
         .filter(|home| !home.is_empty())
         .map(PathBuf::from);
+    let (trusted_folders, warning) = crate::trust::read_folders();
+    if let Some(warning) = warning {
+        tracing::warn!("{warning}");
+    }
     let input = ConfigInput {
         home_dir,
+        trusted_folders,
+        call_history: Some(Arc::new(crate::trust::CallRecords::from_env())),
         ..ConfigInput::default()
     };
     let path = match explicit {
@@ -66,20 +71,36 @@ impl LoadedChat {
     }
 }
 
-/// Reads and analyses the chat at `path`; a file that cannot be read is `Unreadable`.
+/// Why a chat could not be loaded, for the command that asked (the command's `CliError` turns
+/// it into its report and exit code).
+#[derive(Debug)]
+pub enum LoadError {
+    /// The file cannot be read.
+    Unreadable {
+        command: String,
+        error: anyhow::Error,
+    },
+    /// It cannot be analysed.
+    Failed { command: String, message: String },
+}
+
+/// Reads and analyses the chat at `path` for `command`.
 pub fn load(
     command: &str,
     path: &Path,
     config_path: Option<&Path>,
-) -> Result<LoadedChat, CliError> {
-    let text =
-        crate::fsutil::read_chat(path).map_err(|error| CliError::unreadable(command, &error))?;
+) -> Result<LoadedChat, LoadError> {
+    let text = crate::fsutil::read_chat(path).map_err(|error| LoadError::Unreadable {
+        command: command.to_owned(),
+        error,
+    })?;
     let id = DocumentId::new(std::path::absolute(path).unwrap_or_else(|_| path.to_owned()));
     let mut host = AnalysisHost::new(Arc::new(FsHost), config_input(config_path));
     host.set_text(id.clone(), text);
-    let analysis = host
-        .analysis(&id)
-        .map_err(|error| CliError::failed(command, error.to_string()))?;
+    let analysis = host.analysis(&id).map_err(|error| LoadError::Failed {
+        command: command.to_owned(),
+        message: error.to_string(),
+    })?;
     Ok(LoadedChat {
         path: path.to_owned(),
         analysis,

@@ -1,10 +1,11 @@
 //! Where a driver reads and writes its chat: the file on disk ([`FileStore`]) or the buffer
 //! of the LSP client that has it open ([`EditorStore`]). Exactly one store writes a document
-//! at a time (design.md, "Who writes a document"); the engine host decides which.
+//! at a time (design.md, "Who writes a document"); the engine host decides which, and the
+//! document session (`flemma_engine::session`) decides what is read and written when.
 //!
-//! Both work the same way for the driver: read a [`Snapshot`], merge what changed since the
-//! last one, and replace it with the engine's text only if it is still the snapshot; a `false`
-//! answer means "someone changed it meanwhile: read again and merge".
+//! Only IO here: read a [`Snapshot`], and replace it with a new text only if the store still
+//! holds it; a `false` answer means "someone changed it meanwhile" (the session reads again
+//! and merges).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -12,6 +13,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+pub use flemma_engine::session::Snapshot;
 use flemma_lsp::{BufferAnswer, BufferSnapshot, Outbox, Reply, Task};
 use tokio::sync::oneshot;
 
@@ -20,29 +22,25 @@ use crate::fsutil;
 /// A future a store returns (drivers run on a `LocalSet`: it need not be `Send`).
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = anyhow::Result<T>> + 'a>>;
 
-/// A chat's text as one store holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Snapshot {
-    pub text: String,
-    /// The editor's document version (`None` for a file).
-    pub version: Option<i32>,
-}
-
 /// What a driver reads from and writes to.
 pub trait ChatStore: Send {
     /// The text as it is now.
-    fn read(&mut self) -> StoreFuture<'_, Snapshot>;
+    fn read(&self) -> StoreFuture<'_, Snapshot>;
 
     /// Replaces `current` (the latest read) with `next`; `false` when the text moved since
     /// `current` was read (nothing was written then).
     fn replace_if_unchanged<'a>(
-        &'a mut self,
+        &'a self,
         current: &'a Snapshot,
         next: &'a str,
     ) -> StoreFuture<'a, bool>;
 
     /// What is written, for messages: `the file talk.chat`, `helix's buffer of talk.chat`.
     fn describe(&self) -> String;
+
+    /// Which store this is: two stores with the same key are the same file or the same
+    /// editor's buffer.
+    fn key(&self) -> String;
 
     /// The store is the file on disk (a watcher sees its changes; others must be polled).
     fn is_disk(&self) -> bool {
@@ -59,31 +57,57 @@ pub trait ChatStore: Send {
 
     /// The store stops being the writer; `text` is what it held after the engine's last
     /// read or write (remembered as its [`Self::shared_base`]).
-    fn left(&mut self, text: &str) {
+    fn left(&self, text: &str) {
         let _ = text;
     }
 }
 
 /// The text an editor and the engine last agreed on: the editor's text at open, then what
-/// its buffer held when it stopped being the document's writer. Shared between the host's
-/// handle on the editor and the stores made from it.
+/// its buffer held when it stopped being the document's writer. One per opening of a document
+/// in an editor (a document closed and opened again is a new buffer), shared between the
+/// host's handle on the editor and the stores made from it, which stop reading and writing
+/// once it is closed.
 #[derive(Debug, Clone)]
-pub struct SharedText(Arc<Mutex<Arc<str>>>);
+pub struct SharedText(Arc<Mutex<Shared>>);
+
+#[derive(Debug)]
+struct Shared {
+    text: Arc<str>,
+    closed: bool,
+}
 
 impl SharedText {
     pub fn new(text: &str) -> Self {
-        Self(Arc::new(Mutex::new(Arc::from(text))))
+        Self(Arc::new(Mutex::new(Shared {
+            text: Arc::from(text),
+            closed: false,
+        })))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn get(&self) -> Arc<str> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.lock().text.clone()
     }
 
     pub fn set(&self, text: &str) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Arc::from(text);
+        self.lock().text = Arc::from(text);
+    }
+
+    /// The editor closed this opening of the document.
+    pub fn close(&self) {
+        self.lock().closed = true;
+    }
+
+    fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// Which opening this is (unique while it lives).
+    fn instance(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
     }
 }
 
@@ -94,7 +118,7 @@ pub struct FileStore {
 }
 
 impl ChatStore for FileStore {
-    fn read(&mut self) -> StoreFuture<'_, Snapshot> {
+    fn read(&self) -> StoreFuture<'_, Snapshot> {
         Box::pin(async move {
             let text = fsutil::read_chat(&self.path).map_err(|error| {
                 let gone = error
@@ -118,7 +142,7 @@ impl ChatStore for FileStore {
     }
 
     fn replace_if_unchanged<'a>(
-        &'a mut self,
+        &'a self,
         current: &'a Snapshot,
         next: &'a str,
     ) -> StoreFuture<'a, bool> {
@@ -127,6 +151,10 @@ impl ChatStore for FileStore {
 
     fn describe(&self) -> String {
         self.path.display().to_string()
+    }
+
+    fn key(&self) -> String {
+        format!("file {}", self.path.display())
     }
 
     fn is_disk(&self) -> bool {
@@ -142,6 +170,8 @@ const EDITOR_TIMEOUT: Duration = Duration::from_secs(10);
 /// once the client applied it and echoed it through `didChange`.
 #[derive(Debug, Clone)]
 pub struct EditorStore {
+    /// The LSP session (unique in the process).
+    pub session: u64,
     pub uri: String,
     pub outbox: Outbox,
     /// For messages.
@@ -164,6 +194,10 @@ impl EditorStore {
     where
         T: Send + 'static,
     {
+        // A document closed and opened again is another buffer, with another store.
+        if self.shared.is_closed() {
+            return Err(EditorGone::Closed(self.uri.clone()).into());
+        }
         let (sender, receiver) = oneshot::channel();
         let reply = Reply::new(move |answer| {
             let _ = sender.send(answer);
@@ -181,7 +215,7 @@ impl EditorStore {
 }
 
 impl ChatStore for EditorStore {
-    fn read(&mut self) -> StoreFuture<'_, Snapshot> {
+    fn read(&self) -> StoreFuture<'_, Snapshot> {
         Box::pin(async move {
             let uri = self.uri.clone();
             let snapshot: Option<BufferSnapshot> =
@@ -195,7 +229,7 @@ impl ChatStore for EditorStore {
     }
 
     fn replace_if_unchanged<'a>(
-        &'a mut self,
+        &'a self,
         current: &'a Snapshot,
         next: &'a str,
     ) -> StoreFuture<'a, bool> {
@@ -203,7 +237,7 @@ impl ChatStore for EditorStore {
             let Some(version) = current.version else {
                 anyhow::bail!("an editor snapshot without a version (a bug in flemmad)");
             };
-            let edit = crate::engine_driver::single_edit(&current.text, next);
+            let edit = flemma_syntax::single_edit(&current.text, next);
             let uri = self.uri.clone();
             let answer = self
                 .ask(|reply| Task::ReplaceBuffer {
@@ -216,7 +250,7 @@ impl ChatStore for EditorStore {
                 .await?;
             match answer {
                 BufferAnswer::Applied => Ok(true),
-                BufferAnswer::Moved | BufferAnswer::Refused => Ok(false),
+                BufferAnswer::Moved | BufferAnswer::Refused | BufferAnswer::Dropped => Ok(false),
                 BufferAnswer::Closed => Err(EditorGone::Closed(self.uri.clone()).into()),
             }
         })
@@ -226,11 +260,20 @@ impl ChatStore for EditorStore {
         format!("{}'s buffer of {}", self.name, self.uri)
     }
 
+    fn key(&self) -> String {
+        format!(
+            "editor {} {} {}",
+            self.session,
+            self.uri,
+            self.shared.instance()
+        )
+    }
+
     fn shared_base(&self) -> Option<Arc<str>> {
         Some(self.shared.get())
     }
 
-    fn left(&mut self, text: &str) {
+    fn left(&self, text: &str) {
         self.shared.set(text);
     }
 }

@@ -1,29 +1,29 @@
-//! The shell around one [`Engine`] for a chat: it performs the engine's effects — edits
-//! written through a [`ChatStore`] (the file on disk, or an editor's buffer) with the
-//! compare-and-swap merging writer, requests streamed with the provider client, tools run on
-//! their own threads, timers — and feeds the outcomes back as inputs until the cycle stops and
-//! nothing runs any more. `flemmad send` is one user; the engine host owns one per document
-//! being worked on, and feeds it commands while it runs through its [`DriverHandle`].
-//!
-//! The text is shared with the user: before every write the driver reads the store, and a
-//! change it did not make is turned into one edit, mapped through the engine's edits not yet
-//! written, and fed to the engine as `TextChanged`, so text typed meanwhile is kept (and a user
-//! edit during the resume delay cancels the resume, as in an editor).
+//! The runner of one document session (`flemma_engine::session::Session`): it performs the
+//! session's effects — store reads and compare-and-swap replacements through a [`ChatStore`]
+//! (the file on disk, or an editor's buffer), requests streamed with the provider client, tools
+//! run on their own threads, timers, wake-ups — and feeds the outcomes back as inputs, until
+//! the session says it is done. It decides nothing: who writes, when, and how changes made by
+//! others merge are the session's. `flemmad send` is one user; the engine host owns one per
+//! document being worked on, and feeds it commands while it runs through its
+//! [`DriverHandle`].
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flemma_conversation::StreamEvent;
-use flemma_engine::{
-    Assoc, CancelScope, Effect, Engine, EngineConfig, Event, Input, JobState, Millis, RequestId,
-    StopReason, StreamOutcome, TimerId, map_offset,
+use flemma_engine::session::{
+    Effect, Input, ReadOutcome, ReplaceOutcome, Session, SessionConfig, StoreId, StoreKind,
 };
-use flemma_ide::{AnalysisHost, DocumentId};
+use flemma_engine::{
+    Engine, EngineConfig, Event, Input as EngineInput, JobState, Millis, RequestId, StopReason,
+    StreamOutcome, TimerId,
+};
+use flemma_ide::DocumentId;
 use flemma_provider::explain::ProviderError;
 use flemma_provider::http::{ClientEvent, ProviderClient};
-use flemma_syntax::{TextEdit, TextRange};
 use flemma_tools::Cancel;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -31,11 +31,11 @@ use tokio_util::sync::CancellationToken;
 use crate::chat_store::{ChatStore, EditorGone, FileStore, Snapshot};
 use crate::provider_setup::ProviderSetup;
 use crate::tool_setup::{SetupPolicy, ToolSetup};
+use crate::trust::CallRecords;
 
-/// How often a write re-reads and merges when the file changed under it.
-const MERGE_ATTEMPTS: usize = 20;
-/// How often the store is checked for changes made by someone else while nothing is written,
-/// when no watcher tells (an editor's buffer, or no file watcher could be set up).
+/// The file's store number (the session hands over to it when an editor goes away).
+const FILE: StoreId = 0;
+/// How often a store nobody tells the session about is read for others' changes.
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// The same while the file watcher tells of every change: a safety net only.
 const WATCHED_POLL_INTERVAL: Duration = Duration::from_secs(2);
@@ -70,18 +70,11 @@ pub struct DriverState {
 
 impl DriverState {
     fn of(engine: &Engine, streaming: bool) -> Self {
+        let owned = |names: Vec<&str>| names.into_iter().map(str::to_owned).collect();
         Self {
             streaming,
-            running_tools: engine
-                .running_tools()
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
-            running_tool_names: engine
-                .running_tool_names()
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
+            running_tools: owned(engine.running_tools()),
+            running_tool_names: owned(engine.running_tool_names()),
             pending: engine
                 .document()
                 .placeholders(Some(flemma_syntax::Status::Pending))
@@ -124,95 +117,87 @@ impl std::fmt::Debug for DriverHandle {
 
 impl DriverHandle {
     /// Feeds `input` to the engine; `false` when the driver has ended.
-    pub fn input(&self, input: Input) -> bool {
-        self.sender.send(Message::Input(input)).is_ok()
+    pub fn input(&self, input: EngineInput) -> bool {
+        self.sender
+            .send(Message::Session(Input::Engine(input)))
+            .is_ok()
     }
 
     /// The process is shutting down: cancel the request and the foreground tools (what ran is
     /// marked aborted), write, and end. Background jobs are left as the file says: the next
     /// start's orphan recovery marks them lost.
     pub fn leave(&self) -> bool {
-        self.sender.send(Message::Leave).is_ok()
+        self.sender.send(Message::Session(Input::Leave)).is_ok()
     }
 
-    /// Writes through `store` from now on (an editor opened or closed the document); its text
-    /// becomes the base the engine's text is written over.
+    /// Writes through `store` from now on (an editor opened or closed the document).
     pub fn set_store(&self, store: Box<dyn ChatStore>) -> bool {
-        self.sender.send(Message::SetStore(store)).is_ok()
+        self.sender.send(Message::Writer(store)).is_ok()
     }
 }
 
 /// Everything the driver needs besides the text.
 pub struct DriverParts {
     /// The chat file (written through a [`FileStore`] unless [`Driver::with_store`] says
-    /// otherwise).
+    /// otherwise, and when an editor's store goes away).
     pub path: PathBuf,
     pub engine: EngineConfig,
     pub tools: Arc<ToolSetup>,
     pub provider: ProviderSetup,
     pub client: Arc<ProviderClient>,
-    /// Evaluates the text for each request (templates, includes, frontmatter).
-    pub host: AnalysisHost,
+    /// Evaluates the text for each request (templates, includes, frontmatter): the process's
+    /// one host of the engine's documents.
+    pub host: crate::analyses::Analyses,
     pub id: DocumentId,
     /// Coalescing window of the writes.
     pub coalesce: Duration,
+    /// Set when the chat is not trusted: its engine runs its calls only as far as flemmad saw
+    /// them happen (these records, and what it sees itself, which it records here).
+    pub untrusted: Option<Arc<CallRecords>>,
 }
 
 /// What arrives from the driver's tasks and threads.
 enum Message {
-    Input(Input),
+    Session(Input),
     Notice(String),
-    SetStore(Box<dyn ChatStore>),
-    Leave,
+    /// A warning about a request: said once per driver (one send), however many requests of
+    /// the cycle it concerns.
+    Warning(String),
+    Writer(Box<dyn ChatStore>),
 }
 
-/// One engine and the IO it performs on one file.
+/// One session and the IO it performs.
 pub struct Driver {
-    engine: Engine,
-    store: Box<dyn ChatStore>,
-    /// The chat file: written when an editor's store goes away under the driver.
+    session: Session,
+    /// The stores by number: the file is [`FILE`].
+    stores: HashMap<StoreId, Rc<dyn ChatStore>>,
     path: PathBuf,
     tools: Arc<ToolSetup>,
     provider: ProviderSetup,
     client: Arc<ProviderClient>,
-    host: AnalysisHost,
+    host: crate::analyses::Analyses,
     id: DocumentId,
-    coalesce: Duration,
+    /// The records of an untrusted chat's calls (see [`DriverParts::untrusted`]).
+    records: Option<Arc<CallRecords>>,
     epoch: Instant,
-    /// What the store held after our last read or write.
-    stored: Snapshot,
+    /// When the session wants a tick.
+    wake: Option<Instant>,
     /// The last state reported.
     state: Option<DriverState>,
-    /// The text as of the effect being performed (the engine's view is already past the
-    /// effects of the input it handled; a request evaluates the text as it is when it starts).
-    view: String,
-    /// The engine's edits since `disk`, in order (each in the coordinates before it).
-    unwritten: Vec<Vec<TextEdit>>,
-    /// When the unwritten edits must be written.
-    write_at: Option<Instant>,
-    /// When the oldest unwritten edit was made.
-    unwritten_since: Option<Instant>,
-    /// The longest time an edit waited between being made and its write starting.
-    max_write_delay: Duration,
     sender: mpsc::UnboundedSender<Message>,
     receiver: mpsc::UnboundedReceiver<Message>,
     request: Option<(RequestId, CancellationToken)>,
     tools_running: HashMap<String, Cancel>,
     timers: HashMap<TimerId, tokio::task::JoinHandle<()>>,
-    stopped: Option<StopReason>,
-    refusals: usize,
-    /// The store was switched: its text is the new base, not a change to merge.
-    rebase: bool,
-    /// The file as the driver's last read or write of it left it (its store is the file):
-    /// the watcher's news of that very file is the driver's own write, not a change.
+    /// The file as the driver's last read or write of it left it: the watcher's news of that
+    /// very file is the driver's own write, not a change.
     on_disk: Option<FileIdentity>,
-    /// A store that is to become the writer once its text merges with the engine's (it
-    /// shares a base with the engine: an editor's buffer), with that base.
-    incoming: Option<(Box<dyn ChatStore>, std::sync::Arc<str>)>,
-    /// Shutting down: done once written, whatever still runs.
-    leaving: bool,
+    /// How the session ended, once it did.
+    outcome: Option<Result<StopReason, String>>,
     report: Box<dyn FnMut(Report) + Send>,
     on_state: Option<Box<dyn FnMut(DriverState)>>,
+    /// The request warnings already said.
+    warned: std::collections::HashSet<String>,
 }
 
 impl Driver {
@@ -221,11 +206,7 @@ impl Driver {
         let store = Box::new(FileStore {
             path: parts.path.clone(),
         });
-        let stored = Snapshot {
-            text,
-            version: None,
-        };
-        Self::with_store(parts, store, stored, report)
+        Self::with_store(parts, store, Snapshot::file(text), report)
     }
 
     /// A driver writing through `store`, whose text is `stored` (as just read from it).
@@ -237,43 +218,62 @@ impl Driver {
     ) -> Self {
         let policy = Arc::new(SetupPolicy(parts.tools.clone()));
         let (sender, receiver) = mpsc::unbounded_channel();
-        let text = stored.text.clone();
+        let file: Rc<dyn ChatStore> = Rc::new(FileStore {
+            path: parts.path.clone(),
+        });
+        let mut stores = HashMap::from([(FILE, file)]);
+        let writer = if store.is_disk() {
+            FILE
+        } else {
+            stores.insert(1, Rc::from(store));
+            1
+        };
+        let kind = match stores[&writer].shared_base() {
+            Some(base) => StoreKind::Editor { base },
+            None => StoreKind::File,
+        };
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let config = SessionConfig {
+            file: FILE,
+            coalesce: millis(parts.coalesce),
+            poll: millis(POLL_INTERVAL),
+            watched_poll: millis(WATCHED_POLL_INTERVAL),
+            watched: false,
+        };
+        let mut engine = Engine::new(parts.engine, stored.text.clone(), policy);
+        if let Some(records) = &parts.untrusted {
+            let chat = parts.id.path().to_owned();
+            let seen = Arc::new(records.load(&chat));
+            engine = engine.untrusted(chat, seen);
+        }
         Self {
-            engine: Engine::new(parts.engine, text.clone(), policy),
-            store,
+            session: Session::new(engine, writer, &kind, stored, config),
+            stores,
             path: parts.path,
             tools: parts.tools,
             provider: parts.provider,
             client: parts.client,
             host: parts.host,
             id: parts.id,
-            coalesce: parts.coalesce,
+            records: parts.untrusted,
             epoch: Instant::now(),
-            view: text,
-            stored,
+            wake: None,
             state: None,
-            unwritten: Vec::new(),
-            write_at: None,
-            unwritten_since: None,
-            max_write_delay: Duration::ZERO,
             sender,
             receiver,
             request: None,
             tools_running: HashMap::new(),
             timers: HashMap::new(),
-            stopped: None,
-            refusals: 0,
-            rebase: false,
             on_disk: None,
-            incoming: None,
-            leaving: false,
+            outcome: None,
             report,
             on_state: None,
+            warned: std::collections::HashSet::new(),
         }
     }
 
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        self.session.engine()
     }
 
     /// Calls `observe` whenever what the engine is doing changes.
@@ -290,254 +290,157 @@ impl Driver {
 
     /// The longest time an edit waited between being made and its write starting.
     pub fn max_write_delay(&self) -> Duration {
-        self.max_write_delay
+        Duration::from_millis(self.session.max_write_delay())
     }
 
-    /// Feeds `inputs`, then performs effects and feeds outcomes until the cycle has stopped
-    /// and nothing runs any more (background jobs are waited for and delivered). `interrupt`
-    /// (Ctrl-C) cancels everything, jobs included, and the result is `Cancelled`.
+    /// Feeds `inputs`, then performs effects and feeds outcomes until the session is done
+    /// (the cycle stopped, nothing runs, everything is written; background jobs are waited
+    /// for and delivered). `interrupt` (Ctrl-C) cancels everything, jobs included, and the
+    /// result is `Cancelled`.
     ///
     /// An error (the file cannot be read or written, or changed in a way that cannot be
     /// merged) stops at once; everything written before stays in the file.
     ///
-    /// Must run inside a [`tokio::task::LocalSet`] (requests stream on local tasks).
+    /// Must run inside a [`tokio::task::LocalSet`] (requests and store work run on local
+    /// tasks).
     pub async fn run(
         &mut self,
-        inputs: Vec<Input>,
+        inputs: Vec<EngineInput>,
         interrupt: CancellationToken,
     ) -> anyhow::Result<StopReason> {
-        for input in inputs {
-            self.handle(input);
-        }
-        let mut interrupted = false;
-        // Changes made on disk by others are merged as soon as the watcher tells.
+        // Changes made on disk by others are told as soon as the watcher sees them.
         let file_watch = crate::watcher::watch(&self.path);
-        let mut next_poll = Instant::now();
+        self.session.set_watched(file_watch.is_some());
+        for input in inputs {
+            self.feed(Input::Engine(input));
+        }
+        self.feed(Input::Tick);
+        let mut interrupted = false;
         loop {
-            self.report_state();
-            if self.is_done() {
-                self.write().await?;
-                // A command that arrived meanwhile is handled before the driver ends.
-                match self.receiver.try_recv() {
-                    Ok(message) => {
-                        self.receive(message);
-                        continue;
-                    }
-                    Err(_) if self.is_done() => break,
-                    Err(_) => continue,
+            if let Some(outcome) = self.outcome.take() {
+                match outcome {
+                    // A command that arrived meanwhile is handled before the driver ends.
+                    Ok(reason) => match self.receiver.try_recv() {
+                        Ok(message) => self.receive(message),
+                        Err(_) => return Ok(reason),
+                    },
+                    Err(message) => anyhow::bail!(message),
                 }
+                continue;
             }
-            let write_at = self.write_at;
-            let poll_interval = if file_watch.is_some() && self.store.is_disk() {
-                WATCHED_POLL_INTERVAL
-            } else {
-                POLL_INTERVAL
-            };
-            next_poll = next_poll.min(Instant::now() + poll_interval);
+            let wake = self.wake;
             tokio::select! {
                 message = self.receiver.recv() => match message {
                     Some(message) => self.receive(message),
                     // The driver holds a sender: never closed.
-                    None => break,
+                    None => anyhow::bail!("the driver's channel closed"),
                 },
-                () = sleep_until(write_at) => self.write().await?,
+                () = sleep_until(wake) => {
+                    self.wake = None;
+                    self.feed(Input::Tick);
+                }
                 () = changed_on_disk(file_watch.as_ref()) => {
-                    // The watcher also tells of the driver's own writes: only a text other
-                    // than the one last read or written is merged (and written) at once.
-                    if self.store.is_disk()
+                    // The watcher also tells of the driver's own writes: only a file other
+                    // than the one last read or written is news.
+                    if self.session.writer() == FILE
                         && (self.on_disk.is_none() || self.on_disk != FileIdentity::of(&self.path))
-                        && self.store.read().await?.text != self.stored.text
                     {
                         tracing::debug!(path = %self.path.display(), "changed on disk by someone else");
-                        self.write().await?;
-                    }
-                }
-                () = tokio::time::sleep_until(next_poll.into()) => {
-                    next_poll = Instant::now() + poll_interval;
-                    if self.write_at.is_none() {
-                        self.write().await?;
+                        self.feed(Input::StoreChanged);
                     }
                 }
                 () = interrupt.cancelled(), if !interrupted => {
                     interrupted = true;
-                    self.cancel_everything();
+                    self.feed(Input::Interrupt);
                 }
             }
-            if self.write_at.is_some_and(|at| Instant::now() >= at) {
-                self.write().await?;
-            }
         }
-        let reason = self.stopped.take().unwrap_or(StopReason::Idle);
-        Ok(if interrupted {
-            StopReason::Cancelled
-        } else {
-            reason
-        })
     }
 
     fn receive(&mut self, message: Message) {
         match message {
-            Message::Input(input) => self.handle(input),
+            Message::Session(input) => self.feed(input),
             Message::Notice(notice) => (self.report)(Report::Notice(notice)),
-            Message::SetStore(store) => self.switch_store(store),
-            Message::Leave => {
-                self.handle(Input::Cancel {
-                    scope: CancelScope::All,
-                });
-                for cancel in self.tools_running.values() {
-                    cancel.cancel();
+            Message::Writer(store) => {
+                let kind = match store.shared_base() {
+                    Some(base) => StoreKind::Editor { base },
+                    None => StoreKind::File,
+                };
+                let id = self.number(store);
+                tracing::info!(
+                    to = self.stores[&id].describe(),
+                    "the document's writer changes"
+                );
+                self.feed(Input::Writer { store: id, kind });
+            }
+            Message::Warning(warning) => {
+                if self.warned.insert(warning.clone()) {
+                    (self.report)(Report::Notice(format!("warning: {warning}")));
                 }
-                self.tools_running.clear();
-                if let Some((_, token)) = self.request.take() {
-                    token.cancel();
-                }
-                self.stopped = Some(StopReason::Cancelled);
-                self.leaving = true;
             }
         }
     }
 
-    /// Writes through `store` from now on. Its text is taken as the base (the document's
-    /// previous writer had the latest text; the new one may hold an older copy, as a file does
-    /// while an editor has it open): the engine's text is written over it at once.
-    ///
-    /// A store that knows the text it last shared with the engine (an editor's buffer) is
-    /// merged instead, at the next write ([`Self::take_incoming`]): what its user typed
-    /// meanwhile is kept.
-    fn switch_store(&mut self, store: Box<dyn ChatStore>) {
-        tracing::info!(
-            from = self.store.describe(),
-            to = store.describe(),
-            "switching the writer"
-        );
-        if !self.rebase {
-            self.store.left(&self.stored.text);
+    /// The number of `store`: the one it already has when it is a store the driver knows.
+    fn number(&mut self, store: Box<dyn ChatStore>) -> StoreId {
+        let key = store.key();
+        if let Some((&id, _)) = self.stores.iter().find(|(_, s)| s.key() == key) {
+            self.stores.insert(id, Rc::from(store));
+            return id;
         }
-        if let Some(base) = store.shared_base() {
-            self.incoming = Some((store, base));
-            self.write_at = Some(Instant::now());
-            return;
-        }
-        self.incoming = None;
-        self.store = store;
-        self.stored = Snapshot {
-            text: String::new(),
-            version: None,
-        };
-        self.rebase = true;
-        self.write_at = Some(Instant::now());
-    }
-
-    /// Reports the engine's state when it changed.
-    fn report_state(&mut self) {
-        if self.on_state.is_none() {
-            return;
-        }
-        let state = DriverState::of(&self.engine, self.request.is_some());
-        if self.state.as_ref() != Some(&state) {
-            self.state = Some(state.clone());
-            if let Some(observe) = self.on_state.as_mut() {
-                observe(state);
-            }
-        }
-    }
-
-    /// Nothing the driver started still runs and nothing is scheduled: the cycle stopped, or
-    /// never started (an approval that leaves other calls pending).
-    fn is_done(&self) -> bool {
-        self.leaving
-            || (!self.engine.is_busy() && self.request.is_none() && self.tools_running.is_empty())
+        let id = self.stores.keys().max().map_or(1, |max| max + 1);
+        self.stores.insert(id, Rc::from(store));
+        id
     }
 
     fn now(&self) -> Millis {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Ctrl-C: the request, the foreground tools and every job.
-    fn cancel_everything(&mut self) {
-        self.handle(Input::Cancel {
-            scope: CancelScope::All,
-        });
-        let jobs: Vec<String> = self
-            .engine
-            .jobs()
-            .filter(|job| job.state == JobState::Running)
-            .map(|job| job.tool_id.clone())
-            .collect();
-        for tool_id in jobs {
-            self.handle(Input::Cancel {
-                scope: CancelScope::Tool(tool_id),
-            });
-        }
-        for cancel in self.tools_running.values() {
-            cancel.cancel();
-        }
-        // Their threads end on their own; nothing waits for a killed tool's result.
-        self.tools_running.clear();
-        if let Some((_, token)) = self.request.take() {
-            token.cancel();
-        }
-        self.stopped = Some(StopReason::Cancelled);
-    }
-
-    fn handle(&mut self, input: Input) {
+    /// Hands `input` to the session and performs what it asks.
+    fn feed(&mut self, input: Input) {
         match &input {
-            Input::Stream {
+            Input::Engine(EngineInput::Stream {
                 request,
                 event: StreamEvent::TextDelta { text },
-            } if self.request.as_ref().is_some_and(|(r, _)| r == request) => {
+            }) if self.session.request() == Some(*request) => {
                 (self.report)(Report::Text(text.clone()));
             }
-            Input::StreamEnded { request, .. }
+            Input::Engine(EngineInput::StreamEnded { request, .. })
                 if self.request.as_ref().is_some_and(|(r, _)| r == request) =>
             {
                 self.request = None;
             }
-            Input::ToolFinished { tool_id, .. } => {
+            Input::Engine(EngineInput::ToolFinished { tool_id, .. }) => {
                 self.tools_running.remove(tool_id);
             }
-            Input::JobFinished { job_id, .. } => {
-                if let Some(job) = self.engine.jobs().find(|job| &job.job_id == job_id) {
-                    let tool_id = job.tool_id.clone();
+            // The file as the driver read or wrote it: the watcher's news of it is not news.
+            Input::Read {
+                store: FILE,
+                outcome: ReadOutcome::Text(_),
+            }
+            | Input::Replaced {
+                store: FILE,
+                outcome: ReplaceOutcome::Written,
+            } => self.on_disk = FileIdentity::of(&self.path),
+            Input::Engine(EngineInput::JobFinished { job_id, .. }) => {
+                let tool = self.session.engine().jobs().find(|j| &j.job_id == job_id);
+                if let Some(tool_id) = tool.map(|job| job.tool_id.clone()) {
                     self.tools_running.remove(&tool_id);
                 }
             }
             _ => {}
         }
-        let changed = match &input {
-            Input::TextChanged { edits } => flemma_syntax::apply_edits(&self.view, edits).ok(),
-            _ => None,
-        };
         let now = self.now();
-        let effects = self.engine.handle(now, input);
-        let refused = effects
-            .iter()
-            .any(|effect| matches!(effect, Effect::Refused { .. }));
-        if let Some(changed) = changed
-            && !refused
-        {
-            self.view = changed;
-        }
-        for effect in effects {
+        for effect in self.session.handle(now, input) {
             self.perform(effect);
         }
+        self.report_state();
     }
 
     fn perform(&mut self, effect: Effect) {
         match effect {
-            Effect::Edit { edits } => {
-                match flemma_syntax::apply_edits(&self.view, &edits) {
-                    Ok(next) => self.view = next,
-                    // The engine only emits edits that fit its own view, which this follows.
-                    Err(error) => tracing::error!("an engine edit does not fit: {error}"),
-                }
-                self.unwritten.push(edits);
-                self.unwritten_since.get_or_insert_with(Instant::now);
-                if self.write_at.is_none() {
-                    self.write_at = Some(Instant::now() + self.coalesce);
-                }
-            }
-            Effect::StartRequest { request } => self.start_request(request),
+            Effect::StartRequest { request, text } => self.start_request(request, text),
             Effect::CancelRequest { request } => {
                 if let Some((current, token)) = &self.request
                     && *current == request
@@ -549,9 +452,8 @@ impl Driver {
                 tool_id,
                 name,
                 input,
-                background,
                 job_id,
-            } => self.start_tool(tool_id, name, input, background.then_some(job_id).flatten()),
+            } => self.start_tool(tool_id, name, input, job_id),
             Effect::KillTool { tool_id } => {
                 if let Some(cancel) = self.tools_running.remove(&tool_id) {
                     cancel.cancel();
@@ -560,9 +462,9 @@ impl Driver {
             Effect::SetTimer { id, at } => {
                 let sender = self.sender.clone();
                 let when = self.epoch + Duration::from_millis(at);
-                let task = tokio::spawn(async move {
+                let task = tokio::task::spawn_local(async move {
                     tokio::time::sleep_until(when.into()).await;
-                    let _ = sender.send(Message::Input(Input::Timer { id }));
+                    let _ = sender.send(Message::Session(Input::Engine(EngineInput::Timer { id })));
                 });
                 if let Some(old) = self.timers.insert(id, task) {
                     old.abort();
@@ -574,35 +476,149 @@ impl Driver {
                 }
             }
             Effect::Emit(event) => (self.report)(Report::Event(event)),
-            Effect::Stopped { reason } => {
-                self.stopped = Some(reason);
-                // Every stop is written at once.
-                self.write_at = Some(Instant::now());
-            }
-            Effect::Refused { message } => {
-                self.refusals += 1;
+            Effect::Notice(message) => (self.report)(Report::Notice(message)),
+            Effect::Conflict {
+                incoming,
+                writer,
+                line,
+            } => {
+                let message = format!(
+                    "{} and the text flemmad is writing were both changed at line {line}; flemmad goes on writing {} instead. Copy your change over, or close one of the editors",
+                    self.describe(incoming),
+                    self.describe(writer),
+                );
+                tracing::warn!(%message, "not switching the writer");
                 (self.report)(Report::Notice(message));
+            }
+            Effect::Read { store } => {
+                tracing::trace!(store, "read");
+                self.read(store)
+            }
+            Effect::Replace {
+                store,
+                current,
+                next,
+            } => {
+                tracing::trace!(store, len = next.len(), "replace");
+                self.replace(store, current, next)
+            }
+            Effect::Left { store, text } => {
+                if let Some(store) = self.stores.get(&store) {
+                    store.left(&text);
+                }
+            }
+            Effect::WakeAt(at) => self.wake = Some(self.epoch + Duration::from_millis(at)),
+            Effect::Done(reason) => self.outcome = Some(Ok(reason)),
+            Effect::Failed(message) => {
+                tracing::warn!(%message, "the document session stopped");
+                self.outcome = Some(Err(message));
+            }
+            Effect::Saw {
+                seen,
+                tool_id,
+                name,
+                input,
+            } => {
+                let Some(records) = &self.records else {
+                    return;
+                };
+                if let Err(error) = records.record(self.id.path(), seen, &tool_id, &name, &input) {
+                    (self.report)(Report::Notice(format!(
+                        "cannot record that `{tool_id}` was {} ({error:#}); a later send will ask for its approval again",
+                        match seen {
+                            flemma_config::Seen::Approved => "approved",
+                            flemma_config::Seen::FromModel => "asked for by the model",
+                        }
+                    )));
+                }
             }
         }
     }
 
-    /// Evaluates the text as it is now and streams the reply.
-    fn start_request(&mut self, request: RequestId) {
-        self.stopped = None;
+    fn describe(&self, store: StoreId) -> String {
+        self.stores
+            .get(&store)
+            .map_or_else(|| format!("store {store}"), |s| s.describe())
+    }
+
+    /// Reads `store` on a local task; the answer comes back as [`Input::Read`].
+    fn read(&mut self, id: StoreId) {
+        let sender = self.sender.clone();
+        let Some(store) = self.stores.get(&id).cloned() else {
+            let outcome = ReadOutcome::Gone(format!("store {id} is unknown"));
+            let _ = sender.send(Message::Session(Input::Read { store: id, outcome }));
+            return;
+        };
+        tokio::task::spawn_local(async move {
+            let outcome = match store.read().await {
+                Ok(snapshot) => ReadOutcome::Text(snapshot),
+                Err(error) if error.downcast_ref::<EditorGone>().is_some() => {
+                    ReadOutcome::Gone(error.to_string())
+                }
+                Err(error) => ReadOutcome::Failed(format!("{error:#}")),
+            };
+            let _ = sender.send(Message::Session(Input::Read { store: id, outcome }));
+        });
+    }
+
+    /// Replaces `current` with `next` in `store` on a local task; the answer comes back as
+    /// [`Input::Replaced`].
+    fn replace(&mut self, id: StoreId, current: Snapshot, next: String) {
+        let sender = self.sender.clone();
+        let Some(store) = self.stores.get(&id).cloned() else {
+            let outcome = ReplaceOutcome::Gone(format!("store {id} is unknown"));
+            let _ = sender.send(Message::Session(Input::Replaced { store: id, outcome }));
+            return;
+        };
+        tokio::task::spawn_local(async move {
+            let outcome = match store.replace_if_unchanged(&current, &next).await {
+                Ok(true) => ReplaceOutcome::Written,
+                Ok(false) => ReplaceOutcome::Moved,
+                Err(error) if error.downcast_ref::<EditorGone>().is_some() => {
+                    tracing::info!(%error, "the editor is gone; writing the file");
+                    ReplaceOutcome::Gone(error.to_string())
+                }
+                Err(error) => ReplaceOutcome::Failed(format!("{error:#}")),
+            };
+            let _ = sender.send(Message::Session(Input::Replaced { store: id, outcome }));
+        });
+    }
+
+    /// Reports the engine's state when it changed.
+    fn report_state(&mut self) {
+        if self.on_state.is_none() {
+            return;
+        }
+        let state = DriverState::of(self.session.engine(), self.session.request().is_some());
+        if self.state.as_ref() != Some(&state) {
+            self.state = Some(state.clone());
+            if let Some(observe) = self.on_state.as_mut() {
+                observe(state);
+            }
+        }
+    }
+
+    /// Evaluates `text` (the chat when the request starts) and streams the reply.
+    fn start_request(&mut self, request: RequestId, text: String) {
         let sender = self.sender.clone();
         let fail = |message: String| {
-            let _ = sender.send(Message::Input(Input::StreamEnded {
+            let _ = sender.send(Message::Session(Input::Engine(EngineInput::StreamEnded {
                 request,
                 outcome: StreamOutcome::Failed {
                     message,
                     retryable: false,
                 },
-            }));
+            })));
         };
-        self.host.set_text(self.id.clone(), self.view.clone());
-        let analysis = match self.host.analysis(&self.id) {
-            Ok(analysis) => analysis,
-            Err(error) => return fail(error.to_string()),
+        let analysis = {
+            let mut host = crate::analyses::lock(&self.host);
+            // The document's analysis moves to this text by its changes (the template cache
+            // evaluates only the messages they touch).
+            host.change_text(&self.id, &text);
+            match host.analysis(&self.id) {
+                Ok(analysis) => analysis,
+                Err(error) => return fail(error.to_string()),
+            }
         };
         let blockers = analysis.send_blockers();
         if !blockers.is_empty() {
@@ -620,6 +636,9 @@ impl Driver {
         // The provider's observer is not `Send`: the stream runs on the driver's `LocalSet`.
         tokio::task::spawn_local(async move {
             let events = sender.clone();
+            let send = |input: EngineInput| {
+                let _ = events.send(Message::Session(Input::Engine(input)));
+            };
             let result = client
                 .stream(
                     provider.kind,
@@ -628,9 +647,7 @@ impl Driver {
                     &provider.endpoint,
                     token,
                     &mut |event| match event {
-                        ClientEvent::Event(event) => {
-                            let _ = events.send(Message::Input(Input::Stream { request, event }));
-                        }
+                        ClientEvent::Event(event) => send(EngineInput::Stream { request, event }),
                         ClientEvent::Retrying {
                             attempt,
                             delay,
@@ -648,7 +665,7 @@ impl Driver {
             let outcome = match result {
                 Ok(summary) => {
                     for warning in &summary.warnings {
-                        let _ = sender.send(Message::Notice(format!("warning: {warning}")));
+                        let _ = sender.send(Message::Warning(warning.clone()));
                     }
                     match summary.stop_error() {
                         Some(error) => StreamOutcome::Failed {
@@ -664,7 +681,10 @@ impl Driver {
                     retryable: false,
                 },
             };
-            let _ = sender.send(Message::Input(Input::StreamEnded { request, outcome }));
+            let _ = sender.send(Message::Session(Input::Engine(EngineInput::StreamEnded {
+                request,
+                outcome,
+            })));
         });
     }
 
@@ -694,18 +714,18 @@ impl Driver {
                         Err(error) => (error.to_string(), true),
                     };
                 let input = match job_id {
-                    Some(job_id) => Input::JobFinished {
+                    Some(job_id) => EngineInput::JobFinished {
                         job_id,
                         text,
                         is_error,
                     },
-                    None => Input::ToolFinished {
+                    None => EngineInput::ToolFinished {
                         tool_id,
                         text,
                         is_error,
                     },
                 };
-                let _ = sender.send(Message::Input(input));
+                let _ = sender.send(Message::Session(Input::Engine(input)));
             });
         if let Err(error) = spawned {
             let _ = self.sender.send(Message::Notice(format!(
@@ -713,178 +733,18 @@ impl Driver {
             )));
         }
     }
-
-    /// Writes the engine's text through the store, merging what someone else wrote meanwhile.
-    async fn write(&mut self) -> anyhow::Result<()> {
-        self.write_at = None;
-        if let Some(since) = self.unwritten_since.take() {
-            self.max_write_delay = self.max_write_delay.max(since.elapsed());
-        }
-        for _ in 0..MERGE_ATTEMPTS {
-            match self.write_once().await {
-                Ok(true) => return Ok(()),
-                Ok(false) => {}
-                Err(error) if error.downcast_ref::<EditorGone>().is_some() => {
-                    // The editor went away between the host's switch and this write: the
-                    // file takes over with the engine's text.
-                    tracing::info!(%error, "the editor is gone; writing the file");
-                    self.switch_store(Box::new(FileStore {
-                        path: self.path.clone(),
-                    }));
-                    self.write_at = None;
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        anyhow::bail!(
-            "{} keeps changing while flemmad writes it; stopped after {MERGE_ATTEMPTS} attempts (everything written before is in it)",
-            self.store.describe()
-        )
-    }
-
-    /// Makes the incoming store the writer when its text and the engine's merge: base = the
-    /// text they last shared, ours = the engine's text, theirs = the store's text now. On a
-    /// conflict (both changed the same place) the writer stays what it was and the user is
-    /// told.
-    async fn take_incoming(&mut self) -> anyhow::Result<()> {
-        let Some((mut store, base)) = self.incoming.take() else {
-            return Ok(());
-        };
-        let current = match store.read().await {
-            Ok(current) => current,
-            Err(error) => {
-                tracing::info!(%error, "the incoming writer is gone; keeping the current one");
-                return Ok(());
-            }
-        };
-        match three_way_base(&base, self.engine.text(), &current.text) {
-            Ok(agreed) => {
-                tracing::info!(to = store.describe(), "the new writer's text merges");
-                self.unwritten = vec![flemma_syntax::diff_to_edits(&agreed, self.engine.text())];
-                self.stored = Snapshot {
-                    text: agreed,
-                    version: current.version,
-                };
-                self.store = store;
-                self.rebase = false;
-            }
-            Err(conflict) => {
-                // The new writer keeps what it has; it shares nothing new with the engine.
-                let message = format!(
-                    "{} and the text flemmad is writing were both changed at {conflict}; flemmad goes on writing {} instead. Copy your change over, or close one of the editors",
-                    store.describe(),
-                    self.store.describe()
-                );
-                tracing::warn!(%message, "not switching the writer");
-                (self.report)(Report::Notice(message));
-            }
-        }
-        Ok(())
-    }
-
-    /// One read, merge and compare-and-swap write; `false` when the store moved meanwhile.
-    async fn write_once(&mut self) -> anyhow::Result<bool> {
-        let done = self.read_merge_and_replace().await;
-        self.on_disk = match done {
-            Ok(true) if self.store.is_disk() => FileIdentity::of(&self.path),
-            _ => None,
-        };
-        done
-    }
-
-    async fn read_merge_and_replace(&mut self) -> anyhow::Result<bool> {
-        self.take_incoming().await?;
-        {
-            let current = self.store.read().await?;
-            if self.rebase {
-                self.rebase = false;
-                self.stored = current.clone();
-                self.unwritten = vec![flemma_syntax::diff_to_edits(
-                    &current.text,
-                    self.engine.text(),
-                )];
-            } else if current.text != self.stored.text {
-                self.absorb(&current.text)?;
-            }
-            self.stored.version = current.version;
-            if self.engine.text() == current.text {
-                self.stored = current;
-                self.unwritten.clear();
-                return Ok(true);
-            }
-            let next = self.engine.text().to_owned();
-            if self.store.replace_if_unchanged(&current, &next).await? {
-                self.stored = Snapshot {
-                    text: next,
-                    version: current.version.map(|v| v + 1),
-                };
-                self.unwritten.clear();
-                self.write_at = None;
-                return Ok(true);
-            }
-            Ok(false)
-        }
-    }
-
-    /// Feeds a change someone else made (`current` instead of what was stored) to the
-    /// engine, in the engine's coordinates.
-    fn absorb(&mut self, current: &str) -> anyhow::Result<()> {
-        // One edit per separate change (keystrokes at several places between two reads stay
-        // several small edits, never one replacement spanning the text between them).
-        let theirs = flemma_syntax::diff_to_edits(&self.stored.text, current);
-        let edits: Vec<TextEdit> = theirs
-            .into_iter()
-            .map(|edit| {
-                let mut start = edit.range.start;
-                let mut end = edit.range.end;
-                for batch in &self.unwritten {
-                    // Text inserted where the engine also inserted goes after the engine's text.
-                    start = map_offset(start, batch, Assoc::After);
-                    end = map_offset(end, batch, Assoc::Before);
-                }
-                TextEdit {
-                    range: TextRange::new(start, end.max(start)),
-                    new_text: edit.new_text,
-                }
-            })
-            .collect();
-        tracing::debug!(
-            edits = ?edits.iter().map(|e| (e.range, e.new_text.len())).collect::<Vec<_>>(),
-            "merging a change made by someone else"
-        );
-        let refusals = self.refusals;
-        let streaming = self.engine.request().is_some();
-        self.handle(Input::TextChanged { edits });
-        if streaming && self.engine.request().is_none() && self.refusals == refusals {
-            // The change deleted the block being written (the engine cancelled the request):
-            // the reply text not yet written went with it, not to wherever its anchor fell.
-            let orphan = single_edit(self.engine.text(), current);
-            if !orphan.range.is_empty() || !orphan.new_text.is_empty() {
-                self.handle(Input::TextChanged {
-                    edits: vec![orphan],
-                });
-            }
-        }
-        if self.refusals > refusals {
-            anyhow::bail!(
-                "{} was changed by someone else in a way flemmad cannot merge with what it was writing; stopped without writing, so that change is kept. Look at it and send again",
-                self.store.describe()
-            );
-        }
-        self.stored.text = current.to_owned();
-        self.unwritten = vec![flemma_syntax::diff_to_edits(
-            &self.stored.text,
-            self.engine.text(),
-        )];
-        Ok(())
-    }
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // The document leaves the engine's host (its messages' results stay in the template
+        // cache, for the editor that has it open).
+        crate::analyses::lock(&self.host).forget(&self.id);
         // The writer's text is what it shares with the engine (the next driver's merge base).
-        if !self.rebase {
-            self.store.left(&self.stored.text);
+        if let Some((store, text)) = self.session.shared_text()
+            && let Some(store) = self.stores.get(&store)
+        {
+            store.left(text);
         }
         for task in self.timers.values() {
             task.abort();
@@ -932,129 +792,5 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
         None => std::future::pending().await,
-    }
-}
-
-/// Where the three-way merge of [`three_way_base`] found both sides changing the same text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MergeConflict {
-    /// The line (1-based) of the base where the changes meet.
-    pub line: usize,
-}
-
-impl std::fmt::Display for MergeConflict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}", self.line)
-    }
-}
-
-/// The three-way merge of `ours` and `theirs`, both edited from `base`, as the text both
-/// agree on: `base` with the changes both made the same way. The driver then applies the
-/// rest of `theirs` over the engine's text (`absorb`, which maps it through the engine's
-/// edits). A change of one side that overlaps a different change of the other (or two
-/// insertions at one place) is a conflict.
-pub fn three_way_base(base: &str, ours: &str, theirs: &str) -> Result<String, MergeConflict> {
-    let ours = flemma_syntax::diff_to_edits(base, ours);
-    let theirs = flemma_syntax::diff_to_edits(base, theirs);
-    let mut agreed: Vec<&TextEdit> = Vec::new();
-    for their in &theirs {
-        if let Some(same) = ours.iter().find(|our| *our == their) {
-            agreed.push(same);
-            continue;
-        }
-        for our in &ours {
-            let (a, b) = (our.range, their.range);
-            let overlap = a.start.max(b.start) < a.end.min(b.end);
-            let inside = |point: TextRange, other: TextRange| {
-                point.is_empty() && other.start < point.start && point.start < other.end
-            };
-            let same_point = a.is_empty() && b.is_empty() && a.start == b.start;
-            if overlap || inside(a, b) || inside(b, a) || same_point {
-                let at = a.start.max(b.start).min(base.len());
-                let line = base.as_bytes()[..at]
-                    .iter()
-                    .filter(|&&c| c == b'\n')
-                    .count()
-                    + 1;
-                return Err(MergeConflict { line });
-            }
-        }
-    }
-    let mut text = base.to_owned();
-    for edit in agreed.iter().rev() {
-        text.replace_range(edit.range.start..edit.range.end, &edit.new_text);
-    }
-    Ok(text)
-}
-
-/// The one edit turning `before` into `after`: everything between their common prefix and
-/// common suffix (on character boundaries).
-pub fn single_edit(before: &str, after: &str) -> TextEdit {
-    let (a, b) = (before.as_bytes(), after.as_bytes());
-    let mut prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    while !before.is_char_boundary(prefix) {
-        prefix -= 1;
-    }
-    let max_suffix = a.len().min(b.len()) - prefix;
-    let mut suffix = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
-        .take(max_suffix)
-        .take_while(|(x, y)| x == y)
-        .count();
-    while !before.is_char_boundary(a.len() - suffix) {
-        suffix -= 1;
-    }
-    TextEdit {
-        range: TextRange::new(prefix, a.len() - suffix),
-        new_text: after[prefix..b.len() - suffix].to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn apply(text: &str, edit: &TextEdit) -> String {
-        let mut out = text[..edit.range.start].to_owned();
-        out.push_str(&edit.new_text);
-        out.push_str(&text[edit.range.end..]);
-        out
-    }
-
-    #[test]
-    fn a_three_way_merge_keeps_both_sides_and_finds_conflicts() {
-        let base = "@You:\nfirst\n\n@Assistant:\nhello\n\n@You:\nlast\n";
-        let ours = "@You:\nfirst\n\n@Assistant:\nhello\n\n@You:\nlast\n\n@Assistant:\nreply\n";
-        let theirs = "@You:\nfirst, edited\n\n@Assistant:\nhello\n\n@You:\nlast\n";
-        // Nothing both changed the same way: the agreed text is the base.
-        assert_eq!(three_way_base(base, ours, theirs).as_deref(), Ok(base));
-        // The same change on both sides is agreed once.
-        let agreed = three_way_base(base, ours, ours).unwrap();
-        assert_eq!(agreed, ours);
-        // Different changes of one line conflict, and the message names it.
-        let other = "@You:\nfirst\n\n@Assistant:\nhello there\n\n@You:\nlast\n";
-        let mine = "@You:\nfirst\n\n@Assistant:\nhello, you\n\n@You:\nlast\n";
-        let conflict = three_way_base(base, mine, other).unwrap_err();
-        assert_eq!(conflict.line, 5);
-    }
-
-    #[test]
-    fn one_edit_turns_before_into_after() {
-        for (before, after) in [
-            ("abc", "abXc"),
-            ("abc", "abc"),
-            ("", "x"),
-            ("x", ""),
-            ("aaa", "aaaa"),
-            ("héllo", "hèllo"),
-            ("@You:\nhi\n", "@You:\nhi\n\nTYPED"),
-        ] {
-            let edit = single_edit(before, after);
-            assert_eq!(apply(before, &edit), after, "{before:?} -> {after:?}");
-        }
-        let edit = single_edit("aaa", "aaaa");
-        assert_eq!(edit.new_text, "a");
     }
 }

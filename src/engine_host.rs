@@ -23,13 +23,13 @@ use std::time::Duration;
 
 use flemma_config::{ConfigLayer, LayerKind, ResolvedConfig};
 use flemma_engine::{CancelScope, Event, Input, StopReason};
-use flemma_ide::{AnalysisHost, ConfigInput, DocumentId};
+use flemma_ide::{ConfigInput, DocumentId};
 use flemma_lsp::ClientConfig;
 use flemma_lsp::{Outbox, Progress, Task};
 use flemma_protocol::engine::{
     Accepted, EngineJob, EngineStatus, JobsResult, ModelSwitch, SwitchResult, UsageTotals,
 };
-use flemma_template::FsHost;
+use flemma_template::TemplateCache;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -106,8 +106,12 @@ pub struct EngineHost {
 }
 
 /// What the host's thread and its callers share.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
+    /// The analysis of the documents the engine works on (one per document, for the drivers
+    /// and `flemma/switch`), sharing its template cache with the language server's hosts.
+    analyses: crate::analyses::Analyses,
+    template_cache: TemplateCache,
     /// The last known state of every document a driver ran for.
     states: Mutex<HashMap<PathBuf, DocumentState>>,
     /// Editors by document, the most recently active last.
@@ -152,7 +156,15 @@ impl EngineHost {
     /// the user's default.
     pub fn start(config_path: Option<PathBuf>) -> anyhow::Result<Arc<EngineHost>> {
         let (sender, receiver) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared::default());
+        let template_cache = TemplateCache::new();
+        let shared = Arc::new(Shared {
+            analyses: crate::analyses::analyses(template_cache.clone()),
+            template_cache,
+            states: Mutex::default(),
+            editors: Mutex::default(),
+            subscribers: Mutex::default(),
+            switches: Mutex::default(),
+        });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -351,10 +363,24 @@ impl EngineHost {
             .map_err(HostError::InvalidSwitch)?;
         // The current provider: the document's, under its layers as they are now.
         let mut input = self.shared.config_input(path, self.config_path.as_deref());
-        let before = resolved_config(path, &text, input.clone())?;
+        let frontmatter = self.shared.frontmatter_layers(path, &text)?;
+        let before = resolved_config(path, &input, &frontmatter)?;
         let provider = provider.unwrap_or_else(|| before.config.provider.as_str().to_owned());
         let mut layer = ConfigLayer::new(LayerKind::Runtime);
-        for (key, value) in [("provider", Some(&provider)), ("model", model.as_ref())] {
+        // A model string with parameters or a `$preset` says its provider itself: the runtime
+        // layer holds it as written and the configuration resolves it.
+        let model_string = model
+            .as_deref()
+            .filter(|m| m.starts_with('$') || m.contains(';'))
+            .map(|m| match m.starts_with('$') {
+                true => m.to_owned(),
+                false => format!("{provider}/{m}"),
+            });
+        let pairs = match &model_string {
+            Some(string) => [("provider", None), ("model", Some(string))],
+            None => [("provider", Some(&provider)), ("model", model.as_ref())],
+        };
+        for (key, value) in pairs {
             let Some(value) = value else { continue };
             layer
                 .set(key, serde_json::Value::String(value.clone()))
@@ -367,9 +393,14 @@ impl EngineHost {
         }
         input.layers.retain(|l| l.kind() != LayerKind::Runtime);
         input.layers.push(layer.clone());
-        let after = resolved_config(path, &text, input)?;
+        let after = resolved_config(path, &input, &frontmatter)?;
+        let next = ModelSwitch {
+            provider: after.config.provider.as_str().to_owned(),
+            model: after.config.model.clone(),
+        };
         // A provider alone switches to its default model (the config's rule).
         let switched = match (model, provider.parse::<flemma_config::Provider>()) {
+            _ if model_string.is_some() => next.clone(),
             (Some(model), _) => ModelSwitch { provider, model },
             (None, Ok(kind)) => ModelSwitch {
                 model: flemma_config::default_model(kind).to_owned(),
@@ -379,10 +410,6 @@ impl EngineHost {
                 model: after.config.model.clone(),
                 provider,
             },
-        };
-        let next = ModelSwitch {
-            provider: after.config.provider.as_str().to_owned(),
-            model: after.config.model.clone(),
         };
         let frontmatter_wins = [after.source_of("provider"), after.source_of("model")]
             .contains(&Some(LayerKind::Frontmatter));
@@ -443,6 +470,12 @@ impl EngineHost {
     pub fn usage(&self, path: &Path) -> UsageTotals {
         let states = lock(&self.shared.states);
         usage_of(states.get(path).and_then(|s| s.driver.as_ref()))
+    }
+
+    /// The template cache of the process's analyses: the language server's hosts share it
+    /// with the engine's (`AnalysisHost::with_template_cache`).
+    pub fn template_cache(&self) -> TemplateCache {
+        self.shared.template_cache.clone()
     }
 
     /// Every document's events from now on (the host's own [`STOPPED_EVENT`] included). A
@@ -544,25 +577,23 @@ fn parse_model_spec(spec: &str) -> Result<(Option<String>, Option<String>), Host
     }
 }
 
-/// The document's configuration resolved under `config` and its frontmatter.
+/// The document's configuration resolved under `config` and its frontmatter's layers.
 fn resolved_config(
     path: &Path,
-    text: &str,
-    config: ConfigInput,
+    config: &ConfigInput,
+    frontmatter: &[ConfigLayer],
 ) -> Result<ResolvedConfig, HostError> {
-    let mut host = AnalysisHost::new(Arc::new(FsHost), config);
-    let id = DocumentId::new(path.to_owned());
-    host.set_text(id.clone(), text.to_owned());
-    let analysis = host
-        .analysis(&id)
-        .map_err(|error| HostError::InvalidSwitch(error.to_string()))?;
-    match &analysis.config {
-        Some(resolved) => Ok(resolved.clone()),
-        None => Err(HostError::InvalidSwitch(format!(
+    let does_not_resolve = || {
+        HostError::InvalidSwitch(format!(
             "the configuration of {} does not resolve; fix its diagnostics first",
             path.display()
-        ))),
+        ))
+    };
+    if !config.errors.is_empty() {
+        return Err(does_not_resolve());
     }
+    let layers: Vec<ConfigLayer> = config.layers.iter().chain(frontmatter).cloned().collect();
+    flemma_config::resolve(&layers).map_err(|_| does_not_resolve())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -616,6 +647,29 @@ impl Shared {
         input
     }
 
+    /// The layers the document's frontmatter sets, from the document's one analysis (the
+    /// engine's, when a driver works on it; else made for this question and not kept).
+    fn frontmatter_layers(&self, path: &Path, text: &str) -> Result<Vec<ConfigLayer>, HostError> {
+        let id = DocumentId::new(std::path::absolute(path).unwrap_or_else(|_| path.to_owned()));
+        let mut host = crate::analyses::lock(&self.analyses);
+        let fresh = host.document(&id).is_none();
+        if fresh {
+            host.set_text(id.clone(), text.to_owned());
+        }
+        let analysis = host
+            .analysis(&id)
+            .map_err(|error| HostError::InvalidSwitch(error.to_string()));
+        if fresh {
+            host.forget(&id);
+        }
+        Ok(analysis?
+            .layers
+            .iter()
+            .filter(|layer| layer.kind() == LayerKind::Frontmatter)
+            .cloned()
+            .collect())
+    }
+
     /// The document's text now: the writer editor's buffer as last shared, else the file.
     fn text_of(&self, path: &Path) -> Result<String, String> {
         if let Some(editor) = lock(&self.editors).get(path).and_then(|list| list.last()) {
@@ -628,6 +682,7 @@ impl Shared {
     fn writer(&self, path: &Path) -> Box<dyn ChatStore> {
         match lock(&self.editors).get(path).and_then(|list| list.last()) {
             Some(editor) => Box::new(EditorStore {
+                session: editor.session,
                 uri: editor.uri.clone(),
                 outbox: editor.outbox.clone(),
                 name: editor.name.clone(),
@@ -743,6 +798,8 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                 if tokio::time::timeout(SHUTDOWN_WAIT, all).await.is_err() {
                     tracing::warn!("drivers still writing after shutdown began; stopping anyway");
                 }
+                // The MCP servers live on this thread's runtime: close them before it ends.
+                crate::mcp_setup::shutdown().await;
                 let _ = done.send(());
                 return;
             }
@@ -824,14 +881,17 @@ async fn run_driver(
 ) -> Result<StopReason, String> {
     let shared = inner.shared.clone();
     let writer = shared.writer_session(path);
-    let mut store = shared.writer(path);
+    let store = shared.writer(path);
     let snapshot = store.read().await.map_err(|e| format!("{e:#}"))?;
     let prepared = match engine_setup::prepare(
         path,
         &snapshot.text,
         shared.config_input(path, inner.config_path.as_deref()),
         SetupOptions::default(),
-    ) {
+        &shared.analyses,
+    )
+    .await
+    {
         Ok(prepared) => prepared,
         Err(error @ SetupError::Blocked { .. }) => return Err(error.to_string()),
         Err(SetupError::Failed(message)) => return Err(message),
@@ -844,11 +904,19 @@ async fn run_driver(
             .collect();
         return Err(format!("nothing was sent: {}", reasons.join("; ")));
     }
-    if let Some(warning) = &prepared.model_warning {
+    for warning in prepared
+        .model_warnings
+        .iter()
+        .chain(&prepared.tool_warnings)
+    {
         shared.tell_editors(path, |uri| Task::Notice {
             uri,
             message: format!("warning: {warning}"),
         });
+    }
+    // Said once per send: what the untrusted chat's frontmatter set that was ignored.
+    if let Some(event) = engine_setup::trust_notice(&prepared.analysis) {
+        shared.publish(path, event);
     }
     let report_shared = shared.clone();
     let report_path = path.to_owned();

@@ -7,11 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use flemma_engine::{Engine, EngineConfig, Input, Prices};
-use flemma_ide::{Analysis, AnalysisHost, ConfigInput, Diagnostic, DocumentId, NOTHING_TO_SEND};
+use flemma_engine::{Engine, EngineConfig, Event, Input, Prices};
+use flemma_ide::{Analysis, ConfigInput, Diagnostic, DocumentId, NOTHING_TO_SEND};
 use flemma_provider::ProviderKind;
 use flemma_provider::credentials::CredentialEnvironment;
-use flemma_template::FsHost;
 
 use crate::engine_driver::DriverParts;
 use crate::provider_setup::provider_setup;
@@ -33,8 +32,11 @@ pub struct Prepared {
     pub parts: DriverParts,
     /// The analysis of the text as given (its diagnostics are worth showing).
     pub analysis: Arc<Analysis>,
-    /// "model … is not in the catalogue (did you mean …?)": worth a warning, not a refusal.
-    pub model_warning: Option<String>,
+    /// "model … is not in the catalogue (did you mean …?)", "… always thinks": worth a
+    /// warning, not a refusal.
+    pub model_warnings: Vec<String>,
+    /// MCP servers that did not start or were ignored (one line each).
+    pub tool_warnings: Vec<String>,
     /// `anthropic`, `openai`, …
     pub provider_name: &'static str,
     pub model: String,
@@ -87,19 +89,22 @@ pub fn blockers(analysis: &Analysis) -> Vec<Diagnostic> {
 /// editor's buffer), under the layers below its frontmatter `config` (the user file of
 /// [`crate::chat::config_input`], and for the engine host the editor's client settings and the
 /// document's runtime switch).
-pub fn prepare(
+pub async fn prepare(
     path: &Path,
     text: &str,
     config: ConfigInput,
     options: SetupOptions,
+    analyses: &crate::analyses::Analyses,
 ) -> Result<Prepared, SetupError> {
     let absolute: PathBuf = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     let id = DocumentId::new(absolute.clone());
-    let mut host = AnalysisHost::new(Arc::new(FsHost), config);
-    host.set_text(id.clone(), text.to_owned());
-    let analysis = host
-        .analysis(&id)
-        .map_err(|error| SetupError::Failed(error.to_string()))?;
+    let analysis = {
+        let mut host = crate::analyses::lock(analyses);
+        host.set_text(id.clone(), text.to_owned());
+        host.set_document_config(&id, config);
+        host.analysis(&id)
+            .map_err(|error| SetupError::Failed(error.to_string()))?
+    };
     if !blockers(&analysis).is_empty() {
         return Err(SetupError::Blocked { analysis });
     }
@@ -113,7 +118,11 @@ pub fn prepare(
     let mut setup = provider_setup(&config, Some(&absolute), &environment)
         .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
     // The chat's own approval function (frontmatter Rhai) decides too.
-    let tools = ToolSetup::for_chat(&analysis, &absolute).map_err(SetupError::Failed)?;
+    let mut tools = ToolSetup::for_chat(&analysis, &absolute).map_err(SetupError::Failed)?;
+    let mcp =
+        crate::mcp_setup::McpTools::discover(resolved, Some(&absolute), &[], tools.sandbox_wrap())
+            .await;
+    tools.add_mcp(&mcp);
     setup.options.tools = tools.definitions();
     let client = crate::provider_setup::client(&config, &setup, environment)
         .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
@@ -145,20 +154,26 @@ pub fn prepare(
     let recovered = flemma_syntax::parse(probe.text());
     let tools_waiting =
         !recovered.unresolved_tool_uses().is_empty() || !recovered.placeholders(None).is_empty();
-    host.set_text(id.clone(), probe.text().to_owned());
     let nothing_to_send = if tools_waiting {
         Vec::new()
     } else {
-        host.analysis(&id)
-            .map_err(|error| SetupError::Failed(error.to_string()))?
+        let mut host = crate::analyses::lock(analyses);
+        host.set_text(id.clone(), probe.text().to_owned());
+        let recovered = host
+            .analysis(&id)
+            .map_err(|error| SetupError::Failed(error.to_string()))?;
+        host.set_text(id.clone(), text.to_owned());
+        recovered
             .send_blockers()
             .into_iter()
             .filter(|d| d.code == NOTHING_TO_SEND)
             .collect()
     };
-    host.set_text(id.clone(), text.to_owned());
+    let untrusted =
+        (!analysis.trust.trusted).then(|| Arc::new(crate::trust::CallRecords::from_env()));
     Ok(Prepared {
-        model_warning: setup.model_warning.clone(),
+        model_warnings: setup.model_warnings.clone(),
+        tool_warnings: mcp.warnings(),
         provider_name: setup.kind.name(),
         model: setup.options.model.clone(),
         nothing_to_send,
@@ -170,9 +185,43 @@ pub fn prepare(
             coalesce: Duration::from_millis(config.editing.coalesce_ms),
             provider: setup,
             client: Arc::new(client),
-            host,
+            host: analyses.clone(),
             id,
+            untrusted,
         },
+    })
+}
+
+/// The event that says, once per send, what an untrusted chat's frontmatter set that was
+/// ignored because it would widen what the chat may do.
+pub const TRUST_IGNORED_EVENT: &str = "trust:ignored";
+
+/// `trust:ignored` for a chat whose frontmatter set options it may not: `{reason, trust,
+/// options: [{path, value, allowed, message}]}` (`None` when nothing was ignored).
+pub fn trust_notice(analysis: &Analysis) -> Option<Event> {
+    let ignored = analysis.config.as_ref()?.ignored();
+    if ignored.is_empty() {
+        return None;
+    }
+    let trust = flemma_ide::untrusted::trust_command(analysis.id.path());
+    let options: Vec<serde_json::Value> = ignored
+        .iter()
+        .map(|option| {
+            serde_json::json!({
+                "path": option.path,
+                "value": option.value,
+                "allowed": option.allowed,
+                "message": flemma_ide::untrusted::ignored_message(option, analysis.id.path()),
+            })
+        })
+        .collect();
+    Some(Event {
+        name: TRUST_IGNORED_EVENT,
+        data: serde_json::json!({
+            "reason": analysis.trust.reason,
+            "trust": trust,
+            "options": options,
+        }),
     })
 }
 

@@ -92,6 +92,10 @@ fn json(value: impl serde::Serialize) -> Result<Value, BackendError> {
 }
 
 impl Backend for HostBackend {
+    fn discovered_tools(&self) -> Vec<(String, String)> {
+        crate::mcp_setup::hub().known_tools()
+    }
+
     fn command(&mut self, command: EngineCommand, outbox: &Outbox) -> Result<Value, BackendError> {
         let uri = command.uri().to_owned();
         let path = self.path_of(&uri)?;
@@ -162,6 +166,21 @@ impl Backend for HostBackend {
         })
     }
 
+    fn trust_folder(&mut self, uri: &str) -> Result<Vec<PathBuf>, BackendError> {
+        let path = self.path_of(uri)?;
+        let dir = path.parent().ok_or_else(|| {
+            BackendError::Refused(format!("{} has no folder to trust", path.display()))
+        })?;
+        let added = crate::trust::trust_folder(dir)
+            .map_err(|error| BackendError::Refused(format!("{error:#}")))?;
+        tracing::info!(folder = %dir.display(), ?added, "trusted from the editor");
+        Ok(crate::trust::read_folders().0)
+    }
+
+    fn trusted_folders(&mut self) -> Option<Vec<PathBuf>> {
+        Some(crate::trust::read_folders().0)
+    }
+
     fn client_name(&mut self, name: &str) {
         self.client = display_name(name);
     }
@@ -186,14 +205,16 @@ impl Backend for HostBackend {
         let Some(index) = self.open.iter().position(|(u, _, _)| u == uri) else {
             return;
         };
-        let (_, path, _) = self.open.remove(index);
+        let (_, path, shared) = self.open.remove(index);
+        shared.close();
         self.host.detach_editor(&path, self.session);
     }
 }
 
 impl Drop for HostBackend {
     fn drop(&mut self) {
-        for (_, path, _) in self.open.drain(..) {
+        for (_, path, shared) in self.open.drain(..) {
+            shared.close();
             self.host.detach_editor(&path, self.session);
         }
     }

@@ -1,5 +1,6 @@
 //! `flemmad`: the command-line entry point. Parses arguments and hands off to `cli::*`.
 
+mod analyses;
 mod chat;
 mod chat_store;
 mod cli;
@@ -9,9 +10,11 @@ mod engine_host;
 mod engine_setup;
 mod fsutil;
 mod lsp_backend;
+mod mcp_setup;
 mod provider_setup;
 mod send_lock;
 mod tool_setup;
+mod trust;
 mod watcher;
 
 use std::process::ExitCode;
@@ -40,6 +43,15 @@ fn exit_quietly_on_broken_pipe() {
 }
 
 fn main() -> ExitCode {
+    // A stdio MCP server starts through flemmad itself (see `flemma_mcp::shim`).
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if raw
+        .get(1)
+        .is_some_and(|arg| arg == flemma_mcp::shim::SHIM_ARG)
+    {
+        eprintln!("flemmad: {}", flemma_mcp::shim::run(&raw[2..]));
+        return ExitCode::from(127);
+    }
     exit_quietly_on_broken_pipe();
     let args = cli::Cli::parse();
     cli::init_logging(&args);

@@ -10,7 +10,7 @@ use flemma_config::{Config, MaxTokens, Thinking as ConfigThinking};
 use flemma_provider::catalogue::{Catalogue, ModelOverride, ModelSpec};
 use flemma_provider::credentials::CredentialEnvironment;
 use flemma_provider::http::{ClientConfig, Endpoint};
-use flemma_provider::{ProviderKind, RequestOptions, Thinking};
+use flemma_provider::{ProviderKind, RequestOptions, Thinking, ThinkingLevel, ThinkingOff};
 
 /// Output tokens assumed for models the catalogue does not know.
 const UNKNOWN_MODEL_OUTPUT_LIMIT: u64 = 8192;
@@ -22,8 +22,8 @@ pub struct ProviderSetup {
     pub endpoint: Endpoint,
     pub client: ClientConfig,
     pub model: Option<ModelSpec>,
-    /// "model … is not in the catalogue (did you mean …?)": non-blocking.
-    pub model_warning: Option<String>,
+    /// "model … is not in the catalogue (did you mean …?)", "… always thinks": non-blocking.
+    pub model_warnings: Vec<String>,
 }
 
 pub fn provider_setup(
@@ -59,9 +59,23 @@ pub fn provider_setup(
         MaxTokens::Tokens(n) => n,
         percent @ MaxTokens::Percent(_) => percent.for_limit(output_limit),
     };
+    let mut model_warnings: Vec<String> = catalogue
+        .unknown_model_warning(kind, &config.model)
+        .into_iter()
+        .collect();
     let thinking_supported = catalogue.supports_thinking(kind, &config.model);
+    let thinking_off = model.as_ref().map_or(ThinkingOff::Omit, |m| m.thinking_off);
     let thinking = if thinking_supported {
         match parameters.thinking {
+            ConfigThinking::Off | ConfigThinking::Budget(0)
+                if thinking_off == ThinkingOff::Forced =>
+            {
+                model_warnings.push(format!(
+                    "{} always thinks, so `thinking = false` cannot turn thinking off; it thinks at the lowest effort (low)",
+                    config.model
+                ));
+                Thinking::Level(ThinkingLevel::Low)
+            }
             ConfigThinking::Off => Thinking::Off,
             ConfigThinking::Budget(n) => Thinking::Budget(u32::try_from(n).unwrap_or(u32::MAX)),
             ConfigThinking::Level(level) => Thinking::Level(level),
@@ -83,7 +97,12 @@ pub fn provider_setup(
             .anthropic
             .thinking_budget
             .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-        openai_reasoning: parameters.openai.reasoning,
+        openai_reasoning: match kind {
+            ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
+                parameters.openai_compatible.reasoning_effort
+            }
+            _ => parameters.openai.reasoning,
+        },
         openai_reasoning_summary: parameters.openai.reasoning_summary,
         gemini_thinking_budget: match kind {
             ProviderKind::Vertex => parameters.vertex.thinking_budget,
@@ -93,6 +112,8 @@ pub fn provider_setup(
         vertex_project: parameters.vertex.project_id.clone(),
         vertex_location: parameters.vertex.location.clone(),
         supports_adaptive_thinking: model.as_ref().is_some_and(|m| m.adaptive_thinking),
+        thinking_off,
+        reasoning_efforts: model.as_ref().map_or(&[], |m| m.reasoning_efforts),
     };
     let endpoint = Endpoint::for_provider(
         kind,
@@ -105,14 +126,13 @@ pub fn provider_setup(
         timeout: Duration::from_secs(parameters.timeout),
         ..ClientConfig::default()
     };
-    let model_warning = catalogue.unknown_model_warning(kind, &config.model);
     Ok(ProviderSetup {
         kind,
         options,
         endpoint,
         client,
         model,
-        model_warning,
+        model_warnings,
     })
 }
 

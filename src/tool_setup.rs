@@ -28,6 +28,8 @@ pub struct ToolSetup {
     /// `Ok` when the process sandbox is active, else why not.
     pub sandbox: Result<(), String>,
     pub chain: ApprovalChain,
+    /// The MCP tools registered (`crate::mcp_setup`), and those offered to the model.
+    pub mcp: crate::mcp_setup::McpNames,
 }
 
 impl ToolSetup {
@@ -140,12 +142,34 @@ impl ToolSetup {
             store,
             sandbox,
             chain,
+            mcp: Default::default(),
         })
+    }
+
+    /// Registers the MCP tools discovered for this chat (offered as its configuration says).
+    pub fn add_mcp(&mut self, tools: &crate::mcp_setup::McpTools) {
+        self.mcp = tools.register(&mut self.registry, &self.config);
+    }
+
+    /// What wraps an MCP server that runs in the sandbox (`sandbox = true`): this chat's
+    /// `bwrap`, when one is active.
+    pub fn sandbox_wrap(&self) -> Option<flemma_mcp::connection::SandboxWrap> {
+        let bwrap = self.ctx.sandbox.clone()?;
+        Some(flemma_mcp::connection::SandboxWrap(Arc::new(
+            move |argv: &[String], cwd: &Path| bwrap.wrap(argv, cwd),
+        )))
     }
 
     /// The tools enabled for this chat (what the model is offered).
     pub fn enabled(&self) -> Vec<&Registered> {
-        self.registry.enabled(&self.config)
+        let mut tools: Vec<&Registered> = self
+            .registry
+            .enabled(&self.config)
+            .into_iter()
+            .filter(|tool| !self.mcp.all.contains(&tool.spec.name))
+            .collect();
+        tools.extend(self.mcp.offered.iter().filter_map(|n| self.registry.get(n)));
+        tools
     }
 
     /// The enabled tool `name` (`flemma.jobs.status` is always there: the engine answers it).

@@ -64,7 +64,19 @@ pub fn run(args: ApproveArgs) -> Result<ExitCode, CliError> {
     if args.detach {
         return Err(CliError::failed("approve", via_daemon::NO_DAEMON_TO_DETACH));
     }
-    let ids = edit_placeholders("approve", &args.file, build)?;
+    // The calls as the edit that was written saw them: flemmad records their approval, so
+    // that they run in an untrusted chat too (docs/security.md).
+    let approved = std::cell::RefCell::new(Vec::new());
+    let ids = edit_placeholders("approve", &args.file, |doc: &Document| {
+        let built = build(doc)?;
+        *approved.borrow_mut() = built
+            .0
+            .iter()
+            .filter_map(|id| call_of(doc, id).map(|(name, input)| (id.clone(), name, input)))
+            .collect();
+        Ok(built)
+    })?;
+    record_approvals(&args.file, &approved.into_inner());
     let list = ids
         .iter()
         .map(|id| format!("`{id}`"))
@@ -76,6 +88,27 @@ pub fn run(args: ApproveArgs) -> Result<ExitCode, CliError> {
         if ids.len() == 1 { "it" } else { "them" }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The name and input of the tool use `id` (its input must be a JSON object).
+fn call_of(doc: &Document, id: &str) -> Option<(String, serde_json::Value)> {
+    let (_, _, tool_use) = doc.tool_use(id)?;
+    let raw = tool_use.fence.as_ref().map_or("", |f| doc.slice(f.content));
+    let input: serde_json::Value = serde_json::from_str(raw).ok()?;
+    input.is_object().then(|| (tool_use.name.clone(), input))
+}
+
+/// Records that the user approved `calls` of the chat at `file` through flemmad.
+fn record_approvals(file: &Path, calls: &[(String, String, serde_json::Value)]) {
+    let chat = std::path::absolute(file).unwrap_or_else(|_| file.to_owned());
+    let records = crate::trust::CallRecords::from_env();
+    for (id, name, input) in calls {
+        if let Err(error) = records.record(&chat, flemma_config::Seen::Approved, id, name, input) {
+            eprintln!(
+                "flemmad approve: warning: cannot record the approval of `{id}` ({error:#}); if the chat is untrusted, `flemmad send` will ask for it again"
+            );
+        }
+    }
 }
 
 /// Builds the edits of `build` on the chat as it is on disk without writing them: the check

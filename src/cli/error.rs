@@ -110,3 +110,14 @@ impl From<serde_json::Error> for CliError {
         Self::new(ErrorKind::Failed, format!("flemmad: {error}\n"))
     }
 }
+
+impl From<crate::chat::LoadError> for CliError {
+    fn from(error: crate::chat::LoadError) -> Self {
+        match error {
+            crate::chat::LoadError::Unreadable { command, error } => {
+                Self::unreadable(&command, &error)
+            }
+            crate::chat::LoadError::Failed { command, message } => Self::failed(&command, message),
+        }
+    }
+}

@@ -36,9 +36,10 @@ pub fn run(args: LspArgs, config: Option<&std::path::Path>) -> anyhow::Result<Ex
     let backend = Box::new(crate::lsp_backend::HostBackend::new(engine.clone()));
     // The user's config file (FLEMMA_CONFIG / XDG), as the CLI reads it: problems with it are
     // diagnostics of every open chat, not a refusal to start.
-    let host = flemma_ide::AnalysisHost::new(
+    let host = flemma_ide::AnalysisHost::with_template_cache(
         Arc::new(flemma_template::FsHost),
         crate::chat::config_input(config),
+        engine.template_cache(),
     );
     let (connection, io_threads) =
         flemma_lsp::transport::stdio().context("cannot start the stdio transport")?;

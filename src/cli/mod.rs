@@ -16,6 +16,7 @@ mod send;
 mod serve;
 mod status;
 mod tools;
+mod trust;
 mod via_daemon;
 
 use std::path::PathBuf;
@@ -168,6 +169,27 @@ pub enum Command {
     /// sandbox, rg and fd, and each editor set-up found here. Exit status: 0 when all is well,
     /// 1 when something needs attention.
     Doctor(doctor::DoctorArgs),
+    /// Trust a folder's chats, so that their frontmatter may widen what they can do.
+    ///
+    /// Chats are files: they come from repositories, downloads and other people. flemmad
+    /// trusts a chat's frontmatter only when the chat lies in a trusted folder (this command,
+    /// the editor's "Trust this folder" action, or `[trust] paths` in the configuration file).
+    /// In any other chat the frontmatter still sets the model, the parameters, templates and
+    /// narrower tool lists, but what would widen what the chat may do is ignored, with a
+    /// warning on its line: the sandbox and its paths, `require_approval`, approvals beyond
+    /// yours and approval functions, custom tools, tool sources, language-server commands,
+    /// working directories, the result store's paths, `secrets.*`, provider base URLs. And a
+    /// tool call that arrives marked `(approved)`, or without a result, waits for your approval
+    /// (the approvals you give through flemmad are remembered). docs/security.md says more;
+    /// docs/configuration.md marks each option.
+    ///
+    /// `flemmad trust DIR` trusts DIR and everything below it; `--remove DIR` stops trusting
+    /// it; `--list` lists the trusted folders (kept in
+    /// $XDG_CONFIG_HOME/flemma/trusted-folders, one path a line, readable and writable by you
+    /// alone) and the configuration's `trust.paths`. Trust only folders whose chats you wrote
+    /// or checked: a chat in a trusted folder can turn the sandbox off. Editors in
+    /// Restricted Mode (VS Code's Workspace Trust) make every chat untrusted.
+    Trust(trust::TrustArgs),
 }
 
 /// Unit of the `character` field of positions in JSON output.
@@ -263,6 +285,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Events(args) => events::run(args),
         Command::InstallService(args) => install_service::run(args),
         Command::Doctor(args) => return doctor::run(args, config),
+        Command::Trust(args) => trust::run(args, config),
     }
     .map(|()| ExitCode::SUCCESS)
 }

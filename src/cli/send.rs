@@ -69,7 +69,11 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
             super::via_daemon::NO_DAEMON_TO_DETACH,
         ));
     }
-    crate::provider_setup::runtime()?.block_on(send(args, config_path))
+    let runtime = crate::provider_setup::runtime()?;
+    let outcome = runtime.block_on(send(args, config_path));
+    // No MCP server outlives the send (they live on this runtime).
+    runtime.block_on(crate::mcp_setup::shutdown());
+    outcome
 }
 
 async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
@@ -92,22 +96,29 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     let options = SetupOptions {
         no_autopilot: args.no_autopilot,
     };
-    let prepared =
-        match engine_setup::prepare(&path, &text, chat::config_input(config_path), options) {
-            Ok(prepared) => prepared,
-            Err(SetupError::Blocked { analysis }) => {
-                let loaded = chat::LoadedChat {
-                    path: path.clone(),
-                    analysis,
-                };
-                return Err(CliError::blocked(
-                    "send",
-                    loaded.report(true),
-                    "nothing was sent; fix the errors above and send again",
-                ));
-            }
-            Err(SetupError::Failed(message)) => return Err(CliError::failed("send", message)),
-        };
+    let prepared = match engine_setup::prepare(
+        &path,
+        &text,
+        chat::config_input(config_path),
+        options,
+        &crate::analyses::analyses(flemma_template::TemplateCache::new()),
+    )
+    .await
+    {
+        Ok(prepared) => prepared,
+        Err(SetupError::Blocked { analysis }) => {
+            let loaded = chat::LoadedChat {
+                path: path.clone(),
+                analysis,
+            };
+            return Err(CliError::blocked(
+                "send",
+                loaded.report(true),
+                "nothing was sent; fix the errors above and send again",
+            ));
+        }
+        Err(SetupError::Failed(message)) => return Err(CliError::failed("send", message)),
+    };
     let doc = &prepared.analysis.document;
     if !args.quiet {
         let shown: Vec<_> = prepared
@@ -129,7 +140,11 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
             format!("{error:#}; nothing was sent"),
         ));
     }
-    if let Some(warning) = &prepared.model_warning {
+    for warning in prepared
+        .model_warnings
+        .iter()
+        .chain(&prepared.tool_warnings)
+    {
         eprintln!("flemmad: warning: {warning}");
     }
     if !prepared.nothing_to_send.is_empty() {
@@ -155,6 +170,10 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     let coalesce_ms = prepared.parts.coalesce.as_millis() as u64;
     let parts = prepared.parts;
     let mut progress = Progress::new(flemma_lsp::path_to_uri(&absolute), args.events, args.quiet);
+    // Said once per send: on stderr by the diagnostics above, in the event stream here.
+    if let Some(event) = engine_setup::trust_notice(&prepared.analysis) {
+        progress.show(Report::Event(event));
+    }
     let mut driver = Driver::new(parts, text, Box::new(move |report| progress.show(report)));
     let interrupt = CancellationToken::new();
     let on_interrupt = interrupt.clone();

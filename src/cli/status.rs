@@ -6,7 +6,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use flemma_protocol::status::{Approval, ChatStatus, JobStatus, ToolStatus, UnresolvedCall};
+use flemma_protocol::status::{
+    Approval, ChatStatus, JobStatus, McpServerStatus, ToolStatus, UnresolvedCall,
+};
 use flemma_syntax::{Document, SuffixValue};
 use serde_json::{Map, Value};
 
@@ -33,8 +35,19 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             "the configuration does not resolve; fix the errors above",
         ));
     };
-    let tools = ToolSetup::for_chat(&loaded.analysis, &args.file)
+    let mut tools = ToolSetup::for_chat(&loaded.analysis, &args.file)
         .map_err(|message| CliError::failed("status", message))?;
+    // The chat's MCP servers are started to show their state and tools.
+    let runtime =
+        crate::provider_setup::runtime().map_err(|e| CliError::failed("status", e.to_string()))?;
+    let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(
+        resolved,
+        Some(&args.file),
+        &[],
+        tools.sandbox_wrap(),
+    ));
+    runtime.block_on(crate::mcp_setup::shutdown());
+    tools.add_mcp(&mcp);
     let doc = &*loaded.analysis.document;
     let send_pid = running_send(&args.file);
     // A running daemon knows what its engine does with the chat (jobs, usage).
@@ -83,6 +96,7 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
         usage: engine
             .as_ref()
             .and_then(|engine| serde_json::to_value(&engine.usage).ok()),
+        mcp_servers: mcp.servers.iter().map(mcp_server_status).collect(),
     };
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -90,6 +104,17 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
         return Ok(());
     }
     writeln!(out, "file:    {}", status.file)?;
+    let trust = &loaded.analysis.trust;
+    writeln!(
+        out,
+        "trust:   {} ({})",
+        if trust.trusted {
+            "trusted"
+        } else {
+            "untrusted"
+        },
+        trust.reason
+    )?;
     writeln!(out, "sandbox: {}", status.sandbox)?;
     match send_pid {
         Some(pid) => writeln!(out, "send:    running (pid {pid})")?,
@@ -129,6 +154,12 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             tool.name, tool.approval.verdict, tool.approval.resolver
         )?;
     }
+    for server in &mcp.servers {
+        writeln!(out, "  {}", super::tools::server_line(server))?;
+    }
+    for note in &mcp.notes {
+        writeln!(out, "  {note}")?;
+    }
     writeln!(out, "\nunresolved tool calls: {}", status.unresolved.len())?;
     for call in &status.unresolved {
         let decision = call.approval.as_ref().map_or_else(
@@ -162,6 +193,21 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
         None => writeln!(out, "\nusage: not recorded in the file")?,
     }
     Ok(())
+}
+
+fn mcp_server_status(server: &flemma_mcp::ServerStatus) -> McpServerStatus {
+    let (state, reason, pid) = match &server.state {
+        flemma_mcp::ServerState::Ready { pid, .. } => ("running", None, *pid),
+        flemma_mcp::ServerState::Failed { reason } => ("failed", Some(reason.clone()), None),
+    };
+    McpServerStatus {
+        name: server.name.clone(),
+        transport: server.describe.clone(),
+        state: state.to_owned(),
+        reason,
+        pid,
+        tools: server.tools.iter().map(|t| t.full_name.clone()).collect(),
+    }
 }
 
 fn approval(decision: flemma_tools::approval::Decision) -> Approval {

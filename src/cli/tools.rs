@@ -10,6 +10,7 @@ use flemma_tools::registry::Registered;
 use serde_json::{Value, json};
 
 use crate::chat;
+use crate::mcp_setup::McpTools;
 use crate::tool_setup::{ToolSetup, to_definition};
 
 type Setup = ToolSetup;
@@ -42,16 +43,26 @@ pub enum ToolsAction {
 /// The tool setup: a chat's (its configuration, frontmatter approval function and directory)
 /// or, without one, the user configuration's in the current directory. The one place this
 /// command loads a chat.
-fn setup(chat: Option<&Path>, config_path: Option<&Path>) -> Result<Setup, String> {
+fn setup(
+    chat: Option<&Path>,
+    config_path: Option<&Path>,
+) -> Result<(Setup, flemma_config::ResolvedConfig), String> {
     match chat {
         Some(path) => {
-            let loaded = chat::load("tools", path, config_path).map_err(|e| e.report)?;
+            let loaded = chat::load("tools", path, config_path)
+                .map_err(|e| crate::cli::CliError::from(e).report)?;
             let report = loaded.report(false);
             if loaded.analysis.has_blocking_diagnostics() {
                 return Err(report.trim_end().to_string());
             }
             eprint!("{report}");
-            ToolSetup::for_chat(&loaded.analysis, path)
+            let setup = ToolSetup::for_chat(&loaded.analysis, path)?;
+            let resolved = loaded
+                .analysis
+                .config
+                .clone()
+                .ok_or_else(|| "the configuration does not resolve".to_string())?;
+            Ok((setup, resolved))
         }
         None => {
             let input = chat::config_input(config_path);
@@ -69,34 +80,64 @@ fn setup(chat: Option<&Path>, config_path: Option<&Path>) -> Result<Setup, Strin
                     .join("\n")
             })?;
             let auto_approve = resolved.auto_approve();
-            ToolSetup::new(resolved.config, None, auto_approve)
+            let setup = ToolSetup::new(resolved.config.clone(), None, auto_approve)?;
+            Ok((setup, resolved))
         }
     }
 }
 
 pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let setup = match setup(args.chat.as_deref(), config_path) {
+    let (mut setup, resolved) = match setup(args.chat.as_deref(), config_path) {
         Ok(setup) => setup,
         Err(message) => {
             eprintln!("flemmad tools: {message}");
             return Ok(ExitCode::from(2));
         }
     };
-    match args.action {
-        None => list(&setup, args.json),
-        Some(ToolsAction::Run { name, input }) => run_one(&setup, &name, &input),
+    // MCP servers start here (and end with the command); their calls run on this runtime.
+    let runtime = crate::provider_setup::runtime()?;
+    let mcp = runtime.block_on(McpTools::discover(
+        &resolved,
+        args.chat.as_deref(),
+        &[],
+        setup.sandbox_wrap(),
+    ));
+    for warning in mcp.warnings() {
+        eprintln!("flemmad tools: warning: {warning}");
     }
+    setup.add_mcp(&mcp);
+    let setup = std::sync::Arc::new(setup);
+    let outcome = match args.action {
+        None => list(&setup, &mcp, args.json),
+        Some(ToolsAction::Run { name, input }) => {
+            let setup = setup.clone();
+            runtime.block_on(async move {
+                tokio::task::spawn_blocking(move || run_one(&setup, &name, &input))
+                    .await
+                    .map_err(|error| anyhow::anyhow!("the tool thread failed: {error}"))?
+            })
+        }
+    };
+    runtime.block_on(crate::mcp_setup::shutdown());
+    outcome
 }
 
-fn list(setup: &Setup, as_json: bool) -> anyhow::Result<ExitCode> {
+fn list(setup: &Setup, mcp: &McpTools, as_json: bool) -> anyhow::Result<ExitCode> {
     let chain = &setup.chain;
-    let enabled: Vec<&Registered> = setup.registry.enabled(&setup.config);
+    let enabled: Vec<&Registered> = setup.enabled();
+    let available: Vec<&Registered> = setup
+        .mcp
+        .all
+        .iter()
+        .filter(|name| !setup.mcp.offered.contains(name))
+        .filter_map(|name| setup.registry.get(name))
+        .collect();
     let missing: Vec<&String> = setup
         .config
         .tools
         .enabled
         .iter()
-        .filter(|name| setup.registry.get(name).is_none())
+        .filter(|name| setup.registry.get(name).is_none() && !is_mcp_item(mcp, name))
         .collect();
     let sandbox = match &setup.sandbox {
         Ok(()) => format!(
@@ -111,27 +152,35 @@ fn list(setup: &Setup, as_json: bool) -> anyhow::Result<ExitCode> {
     };
     let mut out = std::io::stdout().lock();
     if as_json {
+        let describe = |tool: &&Registered, offered: bool| {
+            let decision = chain.decide(&tool.spec, &json!({}));
+            json!({
+                "name": tool.spec.name,
+                "source": source(mcp, &tool.spec.name),
+                "offered": offered,
+                "description": tool.spec.description,
+                "strict": tool.spec.strict,
+                "async": tool.spec.is_async,
+                "capabilities": tool.spec.capability_tags(),
+                "input_schema": tool.spec.input_schema,
+                "wire_name": flemma_provider::encode_tool_name(&tool.spec.name),
+                "wire_schema": flemma_provider::tools::inject_harness_parameters(&to_definition(&tool.spec)),
+                "approval": {"verdict": decision.verdict.as_str(), "resolver": decision.resolver, "note": decision.note},
+            })
+        };
         let tools: Vec<Value> = enabled
             .iter()
-            .map(|tool| {
-                let decision = chain.decide(&tool.spec, &json!({}));
-                json!({
-                    "name": tool.spec.name,
-                    "description": tool.spec.description,
-                    "strict": tool.spec.strict,
-                    "async": tool.spec.is_async,
-                    "capabilities": tool.spec.capability_tags(),
-                    "input_schema": tool.spec.input_schema,
-                    "wire_schema": flemma_provider::tools::inject_harness_parameters(&to_definition(&tool.spec)),
-                    "approval": {"verdict": decision.verdict.as_str(), "resolver": decision.resolver, "note": decision.note},
-                })
-            })
+            .map(|tool| describe(tool, true))
+            .chain(available.iter().map(|tool| describe(tool, false)))
             .collect();
+        let servers: Vec<Value> = mcp.servers.iter().map(server_json).collect();
         let report = json!({
             "cwd": setup.ctx.cwd,
             "store": setup.store.dir(),
             "sandbox": sandbox,
             "tools": tools,
+            "mcp_servers": servers,
+            "mcp_notes": mcp.notes,
             "enabled_without_runner": missing,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
@@ -150,8 +199,11 @@ fn list(setup: &Setup, as_json: bool) -> anyhow::Result<ExitCode> {
         writeln!(out)?;
         writeln!(
             out,
-            "{}  [{verdict} by {}]{}",
+            "{}{}  [{verdict} by {}]{}",
             tool.spec.name,
+            source(mcp, &tool.spec.name)
+                .map(|s| format!("  ({s})"))
+                .unwrap_or_default(),
             decision.resolver,
             if tool.spec.capabilities.is_empty() {
                 String::new()
@@ -161,6 +213,22 @@ fn list(setup: &Setup, as_json: bool) -> anyhow::Result<ExitCode> {
         )?;
         writeln!(out, "  {}", tool.spec.description)?;
         writeln!(out, "  input: {}", describe_inputs(&tool.spec.input_schema))?;
+    }
+    for server in &mcp.servers {
+        writeln!(out)?;
+        writeln!(out, "{}", server_line(server))?;
+    }
+    if !available.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "available, not offered (include them with tools.mcp.include or a chat's tools.enabled): {}",
+            available
+                .iter()
+                .map(|t| t.spec.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
     }
     if !missing.is_empty() {
         writeln!(out)?;
@@ -175,6 +243,55 @@ fn list(setup: &Setup, as_json: bool) -> anyhow::Result<ExitCode> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `mcp:SERVER` for a tool of an MCP server, `None` for the others.
+fn source(mcp: &McpTools, tool: &str) -> Option<String> {
+    crate::mcp_setup::server_of(mcp, tool).map(|server| format!("mcp:{}", server.name))
+}
+
+/// Whether a `tools.enabled` item is an MCP name or glob (matched after discovery).
+fn is_mcp_item(mcp: &McpTools, item: &str) -> bool {
+    item.starts_with('!')
+        || item.contains('*')
+        || mcp
+            .servers
+            .iter()
+            .any(|server| item.starts_with(&format!("{}.", server.name)))
+}
+
+/// One server as `flemmad tools`, `status` and `doctor` show it.
+pub fn server_line(server: &flemma_mcp::ServerStatus) -> String {
+    match &server.state {
+        flemma_mcp::ServerState::Ready { tools, pid } => format!(
+            "MCP server {}: running{}, {tools} tool{} — {}",
+            server.name,
+            pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default(),
+            if *tools == 1 { "" } else { "s" },
+            server.describe
+        ),
+        flemma_mcp::ServerState::Failed { reason } => format!(
+            "MCP server {}: not running — {reason} — {}",
+            server.name, server.describe
+        ),
+    }
+}
+
+/// One server as JSON (`tools --json`, `status --json`).
+pub fn server_json(server: &flemma_mcp::ServerStatus) -> Value {
+    let (state, reason, pid, tools) = match &server.state {
+        flemma_mcp::ServerState::Ready { tools, pid } => ("running", None, *pid, *tools),
+        flemma_mcp::ServerState::Failed { reason } => ("failed", Some(reason.clone()), None, 0),
+    };
+    json!({
+        "name": server.name,
+        "transport": server.describe,
+        "state": state,
+        "reason": reason,
+        "pid": pid,
+        "tools": tools,
+        "tool_names": server.tools.iter().map(|t| t.full_name.clone()).collect::<Vec<_>>(),
+    })
 }
 
 /// `command: string, timeout: integer|null` from a schema's properties (label left out).
@@ -218,7 +335,7 @@ fn run_one(setup: &Setup, name: &str, input: &str) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    if !setup.config.tools.enabled.iter().any(|n| n == name) && setup.registry.get(name).is_some() {
+    if setup.enabled_tool(name).is_none() && setup.registry.get(name).is_some() {
         eprintln!(
             "flemmad tools run: note: `{name}` is not enabled for this chat; running it anyway"
         );

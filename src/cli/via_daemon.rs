@@ -281,6 +281,19 @@ pub fn run_with(
         if name == TOOL_APPROVAL_REQUIRED {
             pending = pending_calls(&data);
         }
+        if name == "tool:unconfirmed" && !follow.quiet {
+            if let Some(message) = data.get("message").and_then(Value::as_str) {
+                eprintln!("flemmad: warning: {message}");
+            }
+        }
+        if name == crate::engine_setup::TRUST_IGNORED_EVENT && !follow.quiet {
+            let options = data.get("options").and_then(Value::as_array);
+            for option in options.into_iter().flatten() {
+                if let Some(message) = option.get("message").and_then(Value::as_str) {
+                    eprintln!("flemmad: warning: {message}");
+                }
+            }
+        }
         if let Some(name) = engine_event_name(name) {
             progress.show(Report::Event(flemma_engine::Event { name, data }));
         }
@@ -343,6 +356,8 @@ fn engine_event_name(name: &str) -> Option<&'static str> {
         "autopilot:resume-cancelled",
         "autopilot:resumed",
         "document:recovered",
+        "tool:unconfirmed",
+        crate::engine_setup::TRUST_IGNORED_EVENT,
     ]
     .into_iter()
     .find(|known| *known == name)

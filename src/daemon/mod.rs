@@ -353,9 +353,14 @@ fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
                 Some(engine) => Box::new(crate::lsp_backend::HostBackend::new(engine.clone())),
                 None => Box::new(flemma_lsp::NoEngine),
             };
-            let host = flemma_ide::AnalysisHost::new(
+            let host = flemma_ide::AnalysisHost::with_template_cache(
                 Arc::new(flemma_template::FsHost),
                 crate::chat::config_input(None),
+                daemon
+                    .engine
+                    .get()
+                    .map(|engine| engine.template_cache())
+                    .unwrap_or_default(),
             );
             if let Err(error) = flemma_lsp::run_with(connection, backend, host) {
                 tracing::warn!(session = id, %error, "LSP session ended with an error");

@@ -9,7 +9,7 @@ use crate::common;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{Chat, chat, flemmad_command, read, send_command, stderr};
+use common::{Chat, flemmad_command, read, send_command, stderr};
 use flemma_mock_provider::{MockProvider, Turn};
 use serde_json::{Value, json};
 
@@ -29,7 +29,7 @@ flemma.opt.tools.auto_approve = |tool, input, ctx| {
 "#;
 
 fn policy_chat(body: &str) -> Chat {
-    let chat = chat(&format!("{POLICY}{body}"));
+    let chat = common::trusted_chat(&format!("{POLICY}{body}"));
     let dir = chat.path.parent().unwrap();
     std::fs::write(dir.join("notes.md"), "# Notes\nremember the milk\n").unwrap();
     std::fs::write(dir.join("keep.txt"), "precious\n").unwrap();
@@ -185,7 +185,7 @@ async fn status_and_tools_show_the_function_decisions() {
 #[tokio::test]
 async fn a_failing_function_requires_approval_and_says_what_to_fix() {
     let mock = MockProvider::start().await.unwrap();
-    let chat = chat(
+    let chat = common::trusted_chat(
         "```rhai\nflemma.opt.provider = \"anthropic\";\nflemma.opt.model = \"claude-sonnet-4-5\";\nflemma.opt.tools.auto_approve = |tool, input, ctx| { if tool == \"ls\" { return 42; } true };\n```\n@You:\nlist\n",
     );
     let base = mock.base_url();

@@ -11,12 +11,12 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{chat, provider_env, read, send_command};
+use common::{provider_env, read, send_command};
 use flemma_mock_provider::{MockProvider, Turn};
 use serde_json::json;
 
 fn figures_chat(body: &str) -> common::Chat {
-    chat(&format!(
+    common::trusted_chat(&format!(
         r#"```json
 {{"flemma": {{"provider": "anthropic", "model": "claude-sonnet-4-5",
   "tools": {{"auto_approve": ["$standard", "+bash"], "auto_approve_sandboxed": false,

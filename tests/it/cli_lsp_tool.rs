@@ -21,6 +21,7 @@ fn workspace(servers: &[String]) -> (tempfile::TempDir, PathBuf) {
     .expect("driver chat");
     std::fs::write(root.join("talk.chat"), TALK).expect("talk chat");
     std::fs::write(root.join("notes.md"), "# Notes\n").expect("notes");
+    crate::common::trust_folder(&root, &root.join("config-home"));
     (dir, root)
 }
 

@@ -203,7 +203,7 @@ fn parse_eval_json_prints_conversation_resolved_config_and_positions() {
     assert_eq!(text, "Hello QA and {{ nobody }}");
     assert_eq!(json["config"]["provider"], "openai");
     // Switching provider in the frontmatter brings that provider's default model.
-    assert_eq!(json["config"]["model"], "gpt-5");
+    assert_eq!(json["config"]["model"], "gpt-5.4");
     assert_eq!(json["config"]["parameters"]["temperature"], 0.5);
     assert_eq!(json["config_sources"]["provider"], "frontmatter");
     assert_eq!(

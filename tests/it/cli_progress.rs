@@ -8,12 +8,12 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{chat, provider_env, read, send_command, stderr};
+use common::{provider_env, read, send_command, stderr};
 use flemma_mock_provider::{MockProvider, Turn};
 use serde_json::json;
 
 fn progress_chat() -> common::Chat {
-    chat(
+    common::trusted_chat(
         r#"```json
 {"flemma": {"provider": "anthropic", "model": "claude-sonnet-4-5",
   "tools": {"auto_approve": ["$standard", "+bash"], "auto_approve_sandboxed": false}}}

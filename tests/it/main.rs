@@ -6,6 +6,7 @@ mod cli_approval_function;
 mod cli_faults;
 mod cli_figures;
 mod cli_lsp_tool;
+mod cli_mcp;
 mod cli_models_count;
 mod cli_parse_fmt;
 mod cli_progress;
@@ -19,6 +20,9 @@ mod daemon_two_editors;
 mod daemon_watch;
 mod daemon_watch_jobs;
 mod doctor;
+mod flemma14_requests;
+mod flemma14_switch;
+mod flemma14_tools;
 mod lsp;
 mod lsp_engine;
 mod lsp_layers;
@@ -26,6 +30,7 @@ mod lsp_proxy;
 mod lsp_stream_latency;
 mod lsp_two_writers;
 mod quickstart;
+mod trust;
 
 /// Every test file in this directory is a module of this binary.
 #[test]

@@ -10,6 +10,7 @@ import {
 } from 'vscode-languageclient/node';
 import { CHAT_LANGUAGE, applyEditMiddleware, registerFeatures } from './features';
 import { connectOrSpawn } from './server';
+import { configurationChange, serverSettings } from './trust';
 import { ReplyUndoGroups, type LspApplyEditParams } from './undo';
 
 let client: LanguageClient | undefined;
@@ -17,6 +18,10 @@ let client: LanguageClient | undefined;
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   // Read at each (re)start, so a settings change takes effect on restart.
   const settings = () => vscode.workspace.getConfiguration('flemma');
+  // What the server gets: `flemma.config`, marked restricted while the workspace is not
+  // trusted (every chat is then untrusted: docs/security.md).
+  const serverConfig = () =>
+    serverSettings(settings().get<Record<string, unknown>>('config', {}), vscode.workspace.isTrusted);
   const output = vscode.window.createOutputChannel('Flemma', { log: true });
   const undo = new ReplyUndoGroups();
   const streamEdits = applyEditMiddleware(undo);
@@ -41,15 +46,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     serverOptions,
     {
       documentSelector: [{ language: CHAT_LANGUAGE }],
-      initializationOptions: () => settings().get<Record<string, unknown>>('config', {}),
-      // `flemma.config` changes reach the server as `workspace/didChangeConfiguration`
-      // (it takes `settings.flemma.config` as its client layer): no restart needed.
-      synchronize: { configurationSection: 'flemma' },
+      initializationOptions: serverConfig,
       outputChannel: output,
       middleware: { workspace: { handleApplyEdit } },
     },
   );
   const lsp = client;
+  const pushConfig = () => {
+    if (!lsp.isRunning()) return; // it reads them at its start
+    lsp
+      .sendNotification('workspace/didChangeConfiguration', configurationChange(serverConfig()))
+      .catch((error: unknown) => output.warn(`cannot send the settings to flemmad: ${String(error)}`));
+  };
   registerFeatures(
     context.subscriptions,
     {
@@ -60,7 +68,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   );
   context.subscriptions.push(
     vscode.commands.registerCommand('flemma.chat.restartServer', () => lsp.restart()),
+    // `flemma.config` changes, and the user trusting the workspace, reach the server as
+    // `workspace/didChangeConfiguration` (its client layer is `settings.flemma.config`): no
+    // restart needed.
+    vscode.workspace.onDidGrantWorkspaceTrust(pushConfig),
     vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration('flemma.config')) pushConfig();
       // The configuration is synchronized live; which flemmad runs is chosen at start.
       if (e.affectsConfiguration('flemma.path')) {
         void vscode.window

@@ -30,6 +30,8 @@ pub struct Config {
     pub presets: BTreeMap<String, Preset>,
     /// Sandbox settings.
     pub sandbox: Sandbox,
+    /// Which chats' frontmatter is trusted.
+    pub trust: TrustSettings,
     /// Template extensions.
     pub templating: Templating,
     /// Document editing settings.
@@ -104,14 +106,15 @@ impl std::str::FromStr for Provider {
     }
 }
 
-/// The model used when a provider is chosen without a model.
+/// The model used when a provider is chosen without a model: Flemma's defaults (its README's
+/// provider table).
 pub fn default_model(provider: Provider) -> &'static str {
     match provider {
-        Provider::Anthropic => "claude-sonnet-4-5",
-        Provider::Openai => "gpt-5",
+        Provider::Anthropic => "claude-sonnet-4-6",
+        Provider::Openai => "gpt-5.4",
         Provider::OpenaiCompatible => "llama3.2",
-        Provider::Moonshot => "kimi-k2-thinking",
-        Provider::Gemini | Provider::Vertex => "gemini-2.5-pro",
+        Provider::Moonshot => "kimi-k2.6",
+        Provider::Gemini | Provider::Vertex => "gemini-3.1-pro-preview",
     }
 }
 
@@ -521,9 +524,85 @@ pub struct Tools {
     pub ls: WorkingDirectory,
     /// Command-line tools.
     pub custom: Vec<CustomTool>,
+    /// MCP servers as tool sources.
+    pub mcp: Mcp,
     /// Tool discovery commands.
     pub sources: Vec<ToolSource>,
 }
+
+/// `[tools.mcp]`: MCP servers as tool sources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mcp {
+    /// Whether MCP servers are used (`None`: on when servers are configured).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Globs over full tool names offered to the model.
+    pub include: Vec<String>,
+    /// Globs over full tool names never offered.
+    pub exclude: Vec<String>,
+    /// Seconds per call (`None`: `tools.default_timeout`).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// Seconds a server may take to start.
+    pub startup_timeout: u64,
+    /// Whether chats may define servers.
+    pub trust_chat_servers: bool,
+    /// Servers keyed by their configured name.
+    #[serde(default)]
+    pub servers: BTreeMap<String, McpServer>,
+}
+
+impl Mcp {
+    /// Whether MCP servers are used: `enabled`, else whether any server is configured.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.unwrap_or(!self.servers.is_empty())
+    }
+}
+
+/// One `[tools.mcp.servers.NAME]` entry (`command` for stdio, or `url`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    /// The program of a stdio server.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables added to flemmad's environment (`${VAR}` not yet expanded).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory (`None`: the chat's directory).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// The endpoint of a streamable-HTTP server.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// HTTP headers (`${VAR}` not yet expanded).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Run a stdio server inside the sandbox.
+    #[serde(default)]
+    pub sandbox: bool,
+    /// Whether the server is used.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The tool-name form of an MCP server name: dots become hyphens (`.` separates the server
+/// from the tool in `NAME.TOOL`).
+pub fn mcp_server_name(configured: &str) -> String {
+    configured.replace('.', "-")
+}
+
+/// The reserved MCP server name: its tools would fall under `flemma.*`, which `$standard`
+/// approves.
+pub const RESERVED_MCP_SERVER: &str = "flemma";
 
 /// Template extensions: Rhai modules and custom frontmatter parsers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -670,12 +749,26 @@ pub struct ToolSource {
     pub timeout: Option<u64>,
 }
 
-/// A user-defined approval preset (its list as written, before expansion).
+/// A user-defined preset: an approval preset (`auto_approve`) and/or a model preset
+/// (`provider`, `model`, `parameters`, `tools`, selected with `model = "$name"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Preset {
     /// Tool names, globs and presets.
+    #[serde(default)]
     pub auto_approve: Vec<String>,
+    /// The provider the preset selects.
+    #[serde(default)]
+    pub provider: Option<Provider>,
+    /// The model (id or model string) the preset selects.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The parameters the preset sets, as written (a part of the `parameters` table).
+    #[serde(default)]
+    pub parameters: serde_json::Map<String, Value>,
+    /// The tools the preset offers.
+    #[serde(default)]
+    pub tools: Vec<String>,
 }
 
 /// Sandbox settings.
@@ -712,6 +805,16 @@ pub struct SandboxPolicy {
     pub network: bool,
     /// Privilege escalation.
     pub allow_privileged: bool,
+}
+
+/// Which chats' frontmatter is trusted (`[trust]`); see [`crate::chat_trust`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustSettings {
+    /// Paths and globs of trusted chats (`~/` not yet expanded).
+    pub paths: Vec<String>,
+    /// Restricted Mode: no chat is trusted.
+    pub restricted: bool,
 }
 
 /// Document editing settings.

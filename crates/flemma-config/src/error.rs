@@ -74,6 +74,13 @@ impl ConfigError {
         self
     }
 
+    /// Says where the problem was found, before the message (`in model string 'x': …`).
+    #[must_use]
+    pub(crate) fn with_context(mut self, context: &str) -> Self {
+        self.message = format!("{context}: {}", self.message);
+        self
+    }
+
     /// Records which layer the offending value came from.
     #[must_use]
     pub fn in_layer(mut self, layer: LayerKind) -> Self {

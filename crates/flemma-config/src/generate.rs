@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::schema::{self, ItemKind, KeyRule, Kind, Node};
+use crate::schema::{self, ItemKind, KeyRule, Kind, Narrowing, Node, Power};
 
 /// The JSON Schema (draft 2020-12) of `config.toml`, LSP settings and the JSON frontmatter
 /// `flemma` object (they share one schema).
@@ -152,7 +152,8 @@ pub const DOCS_END: &str = "<!-- END GENERATED OPTION REFERENCE -->";
 
 /// The option reference (Markdown) placed between the markers of `docs/configuration.md`.
 pub fn options_markdown() -> String {
-    const HEADER: &str = "| Option | Type | Default | Description |\n|---|---|---|---|\n";
+    const HEADER: &str =
+        "| Option | Type | Default | Description | In an untrusted chat |\n|---|---|---|---|---|\n";
     let mut out = String::new();
     let Kind::Object { fields, .. } = &schema::root().kind else {
         return out;
@@ -223,10 +224,26 @@ fn row(out: &mut String, path: &str, node: &Node) {
         node.doc.to_string()
     };
     out.push_str(&format!(
-        "| `{path}` | {} | {default} | {} |\n",
+        "| `{path}` | {} | {default} | {} | {} |\n",
         kind.replace('|', "\\|"),
-        doc.replace('|', "\\|")
+        doc.replace('|', "\\|"),
+        untrusted(path).replace('|', "\\|")
     ));
+}
+
+/// What an untrusted chat's frontmatter may do with the option at `path` (the schema's power
+/// declaration): empty when the option cannot widen what a chat may do.
+fn untrusted(path: &str) -> String {
+    let segments: Vec<String> = path.split('.').map(str::to_string).collect();
+    match schema::power_of(&segments) {
+        Some(Power::Widens(narrowing)) => match narrowing {
+            Narrowing::Never => "ignored".to_owned(),
+            Narrowing::Only(value) => format!("only `{value}`"),
+            Narrowing::Subset => "only removals".to_owned(),
+            Narrowing::Check(_, accepted) => format!("only {accepted}"),
+        },
+        _ => String::new(),
+    }
 }
 
 fn type_name(node: &Node) -> String {

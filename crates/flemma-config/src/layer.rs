@@ -77,7 +77,12 @@ pub(crate) enum Entry {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigLayer {
     kind: LayerKind,
+    /// Whether its values may widen what a chat may do (see [`ConfigLayer::set_trusted`]).
+    trusted: bool,
     pub(crate) entries: BTreeMap<Vec<String>, Entry>,
+    /// What this layer sets that flemmad reads differently or ignores (Flemma-only options,
+    /// the pre-0.12 `:` separator in tool lists): worth a warning, never a refusal.
+    warnings: Vec<ConfigError>,
 }
 
 impl ConfigLayer {
@@ -85,8 +90,23 @@ impl ConfigLayer {
     pub fn new(kind: LayerKind) -> Self {
         Self {
             kind,
+            trusted: true,
             entries: BTreeMap::new(),
+            warnings: Vec::new(),
         }
+    }
+
+    /// Whether this layer is trusted (every new layer is).
+    pub fn is_trusted(&self) -> bool {
+        self.trusted
+    }
+
+    /// Marks the layer trusted or not. The frontmatter of a chat that is not trusted
+    /// (`docs/security.md`) is an untrusted layer: [`crate::resolve`] ignores what it sets on
+    /// options that widen what a chat may do, except what only narrows them, and lists what
+    /// it ignored ([`crate::ResolvedConfig::ignored`]).
+    pub fn set_trusted(&mut self, trusted: bool) {
+        self.trusted = trusted;
     }
 
     /// The defaults layer, derived from the schema.
@@ -136,6 +156,20 @@ impl ConfigLayer {
         self.entries.is_empty()
     }
 
+    /// What this layer sets that flemmad ignores or reads differently: Flemma-only options
+    /// (each naming what flemmad does instead) and tool names with the pre-0.12 `:` separator
+    /// (read with `.`). Warnings, not errors: the layer applies without them.
+    pub fn warnings(&self) -> &[ConfigError] {
+        &self.warnings
+    }
+
+    fn warn(&mut self, warning: ConfigError) {
+        let warning = warning.in_layer(self.kind);
+        if !self.warnings.contains(&warning) {
+            self.warnings.push(warning);
+        }
+    }
+
     /// Parses and validates a TOML document. Errors carry line and column.
     pub fn from_toml_str(text: &str, kind: LayerKind) -> Result<Self, ConfigErrors> {
         let table = toml::de::DeTable::parse(text).map_err(|error| {
@@ -160,6 +194,10 @@ impl ConfigLayer {
         if errors.is_empty() {
             layer.apply_root(&value, &mut errors);
         }
+        for warning in &mut layer.warnings {
+            warning.location = locate_span(&spans, &warning.path)
+                .map(|span| Location::from_offset(text, span.start));
+        }
         if errors.is_empty() {
             return Ok(layer);
         }
@@ -182,12 +220,17 @@ impl ConfigLayer {
             )
             .in_layer(kind)
         })?;
-        Self::from_toml_str(&text, kind).map_err(|mut errors| {
+        let file = path.display().to_string();
+        let mut layer = Self::from_toml_str(&text, kind).map_err(|mut errors| {
             for error in &mut errors.0 {
-                error.file = Some(path.display().to_string());
+                error.file = Some(file.clone());
             }
             errors
-        })
+        })?;
+        for warning in &mut layer.warnings {
+            warning.file = Some(file.clone());
+        }
+        Ok(layer)
     }
 
     /// Validates the JSON form (the `flemma` object of JSON frontmatter, LSP settings).
@@ -215,8 +258,21 @@ impl ConfigLayer {
     /// `tools.autopilot`, or a map entry such as `models."gpt-5"`). Arrays given for list-valued
     /// options use the op-prefix syntax and replace this layer's earlier operations on that list.
     /// `null` removes what this layer set at and below `path` (the lower layers show through).
+    /// A Flemma-only option (see [`flemma_only_option`]) is accepted with a warning and ignored.
     pub fn set(&mut self, path: &str, value: Value) -> Result<(), ConfigError> {
-        let (segments, node) = locate(path)?;
+        let (segments, node) = match locate(path) {
+            Ok(found) => found,
+            Err(error) => match crate::flemma_only::instead_of(path) {
+                Some(instead) => {
+                    self.warn(ConfigError::new(
+                        path,
+                        crate::flemma_only::warning(path, instead),
+                    ));
+                    return Ok(());
+                }
+                None => return Err(error),
+            },
+        };
         if value.is_null() {
             self.entries.retain(|key, _| !key.starts_with(&segments));
             return Ok(());
@@ -247,6 +303,15 @@ impl ConfigLayer {
             )
             .in_layer(self.kind));
         };
+        let items = *items;
+        let mut op = op;
+        if matches!(items, ItemKind::Tool | ItemKind::Approval) {
+            let mut warnings = Vec::new();
+            rewrite_colon_items(std::slice::from_mut(&mut op), &display, &mut warnings);
+            for warning in warnings {
+                self.warn(warning);
+            }
+        }
         let names: Vec<&String> = match &op {
             ListOp::Set(items) => items.iter().collect(),
             ListOp::Append(item) | ListOp::Prepend(item) | ListOp::Remove(item) => vec![item],
@@ -261,7 +326,7 @@ impl ConfigLayer {
                 )
                 .in_layer(self.kind));
             }
-            check_list_item(name, *items, &display).map_err(|error| error.in_layer(self.kind))?;
+            check_list_item(name, items, &display).map_err(|error| error.in_layer(self.kind))?;
         }
         match self.entries.get_mut(&segments) {
             Some(Entry::List(ops)) => ops.push(op),
@@ -340,7 +405,18 @@ impl ConfigLayer {
                             self.apply(segments, &field.node, child, errors);
                             segments.pop();
                         }
-                        None => errors.push(unknown_option(segments, key, fields)),
+                        None => {
+                            let mut full = segments.clone();
+                            full.push(key.clone());
+                            let path = display_path(&full);
+                            match crate::flemma_only::instead_of(&path) {
+                                Some(instead) => self.warn(ConfigError::new(
+                                    path.clone(),
+                                    crate::flemma_only::warning(&path, instead),
+                                )),
+                                None => errors.push(unknown_option(segments, key, fields)),
+                            }
+                        }
                     }
                 }
             }
@@ -400,7 +476,14 @@ impl ConfigLayer {
                 let path = display_path(segments);
                 match value {
                     Value::Array(array) => match parse_list(array, *items, &path) {
-                        Ok(ops) => {
+                        Ok(mut ops) => {
+                            if matches!(items, ItemKind::Tool | ItemKind::Approval) {
+                                let mut warnings = Vec::new();
+                                rewrite_colon_items(&mut ops, &path, &mut warnings);
+                                for warning in warnings {
+                                    self.warn(warning);
+                                }
+                            }
                             self.entries.insert(segments.clone(), Entry::List(ops));
                         }
                         Err(error) => errors.push(error),
@@ -700,7 +783,7 @@ pub(crate) fn describe_value(value: &Value) -> String {
 }
 
 /// Validates a leaf value (and whole records) and returns its normalized form.
-fn validate_value(node: &Node, value: &Value, path: &str) -> Result<Value, ConfigError> {
+pub(crate) fn validate_value(node: &Node, value: &Value, path: &str) -> Result<Value, ConfigError> {
     if let Some(normalized) = accept(node, value) {
         return Ok(normalized);
     }
@@ -822,6 +905,30 @@ fn validate_record(record: &Node, item: &Value, path: &str) -> Result<Value, Con
 }
 
 // ---- op-prefix lists -----------------------------------------------------------------------
+
+/// Flemma 0.11 named tools with a `:` namespace separator (`flemma:jobs.status`, `slack:*`);
+/// since 0.12 the separator is `.`. A tool-list item with `:` matches no tool, so it is read
+/// with `.`, and a warning says so (as a chat file's `flemma:` tool names are).
+fn rewrite_colon_items(ops: &mut [ListOp], path: &str, warnings: &mut Vec<ConfigError>) {
+    let mut rewrite = |item: &mut String| {
+        if item.contains(':') {
+            let dotted = item.replace(':', ".");
+            warnings.push(ConfigError::new(
+                path,
+                format!(
+                    "'{item}' in '{path}' uses the Flemma 0.11 `:` namespace separator, which matches no tool; it is read as '{dotted}' (write '{dotted}')"
+                ),
+            ));
+            *item = dotted;
+        }
+    };
+    for op in ops {
+        match op {
+            ListOp::Set(items) => items.iter_mut().for_each(&mut rewrite),
+            ListOp::Append(item) | ListOp::Prepend(item) | ListOp::Remove(item) => rewrite(item),
+        }
+    }
+}
 
 /// `$` followed by a lowercase name (`$standard`, `$my-preset`); `$HOME` and `${X}` are not.
 pub(crate) fn is_preset_ref(item: &str) -> bool {

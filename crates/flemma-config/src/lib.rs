@@ -26,10 +26,13 @@
 
 mod config;
 mod error;
+mod flemma_only;
 mod generate;
 mod layer;
+mod model_string;
 mod resolve;
 mod schema;
+mod trust;
 
 pub use config::*;
 pub use error::{ConfigError, ConfigErrors, Location};
@@ -40,5 +43,15 @@ pub use layer::{
     ConfigLayer, FunctionRef, LayerKind, ListOp, OptionShape, default_config_path, opt_path,
     option_shape,
 };
-pub use resolve::{AutoApprove, ResolvedConfig, glob_match, resolve, resolve_with_tools};
+pub use resolve::{
+    AutoApprove, IgnoredOption, ResolvedConfig, glob_match, resolve, resolve_with_tools,
+};
 pub use schema::{BUILTIN_TOOLS, SEARCH_EXCLUDES, UNCONDITIONAL_TOOLS};
+pub use trust::{CallHistory, CallRef, ChatTrust, Seen, chat_trust, is_trust_path};
+
+/// What flemmad does instead of the Flemma option at `path` (an option of the Neovim plugin
+/// that flemmad does not implement, such as `tools.mcporter`), or `None` when `path` is not
+/// one. Setting such an option is a warning, never an error.
+pub fn flemma_only_option(path: &str) -> Option<&'static str> {
+    flemma_only::instead_of(path)
+}

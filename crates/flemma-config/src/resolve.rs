@@ -5,13 +5,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use crate::config::{Config, Provider, default_model};
+use crate::config::{Config, Provider, RESERVED_MCP_SERVER, default_model, mcp_server_name};
 use crate::error::{ConfigError, ConfigErrors, suggest};
 use crate::layer::{
     ConfigLayer, Entry, FunctionRef, LayerKind, ListOp, display_path, insert_at, is_preset_ref,
     locate,
 };
-use crate::schema::{self, BUILTIN_TOOLS, ItemKind, Kind};
+use crate::model_string;
+use crate::schema::{self, BUILTIN_TOOLS, ItemKind, Kind, Narrowing, Power};
 
 /// How tools are auto-approved after all layers are merged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +73,27 @@ pub struct ResolvedConfig {
     pub config: Config,
     sources: BTreeMap<String, LayerKind>,
     auto_approve: AutoApprove,
+    ignored: Vec<IgnoredOption>,
+}
+
+/// A value an untrusted layer (the frontmatter of a chat that is not trusted) set on an option
+/// that widens what a chat may do, which resolution ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredOption {
+    /// The option, as a schema path (`sandbox.enabled`, `tools.auto_approve`).
+    pub path: String,
+    /// What was ignored: the value (`false`, `"http://…"`), the list items it would have added
+    /// (`bash`, `/`), or `a function`.
+    pub value: String,
+    /// What an untrusted chat's frontmatter may still do with this option (`may only set it to
+    /// true`, `may only remove items`, `cannot set it`).
+    pub allowed: String,
+}
+
+impl std::fmt::Display for IgnoredOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{} = {}`", self.path, self.value)
+    }
 }
 
 impl ResolvedConfig {
@@ -118,6 +140,69 @@ impl ResolvedConfig {
     pub fn enabled_tools(&self) -> Vec<String> {
         self.config.tools.enabled.clone()
     }
+
+    /// What untrusted layers set that widens power and was ignored, in path order.
+    pub fn ignored(&self) -> &[IgnoredOption] {
+        &self.ignored
+    }
+}
+
+impl Narrowing {
+    /// Whether an untrusted layer may set `value` (a value entry).
+    fn accepts(&self, value: &Value) -> bool {
+        match self {
+            Narrowing::Never | Narrowing::Subset => false,
+            Narrowing::Only(only) => value == only,
+            Narrowing::Check(check, _) => check(value),
+        }
+    }
+
+    /// What an untrusted chat's frontmatter may still do, for messages.
+    pub(crate) fn allowed(&self) -> String {
+        match self {
+            Narrowing::Never => "an untrusted chat cannot set it".to_owned(),
+            Narrowing::Only(value) => format!("an untrusted chat may only set it to {value}"),
+            Narrowing::Subset => {
+                "an untrusted chat may only remove items from it, not add any".to_owned()
+            }
+            Narrowing::Check(_, accepted) => format!("an untrusted chat may only set {accepted}"),
+        }
+    }
+}
+
+/// The narrowing rule of `path` when it widens power (`None`: neutral, any layer sets it).
+fn widening(path: &[String]) -> Option<Narrowing> {
+    match schema::power_of(path) {
+        Some(Power::Widens(narrowing)) => Some(narrowing),
+        _ => None,
+    }
+}
+
+fn describe_entry(entry: &Entry) -> String {
+    match entry {
+        Entry::Value(Value::Array(items)) if items.iter().all(Value::is_object) => {
+            let names: Vec<String> = items
+                .iter()
+                .map(|item| {
+                    item.get("name")
+                        .or_else(|| item.get("command"))
+                        .and_then(Value::as_str)
+                        .map_or_else(|| "…".to_owned(), str::to_owned)
+                })
+                .collect();
+            format!("[{}]", names.join(", "))
+        }
+        Entry::Value(value) => value.to_string(),
+        Entry::List(ops) => format!(
+            "[{}]",
+            crate::layer::render_ops(ops)
+                .iter()
+                .map(|item| format!("{item:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Entry::Function(func) => format!("a function ({})", func.description),
+    }
 }
 
 /// Merges layers (sorted by kind, stable) against the built-in and config-declared tools. The
@@ -143,25 +228,85 @@ pub fn resolve_with_tools(
     }
     ordered.sort_by_key(|layer| layer.kind());
 
+    let mut errors = Vec::new();
+    // Model strings (`provider/model;key=value`, `$preset`) become the values they stand for,
+    // in the layer that set them.
+    let expansion = model_string::expand(&ordered, &mut errors);
+    let ordered: Vec<&ConfigLayer> = expansion.layers.iter().map(|layer| &**layer).collect();
+
     let path_of = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let enabled_path = path_of(&["tools", "enabled"]);
     let mut values: BTreeMap<&[String], (&Value, LayerKind)> = BTreeMap::new();
     let mut lists: BTreeMap<&[String], Vec<(Cow<'_, Entry>, LayerKind)>> = BTreeMap::new();
-    for layer in &ordered {
+    // What untrusted layers do to lists that they may only narrow: merged below, keeping only
+    // what the trusted layers give.
+    let mut narrowing: BTreeMap<&[String], Vec<(Cow<'_, Entry>, LayerKind)>> = BTreeMap::new();
+    let mut ignored: Vec<IgnoredOption> = Vec::new();
+    // Tools and presets an untrusted layer declared and resolution ignored: its lists may name
+    // them without an error (the names are then ignored with the rest of what it adds).
+    let mut ignored_tools: Vec<String> = Vec::new();
+    let mut ignored_presets: Vec<String> = Vec::new();
+    for (index, layer) in ordered.iter().enumerate() {
+        // `;key=nil`: what lower layers set there no longer counts; the default shows through.
+        for cleared in &expansion.clears[index] {
+            values.remove(cleared.as_slice());
+            if let Some(Entry::Value(default)) = ordered
+                .first()
+                .filter(|first| first.kind() == LayerKind::Defaults)
+                .and_then(|first| first.entries.get(cleared))
+            {
+                values.insert(cleared.as_slice(), (default, LayerKind::Defaults));
+            }
+        }
         for (path, entry) in &layer.entries {
-            match entry {
-                Entry::Value(value) => {
+            let rule = if layer.is_trusted() {
+                None
+            } else {
+                widening(path)
+            };
+            let ignore = |ignored: &mut Vec<IgnoredOption>, rule: &Narrowing| {
+                ignored.push(IgnoredOption {
+                    path: display_path(path),
+                    value: describe_entry(entry),
+                    allowed: rule.allowed(),
+                });
+            };
+            match (entry, rule) {
+                (Entry::Value(value), None) => {
                     values.insert(path.as_slice(), (value, layer.kind()));
                 }
-                Entry::List(_) | Entry::Function(_) => lists
+                (Entry::Value(value), Some(rule)) => {
+                    if rule.accepts(value) {
+                        values.insert(path.as_slice(), (value, layer.kind()));
+                    } else {
+                        ignore(&mut ignored, &rule);
+                        if path.as_slice() == ["tools", "custom"] {
+                            ignored_tools.extend(tool_names(value));
+                        }
+                    }
+                }
+                (Entry::List(_) | Entry::Function(_), None) => lists
                     .entry(path.as_slice())
                     .or_default()
                     .push((Cow::Borrowed(entry), layer.kind())),
+                (Entry::List(_), Some(Narrowing::Subset)) => narrowing
+                    .entry(path.as_slice())
+                    .or_default()
+                    .push((Cow::Borrowed(entry), layer.kind())),
+                (Entry::List(_) | Entry::Function(_), Some(rule)) => {
+                    ignore(&mut ignored, &rule);
+                    if let [first, name, ..] = path.as_slice()
+                        && first == "presets"
+                    {
+                        ignored_presets.push(name.clone());
+                    }
+                }
             }
         }
     }
-
-    let mut errors = Vec::new();
+    for path in narrowing.keys() {
+        lists.entry(path).or_default();
+    }
 
     // Presets: built-ins, overridden by user presets of the same name.
     let mut presets: BTreeMap<String, Vec<String>> = schema::builtin_presets()
@@ -188,13 +333,7 @@ pub fn resolve_with_tools(
     // Registered tools: built-ins, custom tools from config, extra names.
     let custom_names: Vec<String> = values
         .get(path_of(&["tools", "custom"]).as_slice())
-        .and_then(|(value, _)| value.as_array())
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|tool| tool.get("name").and_then(Value::as_str).map(String::from))
-                .collect()
-        })
+        .map(|(value, _)| tool_names(value))
         .unwrap_or_default();
     let mut known: Vec<String> = BUILTIN_TOOLS.iter().map(|s| s.to_string()).collect();
     for name in custom_names.iter().chain(extra_tools) {
@@ -202,6 +341,20 @@ pub fn resolve_with_tools(
             known.push(name.clone());
         }
     }
+
+    // MCP servers: their tools are discovered at run time, so names and globs under
+    // `NAME.` are kept verbatim (never an error while the server has not answered yet).
+    let mcp_configured: BTreeSet<String> = values
+        .keys()
+        .filter_map(|path| match path {
+            [a, b, c, name, ..] if a == "tools" && b == "mcp" && c == "servers" => {
+                Some(name.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    let mcp_servers: Vec<String> = mcp_configured.iter().map(|n| mcp_server_name(n)).collect();
+    check_mcp_servers(&mcp_configured, &values, &mut errors);
 
     // Conditional tools join the default tools.enabled when their option is on.
     let lsp_path = path_of(&["tools", "lsp", "servers"]);
@@ -257,34 +410,81 @@ pub fn resolve_with_tools(
     for (path, entries) in &lists {
         let display = display_path(path);
         let item_kind = list_item_kind(path);
+        let untrusted = narrowing.get(path);
         if matches!(item_kind, ItemKind::Tool | ItemKind::Approval) {
-            check_names(entries, &display, &known, &presets, &mut errors);
+            check_names(
+                entries,
+                &display,
+                &known,
+                &mcp_servers,
+                &presets,
+                &mut errors,
+            );
+            if let Some(untrusted) = untrusted {
+                let mut declared = known.clone();
+                declared.extend(ignored_tools.iter().cloned());
+                let mut declared_presets = presets.clone();
+                for name in &ignored_presets {
+                    declared_presets.entry(name.clone()).or_default();
+                }
+                check_names(
+                    untrusted,
+                    &display,
+                    &declared,
+                    &mcp_servers,
+                    &declared_presets,
+                    &mut errors,
+                );
+            }
         }
-        let Some((_, top_kind)) = entries.last() else {
+        let context = ListContext {
+            path,
+            display: &display,
+            item_kind,
+            is_auto_approve: *path == approve_path.as_slice(),
+            known: &known,
+            mcp_servers: &mcp_servers,
+            presets: &presets,
+        };
+        let mut list = resolve_list(entries, &context, &mut errors);
+        let mut top = entries.last().map(|(_, kind)| *kind);
+        if let Some(untrusted) = untrusted {
+            let mut all = entries.clone();
+            all.extend(untrusted.iter().cloned());
+            let wide = resolve_list(&all, &context, &mut errors);
+            let (narrowed, dropped) = list.narrowed_by(wide);
+            if !dropped.is_empty() {
+                ignored.push(IgnoredOption {
+                    path: display.clone(),
+                    value: dropped.join(", "),
+                    allowed: Narrowing::Subset.allowed(),
+                });
+            }
+            if narrowed != list {
+                top = untrusted.last().map(|(_, kind)| *kind);
+                list = narrowed;
+            }
+        }
+        let Some(top_kind) = top else {
             continue;
         };
-        sources.insert(display.clone(), *top_kind);
-        let resolved = match fold(entries, path, &mut errors) {
-            Folded::Function(func) => {
-                if *path == approve_path.as_slice() {
+        sources.insert(display.clone(), top_kind);
+        let resolved = match list {
+            ListResolution::Function(func) => {
+                if context.is_auto_approve {
                     auto_approve = AutoApprove::Function(func);
                 }
                 Vec::new()
             }
-            Folded::List { items, exclusions } => match item_kind {
-                ItemKind::Tool => {
-                    expand_tools(&items, &exclusions, &presets, &known, &display, &mut errors)
-                }
-                ItemKind::Approval if *path == approve_path.as_slice() => {
-                    let tools = expand_approval(&items, &exclusions, &presets);
+            ListResolution::Items { items, exclusions } => {
+                if context.is_auto_approve {
                     auto_approve = AutoApprove::Tools {
-                        tools: tools.clone(),
+                        tools: items.clone(),
                         exclusions,
                     };
-                    tools
                 }
-                _ => items,
-            },
+                items
+            }
         };
         insert_at(
             &mut tree,
@@ -310,6 +510,8 @@ pub fn resolve_with_tools(
     insert_at(&mut tree, &path_of(&["model"]), Value::String(model));
 
     check_custom_tools(&custom_names, &mut errors);
+    check_trust_paths(&tree, &mut errors);
+    ignored.sort_by(|a, b| a.path.cmp(&b.path));
 
     if !errors.is_empty() {
         return Err(ConfigErrors(dedupe(errors)));
@@ -327,6 +529,7 @@ pub fn resolve_with_tools(
         config,
         sources,
         auto_approve,
+        ignored,
     })
 }
 
@@ -369,6 +572,101 @@ fn list_item_kind(path: &[String]) -> ItemKind {
     match &node.kind {
         Kind::List { items, .. } => *items,
         _ => ItemKind::Text,
+    }
+}
+
+/// What [`resolve_list`] needs to know about the list it resolves.
+struct ListContext<'a> {
+    path: &'a [String],
+    display: &'a str,
+    item_kind: ItemKind,
+    is_auto_approve: bool,
+    known: &'a [String],
+    mcp_servers: &'a [String],
+    presets: &'a BTreeMap<String, Vec<String>>,
+}
+
+/// A list option after every layer's operations: its items (tool lists expanded against the
+/// presets and the known tools, the approval list expanded with its exclusions kept), or the
+/// function that decides instead.
+#[derive(Debug, Clone, PartialEq)]
+enum ListResolution {
+    Items {
+        items: Vec<String>,
+        exclusions: Vec<String>,
+    },
+    Function(FunctionRef),
+}
+
+impl ListResolution {
+    /// `wide` (this list with an untrusted layer's operations) cut down to what this list (the
+    /// trusted layers' result) allows: its items that this list has (a name this list matches
+    /// with a glob counts), in `wide`'s order, and the exclusions of both. Also the items cut.
+    fn narrowed_by(&self, wide: ListResolution) -> (ListResolution, Vec<String>) {
+        let (
+            ListResolution::Items { items, exclusions },
+            ListResolution::Items {
+                items: wide_items,
+                exclusions: wide_exclusions,
+            },
+        ) = (self, wide)
+        else {
+            // A function below decides (only a frontmatter can set one): the untrusted layer
+            // changes nothing.
+            return (self.clone(), Vec::new());
+        };
+        let covered = |item: &String| {
+            items.contains(item)
+                || (!item.contains('*') && items.iter().any(|allowed| glob_match(allowed, item)))
+        };
+        let (kept, dropped): (Vec<String>, Vec<String>) =
+            wide_items.into_iter().partition(|item| covered(item));
+        let mut all_exclusions = wide_exclusions;
+        for exclusion in exclusions {
+            if !all_exclusions.contains(exclusion) {
+                all_exclusions.push(exclusion.clone());
+            }
+        }
+        let kept = ListResolution::Items {
+            items: kept,
+            exclusions: all_exclusions,
+        };
+        (kept, dropped)
+    }
+}
+
+/// Folds and expands the operations of one list option.
+fn resolve_list(
+    entries: &[(Cow<'_, Entry>, LayerKind)],
+    context: &ListContext<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> ListResolution {
+    match fold(entries, context.path, errors) {
+        Folded::Function(func) => ListResolution::Function(func),
+        Folded::List { items, exclusions } => {
+            let items = match context.item_kind {
+                ItemKind::Tool => {
+                    let mut tools = expand_tools(
+                        &items,
+                        &exclusions,
+                        context.presets,
+                        context.known,
+                        context.mcp_servers,
+                        context.display,
+                        errors,
+                    );
+                    for excluded in mcp_exclusions(entries, context.mcp_servers) {
+                        tools.push(format!("!{excluded}"));
+                    }
+                    tools
+                }
+                ItemKind::Approval if context.is_auto_approve => {
+                    expand_approval(&items, &exclusions, context.presets)
+                }
+                _ => items,
+            };
+            ListResolution::Items { items, exclusions }
+        }
     }
 }
 
@@ -460,11 +758,107 @@ fn op_items(op: &ListOp) -> Vec<&String> {
     }
 }
 
+/// Whether `item` (a name or a glob) may name a tool of one of the MCP servers `servers`
+/// (their tool-name forms): `github.search`, `github.*`, `git*`, `*`.
+pub(crate) fn names_mcp_tool(item: &str, servers: &[String]) -> bool {
+    servers.iter().any(|server| {
+        let prefix = format!("{server}.");
+        match item.split_once('*') {
+            Some((literal, _)) => prefix.starts_with(literal) || literal.starts_with(&prefix),
+            None => item.starts_with(&prefix),
+        }
+    })
+}
+
+/// The MCP names and globs a tool list removes (`!github.*`), in layer order: kept as `!x`
+/// items of the resolved list, so they still apply once the servers' tools are discovered
+/// (a later `+x` of the same item takes it back).
+fn mcp_exclusions(entries: &[(Cow<'_, Entry>, LayerKind)], servers: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (entry, _) in entries {
+        let Entry::List(ops) = &**entry else {
+            out.clear();
+            continue;
+        };
+        for op in ops {
+            match op {
+                ListOp::Set(_) => out.clear(),
+                ListOp::Append(item) | ListOp::Prepend(item) => out.retain(|x| x != item),
+                ListOp::Remove(item) if names_mcp_tool(item, servers) => {
+                    if !out.contains(item) {
+                        out.push(item.clone());
+                    }
+                }
+                ListOp::Remove(_) => {}
+            }
+        }
+    }
+    out
+}
+
+/// The `[tools.mcp.servers]` names: the reserved `flemma`, names that are not tool-name
+/// safe, two names that become the same tool-name form, and a server with both or neither of
+/// `command` and `url`.
+fn check_mcp_servers(
+    configured: &BTreeSet<String>,
+    values: &BTreeMap<&[String], (&Value, LayerKind)>,
+    errors: &mut Vec<ConfigError>,
+) {
+    let mut seen: BTreeMap<String, &String> = BTreeMap::new();
+    for name in configured {
+        let path = format!(
+            "tools.mcp.servers.{}",
+            display_path(std::slice::from_ref(name))
+        );
+        let normal = mcp_server_name(name);
+        if normal == RESERVED_MCP_SERVER {
+            errors.push(ConfigError::new(
+                path.clone(),
+                format!("the MCP server name '{name}' is reserved: its tools would be `flemma.*`, which `$standard` approves; rename the server"),
+            ));
+            continue;
+        }
+        if !normal
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        {
+            errors.push(ConfigError::new(
+                path.clone(),
+                format!("the MCP server name '{name}' may only contain letters, digits, '_', '-' and '.'; rename the server"),
+            ));
+            continue;
+        }
+        if let Some(other) = seen.insert(normal.clone(), name) {
+            errors.push(ConfigError::new(
+                path.clone(),
+                format!("the MCP servers '{other}' and '{name}' both give the tool prefix '{normal}.' (dots become hyphens); rename one of them"),
+            ));
+        }
+        let has = |leaf: &str| {
+            values.keys().any(|key| {
+                matches!(*key, [a, b, c, n, l] if a == "tools" && b == "mcp" && c == "servers" && n == name && l == leaf)
+            })
+        };
+        match (has("command"), has("url")) {
+            (true, true) => errors.push(ConfigError::new(
+                path,
+                format!("the MCP server '{name}' has both `command` and `url`; keep `command` for a stdio server or `url` for a streamable-HTTP server"),
+            )),
+            (false, false) => errors.push(ConfigError::new(
+                path,
+                format!("the MCP server '{name}' has neither `command` nor `url`; define it in your config file with `command = \"…\"` (stdio) or `url = \"http://…\"` (streamable HTTP)"),
+            )),
+            _ => {}
+        }
+    }
+}
+
 /// Unknown tool and preset names are errors with suggestions (globs are checked on expansion).
 fn check_names(
     entries: &[(Cow<'_, Entry>, LayerKind)],
     path: &str,
     known: &[String],
+    mcp_servers: &[String],
     presets: &BTreeMap<String, Vec<String>>,
     errors: &mut Vec<ConfigError>,
 ) {
@@ -483,7 +877,10 @@ fn check_names(
                             .in_layer(*kind),
                         );
                     }
-                } else if !item.contains('*') && !known.contains(item) {
+                } else if !item.contains('*')
+                    && !known.contains(item)
+                    && !names_mcp_tool(item, mcp_servers)
+                {
                     errors.push(
                         ConfigError::new(
                             path,
@@ -541,17 +938,22 @@ fn expand_tools(
     exclusions: &[String],
     presets: &BTreeMap<String, Vec<String>>,
     known: &[String],
+    mcp_servers: &[String],
     path: &str,
     errors: &mut Vec<ConfigError>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for item in expand_approval(items, &[], presets) {
+        if names_mcp_tool(&item, mcp_servers) && !out.contains(&item) {
+            // Matched against the server's tools once it has listed them.
+            out.push(item.clone());
+        }
         if item.contains('*') {
             let matches: Vec<&String> = known
                 .iter()
                 .filter(|name| glob_match(&item, name))
                 .collect();
-            if matches.is_empty() {
+            if matches.is_empty() && !names_mcp_tool(&item, mcp_servers) {
                 errors.push(ConfigError::new(
                     path,
                     format!("glob pattern '{item}' in '{path}' matched no tools; check the pattern against the tool names"),
@@ -568,6 +970,30 @@ fn expand_tools(
     }
     out.retain(|item| !exclusions.iter().any(|excluded| glob_match(excluded, item)));
     out
+}
+
+/// The names of the `tools.custom` records in `value`.
+fn tool_names(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool.get("name").and_then(Value::as_str).map(String::from))
+        .collect()
+}
+
+fn check_trust_paths(tree: &Value, errors: &mut Vec<ConfigError>) {
+    let paths = tree.pointer("/trust/paths").and_then(Value::as_array);
+    for pattern in paths.into_iter().flatten().filter_map(Value::as_str) {
+        if !crate::trust::is_trust_path(pattern) {
+            errors.push(ConfigError::new(
+                "trust.paths",
+                format!(
+                    "'{pattern}' in 'trust.paths' is not an absolute path; write '/…' or '~/…' (a relative path would trust chats wherever flemmad happens to run)"
+                ),
+            ));
+        }
+    }
 }
 
 fn check_custom_tools(names: &[String], errors: &mut Vec<ConfigError>) {

@@ -75,6 +75,38 @@ pub(crate) struct Node {
     pub kind: Kind,
     pub doc: &'static str,
     pub default: Option<Value>,
+    /// Whether setting it can widen what a chat may do (the one declaration of it: resolution
+    /// ignores such values from an untrusted chat's frontmatter, the reference lists it).
+    pub power: Power,
+}
+
+/// What an option can do to a chat's power, declared with the option (`docs/security.md`).
+/// A node that declares nothing takes the rule of the table it is in; the root is neutral.
+#[derive(Debug, Clone)]
+pub(crate) enum Power {
+    /// The rule of the enclosing table.
+    Inherit,
+    /// Cannot widen what a chat may do (model, parameters, templates…): any layer sets it.
+    Neutral,
+    /// Can widen it (the sandbox, approvals, commands, endpoints, credentials): an untrusted
+    /// chat's frontmatter may only narrow it, as [`Narrowing`] says; anything else it sets is
+    /// ignored.
+    Widens(Narrowing),
+}
+
+/// How an untrusted chat's frontmatter may still set an option that widens power.
+#[derive(Debug, Clone)]
+pub(crate) enum Narrowing {
+    /// Not at all (commands, URLs, paths, approval functions, credentials).
+    Never,
+    /// Only to this value (`tools.require_approval = true`, `sandbox.enabled = true`).
+    Only(Value),
+    /// A list keeps only the items the trusted layers give it: removals apply, additions are
+    /// ignored.
+    Subset,
+    /// Only to values this check accepts, described for the reference (a Vertex location
+    /// that names a region, so the endpoint stays Google's).
+    Check(fn(&Value) -> bool, &'static str),
 }
 
 /// A named member of an object node.
@@ -88,7 +120,19 @@ pub(crate) struct Field {
 
 impl Node {
     fn new(kind: Kind, doc: &'static str, default: Option<Value>) -> Self {
-        Self { kind, doc, default }
+        Self {
+            kind,
+            doc,
+            default,
+            power: Power::Inherit,
+        }
+    }
+
+    /// Declares that this option (and, unless they say otherwise, the options inside it)
+    /// widens what a chat may do; `narrowing` is what an untrusted frontmatter may still set.
+    pub fn widens(mut self, narrowing: Narrowing) -> Self {
+        self.power = Power::Widens(narrowing);
+        self
     }
 
     /// Whether this node holds a value (as opposed to a table of options).
@@ -309,7 +353,8 @@ fn search_tool(doc: &'static str, with_exclude: bool) -> Node {
         string(
             "Working directory; `urn:flemma:buffer:path` is the chat file's directory.",
             Some("urn:flemma:buffer:path"),
-        ),
+        )
+        .widens(Narrowing::Never),
     )];
     if with_exclude {
         fields.push(field(
@@ -461,7 +506,15 @@ fn build_root() -> Node {
                     "Vertex AI parameters.",
                     vec![
                         field("project_id", string("Google Cloud project id.", None)),
-                        field("location", string("Vertex AI location.", Some("global"))),
+                        field(
+                            "location",
+                            string("Vertex AI location.", Some("global")).widens(
+                                Narrowing::Check(
+                                    is_region_name,
+                                    "a region name (letters, digits and `-`), which keeps the endpoint Google's",
+                                ),
+                            ),
+                        ),
                         field(
                             "thinking_budget",
                             thinking_budget(
@@ -596,7 +649,8 @@ fn build_root() -> Node {
                 string(
                     "`$chat` (next to the chat file), `$state` (under `$XDG_STATE_HOME`), or a template path.",
                     Some("$chat"),
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "unnamed_path_format",
@@ -605,7 +659,8 @@ fn build_root() -> Node {
                     Some(
                         "${TMPDIR:-/tmp}/flemma/unnamed/{{ flemma.pid }}/{{ bufnr }}/{{ source }}_{{ name }}_{{ id }}.txt",
                     ),
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "materialize",
@@ -638,6 +693,8 @@ fn build_root() -> Node {
         ],
     );
 
+    let mcp = mcp_schema();
+
     let mut tools = object(
         "Tools offered to the model and how they are approved. `tools = [..]` is short for `tools.enabled = [..]`.",
         vec![
@@ -647,7 +704,8 @@ fn build_root() -> Node {
                     ItemKind::Tool,
                     "Tools offered to the model (names, globs such as `slack.*`, `$presets`). The default also gains `fetch_content` when `tools.fetch_content = true`, `read_skill` when `tools.skills_dir` is set, `lsp` when `tools.lsp.servers` is not empty, and every `tools.custom` tool.",
                     &UNCONDITIONAL_TOOLS,
-                ),
+                )
+                .widens(Narrowing::Subset),
             ),
             field(
                 "auto_approve",
@@ -658,21 +716,24 @@ fn build_root() -> Node {
                     },
                     "Tools approved without asking: names, globs (kept verbatim, matched at approval time) and `$presets`. Frontmatter may assign a function instead.",
                     Some(json!(["$standard"])),
-                ),
+                )
+                .widens(Narrowing::Subset),
             ),
             field(
                 "require_approval",
                 boolean(
                     "When `false`, every tool call is approved (catch-all resolver).",
                     Some(true),
-                ),
+                )
+                .widens(Narrowing::Only(json!(true))),
             ),
             field(
                 "auto_approve_sandboxed",
                 boolean(
                     "Approve tools tagged `auto_approves_if_sandboxed` (bash) when a sandbox backend is active.",
                     Some(true),
-                ),
+                )
+                .widens(Narrowing::Only(json!(false))),
             ),
             field(
                 "max_concurrent",
@@ -692,11 +753,13 @@ fn build_root() -> Node {
                 string(
                     "Directory of skills (`<name>.md` or `<name>/SKILL.md`) for `read_skill`.",
                     None,
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "fetch_content",
-                boolean("Offer the `fetch_content` tool.", Some(false)),
+                boolean("Offer the `fetch_content` tool.", Some(false))
+                    .widens(Narrowing::Only(json!(false))),
             ),
             field(
                 "lsp",
@@ -709,7 +772,8 @@ fn build_root() -> Node {
                                 ItemKind::Text,
                                 "Language server command lines (for example `rust-analyzer`, `pyright-langserver --stdio`); the tool is offered when at least one is on `PATH`.",
                                 &[],
-                            ),
+                            )
+                            .widens(Narrowing::Subset),
                         ),
                         field(
                             "extensions",
@@ -738,7 +802,8 @@ fn build_root() -> Node {
                         string(
                             "Working directory; `urn:flemma:buffer:path` is the chat file's directory.",
                             Some("urn:flemma:buffer:path"),
-                        ),
+                        )
+                        .widens(Narrowing::Never),
                     )],
                 ),
             ),
@@ -751,15 +816,18 @@ fn build_root() -> Node {
                     Kind::Records(Box::new(custom_tool)),
                     "Command-line tools (`[[tools.custom]]`). The highest layer that sets this list replaces it as a whole.",
                     Some(json!([])),
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
+            field("mcp", mcp),
             field(
                 "sources",
                 Node::new(
                     Kind::Records(Box::new(tool_source)),
                     "Tool sources (`[[tools.sources]]`): commands that print tool definitions. Replaced as a whole by the highest layer.",
                     Some(json!([])),
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
         ],
     );
@@ -771,15 +839,46 @@ fn build_root() -> Node {
     }
 
     let preset = object(
-        "An approval preset.",
-        vec![field(
-            "auto_approve",
-            list(
-                ItemKind::Approval,
-                "Tool names, globs and other presets this preset approves.",
-                &[],
+        "A preset: an approval preset (`auto_approve`, spread into `tools.auto_approve` by `$name`) and/or a model preset (`provider`, `model`, `parameters`, `tools`, selected by `model = \"$name\"`).",
+        vec![
+            field(
+                "auto_approve",
+                list(
+                    ItemKind::Approval,
+                    "Tool names, globs and other presets this preset approves. Selecting the preset with `model = \"$name\"` approves them too.",
+                    &[],
+                )
+                .widens(Narrowing::Never),
             ),
-        )],
+            field(
+                "provider",
+                choice(
+                    &provider_names,
+                    "The provider `model = \"$name\"` selects.",
+                    None,
+                ),
+            ),
+            field(
+                "model",
+                string(
+                    "The model `model = \"$name\"` selects: a model id or a model string (`vertex/gemini-2.5-flash;thinking=minimal`).",
+                    None,
+                ),
+            ),
+            field("parameters", {
+                let mut parameters = without_defaults(parameters.clone());
+                parameters.doc = "Request parameters `model = \"$name\"` sets (the options of `parameters`), unless the layer that selects the preset sets them itself.";
+                parameters
+            }),
+            field(
+                "tools",
+                list(
+                    ItemKind::Tool,
+                    "Tools `model = \"$name\"` offers (the items of `tools.enabled`, with the same op prefixes).",
+                    &[],
+                ),
+            ),
+        ],
     );
 
     let sandbox = object(
@@ -790,7 +889,8 @@ fn build_root() -> Node {
                 boolean(
                     "Sandbox tool processes when a backend is available.",
                     Some(true),
-                ),
+                )
+                .widens(Narrowing::Only(json!(true))),
             ),
             field(
                 "backend",
@@ -818,21 +918,50 @@ fn build_root() -> Node {
                                     "${TMPDIR:-/tmp}",
                                     "${XDG_CACHE_HOME:-~/.cache}",
                                 ],
-                            ),
+                            )
+                            .widens(Narrowing::Subset),
                         ),
-                        field("network", boolean("Allow network access.", Some(true))),
+                        field(
+                            "network",
+                            boolean("Allow network access.", Some(true))
+                                .widens(Narrowing::Only(json!(false))),
+                        ),
                         field(
                             "allow_privileged",
                             boolean(
                                 "Allow privilege escalation (setuid binaries, sudo).",
                                 Some(false),
-                            ),
+                            )
+                            .widens(Narrowing::Only(json!(false))),
                         ),
                     ],
                 ),
             ),
         ],
-    );
+    )
+    .widens(Narrowing::Never);
+
+    let trust = object(
+        "Which chats' frontmatter is trusted (docs/security.md). A chat is trusted when it lies in a folder trusted with `flemmad trust` or matches `paths`; an untrusted chat's frontmatter cannot set the options that widen what a chat may do (the last column of this reference). Read from the layers below the frontmatter only.",
+        vec![
+            field(
+                "paths",
+                list(
+                    ItemKind::Text,
+                    "Chats whose frontmatter is trusted: absolute paths or `~/…`, with `*` (within a name), `**` (any folders) and `?`; a path without a wildcard trusts that folder and everything below it (`[\"~/notes/**\"]`, `[\"~/work/prompts\"]`).",
+                    &[],
+                ),
+            ),
+            field(
+                "restricted",
+                boolean(
+                    "Restricted Mode: no chat's frontmatter is trusted, whatever `paths` and `flemmad trust` say. VS Code sets it while its workspace is not trusted (Workspace Trust).",
+                    Some(false),
+                ),
+            ),
+        ],
+    )
+    .widens(Narrowing::Never);
 
     object(
         "flemmad configuration.",
@@ -844,7 +973,7 @@ fn build_root() -> Node {
             field(
                 "model",
                 string(
-                    "Model id. Unset, or set in a lower layer than `provider`, means the provider's default model (anthropic `claude-sonnet-4-5`, openai `gpt-5`, gemini/vertex `gemini-2.5-pro`, moonshot `kimi-k2-thinking`, openai-compatible `llama3.2`).",
+                    "Model id, or a model string: `provider/model` (`anthropic/claude-opus-4-8`) also selects the provider, `;key=value` sets a parameter (`vertex/gemini-2.5-pro;project_id=my-project;thinking=low`, the provider's own table first, then the general `parameters`), `;key=nil` clears one, and `$name` selects the model preset `[presets.\"$name\"]`. Unset, or set in a lower layer than `provider`, means the provider's default model (anthropic `claude-sonnet-4-6`, openai `gpt-5.4`, gemini/vertex `gemini-3.1-pro-preview`, moonshot `kimi-k2.6`, openai-compatible `llama3.2`).",
                     None,
                 ),
             ),
@@ -854,7 +983,8 @@ fn build_root() -> Node {
                 object(
                     "Per-provider connection settings.",
                     provider_names.iter().map(|name| base_url(name)).collect(),
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "models",
@@ -875,11 +1005,12 @@ fn build_root() -> Node {
                         key: KeyRule::Preset,
                         value: Box::new(preset),
                     },
-                    "Approval presets keyed by `$name` (`[presets.\"$yolo\"]`); they override built-ins (`$readonly`, `$standard`) of the same name.",
+                    "Presets keyed by `$name`: approval presets (`[presets.\"$yolo\"] auto_approve = [..]`, spread into `tools.auto_approve`; they override the built-ins `$readonly` and `$standard`) and model presets (`[presets.\"$fast\"] provider = \"vertex\"`, `model = \"gemini-2.5-flash\"`, `[presets.\"$fast\".parameters]`, `tools`), selected with `model = \"$fast\"`. A preset an untrusted chat defines serves only that chat's own `model = \"$name\"`, and what it selects is judged as that chat's frontmatter.",
                     None,
                 ),
             ),
             field("sandbox", sandbox),
+            field("trust", trust),
             field(
                 "templating",
                 object(
@@ -909,7 +1040,8 @@ fn build_root() -> Node {
                             ),
                         ),
                     ],
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "editing",
@@ -944,7 +1076,8 @@ fn build_root() -> Node {
                             )],
                         ),
                     )],
-                ),
+                )
+                .widens(Narrowing::Never),
             ),
             field(
                 "log",
@@ -959,12 +1092,169 @@ fn build_root() -> Node {
                                 Some("info"),
                             ),
                         ),
-                        field("file", string("Log file; unset logs to stderr.", None)),
+                        field(
+                            "file",
+                            string("Log file; unset logs to stderr.", None)
+                                .widens(Narrowing::Never),
+                        ),
                     ],
                 ),
             ),
         ],
     )
+}
+
+fn string_map(doc: &'static str, value_doc: &'static str) -> Node {
+    Node::new(
+        Kind::Map {
+            key: KeyRule::Any,
+            value: Box::new(string(value_doc, None)),
+        },
+        doc,
+        None,
+    )
+}
+
+/// `[tools.mcp]`: MCP servers as tool sources.
+fn mcp_schema() -> Node {
+    let server = object(
+        "One MCP server: `command` (+ `args`, `env`, `cwd`) for a server over stdio, or `url` (+ `headers`) for a streamable-HTTP server. Only the user config file (and an ACP editor) may define what runs; a chat's frontmatter or client settings may only turn a server off (`enabled = false`) unless `tools.mcp.trust_chat_servers = true`.",
+        vec![
+            field(
+                "command",
+                string(
+                    "The program that runs the server over stdio (found on `PATH`); runs outside the sandbox unless `sandbox = true`.",
+                    None,
+                ),
+            ),
+            field(
+                "args",
+                Node::new(Kind::Strings, "Arguments of `command`.", None),
+            ),
+            field(
+                "env",
+                string_map(
+                    "Variables added to flemmad's environment for the server; `${VAR}` is expanded from flemmad's environment (values never reach logs, events or files).",
+                    "The variable's value.",
+                ),
+            ),
+            field(
+                "cwd",
+                string(
+                    "Working directory of the server; default the chat's directory, a relative path is taken against it.",
+                    None,
+                ),
+            ),
+            field(
+                "url",
+                string(
+                    "The endpoint of a streamable-HTTP server (`http://127.0.0.1:8000/mcp`).",
+                    None,
+                ),
+            ),
+            field(
+                "headers",
+                string_map(
+                    "HTTP headers sent to a `url` server (`Authorization = \"Bearer ${GITHUB_TOKEN}\"`); `${VAR}` is expanded from flemmad's environment and never logged.",
+                    "The header's value.",
+                ),
+            ),
+            field(
+                "sandbox",
+                boolean(
+                    "Run a stdio server inside the tool sandbox (`bwrap`, with `sandbox.policy`) instead of outside it.",
+                    Some(false),
+                ),
+            ),
+            field(
+                "enabled",
+                boolean(
+                    "Whether this server starts and offers its tools; a chat may set `false`.",
+                    Some(true),
+                )
+                .widens(Narrowing::Only(json!(false))),
+            ),
+        ],
+    )
+    .widens(Narrowing::Never);
+    object(
+        "MCP servers as tool sources: server NAME's tool TOOL is the tool `NAME.TOOL` (dots in NAME become hyphens). Servers start for a send, `flemmad tools`, `tools run`, `status` or in the daemon, never when a document is only opened.",
+        vec![
+            field(
+                "enabled",
+                boolean(
+                    "Whether MCP servers are used at all (default: on when servers are configured).",
+                    None,
+                )
+                .widens(Narrowing::Only(json!(false))),
+            ),
+            field(
+                "include",
+                list(
+                    ItemKind::Text,
+                    "Globs over full tool names (`github.*`) of the MCP tools offered to the model. A discovered tool that is not included stays available: a chat opts in with `tools.enabled` (`+github.search_issues`).",
+                    &[],
+                )
+                .widens(Narrowing::Subset),
+            ),
+            field(
+                "exclude",
+                list(
+                    ItemKind::Text,
+                    "Globs over full tool names of MCP tools never offered; exclude wins over `include` and `tools.enabled`.",
+                    &[],
+                ),
+            ),
+            field(
+                "timeout",
+                integer(
+                    1,
+                    i64::MAX,
+                    "Seconds an MCP tool call may take before it is cancelled (default `tools.default_timeout`).",
+                    None,
+                ),
+            ),
+            field(
+                "startup_timeout",
+                integer(
+                    1,
+                    i64::MAX,
+                    "Seconds a server may take to start and answer `initialize` and `tools/list`.",
+                    Some(30),
+                ),
+            ),
+            field(
+                "trust_chat_servers",
+                boolean(
+                    "Let chats (frontmatter, client settings) define servers (`command`, `url`, …); only the user config file can turn this on.",
+                    Some(false),
+                )
+                .widens(Narrowing::Never),
+            ),
+            field(
+                "servers",
+                Node::new(
+                    Kind::Map {
+                        key: KeyRule::Any,
+                        value: Box::new(server),
+                    },
+                    "MCP servers keyed by name (`[tools.mcp.servers.github]`). The name `flemma` is reserved.",
+                    None,
+                ),
+            ),
+        ],
+    )
+}
+
+/// `node` with no defaults anywhere below it (a preset's `parameters` set only what they name).
+fn without_defaults(mut node: Node) -> Node {
+    node.default = None;
+    if let Kind::Object { fields, .. } = &mut node.kind {
+        for field in fields {
+            field.node = without_defaults(field.node.clone());
+        }
+    }
+    node
 }
 
 /// Built-in approval presets.
@@ -1003,4 +1293,35 @@ fn join(prefix: &str, name: &str) -> String {
     } else {
         format!("{prefix}.{name}")
     }
+}
+
+/// A Vertex AI location that is a plain region name (`us-central1`, `global`): the endpoint
+/// `https://<location>-aiplatform.googleapis.com` then stays Google's.
+fn is_region_name(value: &Value) -> bool {
+    value.as_str().is_some_and(|location| {
+        !location.is_empty()
+            && location.len() <= 64
+            && location
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    })
+}
+
+/// The power rule of the option at `segments` (map keys included): the nearest declaration on
+/// the way from the root, [`Power::Neutral`] when there is none. `None` for a path outside
+/// the schema.
+pub(crate) fn power_of(segments: &[String]) -> Option<Power> {
+    let mut node = root();
+    let mut rule = Power::Neutral;
+    for segment in segments {
+        node = match &node.kind {
+            Kind::Object { .. } => &node.field(segment)?.node,
+            Kind::Map { value, .. } => value,
+            _ => return Some(rule),
+        };
+        if !matches!(node.power, Power::Inherit) {
+            rule = node.power.clone();
+        }
+    }
+    Some(rule)
 }

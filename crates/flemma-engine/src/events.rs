@@ -10,6 +10,8 @@ pub const REQUEST_FINISHED: &str = "request:finished";
 pub const TOOL_EXECUTING: &str = "tool:executing";
 pub const TOOL_COMPLETED: &str = "tool:completed";
 pub const TOOL_APPROVAL_REQUIRED: &str = "tool:approval-required";
+/// An untrusted chat's call waits for approval although its text said otherwise.
+pub const TOOL_UNCONFIRMED: &str = "tool:unconfirmed";
 pub const JOB_SUBMITTED: &str = "job:submitted";
 pub const JOB_COMPLETED: &str = "job:completed";
 pub const CONVERSATION_IDLE: &str = "conversation:idle";

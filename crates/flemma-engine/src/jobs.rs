@@ -21,6 +21,10 @@ pub struct Job {
     pub tool_id: String,
     pub tool_name: String,
     pub state: JobState,
+    /// When the job started (the shell's clock).
+    pub started_at: crate::Millis,
+    /// When it finished, once it has.
+    pub finished_at: Option<crate::Millis>,
 }
 
 /// Jobs by id, and the FIFO of completed ones.
@@ -31,7 +35,7 @@ pub struct JobTable {
 }
 
 impl JobTable {
-    pub fn submit(&mut self, job_id: &str, tool_id: &str, tool_name: &str) {
+    pub fn submit(&mut self, job_id: &str, tool_id: &str, tool_name: &str, now: crate::Millis) {
         self.jobs.insert(
             job_id.to_owned(),
             Job {
@@ -39,6 +43,8 @@ impl JobTable {
                 tool_id: tool_id.to_owned(),
                 tool_name: tool_name.to_owned(),
                 state: JobState::Running,
+                started_at: now,
+                finished_at: None,
             },
         );
     }
@@ -58,10 +64,17 @@ impl JobTable {
     }
 
     /// Marks a running job finished and queues it; false when it is not running.
-    pub fn complete(&mut self, job_id: &str, text: String, is_error: bool) -> bool {
+    pub fn complete(
+        &mut self,
+        job_id: &str,
+        text: String,
+        is_error: bool,
+        now: crate::Millis,
+    ) -> bool {
         match self.jobs.get_mut(job_id) {
             Some(job) if job.state == JobState::Running => {
                 job.state = JobState::Completed { text, is_error };
+                job.finished_at = Some(now);
                 self.queue.push_back(job_id.to_owned());
                 true
             }

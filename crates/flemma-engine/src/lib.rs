@@ -7,7 +7,6 @@
 //! file, stream a request, run a tool, set a timer, emit an event) and feeds the outcomes back as
 //! inputs. All format text comes from `flemma_syntax::write`. See `docs/engine.md`.
 
-mod anchor;
 mod config;
 mod engine;
 mod events;
@@ -16,12 +15,12 @@ mod jobs;
 pub mod loop_detect;
 mod policy;
 mod reply;
+pub mod session;
 pub mod texts;
 mod types;
 
-pub use anchor::{Assoc, edits_fit, map_offset};
 pub use config::{EngineConfig, Prices};
-pub use engine::{Engine, PendingCall};
+pub use engine::{Engine, PROVENANCE_RESOLVER, PendingCall};
 pub use jobs::{Job, JobState};
 pub use policy::{BACKGROUND_PARAMETER, Decision, JOBS_STATUS_TOOL, ToolInfo, ToolPolicy, Verdict};
 pub use types::*;

@@ -1,5 +1,6 @@
 //! What goes into the engine and what comes out.
 
+use flemma_config::Seen;
 use flemma_conversation::StreamEvent;
 use flemma_syntax::TextEdit;
 use serde_json::Value;
@@ -159,5 +160,15 @@ pub enum Effect {
     /// changed. The message says what to do.
     Refused {
         message: String,
+    },
+    /// An untrusted chat only ([`crate::Engine::untrusted`]): flemmad saw this call happen —
+    /// it came from the model in a reply the engine streamed, or it was approved through
+    /// flemmad. The shell records it in the chat's call history, so that a later engine of the
+    /// chat knows it too.
+    Saw {
+        seen: Seen,
+        tool_id: String,
+        name: String,
+        input: Value,
     },
 }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use flemma_conversation::StreamEvent;
 use flemma_engine::*;
+use flemma_syntax::edits_fit;
 use serde_json::Value;
 
 /// `read`, `ls`, `flemma.*` approved; `bash` asks; `rm` is denied; `bash` and `sleep` are async.
@@ -75,6 +76,12 @@ pub fn describe(effect: &Effect) -> Option<String> {
         Effect::Emit(event) => format!("emit {}", event.name),
         Effect::Stopped { reason } => format!("stopped {reason:?}"),
         Effect::Refused { message } => format!("refused {message}"),
+        Effect::Saw {
+            seen,
+            tool_id,
+            name,
+            ..
+        } => format!("saw {} {name} {tool_id}", seen.as_str()),
     })
 }
 

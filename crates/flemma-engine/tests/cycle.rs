@@ -64,6 +64,31 @@ fn a_line_break_an_editor_adds_after_the_streamed_text_is_not_kept_below_the_rep
 }
 
 #[test]
+fn text_typed_over_the_end_of_the_reply_stays_after_it() {
+    // The one `Assoc` rule: the end of the reply is mapped with `Before`, so a replacement
+    // across it leaves it at the start of the user's text, and the reply goes on before it.
+    let mut d = Driver::new("@You:\nHello\n");
+    d.send(Input::Advance);
+    d.send(Input::Stream {
+        request: RequestId(1),
+        event: text("One"),
+    });
+    d.type_at_end("\nTYPED");
+    let anchor = d.shell.find("\nTYPED").unwrap();
+    d.send(Input::TextChanged {
+        edits: vec![flemma_syntax::TextEdit::replace(
+            flemma_syntax::TextRange::new(anchor - 1, anchor + 3),
+            "X",
+        )],
+    });
+    d.reply(1, vec![text(" two")]);
+    assert_eq!(
+        d.shell,
+        "@You:\nHello\n\n@Assistant:\nOn two\n\n@You:\n\nXPED"
+    );
+}
+
+#[test]
 fn deleting_the_reply_being_written_cancels_the_request() {
     let mut d = Driver::new("@You:\nHello\n");
     d.send(Input::Advance);

@@ -205,16 +205,29 @@ fn jobs_status_answers_from_the_table_and_the_text() {
         );
         let (_, _, result) = d.engine.document().tool_result(id).expect("a result");
         let fence = result.fence.as_ref().expect("a fence");
-        d.engine.document().slice(fence.content).to_owned()
+        let answer: serde_json::Value =
+            serde_json::from_str(d.engine.document().slice(fence.content)).expect("JSON");
+        assert_eq!(answer["job_id"], job.as_str(), "{answer}");
+        answer
     };
-    assert_eq!(status(&mut d, 2, "s1"), "running\n");
+    // Flemma 0.13's JSON: the status and the seconds the job has run.
+    d.now += 12_000;
+    let running = status(&mut d, 2, "s1");
+    assert_eq!(running["status"], "running");
+    assert_eq!(running["tool"], "sleep");
+    assert_eq!(running["elapsed_seconds"], 12);
+    d.now += 3_000;
     d.send(Input::JobFinished {
         job_id: job.clone(),
         text: "done".into(),
         is_error: false,
     });
-    assert_eq!(status(&mut d, 3, "s2"), "completed (delivery pending)\n");
-    assert_eq!(status(&mut d, 4, "s3"), "completed\n");
+    d.now += 60_000;
+    let pending = status(&mut d, 3, "s2");
+    assert_eq!(pending["status"], "completed (delivery pending)");
+    // Elapsed stops when the job ends.
+    assert_eq!(pending["elapsed_seconds"], 15);
+    assert_eq!(status(&mut d, 4, "s3")["status"], "completed");
     // The user deletes the job result block.
     let doc = d.engine.document();
     let (_, segment, _) = doc.job_result(&job).expect("delivered");
@@ -223,8 +236,8 @@ fn jobs_status_answers_from_the_table_and_the_text() {
         edits: vec![flemma_syntax::TextEdit::replace(range, "")],
     });
     assert_eq!(
-        status(&mut d, 5, "s4"),
-        "completed (removed from conversation)\n"
+        status(&mut d, 5, "s4")["status"],
+        "completed (removed from conversation)"
     );
 }
 

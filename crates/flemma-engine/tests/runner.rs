@@ -5,3 +5,7 @@ mod crlf;
 mod cycle;
 mod jobs;
 mod properties;
+mod provenance;
+mod session;
+mod session_properties;
+mod session_world;

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use flemma_config::{ConfigError, ConfigErrors, ConfigLayer, LayerKind, ResolvedConfig};
+use flemma_config::{
+    CallHistory, ChatTrust, ConfigError, ConfigErrors, ConfigLayer, LayerKind, ResolvedConfig,
+    TrustSettings,
+};
 use flemma_syntax::{DiagnosticCode, Document, Role, Severity, TextEdit, TextRange};
 use flemma_template::{
     Category, EvalOptions, Evaluation, Host, PersonalityContext, TemplateCache, TemplateDiagnostic,
@@ -44,8 +47,17 @@ pub struct ConfigInput {
     pub layers: Vec<ConfigLayer>,
     /// Problems reading the layers (an unreadable or invalid config file); they block sends.
     pub errors: Vec<ConfigError>,
-    /// The home directory, for `~/` in `templating.modules`.
+    /// The home directory, for `~/` in `templating.modules` and `trust.paths`.
     pub home_dir: Option<PathBuf>,
+    /// The folders trusted with `flemmad trust` (the binary reads them). With the `[trust]`
+    /// settings of the layers they decide whether a chat's frontmatter is trusted
+    /// ([`flemma_config::chat_trust`]); a chat they do not cover is untrusted, so its
+    /// frontmatter cannot widen what it may do (`docs/security.md`).
+    pub trusted_folders: Vec<PathBuf>,
+    /// What flemmad saw of the chats' tool calls: with it, an untrusted chat's `(approved)`
+    /// statuses and tool calls without a result that flemmad did not see get a warning
+    /// (`None`: not known, no such warning).
+    pub call_history: Option<Arc<dyn CallHistory>>,
 }
 
 impl ConfigInput {
@@ -118,8 +130,11 @@ pub struct Analysis {
     pub document: Arc<Document>,
     /// The template evaluation: the conversation that would be sent, the frontmatter layer.
     pub evaluation: Evaluation,
-    /// Every configuration layer, lowest first: the caller's, then the frontmatter's.
+    /// Every configuration layer, lowest first: the caller's, then the frontmatter's (marked
+    /// untrusted when the chat is).
     pub layers: Vec<ConfigLayer>,
+    /// Whether the chat's frontmatter is trusted, and why.
+    pub trust: ChatTrust,
     /// The resolved configuration with its provenance; `None` when it does not resolve (the
     /// reasons are `Config` diagnostics).
     pub config: Option<ResolvedConfig>,
@@ -234,12 +249,17 @@ pub struct AnalysisHost {
 struct DocumentState {
     document: Arc<Document>,
     analysis: Option<Arc<Analysis>>,
+    /// The document's own configuration below its frontmatter, when it is not the host's
+    /// ([`AnalysisHost::set_document_config`]).
+    config: Option<Arc<(ConfigInput, BaseResolution)>>,
 }
 
 /// What the caller's layers resolve to before any frontmatter runs.
 #[derive(Debug, Default)]
 struct BaseResolution {
     templating: TemplatingOptions,
+    /// The `[trust]` settings (`None` when the layers do not resolve: no chat is trusted).
+    trust: Option<TrustSettings>,
     errors: Vec<ConfigError>,
 }
 
@@ -247,10 +267,21 @@ impl AnalysisHost {
     /// A host whose evaluations read files, the clock and run parsers through `io`, under the
     /// configuration `config`.
     pub fn new(io: Arc<dyn Host>, config: ConfigInput) -> Self {
+        Self::with_template_cache(io, config, TemplateCache::new())
+    }
+
+    /// A host that shares `template_cache` (compiled templates and each message's result)
+    /// with the other hosts of the process: a document the language server and the engine
+    /// both analyse is evaluated once, and its conversation's parts are shared.
+    pub fn with_template_cache(
+        io: Arc<dyn Host>,
+        config: ConfigInput,
+        template_cache: TemplateCache,
+    ) -> Self {
         let base = resolve_base(&config);
         Self {
             io,
-            template_cache: TemplateCache::new(),
+            template_cache,
             config,
             base,
             documents: HashMap::new(),
@@ -279,13 +310,43 @@ impl AnalysisHost {
     /// Opens a document, or replaces its whole text.
     pub fn set_text(&mut self, id: DocumentId, text: impl Into<String>) {
         let document = Arc::new(flemma_syntax::parse(text));
+        let config = self.documents.remove(&id).and_then(|state| state.config);
         self.documents.insert(
             id,
             DocumentState {
                 document,
                 analysis: None,
+                config,
             },
         );
+    }
+
+    /// Moves the document `id` to `text` by the changes between them (an incremental re-parse,
+    /// and the template cache re-evaluates only the messages they touch); opens it when it is
+    /// not open.
+    pub fn change_text(&mut self, id: &DocumentId, text: &str) {
+        let edits = self.documents.get(id).map(|state| {
+            // `apply_edits` takes each edit in the text the ones before it made: last first.
+            let mut edits = flemma_syntax::diff_to_edits(state.document.text(), text);
+            edits.reverse();
+            edits
+        });
+        match edits {
+            Some(edits) if edits.is_empty() || self.apply_edits(id, &edits).is_ok() => {}
+            _ => self.set_text(id.clone(), text.to_owned()),
+        }
+    }
+
+    /// Analyses the document `id` under `config` instead of the host's configuration (the
+    /// engine's documents each have their own: the writing editor's settings, a runtime
+    /// switch). Unknown documents are ignored; set the text first.
+    pub fn set_document_config(&mut self, id: &DocumentId, config: ConfigInput) {
+        let Some(state) = self.documents.get_mut(id) else {
+            return;
+        };
+        let base = resolve_base(&config);
+        state.config = Some(Arc::new((config, base)));
+        state.analysis = None;
     }
 
     /// Applies `edits` in order (each in the coordinates of the text the earlier ones produced),
@@ -344,6 +405,12 @@ impl AnalysisHost {
         self.template_cache.forget_document(Some(id.path()));
     }
 
+    /// Drops the document's text and analysis but leaves its messages' results in the
+    /// template cache (another host of the process may have the same document open).
+    pub fn forget(&mut self, id: &DocumentId) {
+        self.documents.remove(id);
+    }
+
     /// The current syntax tree of a document (cheap: no evaluation).
     pub fn document(&self, id: &DocumentId) -> Option<&Arc<Document>> {
         self.documents.get(id).map(|state| &state.document)
@@ -358,13 +425,17 @@ impl AnalysisHost {
         if let Some(analysis) = &state.analysis {
             return Ok(analysis.clone());
         }
+        let (config, base) = match &state.config {
+            Some(own) => (&own.0, &own.1),
+            None => (&self.config, &self.base),
+        };
         let analysis = Arc::new(analyze(
             id,
             state.document.clone(),
             &self.io,
             &self.template_cache,
-            &self.config,
-            &self.base,
+            config,
+            base,
         ));
         state.analysis = Some(analysis.clone());
         Ok(analysis)
@@ -396,6 +467,7 @@ fn resolve_base(config: &ConfigInput) -> BaseResolution {
                 frontmatter_parsers: templating.frontmatter_parsers.clone(),
                 ..TemplatingOptions::default()
             };
+            base.trust = Some(resolved.config.trust.clone());
         }
         Err(errors) => base.errors = errors.0,
     }
@@ -492,7 +564,16 @@ fn analyze(
     let evaluation = flemma_template::evaluate(doc, host, &options);
     let mut template_diagnostics: Vec<Diagnostic> =
         evaluation.diagnostics.iter().map(from_template).collect();
-    if evaluation.frontmatter_layer.get("templating").is_some() {
+    let trust = match &base.trust {
+        Some(settings) => flemma_config::chat_trust(
+            id.path(),
+            settings,
+            &config.trusted_folders,
+            config.home_dir.as_deref(),
+        ),
+        None => ChatTrust::untrusted("the configuration below its frontmatter does not resolve"),
+    };
+    if trust.trusted && evaluation.frontmatter_layer.get("templating").is_some() {
         template_diagnostics.push(Diagnostic {
             range: doc.frontmatter().map_or(TextRange::empty(0), |f| f.language_range),
             file: None,
@@ -508,7 +589,9 @@ fn analyze(
     }
 
     let mut layers = config.layers.clone();
-    layers.push(evaluation.frontmatter_layer.clone());
+    let mut frontmatter = evaluation.frontmatter_layer.clone();
+    frontmatter.set_trusted(trust.trusted);
+    layers.push(frontmatter);
     let resolved = if base.errors.is_empty() {
         match flemma_config::resolve(&layers) {
             Ok(resolved) => Some(resolved),
@@ -526,12 +609,40 @@ fn analyze(
             .iter()
             .map(|e| from_config(e, config.user_file.as_deref(), frontmatter_start)),
     );
+    // What a layer sets that flemmad ignores or reads differently (Flemma-only options, the
+    // pre-0.12 `:` separator): said, never blocking.
+    diagnostics.extend(layers.iter().flat_map(|layer| {
+        layer.warnings().iter().map(|w| Diagnostic {
+            severity: Severity::Warning,
+            code: CONFIG_WARNING.to_owned(),
+            blocking: false,
+            ..from_config(w, config.user_file.as_deref(), frontmatter_start)
+        })
+    }));
     diagnostics.extend(template_diagnostics);
+    if !trust.trusted {
+        if let Some(resolved) = &resolved {
+            diagnostics.extend(crate::untrusted::ignored_options(
+                doc,
+                id.path(),
+                &trust,
+                resolved.ignored(),
+            ));
+        }
+        if let Some(history) = &config.call_history {
+            diagnostics.extend(crate::untrusted::unseen_calls(
+                doc,
+                id.path(),
+                history.as_ref(),
+            ));
+        }
+    }
     Analysis {
         id: id.clone(),
         document,
         evaluation,
         layers,
+        trust,
         config: resolved,
         diagnostics,
     }
@@ -560,6 +671,9 @@ fn from_template(d: &TemplateDiagnostic) -> Diagnostic {
         blocking: d.blocking,
     }
 }
+
+/// The code of configuration warnings (settings flemmad ignores or reads differently).
+pub const CONFIG_WARNING: &str = "config-warning";
 
 /// Configuration problems always block: the send would use settings the user did not mean.
 fn from_config(e: &ConfigError, user_file: Option<&Path>, frontmatter_start: usize) -> Diagnostic {

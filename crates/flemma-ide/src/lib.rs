@@ -17,6 +17,9 @@ mod analysis;
 mod diagnostic;
 pub mod features;
 pub mod to_protocol;
+pub mod untrusted;
 
-pub use analysis::{Analysis, AnalysisHost, ChangeError, ConfigInput, DocumentId, NOTHING_TO_SEND};
+pub use analysis::{
+    Analysis, AnalysisHost, CONFIG_WARNING, ChangeError, ConfigInput, DocumentId, NOTHING_TO_SEND,
+};
 pub use diagnostic::{Diagnostic, Source};

@@ -7,7 +7,8 @@
 //! The engine writes into an open document through the session's mirror:
 //! [`Task::ReadBuffer`] answers the text and version the session has, and
 //! [`Task::ReplaceBuffer`] sends one versioned `workspace/applyEdit` and answers once the
-//! client applied it and echoed it through `didChange` (or refused it, or the mirror moved).
+//! text shows what became of it: applied (a change the client reported made the edit's text),
+//! refused, dropped (`applied: true` without the text), or the mirror moved.
 //! The backend learns which documents the session has open through [`Backend::opened`] and
 //! [`Backend::closed`].
 
@@ -84,12 +85,17 @@ pub struct BufferSnapshot {
 /// What became of a [`Task::ReplaceBuffer`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BufferAnswer {
-    /// The client applied the edit and its `didChange` echo is in the mirror.
+    /// The client applied the edit and a change it reported made the edit's text (the mirror
+    /// holds it).
     Applied,
     /// The mirror is no longer at the version the edit was built for (nothing was sent).
     Moved,
     /// The client refused the edit (a stale version, `failureHandling: abort`).
     Refused,
+    /// The client answered `applied: true`, but the text it reported does not hold the edit
+    /// (Neovim drops an edit naming an older version and still says `applied: true`): nothing
+    /// was applied; build it again on the text as it is.
+    Dropped,
     /// The document is not open (any more) in this session.
     Closed,
 }
@@ -206,6 +212,29 @@ pub trait Backend: Send {
     ) -> Option<flemma_ide::features::ApprovalDecision> {
         let _ = (uri, analysis, tool, input);
         None
+    }
+
+    /// `flemma.trustFolder`: trusts the folder of the chat `uri` (every chat below it, as
+    /// `flemmad trust DIR`). Returns every folder trusted now, which the session's analyses
+    /// use from then on.
+    fn trust_folder(&mut self, uri: &str) -> Result<Vec<std::path::PathBuf>, BackendError> {
+        let _ = uri;
+        Err(BackendError::NotAvailable {
+            command: "flemma.trustFolder",
+        })
+    }
+
+    /// The folders trusted now (`None`: not known here), asked when a document opens, so that
+    /// a folder trusted elsewhere (`flemmad trust` in a terminal) counts in this session too.
+    fn trusted_folders(&mut self) -> Option<Vec<std::path::PathBuf>> {
+        None
+    }
+
+    /// Tools this process discovered at run time (the tools of the MCP servers running in it)
+    /// as `(name, description)`, for completion and hover. Never starts anything: opening or
+    /// editing a document does not start a server.
+    fn discovered_tools(&self) -> Vec<(String, String)> {
+        Vec::new()
     }
 
     /// `flemma.approve`/`reject`/`approveAll` for a document: `Some` when the engine takes it

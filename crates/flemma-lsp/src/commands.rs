@@ -12,7 +12,10 @@ use flemma_protocol::methods::FlemmaRequest;
 
 use crate::backend::EngineCommand;
 
-/// Every command, as advertised in `executeCommandProvider.commands`.
+/// Every command, as advertised in `executeCommandProvider.commands`. Each is also a
+/// `flemma/*` method of `rpc.sock`, except `flemma.trustFolder`: trusting a folder widens what
+/// its chats may do, so it is never a request another program (or a sandboxed tool) can make
+/// on the daemon's API (docs/security.md).
 pub const COMMANDS: &[&str] = &[
     "flemma.send",
     "flemma.cancel",
@@ -25,6 +28,7 @@ pub const COMMANDS: &[&str] = &[
     "flemma.jobs",
     "flemma.usage",
     "flemma.switch",
+    "flemma.trustFolder",
 ];
 
 /// A parsed command, its document resolved to an open document's URI.
@@ -42,6 +46,10 @@ pub enum Command {
     ApproveAll {
         uri: String,
     },
+    /// Trust the folder of the chat (`flemmad trust DIR`).
+    TrustFolder {
+        uri: String,
+    },
     Engine(EngineCommand),
 }
 
@@ -50,7 +58,8 @@ impl Command {
         match self {
             Command::Approve { uri, .. }
             | Command::Reject { uri, .. }
-            | Command::ApproveAll { uri } => uri,
+            | Command::ApproveAll { uri }
+            | Command::TrustFolder { uri } => uri,
             Command::Engine(c) => c.uri(),
         }
     }
@@ -65,7 +74,7 @@ pub(crate) fn parse(
 ) -> Result<Command, String> {
     let usage = match command {
         "flemma.send" | "flemma.cancel" | "flemma.approveAll" | "flemma.status" | "flemma.jobs"
-        | "flemma.usage" => "[uri]",
+        | "flemma.usage" | "flemma.trustFolder" => "[uri]",
         "flemma.switch" => "[uri, model]",
         "flemma.approve" | "flemma.background" | "flemma.execute" => "[uri, toolId]",
         "flemma.reject" => "[uri, toolId, reason?]",
@@ -101,6 +110,7 @@ pub(crate) fn parse(
             model: string_at(1, "model")?,
         }),
         "flemma.approveAll" => Command::ApproveAll { uri },
+        "flemma.trustFolder" => Command::TrustFolder { uri },
         "flemma.approve" => Command::Approve {
             uri,
             tool_id: string_at(1, "toolId")?,
@@ -387,13 +397,22 @@ mod tests {
         assert_eq!(uri_to_path(&uri).unwrap(), file);
     }
 
+    /// The commands only an editor's user gives (see [`COMMANDS`]).
+    const EDITOR_ONLY: &[&str] = &["flemma.trustFolder"];
+
     #[test]
     fn every_flemma_request_has_its_command() {
         for method in flemma_protocol::methods::METHODS {
             let command = flemma_protocol::methods::command_of(method).unwrap();
             assert!(COMMANDS.contains(&command.as_str()), "{command}");
         }
-        assert_eq!(COMMANDS.len(), flemma_protocol::methods::METHODS.len());
+        assert_eq!(
+            COMMANDS.len(),
+            flemma_protocol::methods::METHODS.len() + EDITOR_ONLY.len()
+        );
+        for command in EDITOR_ONLY {
+            assert!(COMMANDS.contains(command), "{command}");
+        }
     }
 
     #[test]

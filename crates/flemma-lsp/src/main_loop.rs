@@ -105,7 +105,9 @@ pub fn run_with(
             }
             Event::Task(task) => tasks::on_task(&mut session, task),
             Event::Deadline => {
-                handlers::diagnostics_due(&mut session, Instant::now());
+                let now = Instant::now();
+                tasks::expire_buffer_edits(&mut session, now);
+                handlers::diagnostics_due(&mut session, now);
             }
             Event::Disconnected => {
                 tracing::info!("the client went away without `exit`");
@@ -140,9 +142,16 @@ fn next_event(session: &Session, lsp: &Receiver<Message>, tasks: &Receiver<Task>
         .values()
         .filter_map(|d| d.diagnostics_at)
         .min();
+    let echo_deadline = session
+        .documents
+        .values()
+        .filter_map(|d| d.buffer_edit.as_ref()?.echo_deadline)
+        .min();
     // A due deadline waits for the client's messages already queued: a burst of changes (a
     // paste sent as many edits, keys typed faster than an analysis) is analysed once, after
-    // its last change, without waiting a fixed time after every keystroke.
+    // its last change, without waiting a fixed time after every keystroke; and a change that
+    // shows an engine edit landing counts even when it arrives with the deadline.
+    let deadline = deadline.into_iter().chain(echo_deadline).min();
     if deadline.is_some_and(|at| at <= Instant::now())
         && let Ok(message) = lsp.try_recv()
     {

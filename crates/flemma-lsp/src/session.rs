@@ -45,15 +45,23 @@ pub(crate) struct OpenDocument {
     pub published: Option<Vec<lsp_types::Diagnostic>>,
 }
 
-/// An engine edit sent to the client: answered once the client applied it and echoed it.
+/// An engine edit sent to the client: answered once its fate shows in the text (the client's
+/// word alone is not enough: Neovim answers `applied: true` for an edit it dropped).
 #[derive(Debug)]
 pub(crate) struct BufferEdit {
-    /// The version the edit was built against: its echo is the first change past it.
-    pub version: i32,
-    pub applied: Option<bool>,
-    pub echoed: bool,
+    /// Whether it landed, told by the changes the client reports (`flemma_syntax::RemoteEdit`).
+    pub check: flemma_syntax::RemoteEdit,
+    /// When the wait for the changes after `applied: true` runs out ([`ECHO_WAIT`]).
+    pub echo_deadline: Option<Instant>,
     pub reply: Option<crate::backend::Reply<crate::backend::BufferAnswer>>,
 }
+
+/// How long the changes that show an edit answered `applied: true` may take to arrive (Neovim
+/// sends them after its answer, debounced by 150 ms); when none came by then, the mirror as it
+/// is tells (the edit was dropped when it does not hold it). Generous: an edit Neovim dropped
+/// is almost always followed at once by the keystroke that made it stale (its change decides
+/// then), and an echo that came after the wait would be taken for text the user typed.
+pub(crate) const ECHO_WAIT: Duration = Duration::from_secs(3);
 
 /// The document id of a URI: the path of a `file://` URI (so templates and `@./` references
 /// resolve next to the chat); for other schemes (`untitled:`) a name in the workspace root.

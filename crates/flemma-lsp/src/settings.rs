@@ -61,6 +61,23 @@ pub(crate) fn apply(session: &mut Session, config: Option<ClientConfig>) {
     }
 }
 
+/// The folders trusted with `flemmad trust` changed (a "Trust this folder" action, or a
+/// document opened after a trust elsewhere): the session's documents are analysed with them
+/// and their diagnostics published again. Nothing happens when they are the same.
+pub(crate) fn set_trusted_folders(session: &mut Session, folders: Vec<std::path::PathBuf>) {
+    if session.base_config.trusted_folders == folders {
+        return;
+    }
+    session.base_config.trusted_folders = folders.clone();
+    let mut input = session.host.config().clone();
+    input.trusted_folders = folders;
+    session.host.set_config(input);
+    let open: Vec<String> = session.documents.keys().cloned().collect();
+    for uri in open {
+        crate::handlers::publish_diagnostics(session, &uri);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

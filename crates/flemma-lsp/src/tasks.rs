@@ -1,12 +1,14 @@
 //! What the engine hands over to the session ([`Task`]): reading the mirror, editing it
-//! through one versioned `workspace/applyEdit` at a time (answered once the client applied and
-//! echoed it), `flemma/event` notifications, `$/progress`, and messages.
+//! through one versioned `workspace/applyEdit` at a time (answered once the text shows what
+//! became of it: `flemma_syntax::RemoteEdit`), `flemma/event` notifications, `$/progress`, and
+//! messages.
 
 use lsp_types::request::ApplyWorkspaceEdit;
 
 use crate::backend::{BufferAnswer, BufferSnapshot, Progress, Task};
-use crate::session::{BufferEdit, ResponseHandler, Session};
+use crate::session::{BufferEdit, ECHO_WAIT, ResponseHandler, Session};
 use crate::to_proto;
+use flemma_syntax::Verdict;
 
 pub(crate) fn on_task(session: &mut Session, task: Task) {
     match task {
@@ -88,9 +90,8 @@ fn replace_buffer(
     let workspace_edit =
         to_proto::workspace_edit(doc, mirror, std::slice::from_ref(&edit), encoding);
     doc.buffer_edit = Some(BufferEdit {
-        version,
-        applied: None,
-        echoed: false,
+        check: flemma_syntax::RemoteEdit::new(edit),
+        echo_deadline: None,
         reply: Some(reply),
     });
     session.request::<ApplyWorkspaceEdit>(
@@ -104,34 +105,62 @@ fn replace_buffer(
     );
 }
 
-/// The client answered an engine edit.
+/// The client answered an engine edit. `applied: true` is not believed until the text shows
+/// the edit: the changes the client reports decide (see [`settle_buffer_edit`]).
 pub(crate) fn on_buffer_answer(session: &mut Session, uri: &str, applied: bool) {
     if let Some(edit) = session
         .documents
         .get_mut(uri)
         .and_then(|d| d.buffer_edit.as_mut())
     {
-        edit.applied = Some(applied);
+        edit.check.answered(applied);
+        if edit.check.awaits_echo() {
+            edit.echo_deadline = Some(std::time::Instant::now() + ECHO_WAIT);
+        }
     }
     settle_buffer_edit(session, uri);
 }
 
-/// Answers the engine edit in flight once its fate is known: refused, or applied and echoed.
+/// The wait for the changes that show an edit answered `applied: true` ran out: the mirror as
+/// it is decides (the edit was dropped unless a change already showed it).
+pub(crate) fn expire_buffer_edits(session: &mut Session, now: std::time::Instant) {
+    let expired: Vec<String> = session
+        .documents
+        .iter_mut()
+        .filter_map(|(uri, doc)| {
+            let edit = doc.buffer_edit.as_mut()?;
+            if edit.echo_deadline.is_some_and(|at| at <= now) {
+                edit.echo_deadline = None;
+                edit.check.expire();
+                Some(uri.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    for uri in expired {
+        settle_buffer_edit(session, &uri);
+    }
+}
+
+/// Answers the engine edit in flight once its fate is known: refused, landed (the client
+/// applied it and a reported change shows it), or dropped (`applied: true`, and the text does
+/// not hold it).
 pub(crate) fn settle_buffer_edit(session: &mut Session, uri: &str) {
     let Some(doc) = session.documents.get_mut(uri) else {
         return;
     };
-    let answer = match doc.buffer_edit.as_ref() {
-        Some(BufferEdit {
-            applied: Some(false),
-            ..
-        }) => BufferAnswer::Refused,
-        Some(BufferEdit {
-            applied: Some(true),
-            echoed: true,
-            ..
-        }) => BufferAnswer::Applied,
-        _ => return,
+    let answer = match doc.buffer_edit.as_ref().map(|e| e.check.verdict()) {
+        Some(Verdict::Refused) => BufferAnswer::Refused,
+        Some(Verdict::Landed) => BufferAnswer::Applied,
+        Some(Verdict::Dropped) => {
+            tracing::info!(
+                uri,
+                "the client answered `applied: true` for an edit its text does not hold; sending it again"
+            );
+            BufferAnswer::Dropped
+        }
+        Some(Verdict::Waiting) | None => return,
     };
     if let Some(mut edit) = doc.buffer_edit.take()
         && let Some(reply) = edit.reply.take()

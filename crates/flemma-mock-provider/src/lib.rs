@@ -26,14 +26,18 @@
 //! * Vertex: `POST /{v1|v1beta1}/projects/{p}/locations/{l}/publishers/google/models/{m}:{action}`;
 //!   Claude on Vertex: `…/publishers/anthropic/models/{m}:streamRawPredict` (or `:rawPredict`),
 //!   answered in the Anthropic format (recorded as [`WireFormat::Anthropic`]).
+//! * Google OAuth: `POST /token`, the token endpoint of a service-account key
+//!   (`"token_uri": "{base}/token"`): a JWT bearer assertion in, an access token out
+//!   ([`oauth`]).
 //! * Control: `POST /_mock/turns` (JSON array of turns), `GET /_mock/requests`,
 //!   `DELETE /_mock/requests`.
 
 mod formats;
 mod ids;
+pub mod oauth;
 mod script;
 mod server;
 
 pub use formats::ChatReasoningField;
-pub use script::{Failure, MockStop, MockUsage, Step, Turn};
+pub use script::{Failure, LAST_JOB_ID, MockStop, MockUsage, Step, Turn};
 pub use server::{MockConfig, MockProvider, RecordedRequest, WireFormat};

@@ -106,6 +106,7 @@ async fn run(args: Args) -> Result<(), StartError> {
             ReasoningFieldArg::ReasoningContent => ChatReasoningField::ReasoningContent,
             ReasoningFieldArg::Reasoning => ChatReasoningField::Reasoning,
         },
+        ..MockConfig::default()
     };
     let mock = MockProvider::start_with(config)
         .await

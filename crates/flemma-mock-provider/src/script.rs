@@ -24,12 +24,35 @@ pub struct Turn {
     pub failure: Option<Failure>,
     /// Pace the response body at this many bytes per second (`0` means unpaced).
     pub bytes_per_sec: Option<u64>,
+    /// Keep the connection open this many milliseconds after the last event before ending the
+    /// body (a server that does not close the stream after its terminal event).
+    pub hold_open_ms: Option<u64>,
     /// Anthropic only: pad `data:` JSON with runs of spaces before the final `}`, like the
     /// real API does.
     pub anthropic_padding: bool,
     /// Anthropic only: send the older `message_delta.usage` shape that carries only
     /// `output_tokens` (instead of repeating the input and cache counts).
     pub anthropic_legacy_usage: bool,
+}
+
+/// In a tool call's input, stands for the last background job id of the request
+/// ([`Turn::with_last_job_id`]).
+pub const LAST_JOB_ID: &str = "$LAST_JOB_ID";
+
+fn last_job_id(text: &str) -> Option<&str> {
+    text.match_indices("job_")
+        .filter_map(|(at, _)| text.get(at..at + 12))
+        .filter(|id| id[4..].bytes().all(|b| b.is_ascii_alphanumeric()))
+        .last()
+}
+
+fn replace_in(value: &mut Value, job: &str) {
+    match value {
+        Value::String(text) if text.contains(LAST_JOB_ID) => *text = text.replace(LAST_JOB_ID, job),
+        Value::Array(items) => items.iter_mut().for_each(|item| replace_in(item, job)),
+        Value::Object(map) => map.values_mut().for_each(|item| replace_in(item, job)),
+        _ => {}
+    }
 }
 
 /// One piece of a scripted answer.
@@ -188,6 +211,27 @@ impl Turn {
             id: Some(id.into()),
             input,
         });
+        self
+    }
+
+    /// Replaces [`LAST_JOB_ID`] in the tool-call inputs with the last background job id
+    /// (`job_` and 8 letters or digits) the request mentions, as a model would read it from the
+    /// conversation; left as written when the request mentions none.
+    pub fn with_last_job_id(mut self, request: &str) -> Self {
+        let Some(job) = last_job_id(request) else {
+            return self;
+        };
+        for step in &mut self.steps {
+            if let Step::ToolCall { input, .. } = step {
+                replace_in(input, job);
+            }
+        }
+        self
+    }
+
+    /// Keeps the connection open `ms` milliseconds after the last event.
+    pub fn hold_open(mut self, ms: u64) -> Self {
+        self.hold_open_ms = Some(ms);
         self
     }
 

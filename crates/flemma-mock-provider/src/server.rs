@@ -78,6 +78,9 @@ pub struct MockConfig {
     pub echo_when_empty: bool,
     /// Field Chat Completions streams use for thinking text.
     pub chat_reasoning_field: ChatReasoningField,
+    /// The public key (PKCS#1 DER, see [`crate::oauth::public_key_of`]) that signs the
+    /// service-account assertions `POST /token` accepts; `None` checks their form only.
+    pub service_account_key: Option<Vec<u8>>,
 }
 
 impl Default for MockConfig {
@@ -88,6 +91,7 @@ impl Default for MockConfig {
             require_key: None,
             echo_when_empty: false,
             chat_reasoning_field: ChatReasoningField::ReasoningContent,
+            service_account_key: None,
         }
     }
 }
@@ -98,6 +102,9 @@ struct Shared {
     config: MockConfig,
     turns: Mutex<VecDeque<Turn>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// The bodies of `POST /token` requests, and how many tokens were issued.
+    token_requests: Mutex<Vec<String>>,
+    tokens_issued: Mutex<u64>,
 }
 
 /// Locks a mutex, recovering the data if a panicking thread poisoned it.
@@ -131,6 +138,8 @@ impl MockProvider {
             config,
             turns: Mutex::new(VecDeque::new()),
             requests: Mutex::new(Vec::new()),
+            token_requests: Mutex::new(Vec::new()),
+            tokens_issued: Mutex::new(0),
         });
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(accept_loop(listener, Arc::clone(&shared), stopped));
@@ -165,6 +174,11 @@ impl MockProvider {
     /// Every provider request received so far, oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.requests).clone()
+    }
+
+    /// The form bodies of the token requests (`POST /token`) received so far.
+    pub fn token_requests(&self) -> Vec<String> {
+        lock(&self.shared.token_requests).clone()
     }
 
     /// Forgets the recorded requests.
@@ -238,6 +252,8 @@ enum Route {
     ListRequests,
     /// `DELETE /_mock/requests`.
     ClearRequests,
+    /// Google's OAuth token endpoint (a service-account key's `token_uri`).
+    Token,
     /// Anything else.
     NotFound,
 }
@@ -276,6 +292,7 @@ fn route(method: &Method, path: &str, headers: &hyper::HeaderMap) -> Route {
     let get = method == Method::GET;
     match path {
         "/_mock/turns" if post => return Route::PushTurns,
+        "/token" if post => return Route::Token,
         "/_mock/requests" if get => return Route::ListRequests,
         "/_mock/requests" if method == Method::DELETE => return Route::ClearRequests,
         "/v1/messages" if post => return generate_route(WireFormat::Anthropic, None, None),
@@ -395,6 +412,23 @@ async fn handle(
     let (format, endpoint) = match route {
         Route::Provider { format, endpoint } => (format, endpoint),
         Route::PushTurns => return Ok(plain(push_turns(&shared, &raw))),
+        Route::Token => {
+            lock(&shared.token_requests).push(raw_body.clone());
+            let host = headers
+                .get(hyper::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or_default();
+            let audience = format!("http://{host}{path}");
+            let issued = {
+                let mut issued = lock(&shared.tokens_issued);
+                *issued += 1;
+                *issued
+            };
+            let key = shared.config.service_account_key.as_deref();
+            return Ok(plain(crate::oauth::answer(
+                &raw_body, &audience, key, issued,
+            )));
+        }
         Route::ListRequests => {
             let requests = json!(*lock(&shared.requests));
             return Ok(plain(Reply::json(200, vec![], &requests)));
@@ -517,7 +551,9 @@ fn serve_provider(
     {
         return plain(invalid);
     }
-    let turn = lock(&shared.turns).pop_front();
+    let turn = lock(&shared.turns)
+        .pop_front()
+        .map(|turn| turn.with_last_job_id(&body.to_string()));
     let source = if turn.is_some() {
         "the next scripted turn"
     } else {
@@ -579,7 +615,20 @@ fn generate(
         Some(Failure::DisconnectAfterBytes(bytes)) => Some(bytes),
         _ => None,
     };
-    to_response(reply, turn.bytes_per_sec.filter(|rate| *rate > 0), cut)
+    let pacing = Pacing {
+        bytes_per_sec: turn.bytes_per_sec.filter(|rate| *rate > 0),
+        cut,
+        hold_open: turn.hold_open_ms.map(Duration::from_millis),
+    };
+    to_response(reply, pacing)
+}
+
+/// How a response body is written: paced, cut after some bytes, held open after its end.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pacing {
+    bytes_per_sec: Option<u64>,
+    cut: Option<usize>,
+    hold_open: Option<Duration>,
 }
 
 fn push_turns(shared: &Shared, raw: &[u8]) -> Reply {
@@ -604,17 +653,15 @@ fn push_turns(shared: &Shared, raw: &[u8]) -> Reply {
 
 /// Builds a response whose body is written at once.
 fn plain(reply: Reply) -> Response<ReplyBody> {
-    to_response(reply, None, None)
+    to_response(reply, Pacing::default())
 }
 
 /// Builds the response; the body is written frame by frame (each frame flushed), paced at
-/// `bytes_per_sec` and cut (connection aborted) after `cut` bytes when asked.
-fn to_response(
-    reply: Reply,
-    bytes_per_sec: Option<u64>,
-    cut: Option<usize>,
-) -> Response<ReplyBody> {
-    let unpaced = bytes_per_sec.is_none() && cut.is_none();
+/// `bytes_per_sec`, cut (connection aborted) after `cut` bytes and held open after its last
+/// frame when asked.
+fn to_response(reply: Reply, pacing: Pacing) -> Response<ReplyBody> {
+    let unpaced =
+        pacing.bytes_per_sec.is_none() && pacing.cut.is_none() && pacing.hold_open.is_none();
     let body = if unpaced && reply.frames.len() <= 1 {
         // One JSON or HTML document: sent with a content-length, like the real APIs do.
         let whole = reply.frames.into_iter().next().unwrap_or_default();
@@ -628,7 +675,7 @@ fn to_response(
             .map(|f| Ok::<_, std::io::Error>(Frame::data(f)));
         StreamBody::new(stream::iter(frames)).boxed()
     } else {
-        paced_body(reply.frames, bytes_per_sec, cut)
+        paced_body(reply.frames, pacing)
     };
     let mut builder = Response::builder().status(reply.status);
     for (name, value) in &reply.headers {
@@ -647,7 +694,12 @@ fn to_response(
     })
 }
 
-fn paced_body(frames: Vec<Bytes>, bytes_per_sec: Option<u64>, cut: Option<usize>) -> ReplyBody {
+fn paced_body(frames: Vec<Bytes>, pacing: Pacing) -> ReplyBody {
+    let Pacing {
+        bytes_per_sec,
+        cut,
+        hold_open,
+    } = pacing;
     let (sender, receiver) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
     tokio::spawn(async move {
         let start = tokio::time::Instant::now();
@@ -679,6 +731,13 @@ fn paced_body(frames: Vec<Bytes>, bytes_per_sec: Option<u64>, cut: Option<usize>
         }
         if cut.is_some() {
             abort_after_flush(&sender).await;
+        }
+        if let Some(hold) = hold_open {
+            // Ends early when the client goes away (the receiver is dropped).
+            tokio::select! {
+                () = tokio::time::sleep(hold) => {}
+                () = sender.closed() => {}
+            }
         }
     });
     let body = stream::unfold(receiver, |mut receiver| async move {

@@ -28,9 +28,32 @@ pub struct ChatStatus {
     pub jobs: Vec<JobStatus>,
     /// The pid of the `flemmad send` running on this file, when one is.
     pub send_pid: Option<u32>,
+    /// The MCP servers the chat's configuration defines, each with its state.
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerStatus>,
     /// Token and cost totals, when known (the file does not record them; a running daemon
     /// does). Null here.
     pub usage: Option<Value>,
+}
+
+/// One MCP server of the chat.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct McpServerStatus {
+    /// The server's tool-name form (its tools are `NAME.TOOL`).
+    pub name: String,
+    /// What runs: `stdio: COMMAND ARGS (in DIR)` or `http: URL` (no environment or header
+    /// values).
+    pub transport: String,
+    /// `running` or `failed`.
+    pub state: String,
+    /// Why it is not running (with the last lines of its stderr).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The server process (stdio servers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Its tools' full names.
+    pub tools: Vec<String>,
 }
 
 /// An enabled tool.

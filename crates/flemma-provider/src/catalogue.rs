@@ -9,7 +9,7 @@
 
 use flemma_conversation::Usage;
 
-use crate::{CacheRetention, ProviderKind};
+use crate::{CacheRetention, ProviderKind, ThinkingOff};
 
 /// Prices for prompts above a size threshold (Gemini Pro and Anthropic 1M-context pricing).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,6 +49,11 @@ pub struct ModelSpec {
     pub thinking: bool,
     /// Anthropic adaptive thinking (`{"type":"adaptive"}` + effort) instead of budgets.
     pub adaptive_thinking: bool,
+    /// How a request turns thinking off for this model (leave it out, say so, or not at all).
+    pub thinking_off: ThinkingOff,
+    /// The reasoning effort values the model takes (`low`, `high`, `max` for Kimi K3); empty
+    /// for the provider's usual mapping.
+    pub reasoning_efforts: &'static [&'static str],
     /// Higher prices for long prompts.
     pub long_context: Option<LongContextPrices>,
 }
@@ -116,6 +121,9 @@ struct Row {
     context_window: u64,
     max_output_tokens: u64,
     thinking: bool,
+    adaptive_thinking: bool,
+    thinking_off: ThinkingOff,
+    reasoning_efforts: &'static [&'static str],
     long_context: Option<LongContextPrices>,
 }
 
@@ -136,6 +144,9 @@ const fn row(
         context_window,
         max_output_tokens,
         thinking,
+        adaptive_thinking: false,
+        thinking_off: ThinkingOff::Omit,
+        reasoning_efforts: &[],
         long_context: None,
     }
 }
@@ -150,16 +161,121 @@ const fn long(mut base: Row, above: u64, prices: (f64, f64, f64)) -> Row {
     base
 }
 
+/// Anthropic adaptive thinking (`{"type":"adaptive"}` + effort; budgets are refused).
+const fn adaptive(mut base: Row) -> Row {
+    base.adaptive_thinking = true;
+    base
+}
+
+/// How a request says "no thinking" to this model.
+const fn off(mut base: Row, thinking_off: ThinkingOff) -> Row {
+    base.thinking_off = thinking_off;
+    base
+}
+
+/// The reasoning effort values the model takes.
+const fn efforts(mut base: Row, values: &'static [&'static str]) -> Row {
+    base.reasoning_efforts = values;
+    base
+}
+
 use ProviderKind::{Anthropic, Gemini, Moonshot, OpenAi};
+
+/// GPT-5.2 and later: `xhigh` above `high`, no `minimal`.
+const GPT_52_EFFORTS: &[&str] = &["low", "medium", "high", "xhigh"];
+/// GPT-5.6 Sol: `max` above `xhigh`.
+const GPT_56_SOL_EFFORTS: &[&str] = &["low", "medium", "high", "xhigh", "max"];
+/// Kimi K3's top-level `reasoning_effort`.
+const KIMI_K3_EFFORTS: &[&str] = &["low", "high", "max"];
 
 /// (input, output, cache read) per million tokens. Anthropic cache writes are derived: 1.25×
 /// input (5 minutes) and 2× input (1 hour).
+///
+/// The list follows Flemma 0.14's model list as far as it is public: Flemma's model tables
+/// (0.11) for the models they list, and the providers' own announcements and price pages (as of
+/// July 2026) for the models released since (Claude Opus 4.8, Sonnet 5, Fable 5; GPT-5.6;
+/// Gemini 3.5/3.6; Kimi K3). Retired models are not listed (they get the "did you mean" warning).
 const BUILTIN: &[Row] = &[
-    // Anthropic
+    // Anthropic. Fable 5 always thinks; Sonnet 5 thinks unless told `{"type":"disabled"}`;
+    // from the 4.6 generation on, thinking is adaptive (budgets are refused by 4.7 and later).
+    off(
+        adaptive(row(
+            Anthropic,
+            "claude-fable-5",
+            (10.0, 50.0, 1.0),
+            1_000_000,
+            128_000,
+            true,
+        )),
+        ThinkingOff::Forced,
+    ),
+    adaptive(row(
+        Anthropic,
+        "claude-opus-4-8",
+        (5.0, 25.0, 0.5),
+        1_000_000,
+        128_000,
+        true,
+    )),
+    adaptive(row(
+        Anthropic,
+        "claude-opus-4-7",
+        (5.0, 25.0, 0.5),
+        1_000_000,
+        128_000,
+        true,
+    )),
+    adaptive(row(
+        Anthropic,
+        "claude-opus-4-6",
+        (5.0, 25.0, 0.5),
+        1_000_000,
+        128_000,
+        true,
+    )),
+    off(
+        adaptive(row(
+            Anthropic,
+            "claude-sonnet-5",
+            (3.0, 15.0, 0.3),
+            1_000_000,
+            128_000,
+            true,
+        )),
+        ThinkingOff::Disable,
+    ),
+    adaptive(row(
+        Anthropic,
+        "claude-sonnet-4-6",
+        (3.0, 15.0, 0.3),
+        1_000_000,
+        64_000,
+        true,
+    )),
     row(
         Anthropic,
         "claude-opus-4-5",
         (5.0, 25.0, 0.5),
+        200_000,
+        64_000,
+        true,
+    ),
+    long(
+        row(
+            Anthropic,
+            "claude-sonnet-4-5",
+            (3.0, 15.0, 0.3),
+            200_000,
+            64_000,
+            true,
+        ),
+        200_000,
+        (6.0, 22.5, 0.6),
+    ),
+    row(
+        Anthropic,
+        "claude-haiku-4-5",
+        (1.0, 5.0, 0.1),
         200_000,
         64_000,
         true,
@@ -183,18 +299,6 @@ const BUILTIN: &[Row] = &[
     long(
         row(
             Anthropic,
-            "claude-sonnet-4-5",
-            (3.0, 15.0, 0.3),
-            200_000,
-            64_000,
-            true,
-        ),
-        200_000,
-        (6.0, 22.5, 0.6),
-    ),
-    long(
-        row(
-            Anthropic,
             "claude-sonnet-4",
             (3.0, 15.0, 0.3),
             200_000,
@@ -204,31 +308,139 @@ const BUILTIN: &[Row] = &[
         200_000,
         (6.0, 22.5, 0.6),
     ),
-    row(
-        Anthropic,
-        "claude-haiku-4-5",
-        (1.0, 5.0, 0.1),
-        200_000,
-        64_000,
-        true,
-    ),
-    row(
-        Anthropic,
-        "claude-3-7-sonnet",
-        (3.0, 15.0, 0.3),
-        200_000,
-        64_000,
-        true,
-    ),
-    row(
-        Anthropic,
-        "claude-3-5-haiku",
-        (0.8, 4.0, 0.08),
-        200_000,
-        8_192,
-        false,
-    ),
     // OpenAI (cache read = cached input)
+    efforts(
+        row(
+            OpenAi,
+            "gpt-5.6-sol",
+            (5.0, 30.0, 0.5),
+            1_050_000,
+            128_000,
+            true,
+        ),
+        GPT_56_SOL_EFFORTS,
+    ),
+    efforts(
+        row(
+            OpenAi,
+            "gpt-5.6-terra",
+            (2.5, 15.0, 0.25),
+            1_050_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    ),
+    efforts(
+        row(
+            OpenAi,
+            "gpt-5.6-luna",
+            (1.0, 6.0, 0.1),
+            1_050_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    ),
+    efforts(
+        row(
+            OpenAi,
+            "gpt-5.5",
+            (5.0, 30.0, 0.5),
+            1_050_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    ),
+    efforts(
+        row(
+            OpenAi,
+            "gpt-5.5-pro",
+            (30.0, 180.0, 30.0),
+            1_050_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    ),
+    efforts(
+        row(
+            OpenAi,
+            "gpt-5.4",
+            (2.5, 15.0, 0.25),
+            1_050_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    ),
+    efforts(
+        row(
+            OpenAi,
+            "gpt-5.4-pro",
+            (30.0, 180.0, 30.0),
+            1_050_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    ),
+    efforts(
+        row(
+            OpenAi,
+            "gpt-5.4-mini",
+            (0.75, 4.5, 0.075),
+            400_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    ),
+    efforts(
+        row(
+            OpenAi,
+            "gpt-5.4-nano",
+            (0.2, 1.25, 0.02),
+            400_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    ),
+    efforts(
+        row(
+            OpenAi,
+            "gpt-5.3-codex",
+            (1.75, 14.0, 0.175),
+            400_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    ),
+    efforts(
+        row(
+            OpenAi,
+            "gpt-5.2",
+            (1.75, 14.0, 0.175),
+            400_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    ),
+    efforts(
+        row(
+            OpenAi,
+            "gpt-5.2-pro",
+            (21.0, 168.0, 21.0),
+            400_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    ),
     row(
         OpenAi,
         "gpt-5.1",
@@ -252,6 +464,14 @@ const BUILTIN: &[Row] = &[
         (0.05, 0.4, 0.005),
         400_000,
         128_000,
+        true,
+    ),
+    row(
+        OpenAi,
+        "gpt-5-pro",
+        (15.0, 120.0, 15.0),
+        400_000,
+        272_000,
         true,
     ),
     row(OpenAi, "gpt-4.1", (2.0, 8.0, 0.5), 1_047_576, 32_768, false),
@@ -281,13 +501,39 @@ const BUILTIN: &[Row] = &[
         false,
     ),
     row(OpenAi, "o3", (2.0, 8.0, 0.5), 200_000, 100_000, true),
+    row(OpenAi, "o3-pro", (20.0, 80.0, 20.0), 200_000, 100_000, true),
     row(OpenAi, "o4-mini", (1.1, 4.4, 0.275), 200_000, 100_000, true),
     row(OpenAi, "o3-mini", (1.1, 4.4, 0.55), 200_000, 100_000, true),
+    row(OpenAi, "o1", (15.0, 60.0, 7.5), 200_000, 100_000, true),
     // Gemini API and Vertex AI (thoughts are billed as output)
+    row(
+        Gemini,
+        "gemini-3.6-flash",
+        (1.5, 7.5, 0.15),
+        1_048_576,
+        65_536,
+        true,
+    ),
+    row(
+        Gemini,
+        "gemini-3.5-flash",
+        (1.5, 9.0, 0.15),
+        1_048_576,
+        65_536,
+        true,
+    ),
+    row(
+        Gemini,
+        "gemini-3.5-flash-lite",
+        (0.3, 2.5, 0.03),
+        1_048_576,
+        65_536,
+        true,
+    ),
     long(
         row(
             Gemini,
-            "gemini-3-pro-preview",
+            "gemini-3.1-pro-preview",
             (2.0, 12.0, 0.2),
             1_048_576,
             65_536,
@@ -295,6 +541,14 @@ const BUILTIN: &[Row] = &[
         ),
         200_000,
         (4.0, 18.0, 0.4),
+    ),
+    row(
+        Gemini,
+        "gemini-3.1-flash-lite",
+        (0.25, 1.5, 0.025),
+        1_048_576,
+        65_536,
+        true,
     ),
     row(
         Gemini,
@@ -332,30 +586,44 @@ const BUILTIN: &[Row] = &[
         65_536,
         true,
     ),
-    // Moonshot (Kimi)
-    row(
-        Moonshot,
-        "kimi-k2-thinking",
-        (0.6, 2.5, 0.15),
-        262_144,
-        32_768,
-        true,
+    // Moonshot (Kimi). K3 always thinks and takes `reasoning_effort`; K2.5/K2.6 think unless
+    // told `thinking: {"type": "disabled"}`. The K2 preview, turbo and thinking models were
+    // retired on May 25, 2026.
+    off(
+        efforts(
+            row(
+                Moonshot,
+                "kimi-k3",
+                (3.0, 15.0, 0.3),
+                1_048_576,
+                65_536,
+                true,
+            ),
+            KIMI_K3_EFFORTS,
+        ),
+        ThinkingOff::Forced,
     ),
-    row(
-        Moonshot,
-        "kimi-k2-turbo-preview",
-        (1.15, 8.0, 0.15),
-        262_144,
-        32_768,
-        false,
+    off(
+        row(
+            Moonshot,
+            "kimi-k2.6",
+            (0.95, 4.0, 0.16),
+            262_144,
+            65_536,
+            true,
+        ),
+        ThinkingOff::Disable,
     ),
-    row(
-        Moonshot,
-        "kimi-k2",
-        (0.6, 2.5, 0.15),
-        262_144,
-        32_768,
-        false,
+    off(
+        row(
+            Moonshot,
+            "kimi-k2.5",
+            (0.6, 3.0, 0.1),
+            262_144,
+            65_536,
+            true,
+        ),
+        ThinkingOff::Disable,
     ),
 ];
 
@@ -377,7 +645,9 @@ impl ModelSpec {
             context_window: row.context_window,
             max_output_tokens: row.max_output_tokens,
             thinking: row.thinking,
-            adaptive_thinking: false,
+            adaptive_thinking: row.adaptive_thinking,
+            thinking_off: row.thinking_off,
+            reasoning_efforts: row.reasoning_efforts,
             long_context: row.long_context,
         }
     }
@@ -428,6 +698,8 @@ impl Catalogue {
                         max_output_tokens: 8_192,
                         thinking: false,
                         adaptive_thinking: false,
+                        thinking_off: ThinkingOff::Omit,
+                        reasoning_efforts: &[],
                         long_context: None,
                     });
                     self.models.len() - 1
@@ -617,9 +889,12 @@ mod tests {
             Some("claude-sonnet-4")
         );
         assert_eq!(
-            find(Anthropic, "claude-3-7-sonnet@20250219"),
-            Some("claude-3-7-sonnet")
+            find(Anthropic, "claude-opus-4-5@20251101"),
+            Some("claude-opus-4-5")
         );
+        // Retired models are gone (they get the "did you mean" warning).
+        assert_eq!(find(Anthropic, "claude-3-7-sonnet"), None);
+        assert_eq!(find(Moonshot, "kimi-k2-thinking"), None);
         assert_eq!(find(Anthropic, "claude-opus-4-1"), Some("claude-opus-4-1"));
         assert_eq!(find(Anthropic, "claude-sonnet-4-7"), None);
         assert_eq!(find(OpenAi, "gpt-5-2025-08-07"), Some("gpt-5"));
@@ -633,7 +908,11 @@ mod tests {
             find(Gemini, "models/gemini-2.5-flash-preview-09-2025"),
             Some("gemini-2.5-flash")
         );
-        assert_eq!(find(Moonshot, "kimi-k2-0905-preview"), Some("kimi-k2"));
+        assert_eq!(find(Moonshot, "kimi-k3"), Some("kimi-k3"));
+        assert_eq!(
+            find(Gemini, "gemini-3.1-flash-lite-preview"),
+            Some("gemini-3.1-flash-lite")
+        );
         assert_eq!(find(ProviderKind::OpenAiCompatible, "llama3.2"), None);
         assert_eq!(find(Anthropic, "gpt-5"), None);
     }

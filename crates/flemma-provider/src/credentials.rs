@@ -1,5 +1,5 @@
 //! Credential resolution: a chain of resolvers (environment, `secret-tool`, the macOS keychain,
-//! `gcloud`) tried in priority order, with a TTL cache.
+//! a Google service-account key, `gcloud`) tried in priority order, with a TTL cache.
 //!
 //! The environment and `PATH` are injected ([`CredentialEnvironment`]) so tests can point the
 //! chain at fake `secret-tool`/`gcloud` scripts in a temporary directory. A resolved value is a
@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use tokio::process::Command;
 use tokio::time::Instant;
+
+use crate::service_account::ServiceAccountKey;
 
 /// How long a `gcloud` access token is kept (tokens live one hour; refresh a little early).
 pub const GCLOUD_TOKEN_TTL: Duration = Duration::from_secs(55 * 60);
@@ -194,8 +196,9 @@ impl CredentialResolver {
     }
 
     /// Resolves `kind` for `service` (`resolve("anthropic", "api_key")`): the cache first, then
-    /// environment (priority 100), `secret-tool` (50, Linux), keychain (50, macOS), `gcloud`
-    /// (25, `vertex` access tokens). The first value found wins and is cached.
+    /// environment (priority 100), `secret-tool` (50, Linux), keychain (50, macOS), and for
+    /// `vertex` access tokens the service-account key of `GOOGLE_APPLICATION_CREDENTIALS` (30)
+    /// and `gcloud` (25). The first value found wins and is cached.
     pub async fn resolve(&self, service: &str, kind: &str) -> Result<Secret, CredentialError> {
         self.resolve_with_source(service, kind)
             .await
@@ -316,6 +319,9 @@ impl CredentialResolver {
             }
         }
         if service == "vertex" && kind == "access_token" {
+            if let Some(found) = self.lookup_service_account(attempts).await {
+                return Some(found);
+            }
             let gcloud = self.options.gcloud_path.as_deref().unwrap_or("gcloud");
             for args in [
                 &["auth", "print-access-token"][..],
@@ -331,6 +337,57 @@ impl CredentialResolver {
             }
         }
         None
+    }
+
+    /// A Vertex access token from the service-account key `GOOGLE_APPLICATION_CREDENTIALS`
+    /// names (a signed JWT exchanged at the key's `token_uri`; no `gcloud` needed), cached for
+    /// the token's lifetime.
+    async fn lookup_service_account(&self, attempts: &mut Vec<String>) -> Option<Found> {
+        const VARIABLE: &str = "GOOGLE_APPLICATION_CREDENTIALS";
+        let Some(path) = self
+            .environment
+            .var(VARIABLE)
+            .map(str::trim)
+            .filter(|path| !path.is_empty())
+        else {
+            attempts.push(format!("{VARIABLE} not set"));
+            return None;
+        };
+        let key = match ServiceAccountKey::from_file(Path::new(path)) {
+            Ok(key) => key,
+            Err(error) => {
+                attempts.push(format!("{VARIABLE}: {error}"));
+                return None;
+            }
+        };
+        // Fails only when a TLS provider is already installed, which is what we want anyway.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = match reqwest::Client::builder()
+            .connect_timeout(self.options.subprocess_timeout)
+            .timeout(self.options.subprocess_timeout)
+            .user_agent(concat!("flemmad/", env!("CARGO_PKG_VERSION")))
+            .build()
+        {
+            Ok(http) => http,
+            Err(error) => {
+                attempts.push(format!("{VARIABLE}: no HTTP client ({error})"));
+                return None;
+            }
+        };
+        match key.access_token(&http).await {
+            Ok((secret, ttl)) => Some(Found {
+                secret,
+                source: format!(
+                    "the service account {} ({VARIABLE}={path})",
+                    key.client_email
+                ),
+                ttl: Some(ttl),
+            }),
+            Err(error) => {
+                attempts.push(format!("{VARIABLE}={path}: {error}"));
+                None
+            }
+        }
     }
 
     /// Runs one lookup tool; its trimmed stdout is the value. Records why it failed otherwise.

@@ -12,8 +12,9 @@ use crate::credentials::{CredentialEnvironment, CredentialResolver, Secret, env_
 use crate::explain::{ProviderError, explain_http_error, explain_not_found, redact, stop_warning};
 use crate::retry::{RetryPolicy, is_retryable_status, retry_hint};
 use crate::{
-    ModelInfo, ProviderKind, RequestOptions, WireRequest, build_request, count_tokens_request,
-    decoder, list_models_request, parse_count_tokens, parse_models, vertex_default_base_url,
+    ModelInfo, ProviderKind, RequestOptions, ToolNames, WireRequest, build_request,
+    count_tokens_request, decoder_for, list_models_request, parse_count_tokens, parse_models,
+    vertex_default_base_url,
 };
 
 /// Timeouts and retries of a [`ProviderClient`].
@@ -215,7 +216,7 @@ impl ProviderClient {
             .await?;
         let request_id = request_id(sent.response.headers());
         let mut response = sent.response;
-        let mut stream_decoder = decoder(kind);
+        let mut stream_decoder = decoder_for(kind, ToolNames::of(&options.tools));
         let mut summary = StreamSummary {
             usage: Usage::default(),
             stop: StopReason::EndTurn,
@@ -225,6 +226,7 @@ impl ProviderClient {
         };
         let mut first_byte = true;
         let mut content = false;
+        let mut stopped = false;
         loop {
             let chunk = tokio::select! {
                 biased;
@@ -267,6 +269,7 @@ impl ProviderClient {
                     }
                     StreamEvent::Stop { reason } => {
                         summary.stop = reason.clone();
+                        stopped = true;
                         observer(ClientEvent::Event(StreamEvent::Stop { reason }));
                     }
                     other => {
@@ -275,7 +278,11 @@ impl ProviderClient {
                     }
                 }
             }
-            if done {
+            // The decoders end every stream with exactly one `Stop` (after its usage): the reply
+            // is complete, so stop reading. A server that keeps the connection open after the
+            // terminal event (OpenAI `response.completed`) must not hold the reply up; dropping
+            // the response closes the connection.
+            if done || stopped {
                 break;
             }
         }

@@ -10,3 +10,4 @@ pub mod credentials;
 pub mod explain;
 pub mod http;
 pub mod retry;
+pub mod service_account;

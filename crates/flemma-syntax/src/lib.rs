@@ -20,13 +20,20 @@ mod document;
 mod dump;
 mod edits;
 mod lines;
+mod merge;
 mod parser;
+mod remote;
 mod scan;
 mod text_edit;
 
 pub use document::{Document, LineEnding, NodeAt};
+pub use merge::{MergeConflict, three_way_base};
+pub use remote::{RemoteEdit, Verdict};
 pub use scan::scan_templated;
-pub use text_edit::{Assoc, EditError, TextEdit, TextEdits, apply_edits, diff_to_edits};
+pub use text_edit::{
+    Assoc, EditError, TextEdit, TextEdits, apply_edits, diff_to_edits, edits_fit, map_offset,
+    same_result, single_edit,
+};
 
 /// Parses a `.chat` text. Never fails and never panics; problems are diagnostics.
 pub fn parse(text: impl Into<String>) -> Document {

@@ -66,6 +66,14 @@ impl OptProxy {
     }
 
     fn list_op(&self, op: ListOp) -> Result<(), Box<EvalAltResult>> {
+        if flemma_config::opt_path(&self.path).is_err()
+            && flemma_config::flemma_only_option(&self.path).is_some()
+        {
+            return lock(&self.state)
+                .layer
+                .set(&self.path, serde_json::Value::Bool(true))
+                .map_err(|error| config_error(&error));
+        }
         let path = self.schema_path(&self.path)?;
         if let ListOp::Append(name) | ListOp::Prepend(name) | ListOp::Remove(name) = &op {
             check_tool_name(&path, name)?;
@@ -78,6 +86,16 @@ impl OptProxy {
 
     fn get(&self, key: &str) -> Result<Dynamic, Box<EvalAltResult>> {
         let path = self.child(key);
+        if flemma_config::opt_path(&path).is_err()
+            && flemma_config::flemma_only_option(&path).is_some()
+        {
+            // A Flemma option flemmad ignores (`flemma.opt.tools.mcporter.enabled = true`):
+            // writes below it are accepted with a warning.
+            return Ok(Dynamic::from(OptProxy {
+                state: self.state.clone(),
+                path,
+            }));
+        }
         let schema_path = self.schema_path(&path)?;
         let shape =
             flemma_config::option_shape(&schema_path).map_err(|error| config_error(&error))?;
@@ -108,6 +126,14 @@ impl OptProxy {
                 "cannot assign 'flemma.opt.{}' to 'flemma.opt.{path}'; assign a value or a list",
                 proxy.path
             )));
+        }
+        if flemma_config::opt_path(&path).is_err()
+            && flemma_config::flemma_only_option(&path).is_some()
+        {
+            return lock(&self.state)
+                .layer
+                .set(&path, serde_json::Value::Bool(true))
+                .map_err(|error| config_error(&error));
         }
         let schema_path = self.schema_path(&path)?;
         if let Some(function) = value.read_lock::<FnPtr>() {

@@ -64,14 +64,36 @@ impl RunContext {
         }
     }
 
-    /// Resolves `path` (relative to `cwd`) for reading.
+    /// Resolves `path` (relative to `cwd`). A leading `$FLEMMA_TOOLS_STORE_PATH` (or
+    /// `${FLEMMA_TOOLS_STORE_PATH}`) is the conversation's store directory, as it is for `bash`
+    /// and `flemma.save_to` (Flemma 0.13.1), so `read`, `write` and `edit` reach the store too.
     pub fn resolve(&self, path: &str) -> PathBuf {
-        let path = Path::new(path);
+        let expanded = self.expand_store_path(path);
+        let path = Path::new(expanded.as_deref().unwrap_or(path));
         if path.is_absolute() {
             path.to_path_buf()
         } else {
             self.cwd.join(path)
         }
+    }
+}
+
+impl RunContext {
+    /// `path` with its leading store variable replaced, when it has one and the store is known.
+    fn expand_store_path(&self, path: &str) -> Option<String> {
+        const VARIABLE: &str = "FLEMMA_TOOLS_STORE_PATH";
+        let rest = path
+            .strip_prefix("${FLEMMA_TOOLS_STORE_PATH}")
+            .or_else(|| path.strip_prefix("$FLEMMA_TOOLS_STORE_PATH"))?;
+        if !(rest.is_empty() || rest.starts_with('/')) {
+            return None;
+        }
+        let store = self
+            .env
+            .iter()
+            .find(|(name, _)| name == VARIABLE)
+            .map(|(_, value)| value)?;
+        Some(format!("{store}{rest}"))
     }
 }
 

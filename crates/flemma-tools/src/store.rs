@@ -54,32 +54,20 @@ impl ResultStore {
         document_id: u64,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Self {
-        let format = match chat_path {
-            Some(chat) => match config.path_format.as_str() {
-                "$chat" => {
-                    let dir = chat.parent().unwrap_or(Path::new("/"));
-                    let name = chat
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    format!(
-                        "{}/.flemma/{name}/{{{{ source }}}}_{{{{ name }}}}_{{{{ id }}}}.txt",
-                        dir.display()
-                    )
-                }
-                "$state" => format!(
-                    "${{XDG_STATE_HOME:-$HOME/.flemma}}/flemma/store/{}/{{{{ source }}}}_{{{{ name }}}}_{{{{ id }}}}.txt",
-                    flatten(chat)
-                ),
-                template => template
-                    .replace("{{ __filename }}", &chat.display().to_string())
-                    .replace("{{ flemma.path.flatten(__filename) }}", &flatten(chat)),
-            },
-            None => config.unnamed_path_format.clone(),
+        let chat = chat_path.map(|chat| chat.display().to_string());
+        let template = match (&chat, config.path_format.as_str()) {
+            (Some(_), "$chat") => CHAT_PRESET,
+            (Some(_), "$state") => STATE_PRESET,
+            (Some(_), template) => template,
+            (None, _) => config.unnamed_path_format.as_str(),
         };
-        let format = format
-            .replace("{{ flemma.pid }}", &std::process::id().to_string())
-            .replace("{{ bufnr }}", &document_id.to_string());
+        let format = render_template(
+            template,
+            &TemplateVariables {
+                filename: chat.as_deref(),
+                bufnr: document_id,
+            },
+        );
         let format = expand_env(&format, env);
         let (dir, file_pattern) = match format.rsplit_once('/') {
             Some((dir, file)) => (PathBuf::from(dir), file.to_string()),
@@ -151,6 +139,87 @@ impl ResultStore {
     }
 }
 
+/// `tools.store.path_format = "$chat"`: next to the chat file.
+const CHAT_PRESET: &str = "{{ __dirname }}/.flemma/{{ flemma.path.basename(__filename) }}/{{ source }}_{{ name }}_{{ id }}.txt";
+/// `tools.store.path_format = "$state"`: under `$XDG_STATE_HOME`, the chat path flattened.
+const STATE_PRESET: &str = "${XDG_STATE_HOME:-$HOME/.flemma}/flemma/store/{{ flemma.path.flatten(__filename) }}/{{ source }}_{{ name }}_{{ id }}.txt";
+
+/// What a store path template can name besides the per-result `source`, `name` and `id`.
+struct TemplateVariables<'a> {
+    /// The chat file (`__filename`; its directory is `__dirname`).
+    filename: Option<&'a str>,
+    /// The document number (`bufnr`).
+    bufnr: u64,
+}
+
+/// Renders the `{{ … }}` expressions of a store path template: `__filename`, `__dirname`,
+/// `bufnr`, `flemma.pid` and the path helpers `flemma.path.basename|dirname|stem|flatten(x)`
+/// (x one of the variables). `{{ source }}`, `{{ name }}` and `{{ id }}` stay for
+/// [`ResultStore::path_for`]; an expression it does not know stays as written (and is logged).
+fn render_template(template: &str, variables: &TemplateVariables<'_>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let Some(length) = rest[start..].find("}}") else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        let whole = &rest[start..start + length + 2];
+        let expression = whole[2..whole.len() - 2].trim();
+        match evaluate(expression, variables) {
+            Some(value) => out.push_str(&value),
+            None => {
+                if !matches!(expression, "source" | "name" | "id") {
+                    tracing::warn!(expression, "unknown expression in a store path template");
+                }
+                out.push_str(&format!("{{{{ {expression} }}}}"));
+            }
+        }
+        rest = &rest[start + length + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn evaluate(expression: &str, variables: &TemplateVariables<'_>) -> Option<String> {
+    let variable = |name: &str| -> Option<String> {
+        let file = variables.filename;
+        match name {
+            "__filename" => file.map(str::to_owned),
+            "__dirname" => file.map(|f| {
+                Path::new(f)
+                    .parent()
+                    .map_or_else(|| "/".to_owned(), |p| p.display().to_string())
+            }),
+            "bufnr" => Some(variables.bufnr.to_string()),
+            "flemma.pid" => Some(std::process::id().to_string()),
+            _ => None,
+        }
+    };
+    if let Some(value) = variable(expression) {
+        return Some(value);
+    }
+    let call = expression.strip_prefix("flemma.path.")?;
+    let (function, argument) = call.strip_suffix(')')?.split_once('(')?;
+    let argument = argument.trim();
+    let argument = match argument.strip_prefix('"').and_then(|a| a.strip_suffix('"')) {
+        Some(literal) => literal.to_owned(),
+        None => variable(argument)?,
+    };
+    let path = Path::new(&argument);
+    let part = |part: Option<&std::ffi::OsStr>| part.map(|p| p.to_string_lossy().into_owned());
+    match function.trim() {
+        "basename" => part(path.file_name()),
+        "stem" => part(path.file_stem()),
+        "dirname" => Some(
+            path.parent()
+                .map_or_else(String::new, |p| p.display().to_string()),
+        ),
+        "flatten" => Some(flatten(path)),
+        _ => None,
+    }
+}
+
 /// The next free `<stem>.<n>.<ext>` beside `path`.
 pub fn next_version(path: &Path) -> PathBuf {
     let stem = path
@@ -197,6 +266,27 @@ mod tests {
         assert_eq!(
             store.path_for("tool", "bash", "toolu_01"),
             PathBuf::from("/n/.flemma/example.chat/tool_bash_toolu_01.txt")
+        );
+    }
+
+    #[test]
+    fn custom_templates_expand_their_variables() {
+        let mut custom = config();
+        custom.path_format =
+            "{{ __dirname }}/results/{{ flemma.path.stem(__filename) }}/{{ flemma.path.basename(__dirname) }}-{{ bufnr }}/{{ source }}_{{ name }}_{{ id }}.txt".into();
+        let store = ResultStore::new(&custom, Some(Path::new("/n/work/example.chat")), 7, &|_| {
+            None
+        });
+        assert_eq!(
+            store.path_for("tool", "bash", "toolu_01"),
+            PathBuf::from("/n/work/results/example/work-7/tool_bash_toolu_01.txt")
+        );
+        custom.path_format =
+            "/s/{{ flemma.path.flatten(__filename) }}/{{ unknown }}/{{ id }}".into();
+        let store = ResultStore::new(&custom, Some(Path::new("/n/x.chat")), 0, &|_| None);
+        assert_eq!(
+            store.path_for("tool", "bash", "1"),
+            PathBuf::from("/s/n--x.chat/{{ unknown }}/1")
         );
     }
 

@@ -6,8 +6,8 @@ use serde_json::{Map, Value, json};
 use crate::prepare::{Prepared, ThinkingUse, base64_encode, classify_thinking};
 use crate::tools::normalize_tool_id;
 use crate::{
-    BuildError, CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel, WireRequest,
-    encode_tool_name, inject_harness_parameters, sorted_tools,
+    BuildError, CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel, ThinkingOff,
+    WireRequest, encode_tool_name, inject_harness_parameters, sorted_tools,
 };
 
 /// The `anthropic-version` sent when the options leave it empty.
@@ -148,18 +148,33 @@ fn thinking_settings(
     options: &RequestOptions,
     warnings: &mut Vec<String>,
 ) -> (Option<Value>, Option<Value>) {
+    let adaptive = |level: ThinkingLevel| {
+        (
+            Some(json!({"type": "adaptive"})),
+            Some(json!({"effort": effort(level)})),
+        )
+    };
+    let off = || match options.thinking_off {
+        // The model thinks unless told not to (Claude Sonnet 5).
+        ThinkingOff::Disable => (Some(json!({"type": "disabled"})), None),
+        ThinkingOff::Omit | ThinkingOff::Forced => (None, None),
+    };
     if let Some(budget) = options.anthropic_thinking_budget {
         if budget == 0 {
-            return (None, None);
+            return off();
+        }
+        if options.supports_adaptive_thinking {
+            // Adaptive models refuse budgets: the budget becomes the nearest effort.
+            return adaptive(crate::level_for_budget(budget));
         }
         return (budget_thinking(budget, options.max_tokens, warnings), None);
     }
     match options.thinking {
-        Thinking::Off => (None, None),
-        Thinking::Level(level) if options.supports_adaptive_thinking => (
-            Some(json!({"type": "adaptive"})),
-            Some(json!({"effort": effort(level)})),
-        ),
+        Thinking::Off | Thinking::Budget(0) => off(),
+        Thinking::Level(level) if options.supports_adaptive_thinking => adaptive(level),
+        Thinking::Budget(budget) if options.supports_adaptive_thinking => {
+            adaptive(crate::level_for_budget(budget))
+        }
         Thinking::Level(level) => (
             budget_thinking(anthropic_level_budget(level), options.max_tokens, warnings),
             None,
@@ -246,18 +261,24 @@ pub(crate) fn body(
         body.insert("tools".into(), Value::Array(tools));
     }
     let (mut thinking, mut output_config) = thinking_settings(options, warnings);
+    let enabled = |thinking: &Option<Value>| {
+        thinking
+            .as_ref()
+            .is_some_and(|t| t.get("type").and_then(Value::as_str) != Some("disabled"))
+    };
     let in_tool_loop_without_thinking = body
         .get("messages")
         .and_then(Value::as_array)
         .is_some_and(|messages| tool_loop_lacks_thinking(messages));
-    if thinking.is_some() && in_tool_loop_without_thinking {
+    if enabled(&thinking) && in_tool_loop_without_thinking {
         warnings.push(
             "thinking turned off for this request: the last assistant turn has tool calls but no Anthropic thinking block (it came from another provider or thinking was off); Anthropic rejects thinking in that case".into(),
         );
-        thinking = None;
+        thinking =
+            (options.thinking_off == ThinkingOff::Disable).then(|| json!({"type": "disabled"}));
         output_config = None;
     }
-    let thinking_on = thinking.is_some();
+    let thinking_on = enabled(&thinking);
     if let Some(thinking) = thinking {
         body.insert("thinking".into(), thinking);
     }

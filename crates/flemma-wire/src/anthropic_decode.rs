@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use crate::{SseFormat, decode_tool_name, truncated_error};
+use crate::{SseFormat, truncated_error};
 
 #[derive(Deserialize)]
 struct Event<'a> {
@@ -154,6 +154,8 @@ struct OpenTool {
 /// Incremental decoder of an Anthropic Messages SSE stream.
 #[derive(Debug, Default)]
 pub(crate) struct AnthropicDecoder {
+    /// The offered tools, to decode tool-call names exactly.
+    pub(crate) names: crate::ToolNames,
     usage: UsageSnapshot,
     saw_usage: bool,
     stop: Option<StopReason>,
@@ -264,7 +266,7 @@ impl AnthropicDecoder {
                 out.push(StreamEvent::ToolCallStart {
                     index: ordinal,
                     id: block.id,
-                    name: decode_tool_name(&block.name),
+                    name: self.names.decode(&block.name),
                 });
                 let initial_input = block
                     .input

@@ -9,7 +9,8 @@ use crate::prepare::{
 use crate::responses_build::effort;
 use crate::tools::{call_arguments, normalize_tool_id};
 use crate::{
-    ProviderKind, RequestOptions, encode_tool_name, inject_harness_parameters, sorted_tools,
+    ProviderKind, RequestOptions, Thinking, ThinkingOff, encode_tool_name,
+    inject_harness_parameters, sorted_tools,
 };
 
 /// OpenAI limits tool call ids to 40 characters on Chat Completions.
@@ -187,10 +188,27 @@ pub(crate) fn body(
     if let Some(temperature) = options.temperature {
         body.insert("temperature".into(), json!(temperature));
     }
-    if kind == ProviderKind::OpenAiCompatible {
-        if let Some(effort) = effort(options) {
-            body.insert("reasoning_effort".into(), json!(effort));
+    match kind {
+        ProviderKind::OpenAiCompatible => {
+            if let Some(effort) = effort(options) {
+                body.insert("reasoning_effort".into(), json!(effort));
+            }
         }
+        // Moonshot's per-model shapes: Kimi K3 takes a top-level `reasoning_effort` (it always
+        // thinks); K2.5/K2.6 think unless told `thinking: {"type": "disabled"}`.
+        ProviderKind::Moonshot => {
+            if !options.reasoning_efforts.is_empty() {
+                if let Some(effort) = effort(options) {
+                    body.insert("reasoning_effort".into(), json!(effort));
+                }
+            }
+            let off = matches!(options.thinking, Thinking::Off | Thinking::Budget(0))
+                && options.openai_reasoning.is_none();
+            if off && options.thinking_off == ThinkingOff::Disable {
+                body.insert("thinking".into(), json!({"type": "disabled"}));
+            }
+        }
+        _ => {}
     }
     body.insert("stream".into(), json!(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));

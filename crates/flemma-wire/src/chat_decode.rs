@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::tools::fnv1a;
-use crate::{SseFormat, decode_tool_name, truncated_error};
+use crate::{SseFormat, truncated_error};
 
 #[derive(Deserialize)]
 struct Chunk {
@@ -97,6 +97,8 @@ struct Call {
 /// Incremental decoder of a Chat Completions SSE stream.
 #[derive(Debug, Default)]
 pub(crate) struct ChatDecoder {
+    /// The offered tools, to decode tool-call names exactly.
+    pub(crate) names: crate::ToolNames,
     calls: Vec<Call>,
     response_id: String,
     usage: Option<Usage>,
@@ -195,7 +197,9 @@ impl ChatDecoder {
                     out.push(StreamEvent::ToolCallStart {
                         index: ordinal,
                         id: id.clone(),
-                        name: decode_tool_name(function.name.as_deref().unwrap_or_default()),
+                        name: self
+                            .names
+                            .decode(function.name.as_deref().unwrap_or_default()),
                     });
                     self.calls.push(Call {
                         wire_index,

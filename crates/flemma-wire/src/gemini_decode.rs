@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::tools::synthetic_tool_id;
-use crate::{SseFormat, decode_tool_name, truncated_error};
+use crate::{SseFormat, truncated_error};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -124,6 +124,8 @@ impl UsageSnapshot {
 /// Incremental decoder of a Gemini / Vertex SSE stream (with bare JSON error lines).
 #[derive(Debug, Default)]
 pub(crate) struct GeminiDecoder {
+    /// The offered tools, to decode tool-call names exactly.
+    pub(crate) names: crate::ToolNames,
     usage: UsageSnapshot,
     tool_count: usize,
     response_id: String,
@@ -253,7 +255,7 @@ impl GeminiDecoder {
         if let Some(call) = part.function_call {
             let ordinal = self.tool_count;
             self.tool_count += 1;
-            let name = decode_tool_name(&call.name);
+            let name = self.names.decode(&call.name);
             let arguments = match call.args {
                 Some(args @ Value::Object(_)) => args.to_string(),
                 _ => "{}".to_string(),

@@ -11,8 +11,8 @@
 pub use flemma_conversation::{Conversation, StopReason, StreamEvent, Usage};
 pub use sse::{SseDecoder, SseEvent};
 pub use tools::{
-    decode_tool_name, encode_tool_name, inject_harness_parameters, name_from_synthetic_id,
-    normalize_tool_id, synthetic_tool_id,
+    ToolNames, decode_tool_name, encode_tool_name, inject_harness_parameters,
+    name_from_synthetic_id, normalize_tool_id, synthetic_tool_id,
 };
 
 pub use anthropic_build::{DEFAULT_ANTHROPIC_VERSION, anthropic_level_budget};
@@ -159,6 +159,59 @@ pub enum Thinking {
     Budget(u32),
 }
 
+/// How a request says "no thinking" to a model (a per-model request shape).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ThinkingOff {
+    /// Leave the thinking fields out (the model does not think unless asked).
+    #[default]
+    Omit,
+    /// Say it: the model thinks unless told not to (Claude Sonnet 5 `{"type":"disabled"}`,
+    /// Kimi K2.5/K2.6 `thinking: {"type": "disabled"}`).
+    Disable,
+    /// The model always thinks (Claude Fable 5, Kimi K3): thinking cannot be turned off, so
+    /// the caller asks for the lowest effort instead.
+    Forced,
+}
+
+/// The effort among `available` (in increasing order) for `level`: the lowest one at or above
+/// the level, else the highest (`max` → `xhigh` on GPT-5.2+, `medium` → `high` on Kimi K3).
+pub fn nearest_effort(level: ThinkingLevel, available: &[&'static str]) -> Option<&'static str> {
+    fn rank(effort: &str) -> u8 {
+        match effort {
+            "none" => 0,
+            "minimal" => 1,
+            "low" => 2,
+            "medium" => 3,
+            "high" => 4,
+            "xhigh" => 5,
+            _ => 6,
+        }
+    }
+    let wanted = match level {
+        ThinkingLevel::Minimal => 1,
+        ThinkingLevel::Low => 2,
+        ThinkingLevel::Medium => 3,
+        ThinkingLevel::High => 4,
+        ThinkingLevel::Max => 6,
+    };
+    available
+        .iter()
+        .copied()
+        .find(|effort| rank(effort) >= wanted)
+        .or_else(|| available.last().copied())
+}
+
+/// The named level closest to a token budget (for models that take levels, not budgets).
+pub fn level_for_budget(budget: u32) -> ThinkingLevel {
+    match budget {
+        0..=1024 => ThinkingLevel::Minimal,
+        1025..=2048 => ThinkingLevel::Low,
+        2049..=8192 => ThinkingLevel::Medium,
+        8193..=32768 => ThinkingLevel::High,
+        _ => ThinkingLevel::Max,
+    }
+}
+
 /// Everything besides the conversation that shapes a request.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RequestOptions {
@@ -194,6 +247,11 @@ pub struct RequestOptions {
     pub vertex_location: String,
     /// The model takes Anthropic adaptive thinking (`{"type":"adaptive"}` + effort).
     pub supports_adaptive_thinking: bool,
+    /// How this model is told not to think.
+    pub thinking_off: ThinkingOff,
+    /// The reasoning effort values the model takes (the catalogue's word; empty: the
+    /// provider's usual mapping). Kimi K3 gets a top-level `reasoning_effort` from them.
+    pub reasoning_efforts: &'static [&'static str],
 }
 
 /// An HTTP request ready to send, without authentication headers.
@@ -405,23 +463,33 @@ impl<F: SseFormat> StreamDecoder for SseStream<F> {
 /// (not the provider's content-block index). Every stream ends with exactly one `Stop` (preceded
 /// by one `Usage` when the provider reported usage) or one `Error`.
 pub fn decoder(kind: ProviderKind) -> Box<dyn StreamDecoder + Send> {
+    decoder_for(kind, ToolNames::default())
+}
+
+/// [`decoder`] for a request that offered the tools of `names`: tool calls decode to exactly
+/// those names (see [`encode_tool_name`]).
+pub fn decoder_for(kind: ProviderKind, names: ToolNames) -> Box<dyn StreamDecoder + Send> {
     match kind {
-        ProviderKind::Anthropic => Box::new(SseStream::new(
-            SseDecoder::default(),
-            anthropic_decode::AnthropicDecoder::default(),
-        )),
-        ProviderKind::OpenAi => Box::new(SseStream::new(
-            SseDecoder::default(),
-            responses_decode::ResponsesDecoder::default(),
-        )),
-        ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => Box::new(SseStream::new(
-            SseDecoder::default(),
-            chat_decode::ChatDecoder::default(),
-        )),
-        ProviderKind::Gemini | ProviderKind::Vertex => Box::new(SseStream::new(
-            SseDecoder::with_bare_json(),
-            gemini_decode::GeminiDecoder::default(),
-        )),
+        ProviderKind::Anthropic => {
+            let mut format = anthropic_decode::AnthropicDecoder::default();
+            format.names = names;
+            Box::new(SseStream::new(SseDecoder::default(), format))
+        }
+        ProviderKind::OpenAi => {
+            let mut format = responses_decode::ResponsesDecoder::default();
+            format.names = names;
+            Box::new(SseStream::new(SseDecoder::default(), format))
+        }
+        ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
+            let mut format = chat_decode::ChatDecoder::default();
+            format.names = names;
+            Box::new(SseStream::new(SseDecoder::default(), format))
+        }
+        ProviderKind::Gemini | ProviderKind::Vertex => {
+            let mut format = gemini_decode::GeminiDecoder::default();
+            format.names = names;
+            Box::new(SseStream::new(SseDecoder::with_bare_json(), format))
+        }
     }
 }
 

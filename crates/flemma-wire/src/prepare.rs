@@ -223,8 +223,15 @@ pub(crate) fn classify_thinking(
     if text.trim().is_empty() {
         ThinkingUse::Drop
     } else {
-        ThinkingUse::ForeignText(format!("<thinking>\n{}\n</thinking>", text.trim_end()))
+        ThinkingUse::ForeignText(foreign_thinking_text(text))
     }
+}
+
+/// Thinking another provider produced, as the plain context it is sent as (Flemma 0.14): the
+/// prose, then a `---` line before the reply. Not in `<thinking>` tags: models copy tags they
+/// see into their own replies.
+pub(crate) fn foreign_thinking_text(text: &str) -> String {
+    format!("{}\n\n---", text.trim_end())
 }
 
 /// Standard base64 of `data`.
@@ -357,7 +364,7 @@ mod tests {
         );
         assert_eq!(
             classify_thinking(ProviderKind::Gemini, "t", Some(&anthropic), false),
-            ThinkingUse::ForeignText("<thinking>\nt\n</thinking>".into())
+            ThinkingUse::ForeignText("t\n\n---".into())
         );
         assert_eq!(
             classify_thinking(ProviderKind::OpenAi, "", Some(&anthropic), false),

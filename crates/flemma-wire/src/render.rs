@@ -17,7 +17,7 @@ use flemma_syntax::write::{
     tool_use_block,
 };
 
-use crate::{ProviderKind, decode_tool_name};
+use crate::ProviderKind;
 
 /// How a reply ended, for [`ReplyRenderer::finish`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -256,7 +256,8 @@ impl ReplyRenderer {
         let name = if call.name.is_empty() {
             "unknown".to_string()
         } else {
-            decode_tool_name(&call.name)
+            // Decoded by the stream decoder already (`ToolNames`), exactly.
+            call.name.clone()
         };
         let mut out = self.block_separator();
         out.push_str(&tool_use_block(
@@ -354,7 +355,7 @@ mod tests {
         events.extend(call(
             2,
             "toolu_B",
-            "flemma__jobs__status",
+            "flemma.jobs.status",
             r#"{"job_id":"job_x"}"#,
         ));
         let out = render(&mut renderer, &events, ReplyOutcome::Completed);

@@ -38,11 +38,19 @@ pub(crate) fn effort(options: &RequestOptions) -> Option<&'static str> {
     if let Some(effort) = options.openai_reasoning {
         return Some(effort.as_str());
     }
-    match options.thinking {
-        Thinking::Off => None,
-        Thinking::Level(level) => Some(openai_level_effort(level)),
-        Thinking::Budget(0) => None,
-        Thinking::Budget(budget) => Some(openai_budget_effort(budget)),
+    let level = match options.thinking {
+        Thinking::Off | Thinking::Budget(0) => return None,
+        Thinking::Level(level) => level,
+        Thinking::Budget(budget) if options.reasoning_efforts.is_empty() => {
+            return Some(openai_budget_effort(budget));
+        }
+        Thinking::Budget(budget) => crate::level_for_budget(budget),
+    };
+    if options.reasoning_efforts.is_empty() {
+        Some(openai_level_effort(level))
+    } else {
+        // The model's own efforts (`xhigh` on GPT-5.2+, `max` on GPT-5.6 Sol, Kimi K3's).
+        crate::nearest_effort(level, options.reasoning_efforts)
     }
 }
 
@@ -108,7 +116,7 @@ fn assistant_items(parts: &[Part], items: &mut Vec<Value>, warnings: &mut Vec<St
                             "an openai thinking signature is not a base64 reasoning item; its text was sent as plain context".into(),
                         );
                             if !text.trim().is_empty() {
-                                texts.push(format!("<thinking>\n{}\n</thinking>", text.trim_end()));
+                                texts.push(crate::prepare::foreign_thinking_text(&text));
                             }
                         }
                     }

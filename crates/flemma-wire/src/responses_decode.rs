@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{SseFormat, decode_tool_name, truncated_error};
+use crate::{SseFormat, truncated_error};
 
 #[derive(Deserialize)]
 struct Event<'a> {
@@ -48,6 +48,8 @@ struct OpenCall {
 /// Incremental decoder of an OpenAI Responses SSE stream.
 #[derive(Debug, Default)]
 pub(crate) struct ResponsesDecoder {
+    /// The offered tools, to decode tool-call names exactly.
+    pub(crate) names: crate::ToolNames,
     /// Function calls keyed by output index.
     calls: HashMap<usize, OpenCall>,
     /// Output index of each function call item id (delta events carry both).
@@ -259,7 +261,7 @@ impl ResponsesDecoder {
         out.push(StreamEvent::ToolCallStart {
             index: ordinal,
             id: id.to_string(),
-            name: decode_tool_name(str_field(item, "name")),
+            name: self.names.decode(str_field(item, "name")),
         });
         if let Some(item_id) = item.get("id").and_then(Value::as_str) {
             self.call_items.insert(item_id.to_string(), output_index);

@@ -28,14 +28,73 @@ pub fn call_arguments(input: &Value, raw_input: &str) -> String {
     }
 }
 
-/// Encodes a dotted tool name for the wire: `.` (and the legacy `:`) become `__`.
+/// The longest tool name the providers accept (`^[a-zA-Z0-9_-]{1,64}$`).
+pub const MAX_WIRE_NAME: usize = 64;
+
+/// Encodes a dotted tool name for the wire: `.` (and the legacy `:`) become `__`. A name that
+/// would not come back as itself (`docs.get__x`), holds other characters, or is longer than
+/// [`MAX_WIRE_NAME`] becomes a stable shortened form ending in `_` and 8 hex digits of its hash;
+/// a [`ToolNames`] of the offered tools decodes it.
 pub fn encode_tool_name(name: &str) -> String {
-    name.replace(['.', ':'], "__")
+    let plain = name.replace(['.', ':'], "__");
+    let fits = !plain.is_empty()
+        && plain.len() <= MAX_WIRE_NAME
+        && plain
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if fits && decode_tool_name(&plain) == name.replace(':', ".") {
+        return plain;
+    }
+    let hash = format!("{:08x}", fnv1a(name.as_bytes()) & 0xffff_ffff);
+    let prefix: String = plain
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_WIRE_NAME - hash.len() - 1)
+        .collect();
+    format!("{prefix}_{hash}")
 }
 
 /// Decodes a wire tool name: `__` becomes `.`, and `:` is accepted as `.`.
 pub fn decode_tool_name(wire: &str) -> String {
     wire.replace("__", ".").replace(':', ".")
+}
+
+/// The wire names of the tools offered in a request, so the tool calls of the reply decode to
+/// exactly those names (also the shortened and the non-round-tripping ones).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolNames {
+    by_wire: std::collections::HashMap<String, String>,
+}
+
+impl ToolNames {
+    /// The table of `names`.
+    pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+        Self {
+            by_wire: names
+                .into_iter()
+                .map(|name| (encode_tool_name(name), name.to_string()))
+                .collect(),
+        }
+    }
+
+    /// The table of the tools of a request.
+    pub fn of(tools: &[ToolDefinition]) -> Self {
+        Self::new(tools.iter().map(|tool| tool.name.as_str()))
+    }
+
+    /// The tool name of a wire name: an offered tool's exact name, else [`decode_tool_name`].
+    pub fn decode(&self, wire: &str) -> String {
+        self.by_wire
+            .get(wire)
+            .cloned()
+            .unwrap_or_else(|| decode_tool_name(wire))
+    }
 }
 
 /// The schema sent to the model for `tool`: its input schema plus the harness parameters
@@ -180,6 +239,56 @@ mod tests {
         );
         assert_eq!(decode_tool_name("a:b"), "a.b");
         assert_eq!(decode_tool_name("read_skill"), "read_skill");
+    }
+
+    #[test]
+    fn names_that_would_not_round_trip_or_fit_get_a_stable_hash() {
+        // `docs.get__x` encoded plainly would come back as `docs.get.x`.
+        let wire = encode_tool_name("docs.get__x");
+        assert!(wire.starts_with("docs__get__x_") && wire.len() == "docs__get__x_".len() + 8);
+        assert_eq!(wire, encode_tool_name("docs.get__x"), "stable");
+        let long = format!("server.{}", "a_long_tool_name_".repeat(5));
+        let long_wire = encode_tool_name(&long);
+        assert_eq!(long_wire.len(), MAX_WIRE_NAME);
+        assert!(
+            long_wire
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        );
+        let odd = encode_tool_name("srv.tool/with space");
+        assert!(!odd.contains(['/', ' ']), "{odd}");
+        let names = ToolNames::new(["docs.get__x", long.as_str(), "srv.tool/with space", "bash"]);
+        assert_eq!(names.decode(&wire), "docs.get__x");
+        assert_eq!(names.decode(&long_wire), long);
+        assert_eq!(names.decode(&odd), "srv.tool/with space");
+        assert_eq!(names.decode("bash"), "bash");
+        assert_eq!(names.decode("flemma__jobs__status"), "flemma.jobs.status");
+        // Names that round-trip keep their plain form.
+        assert_eq!(
+            encode_tool_name("github.search_issues"),
+            "github__search_issues"
+        );
+    }
+
+    #[test]
+    fn a_reply_calling_a_shortened_name_decodes_to_the_offered_tool() {
+        let name = "docs.get__x";
+        let wire = encode_tool_name(name);
+        let body = format!(
+            "event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"{wire}\",\"input\":{{}}}}}}\n\n"
+        );
+        let mut decoder = crate::decoder_for(
+            crate::ProviderKind::Anthropic,
+            ToolNames::new([name, "bash"]),
+        );
+        let events = decoder.feed(body.as_bytes());
+        assert!(
+            events.iter().any(|event| matches!(
+                event,
+                crate::StreamEvent::ToolCallStart { name: decoded, .. } if decoded == name
+            )),
+            "{events:?}"
+        );
     }
 
     #[test]

@@ -14,7 +14,22 @@ pub struct Chat {
 }
 
 pub fn chat(text: &str) -> Chat {
-    let dir = tempfile::tempdir().unwrap();
+    chat_in(tempfile::tempdir().unwrap(), text)
+}
+
+/// A chat in a temporary folder outside `/tmp` (under `target/tmp`): the default sandbox
+/// policy makes `/tmp` writable, so a canary there proves nothing.
+pub fn chat_outside_tmp(text: &str) -> Chat {
+    chat_in(
+        tempfile::Builder::new()
+            .prefix("flemmad-chat-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap(),
+        text,
+    )
+}
+
+fn chat_in(dir: tempfile::TempDir, text: &str) -> Chat {
     let path = dir.path().join("talk.chat");
     std::fs::write(&path, text).unwrap();
     let config_home = dir.path().join("config");
@@ -24,6 +39,32 @@ pub fn chat(text: &str) -> Chat {
         config_home,
         _dir: dir,
     }
+}
+
+/// Trusts `dir` with `flemmad trust` under the config home `config_home` (the tests' own
+/// `XDG_CONFIG_HOME`): its chats' frontmatter may then widen what they do, as before the trust
+/// model (docs/security.md).
+pub fn trust_folder(dir: &Path, config_home: &Path) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flemmad"))
+        .arg("trust")
+        .arg(dir)
+        .env("XDG_CONFIG_HOME", config_home)
+        .env_remove("FLEMMA_CONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "flemmad trust: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A chat in a folder trusted with `flemmad trust`: for tests of what a frontmatter that
+/// widens power does (auto-approving `bash`, custom tools, approval functions…).
+pub fn trusted_chat(text: &str) -> Chat {
+    let chat = chat(text);
+    trust_folder(chat.path.parent().unwrap(), &chat.config_home);
+    chat
 }
 
 pub fn frontmatter(provider: &str, model: &str) -> String {

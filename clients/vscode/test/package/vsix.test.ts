@@ -52,6 +52,13 @@ test('language chat for *.chat with its grammar', () => {
   assert.ok(configuration.surroundingPairs.some((p: string[]) => p[0] === '`'));
 });
 
+test('limited support in untrusted workspaces, with the binary and the config from user settings only', () => {
+  const untrusted = manifest.capabilities.untrustedWorkspaces;
+  assert.equal(untrusted.supported, 'limited');
+  assert.match(untrusted.description, /untrusted/);
+  assert.deepEqual(untrusted.restrictedConfigurations, ['flemma.path', 'flemma.config']);
+});
+
 test('commands and keybindings', () => {
   const ids = manifest.contributes.commands.map((c: { command: string }) => c.command);
   for (const c of ['send', 'cancel', 'approve', 'reject', 'approveAll', 'background', 'execute', 'status']) {

@@ -1,8 +1,10 @@
 //! The crate's one integration-test binary (one link instead of one per file).
 
 mod generated;
+mod mcp;
 mod rules;
 mod templating;
+mod trust;
 mod user_file;
 
 /// Every test file in this directory is a module of this binary.

@@ -33,7 +33,7 @@ fn defaults_follow_the_seeds() {
     let resolved = with_defaults(vec![]);
     let config = &resolved.config;
     assert_eq!(config.provider, Provider::Anthropic);
-    assert_eq!(config.model, "claude-sonnet-4-5");
+    assert_eq!(config.model, "claude-sonnet-4-6");
     assert_eq!(
         config.parameters.thinking,
         Thinking::Level(ThinkingLevel::High)
@@ -72,9 +72,12 @@ fn defaults_follow_the_seeds() {
 
 #[test]
 fn default_model_per_provider() {
-    assert_eq!(default_model(Provider::Openai), "gpt-5");
-    assert_eq!(default_model(Provider::Gemini), "gemini-2.5-pro");
-    assert_eq!(default_model(Provider::Anthropic), "claude-sonnet-4-5");
+    // Flemma's defaults (its README's provider table).
+    assert_eq!(default_model(Provider::Openai), "gpt-5.4");
+    assert_eq!(default_model(Provider::Gemini), "gemini-3.1-pro-preview");
+    assert_eq!(default_model(Provider::Vertex), "gemini-3.1-pro-preview");
+    assert_eq!(default_model(Provider::Anthropic), "claude-sonnet-4-6");
+    assert_eq!(default_model(Provider::Moonshot), "kimi-k2.6");
 }
 
 // ---- precedence and provenance -------------------------------------------------------------
@@ -152,7 +155,7 @@ fn switching_provider_without_a_model_uses_the_provider_default() {
     let runtime = layer_json(LayerKind::Runtime, json!({"provider": "openai"}));
     let resolved = with_defaults(vec![user.clone(), runtime.clone()]);
     assert_eq!(resolved.config.provider, Provider::Openai);
-    assert_eq!(resolved.config.model, "gpt-5");
+    assert_eq!(resolved.config.model, "gpt-5.4");
     assert_eq!(resolved.source_of("model"), Some(LayerKind::Runtime));
 
     let frontmatter = layer_json(LayerKind::Frontmatter, json!({"model": "gpt-5-mini"}));
@@ -1148,4 +1151,242 @@ fn value_at_reads_the_resolved_tree() {
         Some(json!(UNCONDITIONAL_TOOLS))
     );
     assert_eq!(resolved.value_at("nope"), None);
+}
+
+// ---- model strings and presets (Flemma 0.13–0.14) ------------------------------------------
+
+#[test]
+fn a_model_string_selects_provider_model_and_parameters() {
+    let frontmatter = layer_json(
+        LayerKind::Frontmatter,
+        json!({"model": "vertex/gemini-2.5-pro;project_id=x;thinking=low;max_tokens=4000"}),
+    );
+    let resolved = with_defaults(vec![frontmatter]);
+    let config = &resolved.config;
+    assert_eq!(config.provider, Provider::Vertex);
+    assert_eq!(config.model, "gemini-2.5-pro");
+    assert_eq!(config.parameters.vertex.project_id.as_deref(), Some("x"));
+    assert_eq!(
+        config.parameters.thinking,
+        Thinking::Level(ThinkingLevel::Low)
+    );
+    assert_eq!(config.parameters.max_tokens, MaxTokens::Tokens(4000));
+    assert_eq!(resolved.source_of("provider"), Some(LayerKind::Frontmatter));
+    assert_eq!(
+        resolved.source_of("parameters.vertex.project_id"),
+        Some(LayerKind::Frontmatter)
+    );
+}
+
+#[test]
+fn a_model_string_in_the_config_file_too() {
+    let user = ConfigLayer::from_toml_str(
+        "model = \"anthropic/claude-opus-4-8;temperature=0.3\"\n",
+        LayerKind::UserFile,
+    )
+    .unwrap();
+    let resolved = with_defaults(vec![user]);
+    assert_eq!(resolved.config.provider, Provider::Anthropic);
+    assert_eq!(resolved.config.model, "claude-opus-4-8");
+    assert_eq!(resolved.config.parameters.temperature, Some(0.3));
+}
+
+#[test]
+fn nil_clears_a_parameter_set_below() {
+    let user = layer_json(
+        LayerKind::UserFile,
+        json!({"parameters": {"temperature": 0.7, "thinking": "max", "vertex": {"location": "us-east5"}}}),
+    );
+    let frontmatter = layer_json(
+        LayerKind::Frontmatter,
+        json!({"model": "vertex/gemini-2.5-flash;temperature=nil;thinking=nil;location=nil"}),
+    );
+    let resolved = with_defaults(vec![user, frontmatter]);
+    assert_eq!(resolved.config.parameters.temperature, None);
+    // Cleared parameters fall back to their defaults.
+    assert_eq!(
+        resolved.config.parameters.thinking,
+        Thinking::Level(ThinkingLevel::High)
+    );
+    assert_eq!(resolved.config.parameters.vertex.location, "global");
+    assert_eq!(
+        resolved.source_of("parameters.thinking"),
+        Some(LayerKind::Defaults)
+    );
+}
+
+#[test]
+fn a_slash_after_an_unknown_word_is_part_of_the_model() {
+    let frontmatter = layer_json(
+        LayerKind::Frontmatter,
+        json!({"provider": "openai-compatible", "model": "meta-llama/Llama-3.1-8B"}),
+    );
+    let resolved = with_defaults(vec![frontmatter]);
+    assert_eq!(resolved.config.provider, Provider::OpenaiCompatible);
+    assert_eq!(resolved.config.model, "meta-llama/Llama-3.1-8B");
+}
+
+#[test]
+fn model_string_mistakes_are_errors_with_suggestions() {
+    let frontmatter = layer_json(
+        LayerKind::Frontmatter,
+        json!({"model": "vertex/gemini-2.5-pro;projct_id=x"}),
+    );
+    let error = first_error(resolve(&[ConfigLayer::defaults(), frontmatter]));
+    assert!(
+        error.message.contains("unknown parameter 'projct_id'"),
+        "{error}"
+    );
+    assert_eq!(error.suggestion.as_deref(), Some("project_id"));
+    assert_eq!(error.layer, Some(LayerKind::Frontmatter));
+
+    let frontmatter = layer_json(
+        LayerKind::Frontmatter,
+        json!({"model": "anthropic/claude-sonnet-4-6;thinking=hgih"}),
+    );
+    let error = first_error(resolve(&[ConfigLayer::defaults(), frontmatter]));
+    assert!(error.message.contains("in model string"), "{error}");
+    assert_eq!(error.suggestion.as_deref(), Some("high"));
+}
+
+fn fast_preset() -> ConfigLayer {
+    ConfigLayer::from_toml_str(
+        r#"
+[presets."$fast"]
+provider = "vertex"
+model = "gemini-2.5-flash"
+auto_approve = ["bash"]
+tools = ["read", "bash"]
+
+[presets."$fast".parameters]
+thinking = "minimal"
+vertex = { project_id = "p1" }
+"#,
+        LayerKind::UserFile,
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_model_preset_selects_provider_model_parameters_and_tools() {
+    let frontmatter = layer_json(LayerKind::Frontmatter, json!({"model": "$fast"}));
+    let resolved = with_defaults(vec![fast_preset(), frontmatter]);
+    let config = &resolved.config;
+    assert_eq!(config.provider, Provider::Vertex);
+    assert_eq!(config.model, "gemini-2.5-flash");
+    assert_eq!(
+        config.parameters.thinking,
+        Thinking::Level(ThinkingLevel::Minimal)
+    );
+    assert_eq!(config.parameters.vertex.project_id.as_deref(), Some("p1"));
+    assert_eq!(resolved.enabled_tools(), ["read", "bash"]);
+    assert_eq!(resolved.auto_approve().approves("bash"), Some(true));
+    assert_eq!(resolved.auto_approve().approves("write"), Some(false));
+    let preset = &config.presets["$fast"];
+    assert_eq!(preset.provider, Some(Provider::Vertex));
+    assert_eq!(preset.model.as_deref(), Some("gemini-2.5-flash"));
+}
+
+#[test]
+fn the_selecting_layer_beats_the_preset_and_the_string_beats_both() {
+    let frontmatter = layer_json(
+        LayerKind::Frontmatter,
+        json!({"model": "$fast;project_id=p3", "parameters": {"thinking": "high", "vertex": {"project_id": "p2"}}}),
+    );
+    let resolved = with_defaults(vec![fast_preset(), frontmatter]);
+    assert_eq!(
+        resolved.config.parameters.thinking,
+        Thinking::Level(ThinkingLevel::High)
+    );
+    assert_eq!(
+        resolved.config.parameters.vertex.project_id.as_deref(),
+        Some("p3")
+    );
+}
+
+#[test]
+fn an_unknown_preset_is_an_error_with_a_suggestion() {
+    let frontmatter = layer_json(LayerKind::Frontmatter, json!({"model": "$fats"}));
+    let error = first_error(resolve(&[
+        ConfigLayer::defaults(),
+        fast_preset(),
+        frontmatter,
+    ]));
+    assert!(error.message.contains("'$fats'"), "{error}");
+    assert_eq!(error.suggestion.as_deref(), Some("$fast"));
+}
+
+#[test]
+fn a_preset_with_a_provider_only_selects_its_default_model() {
+    let user = ConfigLayer::from_toml_str(
+        "[presets.\"$kimi\"]\nprovider = \"moonshot\"\n",
+        LayerKind::UserFile,
+    )
+    .unwrap();
+    let frontmatter = layer_json(LayerKind::Frontmatter, json!({"model": "$kimi"}));
+    let resolved = with_defaults(vec![user, frontmatter]);
+    assert_eq!(resolved.config.provider, Provider::Moonshot);
+    assert_eq!(resolved.config.model, "kimi-k2.6");
+}
+
+// ---- Flemma-only options and the pre-0.12 separator ------------------------------------------
+
+#[test]
+fn flemma_only_options_are_warnings_naming_what_flemmad_does() {
+    let user = ConfigLayer::from_toml_str(
+        "[tools.mcporter]\nenabled = true\ninclude = [\"slack:*\"]\n\n[editing]\nauto_write = true\n",
+        LayerKind::UserFile,
+    )
+    .unwrap();
+    let warnings = user.warnings();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    let mcporter = warnings
+        .iter()
+        .find(|w| w.message.contains("`tools.mcporter`"))
+        .unwrap();
+    assert!(mcporter.message.contains("[tools.mcp]"), "{mcporter}");
+    assert_eq!(mcporter.location.map(|l| l.line), Some(1));
+    assert_eq!(mcporter.layer, Some(LayerKind::UserFile));
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.message.contains("editing.auto_write"))
+    );
+    // The layer still resolves.
+    with_defaults(vec![user]);
+
+    let mut frontmatter = ConfigLayer::new(LayerKind::Frontmatter);
+    frontmatter
+        .set("tools.mcporter.enabled", json!(true))
+        .unwrap();
+    assert_eq!(frontmatter.warnings().len(), 1);
+    // Unknown options that Flemma does not have either are still errors.
+    assert!(ConfigLayer::from_toml_str("[tools]\nmcporterz = 1\n", LayerKind::UserFile).is_err());
+}
+
+#[test]
+fn colon_tool_names_are_read_with_a_dot_and_a_warning() {
+    let user = ConfigLayer::from_toml_str(
+        "[tools]\nauto_approve = [\"$standard\", \"flemma:*\"]\n",
+        LayerKind::UserFile,
+    )
+    .unwrap();
+    let warnings = user.warnings();
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0].message.contains("'flemma:*'") && warnings[0].message.contains("'flemma.*'"),
+        "{}",
+        warnings[0]
+    );
+    let resolved = with_defaults(vec![user]);
+    assert_eq!(
+        resolved.auto_approve().approves("flemma.jobs.status"),
+        Some(true)
+    );
+
+    let mut frontmatter = ConfigLayer::new(LayerKind::Frontmatter);
+    frontmatter
+        .list_op("tools.auto_approve", ListOp::Append("slack:*".into()))
+        .unwrap();
+    assert!(frontmatter.warnings()[0].message.contains("'slack.*'"));
 }

@@ -71,7 +71,7 @@ impl Engine {
                 tool_id: id.to_owned(),
             });
             self.jobs
-                .complete(&job_id, texts::JOB_CANCELLED.to_owned(), true);
+                .complete(&job_id, texts::JOB_CANCELLED.to_owned(), true, self.now);
             return true;
         } else {
             return false;

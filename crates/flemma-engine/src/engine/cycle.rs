@@ -21,7 +21,11 @@ impl Engine {
         match self.execute(now, out) {
             Execution::Blocked(reason) => self.stop(out, reason),
             Execution::Running => {}
-            Execution::Clear => self.send(automatic, out),
+            // The loop detector stopped calls that never ran (unknown, invalid, denied).
+            Execution::Clear => match self.halt.take() {
+                Some(message) => self.stop(out, StopReason::Error { message }),
+                None => self.send(automatic, out),
+            },
         }
     }
 
@@ -40,6 +44,10 @@ impl Engine {
         }
         let compact = self.config.compact_headers;
         let mut calls: Vec<Call> = Vec::new();
+        // Untrusted chats: calls the policy approved, and calls held for approval because
+        // flemmad did not see them come from the model.
+        let mut approved: Vec<String> = Vec::new();
+        let mut held: Vec<String> = Vec::new();
         {
             let messages = self.doc.messages();
             let unresolved = unresolved_tool_uses(&self.doc, self.settled);
@@ -55,14 +63,30 @@ impl Engine {
                     .filter(|v| v.is_object());
                 let id = tool_use.id.clone();
                 let name = tool_use.name.clone();
+                // A call that cannot run (unknown tool, input that is no JSON object) still
+                // counts for the loop detector, like any result the model gets back.
+                let failed = |loops: &mut LoopDetector, halt: &mut Option<String>, text: String| {
+                    let input = input
+                        .as_ref()
+                        .map_or_else(|| raw.to_owned(), canonical_json);
+                    let (text, _) = loop_checked(loops, halt, &name, &input, text);
+                    tool_result_block(&id, "error", &text, "", compact)
+                };
                 let block = if message.is_aborted() {
                     tool_result_placeholder(&id, Status::Aborted, &[], compact)
                 } else if self.policy.capabilities(&name).is_none() {
-                    tool_result_block(&id, "error", &texts::unknown_tool(&name), "", compact)
+                    failed(&mut self.loops, &mut self.halt, texts::unknown_tool(&name))
                 } else if let Some(input) = input {
                     let decision = self.policy.decide(&name, &input);
                     let status = match decision.verdict {
-                        Verdict::Approve => Status::Approved,
+                        Verdict::Approve if !self.came_from_model(&id, &name, &input) => {
+                            held.push(id.clone());
+                            Status::Pending
+                        }
+                        Verdict::Approve => {
+                            approved.push(id.clone());
+                            Status::Approved
+                        }
                         Verdict::RequireApproval => Status::Pending,
                         Verdict::Deny { message } => {
                             self.denials.insert(id.clone(), message);
@@ -71,7 +95,7 @@ impl Engine {
                     };
                     tool_result_placeholder(&id, status, &[], compact)
                 } else {
-                    tool_result_block(&id, "error", &texts::invalid_input(&name), "", compact)
+                    failed(&mut self.loops, &mut self.halt, texts::invalid_input(&name))
                 };
                 calls.push(Call {
                     message: index,
@@ -92,6 +116,12 @@ impl Engine {
             edits.push(self.placeholder_insertion(message, &blocks));
         }
         self.apply(edits, out);
+        for id in approved {
+            self.learn(Seen::Approved, &id, out);
+        }
+        for id in held {
+            self.hold(&id, Held::NotFromModel, out);
+        }
     }
 
     /// Where and how the placeholders of assistant turn `index` go: into the `@You:` right
@@ -210,6 +240,14 @@ impl Engine {
             }
             Status::Pending => Resolution::Pending,
             Status::Approved if has_content => Resolution::UserContent,
+            Status::Approved if !self.approval_counts(id) => {
+                // An untrusted chat's approval flemmad did not see given: back to pending.
+                if let Some(edit) = self.doc.set_tool_result_status(id, Some(Status::Pending)) {
+                    self.apply(vec![edit], out);
+                }
+                self.hold(id, Held::ApprovedOnArrival, out);
+                Resolution::Pending
+            }
             Status::Approved => {
                 if !self.running.iter().any(|t| t.tool_id == id)
                     && !self.waiting.iter().any(|t| t == id)
@@ -223,6 +261,15 @@ impl Engine {
                     .denials
                     .remove(id)
                     .unwrap_or_else(|| texts::DENIED.to_owned());
+                // A denied call counts for the loop detector too.
+                let (name, input) = self.call(id).unwrap_or_default();
+                let (message, _) = loop_checked(
+                    &mut self.loops,
+                    &mut self.halt,
+                    &name,
+                    &canonical_json(&input),
+                    message,
+                );
                 self.write_result(id, &message, true, out);
                 Resolution::Done
             }
@@ -301,7 +348,7 @@ impl Engine {
         if wants_background && info.is_async && !info.disables_background {
             let job_id = self.job_id_for(id);
             self.write_job_placeholder(id, &job_id, out);
-            self.jobs.submit(&job_id, id, &name);
+            self.jobs.submit(&job_id, id, &name, self.now);
             out.push(Effect::StartTool {
                 tool_id: id.to_owned(),
                 name: name.clone(),
@@ -412,7 +459,8 @@ impl Engine {
             );
         };
         let in_text = self.doc.job_result(job_id).is_some();
-        let status = match self.jobs.get(job_id).map(|j| &j.state) {
+        let job = self.jobs.get(job_id);
+        let status = match job.map(|j| &j.state) {
             Some(JobState::Running) => "running",
             Some(JobState::Completed { .. }) => "completed (delivery pending)",
             Some(JobState::Delivered) if in_text => "completed",
@@ -425,7 +473,14 @@ impl Engine {
                 );
             }
         };
-        (status.to_owned(), false)
+        // Flemma 0.13's answer: JSON with the status and how long the job has run (or ran).
+        let mut answer = json!({"job_id": job_id, "status": status});
+        if let Some(job) = job {
+            let end = job.finished_at.unwrap_or(self.now);
+            answer["tool"] = json!(job.tool_name);
+            answer["elapsed_seconds"] = json!(end.saturating_sub(job.started_at) / 1000);
+        }
+        (answer.to_string(), false)
     }
 
     /// Phase 3: deliver job results, then send.

@@ -11,7 +11,7 @@ impl Engine {
         is_error: bool,
         out: &mut Vec<Effect>,
     ) {
-        if !self.jobs.complete(job_id, text, is_error) {
+        if !self.jobs.complete(job_id, text, is_error, now) {
             out.push(Effect::Refused {
                 message: format!(
                     "no running job `{job_id}` in this document; its result was not written"

@@ -3,17 +3,17 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+use flemma_config::Seen;
 use flemma_conversation::{StreamEvent, Usage};
 use flemma_syntax::write::{
     canonical_json, fenced, job_result_block, tool_result_block, tool_result_placeholder,
 };
 use flemma_syntax::{
-    Document, LineEnding, Role, SegmentKind, Status, Suffix, SuffixValue, TextEdit, TextRange,
-    write,
+    Assoc, Document, LineEnding, Role, SegmentKind, Status, Suffix, SuffixValue, TextEdit,
+    TextRange, edits_fit, map_offset, write,
 };
 use serde_json::{Value, json};
 
-use crate::anchor::{Assoc, edits_fit, map_offset};
 use crate::config::EngineConfig;
 use crate::events::{self, emit};
 use crate::ids::IdSource;
@@ -24,9 +24,13 @@ use crate::reply::{self, ReplyOutcome, ReplyRenderer};
 use crate::texts;
 use crate::types::*;
 
+pub use provenance::PROVENANCE_RESOLVER;
+use provenance::{Held, Provenance};
+
 mod cancellation;
 mod cycle;
 mod jobs;
+mod provenance;
 mod streaming;
 mod text;
 mod tools;
@@ -135,6 +139,11 @@ pub struct Engine {
     /// while the text has none). Every piece of text the engine writes follows it
     /// ([`Engine::localize`]).
     line_ending: Option<LineEnding>,
+    /// Set for an untrusted chat ([`Engine::untrusted`]): where its calls come from.
+    provenance: Option<Provenance>,
+    /// The time of the input being handled (for what is timed deep inside a transition, such
+    /// as a job's start).
+    now: Millis,
 }
 
 impl std::fmt::Debug for Engine {
@@ -176,6 +185,8 @@ impl Engine {
             ids,
             settled: 0,
             line_ending,
+            provenance: None,
+            now: 0,
         }
     }
 
@@ -212,7 +223,10 @@ impl Engine {
             .map(|(_, _, result)| {
                 let id = result.tool_use_id.clone();
                 let (name, input) = self.call(&id).unwrap_or_default();
-                let resolver = self.policy.decide(&name, &input).resolver;
+                let resolver = match self.held_resolver(&id) {
+                    Some(resolver) => resolver.to_owned(),
+                    None => self.policy.decide(&name, &input).resolver,
+                };
                 PendingCall {
                     tool_id: id,
                     tool_name: name,
@@ -255,6 +269,7 @@ impl Engine {
     // ----- the transition function -----
 
     pub fn handle(&mut self, now: Millis, input: Input) -> Vec<Effect> {
+        self.now = now;
         let mut out = Vec::new();
         match input {
             Input::TextChanged { edits } => self.text_changed(edits, &mut out),
@@ -360,6 +375,25 @@ fn separator_before(text: &str, at: usize) -> &'static str {
         Some(line) if line.is_empty() || line.ends_with('\n') => "",
         Some(_) => "\n",
         None => "\n\n",
+    }
+}
+
+/// Feeds a call's result to the loop detector: the text to write (with the loop notice from the
+/// 3rd identical call on), and at the 6th the stop message, which also halts the cycle.
+fn loop_checked(
+    loops: &mut LoopDetector,
+    halt: &mut Option<String>,
+    tool: &str,
+    input: &str,
+    text: String,
+) -> (String, bool) {
+    match loops.record(tool, input, &text) {
+        LoopVerdict::Fine => (text, false),
+        LoopVerdict::Notice(notice) => (join_notice(&text, &notice), false),
+        LoopVerdict::Stop(message) => {
+            *halt = Some(message.clone());
+            (message, true)
+        }
     }
 }
 

@@ -82,6 +82,7 @@ impl Engine {
                 let Some(stream) = self.stream.take() else {
                     return;
                 };
+                self.learn_reply_calls(stream.block_start, out);
                 self.account(&stream, "completed", out);
                 if stream.tool_uses > 0 {
                     if self.config.autopilot {

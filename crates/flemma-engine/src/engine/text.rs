@@ -70,7 +70,9 @@ impl Engine {
             });
             return;
         }
+        let pending = self.pending_before_change();
         self.apply_to_view(&edits, Assoc::Before);
+        self.learn_approved_in_change(pending, out);
         if let Some(timer) = self.resume_timer.take() {
             out.push(Effect::CancelTimer { id: timer });
             emit(out, events::AUTOPILOT_RESUME_CANCELLED, events::empty());

@@ -22,14 +22,14 @@ impl Engine {
             return;
         };
         let tool = self.running.remove(position);
-        let (text, is_error) = match self.loops.record(&tool.name, &tool.input, &text) {
-            LoopVerdict::Fine => (text, is_error),
-            LoopVerdict::Notice(notice) => (join_notice(&text, &notice), is_error),
-            LoopVerdict::Stop(message) => {
-                self.halt = Some(message.clone());
-                (message, true)
-            }
-        };
+        let (text, stopped) = loop_checked(
+            &mut self.loops,
+            &mut self.halt,
+            &tool.name,
+            &tool.input,
+            text,
+        );
+        let is_error = is_error || stopped;
         let written = self.write_tool_output(tool_id, &tool.name, &text, is_error, out);
         emit(
             out,
@@ -183,6 +183,9 @@ impl Engine {
             },
         };
         self.apply(vec![edit], out);
+        if status == Status::Approved {
+            self.learn(Seen::Approved, tool_id, out);
+        }
         true
     }
 
@@ -205,6 +208,9 @@ impl Engine {
         if status == Status::Pending && content.trim().is_empty() {
             self.set_pending_status(tool_id, Status::Approved, None, out);
             status = Status::Approved;
+        } else if status == Status::Approved {
+            // The user asks to run this very call now: that approves it.
+            self.learn(Seen::Approved, tool_id, out);
         }
         self.resolve_placeholder(tool_id, status, &content, out);
         let _ = now;
@@ -233,7 +239,7 @@ impl Engine {
         let tool = self.running.remove(position);
         let job_id = self.job_id_for(tool_id);
         self.write_job_placeholder(tool_id, &job_id, out);
-        self.jobs.submit(&job_id, tool_id, &tool.name);
+        self.jobs.submit(&job_id, tool_id, &tool.name, now);
         self.emit_job_submitted(&job_id, tool_id, &tool.name, out);
         self.start_waiting(out);
         if self.running.is_empty() && self.waiting.is_empty() {

@@ -41,6 +41,10 @@ pub struct CodeAction {
 pub struct DocumentState {
     /// A request is streaming (or tools are running) for this document.
     pub busy: bool,
+    /// The chat is not trusted, and that changes something (its frontmatter set an option it
+    /// may not, or a call waits for approval because of where it came from): "Trust this
+    /// folder" is offered.
+    pub untrusted: bool,
 }
 
 /// The actions for the cursor range `range` (a point when empty).
@@ -157,6 +161,14 @@ fn document_actions(doc: &Document, state: DocumentState, out: &mut Vec<CodeActi
     } else {
         out.push(command("Send", ActionKind::Source, "flemma.send", vec![]));
     }
+    if state.untrusted {
+        out.push(command(
+            "Trust this folder (its chats' frontmatter may then widen what they do; docs/security.md)",
+            ActionKind::QuickFix,
+            "flemma.trustFolder",
+            vec![],
+        ));
+    }
     let pending = doc.placeholders(Some(Status::Pending)).len();
     if pending > 0 {
         out.push(command(
@@ -241,7 +253,11 @@ $0```
     #[test]
     fn a_running_tool_offers_background_and_execute_and_a_busy_document_cancel() {
         let running = PENDING.replace("(pending)", "(approved)");
-        let (_, found) = actions(&running, DocumentState { busy: true });
+        let busy = DocumentState {
+            busy: true,
+            ..DocumentState::default()
+        };
+        let (_, found) = actions(&running, busy);
         let names: Vec<&str> = found
             .iter()
             .filter_map(|a| a.command.as_ref().map(|c| c.name))
@@ -250,6 +266,28 @@ $0```
             names,
             ["flemma.background", "flemma.execute", "flemma.cancel"]
         );
+    }
+
+    #[test]
+    fn an_untrusted_chat_that_loses_something_offers_to_trust_its_folder() {
+        let untrusted = DocumentState {
+            untrusted: true,
+            ..DocumentState::default()
+        };
+        let (_, found) = actions("@You:\nhi$0\n", untrusted);
+        let trust = found
+            .iter()
+            .find(|a| a.title.starts_with("Trust this folder"))
+            .unwrap_or_else(|| panic!("{found:?}"));
+        assert_eq!(
+            trust.command,
+            Some(Command {
+                name: "flemma.trustFolder",
+                args: vec![]
+            })
+        );
+        let (_, found) = actions("@You:\nhi$0\n", DocumentState::default());
+        assert!(!found.iter().any(|a| a.title.starts_with("Trust")));
     }
 
     #[test]

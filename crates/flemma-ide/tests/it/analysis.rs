@@ -240,3 +240,62 @@ fn compiled_templates_are_cached_by_the_host_not_the_process() {
         "another host has its own cache"
     );
 }
+
+#[test]
+fn a_document_can_have_its_own_configuration_and_hosts_can_share_evaluations() {
+    let (mut host, id, _dir) = host("@You:\nHello {{ 1 + 1 }}\n");
+    let default_model = host
+        .analysis(&id)
+        .unwrap()
+        .config
+        .clone()
+        .unwrap()
+        .config
+        .model;
+    let mut runtime = ConfigLayer::new(LayerKind::Runtime);
+    runtime
+        .set("model", serde_json::json!("claude-haiku-4-5"))
+        .unwrap();
+    let own = ConfigInput::default().with_layer(Ok(runtime));
+    host.set_document_config(&id, own.clone());
+    let switched = host.analysis(&id).unwrap();
+    assert_eq!(
+        switched.config.as_ref().unwrap().config.model,
+        "claude-haiku-4-5"
+    );
+    assert_ne!(default_model, "claude-haiku-4-5");
+    // A new text keeps the document's configuration; a text changed at several places is
+    // the text given.
+    host.change_text(&id, "@You:\nHi {{ 1 + 1 }}, and more\n\n@Assistant:\nok\n");
+    assert_eq!(
+        host.document(&id).unwrap().text(),
+        "@You:\nHi {{ 1 + 1 }}, and more\n\n@Assistant:\nok\n"
+    );
+    host.set_text(id.clone(), "@You:\nHello again\n");
+    assert_eq!(
+        host.analysis(&id)
+            .unwrap()
+            .config
+            .as_ref()
+            .unwrap()
+            .config
+            .model,
+        "claude-haiku-4-5"
+    );
+
+    // Two hosts with one template cache: the second finds the first's message results, and
+    // forgetting a document in one leaves them for the other.
+    let cache = flemma_template::TemplateCache::new();
+    let mut first =
+        AnalysisHost::with_template_cache(Arc::new(FsHost), ConfigInput::default(), cache.clone());
+    let mut second =
+        AnalysisHost::with_template_cache(Arc::new(FsHost), ConfigInput::default(), cache.clone());
+    let text = "@You:\nHello {{ 1 + 1 }}\n\n@Assistant:\nHi\n\n@You:\nMore\n";
+    first.set_text(id.clone(), text);
+    first.analysis(&id).unwrap();
+    assert_eq!(cache.cached_messages(Some(id.path())), 3);
+    second.set_text(id.clone(), text);
+    second.analysis(&id).unwrap();
+    second.forget(&id);
+    assert_eq!(cache.cached_messages(Some(id.path())), 3);
+}

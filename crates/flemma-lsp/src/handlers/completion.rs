@@ -18,12 +18,22 @@ pub(crate) fn handle(
     let id = document(session, &uri)?.0.id.clone();
     // Tool names need the resolved configuration (frontmatter included): the analysis, cached
     // until the next change.
-    let tools = session
+    // MCP items of the list (`github.*`, `!github.x`) are patterns, not names; the names of the
+    // MCP tools the process knows come from the backend.
+    let mut tools: Vec<String> = session
         .host
         .analysis(&id)
         .ok()
         .and_then(|analysis| analysis.config.as_ref().map(|c| c.enabled_tools()))
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|name| !name.contains('*') && !name.starts_with('!'))
+        .collect();
+    for (name, _) in session.backend.discovered_tools() {
+        if !tools.contains(&name) {
+            tools.push(name);
+        }
+    }
     let (open, syntax) = document(session, &uri)?;
     let offset = from_proto::offset(
         &open.index,

@@ -1,6 +1,6 @@
 //! `textDocument/didChange`: apply incremental changes through the analysis host (re-parsing
-//! incrementally), note the echo of the engine's edit in flight, and schedule diagnostics
-//! (debounced: a burst of changes is analysed once).
+//! incrementally), show each change to the engine's edit in flight (whether one of them is that
+//! edit landing), and schedule diagnostics (debounced: a burst of changes is analysed once).
 
 use std::time::Instant;
 
@@ -33,6 +33,15 @@ pub(crate) fn handle(
             None => TextRange::new(0, syntax.text().len()),
         };
         let edit = TextEdit::replace(range, change.text.as_str());
+        if let Some(sent) = doc.buffer_edit.as_mut() {
+            tracing::debug!(
+                change = ?(edit.range, &edit.new_text),
+                sent = ?(sent.check.edit().range, &sent.check.edit().new_text),
+                len = syntax.text().len(),
+                "a change while an engine edit is in flight"
+            );
+            sent.check.changed(syntax.text(), &edit);
+        }
         if let Err(refused) = session
             .host
             .apply_edits(&doc.id, std::slice::from_ref(&edit))
@@ -55,10 +64,8 @@ pub(crate) fn handle(
         }
     }
     doc.version = params.text_document.version;
-    if let Some(edit) = doc.buffer_edit.as_mut()
-        && doc.version > edit.version
-    {
-        edit.echoed = true;
+    if let Some(sent) = doc.buffer_edit.as_mut() {
+        sent.check.batch_ended();
     }
     crate::tasks::settle_buffer_edit(session, &uri);
     let Some(doc) = session.documents.get_mut(&uri) else {

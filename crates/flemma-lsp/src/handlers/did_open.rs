@@ -10,6 +10,9 @@ pub(crate) fn handle(
     params: DidOpenTextDocumentParams,
 ) -> HandlerResult<()> {
     let item = params.text_document;
+    if let Some(folders) = session.backend.trusted_folders() {
+        crate::settings::set_trusted_folders(session, folders);
+    }
     let key = item.uri.as_str().to_owned();
     let id = document_id(&key, session.root.as_deref());
     session.host.set_text(id.clone(), item.text);

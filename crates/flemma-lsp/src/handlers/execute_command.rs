@@ -57,6 +57,16 @@ pub(crate) fn handle_request(
 /// and approve-all edit the placeholders through a versioned `workspace/applyEdit`.
 fn run(session: &mut Session, command: Command) -> HandlerResult<Option<Value>> {
     match command {
+        Command::TrustFolder { uri } => {
+            let folders = session
+                .backend
+                .trust_folder(&uri)
+                .map_err(|e| error(ErrorCode::RequestFailed, e.to_string()))?;
+            crate::settings::set_trusted_folders(session, folders.clone());
+            Ok(Some(serde_json::json!({
+                "trusted": folders.iter().map(|f| f.display().to_string()).collect::<Vec<_>>()
+            })))
+        }
         Command::Engine(command) => session
             .backend
             .command(command, &session.outbox)
@@ -126,7 +136,7 @@ fn decision_of(command: &Command) -> Option<crate::backend::ToolDecision> {
             reason: reason.clone(),
         },
         Command::ApproveAll { uri } => ToolDecision::ApproveAll { uri: uri.clone() },
-        Command::Engine(_) => return None,
+        Command::Engine(_) | Command::TrustFolder { .. } => return None,
     })
 }
 
@@ -159,6 +169,7 @@ fn describe(command: &Command) -> String {
         Command::Approve { tool_id, .. } => format!("approving `{tool_id}`"),
         Command::Reject { tool_id, .. } => format!("rejecting `{tool_id}`"),
         Command::ApproveAll { .. } => "approving every pending tool call".into(),
+        Command::TrustFolder { .. } => "trusting the chat's folder".into(),
         Command::Engine(c) => format!("{c:?}"),
     }
 }
@@ -214,6 +225,6 @@ fn placeholder_edits(
             Ok((vec![tool_id.clone()], vec![edit]))
         }
         Command::ApproveAll { .. } => flemma_ide::actions::approve_all(doc).map_err(failed),
-        Command::Engine(_) => Ok((Vec::new(), Vec::new())),
+        Command::Engine(_) | Command::TrustFolder { .. } => Ok((Vec::new(), Vec::new())),
     }
 }

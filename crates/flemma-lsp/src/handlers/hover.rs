@@ -49,11 +49,25 @@ pub(crate) fn handle(session: &mut Session, params: HoverParams) -> HandlerResul
             *decision = session.backend.approval(uri, &analysis, name, &input);
         }
     }
+    let discovered = session.backend.discovered_tools();
     Ok(Some(Hover {
         contents: HoverContents::Markup(MarkupContent {
             kind: MarkupKind::Markdown,
-            value: found.markdown(),
+            value: with_description(found.markdown(), &found.info, &discovered),
         }),
         range: Some(range),
     }))
+}
+
+/// A tool use of a discovered tool (an MCP server's) also shows what the tool does.
+fn with_description(markdown: String, info: &HoverInfo, discovered: &[(String, String)]) -> String {
+    let HoverInfo::ToolUse { name, .. } = info else {
+        return markdown;
+    };
+    match discovered.iter().find(|(known, _)| known == name) {
+        Some((_, description)) if !description.is_empty() => {
+            format!("{markdown}\n{description}\n")
+        }
+        _ => markdown,
+    }
 }

@@ -1,7 +1,9 @@
 //! The engine's hold on an open document through the session (`Task::ReadBuffer`,
 //! `Task::ReplaceBuffer`), over an in-memory connection: an edit is answered `Applied` only once
-//! the client applied it and echoed it, `Refused` when the client refuses it, `Moved` when the
-//! mirror moved before it was sent, `Closed` when the document closes with the edit in flight.
+//! the client applied it and a change it reported shows it, `Refused` when the client refuses
+//! it, `Dropped` when the client says `applied: true` but its text does not hold the edit
+//! (Neovim), `Moved` when the mirror moved before it was sent, `Closed` when the document closes
+//! with the edit in flight.
 
 #![allow(clippy::unwrap_used)]
 
@@ -226,5 +228,58 @@ fn a_refused_edit_a_moved_mirror_and_a_close_are_told_apart() {
         "the backend is told of the close"
     );
     assert_eq!(read(&setup.outbox), None);
+    finish(setup);
+}
+
+#[test]
+fn helix_echoes_before_answering_and_neovim_trims_its_echo() {
+    let setup = setup("@You:\nab\n");
+    // Helix: the change comes first, then `applied: true`.
+    let answers = replace(&setup.outbox, 0, TextRange::new(9, 9), "x\n");
+    let request = next_apply_edit(&setup.client);
+    echo(&setup.client, 1, 2, 0, "x\n");
+    assert!(answers.recv_timeout(Duration::from_millis(200)).is_err());
+    answer(&setup.client, &request, true);
+    assert_eq!(
+        answers.recv_timeout(Duration::from_secs(10)).unwrap(),
+        BufferAnswer::Applied
+    );
+    // Neovim reports `b` inserted after `ab` for an edit that inserted it after `a`: the same
+    // text, so the edit landed.
+    let answers = replace(&setup.outbox, 1, TextRange::new(7, 7), "b");
+    let request = next_apply_edit(&setup.client);
+    answer(&setup.client, &request, true);
+    echo(&setup.client, 2, 1, 2, "b");
+    assert_eq!(
+        answers.recv_timeout(Duration::from_secs(10)).unwrap(),
+        BufferAnswer::Applied
+    );
+    assert_eq!(read(&setup.outbox).unwrap().text, "@You:\nabb\nx\n");
+    finish(setup);
+}
+
+#[test]
+fn applied_true_for_an_edit_the_text_does_not_hold_is_dropped() {
+    let setup = setup("@You:\nhi\n");
+    // Neovim drops a stale edit, says `applied: true`, and then reports the user's keystroke
+    // (a newer version, not the edit).
+    let answers = replace(&setup.outbox, 0, TextRange::new(9, 9), "reply\n");
+    let request = next_apply_edit(&setup.client);
+    answer(&setup.client, &request, true);
+    echo(&setup.client, 1, 0, 0, "typed ");
+    assert_eq!(
+        answers.recv_timeout(Duration::from_secs(10)).unwrap(),
+        BufferAnswer::Dropped
+    );
+    assert_eq!(read(&setup.outbox).unwrap().text, "typed @You:\nhi\n");
+    // `applied: true` and no change at all: after the bounded wait, the mirror decides.
+    let answers = replace(&setup.outbox, 1, TextRange::new(15, 15), "reply\n");
+    let request = next_apply_edit(&setup.client);
+    answer(&setup.client, &request, true);
+    assert!(answers.recv_timeout(Duration::from_millis(300)).is_err());
+    assert_eq!(
+        answers.recv_timeout(Duration::from_secs(10)).unwrap(),
+        BufferAnswer::Dropped
+    );
     finish(setup);
 }

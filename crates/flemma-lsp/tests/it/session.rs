@@ -419,3 +419,67 @@ fn a_failed_command_also_says_why_in_a_message() {
     notify(&client, "exit", Value::Null);
     thread.join().unwrap().unwrap();
 }
+
+/// A backend whose process knows the tools of a running MCP server.
+struct WithMcpTools;
+
+impl Backend for WithMcpTools {
+    fn command(&mut self, _: EngineCommand, _: &Outbox) -> Result<Value, BackendError> {
+        Ok(Value::Null)
+    }
+    fn discovered_tools(&self) -> Vec<(String, String)> {
+        vec![(
+            "github.search_issues".into(),
+            "Search the issues of a repository.".into(),
+        )]
+    }
+}
+
+#[test]
+fn discovered_mcp_tools_are_completed_and_hovered() {
+    let (server, client) = Connection::memory();
+    let thread = std::thread::spawn(move || flemma_lsp::run(server, Box::new(WithMcpTools)));
+    request(
+        &client,
+        1,
+        "initialize",
+        json!({"processId": null, "capabilities": {"general": {"positionEncodings": ["utf-8"]}}}),
+    );
+    let text = "@Assistant:\n**Tool Use:** `gi` (`t1`)\n```json\n{}\n```\n\n@Assistant:\n**Tool Use:** `github.search_issues` (`t2`)\n```json\n{}\n```\n";
+    notify(
+        &client,
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": "file:///tmp/t.chat", "languageId": "chat", "version": 0, "text": text}}),
+    );
+    let completion = request(
+        &client,
+        2,
+        "textDocument/completion",
+        json!({"textDocument": {"uri": "file:///tmp/t.chat"}, "position": {"line": 1, "character": 16}}),
+    );
+    let items = completion.response_result.unwrap();
+    let labels: Vec<&str> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["label"].as_str())
+        .collect();
+    assert!(labels.contains(&"github.search_issues"), "{labels:?}");
+    let hover = request(
+        &client,
+        3,
+        "textDocument/hover",
+        json!({"textDocument": {"uri": "file:///tmp/t.chat"}, "position": {"line": 7, "character": 18}}),
+    );
+    let value = hover.response_result.unwrap()["contents"]["value"].clone();
+    assert!(
+        value
+            .as_str()
+            .unwrap()
+            .contains("Search the issues of a repository."),
+        "{value}"
+    );
+    request(&client, 4, "shutdown", Value::Null);
+    notify(&client, "exit", Value::Null);
+    thread.join().unwrap().unwrap();
+}

@@ -4,7 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flemma_syntax::{
-    Assoc, Document, Status, TextEdit, TextEdits, TextRange, apply_edits, diff_to_edits, parse,
+    Assoc, Document, Status, TextEdit, TextEdits, TextRange, apply_edits, diff_to_edits,
+    map_offset, parse, same_result, single_edit,
 };
 use proptest::prelude::*;
 
@@ -157,6 +158,30 @@ proptest! {
         }
         // The end of the text maps to the end of the new text.
         prop_assert_eq!(edits.map_offset(a.len(), Assoc::After), new.len());
+    }
+
+    #[test]
+    fn mapping_through_edits_in_any_order_is_the_same(a in chat_text(), b in chat_text(), picks in prop::collection::vec(any::<prop::sample::Index>(), 1..8)) {
+        let sorted = diff_to_edits(&a, &b);
+        let mut reversed = sorted.clone();
+        reversed.reverse();
+        let bounds = char_boundaries(&a);
+        for pick in picks {
+            let offset = bounds[pick.index(bounds.len())];
+            for assoc in [Assoc::Before, Assoc::After] {
+                prop_assert_eq!(map_offset(offset, &sorted, assoc), map_offset(offset, &reversed, assoc));
+                prop_assert_eq!(map_offset(offset, &sorted, assoc), TextEdits::new(sorted.clone()).unwrap().map_offset(offset, assoc));
+            }
+        }
+    }
+
+    #[test]
+    fn one_edit_and_same_result_agree_with_applying(a in chat_text(), b in chat_text(), c in chat_text()) {
+        let ab = single_edit(&a, &b);
+        prop_assert_eq!(apply_edits(&a, std::slice::from_ref(&ab)).unwrap(), b.clone());
+        let ac = single_edit(&a, &c);
+        prop_assert_eq!(same_result(&a, &ab, &ac), b == c);
+        prop_assert!(same_result(&a, &ab, &ab));
     }
 
     #[test]

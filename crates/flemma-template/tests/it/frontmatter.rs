@@ -253,3 +253,23 @@ fn lua_conversion_produces_working_rhai() {
         Some(json!(["bash", "read", "+grep"]))
     );
 }
+
+#[test]
+fn flemma_only_options_are_warnings_in_rhai_too() {
+    // A Flemma chat's `flemma.opt.tools.mcporter…` is accepted, ignored, and said.
+    let host = TestHost::new();
+    let evaluation = host.eval(&frontmatter(
+        "flemma.opt.tools.mcporter.enabled = true;\nflemma.opt.tools.mcporter.include.append(\"slack:*\");\nflemma.opt.model = \"$fast\";\n",
+    ));
+    assert_clean(&evaluation);
+    let layer = &evaluation.frontmatter_layer;
+    assert_eq!(layer.get("model"), Some(json!("$fast")));
+    let warnings = layer.warnings();
+    assert!(!warnings.is_empty());
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.message.contains("`tools.mcporter") && w.message.contains("[tools.mcp]")),
+        "{warnings:?}"
+    );
+}

@@ -53,13 +53,24 @@ fn fastest_evaluation(text: &str) -> Duration {
 fn evaluation_time_grows_linearly_with_the_chat() {
     // Before: every tool result looked its tool use up by scanning the whole document, so 4×
     // the messages took about 12× the time (2 MB → 8 MB). Linear is 4×; allow noise.
-    let small = fastest_evaluation(&agentic::agentic_chat(1_000_000));
-    let large = fastest_evaluation(&agentic::agentic_chat(4_000_000));
-    let ratio = large.as_secs_f64() / small.as_secs_f64().max(1e-6);
-    assert!(
-        ratio < 7.0,
-        "4× the chat took {ratio:.1}× the time ({small:?} → {large:?})"
+    // Wall-clock time on a shared machine is noisy (other processes take the cores between the
+    // two measurements), so the ratio is measured up to five times and the best one counts: a
+    // quadratic evaluation is slow in every attempt.
+    let (small_chat, large_chat) = (
+        agentic::agentic_chat(1_000_000),
+        agentic::agentic_chat(4_000_000),
     );
+    let mut attempts = Vec::new();
+    for _ in 0..5 {
+        let small = fastest_evaluation(&small_chat);
+        let large = fastest_evaluation(&large_chat);
+        let ratio = large.as_secs_f64() / small.as_secs_f64().max(1e-6);
+        if ratio < 7.0 {
+            return;
+        }
+        attempts.push(format!("{ratio:.1}× ({small:?} → {large:?})"));
+    }
+    panic!("4× the chat took, in each attempt: {}", attempts.join(", "));
 }
 
 #[test]

@@ -118,14 +118,20 @@ pub fn run(ctx: &RunContext, tool: &CustomTool, input: &Value) -> Outcome {
     // The group may have left children behind after the shell exited: they are ours too.
     kill_group(pgid);
     let mut out_file = out_file;
-    let stdout = match read_both_ends(&mut out_file) {
-        Ok((text, _)) => text,
+    let (stdout, stdout_bytes) = match read_both_ends(&mut out_file) {
+        Ok(read) => read,
         Err(e) => return Outcome::error(format!("{name}: its output cannot be read back: {e}")),
     };
     let stderr = read_head(&mut err_file, MAX_STDERR_BYTES);
-    let full_output = Some(FullOutput(Arc::new(out_path)));
+    // The file backs the result only when the text does not hold all of it (the middle of a
+    // huge output was not read back) or the text is over the truncation limits: a small
+    // output is not "truncated".
+    let partial = stdout_bytes > 2 * crate::process::READBACK_END_BYTES;
+    let overflowing = crate::truncate::overflows(&stdout);
     let mut outcome = finish(name, ending, stdout, stderr, timeout);
-    outcome.full_output = full_output;
+    if partial || overflowing {
+        outcome.full_output = Some(FullOutput(Arc::new(out_path)));
+    }
     outcome
 }
 

@@ -37,7 +37,7 @@ file's style. Use `dry_run` to see the diff without writing."
             (
                 "edits",
                 json!({
-                    "type": "array",
+                    "type": ["array", "null"],
                     "description": "Replacements, all resolved against the original file",
                     "items": {
                         "type": "object",
@@ -53,6 +53,15 @@ file's style. Use `dry_run` to see the diff without writing."
             (
                 "dry_run",
                 json!({"type": ["boolean", "null"], "description": "Report what would change, write nothing"}),
+            ),
+            // Flemma's form (one replacement), so a call written by Flemma's `edit` runs too.
+            (
+                "oldText",
+                json!({"type": ["string", "null"], "description": "One replacement's text to find (instead of `edits`)"}),
+            ),
+            (
+                "newText",
+                json!({"type": ["string", "null"], "description": "One replacement's new text (with `oldText`)"}),
             ),
         ]),
         strict: true,
@@ -100,7 +109,8 @@ fn parse(input: &Value) -> Result<Request, String> {
             })?);
         }
     }
-    if input.get("oldText").is_some() || input.get("newText").is_some() {
+    let given = |key: &str| input.get(key).is_some_and(|v| !v.is_null());
+    if given("oldText") || given("newText") {
         edits.push(
             pair(input).ok_or("`oldText` and `newText` must both be strings when one is given")?,
         );

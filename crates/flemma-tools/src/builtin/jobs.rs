@@ -37,8 +37,9 @@ pub trait JobLookup {
 pub fn spec() -> ToolSpec {
     ToolSpec {
         name: NAME.into(),
-        description: "The status of a background job started with `flemma.background`: running, \
-completed (delivery pending), completed, or completed (removed from conversation)."
+        description: "The status of a background job started with `flemma.background`, as JSON: \
+`status` is running, completed (delivery pending: the result arrives by itself, do not re-run or \
+poll), completed, or completed (removed from conversation); `elapsed_seconds` is how long it ran."
             .into(),
         input_schema: strict_object_schema(vec![(
             "job_id",
@@ -55,7 +56,7 @@ pub fn run(jobs: &dyn JobLookup, input: &Value) -> Outcome {
         return Outcome::error("flemma.jobs.status needs a `job_id` string");
     };
     match jobs.state(job_id) {
-        Some(state) => Outcome::ok(format!("{job_id}: {}", state.as_str())),
+        Some(state) => Outcome::ok(json!({"job_id": job_id, "status": state.as_str()}).to_string()),
         None => Outcome::error(format!("No background job with id {job_id}")),
     }
 }

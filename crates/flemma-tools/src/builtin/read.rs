@@ -99,14 +99,18 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
         .and_then(Value::as_u64)
         .unwrap_or(1)
         .max(1);
+    // The window stays inside the truncation limits with room for the notice, so the result
+    // is never cut into the store (whose file would hold the window, not the file): when more
+    // follows, the notice says where to continue instead.
     let limit = input
         .get("limit")
         .and_then(Value::as_u64)
-        .unwrap_or(DEFAULT_LIMIT);
+        .unwrap_or(DEFAULT_LIMIT)
+        .min(WINDOW_LINES);
     // Stream the file: a huge file is read only up to the requested window (plus a count of
     // what follows is not attempted, so a 2 GB file costs the window, not the whole file).
     let mut lines = BufReader::new(std::io::Cursor::new(head).chain(reader));
-    let window = match read_window(&mut lines, offset, limit, crate::truncate::MAX_BYTES * 4) {
+    let window = match read_window(&mut lines, offset, limit, WINDOW_BYTES) {
         Ok(window) => window,
         Err(error) => return Outcome::error(format!("{shown} cannot be read: {error}")),
     };
@@ -128,13 +132,28 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
         if !text.ends_with('\n') {
             text.push('\n');
         }
-        let next = offset + taken;
-        text.push_str(&format!(
-            "[More lines follow. Continue with offset {next}.]"
-        ));
+        let notice = if taken == 0 {
+            format!(
+                "[Line {offset} is longer than {}; showing its beginning. Continue with offset {}, or read the line with bash (cut -c).]",
+                crate::truncate::human_size(WINDOW_BYTES as u64),
+                offset + 1
+            )
+        } else {
+            let last = offset + taken - 1;
+            format!(
+                "[Showing lines {offset}-{last}; more lines follow. Continue with offset {}.]",
+                last + 1
+            )
+        };
+        text.push_str(&notice);
     }
     Outcome::ok(text)
 }
+
+/// Lines one `read` returns at most: one less than the truncation limit (the notice is a line).
+const WINDOW_LINES: u64 = crate::truncate::MAX_LINES as u64 - 1;
+/// Bytes one `read` returns at most, leaving room for the notice within the truncation limit.
+const WINDOW_BYTES: usize = crate::truncate::MAX_BYTES - 256;
 
 /// Lines `offset..offset+limit` of a reader, holding at most `budget` bytes of text: lines before
 /// the window are counted without being kept, and a line with no newline in sight does not grow

@@ -70,14 +70,19 @@ fn input_on_stdin_output_from_stdout_in_the_call_directory() {
         .unwrap_or_default();
     assert!(!out.is_error, "{}", out.text);
     assert_eq!(out.text, format!("got {{\"q\":\"hi\"}} in {base}"));
+    // The text is the whole output: nothing backs it in a file, so nothing is "truncated".
+    assert!(out.full_output.is_none());
+}
+
+#[test]
+fn only_an_overflowing_output_is_backed_by_its_file() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = custom::run(&ctx(dir.path()), &tool("seq 1 3000", None), &json!({}));
     let full = out
         .full_output
         .unwrap_or_else(|| panic!("full output kept"));
-    assert!(
-        std::fs::read_to_string(full.path())
-            .unwrap_or_default()
-            .starts_with("got")
-    );
+    let stored = std::fs::read_to_string(full.path()).unwrap_or_default();
+    assert_eq!(stored.lines().count(), 3000);
 }
 
 #[test]

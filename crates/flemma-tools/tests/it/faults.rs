@@ -287,7 +287,7 @@ fn read_directory_fifo_missing_binary_and_sparse() {
     );
     assert_eq!(
         window.text,
-        "line 9\nline 10\n[More lines follow. Continue with offset 12.]"
+        "line 9\nline 10\n[Showing lines 10-11; more lines follow. Continue with offset 12.]"
     );
     let tail = read::run(
         &ctx,

@@ -5,8 +5,9 @@
 use base64::Engine as _;
 use flemma_conversation::{Conversation, Message, Part, Role, ThinkingSignature};
 use flemma_wire::{
-    CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel, ToolDefinition,
-    build_request, count_tokens_request, list_models_request, parse_count_tokens, parse_models,
+    CacheRetention, ProviderKind, RequestOptions, Thinking, ThinkingLevel, ThinkingOff,
+    ToolDefinition, build_request, count_tokens_request, list_models_request, nearest_effort,
+    parse_count_tokens, parse_models,
 };
 use serde_json::{Value, json};
 
@@ -296,7 +297,7 @@ fn anthropic_redacted_native_and_foreign_thinking() {
         b["messages"][1]["content"],
         json!([
             {"type": "redacted_thinking", "data": "opaque"},
-            {"type": "text", "text": "<thinking>\nforeign idea\n</thinking>"},
+            {"type": "text", "text": "foreign idea\n\n---"},
             {"type": "text", "text": "Checking."},
             {"type": "tool_use", "id": "toolu_01A", "name": "weather", "input": {"location": "Florence"}},
         ])
@@ -405,7 +406,7 @@ fn chat_completions_body_with_pdf_warning() {
                     {"type": "text", "text": "Weather?"},
                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,AQID"}},
                 ]},
-                {"role": "assistant", "content": "<thinking>\nmull\n</thinking>\n\nChecking.", "tool_calls": [
+                {"role": "assistant", "content": "mull\n\n---\n\nChecking.", "tool_calls": [
                     {"id": "call_8E", "type": "function", "function": {"name": "weather", "arguments": "{\"location\": \"Florence\"}"}},
                 ]},
                 {"role": "tool", "tool_call_id": "call_8E", "content": "40 C"},
@@ -826,4 +827,88 @@ fn responses_marks_failed_tool_results_in_the_output_text() {
     conversation.messages[2] = message(Role::User, vec![result("call_err", "exit 0", false)]);
     let b = body(ProviderKind::OpenAi, &conversation, &options("gpt-5"));
     assert!(b.to_string().contains(r#""output":"exit 0""#), "{b}");
+}
+
+// ---- per-model request shapes (Flemma 0.14's model list) ------------------------------------
+
+fn hello() -> Conversation {
+    Conversation {
+        system: Vec::new(),
+        messages: vec![message(Role::User, vec![Part::Text { text: "hi".into() }])],
+    }
+}
+
+#[test]
+fn kimi_k3_takes_reasoning_effort_and_k2_6_is_told_to_stop_thinking() {
+    let k3 = RequestOptions {
+        thinking: Thinking::Level(ThinkingLevel::Medium),
+        reasoning_efforts: &["low", "high", "max"],
+        thinking_off: ThinkingOff::Forced,
+        ..options("kimi-k3")
+    };
+    let sent = body(ProviderKind::Moonshot, &hello(), &k3);
+    assert_eq!(sent["reasoning_effort"], "high", "{sent}");
+    assert!(sent.get("thinking").is_none(), "{sent}");
+    let max = RequestOptions {
+        thinking: Thinking::Level(ThinkingLevel::Max),
+        ..k3.clone()
+    };
+    assert_eq!(
+        body(ProviderKind::Moonshot, &hello(), &max)["reasoning_effort"],
+        "max"
+    );
+
+    let k26 = RequestOptions {
+        thinking: Thinking::Off,
+        thinking_off: ThinkingOff::Disable,
+        ..options("kimi-k2.6")
+    };
+    let sent = body(ProviderKind::Moonshot, &hello(), &k26);
+    assert_eq!(sent["thinking"], json!({"type": "disabled"}), "{sent}");
+    assert!(sent.get("reasoning_effort").is_none(), "{sent}");
+    // Thinking on: K2.6 thinks by default, nothing to say.
+    let on = RequestOptions {
+        thinking: Thinking::Level(ThinkingLevel::High),
+        ..k26
+    };
+    let sent = body(ProviderKind::Moonshot, &hello(), &on);
+    assert!(sent.get("thinking").is_none() && sent.get("reasoning_effort").is_none());
+}
+
+#[test]
+fn adaptive_claude_models_turn_budgets_into_efforts_and_sonnet_5_is_told_to_stop() {
+    let opus = RequestOptions {
+        thinking: Thinking::Budget(4096),
+        supports_adaptive_thinking: true,
+        ..options("claude-opus-4-8")
+    };
+    let sent = body(ProviderKind::Anthropic, &hello(), &opus);
+    assert_eq!(sent["thinking"], json!({"type": "adaptive"}), "{sent}");
+    assert_eq!(sent["output_config"], json!({"effort": "medium"}), "{sent}");
+
+    let sonnet = RequestOptions {
+        thinking: Thinking::Off,
+        supports_adaptive_thinking: true,
+        thinking_off: ThinkingOff::Disable,
+        ..options("claude-sonnet-5")
+    };
+    let sent = body(ProviderKind::Anthropic, &hello(), &sonnet);
+    assert_eq!(sent["thinking"], json!({"type": "disabled"}), "{sent}");
+    // Thinking is off, so the temperature goes out.
+    assert_eq!(sent["temperature"], json!(0.5), "{sent}");
+}
+
+#[test]
+fn gpt_5_2_and_later_map_max_to_xhigh() {
+    let gpt = RequestOptions {
+        thinking: Thinking::Level(ThinkingLevel::Max),
+        reasoning_efforts: &["low", "medium", "high", "xhigh"],
+        ..options("gpt-5.5")
+    };
+    let sent = body(ProviderKind::OpenAi, &hello(), &gpt);
+    assert_eq!(sent["reasoning"]["effort"], "xhigh", "{sent}");
+    assert_eq!(
+        nearest_effort(ThinkingLevel::Minimal, &["low", "high", "max"]),
+        Some("low")
+    );
 }

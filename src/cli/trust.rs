@@ -1,0 +1,98 @@
+//! `flemmad trust DIR`, `--list`, `--remove DIR`: the folders whose chats flemmad trusts
+//! (`docs/security.md`; the store is [`crate::trust`]).
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::CliError;
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["dir", "list"])))]
+pub struct TrustArgs {
+    /// The folder to trust (every chat in it and below it), or with --remove to stop trusting.
+    pub dir: Option<PathBuf>,
+    /// List the trusted folders, and the `[trust] paths` of the configuration.
+    #[arg(long, conflicts_with_all = ["dir", "remove"])]
+    pub list: bool,
+    /// Stop trusting DIR.
+    #[arg(long, requires = "dir")]
+    pub remove: bool,
+}
+
+pub fn run(args: TrustArgs, config_path: Option<&Path>) -> Result<(), CliError> {
+    if args.list {
+        return list(config_path);
+    }
+    let Some(dir) = args.dir else {
+        return Err(CliError::failed("trust", "name a folder, or use --list"));
+    };
+    let file = crate::trust::folders_file().map_or_else(
+        || "the trusted-folders file".to_owned(),
+        |f| f.display().to_string(),
+    );
+    if args.remove {
+        let removed = crate::trust::untrust_folder(&dir)
+            .map_err(|error| CliError::failed("trust", format!("{error:#}")))?;
+        if removed.is_empty() {
+            return Err(CliError::failed(
+                "trust",
+                format!(
+                    "{} is not a trusted folder (`flemmad trust --list` lists them; a folder trusted by `[trust] paths` is removed from the configuration file)",
+                    dir.display()
+                ),
+            ));
+        }
+        for folder in removed {
+            eprintln!(
+                "flemmad trust: {} is no longer trusted (removed from {file})",
+                folder.display()
+            );
+        }
+        return Ok(());
+    }
+    let added = crate::trust::trust_folder(&dir)
+        .map_err(|error| CliError::failed("trust", format!("{error:#}")))?;
+    if added.is_empty() {
+        eprintln!("flemmad trust: {} is trusted already", dir.display());
+    }
+    for folder in added {
+        eprintln!(
+            "flemmad trust: trusted {} and every chat below it (in {file}); undo with `flemmad trust --remove {}`",
+            folder.display(),
+            super::send::shell_quote(&folder.display().to_string())
+        );
+    }
+    Ok(())
+}
+
+fn list(config_path: Option<&Path>) -> Result<(), CliError> {
+    let (folders, warning) = crate::trust::read_folders();
+    if let Some(warning) = warning {
+        eprintln!("flemmad trust: warning: {warning}");
+    }
+    for folder in &folders {
+        println!("{}", folder.display());
+    }
+    let input = crate::chat::config_input(config_path);
+    let settings = flemma_config::resolve(&input.layers)
+        .map(|resolved| resolved.config.trust)
+        .ok();
+    if let Some(settings) = &settings {
+        for pattern in &settings.paths {
+            println!("{pattern}\t(trust.paths in the configuration)");
+        }
+        if settings.restricted {
+            eprintln!(
+                "flemmad trust: trust.restricted is set in the configuration: no chat is trusted"
+            );
+        }
+    }
+    let none = folders.is_empty() && settings.as_ref().is_none_or(|s| s.paths.is_empty());
+    if none {
+        eprintln!(
+            "flemmad trust: no folder is trusted: every chat's frontmatter is untrusted (see `flemmad trust --help`)"
+        );
+    }
+    Ok(())
+}

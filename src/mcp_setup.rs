@@ -1,0 +1,147 @@
+//! The MCP servers of this process and of one chat: the process's [`McpHub`] (stdio servers
+//! started through flemmad's own parent-death shim), the servers a chat's configuration
+//! defines (plus any a session adds), their discovery, and their tools registered beside the
+//! built-ins. Shared by `send`, the engine host, `tools`, `status` and `doctor`; opening a
+//! document in the language server never gets here.
+
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use flemma_config::ResolvedConfig;
+use flemma_mcp::hub::CallOptions;
+use flemma_mcp::select::Selection;
+use flemma_mcp::{HubOptions, McpHub, ServerDef, ServerState, ServerStatus};
+use flemma_tools::registry::Registry;
+use flemma_tools::truncate::Keep;
+
+/// The process's MCP servers.
+pub fn hub() -> &'static McpHub {
+    static HUB: OnceLock<McpHub> = OnceLock::new();
+    HUB.get_or_init(|| {
+        let mut options = HubOptions::default();
+        options.launch.shim = std::env::current_exe().ok();
+        McpHub::new(options)
+    })
+}
+
+/// Closes every MCP server of this process (at the end of a command, or of the daemon).
+pub async fn shutdown() {
+    hub().shutdown().await;
+}
+
+/// The MCP side of one chat's tools: the servers' states, what was ignored, and how calls run.
+#[derive(Debug, Clone, Default)]
+pub struct McpTools {
+    pub servers: Vec<ServerStatus>,
+    /// Servers ignored, variables unset (one line each).
+    pub notes: Vec<String>,
+    pub options: Option<CallOptions>,
+}
+
+impl McpTools {
+    /// Starts (or reuses) the servers `resolved` defines for the chat at `chat` (its
+    /// directory; without a chat, the current directory), plus `extra` (a session's own).
+    pub async fn discover(
+        resolved: &ResolvedConfig,
+        chat: Option<&Path>,
+        extra: &[ServerDef],
+        sandbox: Option<flemma_mcp::connection::SandboxWrap>,
+    ) -> Self {
+        let mcp = &resolved.config.tools.mcp;
+        let dir = chat
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_default();
+        let env = |name: &str| std::env::var(name).ok();
+        let defined = flemma_mcp::definition::defined(resolved, &dir, &env);
+        let mut defs = defined.servers;
+        defs.extend(extra.iter().cloned());
+        if defs.is_empty() {
+            return Self {
+                notes: defined.notes,
+                ..Self::default()
+            };
+        }
+        let startup = Duration::from_secs(mcp.startup_timeout);
+        let servers = hub().ensure(&defs, startup, sandbox).await;
+        Self {
+            servers,
+            notes: defined.notes,
+            options: Some(CallOptions {
+                timeout: Duration::from_secs(
+                    mcp.timeout.unwrap_or(resolved.config.tools.default_timeout),
+                ),
+                startup_timeout: startup,
+            }),
+        }
+    }
+
+    /// One line per problem: ignored servers, unset variables, servers that did not start.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = self.notes.clone();
+        for server in &self.servers {
+            if let ServerState::Failed { reason } = &server.state {
+                out.push(format!(
+                    "MCP server `{}` did not start, its tools are absent: {reason}",
+                    server.name
+                ));
+            }
+        }
+        out
+    }
+
+    /// Registers every discovered tool in `registry`; returns all their names and those
+    /// offered to the model (by `tools.mcp.include` and the chat's `tools.enabled`, less
+    /// the exclusions).
+    pub fn register(&self, registry: &mut Registry, config: &flemma_config::Config) -> McpNames {
+        let mut names = McpNames::default();
+        let Some(options) = &self.options else {
+            return names;
+        };
+        let selection = Selection::of(config);
+        for server in &self.servers {
+            for tool in &server.tools {
+                if registry.get(&tool.full_name).is_some() && !names.all.contains(&tool.full_name) {
+                    tracing::warn!(tool = %tool.full_name, "an MCP tool has the name of another tool; the other one is kept");
+                    continue;
+                }
+                let spec = tool.tool.spec(&tool.full_name, &tool.server);
+                let runner_tool = tool.clone();
+                let runner_options = options.clone();
+                registry.register(
+                    spec,
+                    move |ctx, input| {
+                        let store = ctx
+                            .env
+                            .iter()
+                            .find(|(key, _)| key == "FLEMMA_TOOLS_STORE_PATH")
+                            .map(|(_, dir)| std::path::PathBuf::from(dir));
+                        runner_tool.run(input, &runner_options, &ctx.cancel, store.as_deref())
+                    },
+                    Keep::Head,
+                );
+                names.all.push(tool.full_name.clone());
+                if selection.offers(&tool.full_name) {
+                    names.offered.push(tool.full_name.clone());
+                }
+            }
+        }
+        names
+    }
+}
+
+/// The MCP tools of a registry: every discovered one, and those offered to the model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpNames {
+    pub all: Vec<String>,
+    pub offered: Vec<String>,
+}
+
+/// The server a registered tool comes from (`None` for a built-in or custom tool).
+pub fn server_of<'a>(mcp: &'a McpTools, tool: &str) -> Option<&'a ServerStatus> {
+    mcp.servers
+        .iter()
+        .find(|server| server.tools.iter().any(|t| t.full_name == tool))
+}

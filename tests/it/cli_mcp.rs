@@ -1,0 +1,401 @@
+//! MCP servers as tool sources, end to end: `flemmad tools` and `tools run` against a real
+//! MCP server written with the official Python SDK (PyPI `mcp`, the crate flemma-mcp's
+//! `tests/servers/demo_server.py`), and agentic `flemmad send`s against `flemma-mock-provider`
+//! that call its tools: one approved by a glob, one waiting for approval. No server outlives
+//! flemmad (checked by pid, also when flemmad is killed).
+//!
+//! The Python comes from `FLEMMA_TEST_MCP_PYTHON` (`.ci/run` makes a venv); without it the
+//! tests say "skipped" (and fail under `CI`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use crate::common::{Chat, chat, flemmad_command, read, send_command, stderr};
+use flemma_mock_provider::{MockProvider, Turn};
+use serde_json::{Value, json};
+
+fn python(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("FLEMMA_TEST_MCP_PYTHON") {
+        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{test}: FLEMMA_TEST_MCP_PYTHON is not set; .ci/run installs PyPI `mcp` in a venv and sets it"
+            );
+            eprintln!(
+                "skipped: {test}: set FLEMMA_TEST_MCP_PYTHON to a Python with PyPI `mcp` to run the MCP end-to-end tests"
+            );
+            None
+        }
+    }
+}
+
+fn demo_server() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/flemma-mcp/tests/servers/demo_server.py")
+}
+
+/// The user configuration with the demo server (and `extra` TOML).
+fn configure(chat: &Chat, python: &Path, extra: &str) -> PathBuf {
+    let markers = chat.path.parent().unwrap().join("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    let dir = chat.config_home.join("flemma");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = format!(
+        r#"{extra}
+
+[tools.mcp.servers.demo]
+command = "{}"
+args = ["{}"]
+env = {{ DEMO_MARKERS = "{}" }}
+"#,
+        python.display(),
+        demo_server().display(),
+        markers.display()
+    );
+    std::fs::write(dir.join("config.toml"), config).unwrap();
+    markers
+}
+
+fn agentic(body: &str) -> Chat {
+    chat(&format!(
+        "```json\n{{\"flemma\": {{\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\"}}}}\n```\n{body}"
+    ))
+}
+
+async fn run(mut command: tokio::process::Command) -> Output {
+    tokio::time::timeout(Duration::from_secs(120), command.output())
+        .await
+        .expect("flemmad finished in time")
+        .unwrap()
+}
+
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+async fn gone(pid: u32) -> bool {
+    for _ in 0..200 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    false
+}
+
+fn wire(name: &str) -> String {
+    flemma_provider::encode_tool_name(name)
+}
+
+#[tokio::test]
+async fn an_agentic_send_calls_mcp_tools_approved_by_a_glob() {
+    let Some(python) = python("an_agentic_send_calls_mcp_tools_approved_by_a_glob") else {
+        return;
+    };
+    let mock = MockProvider::start().await.unwrap();
+    let chat = agentic("@You:\nUse the demo server.\n");
+    configure(
+        &chat,
+        &python,
+        r#"[tools]
+auto_approve = ["$standard", "demo.*"]
+
+[tools.mcp]
+include = ["demo.*"]
+exclude = ["demo.die", "demo.hang", "demo.grow"]"#,
+    );
+    mock.push(
+        Turn::text("Calling the server.")
+            .tool_call_with_id("demo__echo", "m1", json!({"text": "  hello from mcp \n"}))
+            .tool_call_with_id(wire("demo.get__x"), "m2", json!({}))
+            .tool_call_with_id("demo__pid", "m3", json!({}))
+            .tool_call_with_id("demo__fail", "m4", json!({"message": "no such repo"})),
+    );
+    mock.push(Turn::text("All four answered."));
+    let out = run(send_command(&chat, &mock.base_url())).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let text = read(&chat.path);
+    assert!(text.contains("**Tool Use:** `demo.echo` (`m1`)"), "{text}");
+    assert!(
+        text.contains("**Tool Use:** `demo.get__x` (`m2`)"),
+        "the name round-trips: {text}"
+    );
+    assert!(text.contains("  hello from mcp \n"), "exact output: {text}");
+    assert!(text.contains("no such repo"), "{text}");
+    assert!(text.contains("All four answered."), "{text}");
+
+    // What the model was offered: the included tools under their wire names, not the excluded
+    // ones; the built-ins as before.
+    let requests = mock.requests();
+    let offered: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(offered.contains(&"demo__echo"), "{offered:?}");
+    assert!(
+        offered.contains(&wire("demo.get__x").as_str()),
+        "{offered:?}"
+    );
+    assert!(offered.contains(&"bash"), "{offered:?}");
+    assert!(!offered.contains(&"demo__die"), "excluded: {offered:?}");
+    // The second request carries the results, `isError` as an error result.
+    let results: Vec<&Value> = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().into_iter().flatten())
+        .filter(|part| part["type"] == "tool_result")
+        .collect();
+    let failed = results.iter().find(|r| r["tool_use_id"] == "m4").unwrap();
+    assert_eq!(failed["is_error"], json!(true), "{failed}");
+
+    // The server is gone once flemmad is: its pid is in the chat.
+    let pid: u32 = text
+        .split("`m3`")
+        .nth(2)
+        .and_then(|rest| rest.split("```").nth(1))
+        .and_then(|fence| fence.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the pid result in {text}"));
+    assert!(
+        gone(pid).await,
+        "the MCP server {pid} outlived flemmad send"
+    );
+}
+
+#[tokio::test]
+async fn an_mcp_tool_waits_for_approval_like_any_tool() {
+    let Some(python) = python("an_mcp_tool_waits_for_approval_like_any_tool") else {
+        return;
+    };
+    let mock = MockProvider::start().await.unwrap();
+    let chat = agentic("@You:\nEcho something.\n");
+    configure(&chat, &python, "[tools.mcp]\ninclude = [\"demo.echo\"]");
+    mock.push(Turn::text("Echoing.").tool_call_with_id(
+        "demo__echo",
+        "e1",
+        json!({"text": "approved echo"}),
+    ));
+    mock.push(Turn::text("Echoed."));
+    let out = run(send_command(&chat, &mock.base_url())).await;
+    let err = stderr(&out);
+    // `$standard` approves the harness tools only: the MCP call waits.
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("`demo.echo` (e1)"), "{err}");
+    assert!(
+        !read(&chat.path).contains("approved echo\n```"),
+        "not run yet"
+    );
+
+    let mut approve = flemmad_command(&chat, &mock.base_url());
+    approve.arg("approve").arg(&chat.path).arg("e1");
+    let out = run(approve).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(read(&chat.path).contains("`e1` (approved)"));
+    // The next send runs the approved call, then continues.
+    let out = run(send_command(&chat, &mock.base_url())).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = read(&chat.path);
+    assert!(text.contains("approved echo"), "{text}");
+    assert!(text.contains("Echoed."), "{text}");
+}
+
+#[tokio::test]
+async fn tools_lists_and_runs_mcp_tools_and_names_a_server_that_crashes() {
+    let Some(python) = python("tools_lists_and_runs_mcp_tools_and_names_a_server_that_crashes")
+    else {
+        return;
+    };
+    let mock = MockProvider::start().await.unwrap();
+    let chat = agentic("@You:\nhi\n");
+    configure(
+        &chat,
+        &python,
+        &format!(
+            r#"[tools.mcp]
+include = ["demo.e*"]
+exclude = ["demo.env"]
+
+[tools.mcp.servers.broken]
+command = "{}"
+args = ["{}", "--crash"]"#,
+            python.display(),
+            demo_server().display()
+        ),
+    );
+    let base = mock.base_url();
+    let tools = |args: &[&str]| {
+        let mut command = flemmad_command(&chat, &base);
+        command
+            .arg("tools")
+            .args(args)
+            .arg("--chat")
+            .arg(&chat.path);
+        command
+    };
+    let out = run(tools(&["--json"])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("MCP server `broken` did not start").count(),
+        1,
+        "one warning: {err}"
+    );
+    assert!(
+        err.contains("DEMO_TOKEN credential is missing"),
+        "with stderr's last lines: {err}"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tool = |name: &str| {
+        report["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .cloned()
+    };
+    let echo = tool("demo.echo").expect("demo.echo listed");
+    assert_eq!(echo["source"], "mcp:demo");
+    assert_eq!(echo["offered"], true);
+    assert_eq!(echo["input_schema"]["properties"]["text"]["type"], "string");
+    assert!(echo["description"].as_str().unwrap().contains("exactly"));
+    assert_eq!(
+        tool("demo.env").expect("listed")["offered"],
+        false,
+        "excluded"
+    );
+    assert_eq!(
+        tool("demo.fail").expect("listed")["offered"],
+        false,
+        "not included"
+    );
+    assert_eq!(tool("bash").expect("built-in")["source"], Value::Null);
+    let servers = report["mcp_servers"].as_array().unwrap();
+    assert!(
+        servers
+            .iter()
+            .any(|s| s["name"] == "demo" && s["state"] == "running")
+    );
+    assert!(
+        servers
+            .iter()
+            .any(|s| s["name"] == "broken" && s["state"] == "failed")
+    );
+
+    let out = run(tools(&["run", "demo.echo", r#"{"text": "a\n b "}"#])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a\n b \n");
+    let out = run(tools(&["run", "demo.fail", r#"{"message": "bad repo"}"#])).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bad repo"));
+    let out = run(tools(&["run", "demo.echo", r#"{"txt": 1}"#])).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("text: is required"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn no_server_outlives_a_killed_flemmad() {
+    let Some(python) = python("no_server_outlives_a_killed_flemmad") else {
+        return;
+    };
+    let chat = agentic("@You:\nhi\n");
+    let markers = configure(&chat, &python, "");
+    let mut command = flemmad_command(&chat, "http://127.0.0.1:9");
+    command
+        .arg("tools")
+        .arg("run")
+        .arg("demo.hang")
+        .arg(r#"{"tag": "killed"}"#)
+        .arg("--chat")
+        .arg(&chat.path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = command.spawn().unwrap();
+    let started = markers.join("started-killed");
+    for _ in 0..1200 {
+        if started.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let pid: u32 = std::fs::read_to_string(&started)
+        .expect("the hanging call started")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(pid));
+    child.start_kill().unwrap(); // SIGKILL: no chance to close anything
+    let _ = child.wait().await;
+    assert!(
+        gone(pid).await,
+        "the MCP server {pid} outlived a killed flemmad"
+    );
+}
+
+#[tokio::test]
+async fn a_streamable_http_server_runs_through_tools_run() {
+    let Some(python) = python("a_streamable_http_server_runs_through_tools_run") else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    let mut server = tokio::process::Command::new(&python)
+        .arg(demo_server())
+        .args(["--http", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..1200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let chat = agentic("@You:\nhi\n");
+    let dir = chat.config_home.join("flemma");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "[tools.mcp.servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\nheaders = {{ Authorization = \"Bearer ${{DEMO_SECRET}}\" }}\n"
+        ),
+    )
+    .unwrap();
+    let mut command = flemmad_command(&chat, "http://127.0.0.1:9");
+    command
+        .env("DEMO_SECRET", "s3cret-value")
+        .args([
+            "tools",
+            "run",
+            "web.echo",
+            r#"{"text": "over http"}"#,
+            "--chat",
+        ])
+        .arg(&chat.path);
+    let out = run(command).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "over http\n");
+    assert!(!stderr(&out).contains("s3cret-value"));
+    let _ = server.kill().await;
+}
