@@ -116,10 +116,11 @@ impl std::fmt::Debug for DriverHandle {
 }
 
 impl DriverHandle {
-    /// Feeds `input` to the engine; `false` when the driver has ended.
+    /// Feeds a user's `input` to the running session (a command acts on the text as the
+    /// session's next read finds it: `Input::Command`); `false` when the driver has ended.
     pub fn input(&self, input: EngineInput) -> bool {
         self.sender
-            .send(Message::Session(Input::Engine(input)))
+            .send(Message::Session(Input::Command(input)))
             .is_ok()
     }
 

@@ -109,6 +109,11 @@ pub enum ReplaceOutcome {
 pub enum Input {
     /// An input for the engine: a command, a stream event, a tool or job outcome, a timer.
     Engine(EngineInput),
+    /// A user's command (send, approve, reject, approve all, execute) arriving while the
+    /// session runs: given to the engine after the next read of the writer, so that it acts on
+    /// the text the user sees (a key pressed right after typing a message, before any poll read
+    /// it). Any other input (cancel, background) goes to the engine at once.
+    Command(EngineInput),
     Read {
         store: StoreId,
         outcome: ReadOutcome,
@@ -285,6 +290,8 @@ pub struct Session {
     settling: Option<String>,
     /// When the unwritten edits must be written.
     write_at: Option<Millis>,
+    /// User commands waiting for the next read of the writer ([`Input::Command`]).
+    commands: Vec<EngineInput>,
     /// When the oldest unwritten edit was made.
     unwritten_since: Option<Millis>,
     max_write_delay: Millis,
@@ -339,6 +346,7 @@ impl Session {
             retrying: false,
             settling: None,
             write_at: None,
+            commands: Vec::new(),
             unwritten_since: None,
             max_write_delay: 0,
             next_poll: 0,
@@ -396,6 +404,22 @@ impl Session {
         }
         match input {
             Input::Engine(input) => self.feed(now, input, &mut out),
+            Input::Command(input) => {
+                if matches!(
+                    input,
+                    EngineInput::Advance
+                        | EngineInput::Approve { .. }
+                        | EngineInput::Reject { .. }
+                        | EngineInput::ApproveAll
+                        | EngineInput::Execute { .. }
+                ) {
+                    self.commands.push(input);
+                    self.settled = false;
+                    self.write_at = Some(self.write_at.map_or(now, |at| at.min(now)));
+                } else {
+                    self.feed(now, input, &mut out);
+                }
+            }
             Input::Read { store, outcome } => self.read_answered(now, store, outcome, &mut out),
             Input::Replaced { store, outcome } => {
                 self.replace_answered(now, store, outcome, &mut out)
@@ -485,7 +509,10 @@ impl Session {
     /// never started (an approval that leaves other calls pending).
     fn is_done(&self) -> bool {
         self.leaving
-            || (!self.engine.is_busy() && self.request.is_none() && self.tools_running.is_empty())
+            || (!self.engine.is_busy()
+                && self.request.is_none()
+                && self.tools_running.is_empty()
+                && self.commands.is_empty())
     }
 
     // ----- the engine -----
@@ -788,6 +815,10 @@ impl Session {
             self.unwritten = vec![diff_to_edits(&current.text, self.engine.text())];
         } else if !self.merge(now, &current, out) {
             return;
+        }
+        // The text the user sees is merged: the commands that waited for it act on it now.
+        for command in std::mem::take(&mut self.commands) {
+            self.feed(now, command, out);
         }
         self.stored.version = current.version;
         if self.engine.text() == current.text {

@@ -264,6 +264,52 @@ fn a_stop_is_written_at_once_and_then_the_session_is_done() {
 }
 
 #[test]
+fn a_command_waits_for_the_next_read_and_acts_on_what_the_user_typed() {
+    // Neovim: the reply's end is written, the user types the next message and presses the send
+    // key at once, before any poll read the buffer. The send acts on the buffer as typed.
+    let base: Arc<str> = Arc::from(CHAT);
+    let mut h = Harness::with(EDITOR, &StoreKind::Editor { base }, CHAT, Some(1));
+    h.engine(0, EngineInput::Advance);
+    h.stream(10, "Hi.");
+    h.engine(
+        20,
+        EngineInput::StreamEnded {
+            request: RequestId(1),
+            outcome: StreamOutcome::Finished,
+        },
+    );
+    h.read_version(21, EDITOR, CHAT, Some(1));
+    let replied = h.next();
+    assert_eq!(replied, "@You:\nHello\n\n@Assistant:\nHi.\n\n@You:\n\n");
+    h.replaced(22, EDITOR, ReplaceOutcome::Written);
+    // An editor's buffer is read again after a write (what the editor made of the edit); the
+    // send arrives before that read: it waits for it, whatever the buffer holds by then.
+    assert_eq!(h.log.last().map(String::as_str), Some("read 1"));
+    assert_eq!(
+        h.at(23, Input::Command(EngineInput::Advance)),
+        Vec::<String>::new()
+    );
+    let typed = format!("{replied}More, please.\n");
+    let lines = h.read_version(24, EDITOR, &typed, Some(3));
+    assert_eq!(lines[0], "start request 2", "{lines:?}");
+    assert!(
+        h.session.engine().text().starts_with(&typed),
+        "{:?}",
+        h.session.engine().text()
+    );
+    // A cancel does not wait.
+    assert_eq!(
+        h.at(
+            25,
+            Input::Command(EngineInput::Cancel {
+                scope: flemma_engine::CancelScope::All
+            })
+        )[0],
+        "cancel request 2"
+    );
+}
+
+#[test]
 fn a_new_editor_writer_is_merged_three_ways_and_keeps_what_its_user_typed() {
     let mut h = Harness::file(CHAT);
     h.engine(0, EngineInput::Advance);
