@@ -104,7 +104,7 @@ command_line() { escape; keys -l -- ":$1"; keys Enter; }
  {"steps": [{"text": "Hello from your home directory."}]}]
 JSON
 mock_pid=$!
-for _ in $(seq 100); do [ -s "$work/mock.url" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -s "$work/mock.url" ] && break; sleep 0.05; done
 mock_url="$(head -1 "$work/mock.url")"
 
 # What a user has after docs/editors/helix.md: flemmad on PATH, languages.toml, config.toml and

@@ -47,7 +47,7 @@ trap cleanup EXIT
 # The mock answers from the turns smoke.lua queues; with none queued, "You said: <last message>".
 "$mock" > "$work/mock.url" 2> "$work/mock.log" &
 mock_pid=$!
-for _ in $(seq 100); do [ -s "$work/mock.url" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -s "$work/mock.url" ] && break; sleep 0.05; done
 mock_url="$(head -1 "$work/mock.url")"
 case "$mock_url" in http://127.0.0.1:*) ;; *)
   echo "not ok - flemma-mock-provider did not print its URL:" >&2; cat "$work/mock.log" >&2; exit 1 ;;
@@ -142,6 +142,7 @@ run_nvim() {
     | tee "$work/nvim.out"
 }
 server_log() {
+  [ -z "${KEEP_LOG:-}" ] || cp "$work/home/state/flemma/flemmad.log" "$KEEP_LOG" 2>/dev/null || true
   echo "-- the server's log:"; tail -40 "$work/home/state/flemma/flemmad.log" 2>/dev/null || true
 }
 

@@ -297,7 +297,7 @@ mod tests {
             let edit = TextEdit::replace(TextRange::new(start, text.len()), new.clone());
             let out = rewritten(&text, edit.clone());
             prop_assert_eq!(
-                flemma_syntax::apply_edits(&text, &[out.clone()]).unwrap(),
+                flemma_syntax::apply_edits(&text, std::slice::from_ref(&out)).unwrap(),
                 flemma_syntax::apply_edits(&text, &[edit]).unwrap()
             );
             if new.ends_with(lb) {
