@@ -65,7 +65,10 @@ fi
 python3 -m venv "$tmp/venv"
 "$tmp/venv/bin/pip" install --quiet --disable-pip-version-check "playwright==$PLAYWRIGHT_VERSION"
 installed=$SECONDS
-echo "-- installed in $((installed - started)) s; $(PATH="$tmp/node/bin:$PATH" "$tmp/code-server/node_modules/.bin/code-server" --version 2>/dev/null | head -1)"
+# (Its own HOME: code-server writes a default config file on any start, --version included.)
+mkdir "$tmp/version-home"
+echo "-- installed in $((installed - started)) s; code-server $(HOME="$tmp/version-home" XDG_CONFIG_HOME="$tmp/version-home" \
+  PATH="$tmp/node/bin:$PATH" "$tmp/code-server/node_modules/.bin/code-server" --version 2>/dev/null | grep -v ' info ' | head -1)"
 
 mkdir "$tmp/run"
 status=0
