@@ -611,15 +611,14 @@ impl Driver {
                 },
             })));
         };
-        let analysis = {
-            let mut host = crate::analyses::lock(&self.host);
-            // The document's analysis moves to this text by its changes (the template cache
-            // evaluates only the messages they touch).
-            host.change_text(&self.id, &text);
-            match host.analysis(&self.id) {
-                Ok(analysis) => analysis,
-                Err(error) => return fail(error.to_string()),
-            }
+        // The document's analysis moves to this text by its changes (the template cache
+        // evaluates only the messages they touch).
+        let analysis = crate::analyses::analysis(&self.host, &self.id, true, |host| {
+            host.change_text(&self.id, &text)
+        });
+        let analysis = match analysis {
+            Ok(analysis) => analysis,
+            Err(error) => return fail(error.to_string()),
         };
         let blockers = analysis.send_blockers();
         if !blockers.is_empty() {

@@ -651,18 +651,18 @@ impl Shared {
     /// engine's, when a driver works on it; else made for this question and not kept).
     fn frontmatter_layers(&self, path: &Path, text: &str) -> Result<Vec<ConfigLayer>, HostError> {
         let id = DocumentId::new(std::path::absolute(path).unwrap_or_else(|_| path.to_owned()));
-        let mut host = crate::analyses::lock(&self.analyses);
-        let fresh = host.document(&id).is_none();
+        let mut fresh = false;
+        let analysis = crate::analyses::analysis(&self.analyses, &id, true, |host| {
+            fresh = host.document(&id).is_none();
+            if fresh {
+                host.set_text(id.clone(), text.to_owned());
+            }
+        });
         if fresh {
-            host.set_text(id.clone(), text.to_owned());
+            crate::analyses::lock(&self.analyses).forget(&id);
         }
-        let analysis = host
-            .analysis(&id)
-            .map_err(|error| HostError::InvalidSwitch(error.to_string()));
-        if fresh {
-            host.forget(&id);
-        }
-        Ok(analysis?
+        Ok(analysis
+            .map_err(|error| HostError::InvalidSwitch(error.to_string()))?
             .layers
             .iter()
             .filter(|layer| layer.kind() == LayerKind::Frontmatter)

@@ -98,13 +98,11 @@ pub async fn prepare(
 ) -> Result<Prepared, SetupError> {
     let absolute: PathBuf = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     let id = DocumentId::new(absolute.clone());
-    let analysis = {
-        let mut host = crate::analyses::lock(analyses);
+    let analysis = crate::analyses::analysis(analyses, &id, true, |host| {
         host.set_text(id.clone(), text.to_owned());
         host.set_document_config(&id, config);
-        host.analysis(&id)
-            .map_err(|error| SetupError::Failed(error.to_string()))?
-    };
+    })
+    .map_err(|error| SetupError::Failed(error.to_string()))?;
     if !blockers(&analysis).is_empty() {
         return Err(SetupError::Blocked { analysis });
     }
@@ -157,12 +155,11 @@ pub async fn prepare(
     let nothing_to_send = if tools_waiting {
         Vec::new()
     } else {
-        let mut host = crate::analyses::lock(analyses);
-        host.set_text(id.clone(), probe.text().to_owned());
-        let recovered = host
-            .analysis(&id)
-            .map_err(|error| SetupError::Failed(error.to_string()))?;
-        host.set_text(id.clone(), text.to_owned());
+        let recovered = crate::analyses::analysis(analyses, &id, true, |host| {
+            host.set_text(id.clone(), probe.text().to_owned())
+        })
+        .map_err(|error| SetupError::Failed(error.to_string()))?;
+        crate::analyses::lock(analyses).set_text(id.clone(), text.to_owned());
         recovered
             .send_blockers()
             .into_iter()

@@ -1,10 +1,16 @@
 //! One `send` per chat file at a time: an exclusive `flock` on
 //! `<chat dir>/.flemma/<chat file name>/send.lock`, holding the owner's pid. A second `send`
 //! is refused at once (it would pay for a second reply and interleave the two in the file).
+//! The folder and the file are opened following no symlink (the folder lies where a model's
+//! sandboxed commands may write, and repositories may ship it), the file must be regular, and
+//! its pid is read with a cap.
 
-use std::fs::{File, OpenOptions};
+use std::ffi::OsStr;
+use std::fs::File;
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
+
+use flemma_tools::nofollow::Dir;
 
 /// Why the lock could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +30,11 @@ pub enum LockError {
         path: String,
         source: std::io::Error,
     },
+    #[error("refused to use the lock file {path}: {source}; nothing was sent")]
+    Refused {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// Held while a send runs; released when dropped (or when the process dies).
@@ -32,39 +43,59 @@ pub struct SendLock {
     file: File,
 }
 
+/// The most of a lock file read for its pid (a pid is a few digits; a lock that points at an
+/// endless file is never opened, and this bounds whatever else it holds).
+const OWNER_CAP: u64 = 64;
+
 impl SendLock {
     /// The lock file of `chat`.
     pub fn path_for(chat: &Path) -> PathBuf {
-        let dir = chat.parent().unwrap_or(Path::new("."));
+        let (dir, folder) = Self::place(chat);
+        dir.join(folder).join(LOCK_NAME)
+    }
+
+    /// The chat's directory and the store folder below it that holds the lock.
+    fn place(chat: &Path) -> (PathBuf, PathBuf) {
+        let chat = std::path::absolute(chat).unwrap_or_else(|_| chat.to_path_buf());
+        let dir = chat.parent().unwrap_or(Path::new("/")).to_path_buf();
         let name = chat
             .file_name()
             .map_or_else(|| "chat".into(), |name| name.to_string_lossy().into_owned());
-        dir.join(".flemma").join(name).join("send.lock")
+        (dir, Path::new(".flemma").join(name))
     }
 
-    /// Takes the lock of `chat` without waiting.
+    /// Opens the lock's folder below the chat's directory, following no symlink there (a
+    /// repository can ship `.flemma/<chat>` as a link to anywhere).
+    fn folder(chat: &Path, create: bool) -> std::io::Result<Dir> {
+        let (dir, folder) = Self::place(chat);
+        Dir::open_beneath(&dir, &folder, create.then_some(0o700))
+    }
+
+    /// Takes the lock of `chat` without waiting. The lock file must be a regular file with one
+    /// link; it is never followed when it is a symlink.
     pub fn acquire(chat: &Path) -> Result<Self, LockError> {
         let path = Self::path_for(chat);
-        let create = |source| LockError::Create {
-            path: path.display().to_string(),
-            source,
+        let create = |source: std::io::Error| {
+            if source.kind() == std::io::ErrorKind::InvalidInput {
+                LockError::Refused {
+                    path: path.display().to_string(),
+                    source,
+                }
+            } else {
+                LockError::Create {
+                    path: path.display().to_string(),
+                    source,
+                }
+            }
         };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(create)?;
-        }
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
+        let folder = Self::folder(chat, true).map_err(create)?;
+        let mut file = folder
+            .open_for_write(OsStr::new(LOCK_NAME), 0o600, false)
             .map_err(create)?;
         match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {}
             Err(errno) if errno == rustix::io::Errno::WOULDBLOCK => {
-                let mut owner = String::new();
-                let _ = file.read_to_string(&mut owner);
-                let pid = owner.trim().parse::<u32>().ok();
+                let pid = read_owner(&mut file);
                 return Err(LockError::Busy {
                     chat: chat.display().to_string(),
                     owner: pid.map_or_else(|| "pid unknown".to_owned(), |pid| format!("pid {pid}")),
@@ -80,6 +111,25 @@ impl SendLock {
         let _ = file.flush();
         Ok(Self { file })
     }
+
+    /// The pid a running send of `chat` wrote in its lock file, read without following a link
+    /// and at most a few bytes (`None`: no lock, an empty one, or not a regular file).
+    pub fn owner(chat: &Path) -> Option<u32> {
+        let bytes = Self::folder(chat, false)
+            .ok()?
+            .read(OsStr::new(LOCK_NAME), OWNER_CAP)
+            .ok()??;
+        String::from_utf8_lossy(&bytes).trim().parse().ok()
+    }
+}
+
+const LOCK_NAME: &str = "send.lock";
+
+/// The pid in an open lock file (at most [`OWNER_CAP`] bytes read).
+fn read_owner(file: &mut File) -> Option<u32> {
+    let mut owner = String::new();
+    let _ = (&mut *file).take(OWNER_CAP).read_to_string(&mut owner);
+    owner.trim().parse::<u32>().ok()
 }
 
 impl Drop for SendLock {

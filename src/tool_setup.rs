@@ -10,7 +10,7 @@ use flemma_engine::{Decision, JOBS_STATUS_TOOL, ToolInfo, ToolPolicy, Verdict};
 use flemma_ide::Analysis;
 use flemma_provider::ToolDefinition;
 use flemma_template::{AutoApproveAnswer, AutoApproveFunction, Limits};
-use flemma_tools::approval::ApprovalFunction;
+use flemma_tools::approval::{ApprovalFunction, ReadScope};
 use flemma_tools::registry::{Registered, Registry};
 use flemma_tools::sandbox::{Bwrap, PathPolicy, PolicyPlaces};
 use flemma_tools::spec::Capability;
@@ -102,7 +102,9 @@ impl ToolSetup {
                 chat_dir.as_deref().unwrap_or(&here).join(expanded)
             }
         };
-        let store = ResultStore::new(&config.tools.store, chat.as_deref(), 0, &env);
+        let store = ResultStore::new(&config.tools.store, chat.as_deref(), 0, &env)
+            .verified(chat.as_deref())
+            .map_err(|error| error.to_string())?;
         let places = PolicyPlaces {
             cwd: cwd.clone(),
             chat_path: chat.clone(),
@@ -113,9 +115,17 @@ impl ToolSetup {
             Err("sandbox disabled in config".to_string())
         } else {
             Bwrap::for_policy(&policy, config.sandbox.policy.network)
+                .map(|bwrap| bwrap.with_hidden(hidden_from_sandbox()))
         };
+        let read_scope = ReadScope::new(
+            cwd.clone(),
+            [Some(cwd.clone()), chat_dir, Some(store.dir().to_path_buf())]
+                .into_iter()
+                .flatten(),
+        );
         let mut ctx = RunContext::new(cwd, Arc::new(policy));
         ctx.chat_path = chat;
+        ctx.fetch_private_addresses = config.tools.fetch_private_addresses;
         ctx.timeout = std::time::Duration::from_secs(config.tools.default_timeout);
         ctx.env.push((
             "FLEMMA_TOOLS_STORE_PATH".into(),
@@ -128,13 +138,15 @@ impl ToolSetup {
             }
             Err(reason) => Err(reason),
         };
-        let chain = ApprovalChain::from_parts(
+        // A sandbox that has the network does not approve a command by itself.
+        let mut chain = ApprovalChain::from_parts(
             auto_approve,
             &config.tools,
             None,
             Vec::new(),
-            sandbox.is_ok(),
+            sandbox.is_ok() && !config.sandbox.policy.network,
         );
+        chain.set_read_scope(read_scope);
         Ok(Self {
             registry: Registry::for_config(&config),
             config,
@@ -197,6 +209,34 @@ impl ToolSetup {
     }
 }
 
+/// What sandboxed commands must not see: the daemon's runtime directory (its sockets reach
+/// the daemon, which runs outside the sandbox) — the whole `$XDG_RUNTIME_DIR` when set, which
+/// also holds the session bus, `systemd --user` and the agents' sockets —, the X11 sockets, and
+/// the credentials in the home directory (`flemma_tools::sandbox::HOME_CREDENTIALS`).
+/// The daemon's directory is created (`0700`, as the daemon does) when missing, so that a
+/// daemon started later is hidden too.
+fn hidden_from_sandbox() -> Vec<PathBuf> {
+    let daemon = crate::daemon::socket::RuntimePaths::from_env().dir;
+    if let Err(error) = crate::daemon::socket::ensure_dir(&daemon) {
+        tracing::debug!(%error, "the daemon's runtime directory cannot be prepared for hiding");
+    }
+    let mut hidden = Vec::new();
+    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        hidden.push(PathBuf::from(runtime));
+    }
+    hidden.push(daemon);
+    hidden.push(PathBuf::from("/tmp/.X11-unix"));
+    if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        let home = PathBuf::from(home);
+        hidden.extend(
+            flemma_tools::sandbox::HOME_CREDENTIALS
+                .iter()
+                .map(|path| home.join(path)),
+        );
+    }
+    hidden
+}
+
 /// The provider-side definition of a tool.
 pub fn to_definition(spec: &ToolSpec) -> ToolDefinition {
     ToolDefinition {
@@ -224,7 +264,7 @@ impl ToolPolicy for SetupPolicy {
                 },
                 resolver: match decision.note {
                     Some(note) => {
-                        tracing::warn!(tool = name, %note, "the approval function could not decide");
+                        tracing::warn!(tool = name, %note, "the approval chain could not approve as configured");
                         format!("{} ({note})", decision.resolver)
                     }
                     None => decision.resolver,

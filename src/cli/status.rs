@@ -288,7 +288,6 @@ fn jobs(doc: &Document, send_running: bool) -> Vec<JobStatus> {
 /// The pid of the `flemmad send` that holds the chat's lock (its lock file names it while it
 /// runs and is emptied when it ends; a pid whose process is gone is ignored).
 fn running_send(chat: &Path) -> Option<u32> {
-    let text = std::fs::read_to_string(SendLock::path_for(chat)).ok()?;
-    let pid: u32 = text.trim().parse().ok()?;
+    let pid = SendLock::owner(chat)?;
     Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
 }

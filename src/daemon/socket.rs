@@ -63,6 +63,8 @@ pub enum SocketError {
     AlreadyRunning { pid: String },
     #[error("{} exists and is not a socket; remove it", path.display())]
     NotASocket { path: PathBuf },
+    #[error("{} is not a regular file; remove it", path.display())]
+    NotAFile { path: PathBuf },
     #[error(
         "socket activation passed {count} file descriptors but none is the `{name}` socket (LISTEN_FDNAMES={names:?}); listen on `%t/flemma/{name}.sock` in flemmad.socket (`flemmad install-service --print` shows the unit)"
     )]
@@ -151,14 +153,26 @@ pub struct PidLock {
 
 impl PidLock {
     pub fn acquire(path: &Path) -> Result<Self, SocketError> {
-        let mut file = OpenOptions::new()
+        // Never through a link, and only a regular file (it is truncated and written).
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(path)
             .map_err(io_error("cannot open the pid file", path))?;
+        if !file
+            .metadata()
+            .map_err(io_error("cannot inspect the pid file", path))?
+            .is_file()
+        {
+            return Err(SocketError::NotAFile {
+                path: path.to_owned(),
+            });
+        }
+        let mut file = file;
         if rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
             let mut pid = String::new();
             let _ = file.read_to_string(&mut pid);
@@ -198,7 +212,17 @@ impl PidLock {
 
 /// The pid a running daemon wrote in its pid file, if any.
 pub fn read_pid(path: &Path) -> Option<String> {
-    let pid = fs::read_to_string(path).ok()?;
+    // Not through a link, a regular file only, a few bytes at most.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut pid = String::new();
+    file.take(64).read_to_string(&mut pid).ok()?;
     let pid = pid.trim();
     (!pid.is_empty()).then(|| pid.to_owned())
 }

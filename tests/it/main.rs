@@ -25,11 +25,13 @@ mod flemma14_switch;
 mod flemma14_tools;
 mod lsp;
 mod lsp_engine;
+mod lsp_hostile_files;
 mod lsp_layers;
 mod lsp_proxy;
 mod lsp_stream_latency;
 mod lsp_two_writers;
 mod quickstart;
+mod sandbox_holds;
 mod trust;
 
 /// Every test file in this directory is a module of this binary.

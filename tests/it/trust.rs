@@ -478,9 +478,17 @@ async fn a_tool_call_without_a_result_waits_instead_of_reading_a_secret() {
     );
     assert!(!leaked(&mock), "the secret reached the provider");
 
-    // Trusted: the policy approves `read` and it runs, as before (this test can fail).
+    // Trusted: the policy approves `read` and it runs, as before (this test can fail). The
+    // user's own list names `read` itself: `$standard` alone approves reads inside the project
+    // only, and the secret lies outside it.
     let chat = common::chat_outside_tmp(&text);
     common::trust_folder(chat.path.parent().unwrap(), &chat.config_home);
+    std::fs::create_dir_all(chat.config_home.join("flemma")).unwrap();
+    std::fs::write(
+        chat.config_home.join("flemma/config.toml"),
+        "[tools]\nauto_approve = [\"$standard\", \"+read\"]\n",
+    )
+    .unwrap();
     let out = flemmad(&chat, &mock.base_url(), &["send"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(leaked(&mock));

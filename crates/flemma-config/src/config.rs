@@ -512,6 +512,8 @@ pub struct Tools {
     pub skills_dir: Option<String>,
     /// Whether `fetch_content` is offered.
     pub fetch_content: bool,
+    /// Whether `fetch_content` may reach loopback, link-local and private addresses.
+    pub fetch_private_addresses: bool,
     /// The `lsp` tool.
     pub lsp: LspTool,
     /// The `bash` tool.
@@ -801,10 +803,13 @@ pub enum SandboxBackend {
 pub struct SandboxPolicy {
     /// Writable paths (URNs and `${VAR:-default}` unexpanded).
     pub rw_paths: Vec<String>,
-    /// Network access.
+    /// Network access for sandboxed commands (then they are no longer approved by the sandbox
+    /// alone).
     pub network: bool,
     /// Privilege escalation.
     pub allow_privileged: bool,
+    /// Whether tools may write inside `.git` directories.
+    pub git_writable: bool,
 }
 
 /// Which chats' frontmatter is trusted (`[trust]`); see [`crate::chat_trust`].

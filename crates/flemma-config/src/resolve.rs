@@ -23,6 +23,8 @@ pub enum AutoApprove {
         tools: Vec<String>,
         /// Names removed with `!x` while a preset was in the list (kept for later expansions).
         exclusions: Vec<String>,
+        /// The names and globs the list gives itself, not through a preset.
+        direct: Vec<String>,
     },
     /// A function decides (the template crate owns the closure).
     Function(FunctionRef),
@@ -32,11 +34,27 @@ impl AutoApprove {
     /// Whether the list form approves `tool` (globs match here); `None` when a function decides.
     pub fn approves(&self, tool: &str) -> Option<bool> {
         match self {
-            AutoApprove::Tools { tools, exclusions } => Some(
+            AutoApprove::Tools {
+                tools, exclusions, ..
+            } => Some(
                 tools.iter().any(|pattern| glob_match(pattern, tool))
                     && !exclusions.iter().any(|pattern| glob_match(pattern, tool)),
             ),
             AutoApprove::Function(_) => None,
+        }
+    }
+
+    /// Whether the list approves `tool` by naming it (or a glob matching it) itself, rather
+    /// than through a preset; `false` for a function.
+    pub fn names_directly(&self, tool: &str) -> bool {
+        match self {
+            AutoApprove::Tools {
+                direct, exclusions, ..
+            } => {
+                direct.iter().any(|pattern| glob_match(pattern, tool))
+                    && !exclusions.iter().any(|pattern| glob_match(pattern, tool))
+            }
+            AutoApprove::Function(_) => false,
         }
     }
 }
@@ -406,6 +424,7 @@ pub fn resolve_with_tools(
     let mut auto_approve = AutoApprove::Tools {
         tools: Vec::new(),
         exclusions: Vec::new(),
+        direct: Vec::new(),
     };
     for (path, entries) in &lists {
         let display = display_path(path);
@@ -476,11 +495,16 @@ pub fn resolve_with_tools(
                 }
                 Vec::new()
             }
-            ListResolution::Items { items, exclusions } => {
+            ListResolution::Items {
+                items,
+                exclusions,
+                direct,
+            } => {
                 if context.is_auto_approve {
                     auto_approve = AutoApprove::Tools {
                         tools: items.clone(),
                         exclusions,
+                        direct,
                     };
                 }
                 items
@@ -594,6 +618,8 @@ enum ListResolution {
     Items {
         items: Vec<String>,
         exclusions: Vec<String>,
+        /// The names and globs the list gives itself, not through a preset.
+        direct: Vec<String>,
     },
     Function(FunctionRef),
 }
@@ -604,10 +630,15 @@ impl ListResolution {
     /// with a glob counts), in `wide`'s order, and the exclusions of both. Also the items cut.
     fn narrowed_by(&self, wide: ListResolution) -> (ListResolution, Vec<String>) {
         let (
-            ListResolution::Items { items, exclusions },
+            ListResolution::Items {
+                items,
+                exclusions,
+                direct,
+            },
             ListResolution::Items {
                 items: wide_items,
                 exclusions: wide_exclusions,
+                ..
             },
         ) = (self, wide)
         else {
@@ -627,9 +658,12 @@ impl ListResolution {
                 all_exclusions.push(exclusion.clone());
             }
         }
+        // What the untrusted layer names itself does not count as named: a preset's limits
+        // (reads inside the project) stay.
         let kept = ListResolution::Items {
             items: kept,
             exclusions: all_exclusions,
+            direct: direct.clone(),
         };
         (kept, dropped)
     }
@@ -644,6 +678,11 @@ fn resolve_list(
     match fold(entries, context.path, errors) {
         Folded::Function(func) => ListResolution::Function(func),
         Folded::List { items, exclusions } => {
+            let direct = items
+                .iter()
+                .filter(|item| !is_preset_ref(item))
+                .cloned()
+                .collect();
             let items = match context.item_kind {
                 ItemKind::Tool => {
                     let mut tools = expand_tools(
@@ -665,7 +704,11 @@ fn resolve_list(
                 }
                 _ => items,
             };
-            ListResolution::Items { items, exclusions }
+            ListResolution::Items {
+                items,
+                exclusions,
+                direct,
+            }
         }
     }
 }

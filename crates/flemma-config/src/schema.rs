@@ -762,6 +762,14 @@ fn build_root() -> Node {
                     .widens(Narrowing::Only(json!(false))),
             ),
             field(
+                "fetch_private_addresses",
+                boolean(
+                    "Let `fetch_content` reach loopback, link-local and private addresses (`localhost`, `127.0.0.0/8`, `10.0.0.0/8`, `192.168.0.0/16`, `169.254.0.0/16` — cloud metadata —, `fc00::/7`, …). Off, every address a host name resolves to, and every redirection's, is checked before connecting.",
+                    Some(false),
+                )
+                .widens(Narrowing::Only(json!(false))),
+            ),
+            field(
                 "lsp",
                 object(
                     "The `lsp` tool.",
@@ -923,13 +931,24 @@ fn build_root() -> Node {
                         ),
                         field(
                             "network",
-                            boolean("Allow network access.", Some(true))
-                                .widens(Narrowing::Only(json!(false))),
+                            boolean(
+                                "Give sandboxed commands the network. Off, they run in their own empty network namespace; on, a sandboxed `bash` call is no longer approved by the sandbox alone (`tools.auto_approve_sandboxed`): each call asks, unless `tools.auto_approve` names the tool.",
+                                Some(false),
+                            )
+                            .widens(Narrowing::Only(json!(false))),
                         ),
                         field(
                             "allow_privileged",
                             boolean(
                                 "Allow privilege escalation (setuid binaries, sudo).",
+                                Some(false),
+                            )
+                            .widens(Narrowing::Only(json!(false))),
+                        ),
+                        field(
+                            "git_writable",
+                            boolean(
+                                "Let tools write inside `.git` directories. Off, `.git` is read-only inside the sandbox and `write`/`edit` refuse it: a hook or `core.fsmonitor` written there would run outside the sandbox at your next git command.",
                                 Some(false),
                             )
                             .widens(Narrowing::Only(json!(false))),

@@ -19,7 +19,7 @@ use flemma_template::{Host, PersonalityContext};
 struct NoFiles;
 
 impl Host for NoFiles {
-    fn read_file(&self, path: &Path) -> std::io::Result<Vec<u8>> {
+    fn read_file(&self, path: &Path, _limit: u64) -> std::io::Result<Vec<u8>> {
         Err(std::io::Error::new(
             std::io::ErrorKind::NotFound,
             format!("{} (the bench reads no files)", path.display()),

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
 use flemma_config::{
@@ -240,18 +241,75 @@ fn syntax_rule(doc: &Document, diagnostic: &flemma_syntax::Diagnostic) -> (bool,
 pub struct AnalysisHost {
     io: Arc<dyn Host>,
     template_cache: TemplateCache,
-    config: ConfigInput,
-    base: BaseResolution,
+    config: Arc<Configuration>,
     documents: HashMap<DocumentId, DocumentState>,
+    /// Counts every change (text or configuration): a document's revision is the count at its
+    /// last change, so an analysis computed elsewhere is kept only if nothing changed since.
+    changes: u64,
 }
 
 #[derive(Debug)]
 struct DocumentState {
     document: Arc<Document>,
     analysis: Option<Arc<Analysis>>,
+    revision: u64,
     /// The document's own configuration below its frontmatter, when it is not the host's
     /// ([`AnalysisHost::set_document_config`]).
-    config: Option<Arc<(ConfigInput, BaseResolution)>>,
+    config: Option<Arc<Configuration>>,
+}
+
+/// A configuration below the frontmatter and what it resolves to before any frontmatter runs.
+#[derive(Debug)]
+struct Configuration {
+    input: ConfigInput,
+    base: BaseResolution,
+}
+
+impl Configuration {
+    fn new(input: ConfigInput) -> Arc<Self> {
+        let base = resolve_base(&input);
+        Arc::new(Self { input, base })
+    }
+}
+
+/// Everything one analysis needs, taken from the host: it runs on any thread while the host
+/// takes more changes (the language server evaluates off its main loop, the engine outside the
+/// lock of the process's host), and its result goes back with
+/// [`AnalysisHost::store_analysis`], kept only if the document did not change since.
+#[derive(Debug, Clone)]
+pub struct AnalysisJob {
+    id: DocumentId,
+    revision: u64,
+    document: Arc<Document>,
+    io: Arc<dyn Host>,
+    template_cache: TemplateCache,
+    config: Arc<Configuration>,
+}
+
+impl AnalysisJob {
+    /// The document analysed.
+    pub fn id(&self) -> &DocumentId {
+        &self.id
+    }
+
+    /// The revision of the document this job analyses.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Computes the analysis. Setting `cancel` stops the evaluation early; the analysis is then
+    /// incomplete (a blocking "cancelled" diagnostic) and only good for throwing away.
+    pub fn run(&self, cancel: Option<Arc<AtomicBool>>) -> Analysis {
+        analyze(
+            &self.id,
+            self.document.clone(),
+            &self.io,
+            &self.template_cache,
+            &self.config.input,
+            &self.config.base,
+            cancel,
+        )
+    }
 }
 
 /// What the caller's layers resolve to before any frontmatter runs.
@@ -278,14 +336,19 @@ impl AnalysisHost {
         config: ConfigInput,
         template_cache: TemplateCache,
     ) -> Self {
-        let base = resolve_base(&config);
         Self {
             io,
             template_cache,
-            config,
-            base,
+            config: Configuration::new(config),
             documents: HashMap::new(),
+            changes: 0,
         }
+    }
+
+    /// The next revision (every change gets a new one).
+    fn next_revision(&mut self) -> u64 {
+        self.changes += 1;
+        self.changes
     }
 
     /// The compiled templates this host reuses across analyses (owned here, not process-wide).
@@ -295,27 +358,30 @@ impl AnalysisHost {
 
     /// The configuration below the frontmatter.
     pub fn config(&self) -> &ConfigInput {
-        &self.config
+        &self.config.input
     }
 
     /// Replaces the configuration below the frontmatter; every analysis is recomputed.
     pub fn set_config(&mut self, config: ConfigInput) {
-        self.base = resolve_base(&config);
-        self.config = config;
+        self.config = Configuration::new(config);
+        let revision = self.next_revision();
         for state in self.documents.values_mut() {
             state.analysis = None;
+            state.revision = revision;
         }
     }
 
     /// Opens a document, or replaces its whole text.
     pub fn set_text(&mut self, id: DocumentId, text: impl Into<String>) {
         let document = Arc::new(flemma_syntax::parse(text));
+        let revision = self.next_revision();
         let config = self.documents.remove(&id).and_then(|state| state.config);
         self.documents.insert(
             id,
             DocumentState {
                 document,
                 analysis: None,
+                revision,
                 config,
             },
         );
@@ -341,17 +407,19 @@ impl AnalysisHost {
     /// engine's documents each have their own: the writing editor's settings, a runtime
     /// switch). Unknown documents are ignored; set the text first.
     pub fn set_document_config(&mut self, id: &DocumentId, config: ConfigInput) {
+        let revision = self.next_revision();
         let Some(state) = self.documents.get_mut(id) else {
             return;
         };
-        let base = resolve_base(&config);
-        state.config = Some(Arc::new((config, base)));
+        state.config = Some(Configuration::new(config));
         state.analysis = None;
+        state.revision = revision;
     }
 
     /// Applies `edits` in order (each in the coordinates of the text the earlier ones produced),
     /// re-parsing incrementally. An edit that does not fit refuses the whole batch.
     pub fn apply_edits(&mut self, id: &DocumentId, edits: &[TextEdit]) -> Result<(), ChangeError> {
+        let revision = self.next_revision();
         let state = self
             .documents
             .get_mut(id)
@@ -371,6 +439,7 @@ impl AnalysisHost {
         // one of a batch does, the ones before it are undone (in reverse, each by the edit that
         // puts its old text back), which restores the text and, the re-parse being exact, the
         // tree.
+        state.revision = revision;
         let document = Arc::make_mut(&mut state.document);
         let mut undo: Vec<TextEdit> = Vec::with_capacity(edits.len());
         for (index, edit) in edits.iter().enumerate() {
@@ -416,29 +485,58 @@ impl AnalysisHost {
         self.documents.get(id).map(|state| &state.document)
     }
 
-    /// The analysis of a document at its current text, computed when first asked for.
+    /// The analysis of a document at its current text, computed when first asked for (here, on
+    /// the caller's thread; [`AnalysisHost::analysis_job`] computes it elsewhere).
     pub fn analysis(&mut self, id: &DocumentId) -> Result<Arc<Analysis>, ChangeError> {
-        let state = self
-            .documents
-            .get_mut(id)
-            .ok_or_else(|| ChangeError::UnknownDocument(id.path().to_owned()))?;
-        if let Some(analysis) = &state.analysis {
-            return Ok(analysis.clone());
+        if let Some(analysis) = self.cached_analysis(id) {
+            return Ok(analysis);
         }
-        let (config, base) = match &state.config {
-            Some(own) => (&own.0, &own.1),
-            None => (&self.config, &self.base),
-        };
-        let analysis = Arc::new(analyze(
-            id,
-            state.document.clone(),
-            &self.io,
-            &self.template_cache,
-            config,
-            base,
-        ));
-        state.analysis = Some(analysis.clone());
+        let job = self
+            .analysis_job(id)
+            .ok_or_else(|| ChangeError::UnknownDocument(id.path().to_owned()))?;
+        let analysis = Arc::new(job.run(None));
+        self.store_analysis(job.revision, analysis.clone());
         Ok(analysis)
+    }
+
+    /// The revision of a document: it changes with its text and with the configuration.
+    pub fn revision(&self, id: &DocumentId) -> Option<u64> {
+        self.documents.get(id).map(|state| state.revision)
+    }
+
+    /// The analysis of a document's current text when it is computed already (no evaluation).
+    pub fn cached_analysis(&self, id: &DocumentId) -> Option<Arc<Analysis>> {
+        self.documents.get(id)?.analysis.clone()
+    }
+
+    /// The job that computes a document's analysis at its current text, to run anywhere
+    /// ([`AnalysisJob::run`]); `None` when the analysis is known already or the document is not
+    /// open.
+    pub fn analysis_job(&self, id: &DocumentId) -> Option<AnalysisJob> {
+        let state = self.documents.get(id)?;
+        if state.analysis.is_some() {
+            return None;
+        }
+        Some(AnalysisJob {
+            id: id.clone(),
+            revision: state.revision,
+            document: state.document.clone(),
+            io: self.io.clone(),
+            template_cache: self.template_cache.clone(),
+            config: state.config.clone().unwrap_or_else(|| self.config.clone()),
+        })
+    }
+
+    /// Keeps the analysis a job of `revision` computed, when its document is still at that
+    /// revision; `false` (nothing kept) when it changed or closed since.
+    pub fn store_analysis(&mut self, revision: u64, analysis: Arc<Analysis>) -> bool {
+        match self.documents.get_mut(&analysis.id) {
+            Some(state) if state.revision == revision => {
+                state.analysis = Some(analysis);
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -483,8 +581,8 @@ struct DocumentHost {
 }
 
 impl Host for DocumentHost {
-    fn read_file(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        self.io.read_file(path)
+    fn read_file(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+        self.io.read_file(path, limit)
     }
     fn home_dir(&self) -> Option<PathBuf> {
         self.io.home_dir()
@@ -521,6 +619,7 @@ fn analyze(
     template_cache: &TemplateCache,
     config: &ConfigInput,
     base: &BaseResolution,
+    cancel: Option<Arc<AtomicBool>>,
 ) -> Analysis {
     let doc = &*document;
     let mut diagnostics = Vec::new();
@@ -555,6 +654,7 @@ fn analyze(
         templating: base.templating.clone(),
         config_layers: config.layers.clone(),
         cache: Some(template_cache.clone()),
+        cancel,
         ..EvalOptions::default()
     };
     let host = Arc::new(DocumentHost {

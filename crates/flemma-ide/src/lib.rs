@@ -20,6 +20,7 @@ pub mod to_protocol;
 pub mod untrusted;
 
 pub use analysis::{
-    Analysis, AnalysisHost, CONFIG_WARNING, ChangeError, ConfigInput, DocumentId, NOTHING_TO_SEND,
+    Analysis, AnalysisHost, AnalysisJob, CONFIG_WARNING, ChangeError, ConfigInput, DocumentId,
+    NOTHING_TO_SEND,
 };
 pub use diagnostic::{Diagnostic, Source};

@@ -13,6 +13,7 @@
 //! hands over (reading and editing the mirror through versioned `workspace/applyEdit`,
 //! `flemma/event`, `$/progress`, messages); [`transport`] frames messages over stdio.
 
+mod analyses;
 mod backend;
 mod commands;
 mod from_proto;

@@ -29,6 +29,8 @@ enum Event {
     Task(Task),
     /// A deadline passed: a diagnostics debounce ended.
     Deadline,
+    /// The analysis worker finished a document.
+    Analyzed(crate::analyses::Finished),
     /// The client connection closed without `exit`.
     Disconnected,
 }
@@ -68,6 +70,7 @@ pub fn run_with(
     }
     let base_config = host.config().clone();
     let (task_tx, task_rx) = crossbeam_channel::unbounded();
+    let (analyses, analyzed_rx) = crate::analyses::Analyses::start();
     let mut session = Session {
         sender: connection.sender.clone(),
         encoding,
@@ -76,6 +79,7 @@ pub fn run_with(
         documents: HashMap::new(),
         base_config,
         host,
+        analyses,
         requests: lsp_server::ReqQueue::default(),
         backend,
         outbox: Outbox::new(task_tx),
@@ -90,7 +94,7 @@ pub fn run_with(
             .and_then(crate::settings::client_config),
     );
     loop {
-        let event = next_event(&session, &connection.receiver, &task_rx);
+        let event = next_event(&session, &connection.receiver, &task_rx, &analyzed_rx);
         let _span = tracing::debug_span!("event", kind = event_kind(&event)).entered();
         match event {
             Event::Lsp(Message::Request(request)) => handlers::on_request(&mut session, request),
@@ -109,12 +113,14 @@ pub fn run_with(
                 tasks::expire_buffer_edits(&mut session, now);
                 handlers::diagnostics_due(&mut session, now);
             }
+            Event::Analyzed(finished) => crate::analyses::finished(&mut session, finished),
             Event::Disconnected => {
                 tracing::info!("the client went away without `exit`");
                 break;
             }
         }
     }
+    session.analyses.cancel_all();
     // The engine takes over the documents still open (their files are written on disk now).
     let open: Vec<String> = session.documents.keys().cloned().collect();
     for uri in open {
@@ -136,7 +142,12 @@ pub fn run_with(
     Ok(())
 }
 
-fn next_event(session: &Session, lsp: &Receiver<Message>, tasks: &Receiver<Task>) -> Event {
+fn next_event(
+    session: &Session,
+    lsp: &Receiver<Message>,
+    tasks: &Receiver<Task>,
+    analyzed: &Receiver<crate::analyses::Finished>,
+) -> Event {
     let deadline = session
         .documents
         .values()
@@ -172,6 +183,11 @@ fn next_event(session: &Session, lsp: &Receiver<Message>, tasks: &Receiver<Task>
             Err(_) => Event::Disconnected,
         },
         recv(timer) -> _ => Event::Deadline,
+        recv(analyzed) -> finished => match finished {
+            Ok(finished) => Event::Analyzed(finished),
+            // The session holds the worker's input: it cannot end first.
+            Err(_) => Event::Disconnected,
+        },
     }
 }
 
@@ -182,6 +198,7 @@ fn event_kind(event: &Event) -> &'static str {
         Event::Lsp(Message::Response(_)) => "response",
         Event::Task(_) => "task",
         Event::Deadline => "deadline",
+        Event::Analyzed(_) => "analyzed",
         Event::Disconnected => "disconnected",
     }
 }

@@ -86,6 +86,10 @@ pub(crate) struct Evaluator<'a> {
     home: Option<PathBuf>,
     clock: RunClock,
     cancel: Option<Arc<AtomicBool>>,
+    /// What the evaluation may still read (shared with `include()` and personalities).
+    read_budget: files::ReadBudget,
+    /// Whether the spent time budget was reported already.
+    budget_spent_reported: AtomicBool,
     templating: TemplatingOptions,
     /// Compiled templates (and message results when `reuse_messages`).
     cache: TemplateCache,
@@ -115,7 +119,7 @@ impl<'a> Evaluator<'a> {
             .as_ref()
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        let clock = RunClock::new();
+        let clock = RunClock::new(&options.limits);
         let impure = Arc::new(AtomicBool::new(false));
         let cache = options.cache.clone().unwrap_or_default();
         let mut engine = sandboxed_engine(
@@ -127,7 +131,9 @@ impl<'a> Evaluator<'a> {
         );
         let state = SharedState::default();
         let opt = opt::new_state();
+        let read_budget = files::ReadBudget::new(&options.limits);
         let environment = Environment {
+            read_budget: read_budget.clone(),
             host: host.clone(),
             home: home.clone(),
             now,
@@ -171,6 +177,8 @@ impl<'a> Evaluator<'a> {
             home,
             clock,
             cancel: options.cancel.clone(),
+            read_budget,
+            budget_spent_reported: AtomicBool::new(false),
             templating: options.templating.clone(),
             cache,
             reuse_messages: options.cache.is_some(),
@@ -234,7 +242,11 @@ impl<'a> Evaluator<'a> {
             }
             lock(&self.state).diagnostics.push(diagnostic);
         };
-        let text = match self.host.read_file(&resolved).map(String::from_utf8) {
+        let text = match self
+            .read_budget
+            .read(&*self.host, &resolved)
+            .map(String::from_utf8)
+        {
             Ok(Ok(text)) => text,
             Ok(Err(_)) => {
                 return fail(
@@ -292,7 +304,9 @@ impl<'a> Evaluator<'a> {
             };
             self.functions = Some(Arc::new(library));
         }
-        self.clock.restart();
+        if !self.clock.start_run() {
+            return self.time_budget_spent(TextRange::default());
+        }
         let _ = render::run(
             &self.engine,
             &self.state,
@@ -305,6 +319,7 @@ impl<'a> Evaluator<'a> {
                 fallback: TextRange::default(),
             },
         );
+        self.clock.end_run();
     }
 
     // ---- frontmatter ---------------------------------------------------------------------
@@ -356,7 +371,9 @@ impl<'a> Evaluator<'a> {
             };
             self.functions = Some(Arc::new(library));
         }
-        self.clock.restart();
+        if !self.clock.start_run() {
+            return self.time_budget_spent(frontmatter.range);
+        }
         let mut scope = self.scope.clone();
         scope.push("flemma", FlemmaHandle::new(self.opt.clone()));
         let _ = render::run(
@@ -371,6 +388,7 @@ impl<'a> Evaluator<'a> {
                 fallback: frontmatter.code,
             },
         );
+        self.clock.end_run();
         let mut variables = Scope::new();
         for (name, constant, value) in scope.iter() {
             if name == "flemma" && value.is::<FlemmaHandle>() {
@@ -702,6 +720,12 @@ impl<'a> Evaluator<'a> {
             self.report_progress(messages.len(), last.range.end);
         }
         if self.reuse_messages {
+            if self.cancelled() {
+                // Stopped early (the next change is coming): the results of the messages not
+                // reached yet stay reusable for the next evaluation.
+                let reached = entries.len();
+                entries.extend(previous.into_iter().skip(reached));
+            }
             self.cache.store_messages(self.path.as_deref(), entries);
         }
         self.add_missing_results(&mut conversation);
@@ -739,6 +763,24 @@ impl<'a> Evaluator<'a> {
                 bytes_total: self.doc.text().len(),
             });
         }
+    }
+
+    /// Records (once per evaluation) that the templates' time budget is spent, at the first
+    /// script that could not run.
+    fn time_budget_spent(&self, range: TextRange) {
+        if self.budget_spent_reported.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        self.diagnose(
+            range,
+            Severity::Error,
+            Category::Code,
+            format!(
+                "the templates of this chat ran for more than {} ms together (the time budget of one evaluation): this one and the ones after it were not evaluated; make the slow templates faster, this blocks sending",
+                self.clock.total().as_millis()
+            ),
+            true,
+        );
     }
 
     /// Whether the evaluation was cancelled; records one blocking diagnostic the first time.
@@ -876,9 +918,14 @@ impl<'a> Evaluator<'a> {
                 return (literal(), false);
             }
         };
+        if !self.clock.start_run() {
+            // Not evaluated: never reused by a later evaluation, which may have time for it.
+            self.impure.store(true, Ordering::Relaxed);
+            self.time_budget_spent(message.content);
+            return (literal(), false);
+        }
         render::predeclare(&mut self.scope, &script);
         let length = self.scope.len();
-        self.clock.restart();
         let result = render::run(
             &self.engine,
             &self.state,
@@ -891,6 +938,7 @@ impl<'a> Evaluator<'a> {
                 fallback: message.content,
             },
         );
+        self.clock.end_run();
         self.scope.rewind(length);
         match result {
             Some(parts) => (tidy(parts), true),
@@ -917,11 +965,17 @@ impl<'a> Evaluator<'a> {
                 Ok(path) => path,
                 Err(message) => return warn(format!("{message}; the literal text is sent")),
             };
-        let bytes = match self.host.read_file(&path) {
+        let bytes = match self.read_budget.read(&*self.host, &path) {
             Ok(bytes) => bytes,
-            Err(error) => {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 return warn(format!(
                     "cannot read {} ({error}); the literal text is sent. Check the path (relative to the chat file)",
+                    path.display()
+                ));
+            }
+            Err(error) => {
+                return warn(format!(
+                    "cannot read {} ({error}); the literal text is sent",
                     path.display()
                 ));
             }

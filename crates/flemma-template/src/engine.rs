@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use flemma_conversation::Part;
 use rhai::module_resolvers::DummyModuleResolver;
@@ -31,30 +31,84 @@ fn standard_package() -> Shared<rhai::Module> {
         .clone()
 }
 
-/// When the current top-level script run (the frontmatter, one message) started; the time
-/// budget applies to each run, so a long chat never runs out of time while a `loop {}` still
-/// ends after the budget.
+/// The time budgets of an evaluation: each top-level script run (a template module, the
+/// frontmatter, one message with what it includes) gets `Limits::time_budget`, so a long chat
+/// never runs out of time while a `loop {}` still ends after the budget; and all runs together
+/// get `Limits::evaluation_budget`, so that a chat of many slow templates cannot take the
+/// per-run budget again for every message.
 #[derive(Debug, Clone)]
-pub(crate) struct RunClock(Arc<Mutex<Instant>>);
+pub(crate) struct RunClock(Arc<Mutex<ClockState>>);
+
+#[derive(Debug)]
+struct ClockState {
+    run_started: Instant,
+    /// What the running script may take (the per-run budget, or less when the evaluation's
+    /// budget has less left).
+    run_budget: Duration,
+    per_run: Duration,
+    /// What is left of the evaluation's budget (what finished runs took is taken off).
+    left: Duration,
+    total: Duration,
+}
 
 impl RunClock {
-    pub(crate) fn new() -> Self {
-        Self(Arc::new(Mutex::new(Instant::now())))
+    pub(crate) fn new(limits: &Limits) -> Self {
+        Self(Arc::new(Mutex::new(ClockState {
+            run_started: Instant::now(),
+            run_budget: limits.time_budget,
+            per_run: limits.time_budget,
+            left: limits.evaluation_budget,
+            total: limits.evaluation_budget,
+        })))
     }
 
-    /// Starts the budget of a new run.
-    pub(crate) fn restart(&self) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Instant::now();
-    }
-
-    fn elapsed(&self) -> std::time::Duration {
+    fn state(&self) -> std::sync::MutexGuard<'_, ClockState> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .elapsed()
+    }
+
+    /// Starts the budget of a new run; `false` when the evaluation's budget is spent (the run
+    /// must not start).
+    pub(crate) fn start_run(&self) -> bool {
+        let mut state = self.state();
+        if state.left.is_zero() {
+            return false;
+        }
+        state.run_started = Instant::now();
+        state.run_budget = state.per_run.min(state.left);
+        true
+    }
+
+    /// Ends the run started last: its time is taken off the evaluation's budget.
+    pub(crate) fn end_run(&self) {
+        let mut state = self.state();
+        let took = state.run_started.elapsed();
+        state.left = state.left.saturating_sub(took);
+    }
+
+    /// The evaluation's whole budget.
+    pub(crate) fn total(&self) -> Duration {
+        self.state().total
+    }
+
+    /// Why the running script must stop now, when its budget is spent.
+    fn overrun(&self) -> Option<String> {
+        let state = self.state();
+        if state.run_started.elapsed() <= state.run_budget {
+            return None;
+        }
+        Some(if state.run_budget < state.per_run {
+            format!(
+                "the templates of this chat used their whole time budget ({} ms for all of them together)",
+                state.total.as_millis()
+            )
+        } else {
+            format!(
+                "the template time budget of {} ms is spent (an endless loop?)",
+                state.per_run.as_millis()
+            )
+        })
     }
 }
 
@@ -85,7 +139,6 @@ pub(crate) fn sandboxed_engine(
     engine.on_debug(|text, source, position| {
         tracing::debug!(target: "flemma_template::debug", ?source, %position, "{text}");
     });
-    let budget = limits.time_budget;
     let interrupted = impure.clone();
     engine.on_progress(move |operations| {
         if operations % 512 != 0 {
@@ -98,13 +151,10 @@ pub(crate) fn sandboxed_engine(
             interrupted.store(true, Ordering::Relaxed);
             return Some(Dynamic::from(CANCELLED.to_string()));
         }
-        if clock.elapsed() > budget {
+        if let Some(reason) = clock.overrun() {
             // Stopped by the clock: another run may get further.
             interrupted.store(true, Ordering::Relaxed);
-            return Some(Dynamic::from(format!(
-                "the template time budget of {} ms is spent (an endless loop?)",
-                budget.as_millis()
-            )));
+            return Some(Dynamic::from(reason));
         }
         None
     });

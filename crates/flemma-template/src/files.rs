@@ -1,8 +1,72 @@
 //! `@./file` references and binary includes: path resolution, MIME detection, attachment parts.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use flemma_conversation::Part;
+
+use crate::Host;
+use crate::host::human_bytes;
+
+/// What one evaluation may still read: each file at most `Limits::max_file_bytes`, all of them
+/// together at most `Limits::max_read_bytes`. Shared by everything that reads during the
+/// evaluation (file references, `include()`, template modules, project context files).
+#[derive(Debug, Clone)]
+pub(crate) struct ReadBudget {
+    per_file: u64,
+    total: u64,
+    left: Arc<AtomicU64>,
+}
+
+impl ReadBudget {
+    pub(crate) fn new(limits: &crate::Limits) -> Self {
+        Self {
+            per_file: limits.max_file_bytes,
+            total: limits.max_read_bytes,
+            left: Arc::new(AtomicU64::new(limits.max_read_bytes)),
+        }
+    }
+
+    /// Reads the regular file `path` through `host` within the budget. The error says what
+    /// was not read and why (not a regular file, larger than one file may be, or past what the
+    /// evaluation may read in all).
+    pub(crate) fn read(&self, host: &dyn Host, path: &Path) -> std::io::Result<Vec<u8>> {
+        let left = self.left.load(Ordering::Relaxed);
+        let (limit, by_total) = if left < self.per_file {
+            (left, true)
+        } else {
+            (self.per_file, false)
+        };
+        let too_large = || {
+            let why = if by_total {
+                format!(
+                    "the files this chat reads (file references, include(), project files) would add up to more than {}; it was not read",
+                    human_bytes(self.total)
+                )
+            } else {
+                format!(
+                    "it is larger than {}, the most a chat reads from one file; it was not read",
+                    human_bytes(self.per_file)
+                )
+            };
+            std::io::Error::new(std::io::ErrorKind::FileTooLarge, why)
+        };
+        let bytes = match host.read_file(path, limit) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::FileTooLarge => {
+                return Err(too_large());
+            }
+            Err(error) => return Err(error),
+        };
+        let size = bytes.len() as u64;
+        if size > limit {
+            return Err(too_large());
+        }
+        self.left.fetch_sub(size.min(left), Ordering::Relaxed);
+        Ok(bytes)
+    }
+}
 
 /// Resolves a reference path as the parser decoded it (`./x`, `../x`, `~/x`, `/abs`) against
 /// `base` (the chat file's directory) and `home`.

@@ -23,8 +23,11 @@ pub struct PersonalityContext {
 /// dir through [`FsHost`] or their own implementation; the daemon uses [`FsHost`] or a wrapper
 /// that adds the enabled tools.
 pub trait Host: Send + Sync + std::fmt::Debug {
-    /// Reads a whole file.
-    fn read_file(&self, path: &Path) -> std::io::Result<Vec<u8>>;
+    /// Reads a whole regular file of at most `limit` bytes. A directory, FIFO, socket or device
+    /// is refused without blocking (a chat must not be able to make the reader wait on
+    /// `/dev/stdin` or read `/dev/zero` forever), a longer file too (error kind
+    /// `FileTooLarge`).
+    fn read_file(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>>;
     /// The user's home directory (for `@~/…`).
     fn home_dir(&self) -> Option<PathBuf>;
     /// The current time (for `now()`, `date()` and personalities).
@@ -34,7 +37,7 @@ pub trait Host: Send + Sync + std::fmt::Debug {
     /// Whether `path` is a file that can be read (`file_readable()` in templates). The default
     /// reads the whole file; hosts with a cheaper check override it.
     fn is_readable(&self, path: &Path) -> bool {
-        self.read_file(path).is_ok()
+        self.read_file(path, u64::MAX).is_ok()
     }
     /// Runs a frontmatter parser: `argv[0]` with the arguments `argv[1..]` in `dir`, `input` on
     /// its stdin; returns its stdout. Fails when the program cannot start, exits unsuccessfully
@@ -57,8 +60,8 @@ pub trait Host: Send + Sync + std::fmt::Debug {
 pub struct FsHost;
 
 impl Host for FsHost {
-    fn read_file(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        std::fs::read(path)
+    fn read_file(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+        read_regular_file(path, limit)
     }
 
     fn home_dir(&self) -> Option<PathBuf> {
@@ -94,6 +97,56 @@ impl Host for FsHost {
         timeout: Duration,
     ) -> std::io::Result<Vec<u8>> {
         run_process(argv, input, dir, timeout)
+    }
+}
+
+/// Reads the regular file at `path` (links followed), at most `limit` bytes: opened without
+/// blocking (a FIFO never waits for a writer), refused unless regular, read with a cap.
+pub fn read_regular_file(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        let what = if metadata.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file (a device, FIFO or socket)"
+        };
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("it is {what}; only regular files are read"),
+        ));
+    }
+    let too_large = || {
+        std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("it is larger than {}", human_bytes(limit)),
+        )
+    };
+    if metadata.len() > limit {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// `32 MiB`, `512 KiB`, `100 bytes`.
+pub(crate) fn human_bytes(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes >= MIB && bytes % MIB == 0 {
+        format!("{} MiB", bytes / MIB)
+    } else if bytes >= 1024 && bytes % 1024 == 0 {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} bytes")
     }
 }
 

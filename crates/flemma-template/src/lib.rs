@@ -53,12 +53,13 @@ mod script;
 
 pub use cache::TemplateCache;
 pub use engine::Attachment;
-pub use host::{FsHost, Host, PersonalityContext, git_branch_of};
+pub use host::{FsHost, Host, PersonalityContext, git_branch_of, read_regular_file};
 pub use lua::lua_frontmatter_to_rhai;
 pub use personality::PERSONALITIES;
 
-/// Resource limits of the sandbox. They apply to each script run: the frontmatter, each
-/// message (with the files it includes), each call of an auto-approve function.
+/// Resource limits of the sandbox. Most apply to each script run (the frontmatter, each message
+/// with the files it includes, each call of an auto-approve function); `evaluation_budget`,
+/// `max_file_bytes` and `max_read_bytes` to a whole evaluation of a document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Rhai operations per script run.
@@ -78,6 +79,16 @@ pub struct Limits {
     /// Wall-clock budget of one script run (default 90 ms, so that a runaway template and the
     /// work around it end within 100 ms).
     pub time_budget: Duration,
+    /// Wall-clock budget of all the script runs of one evaluation together (default 3 s): a
+    /// chat of many slow templates stops there (with a blocking diagnostic) instead of taking
+    /// the per-run budget again for every message.
+    pub evaluation_budget: Duration,
+    /// Largest file one evaluation reads (a `@./file` reference, `include()`, a template
+    /// module, a project context file), in bytes (default 32 MiB, the largest PDF a provider
+    /// takes).
+    pub max_file_bytes: u64,
+    /// Bytes the files one evaluation reads may add up to (default 64 MiB).
+    pub max_read_bytes: u64,
 }
 
 impl Default for Limits {
@@ -91,6 +102,9 @@ impl Default for Limits {
             max_expr_depth: 64,
             max_include_depth: 16,
             time_budget: Duration::from_millis(90),
+            evaluation_budget: Duration::from_secs(3),
+            max_file_bytes: 32 * 1024 * 1024,
+            max_read_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -301,13 +315,10 @@ impl AutoApproveFunction {
         context: &serde_json::Value,
         limits: &Limits,
     ) -> Result<AutoApproveAnswer, AutoApproveError> {
-        let engine = engine::sandboxed_engine(
-            limits,
-            engine::RunClock::new(),
-            None,
-            SystemTime::now(),
-            Arc::default(),
-        );
+        let clock = engine::RunClock::new(limits);
+        clock.start_run();
+        let engine =
+            engine::sandboxed_engine(limits, clock, None, SystemTime::now(), Arc::default());
         let to_dynamic = |value: &serde_json::Value| {
             rhai::serde::to_dynamic(value).map_err(|error| {
                 AutoApproveError(format!(

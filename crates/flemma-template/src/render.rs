@@ -53,6 +53,8 @@ pub(crate) fn lock(state: &SharedState) -> MutexGuard<'_, RenderState> {
 #[derive(Debug, Clone)]
 pub(crate) struct Environment {
     pub host: Arc<dyn crate::Host>,
+    /// What the evaluation may still read.
+    pub read_budget: files::ReadBudget,
     pub home: Option<PathBuf>,
     pub now: SystemTime,
     pub chat_path: Option<PathBuf>,
@@ -402,7 +404,10 @@ fn include(
     let mime = options.remove("mime").map(|value| value.to_string());
     let resolved =
         files::resolve_reference(path, &origin.dir, environment.home.as_deref()).map_err(fail)?;
-    let bytes = environment.host.read_file(&resolved).map_err(|error| {
+    let bytes = environment
+        .read_budget
+        .read(&*environment.host, &resolved)
+        .map_err(|error| {
         fail(format!(
             "cannot include '{path}' ({}): {error}; check the path (relative paths start at {})",
             resolved.display(),

@@ -1,6 +1,8 @@
 //! The approval chain: resolvers by priority, highest first; the first that decides wins; when
 //! none does, the call needs approval.
 
+use std::path::PathBuf;
+
 use serde_json::Value;
 
 use flemma_config::{AutoApprove, ResolvedConfig};
@@ -54,6 +56,53 @@ pub struct ApprovalChain {
     sandbox_active: bool,
     auto_approve_sandboxed: bool,
     require_approval: bool,
+    read_scope: Option<ReadScope>,
+}
+
+/// Where the reading tools (`read`, `grep`, `find`, `ls`) look without asking when only a
+/// preset (`$standard`, `$readonly`) approves them: the project (the working directory), the
+/// chat's directory and its store. A path elsewhere (`~/.ssh/id_rsa`) needs approval, unless
+/// `tools.auto_approve` names the tool itself. Paths are resolved, links followed, before the
+/// check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadScope {
+    base: PathBuf,
+    roots: Vec<PathBuf>,
+}
+
+impl ReadScope {
+    /// Relative paths resolve against `base` (the working directory); `roots` are the places
+    /// reads stay approved in.
+    pub fn new(base: PathBuf, roots: impl IntoIterator<Item = PathBuf>) -> Self {
+        let roots = roots
+            .into_iter()
+            .filter_map(|root| crate::sandbox::resolve_path(&root).ok())
+            .collect();
+        Self { base, roots }
+    }
+
+    /// The path a call of a reading tool looks at, when it lies outside the scope (or cannot
+    /// be resolved); `None` for a path inside, or a tool that reads no path.
+    pub fn outside(&self, tool: &str, input: &Value) -> Option<String> {
+        if !matches!(tool, "read" | "grep" | "find" | "ls") {
+            return None;
+        }
+        let written = input
+            .get("path")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .unwrap_or(".");
+        let path = std::path::Path::new(written);
+        let absolute = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.base.join(path)
+        };
+        match crate::sandbox::resolve_path(&absolute) {
+            Ok(resolved) if self.roots.iter().any(|root| resolved.starts_with(root)) => None,
+            _ => Some(written.to_owned()),
+        }
+    }
 }
 
 impl ApprovalChain {
@@ -77,7 +126,8 @@ impl ApprovalChain {
 
     /// The chain from an approval policy and the tool settings (for callers holding only a
     /// `Config`: its `tools.auto_approve` list is already expanded, so
-    /// `AutoApprove::Tools { tools: config.tools.auto_approve.clone(), exclusions: vec![] }`).
+    /// `AutoApprove::Tools { tools: config.tools.auto_approve.clone(), exclusions: vec![],
+    /// direct: vec![] }`).
     pub fn from_parts(
         auto_approve: AutoApprove,
         tools: &flemma_config::Tools,
@@ -92,7 +142,13 @@ impl ApprovalChain {
             sandbox_active,
             auto_approve_sandboxed: tools.auto_approve_sandboxed,
             require_approval: tools.require_approval,
+            read_scope: None,
         }
+    }
+
+    /// Limits what a preset approves for the reading tools to `scope` (see [`ReadScope`]).
+    pub fn set_read_scope(&mut self, scope: ReadScope) {
+        self.read_scope = Some(scope);
     }
 
     /// Makes `function` the deciding config resolver (when `tools.auto_approve` is a function).
@@ -107,6 +163,8 @@ impl ApprovalChain {
             resolver: urn.to_string(),
             note: None,
         };
+        // Set when a preset approves a reading tool but not at this path.
+        let mut outside_note: Option<String> = None;
         // 100: config (list or function).
         match (&self.auto_approve, &self.function) {
             (AutoApprove::Function(_), Some(function)) => {
@@ -124,7 +182,20 @@ impl ApprovalChain {
             }
             (list @ AutoApprove::Tools { .. }, _) => {
                 if list.approves(&tool.name) == Some(true) {
-                    return decided(Verdict::Approve, CONFIG_URN);
+                    let outside = self
+                        .read_scope
+                        .as_ref()
+                        .filter(|_| !list.names_directly(&tool.name))
+                        .and_then(|scope| scope.outside(&tool.name, input));
+                    match outside {
+                        None => return decided(Verdict::Approve, CONFIG_URN),
+                        Some(path) => {
+                            outside_note = Some(format!(
+                                "{path} is outside the project and the chat's store; a preset approves `{}` only inside them",
+                                tool.name
+                            ));
+                        }
+                    }
                 }
             }
             (AutoApprove::Function(_), None) => {}
@@ -150,7 +221,11 @@ impl ApprovalChain {
         if !self.require_approval {
             return decided(Verdict::Approve, CATCH_ALL_URN);
         }
-        decided(Verdict::RequireApproval, DEFAULT_URN)
+        Decision {
+            verdict: Verdict::RequireApproval,
+            resolver: DEFAULT_URN.to_string(),
+            note: outside_note,
+        }
     }
 }
 
@@ -226,6 +301,54 @@ mod tests {
         assert_eq!(
             chain.decide(&write, &json!({})).verdict,
             Verdict::RequireApproval
+        );
+    }
+
+    #[test]
+    fn presets_approve_reads_inside_the_project_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let project = dir.path().canonicalize().expect("canonical");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let secret = outside.path().join("id_rsa");
+        std::fs::write(&secret, "key").expect("write");
+        std::os::unix::fs::symlink(&secret, project.join("link")).expect("symlink");
+        let scope = ReadScope::new(project.clone(), [project.clone()]);
+        let read = crate::builtin::read::spec();
+        let grep = crate::builtin::grep::spec();
+        let mut chain = ApprovalChain::new(&config(""), None, vec![], true);
+        chain.set_read_scope(scope.clone());
+        let inside = chain.decide(&read, &json!({"path": "notes.txt"}));
+        assert_eq!(inside.verdict, Verdict::Approve);
+        assert_eq!(
+            chain
+                .decide(&grep, &json!({"pattern": "x", "path": null}))
+                .verdict,
+            Verdict::Approve
+        );
+        for path in [secret.display().to_string(), "link".into(), "../x".into()] {
+            let decision = chain.decide(&read, &json!({"path": path}));
+            assert_eq!(decision.verdict, Verdict::RequireApproval, "{path}");
+            assert!(
+                decision
+                    .note
+                    .as_deref()
+                    .is_some_and(|n| n.contains("outside")),
+                "{decision:?}"
+            );
+        }
+        // Naming the tool itself approves it everywhere.
+        let mut named = ApprovalChain::new(
+            &config("[tools]\nauto_approve = [\"$standard\", \"+read\"]\n"),
+            None,
+            vec![],
+            true,
+        );
+        named.set_read_scope(scope);
+        assert_eq!(
+            named
+                .decide(&read, &json!({"path": secret.display().to_string()}))
+                .verdict,
+            Verdict::Approve
         );
     }
 

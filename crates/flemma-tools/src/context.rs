@@ -47,11 +47,14 @@ pub struct RunContext {
     pub env: Vec<(String, String)>,
     /// The process sandbox wrapping `bash` and custom tools, when a backend is active.
     pub sandbox: Option<Arc<Bwrap>>,
+    /// Whether `fetch_content` may reach loopback, link-local and private addresses
+    /// (`tools.fetch_private_addresses`).
+    pub fetch_private_addresses: bool,
 }
 
 impl RunContext {
-    /// A context in `cwd` with `guard`, a 30 s timeout, no chat, no extra environment and no
-    /// process sandbox.
+    /// A context in `cwd` with `guard`, a 30 s timeout, no chat, no extra environment, no
+    /// process sandbox and public addresses only for `fetch_content`.
     pub fn new(cwd: impl Into<PathBuf>, guard: Arc<dyn PathGuard>) -> Self {
         Self {
             cwd: cwd.into(),
@@ -61,6 +64,7 @@ impl RunContext {
             cancel: Cancel::new(),
             env: Vec::new(),
             sandbox: None,
+            fetch_private_addresses: false,
         }
     }
 

@@ -87,6 +87,8 @@ pub fn run_shell(
     command
         .args(&args[1..])
         .current_dir(&ctx.cwd)
+        .env_clear()
+        .envs(tool_environment())
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
         .envs(ctx.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -150,6 +152,78 @@ pub fn run_shell(
     })
 }
 
+/// The environment of tool processes (`bash`, custom tools, language servers): this process's,
+/// without what must not reach the model's commands (see [`is_withheld`]).
+pub fn tool_environment() -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    std::env::vars_os()
+        .filter(|(name, _)| !is_withheld(name))
+        .collect()
+}
+
+/// Whether the variable `name` is kept from tool processes: provider keys and settings,
+/// anything named like a key, token, secret, password or credential, and the sockets of the
+/// daemon, the session bus, the agents and the display (a sandboxed command must not reach
+/// them even where their files are visible).
+pub fn is_withheld(name: &std::ffi::OsStr) -> bool {
+    const SOCKETS: [&str; 16] = [
+        "XDG_RUNTIME_DIR",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "DBUS_SYSTEM_BUS_ADDRESS",
+        "SSH_AUTH_SOCK",
+        "SSH_AGENT_PID",
+        "GPG_AGENT_INFO",
+        "GNOME_KEYRING_CONTROL",
+        "XAUTHORITY",
+        "DISPLAY",
+        "WAYLAND_DISPLAY",
+        "NOTIFY_SOCKET",
+        "LISTEN_FDS",
+        "LISTEN_PID",
+        "LISTEN_FDNAMES",
+        "KRB5CCNAME",
+        "SWAYSOCK",
+    ];
+    const PREFIXES: [&str; 8] = [
+        "FLEMMA",
+        "ANTHROPIC_",
+        "OPENAI_",
+        "GEMINI_",
+        "MOONSHOT_",
+        "VERTEX_",
+        "CLAUDE_",
+        "AWS_",
+    ];
+    const WORDS: [&str; 14] = [
+        "KEY",
+        "KEYS",
+        "APIKEY",
+        "TOKEN",
+        "TOKENS",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWD",
+        "PASSPHRASE",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "AUTH",
+        "COOKIE",
+    ];
+    const PARTS: [&str; 6] = [
+        "API_KEY",
+        "APIKEY",
+        "SECRET",
+        "TOKEN",
+        "PASSWORD",
+        "CREDENTIAL",
+    ];
+    let name = name.to_string_lossy().to_ascii_uppercase();
+    SOCKETS.contains(&name.as_str())
+        || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
+        || name.split('_').any(|word| WORDS.contains(&word))
+        || PARTS.iter().any(|part| name.contains(part))
+}
+
 /// Kills every process in the group `pgid` (the shell and whatever it started that did not
 /// leave the group).
 pub fn kill_group(pgid: u32) {
@@ -202,4 +276,45 @@ pub fn find_on_path(program: &str) -> Option<std::path::PathBuf> {
                 .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
                 .unwrap_or(false)
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_withheld;
+
+    #[test]
+    fn keys_tokens_and_sockets_are_withheld() {
+        for name in [
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY",
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+            "VERTEX_ACCESS_TOKEN",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "GITHUB_TOKEN",
+            "GH_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "NPM_CONFIG__AUTH",
+            "DB_PASSWORD",
+            "XDG_RUNTIME_DIR",
+            "DBUS_SESSION_BUS_ADDRESS",
+            "SSH_AUTH_SOCK",
+            "FLEMMA_CONFIG",
+            "my_api_key",
+        ] {
+            assert!(is_withheld(name.as_ref()), "{name}");
+        }
+        for name in [
+            "PATH",
+            "HOME",
+            "LANG",
+            "TERM",
+            "USER",
+            "CARGO_HOME",
+            "PWD",
+            "SHELL",
+        ] {
+            assert!(!is_withheld(name.as_ref()), "{name}");
+        }
+    }
 }

@@ -22,10 +22,11 @@ pub struct PolicyPlaces {
 }
 
 /// The write policy: a path may be written when, with symlinks and `..` resolved, it lies under
-/// one of the writable roots.
+/// one of the writable roots, and not inside a `.git` directory unless the policy allows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathPolicy {
     roots: Vec<PathBuf>,
+    git_writable: bool,
 }
 
 impl PathPolicy {
@@ -37,7 +38,21 @@ impl PathPolicy {
             .collect();
         resolved.sort();
         resolved.dedup();
-        Self { roots: resolved }
+        Self {
+            roots: resolved,
+            git_writable: false,
+        }
+    }
+
+    /// The same policy, letting tools write inside `.git` directories or not.
+    pub fn with_git_writable(mut self, git_writable: bool) -> Self {
+        self.git_writable = git_writable;
+        self
+    }
+
+    /// Whether tools may write inside `.git` directories.
+    pub fn git_writable(&self) -> bool {
+        self.git_writable
     }
 
     /// The policy of `policy.rw_paths` for one chat, with the URNs, `${VAR:-default}` and `~`
@@ -51,7 +66,7 @@ impl PathPolicy {
             .rw_paths
             .iter()
             .filter_map(|entry| expand_rw_path(entry, places, env));
-        Self::new(roots)
+        Self::new(roots).with_git_writable(policy.git_writable)
     }
 
     /// The writable roots, resolved.
@@ -69,6 +84,12 @@ impl PathGuard for PathPolicy {
             ));
         }
         let resolved = resolve_path(path)?;
+        if !self.git_writable && is_in_git_dir(&resolved) {
+            return Err(format!(
+                "{} is inside a .git directory, which tools may not write: a hook or `core.fsmonitor` written there would run outside the sandbox at your next git command (set sandbox.policy.git_writable = true in your config.toml to allow it)",
+                path.display()
+            ));
+        }
         if self.roots.iter().any(|root| resolved.starts_with(root)) {
             Ok(resolved)
         } else {
@@ -87,6 +108,13 @@ impl PathGuard for PathPolicy {
             ))
         }
     }
+}
+
+/// Whether `path` has a `.git` component (the repository's metadata, or a worktree's `.git`
+/// file).
+pub fn is_in_git_dir(path: &Path) -> bool {
+    path.components()
+        .any(|c| matches!(c, Component::Normal(name) if name == ".git"))
 }
 
 /// A guard that allows every path (for callers that have no policy, such as tests of other
@@ -254,30 +282,52 @@ fn detect_bwrap() -> Result<PathBuf, String> {
     }
 }
 
-/// The `bwrap` wrapper: the whole filesystem read-only, the policy's roots writable, `/dev` and
-/// `/proc` fresh, its own pid namespace (so killing bwrap kills everything inside), the network
-/// shared or not.
+/// The `bwrap` wrapper: the whole filesystem read-only, the policy's roots writable (except the
+/// `.git` directories in them, unless the policy allows it), `/dev` and `/proc` fresh, the
+/// hidden paths (the daemon's runtime directory and other sockets) covered by empty
+/// directories, its own pid namespace (so killing bwrap kills everything inside) and session
+/// (no `TIOCSTI` into the user's terminal), the network shared or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bwrap {
     program: PathBuf,
     writable: Vec<PathBuf>,
+    git_writable: bool,
+    hidden: Vec<PathBuf>,
     network: bool,
 }
 
 impl Bwrap {
-    /// The wrapper for `policy` when bwrap is usable, or the reason it is not.
+    /// The wrapper for `policy` when bwrap is usable, or the reason it is not. Only the
+    /// outermost existing roots are bound: a root inside another (the store inside the
+    /// project) is writable already, and binding it again would follow a symlink a sandboxed
+    /// command could have put there.
     pub fn for_policy(policy: &PathPolicy, network: bool) -> Result<Self, String> {
         let program = bwrap_availability()?;
         Ok(Self {
             program,
-            writable: policy
-                .roots()
-                .iter()
-                .filter(|root| root.exists())
-                .cloned()
-                .collect(),
+            writable: outermost_directories(policy.roots()),
+            git_writable: policy.git_writable(),
+            hidden: Vec::new(),
             network,
         })
+    }
+
+    /// Hides `paths` inside the sandbox — a directory is empty there, a file reads as empty: the
+    /// daemon's runtime directory and its sockets, the user's credentials. A path that holds a
+    /// writable root or the working directory is not hidden (it would hide them too).
+    pub fn with_hidden(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.hidden.extend(paths);
+        self
+    }
+
+    /// Whether sandboxed commands have the network.
+    pub fn network(&self) -> bool {
+        self.network
+    }
+
+    /// The writable roots bound into the sandbox.
+    pub fn writable(&self) -> &[PathBuf] {
+        &self.writable
     }
 
     /// The argv running `inner` inside the sandbox with working directory `cwd`.
@@ -285,14 +335,42 @@ impl Bwrap {
         let mut argv: Vec<OsString> = vec![self.program.clone().into_os_string()];
         let mut add = |parts: &[&str]| argv.extend(parts.iter().map(OsString::from));
         add(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
-        add(&["--unshare-pid", "--die-with-parent"]);
+        add(&["--unshare-pid", "--die-with-parent", "--new-session"]);
         if !self.network {
             add(&["--unshare-net"]);
         }
+        let mut mount = |option: &str, source: &Path, target: &Path| {
+            argv.push(option.into());
+            argv.push(source.as_os_str().to_owned());
+            argv.push(target.as_os_str().to_owned());
+        };
         for root in &self.writable {
-            argv.push("--bind".into());
-            argv.push(root.clone().into_os_string());
-            argv.push(root.clone().into_os_string());
+            mount("--bind", root, root);
+        }
+        if !self.git_writable {
+            for git in git_paths(&self.writable, cwd) {
+                mount("--ro-bind", &git, &git);
+            }
+        }
+        for hidden in &self.hidden {
+            let holds_writable = self.writable.iter().any(|root| root.starts_with(hidden))
+                || cwd.starts_with(hidden);
+            if holds_writable {
+                continue;
+            }
+            // Followed like bwrap follows it: a link's target is what gets covered.
+            match hidden.metadata() {
+                Ok(meta) if meta.is_dir() => {
+                    argv.push("--tmpfs".into());
+                    argv.push(hidden.as_os_str().to_owned());
+                }
+                Ok(_) => {
+                    argv.push("--ro-bind".into());
+                    argv.push("/dev/null".into());
+                    argv.push(hidden.as_os_str().to_owned());
+                }
+                Err(_) => {}
+            }
         }
         argv.push("--chdir".into());
         argv.push(cwd.as_os_str().to_owned());
@@ -302,6 +380,91 @@ impl Bwrap {
             .map(|a| a.to_string_lossy().into_owned())
             .collect()
     }
+}
+
+/// Where credentials live in a home directory (SSH and GnuPG keys, cloud and registry tokens,
+/// password stores): hidden from sandboxed commands, which otherwise read the whole home
+/// (`cat ~/.ssh/id_rsa` would send the key to the provider as a tool result).
+pub const HOME_CREDENTIALS: [&str; 16] = [
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/hub",
+    ".kube",
+    ".docker",
+    ".password-store",
+    ".netrc",
+    ".git-credentials",
+    ".pgpass",
+    ".pypirc",
+    ".cargo/credentials.toml",
+    ".local/share/keyrings",
+];
+
+/// The existing directories of `roots` that lie inside no other one.
+fn outermost_directories(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let existing: Vec<&PathBuf> = roots.iter().filter(|r| r.is_dir()).collect();
+    existing
+        .iter()
+        .filter(|root| {
+            !existing
+                .iter()
+                .any(|other| other != *root && root.starts_with(other))
+        })
+        .map(|root| (*root).clone())
+        .collect()
+}
+
+/// The `.git` entries a sandboxed command could otherwise write: each writable root's own
+/// `.git`, the `.git` of the repository holding the working directory, and for a worktree's
+/// `.git` file the git directory it names (and that one's common directory) — each only when
+/// it lies inside a writable root.
+fn git_paths(writable: &[PathBuf], cwd: &Path) -> Vec<PathBuf> {
+    let inside = |path: &Path| writable.iter().any(|root| path.starts_with(root));
+    let mut candidates: Vec<PathBuf> = writable.iter().map(|root| root.join(".git")).collect();
+    if let Some(repository) = cwd
+        .ancestors()
+        .map(|dir| dir.join(".git"))
+        .find(|git| git.symlink_metadata().is_ok())
+    {
+        candidates.push(repository);
+    }
+    let mut found: Vec<PathBuf> = Vec::new();
+    let push = |path: PathBuf, found: &mut Vec<PathBuf>| {
+        if inside(&path) && !found.contains(&path) {
+            found.push(path);
+        }
+    };
+    for git in candidates {
+        let Ok(meta) = git.symlink_metadata() else {
+            continue;
+        };
+        if meta.is_dir() {
+            push(git, &mut found);
+        } else if meta.is_file() {
+            // A worktree: `gitdir: <path>`, whose `commondir` names the shared repository.
+            let named = std::fs::read_to_string(&git).ok().and_then(|text| {
+                let dir = text.trim().strip_prefix("gitdir:")?.trim().to_owned();
+                let base = git.parent().unwrap_or(Path::new("/"));
+                resolve_path(&base.join(dir)).ok()
+            });
+            push(git, &mut found);
+            if let Some(gitdir) = named.filter(|dir| dir.is_dir()) {
+                let common = std::fs::read_to_string(gitdir.join("commondir"))
+                    .ok()
+                    .and_then(|c| resolve_path(&gitdir.join(c.trim())).ok())
+                    .filter(|dir| dir.is_dir());
+                push(gitdir, &mut found);
+                if let Some(common) = common {
+                    push(common, &mut found);
+                }
+            }
+        }
+    }
+    found
 }
 
 #[cfg(test)]
@@ -343,6 +506,58 @@ mod tests {
             Some("/c".into())
         );
         assert_eq!(expand_rw_path("urn:flemma:store", &places, &env), None);
+    }
+
+    #[test]
+    fn git_directories_are_not_writable_unless_allowed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        std::fs::create_dir_all(root.join(".git/hooks")).expect("git dir");
+        let policy = PathPolicy::new([root.clone()]);
+        let error = policy
+            .check_write(&root.join(".git/config"))
+            .expect_err("refused");
+        assert!(error.contains("git_writable"), "{error}");
+        assert!(policy.check_write(&root.join("sub/.git/x")).is_err());
+        assert!(policy.check_write(&root.join("src/main.rs")).is_ok());
+        let open = policy.with_git_writable(true);
+        assert!(open.check_write(&root.join(".git/config")).is_ok());
+    }
+
+    #[test]
+    fn bwrap_binds_outermost_roots_and_keeps_git_read_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        std::fs::create_dir_all(root.join(".git")).expect("git dir");
+        std::fs::create_dir_all(root.join(".flemma/x.chat")).expect("store");
+        std::fs::create_dir_all(root.join("run")).expect("runtime dir");
+        let policy = PathPolicy::new([root.clone(), root.join(".flemma/x.chat")]);
+        let bwrap = Bwrap {
+            program: PathBuf::from("bwrap"),
+            writable: outermost_directories(policy.roots()),
+            git_writable: false,
+            hidden: vec![root.join("run"), root.clone()],
+            network: false,
+        };
+        let argv = bwrap.wrap(&["true".into()], &root);
+        let text = argv.join(" ");
+        let shown = root.display().to_string();
+        assert!(text.contains("--new-session"), "{text}");
+        assert!(text.contains("--unshare-net"), "{text}");
+        assert!(text.contains(&format!("--bind {shown} {shown}")), "{text}");
+        assert!(
+            !text.contains(".flemma"),
+            "nested roots are not bound again: {text}"
+        );
+        assert!(
+            text.contains(&format!("--ro-bind {shown}/.git {shown}/.git")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("--tmpfs {shown}/run")), "{text}");
+        assert!(
+            !text.contains(&format!("--tmpfs {shown} ")),
+            "a hidden path holding the working directory is not hidden: {text}"
+        );
     }
 
     #[test]

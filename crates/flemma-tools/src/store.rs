@@ -1,13 +1,13 @@
 //! The result store: where full outputs live (truncation overflow, `flemma.save_to`,
 //! `materialize`). Files are created `0600`, directories `0700`.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use flemma_config::{Backup, Store};
 
+use crate::nofollow::Dir;
 use crate::sandbox::expand_env;
 
 /// The store of one chat (or of an unsaved document).
@@ -83,6 +83,59 @@ impl ResultStore {
         }
     }
 
+    /// Checks the store's place before anything is written there, and names it by its resolved
+    /// path. When it lies inside the chat's directory (the default `.flemma/<chat>/`), every
+    /// component below that directory must be a real directory or not exist yet: a store folder
+    /// that is a symlink (a repository can ship one, pointing anywhere) is refused, since the
+    /// store is writable by the model's sandboxed commands. Later writes walk the resolved path
+    /// following no symlink ([`Self::write_with`]).
+    pub fn verified(mut self, chat: Option<&Path>) -> Result<Self, StoreError> {
+        let dir = std::path::absolute(&self.dir).unwrap_or_else(|_| self.dir.clone());
+        let chat_dir = chat
+            .and_then(|chat| std::path::absolute(chat).ok())
+            .and_then(|chat| chat.parent().map(Path::to_path_buf));
+        let inside = chat_dir.as_ref().and_then(|chat_dir| {
+            let relative = dir.strip_prefix(chat_dir).ok()?;
+            relative
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+                .then(|| (chat_dir.clone(), relative.to_path_buf()))
+        });
+        let Some((chat_dir, relative)) = inside else {
+            // Elsewhere (`$state`, a configured template): the user's own place, resolved.
+            self.dir = crate::sandbox::resolve_path(&dir).map_err(StoreError::Refused)?;
+            return Ok(self);
+        };
+        // Links above the chat's directory are the user's own; below it, none is followed.
+        let chat_dir = crate::sandbox::resolve_path(&chat_dir).map_err(StoreError::Refused)?;
+        let mut at = chat_dir.clone();
+        for component in relative.components() {
+            at.push(component);
+            match at.symlink_metadata() {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    let target = std::fs::read_link(&at)
+                        .map(|t| format!(" (to {})", t.display()))
+                        .unwrap_or_default();
+                    return Err(StoreError::Refused(format!(
+                        "the tool store folder {} is a symbolic link{target}; flemmad writes tool output only inside the chat's directory and never through a link — remove the link (`rm {}`) and send again",
+                        at.display(),
+                        at.display()
+                    )));
+                }
+                Ok(meta) if !meta.is_dir() => {
+                    return Err(StoreError::Refused(format!(
+                        "the tool store folder {} is not a directory; remove it and send again",
+                        at.display()
+                    )));
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        self.dir = chat_dir.join(relative);
+        Ok(self)
+    }
+
     /// The store directory (exported to `bash` as `FLEMMA_TOOLS_STORE_PATH`).
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -100,40 +153,38 @@ impl ResultStore {
     }
 
     /// Writes a result by streaming `write_body` into `path` (backing up an existing file
-    /// first), creating directories `0700` and the file `0600`.
+    /// first), creating directories `0700` and the file `0600`. No symlink is followed on the
+    /// way or at the file (the store lies where sandboxed commands may write).
     pub fn write_with(
         &self,
         path: &Path,
         write_body: &mut dyn FnMut(&mut File) -> std::io::Result<()>,
     ) -> Result<(), StoreError> {
-        if let Some(parent) = path.parent() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(parent)
-                .map_err(|source| StoreError::CreateDir {
-                    path: parent.to_path_buf(),
+        let path = &std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(StoreError::Refused(format!(
+                "{} names no file in the store",
+                path.display()
+            )));
+        };
+        let dir = Dir::open(parent, Some(0o700)).map_err(|source| StoreError::CreateDir {
+            path: parent.to_path_buf(),
+            source,
+        })?;
+        if self.backup == Backup::Version && dir.contains(name) {
+            let backup = next_version(path);
+            let backup_name = backup.file_name().unwrap_or(name);
+            dir.rename(name, backup_name)
+                .map_err(|source| StoreError::Backup {
+                    path: path.to_path_buf(),
                     source,
                 })?;
-        }
-        if self.backup == Backup::Version && path.exists() {
-            let backup = next_version(path);
-            std::fs::rename(path, &backup).map_err(|source| StoreError::Backup {
-                path: path.to_path_buf(),
-                source,
-            })?;
         }
         let write_error = |source| StoreError::Write {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(write_error)?;
+        let mut file = dir.open_for_write(name, 0o600, true).map_err(write_error)?;
         write_body(&mut file).map_err(write_error)?;
         file.flush().map_err(write_error)
     }
@@ -235,7 +286,7 @@ pub fn next_version(path: &Path) -> PathBuf {
             };
             path.with_file_name(name)
         })
-        .find(|candidate| !candidate.exists())
+        .find(|candidate| candidate.symlink_metadata().is_err())
         .unwrap_or_else(|| path.with_extension("bak"))
 }
 
@@ -267,6 +318,32 @@ mod tests {
             store.path_for("tool", "bash", "toolu_01"),
             PathBuf::from("/n/.flemma/example.chat/tool_bash_toolu_01.txt")
         );
+    }
+
+    #[test]
+    fn a_store_folder_that_is_a_symlink_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let chat = dir.path().join("a.chat");
+        std::fs::create_dir(dir.path().join(".flemma")).expect("dir");
+        std::os::unix::fs::symlink(outside.path(), dir.path().join(".flemma/a.chat"))
+            .expect("symlink");
+        let store = ResultStore::new(&config(), Some(&chat), 0, &|_| None);
+        let error = store.verified(Some(&chat)).expect_err("refused");
+        assert!(error.to_string().contains("symbolic link"), "{error}");
+        // The same for the parent folder.
+        std::fs::remove_file(dir.path().join(".flemma/a.chat")).expect("rm");
+        std::fs::remove_dir(dir.path().join(".flemma")).expect("rmdir");
+        std::os::unix::fs::symlink(outside.path(), dir.path().join(".flemma")).expect("symlink");
+        let store = ResultStore::new(&config(), Some(&chat), 0, &|_| None);
+        assert!(store.verified(Some(&chat)).is_err());
+        // A real (or missing) folder is named by its resolved path.
+        std::fs::remove_file(dir.path().join(".flemma")).expect("rm");
+        let store = ResultStore::new(&config(), Some(&chat), 0, &|_| None)
+            .verified(Some(&chat))
+            .expect("fine");
+        let canonical = dir.path().canonicalize().expect("canonical");
+        assert_eq!(store.dir(), canonical.join(".flemma/a.chat"));
     }
 
     #[test]

@@ -178,6 +178,11 @@ impl Client {
     }
 
     /// `initialize` + `initialized`; returns the result and how long the answer took.
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn initialize(&mut self, root: &std::path::Path) -> (Value, Duration) {
         self.initialize_with_options(root, Value::Null)
     }

@@ -21,15 +21,8 @@ pub(crate) fn handle(
     let uri = params.text_document.uri;
     let (open, syntax) = document(session, &uri)?;
     let range = from_proto::range(&open.index, syntax.text(), params.range, session.encoding);
-    let id = open.id.clone();
-    let untrusted = session.host.analysis(&id).is_ok_and(|analysis| {
-        !analysis.trust.trusted
-            && analysis.diagnostics.iter().any(|d| {
-                use flemma_ide::untrusted::{UNSEEN_APPROVAL, UNSEEN_TOOL_CALL, UNTRUSTED_OPTION};
-                [UNTRUSTED_OPTION, UNSEEN_APPROVAL, UNSEEN_TOOL_CALL].contains(&d.code.as_str())
-            })
-    });
-    let (open, syntax) = document(session, &uri)?;
+    // From the last finished analysis: a code action never waits for an evaluation.
+    let untrusted = session.analyses.untrusted(uri.as_str());
     let state = DocumentState {
         busy: open.engine_busy,
         untrusted,

@@ -15,16 +15,19 @@ pub(crate) fn handle(
 ) -> HandlerResult<Option<CompletionResponse>> {
     let position = params.text_document_position;
     let uri = position.text_document.uri;
-    let id = document(session, &uri)?.0.id.clone();
-    // Tool names need the resolved configuration (frontmatter included): the analysis, cached
-    // until the next change.
+    // Tool names need the resolved configuration (frontmatter included): those of the last
+    // finished analysis (a newer one may still run; completion never waits for it); before
+    // the first one, those of the configuration below the frontmatter.
     // MCP items of the list (`github.*`, `!github.x`) are patterns, not names; the names of the
     // MCP tools the process knows come from the backend.
     let mut tools: Vec<String> = session
-        .host
-        .analysis(&id)
-        .ok()
-        .and_then(|analysis| analysis.config.as_ref().map(|c| c.enabled_tools()))
+        .analyses
+        .tools(uri.as_str())
+        .or_else(|| {
+            flemma_config::resolve(&session.host.config().layers)
+                .ok()
+                .map(|resolved| resolved.enabled_tools())
+        })
         .unwrap_or_default()
         .into_iter()
         .filter(|name| !name.contains('*') && !name.starts_with('!'))

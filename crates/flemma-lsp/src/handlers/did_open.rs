@@ -1,8 +1,9 @@
-//! `textDocument/didOpen`: the document goes into the analysis host; diagnostics follow.
+//! `textDocument/didOpen`: the document goes into the analysis host; its analysis starts (off
+//! the main loop) and its diagnostics follow.
 
 use lsp_types::DidOpenTextDocumentParams;
 
-use super::{HandlerResult, publish_diagnostics};
+use super::HandlerResult;
 use crate::session::{OpenDocument, Session, document_id};
 
 pub(crate) fn handle(
@@ -35,7 +36,7 @@ pub(crate) fn handle(
             published: None,
         },
     );
-    publish_diagnostics(session, &key);
+    crate::analyses::schedule(session, &key);
     let outbox = session.outbox.clone();
     let text = session
         .documents

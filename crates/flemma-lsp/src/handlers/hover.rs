@@ -44,7 +44,8 @@ pub(crate) fn handle(session: &mut Session, params: HoverParams) -> HandlerResul
     } = &mut found.info
     {
         let input = serde_json::from_str(input).unwrap_or(serde_json::Value::Null);
-        if let Ok(analysis) = session.host.analysis(&id) {
+        // The analysis as last computed (off the main loop): hover never waits for one.
+        if let Some(analysis) = session.host.cached_analysis(&id) {
             let uri = position.text_document.uri.as_str();
             *decision = session.backend.approval(uri, &analysis, name, &input);
         }

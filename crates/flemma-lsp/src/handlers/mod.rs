@@ -313,20 +313,17 @@ pub(crate) fn job_states(
 }
 
 /// Publishes the document's diagnostics: `Analysis::diagnostics`, the one source (parser,
-/// frontmatter, templates, file references, configuration), when they differ from what the
-/// client was last sent (never an empty list after an empty one; the same problems again only
-/// when their ranges moved). The first analysis of a document is published even when empty.
+/// frontmatter, templates, file references, configuration), of the analysis of its current
+/// text (computed off the main loop, [`crate::analyses`]; nothing when it is not known yet),
+/// when they differ from what the client was last sent (never an empty list after an empty
+/// one; the same problems again only when their ranges moved). The first analysis of a
+/// document is published even when empty.
 pub(crate) fn publish_diagnostics(session: &mut Session, uri: &str) {
     let Some(doc) = session.documents.get_mut(uri) else {
         return;
     };
-    doc.diagnostics_at = None;
-    let analysis = match session.host.analysis(&doc.id) {
-        Ok(analysis) => analysis,
-        Err(e) => {
-            tracing::warn!(uri, error = %e, "no analysis for an open document");
-            return;
-        }
+    let Some(analysis) = session.host.cached_analysis(&doc.id) else {
+        return;
     };
     let text = analysis.document.text();
     let diagnostics: Vec<lsp_types::Diagnostic> = analysis
@@ -355,6 +352,9 @@ pub(crate) fn diagnostics_due(session: &mut Session, now: std::time::Instant) {
         .map(|(uri, _)| uri.clone())
         .collect();
     for uri in due {
-        publish_diagnostics(session, &uri);
+        if let Some(doc) = session.documents.get_mut(&uri) {
+            doc.diagnostics_at = None;
+        }
+        crate::analyses::schedule(session, &uri);
     }
 }

@@ -456,7 +456,7 @@ fn file_readable_goes_through_the_host() {
     #[derive(Debug)]
     struct OnlyOneFile;
     impl Host for OnlyOneFile {
-        fn read_file(&self, path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+        fn read_file(&self, path: &std::path::Path, _limit: u64) -> std::io::Result<Vec<u8>> {
             if path.ends_with("virtual.md") {
                 Ok(b"v".to_vec())
             } else {

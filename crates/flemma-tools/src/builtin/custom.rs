@@ -70,6 +70,8 @@ pub fn run(ctx: &RunContext, tool: &CustomTool, input: &Value) -> Outcome {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(&ctx.cwd)
+        .env_clear()
+        .envs(crate::process::tool_environment())
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
         .env("FLEMMA_TOOL_NAME", name)

@@ -2,15 +2,13 @@
 //! original file, each `old` present exactly once; three matching passes (exact, edges, indent)
 //! with re-indentation of `new`; overlapping edits refused; any refusal → nothing written.
 //! Also accepts Flemma's form (`oldText`, `newText`) as one edit. CRLF files keep CRLF; the
-//! write is atomic (a temporary file in the same directory, then a rename) and goes through the
-//! sandbox's [`PathGuard`](crate::context::PathGuard).
+//! write is atomic (a temporary file in the same directory, then a rename), goes through the
+//! sandbox's [`PathGuard`](crate::context::PathGuard), and follows no symlink
+//! ([`crate::nofollow`]).
 
 mod indent;
 mod matching;
 mod render;
-
-use std::io::Write as _;
-use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -19,6 +17,8 @@ use crate::spec::{ToolSpec, strict_object_schema};
 use matching::{Found, Miss, Pass, Source};
 
 pub const NAME: &str = "edit";
+/// The largest file `edit` changes.
+const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The tool's definition: name, description, strict input schema (with the required `label`).
 pub fn spec() -> ToolSpec {
@@ -158,8 +158,11 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
             ));
         }
     };
-    let bytes = match std::fs::read(&target) {
-        Ok(b) => b,
+    // Read and written through descriptors that follow no symlink (a link swapped in after
+    // the check is refused, not followed).
+    let bytes = match crate::nofollow::read_file(&target, MAX_FILE_BYTES) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Outcome::error(format!("{shown} does not exist (any more)")),
         Err(e) => return Outcome::error(format!("{shown}: cannot be read: {e}")),
     };
     let Ok(original) = String::from_utf8(bytes) else {
@@ -182,7 +185,7 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
             plan.headline, plan.diff
         ));
     }
-    if let Err(e) = write_atomic(&target, plan.new_text.as_bytes()) {
+    if let Err(e) = crate::nofollow::replace_file(&target, plan.new_text.as_bytes()) {
         return Outcome::error(format!(
             "{shown}: the edited file could not be written ({e}); the file is unchanged"
         ));
@@ -334,23 +337,6 @@ with enough surrounding text to be unique",
             out
         }
     }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, keeping
-/// the file's permissions.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let permissions = std::fs::metadata(path).map(|m| m.permissions()).ok();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".flemma-edit-")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    if let Some(p) = permissions {
-        std::fs::set_permissions(tmp.path(), p)?;
-    }
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! [`markdown`]. Failures are `[fetch_content: error N (<class>) — <reason>]`: 1 conversion,
 //! 2 input, 3 usage. Declared only when `tools.fetch_content = true`.
 
+pub mod address;
 mod charset;
 pub mod markdown;
 pub mod robots;
@@ -184,7 +185,7 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
             }
         };
         tokio::select! {
-            r = tokio::time::timeout(limit, fetch(request.url.clone())) => {
+            r = tokio::time::timeout(limit, fetch(request.url.clone(), ctx.fetch_private_addresses)) => {
                 r.unwrap_or_else(|_| Err(Fail(Class::Input, format!(
                     "{} took longer than {}s", request.url, limit.as_secs()
                 ))))
@@ -229,10 +230,7 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
             );
         }
     };
-    let written = path
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::write(&path, markdown.as_bytes()));
+    let written = crate::nofollow::replace_file(&path, markdown.as_bytes());
     if let Err(e) = written {
         return failure(
             Class::Conversion,
@@ -248,21 +246,31 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
 
 struct Fail(Class, String);
 
-/// GETs `url`, following redirections by hand so robots.txt is asked about each target.
-async fn fetch(mut url: Url) -> Result<(Url, String), Fail> {
+/// GETs `url`, following redirections by hand so robots.txt is asked about each target; with
+/// `allow_private` false every target's addresses must be public ([`address`]).
+async fn fetch(mut url: Url, allow_private: bool) -> Result<(Url, String), Fail> {
     // Fails only when a provider is already installed, which is what we want anyway.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .user_agent(USER_AGENT)
+        .user_agent(USER_AGENT);
+    if let Some(resolver) = address::resolver(allow_private) {
+        builder = builder.dns_resolver(resolver);
+    }
+    let client = builder
         .build()
         .map_err(|e| Fail(Class::Input, format!("cannot build the HTTP client: {e}")))?;
     for _ in 0..=MAX_REDIRECTS {
+        if !allow_private {
+            address::check_target(&url)
+                .await
+                .map_err(|reason| Fail(Class::Input, reason))?;
+        }
         let origin = url.origin().ascii_serialization();
         let robots = match robots::cached(&origin) {
             Some(r) => r,
             None => {
-                let r = robots_for(&url).await;
+                let r = robots_for(&url, allow_private).await;
                 // A site that was down or failing is asked again next time, not shut out a day.
                 if matches!(r, Robots::Rules(_)) {
                     robots::remember(&origin, &r);
@@ -409,15 +417,26 @@ fn looks_like_html(body: &[u8]) -> bool {
 }
 
 /// robots.txt of `url`'s origin, its own redirections followed (up to 5, RFC 9309).
-async fn robots_for(url: &Url) -> Robots {
+async fn robots_for(url: &Url, allow_private: bool) -> Robots {
     let Ok(robots_url) = url.join("/robots.txt") else {
         return Robots::Rules(Rules::default());
     };
-    let client = match reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::limited(5))
-        .user_agent(USER_AGENT)
-        .build()
-    {
+    let redirections = reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() >= 5 {
+            return attempt.error("more than 5 redirections");
+        }
+        match address::check_literal(attempt.url()) {
+            Err(reason) if !allow_private => attempt.error(reason),
+            _ => attempt.follow(),
+        }
+    });
+    let mut builder = reqwest::Client::builder()
+        .redirect(redirections)
+        .user_agent(USER_AGENT);
+    if let Some(resolver) = address::resolver(allow_private) {
+        builder = builder.dns_resolver(resolver);
+    }
+    let client = match builder.build() {
         Ok(c) => c,
         Err(e) => return Robots::Forbidden(format!("cannot be read ({e})")),
     };

@@ -686,6 +686,9 @@ impl Session<'_> {
     }
 }
 
+/// The largest file a rename changes.
+const MAX_RENAMED_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Writes every file of `edits`, each checked against the sandbox policy (`ctx.guard`, as for
 /// `write` and `edit`) and edited in memory first: nothing is written unless every file can be.
 /// Returns each written file with its new text.
@@ -701,14 +704,20 @@ pub fn write_workspace_edits(
             .guard
             .check_write(path)
             .map_err(|reason| format!("rename refused: cannot write {}: {reason}", shown(path)))?;
-        let before = std::fs::read_to_string(&target)
+        let before = crate::nofollow::read_file(&target, MAX_RENAMED_FILE_BYTES)
+            .and_then(|bytes| {
+                let bytes =
+                    bytes.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
+                String::from_utf8(bytes)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+            })
             .map_err(|e| format!("rename stopped: cannot read {}: {e}", shown(path)))?;
         let after = apply_edits(&before, file_edits, encoding)
             .map_err(|problem| format!("rename stopped: {}: {problem}", shown(path)))?;
         planned.push((target, after));
     }
     for (index, (target, after)) in planned.iter().enumerate() {
-        if let Err(error) = std::fs::write(target, after) {
+        if let Err(error) = crate::nofollow::replace_file(target, after.as_bytes()) {
             let done: Vec<String> = planned[..index].iter().map(|(t, _)| shown(t)).collect();
             return Err(format!(
                 "rename stopped while writing {}: {error}{}",

@@ -7,6 +7,8 @@ use crate::context::{Outcome, RunContext};
 use crate::spec::{ToolSpec, strict_object_schema};
 
 pub const NAME: &str = "write";
+/// The largest previous content read for the diff (a larger file is overwritten without one).
+const PREVIOUS_CAP: u64 = 16 * 1024 * 1024;
 
 pub fn spec() -> ToolSpec {
     ToolSpec {
@@ -44,9 +46,11 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
     if path.is_dir() {
         return Outcome::error(format!("{shown} is a directory; give a file path"));
     }
-    let previous = match std::fs::read(&path) {
-        Ok(bytes) => Some(bytes),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+    // Read and written through descriptors that follow no symlink: a link swapped in after the
+    // check above (by a background job, say) is refused, never written through.
+    let previous = match crate::nofollow::read_file(&path, PREVIOUS_CAP) {
+        Ok(previous) => previous,
+        Err(error) if error.kind() == std::io::ErrorKind::FileTooLarge => Some(Vec::new()),
         Err(error) => {
             return Outcome::error(format!("{shown} cannot be read before writing: {error}"));
         }
@@ -54,15 +58,7 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
     if previous.as_deref() == Some(content.as_bytes()) {
         return Outcome::ok(format!("{shown} already has this content; nothing written"));
     }
-    if let Some(parent) = path.parent() {
-        if let Err(error) = std::fs::create_dir_all(parent) {
-            return Outcome::error(format!(
-                "Could not create the directory {}: {error}",
-                parent.display()
-            ));
-        }
-    }
-    if let Err(error) = std::fs::write(&path, content) {
+    if let Err(error) = crate::nofollow::replace_file(&path, content.as_bytes()) {
         return Outcome::error(format!("Could not write {shown}: {error}"));
     }
     let lines = content.lines().count();

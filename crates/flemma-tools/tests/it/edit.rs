@@ -54,6 +54,7 @@ fn fixture() -> Fixture {
         cancel: Cancel::new(),
         env: Vec::new(),
         sandbox: None,
+        fetch_private_addresses: false,
     };
     Fixture {
         _dir: dir,

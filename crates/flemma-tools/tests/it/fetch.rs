@@ -258,8 +258,12 @@ fn serve(
     }
 }
 
+/// The pages are served on loopback, which `fetch_content` refuses unless the configuration
+/// allows private addresses (`tools.fetch_private_addresses`): these tests allow them.
 fn ctx(dir: &Path) -> RunContext {
-    RunContext::new(dir, Arc::new(UnderRoot(dir.to_path_buf())))
+    let mut ctx = RunContext::new(dir, Arc::new(UnderRoot(dir.to_path_buf())));
+    ctx.fetch_private_addresses = true;
+    ctx
 }
 
 fn tempdir() -> tempfile::TempDir {
@@ -651,4 +655,63 @@ fn other_failures_have_their_codes() {
             out.text
         );
     }
+}
+
+/// By default (`tools.fetch_private_addresses = false`) loopback is refused before any
+/// connection: by literal address (also in its IPv4-mapped IPv6 form) and by name (`localhost`
+/// resolves to loopback). The listener counts what reaches it: nothing may. (Redirections are
+/// checked by the same function before each request; the address rules are unit tests of
+/// `fetch::address`, never tried against real private addresses.)
+#[test]
+fn loopback_is_refused_before_connecting_unless_allowed() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let port = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .port();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let seen = connections.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            seen.fetch_add(1, Ordering::SeqCst);
+            // The request first (answering before it arrives confuses the client).
+            let mut reader = BufReader::new(&stream);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            html(&stream, PAGE);
+        }
+    });
+    let dir = tempdir();
+    let strict = RunContext::new(dir.path(), Arc::new(UnderRoot(dir.path().to_path_buf())));
+    let input = |url: String| {
+        json!({"label": "t", "url": url, "output": null, "baseUrl": null,
+            "tables": null, "strikethrough": null, "taskList": null})
+    };
+    for url in [
+        format!("http://127.0.0.1:{port}/page"),
+        format!("http://localhost:{port}/page"),
+        format!("http://[::ffff:127.0.0.1]:{port}/page"),
+    ] {
+        let out = fetch::run(&strict, &input(url.clone()));
+        assert!(out.is_error, "{url}: {}", out.text);
+        assert!(
+            out.text.contains("loopback") && out.text.contains("fetch_private_addresses"),
+            "{url}: {}",
+            out.text
+        );
+    }
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        0,
+        "nothing reached the listener"
+    );
+    // Allowed by the configuration: the same page is fetched.
+    let out = fetch::run(
+        &ctx(dir.path()),
+        &input(format!("http://127.0.0.1:{port}/page")),
+    );
+    assert!(!out.is_error, "{}", out.text);
+    assert!(connections.load(Ordering::SeqCst) > 0);
 }

@@ -85,6 +85,7 @@ impl Tree {
             cancel: Cancel::new(),
             env: vec![("PATH".into(), self.bin.display().to_string())],
             sandbox: None,
+            fetch_private_addresses: false,
         }
     }
 

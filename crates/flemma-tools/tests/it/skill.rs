@@ -25,6 +25,7 @@ fn ctx(cwd: &Path) -> RunContext {
         cancel: Cancel::new(),
         env: Vec::new(),
         sandbox: None,
+        fetch_private_addresses: false,
     }
 }
 

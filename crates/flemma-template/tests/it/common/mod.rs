@@ -60,8 +60,8 @@ impl TestHost {
 }
 
 impl Host for TestHost {
-    fn read_file(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        std::fs::read(path)
+    fn read_file(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+        flemma_template::read_regular_file(path, limit)
     }
 
     fn home_dir(&self) -> Option<PathBuf> {

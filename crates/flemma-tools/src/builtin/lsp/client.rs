@@ -212,6 +212,8 @@ impl Client {
         let mut child = Command::new(program)
             .args(args)
             .current_dir(root)
+            .env_clear()
+            .envs(crate::process::tool_environment())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
