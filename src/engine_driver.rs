@@ -116,11 +116,10 @@ impl std::fmt::Debug for DriverHandle {
 }
 
 impl DriverHandle {
-    /// Feeds a user's `input` to the running session (a command acts on the text as the
-    /// session's next read finds it: `Input::Command`); `false` when the driver has ended.
+    /// Feeds `input` to the engine; `false` when the driver has ended.
     pub fn input(&self, input: EngineInput) -> bool {
         self.sender
-            .send(Message::Session(Input::Command(input)))
+            .send(Message::Session(Input::Engine(input)))
             .is_ok()
     }
 

@@ -1,17 +1,22 @@
 //! The engine host: one per process (`flemmad lsp` in-process, `flemmad serve`), shared by
 //! every LSP session and the RPC socket. It owns a [`Driver`] for every document being worked
-//! on, keyed by absolute path, all running on one thread with a current-thread tokio runtime and
-//! a `LocalSet`.
+//! on, keyed by absolute path, all running on one thread with a `LocalSet` on the process's
+//! runtime.
 //!
-//! Every method returns at once and may be called from any thread: a command for a document
-//! whose driver runs is fed to it; otherwise a driver is started (its first input `Load`, for
-//! orphan recovery) and ends when nothing runs or is scheduled any more. What happens is told
-//! through [`EngineHost::subscribe`] (every document's events) and to the editors that have
-//! the document open (`flemma/event`, `$/progress`, `window/showMessage`).
+//! Every front end (the language server, `rpc.sock`, the ACP agent) decodes its requests into
+//! `flemma-protocol`'s [`FlemmaRequest`] and hands them to one method, [`EngineHost::call`],
+//! with the document it resolved; the answer (or the refusal, a [`RequestError`]) is the same
+//! whichever front end asked. Every call returns at once and may be made from any thread: a
+//! command for a document whose driver runs is fed to it; otherwise a driver is started (its
+//! first input `Load`, for orphan recovery) and ends when nothing runs or is scheduled any
+//! more. What happens is told through [`EngineHost::subscribe`] (every document's events) and
+//! to the [`Editor`]s that have the document open: its events (the language server sends them
+//! as `flemma/event` and turns them into `$/progress`), notices and failures. The host knows no
+//! LSP: an editor is whatever implements [`Editor`].
 //!
 //! **Who writes.** The most recently active editor that has the document open writes it
-//! (through its buffer, [`EditorStore`]); when none has it open, the file on disk is written
-//! ([`FileStore`]). The writer changes while a driver runs: a reply streaming when the editor
+//! (through the store it gives, [`Editor::store`]); when none has it open, the file on disk is
+//! written ([`FileStore`]). The writer changes while a driver runs: a reply streaming when the editor
 //! closes goes on into the file, and background jobs survive the editor.
 
 use std::cell::RefCell;
@@ -24,35 +29,50 @@ use std::time::Duration;
 use flemma_config::{ConfigLayer, LayerKind, ResolvedConfig};
 use flemma_engine::{CancelScope, Event, Input, StopReason};
 use flemma_ide::{ConfigInput, DocumentId};
-use flemma_lsp::ClientConfig;
-use flemma_lsp::{Outbox, Progress, Task};
 use flemma_protocol::engine::{
     Accepted, EngineJob, EngineStatus, JobsResult, ModelSwitch, SwitchResult, UsageTotals,
 };
+use flemma_protocol::error::RequestError;
+use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 use flemma_template::TemplateCache;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::chat_store::{ChatStore, EditorStore, FileStore, SharedText};
+use crate::chat_store::{ChatStore, FileStore, SharedText};
 use crate::engine_driver::{Driver, DriverHandle, DriverState, Report};
 use crate::engine_setup::{self, SetupError, SetupOptions};
 
-/// An LSP session's hold on one open document.
+/// An editor that has a document open, as the host sees it: it is told what happens to the
+/// document and, as the document's writer, gives the store that writes its buffer. An LSP
+/// session implements it for each document it opens (`lsp_backend`).
+pub trait Editor: Send + Sync + std::fmt::Debug {
+    /// A lifecycle event of the document (the editor shows it; the language server sends it
+    /// as `flemma/event` and derives its `$/progress` from it).
+    fn event(&self, name: &str, data: &serde_json::Value);
+    /// A message for the user that is not an error (a retry, a refused input, a warning).
+    fn notice(&self, message: &str);
+    /// The engine's work on the document stopped on an error.
+    fn failed(&self, message: &str);
+    /// The store that writes the document through this editor.
+    fn store(&self) -> Box<dyn ChatStore>;
+}
+
+/// The client settings of an editor session, as a configuration layer or what is wrong with
+/// them.
+pub type ClientSettings = Result<ConfigLayer, flemma_config::ConfigErrors>;
+
+/// An editor session's hold on one open document.
 #[derive(Debug, Clone)]
 pub struct EditorHandle {
     /// The session (unique in the process).
     pub session: u64,
-    /// The document's URI in that session.
-    pub uri: String,
-    pub outbox: Outbox,
-    /// The client's name (`Helix`, `Visual Studio Code`: its `clientInfo`), for messages.
-    pub name: String,
+    pub editor: Arc<dyn Editor>,
     /// What the editor and the engine last agreed on (the merge base when it becomes the
     /// writer).
     pub shared: SharedText,
     /// The session's client settings (its `initializationOptions`): used by the sends the
     /// editor starts (it is the writer then).
-    pub client_config: Option<ClientConfig>,
+    pub client_config: Option<ClientSettings>,
 }
 
 /// An event of one document.
@@ -62,20 +82,30 @@ pub struct HostEvent {
     pub event: Event,
 }
 
-/// A command the host cannot take.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HostError {
-    #[error("nothing runs for {}: there is no {what} to {action}", path.display())]
-    NotRunning {
-        path: PathBuf,
-        what: &'static str,
-        action: &'static str,
-    },
-    #[error("flemmad is shutting down; the command was not run")]
-    ShuttingDown,
-    /// `flemma/switch` was given a model it cannot use.
-    #[error("{0}")]
-    InvalidSwitch(String),
+/// The document a request is about, as its front end resolved it.
+#[derive(Debug, Clone, Copy)]
+pub struct DocumentRef<'a> {
+    /// The document's absolute path (`.` and `..` removed).
+    pub path: &'a Path,
+    /// The document as the calling editor holds it, when the caller has it open: tool
+    /// decisions are checked on it (otherwise on the file, when no editor has the document
+    /// open and no driver runs for it).
+    pub buffer: Option<&'a flemma_syntax::Document>,
+}
+
+impl<'a> DocumentRef<'a> {
+    /// A document named by its path only (`rpc.sock`, the command line).
+    pub fn path(path: &'a Path) -> Self {
+        Self { path, buffer: None }
+    }
+}
+
+fn shutting_down() -> RequestError {
+    RequestError::shutting_down("flemmad is shutting down; the command was not run")
+}
+
+fn invalid_switch(message: String) -> RequestError {
+    RequestError::invalid_params(message)
 }
 
 /// The name of the event the host adds when a driver ends: `{"reason": …}` (`idle`,
@@ -165,9 +195,7 @@ impl EngineHost {
             subscribers: Mutex::default(),
             switches: Mutex::default(),
         });
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        let runtime = crate::runtime::get()?;
         let thread_shared = shared.clone();
         let thread_config_path = config_path.clone();
         let thread = std::thread::Builder::new()
@@ -181,7 +209,7 @@ impl EngineHost {
                     tasks: RefCell::new(Vec::new()),
                     stopping: std::cell::Cell::new(false),
                 };
-                local.block_on(&runtime, run_host(Rc::new(inner), receiver));
+                local.block_on(runtime, run_host(Rc::new(inner), receiver));
             })?;
         Ok(Arc::new(EngineHost {
             commands: sender,
@@ -191,10 +219,8 @@ impl EngineHost {
         }))
     }
 
-    fn command(&self, command: HostCommand) -> Result<(), HostError> {
-        self.commands
-            .send(command)
-            .map_err(|_| HostError::ShuttingDown)
+    fn command(&self, command: HostCommand) -> Result<(), RequestError> {
+        self.commands.send(command).map_err(|_| shutting_down())
     }
 
     fn is_running(&self, path: &Path) -> bool {
@@ -206,11 +232,138 @@ impl EngineHost {
     fn accepted(&self, path: &Path) -> Accepted {
         Accepted {
             started: !self.is_running(path),
+            tool_ids: Vec::new(),
         }
     }
 
+    /// Answers one request about `document`, the one way every front end reaches the engine.
+    /// The document must exist (open in an editor, or a regular file), whatever the request;
+    /// `approve`, `reject` and `approveAll` are checked on its text first (a call that is not
+    /// pending is refused at once, saying why) unless a driver runs for it, which then decides.
+    pub fn call(
+        &self,
+        document: DocumentRef<'_>,
+        request: FlemmaRequest,
+    ) -> Result<FlemmaResponse, RequestError> {
+        use FlemmaRequest as R;
+        let method = request.method();
+        let path = document.path;
+        self.check_exists(method, document)?;
+        Ok(match request {
+            R::Send(_) => FlemmaResponse::Accepted(self.send(path)?),
+            R::Cancel(_) => FlemmaResponse::Accepted(self.cancel(path)?),
+            R::Approve(p) => {
+                self.check_decision(document, |doc| {
+                    flemma_ide::actions::check_pending(doc, &p.tool_id).map(|()| Vec::new())
+                })?;
+                let input = Input::Approve {
+                    tool_id: p.tool_id.clone(),
+                };
+                FlemmaResponse::Accepted(self.decision(path, input, vec![p.tool_id])?)
+            }
+            R::Reject(p) => {
+                self.check_decision(document, |doc| {
+                    flemma_ide::actions::check_pending(doc, &p.tool_id).map(|()| Vec::new())
+                })?;
+                let input = Input::Reject {
+                    tool_id: p.tool_id.clone(),
+                    reason: p.reason.filter(|reason| !reason.trim().is_empty()),
+                };
+                FlemmaResponse::Accepted(self.decision(path, input, vec![p.tool_id])?)
+            }
+            R::ApproveAll(_) => {
+                let checked = self.check_decision(document, |doc| {
+                    flemma_ide::actions::approve_all(doc).map(|(ids, _)| ids)
+                })?;
+                let tool_ids = checked.unwrap_or_else(|| self.pending(path));
+                FlemmaResponse::Accepted(self.decision(path, Input::ApproveAll, tool_ids)?)
+            }
+            R::Background(p) => FlemmaResponse::Accepted(self.background(path, &p.tool_id)?),
+            R::Execute(p) => FlemmaResponse::Accepted(self.execute(path, &p.tool_id)?),
+            R::Status(_) => FlemmaResponse::Status(self.status(path)),
+            R::Jobs(_) => FlemmaResponse::Jobs(self.jobs(path)),
+            R::Usage(_) => FlemmaResponse::Usage(self.usage(path)),
+            R::Switch(p) => FlemmaResponse::Switch(self.switch(path, &p.model)?),
+        })
+    }
+
+    /// Refuses a document that is neither open in an editor (the caller's or another) nor a
+    /// regular file, nor being worked on.
+    fn check_exists(&self, method: &str, document: DocumentRef<'_>) -> Result<(), RequestError> {
+        let path = document.path;
+        if document.buffer.is_some() || self.has_editor(path) || self.is_running(path) {
+            return Ok(());
+        }
+        let problem = match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() => return Ok(()),
+            Ok(meta) if meta.is_dir() => "is a directory, not a chat file".to_owned(),
+            Ok(_) => "is not a regular file".to_owned(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                "does not exist and no editor has it open".to_owned()
+            }
+            Err(error) => format!("cannot be read ({error})"),
+        };
+        Err(RequestError::invalid_params(format!(
+            "{method}: {} {problem}; name an existing .chat file or a document open in an editor",
+            path.display()
+        )))
+    }
+
+    /// Checks a tool decision on the document's text: the caller's buffer, else the file when
+    /// no editor has it open. `Ok(None)`: not checked here (another editor holds the document,
+    /// or a driver runs for it and decides); else the tool ids `check` found.
+    fn check_decision(
+        &self,
+        document: DocumentRef<'_>,
+        check: impl Fn(
+            &flemma_syntax::Document,
+        ) -> Result<Vec<String>, flemma_ide::actions::ActionError>,
+    ) -> Result<Option<Vec<String>>, RequestError> {
+        let refused = |error: flemma_ide::actions::ActionError| {
+            RequestError::invalid_params(error.to_string())
+        };
+        if let Some(buffer) = document.buffer {
+            return check(buffer).map(Some).map_err(refused);
+        }
+        if self.has_editor(document.path) || self.is_running(document.path) {
+            return Ok(None);
+        }
+        let text = crate::fsutil::read_chat(document.path)
+            .map_err(|error| RequestError::invalid_params(format!("{error:#}")))?;
+        check(&flemma_syntax::Document::parse(text))
+            .map(Some)
+            .map_err(refused)
+    }
+
+    fn has_editor(&self, path: &Path) -> bool {
+        lock(&self.shared.editors).contains_key(path)
+    }
+
+    /// The calls the running driver knows to be pending (empty when none runs).
+    fn pending(&self, path: &Path) -> Vec<String> {
+        lock(&self.shared.states)
+            .get(path)
+            .and_then(|state| state.driver.as_ref())
+            .map(|driver| driver.pending.clone())
+            .unwrap_or_default()
+    }
+
+    /// `approve`, `reject`, `approveAll`: the placeholders' statuses change; with autopilot the
+    /// cycle goes on once no call is pending.
+    fn decision(
+        &self,
+        path: &Path,
+        input: Input,
+        tool_ids: Vec<String>,
+    ) -> Result<Accepted, RequestError> {
+        Ok(Accepted {
+            tool_ids,
+            ..self.input(path, input)?
+        })
+    }
+
     /// `flemma/send`: advance the cycle (stream a reply, run approved tools) with autopilot.
-    pub fn send(&self, path: &Path) -> Result<Accepted, HostError> {
+    fn send(&self, path: &Path) -> Result<Accepted, RequestError> {
         let accepted = self.accepted(path);
         self.command(HostCommand::Input {
             path: path.to_owned(),
@@ -222,7 +375,7 @@ impl EngineHost {
 
     /// `flemma/cancel`: the request, the foreground tools and the resume timer (background
     /// jobs keep running); what ran is marked aborted as the format says.
-    pub fn cancel(&self, path: &Path) -> Result<Accepted, HostError> {
+    fn cancel(&self, path: &Path) -> Result<Accepted, RequestError> {
         self.running_only(
             path,
             Input::Cancel {
@@ -233,38 +386,8 @@ impl EngineHost {
         )
     }
 
-    /// `flemma/approve`: the placeholder's status becomes `approved`; with autopilot the cycle
-    /// goes on once no call is pending.
-    pub fn approve(&self, path: &Path, tool_id: &str) -> Result<Accepted, HostError> {
-        self.input(
-            path,
-            Input::Approve {
-                tool_id: tool_id.to_owned(),
-            },
-        )
-    }
-
-    pub fn reject(
-        &self,
-        path: &Path,
-        tool_id: &str,
-        reason: Option<String>,
-    ) -> Result<Accepted, HostError> {
-        self.input(
-            path,
-            Input::Reject {
-                tool_id: tool_id.to_owned(),
-                reason,
-            },
-        )
-    }
-
-    pub fn approve_all(&self, path: &Path) -> Result<Accepted, HostError> {
-        self.input(path, Input::ApproveAll)
-    }
-
     /// `flemma/background`: a running foreground tool becomes a background job.
-    pub fn background(&self, path: &Path, tool_id: &str) -> Result<Accepted, HostError> {
+    fn background(&self, path: &Path, tool_id: &str) -> Result<Accepted, RequestError> {
         self.running_only(
             path,
             Input::Background {
@@ -276,7 +399,7 @@ impl EngineHost {
     }
 
     /// `flemma/execute`: run or resolve one tool call now.
-    pub fn execute(&self, path: &Path, tool_id: &str) -> Result<Accepted, HostError> {
+    fn execute(&self, path: &Path, tool_id: &str) -> Result<Accepted, RequestError> {
         self.input(
             path,
             Input::Execute {
@@ -285,7 +408,7 @@ impl EngineHost {
         )
     }
 
-    fn input(&self, path: &Path, input: Input) -> Result<Accepted, HostError> {
+    fn input(&self, path: &Path, input: Input) -> Result<Accepted, RequestError> {
         let accepted = self.accepted(path);
         self.command(HostCommand::Input {
             path: path.to_owned(),
@@ -301,23 +424,22 @@ impl EngineHost {
         input: Input,
         what: &'static str,
         action: &'static str,
-    ) -> Result<Accepted, HostError> {
+    ) -> Result<Accepted, RequestError> {
         if !self.is_running(path) {
-            return Err(HostError::NotRunning {
-                path: path.to_owned(),
-                what,
-                action,
-            });
+            return Err(RequestError::refused(format!(
+                "nothing runs for {}: there is no {what} to {action}",
+                path.display()
+            )));
         }
         self.command(HostCommand::IfRunning {
             path: path.to_owned(),
             input,
         })?;
-        Ok(Accepted { started: false })
+        Ok(Accepted::default())
     }
 
     /// `flemma/status`.
-    pub fn status(&self, path: &Path) -> EngineStatus {
+    fn status(&self, path: &Path) -> EngineStatus {
         let state = lock(&self.shared.states)
             .get(path)
             .cloned()
@@ -355,12 +477,9 @@ impl EngineHost {
     /// `flemma/switch`: the provider and model of the document's next requests, as its
     /// runtime layer (above the user file and the client settings, below the frontmatter).
     /// `model` is `provider/model`, or a model name for the document's current provider.
-    pub fn switch(&self, path: &Path, model: &str) -> Result<SwitchResult, HostError> {
+    fn switch(&self, path: &Path, model: &str) -> Result<SwitchResult, RequestError> {
         let (provider, model) = parse_model_spec(model)?;
-        let text = self
-            .shared
-            .text_of(path)
-            .map_err(HostError::InvalidSwitch)?;
+        let text = self.shared.text_of(path).map_err(invalid_switch)?;
         // The current provider: the document's, under its layers as they are now.
         let mut input = self.shared.config_input(path, self.config_path.as_deref());
         let frontmatter = self.shared.frontmatter_layers(path, &text)?;
@@ -385,7 +504,7 @@ impl EngineHost {
             layer
                 .set(key, serde_json::Value::String(value.clone()))
                 .map_err(|error| {
-                    HostError::InvalidSwitch(format!(
+                    invalid_switch(format!(
                         "cannot switch to `{provider}/{}`: {error}; name a model as `provider/model` (`flemmad models` lists them), a model of the current provider, or a provider alone",
                         model.as_deref().unwrap_or_default()
                     ))
@@ -459,7 +578,7 @@ impl EngineHost {
     }
 
     /// `flemma/jobs`.
-    pub fn jobs(&self, path: &Path) -> JobsResult {
+    fn jobs(&self, path: &Path) -> JobsResult {
         let states = lock(&self.shared.states);
         JobsResult {
             jobs: jobs_of(states.get(path).and_then(|s| s.driver.as_ref())),
@@ -467,7 +586,7 @@ impl EngineHost {
     }
 
     /// `flemma/usage`.
-    pub fn usage(&self, path: &Path) -> UsageTotals {
+    fn usage(&self, path: &Path) -> UsageTotals {
         let states = lock(&self.shared.states);
         usage_of(states.get(path).and_then(|s| s.driver.as_ref()))
     }
@@ -506,7 +625,7 @@ impl EngineHost {
     }
 
     /// `session`'s client settings changed: its editors carry the new ones (the writer stays).
-    pub fn set_client_config(&self, session: u64, config: Option<ClientConfig>) {
+    pub fn set_client_config(&self, session: u64, config: Option<ClientSettings>) {
         for list in lock(&self.shared.editors).values_mut() {
             for editor in list.iter_mut().filter(|e| e.session == session) {
                 editor.client_config = config.clone();
@@ -549,9 +668,9 @@ impl EngineHost {
 
 /// `provider/model`, a bare model name, or a provider alone (`None` model: its default); the
 /// provider is checked by the config schema.
-fn parse_model_spec(spec: &str) -> Result<(Option<String>, Option<String>), HostError> {
+fn parse_model_spec(spec: &str) -> Result<(Option<String>, Option<String>), RequestError> {
     let malformed = |why: &str| {
-        HostError::InvalidSwitch(format!(
+        invalid_switch(format!(
             "`{spec}` is not a model: {why}; name it as `provider/model` (e.g. `anthropic/claude-sonnet-4-5`) or as a model of the current provider (`flemmad models` lists them)"
         ))
     };
@@ -582,9 +701,9 @@ fn resolved_config(
     path: &Path,
     config: &ConfigInput,
     frontmatter: &[ConfigLayer],
-) -> Result<ResolvedConfig, HostError> {
+) -> Result<ResolvedConfig, RequestError> {
     let does_not_resolve = || {
-        HostError::InvalidSwitch(format!(
+        invalid_switch(format!(
             "the configuration of {} does not resolve; fix its diagnostics first",
             path.display()
         ))
@@ -649,7 +768,11 @@ impl Shared {
 
     /// The layers the document's frontmatter sets, from the document's one analysis (the
     /// engine's, when a driver works on it; else made for this question and not kept).
-    fn frontmatter_layers(&self, path: &Path, text: &str) -> Result<Vec<ConfigLayer>, HostError> {
+    fn frontmatter_layers(
+        &self,
+        path: &Path,
+        text: &str,
+    ) -> Result<Vec<ConfigLayer>, RequestError> {
         let id = DocumentId::new(std::path::absolute(path).unwrap_or_else(|_| path.to_owned()));
         let mut fresh = false;
         let analysis = crate::analyses::analysis(&self.analyses, &id, true, |host| {
@@ -662,7 +785,7 @@ impl Shared {
             crate::analyses::lock(&self.analyses).forget(&id);
         }
         Ok(analysis
-            .map_err(|error| HostError::InvalidSwitch(error.to_string()))?
+            .map_err(|error| invalid_switch(error.to_string()))?
             .layers
             .iter()
             .filter(|layer| layer.kind() == LayerKind::Frontmatter)
@@ -681,13 +804,7 @@ impl Shared {
     /// The store that writes `path` now: the most recently active editor, else the file.
     fn writer(&self, path: &Path) -> Box<dyn ChatStore> {
         match lock(&self.editors).get(path).and_then(|list| list.last()) {
-            Some(editor) => Box::new(EditorStore {
-                session: editor.session,
-                uri: editor.uri.clone(),
-                outbox: editor.outbox.clone(),
-                name: editor.name.clone(),
-                shared: editor.shared.clone(),
-            }),
+            Some(editor) => editor.editor.store(),
             None => Box::new(FileStore {
                 path: path.to_owned(),
             }),
@@ -702,20 +819,16 @@ impl Shared {
             .map(|e| e.session)
     }
 
-    /// Sends a task to every editor that has `path` open.
-    fn tell_editors(&self, path: &Path, task: impl Fn(String) -> Task) {
+    /// Tells every editor that has `path` open.
+    fn tell_editors(&self, path: &Path, tell: impl Fn(&dyn Editor)) {
         let editors = lock(&self.editors).get(path).cloned().unwrap_or_default();
         for editor in editors {
-            editor.outbox.send(task(editor.uri.clone()));
+            tell(editor.editor.as_ref());
         }
     }
 
     fn publish(&self, path: &Path, event: Event) {
-        self.tell_editors(path, |uri| Task::Event {
-            uri,
-            name: event.name.to_owned(),
-            data: event.data.clone(),
-        });
+        self.tell_editors(path, |editor| editor.event(event.name, &event.data));
         self.publish_to_subscribers(path, event);
     }
 
@@ -824,10 +937,7 @@ async fn drive(inner: Rc<Inner>, path: PathBuf, first: Input, send: bool) {
         Err(message) => ("error", Some(message.clone())),
     };
     if let Some(message) = &message {
-        shared.tell_editors(&path, |uri| Task::Failed {
-            uri,
-            message: message.clone(),
-        });
+        shared.tell_editors(&path, |editor| editor.failed(message));
     }
     shared.set_state(&path, |state| {
         state.running = false;
@@ -835,12 +945,6 @@ async fn drive(inner: Rc<Inner>, path: PathBuf, first: Input, send: bool) {
             Some(message) => format!("{reason}: {message}"),
             None => reason.to_owned(),
         });
-    });
-    shared.tell_editors(&path, |uri| Task::Progress {
-        uri,
-        progress: Progress::End {
-            message: reason.to_owned(),
-        },
     });
     let mut data = serde_json::json!({ "reason": reason });
     if let Some(message) = message {
@@ -909,10 +1013,8 @@ async fn run_driver(
         .iter()
         .chain(&prepared.tool_warnings)
     {
-        shared.tell_editors(path, |uri| Task::Notice {
-            uri,
-            message: format!("warning: {warning}"),
-        });
+        let message = format!("warning: {warning}");
+        shared.tell_editors(path, |editor| editor.notice(&message));
     }
     // Said once per send: what the untrusted chat's frontmatter set that was ignored.
     if let Some(event) = engine_setup::trust_notice(&prepared.analysis) {
@@ -922,10 +1024,9 @@ async fn run_driver(
     let report_path = path.to_owned();
     let report = Box::new(move |report: Report| match report {
         Report::Event(event) => report_shared.publish(&report_path, event),
-        Report::Notice(notice) => report_shared.tell_editors(&report_path, |uri| Task::Notice {
-            uri,
-            message: notice.clone(),
-        }),
+        Report::Notice(notice) => {
+            report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
+        }
         Report::Text(text) => report_shared.publish_to_subscribers(
             &report_path,
             Event {
@@ -937,41 +1038,7 @@ async fn run_driver(
     let mut driver = Driver::with_store(prepared.parts, store, snapshot, report);
     let state_shared = shared.clone();
     let state_path = path.to_owned();
-    let mut busy = false;
     driver.on_state(Box::new(move |state: DriverState| {
-        let now_busy = state.streaming || !state.running_tools.is_empty();
-        let message = if state.streaming {
-            "streaming the reply".to_owned()
-        } else if !state.running_tools.is_empty() {
-            format!("running {}", state.running_tool_names.join(", "))
-        } else {
-            String::new()
-        };
-        if now_busy {
-            let name = state_path
-                .file_name()
-                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-            let progress = if busy {
-                Progress::Report { message }
-            } else {
-                // Editors show it under the server's name already (Helix: `flemma: …`).
-                Progress::Begin {
-                    title: format!("{name}: {message}"),
-                }
-            };
-            state_shared.tell_editors(&state_path, |uri| Task::Progress {
-                uri,
-                progress: progress.clone(),
-            });
-        } else if busy {
-            state_shared.tell_editors(&state_path, |uri| Task::Progress {
-                uri,
-                progress: Progress::End {
-                    message: "done".into(),
-                },
-            });
-        }
-        busy = now_busy;
         state_shared.set_state(&state_path, |doc| doc.driver = Some(state));
     }));
     let handle = driver.commands();

@@ -1,17 +1,20 @@
 //! The language server's [`Backend`] backed by the process's [`EngineHost`]: every LSP
 //! session (of `flemmad lsp`, or one per `lsp.sock` connection of `flemmad serve`) gets one.
-//! Documents the session opens are attached to the host as editors (the most recently active
-//! one writes them through its buffer); commands become host calls and answer at once.
+//! Documents the session opens are attached to the host as [`Editor`]s (the most recently
+//! active one writes them through its buffer); requests go to [`EngineHost::call`] and answer
+//! at once. What the host tells an editor becomes a [`Task`] of the session: `flemma/event`
+//! (and the `$/progress` the session derives from the events), `window/showMessage`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use flemma_lsp::{Backend, BackendError, ClientConfig, EngineCommand, Outbox, ToolDecision};
-use serde_json::Value;
+use flemma_lsp::{Backend, ClientConfig, Outbox, RequestDocument, Task};
+use flemma_protocol::error::RequestError;
+use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 
-use crate::chat_store::SharedText;
-use crate::engine_host::{EditorHandle, EngineHost, HostError};
+use crate::chat_store::{ChatStore, EditorStore, SharedText};
+use crate::engine_host::{DocumentRef, Editor, EditorHandle, EngineHost};
 
 /// Session ids, unique in the process.
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
@@ -40,14 +43,14 @@ impl HostBackend {
         }
     }
 
-    /// The document of a command: an open document's path, else the URI's path.
-    fn path_of(&self, uri: &str) -> Result<PathBuf, BackendError> {
+    /// The document of a request: an open document's path, else the URI's path.
+    fn path_of(&self, method: &str, uri: &str) -> Result<PathBuf, RequestError> {
         if let Some((_, path, _)) = self.open.iter().find(|(u, _, _)| u == uri) {
             return Ok(path.clone());
         }
         flemma_lsp::uri_to_path(uri).ok_or_else(|| {
-            BackendError::Refused(format!(
-                "`{uri}` is not a file: flemmad runs the engine only for .chat files on disk; save the document first"
+            RequestError::invalid_params(format!(
+                "{method}: `{uri}` is not a file: flemmad runs the engine only for .chat files on disk; save the document first"
             ))
         })
     }
@@ -61,14 +64,65 @@ impl HostBackend {
     }
 
     fn editor(&self, uri: &str, shared: SharedText, outbox: &Outbox) -> EditorHandle {
-        EditorHandle {
+        let editor = SessionEditor {
             session: self.session,
             uri: uri.to_owned(),
             outbox: outbox.clone(),
             name: self.client.clone(),
+            shared: shared.clone(),
+        };
+        EditorHandle {
+            session: self.session,
+            editor: Arc::new(editor),
             shared,
             client_config: self.client_config.clone(),
         }
+    }
+}
+
+/// One document open in one LSP session, as the engine host's [`Editor`].
+#[derive(Debug)]
+struct SessionEditor {
+    /// The LSP session (unique in the process).
+    session: u64,
+    uri: String,
+    outbox: Outbox,
+    /// The client's name, for messages.
+    name: String,
+    shared: SharedText,
+}
+
+impl Editor for SessionEditor {
+    fn event(&self, name: &str, data: &serde_json::Value) {
+        self.outbox.send(Task::Event {
+            uri: self.uri.clone(),
+            name: name.to_owned(),
+            data: data.clone(),
+        });
+    }
+
+    fn notice(&self, message: &str) {
+        self.outbox.send(Task::Notice {
+            uri: self.uri.clone(),
+            message: message.to_owned(),
+        });
+    }
+
+    fn failed(&self, message: &str) {
+        self.outbox.send(Task::Failed {
+            uri: self.uri.clone(),
+            message: message.to_owned(),
+        });
+    }
+
+    fn store(&self) -> Box<dyn ChatStore> {
+        Box::new(EditorStore {
+            session: self.session,
+            uri: self.uri.clone(),
+            outbox: self.outbox.clone(),
+            name: self.name.clone(),
+            shared: self.shared.clone(),
+        })
     }
 }
 
@@ -83,66 +137,24 @@ fn display_name(client: &str) -> String {
     }
 }
 
-fn refused(error: HostError) -> BackendError {
-    BackendError::Refused(error.to_string())
-}
-
-fn json(value: impl serde::Serialize) -> Result<Value, BackendError> {
-    serde_json::to_value(value).map_err(|e| BackendError::Refused(e.to_string()))
-}
-
 impl Backend for HostBackend {
     fn discovered_tools(&self) -> Vec<(String, String)> {
         crate::mcp_setup::hub().known_tools()
     }
 
-    fn command(&mut self, command: EngineCommand, outbox: &Outbox) -> Result<Value, BackendError> {
-        let uri = command.uri().to_owned();
-        let path = self.path_of(&uri)?;
-        self.touch(&uri, &path, outbox);
-        let host = &self.host;
-        match command {
-            EngineCommand::Send { .. } => json(host.send(&path).map_err(refused)?),
-            EngineCommand::Cancel { .. } => json(host.cancel(&path).map_err(refused)?),
-            EngineCommand::Background { tool_id, .. } => {
-                json(host.background(&path, &tool_id).map_err(refused)?)
-            }
-            EngineCommand::Execute { tool_id, .. } => {
-                json(host.execute(&path, &tool_id).map_err(refused)?)
-            }
-            EngineCommand::Status { .. } => json(host.status(&path)),
-            EngineCommand::Jobs { .. } => json(host.jobs(&path)),
-            EngineCommand::Usage { .. } => json(host.usage(&path)),
-            EngineCommand::Switch { model, .. } => {
-                json(host.switch(&path, &model).map_err(refused)?)
-            }
-        }
-    }
-
-    fn tool_decision(
+    fn call(
         &mut self,
-        decision: ToolDecision,
+        document: RequestDocument<'_>,
+        request: FlemmaRequest,
         outbox: &Outbox,
-    ) -> Option<Result<Value, BackendError>> {
-        let uri = match &decision {
-            ToolDecision::Approve { uri, .. }
-            | ToolDecision::Reject { uri, .. }
-            | ToolDecision::ApproveAll { uri } => uri.clone(),
+    ) -> Result<FlemmaResponse, RequestError> {
+        let path = self.path_of(request.method(), document.uri)?;
+        self.touch(document.uri, &path, outbox);
+        let document = DocumentRef {
+            path: &path,
+            buffer: document.buffer,
         };
-        let path = match self.path_of(&uri) {
-            Ok(path) => path,
-            Err(error) => return Some(Err(error)),
-        };
-        self.touch(&uri, &path, outbox);
-        let host = &self.host;
-        let outcome = match decision {
-            ToolDecision::Approve { tool_id, .. } => host.approve(&path, &tool_id),
-            ToolDecision::Reject {
-                tool_id, reason, ..
-            } => host.reject(&path, &tool_id, reason),
-            ToolDecision::ApproveAll { .. } => host.approve_all(&path),
-        };
-        Some(outcome.map_err(refused).and_then(json))
+        self.host.call(document, request)
     }
 
     fn approval(
@@ -150,7 +162,7 @@ impl Backend for HostBackend {
         uri: &str,
         analysis: &flemma_ide::Analysis,
         tool: &str,
-        input: &Value,
+        input: &serde_json::Value,
     ) -> Option<flemma_ide::features::ApprovalDecision> {
         use flemma_ide::features::{ApprovalDecision, Verdict};
         let path = flemma_lsp::uri_to_path(uri)?;
@@ -166,13 +178,13 @@ impl Backend for HostBackend {
         })
     }
 
-    fn trust_folder(&mut self, uri: &str) -> Result<Vec<PathBuf>, BackendError> {
-        let path = self.path_of(uri)?;
+    fn trust_folder(&mut self, uri: &str) -> Result<Vec<PathBuf>, RequestError> {
+        let path = self.path_of("flemma.trustFolder", uri)?;
         let dir = path.parent().ok_or_else(|| {
-            BackendError::Refused(format!("{} has no folder to trust", path.display()))
+            RequestError::invalid_params(format!("{} has no folder to trust", path.display()))
         })?;
         let added = crate::trust::trust_folder(dir)
-            .map_err(|error| BackendError::Refused(format!("{error:#}")))?;
+            .map_err(|error| RequestError::refused(format!("{error:#}")))?;
         tracing::info!(folder = %dir.display(), ?added, "trusted from the editor");
         Ok(crate::trust::read_folders().0)
     }

@@ -12,6 +12,7 @@ mod fsutil;
 mod lsp_backend;
 mod mcp_setup;
 mod provider_setup;
+mod runtime;
 mod send_lock;
 mod tool_setup;
 mod trust;

@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use flemma_config::{Config, MaxTokens, Thinking as ConfigThinking};
 use flemma_provider::catalogue::{Catalogue, ModelOverride, ModelSpec};
 use flemma_provider::credentials::CredentialEnvironment;
@@ -153,12 +152,4 @@ pub fn client(
         setup.client,
         std::sync::Arc::new(resolver),
     )?)
-}
-
-/// A runtime for one command.
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
 }

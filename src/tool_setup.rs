@@ -127,6 +127,7 @@ impl ToolSetup {
         ctx.chat_path = chat;
         ctx.fetch_private_addresses = config.tools.fetch_private_addresses;
         ctx.timeout = std::time::Duration::from_secs(config.tools.default_timeout);
+        ctx.runtime = crate::runtime::handle().ok();
         ctx.env.push((
             "FLEMMA_TOOLS_STORE_PATH".into(),
             store.dir().display().to_string(),

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::CliError;
 use crate::chat;
-use crate::provider_setup::{client, provider_setup, runtime};
+use crate::provider_setup::{client, provider_setup};
 
 #[derive(Debug, Args)]
 pub struct CountArgs {
@@ -38,7 +38,7 @@ pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> 
     let environment = CredentialEnvironment::from_process();
     let setup = provider_setup(config, Some(&args.file), &environment)?;
     let client = client(config, &setup, environment)?;
-    let counted = runtime()?.block_on(client.count_tokens(
+    let counted = crate::runtime::get()?.block_on(client.count_tokens(
         setup.kind,
         &loaded.analysis.evaluation.conversation,
         &setup.options,

@@ -9,7 +9,7 @@ use flemma_provider::credentials::CredentialEnvironment;
 use tokio_util::sync::CancellationToken;
 
 use super::CliError;
-use crate::provider_setup::{client, provider_setup, runtime};
+use crate::provider_setup::{client, provider_setup};
 
 #[derive(Debug, Args)]
 pub struct ModelsArgs {
@@ -44,7 +44,7 @@ pub fn run(args: ModelsArgs, config_path: Option<&Path>) -> Result<(), CliError>
     let environment = CredentialEnvironment::from_process();
     let setup = provider_setup(&config, None, &environment)?;
     let client = client(&config, &setup, environment)?;
-    let models = runtime()?
+    let models = crate::runtime::get()?
         .block_on(client.list_models(
             setup.kind,
             &setup.options,

@@ -69,7 +69,7 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
             super::via_daemon::NO_DAEMON_TO_DETACH,
         ));
     }
-    let runtime = crate::provider_setup::runtime()?;
+    let runtime = crate::runtime::get()?;
     let outcome = runtime.block_on(send(args, config_path));
     // No MCP server outlives the send (they live on this runtime).
     runtime.block_on(crate::mcp_setup::shutdown());

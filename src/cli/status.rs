@@ -38,8 +38,7 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     let mut tools = ToolSetup::for_chat(&loaded.analysis, &args.file)
         .map_err(|message| CliError::failed("status", message))?;
     // The chat's MCP servers are started to show their state and tools.
-    let runtime =
-        crate::provider_setup::runtime().map_err(|e| CliError::failed("status", e.to_string()))?;
+    let runtime = crate::runtime::get().map_err(|e| CliError::failed("status", e.to_string()))?;
     let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(
         resolved,
         Some(&args.file),

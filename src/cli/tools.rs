@@ -95,7 +95,7 @@ pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
         }
     };
     // MCP servers start here (and end with the command); their calls run on this runtime.
-    let runtime = crate::provider_setup::runtime()?;
+    let runtime = crate::runtime::get()?;
     let mcp = runtime.block_on(McpTools::discover(
         &resolved,
         args.chat.as_deref(),

@@ -417,10 +417,7 @@ fn cancel_on_ctrl_c(command: &str, uri: &str) {
     let spawned = std::thread::Builder::new()
         .name("ctrl-c".into())
         .spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
+            let Ok(runtime) = crate::runtime::get() else {
                 return;
             };
             if runtime.block_on(tokio::signal::ctrl_c()).is_err() {

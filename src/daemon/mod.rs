@@ -2,11 +2,12 @@
 //!
 //! Two Unix sockets in the runtime directory ([`socket`]): `lsp.sock` serves one LSP session
 //! per connection (a thread each, all in this process), `rpc.sock` speaks line-delimited
-//! JSON-RPC 2.0 ([`rpc`], documented in `docs/rpc.md`). Every connection's peer uid is checked.
+//! JSON-RPC 2.0 ([`rpc`]: a `jsonrpsee` module fed by our own transport, documented in
+//! `docs/rpc.md`). Every connection's peer uid is checked. Both reach the engine through the
+//! one `EngineHost::call`, so they answer the same requests the same way.
 //! The main thread waits for SIGTERM/SIGINT or `flemma/shutdown`, then stops accepting, closes
 //! the sessions and removes its sockets (unless systemd owns them) and pid file.
 
-mod engine_methods;
 mod events;
 mod rpc;
 pub mod socket;
@@ -40,6 +41,10 @@ pub enum DaemonError {
     Thread(std::io::Error),
     #[error("cannot wait for signals: {0}")]
     Signals(std::io::Error),
+    #[error("cannot register the RPC methods: {0}")]
+    Methods(#[from] jsonrpsee::core::RegisterMethodError),
+    #[error("{0:#}")]
+    Runtime(anyhow::Error),
 }
 
 /// The state every connection shares.
@@ -57,10 +62,15 @@ pub struct Daemon {
     pub events: EventHub,
     /// The engine every LSP session shares (set once `serve` starts it).
     engine: std::sync::OnceLock<Arc<crate::engine_host::EngineHost>>,
+    /// The methods of `rpc.sock` (registered once, when `serve` starts).
+    rpc: std::sync::OnceLock<jsonrpsee::Methods>,
+    /// The configuration file (`--config`), else the user's default: for the engine and the
+    /// LSP sessions' diagnostics alike.
+    config_path: Option<std::path::PathBuf>,
 }
 
 impl Daemon {
-    fn new() -> Self {
+    fn new(config_path: Option<std::path::PathBuf>) -> Self {
         Self {
             started: Instant::now(),
             next_session: AtomicU64::new(1),
@@ -71,6 +81,8 @@ impl Daemon {
             shutdown_requested: tokio::sync::Notify::new(),
             events: EventHub::default(),
             engine: std::sync::OnceLock::new(),
+            rpc: std::sync::OnceLock::new(),
+            config_path,
         }
     }
 
@@ -87,7 +99,6 @@ impl Daemon {
 
     /// The engine every session shares (`None` only before `serve` started it). `rpc.sock`
     /// methods reach documents through it.
-    #[allow(dead_code)]
     pub fn engine(&self) -> Option<&Arc<crate::engine_host::EngineHost>> {
         self.engine.get()
     }
@@ -189,11 +200,12 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
         }
         return Err(error.into());
     }
-    let daemon = Arc::new(Daemon::new());
+    let daemon = Arc::new(Daemon::new(options.config_path.clone()));
     let engine = crate::engine_host::EngineHost::start(options.config_path.clone())
         .map_err(|error| DaemonError::Thread(std::io::Error::other(error.to_string())))?;
     forward_engine_events(&daemon, &engine)?;
     let _ = daemon.engine.set(engine.clone());
+    let _ = daemon.rpc.set(rpc::methods()?);
     spawn_accept_loop("lsp-accept", lsp, Arc::clone(&daemon), serve_lsp)?;
     spawn_accept_loop(
         "rpc-accept",
@@ -239,10 +251,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
 /// Blocks until a signal or a shutdown request; returns which.
 fn wait_for_stop(daemon: &Daemon) -> Result<&'static str, DaemonError> {
     use tokio::signal::unix::{SignalKind, signal};
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(DaemonError::Signals)?;
+    let runtime = crate::runtime::get().map_err(DaemonError::Runtime)?;
     runtime.block_on(async {
         let mut terminate = signal(SignalKind::terminate()).map_err(DaemonError::Signals)?;
         let mut interrupt = signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?;
@@ -322,7 +331,7 @@ fn forward_engine_events(
         .name("engine-events".into())
         .spawn(move || {
             for event in events {
-                let uri = flemma_lsp::path_to_uri(&event.path);
+                let uri = flemma_protocol::document::path_to_uri(&event.path);
                 daemon
                     .events
                     .publish(Event::of_document(event.event.name, uri, event.event.data));
@@ -355,7 +364,7 @@ fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
             };
             let host = flemma_ide::AnalysisHost::with_template_cache(
                 Arc::new(flemma_template::FsHost),
-                crate::chat::config_input(None),
+                crate::chat::config_input(daemon.config_path.as_deref()),
                 daemon
                     .engine
                     .get()

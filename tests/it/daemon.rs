@@ -1,7 +1,8 @@
 //! End-to-end tests of `flemmad serve` (the real binary as a process, its runtime directory in
 //! a temp dir): sockets and permissions, single instance, stale sockets, LSP sessions over
 //! `lsp.sock`, the `flemmad lsp` proxy, `rpc.sock`, events, shutdown, other uids refused,
-//! `install-service --print`.
+//! `install-service --print`; the two sockets as one command surface (the same requests get
+//! the same answers, errors included), and `--config` for the LSP sessions.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -59,8 +60,12 @@ impl Home {
     }
     /// Starts `flemmad serve` and waits until rpc.sock answers.
     fn serve(&self) -> Daemon {
+        self.serve_with(&[])
+    }
+    /// Starts `flemmad serve <args>` and waits until rpc.sock answers.
+    fn serve_with(&self, args: &[&str]) -> Daemon {
         let child = self
-            .command(&["serve"])
+            .command(&[&["serve"], args].concat())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -151,7 +156,15 @@ impl Rpc {
         serde_json::from_str(&line).unwrap()
     }
     fn call(&mut self, id: i64, method: &str) -> Value {
-        self.send_line(&json!({"jsonrpc": "2.0", "id": id, "method": method}).to_string());
+        self.call_with(id, method, &Value::Null)
+    }
+    /// A request with `params` (none when null).
+    fn call_with(&mut self, id: i64, method: &str, params: &Value) -> Value {
+        let mut request = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if !params.is_null() {
+            request["params"] = params.clone();
+        }
+        self.send_line(&request.to_string());
         let answer = self.read();
         assert_eq!(answer["id"], id, "{answer}");
         answer
@@ -210,6 +223,15 @@ impl<R: Read, W: Write> Lsp<R, W> {
     }
     fn notify(&mut self, method: &str, params: Value) {
         self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+    /// The params of the next `method` notification that `wanted` accepts.
+    fn notification(&mut self, method: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let message = self.receive().expect("the server closed the connection");
+            if message["method"] == method && wanted(&message["params"]) {
+                return message["params"].clone();
+            }
+        }
     }
     fn initialize(&mut self) -> Value {
         let answer = self.request(
@@ -444,6 +466,20 @@ fn rpc_answers_ping_status_unknown_methods_and_malformed_lines() {
     // A notification gets no answer; the next request still does.
     rpc.send_line(r#"{"jsonrpc": "2.0", "method": "flemma/ping"}"#);
     assert_eq!(rpc.call(5, "flemma/ping")["result"], "pong");
+    // Any JSON id comes back as it was sent, answers and errors alike.
+    for id in [json!("a-string"), json!(-3), json!(2.5), json!({"n": 1})] {
+        rpc.send_line(&json!({"jsonrpc": "2.0", "id": id, "method": "flemma/ping"}).to_string());
+        assert_eq!(
+            rpc.read(),
+            json!({"jsonrpc": "2.0", "id": id, "result": "pong"})
+        );
+        rpc.send_line(&json!({"jsonrpc": "2.0", "id": id, "method": "flemma/nope"}).to_string());
+        let unknown = rpc.read();
+        assert_eq!(
+            (&unknown["id"], &unknown["error"]["code"]),
+            (&id, &json!(-32601))
+        );
+    }
 }
 
 #[test]
@@ -719,4 +755,145 @@ fn socket_activation(fdname: Option<&str>) {
     guard.signal("TERM");
     guard.wait();
     assert!(home.log().contains("socket-activated"), "{}", home.log());
+}
+
+/// The answer without its envelope: `{"result": …}` or `{"error": {code, message}}`.
+fn outcome(answer: &Value) -> Value {
+    match answer.get("error") {
+        Some(error) => json!({"error": {"code": error["code"], "message": error["message"]}}),
+        None => json!({"result": answer["result"]}),
+    }
+}
+
+#[test]
+fn the_same_requests_get_the_same_answers_on_lsp_sock_and_rpc_sock() {
+    let home = Home::new();
+    let _daemon = home.serve();
+    let dir = home.root.path().join("chats");
+    std::fs::create_dir(&dir).unwrap();
+    let chat = dir.join("talk.chat");
+    std::fs::write(&chat, "@You:\nhello\n\n@Assistant:\nhi\n\n@You:\n").unwrap();
+    let chat = chat.display().to_string();
+    let chat_uri = format!("file://{chat}");
+    let missing = dir.join("missing.chat").display().to_string();
+    let directory = dir.display().to_string();
+    let requests: Vec<(&str, Value)> = vec![
+        // Documents that are not chats: refused at once, not "started" then "gone".
+        ("flemma/send", json!({"uri": missing})),
+        ("flemma/status", json!({"uri": missing})),
+        ("flemma/send", json!({"uri": directory})),
+        (
+            "flemma/status",
+            json!({"uri": format!("file://{directory}")}),
+        ),
+        (
+            "flemma/jobs",
+            json!({"uri": format!("{directory}/../chats/nope.chat")}),
+        ),
+        ("flemma/send", json!([missing])),
+        // Params that do not fit.
+        ("flemma/send", json!({"uri": chat, "nope": 1})),
+        ("flemma/send", Value::Null),
+        ("flemma/approve", json!({"uri": chat})),
+        ("flemma/reject", json!({"uri": chat, "toolId": 7})),
+        ("flemma/status", json!({"uri": "file://elsewhere/x.chat"})),
+        ("flemma/explode", json!({"uri": chat})),
+        // What the engine refuses.
+        (
+            "flemma/approve",
+            json!({"uri": chat, "toolId": "toolu_nope"}),
+        ),
+        ("flemma/approveAll", json!({"uri": chat_uri})),
+        (
+            "flemma/reject",
+            json!({"uri": chat, "toolId": "toolu_nope", "reason": "no"}),
+        ),
+        ("flemma/cancel", json!({"uri": chat})),
+        (
+            "flemma/background",
+            json!({"uri": chat, "toolId": "toolu_nope"}),
+        ),
+        ("flemma/switch", json!({"uri": chat, "model": "openai/"})),
+        (
+            "flemma/switch",
+            json!({"uri": chat, "model": "nosuchprovider/x"}),
+        ),
+        // And what it answers.
+        ("flemma/status", json!({"uri": chat})),
+        ("flemma/jobs", json!({"uri": chat_uri})),
+        ("flemma/usage", json!({"uri": chat})),
+    ];
+    let mut rpc = Rpc::connect(&home.socket("rpc.sock"));
+    let mut lsp = lsp_over_socket(&home.socket("lsp.sock"));
+    lsp.initialize();
+    for (method, params) in &requests {
+        let by_rpc = outcome(&rpc.call_with(7, method, params));
+        // Absent params are null in LSP's `Request`, as they are here.
+        let by_lsp = outcome(&lsp.request(method, params.clone()));
+        assert_eq!(by_rpc, by_lsp, "{method} {params}");
+        eprintln!("{method} {params} → {by_rpc}");
+    }
+    // The answers say what was wrong.
+    let mut answer = |i: usize| outcome(&rpc.call_with(8, requests[i].0, &requests[i].1));
+    let missing_answer = answer(0);
+    assert_eq!(missing_answer["error"]["code"], -32602, "{missing_answer}");
+    assert!(
+        missing_answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist"),
+        "{missing_answer}"
+    );
+    let directory_answer = answer(2);
+    assert!(
+        directory_answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is a directory"),
+        "{directory_answer}"
+    );
+    assert_eq!(answer(11)["error"]["code"], -32601);
+    assert!(
+        answer(12)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no tool result placeholder for `toolu_nope`")
+    );
+    assert_eq!(answer(15)["error"]["code"], -32001);
+    assert_eq!(answer(19)["result"]["state"], "idle");
+    // Nothing was started for the documents that do not exist, and nothing was written.
+    assert!(!Path::new(&missing).exists());
+    let status = rpc.call(200, "flemma/status");
+    assert!(status["result"]["pid"].is_number(), "{status}");
+}
+
+#[test]
+fn lsp_sessions_of_serve_analyse_with_its_config_file() {
+    let home = Home::new();
+    // The user's default configuration is valid: only `--config` has the mistake.
+    let user = home.root.path().join("config/flemma");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(user.join("config.toml"), "provider = \"anthropic\"\n").unwrap();
+    let given = home.root.path().join("given.toml");
+    std::fs::write(&given, "provider = \"anthropicc\"\n").unwrap();
+    let _daemon = home.serve_with(&["--config", given.to_str().unwrap()]);
+    let uri = format!("file://{}/talk.chat", home.root.path().display());
+    let mut lsp = lsp_over_socket(&home.socket("lsp.sock"));
+    lsp.initialize();
+    lsp.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri, "languageId": "chat", "version": 0,
+               "text": "@You:\nhello\n"}}),
+    );
+    let published = lsp.notification("textDocument/publishDiagnostics", |p| p["uri"] == uri);
+    let given = given.display().to_string();
+    let diagnostics = published["diagnostics"].as_array().unwrap();
+    assert!(
+        diagnostics.iter().any(|d| {
+            d["code"] == "config"
+                && d["message"].as_str().unwrap().contains(&given)
+                && d["message"].as_str().unwrap().contains("anthropicc")
+        }),
+        "the --config file's mistake is a diagnostic: {published}"
+    );
 }

@@ -236,7 +236,11 @@ fn a_tool_call_is_approved_through_execute_command_and_the_cycle_goes_on() {
     let status = command(&mut client, "flemma.status", json!([uri])).unwrap();
     assert_eq!(status["state"], "awaiting-approval", "{status}");
     let approved = command(&mut client, "flemma.approve", json!([uri, "toolu_bash1"])).unwrap();
-    assert_eq!(approved, json!({"toolIds": ["toolu_bash1"]}));
+    // The driver had stopped (awaiting approval): a new one starts with the decision.
+    assert_eq!(
+        approved,
+        json!({"started": true, "toolIds": ["toolu_bash1"]})
+    );
     let stopped = wait_stopped(&mut client, Duration::from_secs(30));
     assert_eq!(stopped["reason"], "idle", "{stopped}");
     client.pump(Duration::from_millis(300));

@@ -55,3 +55,60 @@ fn no_test_file_is_forgotten() {
         }
     }
 }
+
+/// One tokio runtime per process (issue 20): only `src/runtime.rs` builds one. The exceptions
+/// are other processes (the mock provider) and `fetch_content`'s fallback for a library caller
+/// that passes no runtime (flemmad always passes its own: `tool_setup`).
+#[test]
+fn only_src_runtime_rs_builds_a_runtime() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let allowed = [
+        "src/runtime.rs",
+        "crates/flemma-tools/src/builtin/fetch.rs",
+        "crates/flemma-mock-provider/src/main.rs",
+    ];
+    let mut sources = vec![root.join("src")];
+    for entry in std::fs::read_dir(root.join("crates")).expect("crates/") {
+        sources.push(entry.expect("a directory entry").path().join("src"));
+    }
+    let mut builders = Vec::new();
+    while let Some(dir) = sources.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                sources.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|ext| ext != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            let builds = [
+                "Runtime::new(",
+                "Builder::new_current_thread",
+                "Builder::new_multi_thread",
+                "#[tokio::main",
+            ]
+            .iter()
+            .any(|pattern| text.contains(pattern));
+            let relative = path
+                .strip_prefix(root)
+                .expect("under the root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if builds && !allowed.contains(&relative.as_str()) {
+                builders.push(relative);
+            }
+        }
+    }
+    assert!(
+        builders.is_empty(),
+        "these build a tokio runtime of their own; use crate::runtime (the process's one): {builders:?}"
+    );
+    // The check sees what it looks for.
+    let runtime = std::fs::read_to_string(root.join("src/runtime.rs")).expect("src/runtime.rs");
+    assert!(runtime.contains("Builder::new_multi_thread"));
+}

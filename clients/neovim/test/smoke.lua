@@ -461,12 +461,13 @@ check(progress_titles:find("send.chat: running bash", 1, true) ~= nil,
   "while the tool runs, Neovim's progress says so (running bash)", progress_titles)
 check(read_file(chats .. "/greeting.txt") == "hello from bash\n", "the tool ran in the chat's directory",
   tostring(read_file(chats .. "/greeting.txt")))
--- Diagnostics follow the text within the server's debounce (250 ms while the engine works).
-local function errors_of(b)
-  return vim.tbl_filter(function(d) return d.severity == vim.diagnostic.severity.ERROR end, vim.diagnostic.get(b))
-end
-wait(5000, function() return #errors_of(send) == 0 end)
-local errors = errors_of(send)
+-- The diagnostics of the last text are published just after it (those of the text before may
+-- still show the pending placeholder): wait for them.
+local errors = {}
+wait(5000, function()
+  errors = vim.tbl_filter(function(d) return d.severity == vim.diagnostic.severity.ERROR end, vim.diagnostic.get(send))
+  return #errors == 0
+end)
 check(#errors == 0 and notified_with("failed") == nil, "the buffer is a valid chat (no error diagnostic, no failure told)",
   vim.inspect(errors) .. vim.inspect(notified))
 -- The last reply is in the buffer a moment before the engine has wound down: ask until it is idle.

@@ -46,7 +46,10 @@ pub use layer::{
 pub use resolve::{
     AutoApprove, IgnoredOption, ResolvedConfig, glob_match, resolve, resolve_with_tools,
 };
-pub use schema::{BUILTIN_TOOLS, SEARCH_EXCLUDES, UNCONDITIONAL_TOOLS};
+pub use schema::{
+    BACKGROUND_PARAMETER, BUILTIN_TOOLS, JOBS_STATUS_TOOL, SAVE_TO_PARAMETER, SEARCH_EXCLUDES,
+    UNCONDITIONAL_TOOLS,
+};
 pub use trust::{CallHistory, CallRef, ChatTrust, Seen, chat_trust, is_trust_path};
 
 /// What flemmad does instead of the Flemma option at `path` (an option of the Neovim plugin

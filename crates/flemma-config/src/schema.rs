@@ -268,6 +268,13 @@ fn alternative(kind: Kind) -> Node {
 
 // ---- the schema ----------------------------------------------------------------------------
 
+/// The harness tool the engine answers itself: the state of a background job.
+pub const JOBS_STATUS_TOOL: &str = "flemma.jobs.status";
+/// The harness parameter the model adds to a call to run it in the background.
+pub const BACKGROUND_PARAMETER: &str = "flemma.background";
+/// The harness parameter the model adds to a call to write its output to a file.
+pub const SAVE_TO_PARAMETER: &str = "flemma.save_to";
+
 /// Built-in tools that are always offered unless a layer removes them.
 pub const UNCONDITIONAL_TOOLS: [&str; 8] = [
     "bash",
@@ -277,7 +284,7 @@ pub const UNCONDITIONAL_TOOLS: [&str; 8] = [
     "grep",
     "find",
     "ls",
-    "flemma.jobs.status",
+    JOBS_STATUS_TOOL,
 ];
 
 /// Every built-in tool name (the conditional ones are offered only when configured).
@@ -292,7 +299,7 @@ pub const BUILTIN_TOOLS: [&str; 11] = [
     "read_skill",
     "fetch_content",
     "lsp",
-    "flemma.jobs.status",
+    JOBS_STATUS_TOOL,
 ];
 
 /// Directory names `grep` and `find` never search unless configured otherwise.

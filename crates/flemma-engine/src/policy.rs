@@ -33,8 +33,6 @@ pub trait ToolPolicy: Send + Sync {
     fn capabilities(&self, name: &str) -> Option<ToolInfo>;
 }
 
-/// The name of the harness tool the engine answers itself.
-pub const JOBS_STATUS_TOOL: &str = "flemma.jobs.status";
-/// The harness parameter that sends a call to the background (one name, defined with the
-/// schemas that offer it).
-pub use flemma_wire::tools::BACKGROUND_PARAMETER;
+/// The harness tool the engine answers itself, and the harness parameter that sends a call to
+/// the background (one name each, the configuration's).
+pub use flemma_config::{BACKGROUND_PARAMETER, JOBS_STATUS_TOOL};

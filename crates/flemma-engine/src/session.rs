@@ -109,11 +109,6 @@ pub enum ReplaceOutcome {
 pub enum Input {
     /// An input for the engine: a command, a stream event, a tool or job outcome, a timer.
     Engine(EngineInput),
-    /// A user's command (send, approve, reject, approve all, execute) arriving while the
-    /// session runs: given to the engine after the next read of the writer, so that it acts on
-    /// the text the user sees (a key pressed right after typing a message, before any poll read
-    /// it). Any other input (cancel, background) goes to the engine at once.
-    Command(EngineInput),
     Read {
         store: StoreId,
         outcome: ReadOutcome,
@@ -290,8 +285,6 @@ pub struct Session {
     settling: Option<String>,
     /// When the unwritten edits must be written.
     write_at: Option<Millis>,
-    /// User commands waiting for the next read of the writer ([`Input::Command`]).
-    commands: Vec<EngineInput>,
     /// When the oldest unwritten edit was made.
     unwritten_since: Option<Millis>,
     max_write_delay: Millis,
@@ -307,6 +300,17 @@ pub struct Session {
     settled: bool,
     failed: bool,
     done: bool,
+    /// A store operation was asked for since the session began (until then the text it was
+    /// made from is the store's: the runner read it just before).
+    store_touched: bool,
+    /// The reads of the writer asked for so far, and the number of the one in flight.
+    reads: u64,
+    read_in_flight: u64,
+    /// A send waiting for a read of the writer asked for after it came (the user may have
+    /// typed what is to be sent an instant before sending: the text must hold it first), and
+    /// the number of that read.
+    sends: Vec<EngineInput>,
+    sends_after_read: u64,
 }
 
 impl std::fmt::Debug for Session {
@@ -346,7 +350,6 @@ impl Session {
             retrying: false,
             settling: None,
             write_at: None,
-            commands: Vec::new(),
             unwritten_since: None,
             max_write_delay: 0,
             next_poll: 0,
@@ -360,6 +363,11 @@ impl Session {
             settled: false,
             failed: false,
             done: false,
+            store_touched: false,
+            reads: 0,
+            read_in_flight: 0,
+            sends: Vec::new(),
+            sends_after_read: 0,
         }
     }
 
@@ -403,23 +411,15 @@ impl Session {
             self.done = false;
         }
         match input {
-            Input::Engine(input) => self.feed(now, input, &mut out),
-            Input::Command(input) => {
-                if matches!(
-                    input,
-                    EngineInput::Advance
-                        | EngineInput::Approve { .. }
-                        | EngineInput::Reject { .. }
-                        | EngineInput::ApproveAll
-                        | EngineInput::Execute { .. }
-                ) {
-                    self.commands.push(input);
-                    self.settled = false;
-                    self.write_at = Some(self.write_at.map_or(now, |at| at.min(now)));
-                } else {
-                    self.feed(now, input, &mut out);
-                }
+            // A send waits for a read of the writer that shows what the user typed before it
+            // (the engine's text lags the store's until the next read).
+            Input::Engine(EngineInput::Advance) if self.store_touched => {
+                self.sends.push(EngineInput::Advance);
+                self.sends_after_read = self.reads + 1;
+                self.settled = false;
+                self.write_at = Some(self.write_at.map_or(now, |at| at.min(now)));
             }
+            Input::Engine(input) => self.feed(now, input, &mut out),
             Input::Read { store, outcome } => self.read_answered(now, store, outcome, &mut out),
             Input::Replaced { store, outcome } => {
                 self.replace_answered(now, store, outcome, &mut out)
@@ -481,7 +481,7 @@ impl Session {
                     self.next_poll = now + poll;
                 }
                 self.begin_write(now, out);
-            } else if self.is_done() && self.settled && !self.done {
+            } else if self.is_done() && self.settled && !self.done && self.sends.is_empty() {
                 self.done = true;
                 let reason = if self.interrupted {
                     StopReason::Cancelled
@@ -509,10 +509,7 @@ impl Session {
     /// never started (an approval that leaves other calls pending).
     fn is_done(&self) -> bool {
         self.leaving
-            || (!self.engine.is_busy()
-                && self.request.is_none()
-                && self.tools_running.is_empty()
-                && self.commands.is_empty())
+            || (!self.engine.is_busy() && self.request.is_none() && self.tools_running.is_empty())
     }
 
     // ----- the engine -----
@@ -675,6 +672,7 @@ impl Session {
         }
         self.switching = Some((store, kind));
         if !self.rebase {
+            self.store_touched = true;
             self.op = Op::ReadingOld { store: self.writer };
             out.push(Effect::Read { store: self.writer });
         } else {
@@ -697,6 +695,7 @@ impl Session {
         self.settled = false;
         match kind {
             StoreKind::Editor { base } => {
+                self.store_touched = true;
                 self.op = Op::ReadingIncoming { store, base };
                 out.push(Effect::Read { store });
             }
@@ -721,6 +720,9 @@ impl Session {
     }
 
     fn read_writer(&mut self, out: &mut Vec<Effect>) {
+        self.store_touched = true;
+        self.reads += 1;
+        self.read_in_flight = self.reads;
         self.op = Op::Reading { store: self.writer };
         out.push(Effect::Read { store: self.writer });
     }
@@ -816,11 +818,13 @@ impl Session {
         } else if !self.merge(now, &current, out) {
             return;
         }
-        // The text the user sees is merged: the commands that waited for it act on it now.
-        for command in std::mem::take(&mut self.commands) {
-            self.feed(now, command, out);
-        }
         self.stored.version = current.version;
+        if !self.sends.is_empty() && self.read_in_flight >= self.sends_after_read {
+            // The text holds what the user typed before sending: send it.
+            for send in std::mem::take(&mut self.sends) {
+                self.feed(now, send, out);
+            }
+        }
         if self.engine.text() == current.text {
             self.stored = current;
             self.unwritten.clear();

@@ -27,7 +27,8 @@ pub fn invalid_input(name: &str) -> String {
 
 pub fn background_notice(job_id: &str) -> String {
     format!(
-        "Running as a background job `{job_id}`. Use `flemma.jobs.status` with this job ID to check progress. Do not retry — the result will be delivered to you automatically when the job completes."
+        "Running as a background job `{job_id}`. Use `{}` with this job ID to check progress. Do not retry — the result will be delivered to you automatically when the job completes.",
+        flemma_config::JOBS_STATUS_TOOL
     )
 }
 

@@ -356,6 +356,12 @@ impl AnalysisHost {
         &self.template_cache
     }
 
+    /// The disk as this host's evaluations see it (through its `io`), for the features that
+    /// look at files (hover, definition and completion of references).
+    pub fn file_system(&self) -> crate::features::HostFileSystem<'_> {
+        crate::features::HostFileSystem(self.io.as_ref())
+    }
+
     /// The configuration below the frontmatter.
     pub fn config(&self) -> &ConfigInput {
         &self.config.input

@@ -1,8 +1,9 @@
 //! The seam between the language server and the engine.
 //!
-//! The session hands the engine every command it cannot answer itself ([`EngineCommand`]); the
-//! engine answers at once (a request never waits on the LLM or a tool) and later drives the
-//! session through its [`Outbox`].
+//! The session decodes every `flemma/*` request and `flemma.*` command into `flemma-protocol`'s
+//! [`FlemmaRequest`], resolves its document, and hands it to the engine ([`Backend::call`]);
+//! the engine answers at once (a request never waits on the LLM or a tool) and later drives
+//! the session through its [`Outbox`].
 //!
 //! The engine writes into an open document through the session's mirror:
 //! [`Task::ReadBuffer`] answers the text and version the session has, and
@@ -13,46 +14,19 @@
 //! [`Backend::closed`].
 
 use crossbeam_channel::Sender;
+use flemma_protocol::error::RequestError;
+use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 
 /// The client settings of a session as a configuration layer, or what is wrong with them.
 pub type ClientConfig = Result<flemma_config::ConfigLayer, flemma_config::ConfigErrors>;
 
-/// A command for the engine, with its document resolved to an open document's URI.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EngineCommand {
-    Send { uri: String },
-    Cancel { uri: String },
-    Background { uri: String, tool_id: String },
-    Execute { uri: String, tool_id: String },
-    Status { uri: String },
-    Jobs { uri: String },
-    Usage { uri: String },
-    Switch { uri: String, model: String },
-}
-
-impl EngineCommand {
-    pub fn uri(&self) -> &str {
-        match self {
-            EngineCommand::Send { uri }
-            | EngineCommand::Cancel { uri }
-            | EngineCommand::Background { uri, .. }
-            | EngineCommand::Execute { uri, .. }
-            | EngineCommand::Status { uri }
-            | EngineCommand::Jobs { uri }
-            | EngineCommand::Usage { uri }
-            | EngineCommand::Switch { uri, .. } => uri,
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum BackendError {
-    #[error(
-        "`{command}` is not available yet: the engine is not part of this flemmad build. Edit the file, or use `flemmad send` from a terminal"
-    )]
-    NotAvailable { command: &'static str },
-    #[error("{0}")]
-    Refused(String),
+/// The document of a request, as the session resolved it.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestDocument<'a> {
+    /// The URI of a document open in this session, else the `file://` URI the request names.
+    pub uri: &'a str,
+    /// The session's mirror of the document, when it is open in this session.
+    pub buffer: Option<&'a flemma_syntax::Document>,
 }
 
 /// A one-shot answer the session gives to a task (called at most once; dropping it unanswered
@@ -100,22 +74,6 @@ pub enum BufferAnswer {
     Closed,
 }
 
-/// How a progress shown by the session moves on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Progress {
-    /// Work starts: a title such as `talk.chat: streaming the reply` (without the server's
-    /// name: Helix puts `flemma: ` before it).
-    Begin {
-        title: String,
-    },
-    Report {
-        message: String,
-    },
-    End {
-        message: String,
-    },
-}
-
 /// Work the engine (or anything off the main loop) hands to the session.
 #[derive(Debug)]
 pub enum Task {
@@ -136,14 +94,13 @@ pub enum Task {
         text: String,
         reply: Reply<BufferAnswer>,
     },
-    /// A lifecycle event of the document: sent as a `flemma/event` notification.
+    /// A lifecycle event of the document: sent as a `flemma/event` notification, and the
+    /// session's `$/progress` follows it.
     Event {
         uri: String,
         name: String,
         data: serde_json::Value,
     },
-    /// `$/progress` for the document's work (a request streaming, tools running).
-    Progress { uri: String, progress: Progress },
     /// A message for the user (`window/showMessage`) that is not an error.
     Notice { uri: String, message: String },
 }
@@ -167,12 +124,15 @@ impl Outbox {
 
 /// The engine as the session sees it. Every method returns at once.
 pub trait Backend: Send {
-    /// Starts (or answers) a command. The `Ok` value is the command's result.
-    fn command(
+    /// Answers a `flemma/*` request (or the `flemma.*` command that is the same request) about
+    /// `document`. The session decoded it and resolved its document; the backend answers
+    /// exactly as every other front end's requests are answered.
+    fn call(
         &mut self,
-        command: EngineCommand,
+        document: RequestDocument<'_>,
+        request: FlemmaRequest,
         outbox: &Outbox,
-    ) -> Result<serde_json::Value, BackendError>;
+    ) -> Result<FlemmaResponse, RequestError>;
 
     /// The client said who it is (`clientInfo.name` of `initialize`: `Helix`, `Visual Studio
     /// Code`), before any document opens: for messages that name the editor.
@@ -217,11 +177,11 @@ pub trait Backend: Send {
     /// `flemma.trustFolder`: trusts the folder of the chat `uri` (every chat below it, as
     /// `flemmad trust DIR`). Returns every folder trusted now, which the session's analyses
     /// use from then on.
-    fn trust_folder(&mut self, uri: &str) -> Result<Vec<std::path::PathBuf>, BackendError> {
+    fn trust_folder(&mut self, uri: &str) -> Result<Vec<std::path::PathBuf>, RequestError> {
         let _ = uri;
-        Err(BackendError::NotAvailable {
-            command: "flemma.trustFolder",
-        })
+        Err(RequestError::refused(
+            "`flemma.trustFolder` is not available: the engine is not part of this language server; run `flemmad trust DIR` from a terminal",
+        ))
     }
 
     /// The folders trusted now (`None`: not known here), asked when a document opens, so that
@@ -236,57 +196,23 @@ pub trait Backend: Send {
     fn discovered_tools(&self) -> Vec<(String, String)> {
         Vec::new()
     }
-
-    /// `flemma.approve`/`reject`/`approveAll` for a document: `Some` when the engine takes it
-    /// (a driver runs for the document), `None` to let the session edit the placeholder itself.
-    fn tool_decision(
-        &mut self,
-        decision: ToolDecision,
-        outbox: &Outbox,
-    ) -> Option<Result<serde_json::Value, BackendError>> {
-        let _ = (decision, outbox);
-        None
-    }
 }
 
-/// An approval decision the session may hand to the engine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolDecision {
-    Approve {
-        uri: String,
-        tool_id: String,
-    },
-    Reject {
-        uri: String,
-        tool_id: String,
-        reason: Option<String>,
-    },
-    ApproveAll {
-        uri: String,
-    },
-}
-
-/// The backend until the engine is wired in: every engine command says it is not available.
+/// The backend without an engine (benches, tests of the session alone): every request says
+/// it is not available.
 #[derive(Debug, Default)]
 pub struct NoEngine;
 
 impl Backend for NoEngine {
-    fn command(
+    fn call(
         &mut self,
-        command: EngineCommand,
+        _document: RequestDocument<'_>,
+        request: FlemmaRequest,
         _outbox: &Outbox,
-    ) -> Result<serde_json::Value, BackendError> {
-        Err(BackendError::NotAvailable {
-            command: match command {
-                EngineCommand::Send { .. } => "flemma.send",
-                EngineCommand::Cancel { .. } => "flemma.cancel",
-                EngineCommand::Background { .. } => "flemma.background",
-                EngineCommand::Execute { .. } => "flemma.execute",
-                EngineCommand::Status { .. } => "flemma.status",
-                EngineCommand::Jobs { .. } => "flemma.jobs",
-                EngineCommand::Usage { .. } => "flemma.usage",
-                EngineCommand::Switch { .. } => "flemma.switch",
-            },
-        })
+    ) -> Result<FlemmaResponse, RequestError> {
+        Err(RequestError::refused(format!(
+            "`{}` is not available: the engine is not part of this language server. Edit the file, or use `flemmad send` from a terminal",
+            request.method()
+        )))
     }
 }

@@ -11,7 +11,8 @@
 //! Layout: [`Session`](session) owns all state; `main_loop` runs one loop over a closed
 //! `Event` enum; `handlers/` holds one file per LSP method; `tasks` performs what the engine
 //! hands over (reading and editing the mirror through versioned `workspace/applyEdit`,
-//! `flemma/event`, `$/progress`, messages); [`transport`] frames messages over stdio.
+//! `flemma/event`, messages); `progress` turns the engine's events into `$/progress`;
+//! [`transport`] frames messages over stdio.
 
 mod analyses;
 mod backend;
@@ -19,6 +20,7 @@ mod commands;
 mod from_proto;
 mod handlers;
 mod main_loop;
+mod progress;
 mod session;
 mod settings;
 mod tasks;
@@ -26,9 +28,9 @@ mod to_proto;
 pub mod transport;
 
 pub use backend::{
-    Backend, BackendError, BufferAnswer, BufferSnapshot, ClientConfig, EngineCommand, NoEngine,
-    Outbox, Progress, Reply, Task, ToolDecision,
+    Backend, BufferAnswer, BufferSnapshot, ClientConfig, NoEngine, Outbox, Reply, RequestDocument,
+    Task,
 };
-pub use commands::{COMMANDS, normalize, path_to_uri, uri_to_path};
+pub use flemma_protocol::document::{normalize, path_to_uri, uri_to_path};
 pub use main_loop::{LspError, run, run_with};
 pub use settings::{changed_settings, client_config};

@@ -32,10 +32,8 @@ pub(crate) struct OpenDocument {
     pub index: LineIndex,
     /// When the diagnostics of the latest change are due.
     pub diagnostics_at: Option<Instant>,
-    /// The engine works on the document (between `Progress::Begin` and `End`).
-    pub engine_busy: bool,
-    /// The work-done progress of the engine's work on this document (`Task::Progress`).
-    pub engine_progress: Option<lsp_types::ProgressToken>,
+    /// What the engine does for the document, as its events tell it (and its `$/progress`).
+    pub engine: crate::progress::EngineActivity,
     /// The engine's edit in flight (`Task::ReplaceBuffer`).
     pub buffer_edit: Option<BufferEdit>,
     /// The diagnostics the client was last sent for this document (`None` before the first
@@ -66,7 +64,7 @@ pub(crate) const ECHO_WAIT: Duration = Duration::from_secs(3);
 /// The document id of a URI: the path of a `file://` URI (so templates and `@./` references
 /// resolve next to the chat); for other schemes (`untitled:`) a name in the workspace root.
 pub(crate) fn document_id(uri: &str, root: Option<&Path>) -> DocumentId {
-    if let Some(path) = crate::commands::uri_to_path(uri) {
+    if let Some(path) = flemma_protocol::document::uri_to_path(uri) {
         return DocumentId::new(path);
     }
     let name: String = uri
@@ -85,12 +83,6 @@ pub(crate) fn document_id(uri: &str, root: Option<&Path>) -> DocumentId {
 /// What to do with the client's answer to a request the server sent.
 #[derive(Debug)]
 pub(crate) enum ResponseHandler {
-    /// The answer to the edit of a command (approve, reject…): rebuilt on the latest text and
-    /// sent again when the client refused it (the user typed meanwhile).
-    CommandEdit {
-        command: crate::commands::Command,
-        attempts: u8,
-    },
     /// The answer to an engine edit of this document (`Task::ReplaceBuffer`).
     BufferEdit { uri: String },
     /// Nothing to do with the answer (`window/workDoneProgress/create`).

@@ -1,11 +1,11 @@
 //! What the engine hands over to the session ([`Task`]): reading the mirror, editing it
 //! through one versioned `workspace/applyEdit` at a time (answered once the text shows what
-//! became of it: `flemma_syntax::RemoteEdit`), `flemma/event` notifications, `$/progress`, and
-//! messages.
+//! became of it: `flemma_syntax::RemoteEdit`), `flemma/event` notifications (and the
+//! `$/progress` derived from them, [`crate::progress`]), and messages.
 
 use lsp_types::request::ApplyWorkspaceEdit;
 
-use crate::backend::{BufferAnswer, BufferSnapshot, Progress, Task};
+use crate::backend::{BufferAnswer, BufferSnapshot, Task};
 use crate::session::{BufferEdit, ECHO_WAIT, ResponseHandler, Session};
 use crate::to_proto;
 use flemma_syntax::Verdict;
@@ -14,13 +14,7 @@ pub(crate) fn on_task(session: &mut Session, task: Task) {
     match task {
         Task::Failed { uri, message } => {
             session.show_message(lsp_types::MessageType::ERROR, format!("flemma: {message}"));
-            engine_progress(
-                session,
-                &uri,
-                Progress::End {
-                    message: "failed".into(),
-                },
-            );
+            crate::progress::stop(session, &uri, "failed");
         }
         Task::ReadBuffer { uri, reply } => {
             let snapshot = session.documents.get(&uri).and_then(|doc| {
@@ -40,6 +34,7 @@ pub(crate) fn on_task(session: &mut Session, task: Task) {
             reply,
         } => replace_buffer(session, uri, version, range, text, reply),
         Task::Event { uri, name, data } => {
+            crate::progress::on_event(session, &uri, &name, &data);
             if session.documents.contains_key(&uri) {
                 session.send(lsp_server::Message::Notification(
                     lsp_server::Notification::new(
@@ -49,7 +44,6 @@ pub(crate) fn on_task(session: &mut Session, task: Task) {
                 ));
             }
         }
-        Task::Progress { uri, progress } => engine_progress(session, &uri, progress),
         Task::Notice { uri, message } => {
             if session.documents.contains_key(&uri) {
                 session.show_message(lsp_types::MessageType::INFO, format!("flemma: {message}"));
@@ -167,103 +161,4 @@ pub(crate) fn settle_buffer_edit(session: &mut Session, uri: &str) {
     {
         reply.send(answer);
     }
-}
-
-/// `$/progress` of the engine's work on a document the session has open.
-fn engine_progress(session: &mut Session, uri: &str, progress: Progress) {
-    let Some(doc) = session.documents.get_mut(uri) else {
-        return;
-    };
-    doc.engine_busy = !matches!(progress, Progress::End { .. });
-    if !shows_progress(session) {
-        return;
-    }
-    let existing = session
-        .documents
-        .get(uri)
-        .and_then(|d| d.engine_progress.clone());
-    match progress {
-        Progress::Begin { title } => {
-            if let Some(token) = existing {
-                end_progress(session, token, "");
-            }
-            session.progress_tokens += 1;
-            let token = lsp_types::ProgressToken::String(format!(
-                "flemma/engine/{}",
-                session.progress_tokens
-            ));
-            session.request::<lsp_types::request::WorkDoneProgressCreate>(
-                lsp_types::WorkDoneProgressCreateParams {
-                    token: token.clone(),
-                },
-                ResponseHandler::Ignore,
-            );
-            send_progress(
-                session,
-                token.clone(),
-                lsp_types::WorkDoneProgress::Begin(lsp_types::WorkDoneProgressBegin {
-                    title,
-                    cancellable: Some(false),
-                    message: None,
-                    percentage: None,
-                }),
-            );
-            if let Some(doc) = session.documents.get_mut(uri) {
-                doc.engine_progress = Some(token);
-            }
-        }
-        Progress::Report { message } => {
-            if let Some(token) = existing {
-                send_progress(
-                    session,
-                    token,
-                    lsp_types::WorkDoneProgress::Report(lsp_types::WorkDoneProgressReport {
-                        message: Some(message),
-                        cancellable: Some(false),
-                        percentage: None,
-                    }),
-                );
-            }
-        }
-        Progress::End { message } => {
-            if let Some(token) = existing {
-                end_progress(session, token, &message);
-            }
-            if let Some(doc) = session.documents.get_mut(uri) {
-                doc.engine_progress = None;
-            }
-        }
-    }
-}
-
-/// Whether the client shows work-done progress the server starts.
-fn shows_progress(session: &Session) -> bool {
-    session
-        .capabilities
-        .window
-        .as_ref()
-        .and_then(|w| w.work_done_progress)
-        .unwrap_or(false)
-}
-
-fn send_progress(
-    session: &Session,
-    token: lsp_types::ProgressToken,
-    value: lsp_types::WorkDoneProgress,
-) {
-    session.notify::<lsp_types::notification::Progress>(lsp_types::ProgressParams {
-        token,
-        value: lsp_types::ProgressParamsValue::WorkDone(value),
-    });
-}
-
-/// Ends a progress with what happened.
-pub(crate) fn end_progress(session: &Session, token: lsp_types::ProgressToken, message: &str) {
-    send_progress(
-        session,
-        token,
-        lsp_types::WorkDoneProgress::End(lsp_types::WorkDoneProgressEnd {
-            message: Some(message.to_owned()),
-        }),
-    );
 }

@@ -88,12 +88,17 @@ pub struct UsageTotals {
     pub cost: Option<f64>,
 }
 
-/// What `flemma/send`, `cancel`, `background` and `execute` answer: the command was taken
-/// (its effects follow as edits, `flemma/event` notifications and `$/progress`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// What `flemma/send`, `cancel`, `approve`, `reject`, `approveAll`, `background` and
+/// `execute` answer: the command was taken (its effects follow as edits, `flemma/event`
+/// notifications and `$/progress`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Accepted {
     /// `true`: a driver was started for the document; `false`: one was running and the
     /// command was fed to it.
     pub started: bool,
+    /// `approve`, `reject`, `approveAll`: the tool calls whose placeholders the engine edits
+    /// (absent for the other commands).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_ids: Vec<String>,
 }

@@ -9,9 +9,13 @@
 //! * [`models`]: `flemmad models --json` (one object per line).
 //! * [`status`]: `flemmad status FILE --json`.
 //! * [`event`]: `flemmad send --events` (one lifecycle event per line) and `flemma/event`.
-//! * [`methods`]: the `flemma/*` requests of `flemmad lsp`.
+//! * [`methods`]: the `flemma/*` requests (every front end decodes into them) and their
+//!   answers; [`error`]: how a refused request is answered; [`document`]: how a request names
+//!   its document.
 
+pub mod document;
 pub mod engine;
+pub mod error;
 pub mod eval;
 pub mod event;
 pub mod methods;

@@ -1,16 +1,24 @@
-//! The `flemma/*` requests of the language server (protocol/README.md, "Requests").
+//! The `flemma/*` requests: one typed request per method, decoded once at the edge of every
+//! front end and answered by one handler (the engine host's `call`). The language server
+//! decodes its `flemma/*` requests with [`FlemmaRequest::decode`] and its `flemma.*` commands
+//! with [`FlemmaRequest::from_command`]; `rpc.sock` registers every method of [`METHODS`] in
+//! its `jsonrpsee` module and decodes with [`FlemmaRequest::decode`]; the ACP agent builds the
+//! requests it needs. Adding a method is one line in the `requests!` list below (its params
+//! type) and one arm in the handler.
 //!
 //! Every request is also an LSP command (`workspace/executeCommand`) with the same parameters in
 //! order as positional arguments: `flemma/approve {"uri", "toolId"}` is `flemma.approve [uri,
-//! toolId]`. Both reach the same code. A `uri` is a document URI, or a path (absolute, or relative
-//! to the workspace root) of a document open in the session.
+//! toolId]`. A `uri` is a document URI, or a path ([`crate::document::document_path`]).
 //!
-//! Stable: fields are only ever added. The results of engine requests (`send`, `status`, `jobs`,
-//! `usage`, …) are the engine's and documented with it; the session's own answer to `approve`,
-//! `reject` and `approveAll` is [`ToolIdsResult`].
+//! Stable: fields are only ever added. The answers are [`FlemmaResponse`]; a refusal is a
+//! [`RequestError`].
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::engine::{Accepted, EngineStatus, JobsResult, SwitchResult, UsageTotals};
+use crate::error::{RequestError, codes};
 
 /// A request about one document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -35,8 +43,8 @@ pub struct ToolCallParams {
 pub struct RejectParams {
     pub uri: String,
     pub tool_id: String,
-    /// Written into the result as `User feedback: <reason>`; without one the status becomes
-    /// `rejected`.
+    /// Written into the result as `User feedback: <reason>`; without one (or a blank one) the
+    /// status becomes `rejected`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -50,62 +58,185 @@ pub struct SwitchParams {
     pub model: String,
 }
 
-/// Every `flemma/*` request, as `{"method": …, "params": …}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "method", content = "params")]
-pub enum FlemmaRequest {
-    /// Send the chat: the engine starts the request and streams the reply into the document.
-    #[serde(rename = "flemma/send")]
-    Send(DocumentParams),
-    /// Cancel the document's running request (the reply ends with the abort marker).
-    #[serde(rename = "flemma/cancel")]
-    Cancel(DocumentParams),
-    /// Approve a pending tool call (its placeholder's status becomes `approved`).
-    #[serde(rename = "flemma/approve")]
-    Approve(ToolCallParams),
-    /// Reject a pending tool call.
-    #[serde(rename = "flemma/reject")]
-    Reject(RejectParams),
-    /// Approve every pending tool call of the document.
-    #[serde(rename = "flemma/approveAll")]
-    ApproveAll(DocumentParams),
-    /// Move a running tool call to the background (its result names the job).
-    #[serde(rename = "flemma/background")]
-    Background(ToolCallParams),
-    /// Execute an approved tool call now.
-    #[serde(rename = "flemma/execute")]
-    Execute(ToolCallParams),
-    /// What the engine is doing for the document.
-    #[serde(rename = "flemma/status")]
-    Status(DocumentParams),
-    /// The background jobs the document started.
-    #[serde(rename = "flemma/jobs")]
-    Jobs(DocumentParams),
-    /// Token usage and cost of the document's requests.
-    #[serde(rename = "flemma/usage")]
-    Usage(DocumentParams),
-    /// Switch the model of the document's next request.
-    #[serde(rename = "flemma/switch")]
-    Switch(SwitchParams),
+/// Declares [`FlemmaRequest`] and what is derived from its list: the method names, each
+/// request's method and document, and the positional arguments of its command. Every params
+/// type has a `uri`.
+macro_rules! requests {
+    ($( $(#[doc = $doc:literal])* $method:literal => $variant:ident($params:ty), )*) => {
+        /// Every `flemma/*` request, as `{"method": …, "params": …}`.
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+        #[serde(tag = "method", content = "params")]
+        pub enum FlemmaRequest {
+            $( $(#[doc = $doc])* #[serde(rename = $method)] $variant($params), )*
+        }
+
+        /// The method names, in the order of [`FlemmaRequest`].
+        pub const METHODS: &[&str] = &[$($method),*];
+
+        impl FlemmaRequest {
+            /// The request's method (`flemma/approve`).
+            pub fn method(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(_) => $method,)*
+                }
+            }
+
+            /// The document as the request names it (its `uri` param).
+            pub fn uri(&self) -> &str {
+                match self {
+                    $(Self::$variant(params) => &params.uri,)*
+                }
+            }
+
+            /// The params of `method` in order, as its command takes them: `[uri, toolId,
+            /// reason?]`.
+            pub fn arguments(method: &str) -> Option<String> {
+                let names: Vec<String> = Self::params_of(method)?
+                    .into_iter()
+                    .map(|(name, required)| if required { name } else { format!("{name}?") })
+                    .collect();
+                Some(format!("[{}]", names.join(", ")))
+            }
+
+            /// The params of `method` in order, each with whether it is required.
+            fn params_of(method: &str) -> Option<Vec<(String, bool)>> {
+                $(if method == $method {
+                    return Some(params_in_order(schemars::schema_for!($params)));
+                })*
+                None
+            }
+        }
+    };
 }
 
-/// The method names, in the order of [`FlemmaRequest`].
-pub const METHODS: &[&str] = &[
-    "flemma/send",
-    "flemma/cancel",
-    "flemma/approve",
-    "flemma/reject",
-    "flemma/approveAll",
-    "flemma/background",
-    "flemma/execute",
-    "flemma/status",
-    "flemma/jobs",
-    "flemma/usage",
-    "flemma/switch",
-];
+requests! {
+    /// Send the chat: the engine starts the request and streams the reply into the document.
+    "flemma/send" => Send(DocumentParams),
+    /// Cancel the document's running request (the reply ends with the abort marker).
+    "flemma/cancel" => Cancel(DocumentParams),
+    /// Approve a pending tool call (its placeholder's status becomes `approved`).
+    "flemma/approve" => Approve(ToolCallParams),
+    /// Reject a pending tool call.
+    "flemma/reject" => Reject(RejectParams),
+    /// Approve every pending tool call of the document.
+    "flemma/approveAll" => ApproveAll(DocumentParams),
+    /// Move a running tool call to the background (its result names the job).
+    "flemma/background" => Background(ToolCallParams),
+    /// Execute an approved tool call now.
+    "flemma/execute" => Execute(ToolCallParams),
+    /// What the engine is doing for the document.
+    "flemma/status" => Status(DocumentParams),
+    /// The background jobs the document started.
+    "flemma/jobs" => Jobs(DocumentParams),
+    /// Token usage and cost of the document's requests.
+    "flemma/usage" => Usage(DocumentParams),
+    /// Switch the model of the document's next request.
+    "flemma/switch" => Switch(SwitchParams),
+}
 
 /// The notification the server sends for engine events (its params are the `event` types).
 pub const EVENT_NOTIFICATION: &str = "flemma/event";
+
+impl FlemmaRequest {
+    /// Decodes a `flemma/*` request: an unknown method is [`codes::METHOD_NOT_FOUND`], params
+    /// that do not fit (a missing or unknown field, a wrong type) [`codes::INVALID_PARAMS`]
+    /// naming the field and what the method takes.
+    pub fn decode(method: &str, params: Value) -> Result<Self, RequestError> {
+        if !METHODS.contains(&method) {
+            return Err(unknown_method(method));
+        }
+        let takes = || {
+            Self::arguments(method)
+                .map(|args| args.replace('[', "{").replace(']', "}"))
+                .unwrap_or_default()
+        };
+        if params.is_null() {
+            return Err(RequestError::invalid_params(format!(
+                "invalid params for `{method}`: they are missing; it takes {} (protocol/README.md)",
+                takes()
+            )));
+        }
+        serde_json::from_value(serde_json::json!({"method": method, "params": params})).map_err(
+            |error| {
+                RequestError::invalid_params(format!(
+                    "invalid params for `{method}`: {error}; it takes {} (protocol/README.md)",
+                    takes()
+                ))
+            },
+        )
+    }
+
+    /// Decodes a `flemma.*` command (`workspace/executeCommand`): the params of its method as
+    /// positional arguments (`flemma.reject [uri, toolId, reason?]`).
+    pub fn from_command(command: &str, arguments: &[Value]) -> Result<Self, RequestError> {
+        let method = command
+            .strip_prefix("flemma.")
+            .map(|name| format!("flemma/{name}"))
+            .filter(|method| METHODS.contains(&method.as_str()));
+        let (Some(method), Some(usage), Some(params)) = (
+            method.as_deref(),
+            method.as_deref().and_then(Self::arguments),
+            method.as_deref().and_then(Self::params_of),
+        ) else {
+            return Err(RequestError::invalid_params(format!(
+                "unknown command `{command}`; flemmad knows {}",
+                commands().collect::<Vec<_>>().join(", ")
+            )));
+        };
+        let refused =
+            |why: String| RequestError::invalid_params(format!("`{command}` takes {usage}: {why}"));
+        if let Some((position, (name, _))) = params
+            .iter()
+            .enumerate()
+            .find(|(position, (_, required))| *required && *position >= arguments.len())
+        {
+            return Err(refused(format!(
+                "argument {} ({name}) is missing",
+                position + 1
+            )));
+        }
+        if arguments.len() > params.len() {
+            return Err(refused(format!(
+                "{} arguments given, at most {} taken",
+                arguments.len(),
+                params.len()
+            )));
+        }
+        let params = Value::Array(arguments.to_vec());
+        serde_json::from_value(serde_json::json!({"method": method, "params": params}))
+            .map_err(|error| refused(error.to_string()))
+    }
+}
+
+/// The refusal of an unknown `flemma/*` method (the same on every front end).
+pub fn unknown_method(method: &str) -> RequestError {
+    RequestError::new(
+        codes::METHOD_NOT_FOUND,
+        format!(
+            "flemmad does not implement `{method}`; its flemma/* requests are {} (protocol/README.md; on rpc.sock also flemma/ping, flemma/subscribe and flemma/shutdown, docs/rpc.md)",
+            METHODS.join(", ")
+        ),
+    )
+}
+
+/// A params type's fields in order (from its schema), each with whether it is required.
+fn params_in_order(schema: schemars::Schema) -> Vec<(String, bool)> {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| {
+            properties
+                .keys()
+                .map(|name| (name.clone(), required.contains(&name.as_str())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// The LSP command of a method (`flemma/approveAll` → `flemma.approveAll`).
 pub fn command_of(method: &str) -> Option<String> {
@@ -115,22 +246,32 @@ pub fn command_of(method: &str) -> Option<String> {
         .map(|name| format!("flemma.{name}"))
 }
 
-/// The answer to `approve`, `reject` and `approveAll`: the tool calls whose placeholders the
-/// edit changes (the edit itself follows as `workspace/applyEdit`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolIdsResult {
-    pub tool_ids: Vec<String>,
+/// Every command, in the order of [`METHODS`] (what the language server advertises).
+pub fn commands() -> impl Iterator<Item = String> {
+    METHODS.iter().filter_map(|method| command_of(method))
+}
+
+/// The answer to a [`FlemmaRequest`] (serialized as the inner value).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum FlemmaResponse {
+    /// `send`, `cancel`, `approve`, `reject`, `approveAll`, `background`, `execute`.
+    Accepted(Accepted),
+    Status(EngineStatus),
+    Jobs(JobsResult),
+    Usage(UsageTotals),
+    Switch(SwitchResult),
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn requests_round_trip_as_method_and_params() {
-        let value = serde_json::json!({"method": "flemma/reject",
+        let value = json!({"method": "flemma/reject",
             "params": {"uri": "talk.chat", "toolId": "t1", "reason": "no"}});
         let request: FlemmaRequest = serde_json::from_value(value.clone()).unwrap();
         assert_eq!(
@@ -141,18 +282,92 @@ mod tests {
                 reason: Some("no".into())
             })
         );
+        assert_eq!(request.method(), "flemma/reject");
+        assert_eq!(request.uri(), "talk.chat");
         assert_eq!(serde_json::to_value(&request).unwrap(), value);
-        let unknown = serde_json::json!({"method": "flemma/send", "params": {"uri": "a", "x": 1}});
+        let unknown = json!({"method": "flemma/send", "params": {"uri": "a", "x": 1}});
         let error = serde_json::from_value::<FlemmaRequest>(unknown).unwrap_err();
         assert!(error.to_string().contains("unknown field `x`"), "{error}");
     }
 
     #[test]
-    fn every_method_has_a_command() {
+    fn every_method_is_a_request_and_a_command() {
+        assert_eq!(METHODS.len(), 11);
         for method in METHODS {
             let command = command_of(method).unwrap();
             assert!(command.starts_with("flemma.") && !command.contains('/'));
+            assert!(
+                FlemmaRequest::arguments(method)
+                    .unwrap()
+                    .starts_with("[uri")
+            );
         }
         assert_eq!(command_of("flemma/nope"), None);
+        assert_eq!(commands().count(), METHODS.len());
+        assert_eq!(
+            FlemmaRequest::arguments("flemma/reject").unwrap(),
+            "[uri, toolId, reason?]"
+        );
+    }
+
+    #[test]
+    fn requests_decode_with_errors_that_name_the_problem() {
+        let send = FlemmaRequest::decode("flemma/send", json!({"uri": "/a.chat"})).unwrap();
+        assert_eq!(
+            send,
+            FlemmaRequest::Send(DocumentParams {
+                uri: "/a.chat".into()
+            })
+        );
+        let error = FlemmaRequest::decode("flemma/explode", json!({})).unwrap_err();
+        assert_eq!(error.code, codes::METHOD_NOT_FOUND);
+        assert!(error.message.contains("flemma/approveAll"), "{error}");
+        let error = FlemmaRequest::decode("flemma/approve", json!({"uri": "a"})).unwrap_err();
+        assert_eq!(error.code, codes::INVALID_PARAMS);
+        assert!(
+            error.message.contains("missing field `toolId`")
+                && error.message.contains("{uri, toolId}"),
+            "{error}"
+        );
+        let error = FlemmaRequest::decode("flemma/send", Value::Null).unwrap_err();
+        assert!(error.message.contains("missing"), "{error}");
+    }
+
+    #[test]
+    fn commands_take_the_params_in_order() {
+        let reject =
+            FlemmaRequest::from_command("flemma.reject", &[json!("u"), json!("t1"), json!("why")])
+                .unwrap();
+        assert_eq!(
+            reject,
+            FlemmaRequest::Reject(RejectParams {
+                uri: "u".into(),
+                tool_id: "t1".into(),
+                reason: Some("why".into())
+            })
+        );
+        // The optional reason may be left out.
+        let reject =
+            FlemmaRequest::from_command("flemma.reject", &[json!("u"), json!("t1")]).unwrap();
+        assert!(matches!(
+            reject,
+            FlemmaRequest::Reject(RejectParams { reason: None, .. })
+        ));
+        let error = FlemmaRequest::from_command("flemma.approve", &[json!("u")]).unwrap_err();
+        assert_eq!(error.code, codes::INVALID_PARAMS);
+        assert_eq!(
+            error.message,
+            "`flemma.approve` takes [uri, toolId]: argument 2 (toolId) is missing"
+        );
+        let error = FlemmaRequest::from_command("flemma.send", &[json!(3)]).unwrap_err();
+        assert!(error.message.contains("invalid type"), "{error}");
+        let error =
+            FlemmaRequest::from_command("flemma.send", &[json!("u"), json!("extra")]).unwrap_err();
+        assert_eq!(
+            error.message,
+            "`flemma.send` takes [uri]: 2 arguments given, at most 1 taken"
+        );
+        let error = FlemmaRequest::from_command("flemma.nope", &[]).unwrap_err();
+        assert!(error.message.contains("unknown command"), "{error}");
     }
 }

@@ -18,10 +18,33 @@ pub struct PersonalityContext {
     pub enabled_tools: Vec<String>,
 }
 
-/// All IO of an evaluation: file reads (`include`, `@./file` references, project context), the
-/// home directory, the clock and the environment described by personalities. Tests use a temp
-/// dir through [`FsHost`] or their own implementation; the daemon uses [`FsHost`] or a wrapper
-/// that adds the enabled tools.
+/// What is at a path (links followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A file (or anything that is not a directory).
+    File,
+    /// A directory.
+    Directory,
+    /// Nothing there, or nothing that can be reached.
+    Missing,
+}
+
+impl FileKind {
+    /// `file`, `directory` or `missing`, as hovers say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileKind::File => "file",
+            FileKind::Directory => "directory",
+            FileKind::Missing => "missing",
+        }
+    }
+}
+
+/// All IO of an evaluation, and of the editor features that look at the disk: file reads
+/// (`include`, `@./file` references, project context), what a path is and what a directory
+/// holds (hover and completion of references), the home directory, the clock and the
+/// environment described by personalities. Tests use a temp dir through [`FsHost`] or their
+/// own implementation; the daemon uses [`FsHost`] or a wrapper that adds the enabled tools.
 pub trait Host: Send + Sync + std::fmt::Debug {
     /// Reads a whole regular file of at most `limit` bytes. A directory, FIFO, socket or device
     /// is refused without blocking (a chat must not be able to make the reader wait on
@@ -38,6 +61,20 @@ pub trait Host: Send + Sync + std::fmt::Debug {
     /// reads the whole file; hosts with a cheaper check override it.
     fn is_readable(&self, path: &Path) -> bool {
         self.read_file(path, u64::MAX).is_ok()
+    }
+    /// What is at `path`. The default knows only the files it can read.
+    fn file_kind(&self, path: &Path) -> FileKind {
+        if self.is_readable(path) {
+            FileKind::File
+        } else {
+            FileKind::Missing
+        }
+    }
+    /// The entries of directory `dir`: names, with whether each is a directory, sorted; empty
+    /// when it cannot be read. The default lists nothing.
+    fn list_dir(&self, dir: &Path) -> Vec<(String, bool)> {
+        let _ = dir;
+        Vec::new()
     }
     /// Runs a frontmatter parser: `argv[0]` with the arguments `argv[1..]` in `dir`, `input` on
     /// its stdin; returns its stdout. Fails when the program cannot start, exits unsuccessfully
@@ -87,6 +124,29 @@ impl Host for FsHost {
     fn is_readable(&self, path: &Path) -> bool {
         std::fs::metadata(path).is_ok_and(|metadata| metadata.is_file())
             && std::fs::File::open(path).is_ok()
+    }
+
+    fn file_kind(&self, path: &Path) -> FileKind {
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => FileKind::Directory,
+            Ok(_) => FileKind::File,
+            Err(_) => FileKind::Missing,
+        }
+    }
+
+    fn list_dir(&self, dir: &Path) -> Vec<(String, bool)> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(String, bool)> = entries
+            .filter_map(Result::ok)
+            .map(|e| {
+                let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+                (e.file_name().to_string_lossy().into_owned(), is_dir)
+            })
+            .collect();
+        out.sort();
+        out
     }
 
     fn run_filter(

@@ -53,7 +53,7 @@ mod script;
 
 pub use cache::TemplateCache;
 pub use engine::Attachment;
-pub use host::{FsHost, Host, PersonalityContext, git_branch_of, read_regular_file};
+pub use host::{FileKind, FsHost, Host, PersonalityContext, git_branch_of, read_regular_file};
 pub use lua::lua_frontmatter_to_rhai;
 pub use personality::PERSONALITIES;
 

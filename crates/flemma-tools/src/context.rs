@@ -47,6 +47,9 @@ pub struct RunContext {
     pub env: Vec<(String, String)>,
     /// The process sandbox wrapping `bash` and custom tools, when a backend is active.
     pub sandbox: Option<Arc<Bwrap>>,
+    /// The process's async runtime, for runners that do network IO (`fetch_content` blocks
+    /// on it from the tool's thread). `None`: such a runner starts one for its call.
+    pub runtime: Option<tokio::runtime::Handle>,
     /// Whether `fetch_content` may reach loopback, link-local and private addresses
     /// (`tools.fetch_private_addresses`).
     pub fetch_private_addresses: bool,
@@ -54,7 +57,7 @@ pub struct RunContext {
 
 impl RunContext {
     /// A context in `cwd` with `guard`, a 30 s timeout, no chat, no extra environment, no
-    /// process sandbox and public addresses only for `fetch_content`.
+    /// process sandbox, public addresses only for `fetch_content`, and no runtime.
     pub fn new(cwd: impl Into<PathBuf>, guard: Arc<dyn PathGuard>) -> Self {
         Self {
             cwd: cwd.into(),
@@ -64,6 +67,7 @@ impl RunContext {
             cancel: Cancel::new(),
             env: Vec::new(),
             sandbox: None,
+            runtime: None,
             fetch_private_addresses: false,
         }
     }

@@ -5,9 +5,9 @@
 use serde_json::Value;
 
 /// Runs an async tool in the background.
-pub const BACKGROUND: &str = "flemma.background";
+pub const BACKGROUND: &str = flemma_config::BACKGROUND_PARAMETER;
 /// Redirects the output to a file.
-pub const SAVE_TO: &str = "flemma.save_to";
+pub const SAVE_TO: &str = flemma_config::SAVE_TO_PARAMETER;
 
 /// The harness parameters of one call (null counts as unset).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

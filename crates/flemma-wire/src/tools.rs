@@ -4,10 +4,8 @@ use serde_json::{Map, Value, json};
 
 use crate::ToolDefinition;
 
-/// The harness parameter that runs an async tool in the background.
-pub const BACKGROUND_PARAMETER: &str = "flemma.background";
-/// The harness parameter that redirects a tool's output to a file.
-pub const SAVE_TO_PARAMETER: &str = "flemma.save_to";
+/// The harness parameters (the names are the configuration's, spelled once there).
+pub use flemma_config::{BACKGROUND_PARAMETER, SAVE_TO_PARAMETER};
 /// The prefix of the synthetic ids flemmad gives Gemini tool calls that came without an id.
 pub const SYNTHETIC_ID_PREFIX: &str = "urn:flemma:tool:";
 

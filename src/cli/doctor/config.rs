@@ -79,7 +79,8 @@ pub(super) fn check_credentials(
             ..ResolverOptions::default()
         },
     );
-    let found = runtime()?.block_on(resolver.resolve_with_source(service, credential_kind));
+    let found =
+        crate::runtime::get()?.block_on(resolver.resolve_with_source(service, credential_kind));
     findings.push(match found {
         Ok((_secret, source)) => Finding::new(
             CHECK,
@@ -133,7 +134,7 @@ pub(super) fn check_provider(
     setup.client.timeout = setup.client.timeout.min(ONLINE_TIMEOUT);
     let client = client(config, &setup, machine.environment.clone())?;
     let cancel = CancellationToken::new();
-    let listed = runtime()?.block_on(async {
+    let listed = crate::runtime::get()?.block_on(async {
         tokio::time::timeout(
             ONLINE_TIMEOUT,
             client.list_models(setup.kind, &setup.options, &setup.endpoint, cancel.clone()),

@@ -18,7 +18,7 @@ pub(super) fn check_mcp(config_path: Option<&Path>, findings: &mut Vec<Finding>)
         ));
         return;
     }
-    let Ok(runtime) = runtime() else {
+    let Ok(runtime) = crate::runtime::get() else {
         return;
     };
     let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(

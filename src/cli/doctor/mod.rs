@@ -20,7 +20,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::CliError;
-use crate::provider_setup::{client, provider_setup, runtime};
+use crate::provider_setup::{client, provider_setup};
 
 /// How long `--online` waits for the provider.
 mod config;

@@ -1,4 +1,6 @@
-//! The engine: cancellation.
+//! Cancellation (`Input::Cancel`): the request (the reply so far keeps its text and gets the
+//! abort marker), the foreground tools (their placeholders become `aborted`) and the resume
+//! timer; background jobs keep running.
 
 use super::*;
 

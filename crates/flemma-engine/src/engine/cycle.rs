@@ -1,4 +1,7 @@
-//! The engine: the cycle.
+//! The advance cycle of `harness.md` §1 (`Input::Advance`, autopilot's resume): categorize the
+//! tool uses without results (phase 1: placeholders, approval), execute what is approved
+//! (phase 2: start tools, background jobs, `flemma.jobs.status` answered from the job table),
+//! send the conversation (phase 3: `@Assistant:` and the request), and stop with a reason.
 
 use super::*;
 

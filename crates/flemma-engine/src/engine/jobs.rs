@@ -1,4 +1,6 @@
-//! The engine: jobs.
+//! Background jobs: a job finishing (`Input::JobFinished`), FIFO delivery of job results at
+//! the next delivery point, and `Input::Load`'s recovery (a reply cut by a killed process is
+//! closed with its marker; orphaned jobs are marked lost).
 
 use super::*;
 

@@ -1,4 +1,6 @@
-//! The engine: streaming.
+//! The reply streaming in (`Input::Stream`, `Input::StreamEnded`): rendered text written at the
+//! reply's anchor, the end of the request (closing the reply, an error's message, the tool uses
+//! it made), and the usage and cost of each request.
 
 use super::*;
 

@@ -1,4 +1,6 @@
-//! The engine: text.
+//! The text: the engine's own edits applied to its document (in the file's line-ending
+//! convention, anchors moved through them), the user's edits (`Input::TextChanged`) mapped
+//! through, and the settled prefix the cycle scans from.
 
 use super::*;
 

@@ -1,4 +1,7 @@
-//! The engine: tools.
+//! Tools: a tool finishing (`Input::ToolFinished`: its output written into its result block,
+//! below text the user typed there, or into a new block), queued calls started as slots free
+//! up, the user's decisions (approve, reject, execute) on placeholders, and moving a running
+//! call to the background.
 
 use super::*;
 

@@ -77,23 +77,8 @@ pub struct ApprovalDecision {
 /// Approval decisions by tool use id.
 pub type Approvals = HashMap<String, ApprovalDecision>;
 
-/// What a path on disk is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
-    File,
-    Directory,
-    Missing,
-}
-
-impl FileKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FileKind::File => "file",
-            FileKind::Directory => "directory",
-            FileKind::Missing => "missing",
-        }
-    }
-}
+/// What a path on disk is (the template host's notion).
+pub use flemma_template::FileKind;
 
 /// The little of the file system the features need, injected so tests need no IO.
 pub trait FileSystem {
@@ -104,36 +89,22 @@ pub trait FileSystem {
     fn home(&self) -> Option<PathBuf>;
 }
 
-/// [`FileSystem`] over `std::fs`: the edge adapter front ends use.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StdFileSystem;
+/// [`FileSystem`] through the template [`Host`](flemma_template::Host) of an analysis host (its
+/// `io`): front ends look at the disk only through the port every evaluation uses.
+#[derive(Debug, Clone, Copy)]
+pub struct HostFileSystem<'a>(pub &'a dyn flemma_template::Host);
 
-impl FileSystem for StdFileSystem {
+impl FileSystem for HostFileSystem<'_> {
     fn kind(&self, path: &Path) -> FileKind {
-        match std::fs::metadata(path) {
-            Ok(meta) if meta.is_dir() => FileKind::Directory,
-            Ok(_) => FileKind::File,
-            Err(_) => FileKind::Missing,
-        }
+        self.0.file_kind(path)
     }
 
     fn list(&self, dir: &Path) -> Vec<(String, bool)> {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return Vec::new();
-        };
-        let mut out: Vec<(String, bool)> = entries
-            .filter_map(Result::ok)
-            .map(|e| {
-                let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-                (e.file_name().to_string_lossy().into_owned(), is_dir)
-            })
-            .collect();
-        out.sort();
-        out
+        self.0.list_dir(dir)
     }
 
     fn home(&self) -> Option<PathBuf> {
-        std::env::var_os("HOME").map(PathBuf::from)
+        self.0.home_dir()
     }
 }
 

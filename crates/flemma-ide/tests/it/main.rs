@@ -2,6 +2,7 @@
 
 mod analysis;
 mod incremental;
+mod purity;
 mod trust;
 
 /// Every test file in this directory is a module of this binary.

@@ -24,7 +24,7 @@ pub(crate) fn handle(
     // From the last finished analysis: a code action never waits for an evaluation.
     let untrusted = session.analyses.untrusted(uri.as_str());
     let state = DocumentState {
-        busy: open.engine_busy,
+        busy: open.engine.busy(),
         untrusted,
     };
     let actions = code_actions::code_actions(syntax, range, state)

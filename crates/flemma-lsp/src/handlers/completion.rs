@@ -1,7 +1,6 @@
 //! `textDocument/completion`: role markers, tool names from the resolved configuration, `@./`
 //! paths and frontmatter options (`flemma_ide::features::completion`).
 
-use flemma_ide::features::StdFileSystem;
 use flemma_ide::features::completion::{CompletionContext, completions};
 use lsp_types::{CompletionParams, CompletionResponse};
 
@@ -47,7 +46,7 @@ pub(crate) fn handle(
     let chat_dir = chat_dir(open);
     let context = CompletionContext {
         chat_dir: &chat_dir,
-        fs: &StdFileSystem,
+        fs: &session.host.file_system(),
         tools: &tools,
     };
     let items = completions(syntax, offset, &context)

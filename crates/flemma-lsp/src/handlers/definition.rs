@@ -1,7 +1,6 @@
 //! `textDocument/definition`: tool use → result → job result → back; `@./` references and
 //! `include("…")` paths → the file.
 
-use flemma_ide::features::StdFileSystem;
 use flemma_ide::features::definition::{Definition, definition};
 use lsp_types::{GotoDefinitionParams, GotoDefinitionResponse, Location};
 
@@ -22,7 +21,7 @@ pub(crate) fn handle(
         position.position,
         session.encoding,
     );
-    let target = definition(syntax, offset, &chat_dir(open), &StdFileSystem);
+    let target = definition(syntax, offset, &chat_dir(open), &session.host.file_system());
     Ok(target.and_then(|target| {
         let location = match target {
             Definition::InDocument(range) => Location::new(

@@ -72,7 +72,7 @@ pub(crate) fn handle(
         return Ok(());
     };
     if doc.diagnostics_at.is_none() {
-        let debounce = if doc.engine_busy {
+        let debounce = if doc.engine.busy() {
             DIAGNOSTICS_DEBOUNCE_STREAMING
         } else {
             DIAGNOSTICS_DEBOUNCE

@@ -23,8 +23,8 @@ pub(crate) fn handle(
             reply.send(crate::backend::BufferAnswer::Closed);
         }
         session.backend.closed(uri.as_str());
-        if let Some(token) = doc.engine_progress {
-            crate::tasks::end_progress(session, token, "the document was closed");
+        if let Some(token) = doc.engine.progress {
+            crate::progress::end_progress(session, token, "the document was closed");
         }
     }
     if shown {

@@ -1,7 +1,7 @@
 //! `textDocument/hover`: `flemma_ide::features::hover` at the cursor.
 
+use flemma_ide::features::Approvals;
 use flemma_ide::features::hover::{self, HoverContext, HoverInfo};
-use flemma_ide::features::{Approvals, StdFileSystem};
 use lsp_types::{Hover, HoverContents, HoverParams, MarkupContent, MarkupKind};
 
 use super::{HandlerResult, chat_dir, document, job_states};
@@ -23,7 +23,7 @@ pub(crate) fn handle(session: &mut Session, params: HoverParams) -> HandlerResul
         let approvals = Approvals::new();
         let context = HoverContext {
             chat_dir: &chat_dir,
-            fs: &StdFileSystem,
+            fs: &session.host.file_system(),
             jobs: &jobs,
             approvals: &approvals,
         };

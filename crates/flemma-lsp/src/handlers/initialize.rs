@@ -10,7 +10,7 @@ use lsp_types::{
     TextDocumentSyncKind, TextDocumentSyncOptions,
 };
 
-use crate::{commands, to_proto};
+use crate::to_proto;
 
 /// Role markers (`@`), namespaced tool names (`.`), paths (`/`), and `$` (template variables).
 const COMPLETION_TRIGGERS: &[&str] = &["@", ".", "/", "$"];
@@ -45,7 +45,7 @@ pub(crate) fn result(encoding: Encoding) -> InitializeResult {
                 ..Default::default()
             })),
             execute_command_provider: Some(ExecuteCommandOptions {
-                commands: commands::COMMANDS.iter().map(|c| (*c).to_owned()).collect(),
+                commands: crate::commands::commands(),
                 ..Default::default()
             }),
             ..Default::default()
@@ -61,7 +61,7 @@ pub(crate) fn result(encoding: Encoding) -> InitializeResult {
 /// else `rootUri`, else `rootPath` (Helix sends the current directory there).
 #[allow(deprecated)] // rootUri and rootPath are what clients outside a workspace still send.
 pub(crate) fn root(params: &lsp_types::InitializeParams) -> Option<PathBuf> {
-    let from_uri = |uri: &lsp_types::Uri| crate::commands::uri_to_path(uri.as_str());
+    let from_uri = |uri: &lsp_types::Uri| flemma_protocol::document::uri_to_path(uri.as_str());
     params
         .workspace_folders
         .as_ref()

@@ -104,43 +104,17 @@ fn execute_command(session: &mut Session, request: Request) {
     }
 }
 
-/// A `flemma/*` request: decoded as `flemma_protocol::methods::FlemmaRequest` (an unknown
-/// `flemma/` method is `MethodNotFound`, bad parameters `InvalidParams`), then run as its command.
+/// A `flemma/*` request: decoded into `flemma_protocol::methods::FlemmaRequest` (an unknown
+/// `flemma/` method is `MethodNotFound`, bad parameters `InvalidParams`, with the messages
+/// every front end gives), then handed to the engine as its command is.
 fn flemma_request(session: &mut Session, request: Request) {
-    if !flemma_protocol::methods::METHODS.contains(&request.method.as_str()) {
-        let message = format!(
-            "flemmad does not implement `{}`; its flemma/* requests are {}",
-            request.method,
-            flemma_protocol::methods::METHODS.join(", ")
-        );
-        session.respond(Response::new_err(
-            request.id,
-            ErrorCode::MethodNotFound as i32,
-            message,
-        ));
-        return;
-    }
     let id = request.id.clone();
-    let tagged = serde_json::json!({"method": request.method, "params": request.params});
-    let decoded = serde_json::from_value::<flemma_protocol::methods::FlemmaRequest>(tagged);
-    let flemma_request = match decoded {
-        Ok(decoded) => decoded,
-        Err(e) => {
-            session.respond(Response::new_err(
-                id,
-                ErrorCode::InvalidParams as i32,
-                format!(
-                    "invalid parameters for `{}`: {e} (see protocol/README.md)",
-                    request.method
-                ),
-            ));
-            return;
-        }
-    };
     let method = request.method.clone();
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        execute_command::handle_request(session, flemma_request)
-    }));
+    let decoded = flemma_protocol::methods::FlemmaRequest::decode(&method, request.params);
+    let outcome = match decoded {
+        Ok(decoded) => catch_unwind(AssertUnwindSafe(|| execute_command::call(session, decoded))),
+        Err(refused) => Ok(Err(execute_command::response_error(refused))),
+    };
     session.respond(answer(id, &method, outcome));
 }
 
@@ -267,9 +241,6 @@ pub(crate) fn on_response(session: &mut Session, response: lsp_server::Response)
         .and_then(|r| serde_json::from_value::<lsp_types::ApplyWorkspaceEditResponse>(r).ok())
         .is_some_and(|r| r.applied);
     match handler {
-        ResponseHandler::CommandEdit { command, attempts } => {
-            execute_command::on_edit_answer(session, command, attempts, applied)
-        }
         ResponseHandler::BufferEdit { uri } => tasks::on_buffer_answer(session, &uri, applied),
         ResponseHandler::Ignore => {}
     }

@@ -10,9 +10,9 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use flemma_lsp::{
-    Backend, BackendError, BufferAnswer, BufferSnapshot, EngineCommand, Outbox, Reply, Task,
-};
+use flemma_lsp::{Backend, BufferAnswer, BufferSnapshot, Outbox, Reply, RequestDocument, Task};
+use flemma_protocol::error::RequestError;
+use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 use flemma_syntax::TextRange;
 use lsp_server::{Connection, Message, Notification, Request, RequestId, Response};
 use serde_json::{Value, json};
@@ -23,8 +23,16 @@ const URI: &str = "file:///t.chat";
 struct Recorder(mpsc::Sender<(String, Option<Outbox>)>);
 
 impl Backend for Recorder {
-    fn command(&mut self, _: EngineCommand, _: &Outbox) -> Result<Value, BackendError> {
-        Ok(Value::Null)
+    fn call(
+        &mut self,
+        _: RequestDocument<'_>,
+        request: FlemmaRequest,
+        _: &Outbox,
+    ) -> Result<FlemmaResponse, RequestError> {
+        Err(RequestError::refused(format!(
+            "{} is not for this test",
+            request.method()
+        )))
     }
     fn opened(&mut self, uri: &str, _text: &str, outbox: &Outbox) {
         let _ = self.0.send((uri.to_owned(), Some(outbox.clone())));

@@ -169,15 +169,8 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
         Ok(r) => r,
         Err(e) => return failure(Class::Usage, e),
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => return failure(Class::Input, format!("cannot start the HTTP client: {e}")),
-    };
     let limit = TIME_LIMIT.min(ctx.timeout.max(Duration::from_secs(1)));
-    let page = runtime.block_on(async {
+    let fetched = async {
         let cancel = ctx.cancel.clone();
         let watch = async move {
             while !cancel.is_cancelled() {
@@ -192,7 +185,19 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
             }
             () = watch => Err(Fail(Class::Input, format!("the fetch of {} was cancelled", request.url))),
         }
-    });
+    };
+    // The process's runtime when the caller has one (blocked on from this tool's thread); else
+    // one for this call.
+    let page = match &ctx.runtime {
+        Some(runtime) => runtime.block_on(fetched),
+        None => match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(fetched),
+            Err(e) => return failure(Class::Input, format!("cannot start the HTTP client: {e}")),
+        },
+    };
     let (final_url, html) = match page {
         Ok(p) => p,
         Err(Fail(class, reason)) => return failure(class, reason),

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::context::Outcome;
 use crate::spec::{Capability, ToolSpec, strict_object_schema};
 
-pub const NAME: &str = "flemma.jobs.status";
+pub const NAME: &str = flemma_config::JOBS_STATUS_TOOL;
 
 /// A job's state as the engine knows it (cross-checked against the document text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +53,7 @@ poll), completed, or completed (removed from conversation); `elapsed_seconds` is
 
 pub fn run(jobs: &dyn JobLookup, input: &Value) -> Outcome {
     let Some(job_id) = input.get("job_id").and_then(Value::as_str) else {
-        return Outcome::error("flemma.jobs.status needs a `job_id` string");
+        return Outcome::error(format!("{NAME} needs a `job_id` string"));
     };
     match jobs.state(job_id) {
         Some(state) => Outcome::ok(json!({"job_id": job_id, "status": state.as_str()}).to_string()),

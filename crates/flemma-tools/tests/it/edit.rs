@@ -3,10 +3,9 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use flemma_tools::builtin::edit;
-use flemma_tools::context::{Cancel, Outcome, PathGuard, RunContext};
+use flemma_tools::context::{Outcome, PathGuard, RunContext};
 use serde_json::{Value, json};
 
 /// Allows writes under one directory only, after resolving symlinks and `..`.
@@ -46,16 +45,7 @@ fn fixture() -> Fixture {
     let root = std::fs::canonicalize(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     let sandbox = root.join("project");
     std::fs::create_dir(&sandbox).unwrap_or_else(|e| panic!("{e}"));
-    let ctx = RunContext {
-        cwd: sandbox.clone(),
-        chat_path: None,
-        guard: Arc::new(UnderRoot(sandbox.clone())),
-        timeout: Duration::from_secs(30),
-        cancel: Cancel::new(),
-        env: Vec::new(),
-        sandbox: None,
-        fetch_private_addresses: false,
-    };
+    let ctx = RunContext::new(sandbox.clone(), Arc::new(UnderRoot(sandbox.clone())));
     Fixture {
         _dir: dir,
         root,

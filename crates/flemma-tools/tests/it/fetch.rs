@@ -299,6 +299,33 @@ fn page_becomes_markdown_without_chrome() {
 }
 
 #[test]
+fn the_callers_runtime_serves_the_fetch_when_it_has_one() {
+    // The process's runtime (what flemmad passes): the fetch blocks on it from the tool's
+    // thread instead of starting a runtime of its own, several times over.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let server = allow_all();
+    let dir = tempdir();
+    let mut ctx = ctx(dir.path());
+    ctx.runtime = Some(runtime.handle().clone());
+    for _ in 0..3 {
+        let input = json!({"label": "t", "url": format!("{}/moved", server.base), "output": null,
+            "baseUrl": null, "tables": null, "strikethrough": null, "taskList": null});
+        let out = std::thread::scope(|scope| {
+            scope
+                .spawn(|| fetch::run(&ctx, &input))
+                .join()
+                .unwrap_or_else(|_| panic!("the tool's thread panicked"))
+        });
+        assert!(!out.is_error, "{}", out.text);
+        assert!(out.text.contains("# Hello"), "{}", out.text);
+    }
+}
+
+#[test]
 fn output_file_gets_the_markdown() {
     let server = allow_all();
     let dir = tempdir();

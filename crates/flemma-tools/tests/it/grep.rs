@@ -3,10 +3,9 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use flemma_tools::builtin::grep::{self, Backend};
-use flemma_tools::context::{Cancel, Outcome, RunContext};
+use flemma_tools::context::{Outcome, RunContext};
 use serde_json::{Value, json};
 
 use crate::search_support::{NoWrites, system};
@@ -77,16 +76,9 @@ impl Tree {
     }
 
     fn ctx(&self) -> RunContext {
-        RunContext {
-            cwd: self.project.clone(),
-            chat_path: None,
-            guard: Arc::new(NoWrites),
-            timeout: Duration::from_secs(30),
-            cancel: Cancel::new(),
-            env: vec![("PATH".into(), self.bin.display().to_string())],
-            sandbox: None,
-            fetch_private_addresses: false,
-        }
+        let mut ctx = RunContext::new(self.project.clone(), Arc::new(NoWrites));
+        ctx.env = vec![("PATH".into(), self.bin.display().to_string())];
+        ctx
     }
 
     fn run(&self, input: Value) -> Outcome {

@@ -2,10 +2,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use flemma_tools::builtin::skill;
-use flemma_tools::context::{Cancel, Outcome, PathGuard, RunContext};
+use flemma_tools::context::{Outcome, PathGuard, RunContext};
 use serde_json::json;
 
 #[derive(Debug)]
@@ -17,16 +16,7 @@ impl PathGuard for NoWrites {
 }
 
 fn ctx(cwd: &Path) -> RunContext {
-    RunContext {
-        cwd: cwd.to_path_buf(),
-        chat_path: None,
-        guard: Arc::new(NoWrites),
-        timeout: Duration::from_secs(30),
-        cancel: Cancel::new(),
-        env: Vec::new(),
-        sandbox: None,
-        fetch_private_addresses: false,
-    }
+    RunContext::new(cwd, Arc::new(NoWrites))
 }
 
 fn put(p: PathBuf, text: &str) {

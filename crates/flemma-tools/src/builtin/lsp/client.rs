@@ -1,16 +1,18 @@
-//! One language server process spoken to over stdio (JSON-RPC with `Content-Length` frames):
-//! a reader thread files the server's answers and diagnostics, answers its requests, and a
-//! stderr thread copies its log lines to ours. Blocking calls with a timeout; dropping the
+//! One language server process spoken to over stdio, framed by `lsp-server`'s messages (the
+//! same reader and writer as flemmad's own language server): a reader thread files the
+//! server's answers and diagnostics, answers its requests, and a stderr thread copies its log
+//! lines to ours. Blocking calls with a timeout; dropping the
 //! client shuts the server down (`shutdown`, `exit`, then the process).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use lsp_server::{Message, Notification, Request, RequestId, Response};
 use serde_json::{Value, json};
 
 use super::text::{self, Encoding};
@@ -44,7 +46,7 @@ pub struct Published {
 
 #[derive(Debug, Default)]
 struct Inbox {
-    responses: HashMap<i64, Result<Value, String>>,
+    responses: HashMap<RequestId, Result<Value, String>>,
     diagnostics: HashMap<PathBuf, Published>,
     publications: u64,
     closed: bool,
@@ -85,7 +87,7 @@ pub struct Client {
     child: Mutex<Child>,
     stdin: Arc<Mutex<ChildStdin>>,
     shared: Arc<Shared>,
-    next_id: AtomicI64,
+    next_id: AtomicI32,
     pub encoding: Encoding,
     pub capabilities: Value,
     open: Mutex<HashMap<PathBuf, OpenDocument>>,
@@ -93,35 +95,11 @@ pub struct Client {
     initialized: bool,
 }
 
-fn write_message(stdin: &Mutex<ChildStdin>, message: &Value) -> Result<(), ClientError> {
-    let body = message.to_string();
+fn write_message(stdin: &Mutex<ChildStdin>, message: Message) -> Result<(), ClientError> {
     let mut stdin = stdin.lock().unwrap_or_else(|p| p.into_inner());
-    write!(stdin, "Content-Length: {}\r\n\r\n{body}", body.len())
-        .and_then(|()| stdin.flush())
+    message
+        .write(&mut *stdin)
         .map_err(|e| ClientError::Write(e.to_string()))
-}
-
-/// One frame from `reader`, `None` at the end of the stream.
-fn read_message(reader: &mut impl BufRead) -> Option<Value> {
-    let mut length = None;
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header).ok()? == 0 {
-            return None;
-        }
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse::<usize>().ok();
-        }
-    }
-    let mut body = vec![0; length?];
-    reader.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
 }
 
 fn reader_loop(
@@ -131,61 +109,57 @@ fn reader_loop(
     shared: Arc<Shared>,
 ) {
     let mut reader = BufReader::new(stdout);
-    while let Some(message) = read_message(&mut reader) {
-        let method = message.get("method").and_then(Value::as_str);
-        let id = message.get("id").cloned();
-        match (method, id) {
-            (None, Some(id)) => {
-                let Some(id) = id.as_i64() else { continue };
-                let answer = match message.get("error") {
-                    Some(error) => Err(error
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .map_or_else(|| error.to_string(), str::to_owned)),
-                    None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
-                };
-                shared.lock().responses.insert(id, answer);
+    // A frame that is not a JSON-RPC message ends the conversation as the end of the stream
+    // does.
+    while let Ok(Some(message)) = Message::read(&mut reader) {
+        match message {
+            Message::Response(response) => {
+                let answer = response.response_result.map_err(|error| error.message);
+                shared.lock().responses.insert(response.id, answer);
                 shared.arrived.notify_all();
             }
-            (Some(method), Some(id)) => {
+            Message::Request(request) => {
                 // The server asks: configuration gets one `null` per item, the rest `null`.
-                let result = match method {
+                let result = match request.method.as_str() {
                     "workspace/configuration" => {
-                        let items = message["params"]["items"].as_array().map_or(0, Vec::len);
+                        let items = request.params["items"].as_array().map_or(0, Vec::len);
                         Value::Array(vec![Value::Null; items])
                     }
                     _ => Value::Null,
                 };
-                let _ = write_message(
-                    &stdin,
-                    &json!({"jsonrpc": "2.0", "id": id, "result": result}),
-                );
-            }
-            (Some("textDocument/publishDiagnostics"), None) => {
-                let params = &message["params"];
-                let Some(path) = params["uri"].as_str().and_then(text::uri_to_path) else {
-                    continue;
+                let answer = Response {
+                    id: request.id,
+                    response_result: Ok(result),
                 };
-                let diagnostics: Vec<lsp_types::Diagnostic> =
-                    serde_json::from_value(params["diagnostics"].clone()).unwrap_or_default();
-                let mut inbox = shared.lock();
-                inbox.publications += 1;
-                let sequence = inbox.publications;
-                inbox.diagnostics.insert(
-                    path,
-                    Published {
-                        sequence,
-                        diagnostics,
-                    },
-                );
-                drop(inbox);
-                shared.arrived.notify_all();
+                let _ = write_message(&stdin, Message::Response(answer));
             }
-            (Some("window/logMessage" | "window/showMessage"), None) => {
-                let text = message["params"]["message"].as_str().unwrap_or("");
-                tracing::debug!(server = %name, "{text}");
-            }
-            _ => {}
+            Message::Notification(notification) => match notification.method.as_str() {
+                "textDocument/publishDiagnostics" => {
+                    let params = &notification.params;
+                    let Some(path) = params["uri"].as_str().and_then(text::uri_to_path) else {
+                        continue;
+                    };
+                    let diagnostics: Vec<lsp_types::Diagnostic> =
+                        serde_json::from_value(params["diagnostics"].clone()).unwrap_or_default();
+                    let mut inbox = shared.lock();
+                    inbox.publications += 1;
+                    let sequence = inbox.publications;
+                    inbox.diagnostics.insert(
+                        path,
+                        Published {
+                            sequence,
+                            diagnostics,
+                        },
+                    );
+                    drop(inbox);
+                    shared.arrived.notify_all();
+                }
+                "window/logMessage" | "window/showMessage" => {
+                    let text = notification.params["message"].as_str().unwrap_or("");
+                    tracing::debug!(server = %name, "{text}");
+                }
+                _ => {}
+            },
         }
     }
     shared.lock().closed = true;
@@ -263,7 +237,7 @@ impl Client {
             child: Mutex::new(child),
             stdin,
             shared,
-            next_id: AtomicI64::new(1),
+            next_id: AtomicI32::new(1),
             encoding: Encoding::Utf16,
             capabilities: Value::Null,
             open: Mutex::new(HashMap::new()),
@@ -314,11 +288,12 @@ impl Client {
     }
 
     pub fn notify(&self, method: &str, params: Value) -> Result<(), ClientError> {
-        write_message(
-            &self.stdin,
-            &json!({"jsonrpc": "2.0", "method": method, "params": params}),
-        )
-        .map_err(|error| self.explain_write(error))
+        let notification = Notification {
+            method: method.to_owned(),
+            params,
+        };
+        write_message(&self.stdin, Message::Notification(notification))
+            .map_err(|error| self.explain_write(error))
     }
 
     /// A failed write is the server's exit when its output has closed (waiting briefly).
@@ -354,12 +329,14 @@ impl Client {
         timeout: Duration,
         cancel: &Cancel,
     ) -> Result<Value, ClientError> {
-        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        write_message(
-            &self.stdin,
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-        )
-        .map_err(|error| self.explain_write(error))?;
+        let id = RequestId::from(self.next_id.fetch_add(1, Ordering::SeqCst));
+        let request = Request {
+            id: id.clone(),
+            method: method.to_owned(),
+            params,
+        };
+        write_message(&self.stdin, Message::Request(request))
+            .map_err(|error| self.explain_write(error))?;
         let deadline = Instant::now() + timeout;
         let mut inbox = self.shared.lock();
         loop {
