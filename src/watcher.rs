@@ -264,9 +264,15 @@ mod tests {
     use super::*;
 
     async fn wakes(watch: &FileWatch) -> bool {
-        tokio::time::timeout(Duration::from_secs(5), watch.changed())
+        let woke = tokio::time::timeout(Duration::from_secs(5), watch.changed())
             .await
-            .is_ok()
+            .is_ok();
+        // Let the rest of this change arrive (one change can come in several debounced
+        // batches on a loaded machine) and drop the wake-up it leaves behind, so that the
+        // next step waits for its own change and not for a late batch of this one.
+        tokio::time::sleep(DEBOUNCE * 8).await;
+        let _ = tokio::time::timeout(Duration::from_millis(1), watch.changed()).await;
+        woke
     }
 
     #[tokio::test]
