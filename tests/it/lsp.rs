@@ -187,6 +187,9 @@ fn hover_and_definition_on_tool_and_job_blocks() {
     for flavor in [Flavor::Helix, Flavor::VsCode] {
         let mut client = start(flavor, &[]);
         client.open(URI, CHAT);
+        // The approval decision comes from the chat's analysis (computed off the main loop:
+        // hover never waits for it), published with the first diagnostics.
+        client.wait_notification("textDocument/publishDiagnostics", |p| p["uri"] == URI);
         let hover = |client: &mut Client, needle: &str| {
             client
                 .request(

@@ -132,7 +132,12 @@ mod tests {
         // A document not open here is named by its file URI (the engine checks it exists).
         assert_eq!(resolve("nope.chat").unwrap(), "file:///work/nope.chat");
         assert!(resolve("file://elsewhere/x.chat").is_err());
+        // Without a root, a relative name still finds the open document that ends with it; any
+        // other is refused.
         let no_root = resolve_document("flemma/send", "x.chat", OPEN.iter().copied(), None, None);
+        assert_eq!(no_root.unwrap(), OPEN[1]);
+        let no_root =
+            resolve_document("flemma/send", "nope.chat", OPEN.iter().copied(), None, None);
         assert!(no_root.unwrap_err().message.contains("absolute path"));
     }
 
