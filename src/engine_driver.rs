@@ -47,6 +47,8 @@ pub enum Report {
     Event(Event),
     /// Reply text as it streams in.
     Text(String),
+    /// Thinking text as it streams in.
+    Thinking(String),
     /// A notice for a human (retries, warnings, refused inputs).
     Notice(String),
 }
@@ -405,6 +407,12 @@ impl Driver {
                 event: StreamEvent::TextDelta { text },
             }) if self.session.request() == Some(*request) => {
                 (self.report)(Report::Text(text.clone()));
+            }
+            Input::Engine(EngineInput::Stream {
+                request,
+                event: StreamEvent::ThinkingDelta { text },
+            }) if self.session.request() == Some(*request) => {
+                (self.report)(Report::Thinking(text.clone()));
             }
             Input::Engine(EngineInput::StreamEnded { request, .. })
                 if self.request.as_ref().is_some_and(|(r, _)| r == request) =>

@@ -117,6 +117,10 @@ pub const STOPPED_EVENT: &str = "engine:stopped";
 /// [`EngineHost::subscribe`] receivers get it (editors see the text in their buffer).
 pub const TEXT_EVENT: &str = "request:text";
 
+/// The name of the event that carries thinking text as it streams (`{"text": …}`), like
+/// [`TEXT_EVENT`] only for [`EngineHost::subscribe`] receivers.
+pub const THINKING_EVENT: &str = "request:thinking";
+
 /// The name of the event the host sends when `flemma/switch` changed a document's runtime
 /// layer: `{"layer": "runtime", "provider", "model", "next": {provider, model},
 /// "frontmatterWins"}`.
@@ -1031,6 +1035,13 @@ async fn run_driver(
             &report_path,
             Event {
                 name: TEXT_EVENT,
+                data: serde_json::json!({ "text": text }),
+            },
+        ),
+        Report::Thinking(text) => report_shared.publish_to_subscribers(
+            &report_path,
+            Event {
+                name: THINKING_EVENT,
                 data: serde_json::json!({ "text": text }),
             },
         ),

@@ -117,9 +117,14 @@ pub async fn prepare(
         .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
     // The chat's own approval function (frontmatter Rhai) decides too.
     let mut tools = ToolSetup::for_chat(&analysis, &absolute).map_err(SetupError::Failed)?;
-    let mcp =
-        crate::mcp_setup::McpTools::discover(resolved, Some(&absolute), &[], tools.sandbox_wrap())
-            .await;
+    let session_servers = crate::mcp_setup::session_servers(&absolute);
+    let mcp = crate::mcp_setup::McpTools::discover(
+        resolved,
+        Some(&absolute),
+        &session_servers,
+        tools.sandbox_wrap(),
+    )
+    .await;
     tools.add_mcp(&mcp);
     setup.options.tools = tools.definitions();
     let client = crate::provider_setup::client(&config, &setup, environment)

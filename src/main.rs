@@ -1,5 +1,6 @@
 //! `flemmad`: the command-line entry point. Parses arguments and hands off to `cli::*`.
 
+mod acp_host;
 mod analyses;
 mod chat;
 mod chat_store;

@@ -25,6 +25,34 @@ pub fn hub() -> &'static McpHub {
     })
 }
 
+/// The MCP servers ACP sessions gave each chat (an editor's `mcpServers`), by chat path.
+fn session_table()
+-> &'static std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, Vec<ServerDef>>> {
+    static TABLE: OnceLock<
+        std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, Vec<ServerDef>>>,
+    > = OnceLock::new();
+    TABLE.get_or_init(Default::default)
+}
+
+/// The chat at `chat` uses `servers` besides the ones its configuration defines (until the
+/// process ends or a session sets others).
+pub fn set_session_servers(chat: &Path, servers: Vec<ServerDef>) {
+    let mut table = session_table()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    table.insert(chat.to_path_buf(), servers);
+}
+
+/// The servers a session gave the chat at `chat`.
+pub fn session_servers(chat: &Path) -> Vec<ServerDef> {
+    session_table()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(chat)
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// Closes every MCP server of this process (at the end of a command, or of the daemon).
 pub async fn shutdown() {
     hub().shutdown().await;
@@ -37,6 +65,9 @@ pub struct McpTools {
     /// Servers ignored, variables unset (one line each).
     pub notes: Vec<String>,
     pub options: Option<CallOptions>,
+    /// The servers a session gave (an ACP editor's `mcpServers`): their tools are offered to
+    /// the model without `tools.mcp.include` (the editor asked for them).
+    pub session_servers: Vec<String>,
 }
 
 impl McpTools {
@@ -66,9 +97,13 @@ impl McpTools {
         }
         let startup = Duration::from_secs(mcp.startup_timeout);
         let servers = hub().ensure(&defs, startup, sandbox).await;
+        for server in &servers {
+            tracing::debug!(server = %server.name, state = ?server.state, tools = server.tools.len(), "MCP server");
+        }
         Self {
             servers,
             notes: defined.notes,
+            session_servers: extra.iter().map(|def| def.name.clone()).collect(),
             options: Some(CallOptions {
                 timeout: Duration::from_secs(
                     mcp.timeout.unwrap_or(resolved.config.tools.default_timeout),
@@ -123,7 +158,8 @@ impl McpTools {
                     Keep::Head,
                 );
                 names.all.push(tool.full_name.clone());
-                if selection.offers(&tool.full_name) {
+                if selection.offers(&tool.full_name) || self.session_servers.contains(&server.name)
+                {
                     names.offered.push(tool.full_name.clone());
                 }
             }

@@ -43,23 +43,23 @@ pub fn run(args: ApproveArgs) -> Result<ExitCode, CliError> {
             actions::approve(doc, &args.tool_ids).map(|edits| (args.tool_ids.clone(), edits))
         }
     };
-    if !args.no_daemon {
-        if let Some(client) = DaemonClient::connect() {
-            // Unknown or resolved ids are refused here (exit 2), as without a daemon.
-            check_placeholders("approve", &args.file, build)?;
-            let action = if args.all {
-                Action::ApproveAll
-            } else {
-                Action::Approve(args.tool_ids.clone())
-            };
-            return via_daemon::run_with(
-                client,
-                "approve",
-                &args.file,
-                action,
-                Follow::progress(args.detach),
-            );
-        }
+    if !args.no_daemon
+        && let Some(client) = DaemonClient::connect()
+    {
+        // Unknown or resolved ids are refused here (exit 2), as without a daemon.
+        check_placeholders("approve", &args.file, build)?;
+        let action = if args.all {
+            Action::ApproveAll
+        } else {
+            Action::Approve(args.tool_ids.clone())
+        };
+        return via_daemon::run_with(
+            client,
+            "approve",
+            &args.file,
+            action,
+            Follow::progress(args.detach),
+        );
     }
     if args.detach {
         return Err(CliError::failed("approve", via_daemon::NO_DAEMON_TO_DETACH));

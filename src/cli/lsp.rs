@@ -23,13 +23,13 @@ pub struct LspArgs {
 }
 
 pub fn run(args: LspArgs, config: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
-    if !args.no_daemon {
-        if let Some(stream) = proxy::connect() {
-            tracing::info!("proxying stdio to the daemon's LSP socket");
-            proxy::pump(stream).context("the connection to the daemon failed")?;
-            tracing::info!("proxy: the daemon closed the session");
-            return Ok(ExitCode::SUCCESS);
-        }
+    if !args.no_daemon
+        && let Some(stream) = proxy::connect()
+    {
+        tracing::info!("proxying stdio to the daemon's LSP socket");
+        proxy::pump(stream).context("the connection to the daemon failed")?;
+        tracing::info!("proxy: the daemon closed the session");
+        return Ok(ExitCode::SUCCESS);
     }
     let engine = crate::engine_host::EngineHost::start(config.map(std::path::Path::to_owned))
         .context("cannot start the engine")?;

@@ -1,5 +1,6 @@
 //! The `flemmad` command line: one module per subcommand.
 
+mod acp;
 mod approve;
 mod cancel;
 mod count;
@@ -144,6 +145,24 @@ pub enum Command {
     /// stdio to its lsp.sock session; --no-daemon runs the server in this process anyway.
     /// Logs go to $XDG_STATE_HOME/flemma/flemmad.log, never stdout; RUST_LOG sets the level.
     Lsp(lsp::LspArgs),
+    /// Run the Agent Client Protocol agent over stdio (what ACP editors launch: `flemmad acp`).
+    ///
+    /// For Zed, JetBrains, CodeCompanion, avante.nvim, Emacs agent-shell and every editor that
+    /// embeds agents through ACP (protocol version 1). A session is a .chat file: session/new
+    /// creates one under <cwd>/.flemma/sessions/ (the sessionId is its absolute path, and the
+    /// session's cwd is recorded in its frontmatter as the tools' working directory);
+    /// session/load opens any .chat and replays its history; session/prompt writes the prompt
+    /// under the chat's trailing @You:, runs the engine as `flemmad send` does and streams the
+    /// reply, thinking and tool calls; tools that need approval are asked with
+    /// session/request_permission and the answer is written into the chat; session/cancel
+    /// stops what runs, leaving the partial reply with the abort marker. The provider, model
+    /// and tools come from the configuration layers as for any chat in cwd; credentials from
+    /// the environment, config and keychain (no ACP authentication); the editor's mcpServers
+    /// become tool sources of the session. When a daemon (`flemmad serve`) runs, prompts run in
+    /// it (so background jobs outlive the editor); --no-daemon runs them in this process.
+    /// docs/editors/acp.md shows the editor set-ups. Logs go to
+    /// $XDG_STATE_HOME/flemma/flemmad.log, never stdout; RUST_LOG sets the level.
+    Acp(acp::AcpArgs),
     /// Run the daemon: LSP sessions and the JSON-RPC API on Unix sockets.
     ///
     /// Sockets `lsp.sock` (one LSP session per connection) and `rpc.sock` (JSON-RPC 2.0, one
@@ -221,7 +240,10 @@ pub type ChatPath = PathBuf;
 /// else to stderr.
 pub fn init_logging(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
-    if matches!(cli.command, Command::Lsp(_) | Command::Serve(_)) {
+    if matches!(
+        cli.command,
+        Command::Lsp(_) | Command::Serve(_) | Command::Acp(_)
+    ) {
         return lsp::init_logging();
     }
     let layers = crate::chat::config_input(cli.config.as_deref()).layers;
@@ -281,6 +303,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Models(args) => models::run(args, config),
         Command::Tools(args) => return Ok(tools::run(args, config)?),
         Command::Lsp(args) => return Ok(lsp::run(args, config)?),
+        Command::Acp(args) => return Ok(acp::run(args, config)?),
         Command::Serve(args) => serve::run(args, config),
         Command::Events(args) => events::run(args),
         Command::InstallService(args) => install_service::run(args),

@@ -35,21 +35,21 @@ pub fn run(args: RejectArgs) -> Result<ExitCode, CliError> {
         actions::reject(doc, &args.tool_id, args.reason.as_deref())
             .map(|edit| (vec![args.tool_id.clone()], vec![edit]))
     };
-    if !args.no_daemon {
-        if let Some(client) = DaemonClient::connect() {
-            check_placeholders("reject", &args.file, build)?;
-            let action = Action::Reject {
-                tool_id: args.tool_id.clone(),
-                reason: args.reason.clone(),
-            };
-            return via_daemon::run_with(
-                client,
-                "reject",
-                &args.file,
-                action,
-                Follow::progress(args.detach),
-            );
-        }
+    if !args.no_daemon
+        && let Some(client) = DaemonClient::connect()
+    {
+        check_placeholders("reject", &args.file, build)?;
+        let action = Action::Reject {
+            tool_id: args.tool_id.clone(),
+            reason: args.reason.clone(),
+        };
+        return via_daemon::run_with(
+            client,
+            "reject",
+            &args.file,
+            action,
+            Follow::progress(args.detach),
+        );
     }
     if args.detach {
         return Err(CliError::failed("reject", via_daemon::NO_DAEMON_TO_DETACH));

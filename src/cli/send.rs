@@ -351,6 +351,8 @@ impl Progress {
                     self.at_line_start = text.ends_with('\n');
                 }
             }
+            // `send` shows the reply, not the thinking (it is in the file).
+            Report::Thinking(_) => {}
             Report::Notice(notice) => {
                 if let Some(live) = &self.live {
                     live.update(Some(&notice), |_| {});

@@ -54,10 +54,10 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     let mut jobs = jobs(doc, send_pid.is_some());
     if let Some(engine) = &engine {
         for job in &mut jobs {
-            if let Some(live) = engine.jobs.iter().find(|j| j.job_id == job.job_id) {
-                if job.state != "delivered" {
-                    job.state = live.state.clone();
-                }
+            if let Some(live) = engine.jobs.iter().find(|j| j.job_id == job.job_id)
+                && job.state != "delivered"
+            {
+                job.state = live.state.clone();
             }
         }
     }

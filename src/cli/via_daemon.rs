@@ -281,10 +281,11 @@ pub fn run_with(
         if name == TOOL_APPROVAL_REQUIRED {
             pending = pending_calls(&data);
         }
-        if name == "tool:unconfirmed" && !follow.quiet {
-            if let Some(message) = data.get("message").and_then(Value::as_str) {
-                eprintln!("flemmad: warning: {message}");
-            }
+        if name == "tool:unconfirmed"
+            && !follow.quiet
+            && let Some(message) = data.get("message").and_then(Value::as_str)
+        {
+            eprintln!("flemmad: warning: {message}");
         }
         if name == crate::engine_setup::TRUST_IGNORED_EVENT && !follow.quiet {
             let options = data.get("options").and_then(Value::as_array);

@@ -52,13 +52,14 @@ struct QueueState {
 pub struct Filter {
     /// Only the events of this document (a `file://` URI); `None`: every event.
     pub uri: Option<String>,
-    /// Also the streamed reply text ([`TEXT_EVENT`] events), which are left out otherwise.
+    /// Also the streamed reply and thinking text ([`TEXT_EVENT`], [`THINKING_EVENT`]), which
+    /// are left out otherwise.
     pub text: bool,
 }
 
 impl Filter {
     fn wants(&self, event: &Event) -> bool {
-        (self.text || event.name != TEXT_EVENT)
+        (self.text || (event.name != TEXT_EVENT && event.name != THINKING_EVENT))
             && self
                 .uri
                 .as_ref()
@@ -66,7 +67,7 @@ impl Filter {
     }
 }
 
-pub use crate::engine_host::TEXT_EVENT;
+pub use crate::engine_host::{TEXT_EVENT, THINKING_EVENT};
 
 /// One subscriber's queue.
 #[derive(Debug, Default)]

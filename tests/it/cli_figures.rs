@@ -42,14 +42,13 @@ async fn run_measuring_peak_rss(
     let mut peak = 0;
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        if let Ok(status) = std::fs::read_to_string(&status_path) {
-            if let Some(kb) = status
+        if let Ok(status) = std::fs::read_to_string(&status_path)
+            && let Some(kb) = status
                 .lines()
                 .find_map(|l| l.strip_prefix("VmHWM:"))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            {
-                peak = peak.max(kb);
-            }
+        {
+            peak = peak.max(kb);
         }
         if child.try_wait().unwrap().is_some() {
             break;

@@ -1,5 +1,6 @@
 //! The crate's one integration-test binary (one link instead of one per file).
 
+mod acp;
 mod cli_agentic;
 mod cli_agreement;
 mod cli_approval_function;
@@ -45,13 +46,13 @@ fn no_test_file_is_forgotten() {
             .file_name()
             .to_string_lossy()
             .into_owned();
-        if let Some(module) = name.strip_suffix(".rs") {
-            if module != "main" {
-                assert!(
-                    main.contains(&format!("mod {module};")),
-                    "tests/it/{name} is not a module of tests/it/main.rs"
-                );
-            }
+        if let Some(module) = name.strip_suffix(".rs")
+            && module != "main"
+        {
+            assert!(
+                main.contains(&format!("mod {module};")),
+                "tests/it/{name} is not a module of tests/it/main.rs"
+            );
         }
     }
 }

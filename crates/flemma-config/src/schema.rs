@@ -815,10 +815,13 @@ fn build_root() -> Node {
                     vec![field(
                         "cwd",
                         string(
-                            "Working directory; `urn:flemma:buffer:path` is the chat file's directory.",
+                            "Working directory of the tools, relative to the chat file's directory; `urn:flemma:buffer:path` is that directory. `flemmad acp` records an ACP session's `cwd` here.",
                             Some("urn:flemma:buffer:path"),
                         )
-                        .widens(Narrowing::Never),
+                        .widens(Narrowing::Check(
+                            is_chat_dir_or_ancestor,
+                            "`urn:flemma:buffer:path` or an ancestor of the chat's folder (`..`, `../..`)",
+                        )),
                     )],
                 ),
             ),
@@ -1323,6 +1326,20 @@ fn join(prefix: &str, name: &str) -> String {
 
 /// A Vertex AI location that is a plain region name (`us-central1`, `global`): the endpoint
 /// `https://<location>-aiplatform.googleapis.com` then stays Google's.
+/// The chat's own folder or one of its ancestors: what an untrusted chat's `tools.bash.cwd`
+/// may name (an ACP session's chat lies in `<cwd>/.flemma/sessions/`).
+fn is_chat_dir_or_ancestor(value: &Value) -> bool {
+    value.as_str().is_some_and(|dir| {
+        dir == "urn:flemma:buffer:path"
+            || dir == "."
+            || (!dir.is_empty()
+                && dir
+                    .trim_end_matches('/')
+                    .split('/')
+                    .all(|part| part == ".."))
+    })
+}
+
 fn is_region_name(value: &Value) -> bool {
     value.as_str().is_some_and(|location| {
         !location.is_empty()

@@ -9,7 +9,7 @@
 
 mod config;
 mod engine;
-mod events;
+pub mod events;
 pub mod ids;
 mod jobs;
 pub mod loop_detect;

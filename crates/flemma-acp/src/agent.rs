@@ -1,0 +1,623 @@
+//! The connection: one handler per ACP method over newline-delimited JSON-RPC, and the turn of
+//! one `session/prompt` (write the prompt, run the engine, stream what it does, ask for
+//! permissions, answer with the stop reason).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, Implementation,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpServer,
+    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind,
+    PromptCapabilities, PromptRequest, PromptResponse, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionId, SessionNotification, SessionUpdate, StopReason,
+    TextContent, ToolCallUpdate, ToolCallUpdateFields,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
+use flemma_syntax::Status;
+use futures::SinkExt as _;
+use tokio::sync::watch;
+
+use crate::{Backend, McpServerSpec, TurnEvent, new_chat_text, prompt, replay, sessions_dir};
+
+/// Serves ACP on `input`/`output` (stdin and stdout) until the client closes its side. Lines
+/// are read and written on threads of their own (blocking IO), so the runtime needs no
+/// standard-stream support.
+pub async fn serve(
+    backend: Arc<dyn Backend>,
+    input: impl std::io::BufRead + Send + 'static,
+    mut output: impl std::io::Write + Send + 'static,
+) -> Result<(), Error> {
+    let (line_tx, line_rx) = futures::channel::mpsc::unbounded::<String>();
+    // Every line out goes through one writer, so nothing interleaves.
+    let writer = std::thread::Builder::new()
+        .name("acp-out".into())
+        .spawn(move || {
+            for line in futures::executor::block_on_stream(line_rx) {
+                let written = output
+                    .write_all(line.as_bytes())
+                    .and_then(|()| output.write_all(b"\n"))
+                    .and_then(|()| output.flush());
+                if written.is_err() {
+                    break;
+                }
+            }
+        })
+        .map_err(Error::into_internal_error)?;
+    let (in_tx, in_rx) = futures::channel::mpsc::unbounded::<std::io::Result<String>>();
+    std::thread::Builder::new()
+        .name("acp-in".into())
+        .spawn(move || {
+            for line in input.lines() {
+                let stop = line.is_err();
+                if matches!(&line, Ok(text) if text.trim().is_empty()) {
+                    continue;
+                }
+                if in_tx.unbounded_send(line).is_err() || stop {
+                    break;
+                }
+            }
+        })
+        .map_err(Error::into_internal_error)?;
+    let outgoing = line_tx
+        .clone()
+        .sink_map_err(|_| std::io::Error::other("the output closed"));
+    let state = Arc::new(State {
+        backend,
+        sessions: Mutex::default(),
+    });
+    let result = builder(state).connect_to(Lines::new(outgoing, in_rx)).await;
+    drop(line_tx);
+    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    result
+}
+
+/// The agent's state: the backend and the sessions this connection knows.
+struct State {
+    backend: Arc<dyn Backend>,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+/// One session: its chat, its working directory, and the prompt that runs.
+struct Session {
+    id: String,
+    path: PathBuf,
+    cwd: PathBuf,
+    /// The cancel signal of the prompt that runs, if one does.
+    running: Mutex<Option<watch::Sender<bool>>>,
+    /// Tools the user allowed always, for the rest of the session.
+    always_allowed: Mutex<HashSet<String>>,
+}
+
+/// How often, and how many times, a cancel that found nothing running is tried again.
+const CANCEL_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+const CANCEL_TRIES: u32 = 20;
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(-32602, message.into())
+}
+
+fn internal(message: impl Into<String>) -> Error {
+    Error::new(-32603, message.into())
+}
+
+impl State {
+    fn session(&self, id: &SessionId) -> Result<Arc<Session>, Error> {
+        lock(&self.sessions).get(&*id.0).cloned().ok_or_else(|| {
+            invalid(format!(
+                "unknown sessionId `{}`: start a session with session/new, or open a chat with session/load (its sessionId is the chat's absolute path)",
+                id.0
+            ))
+        })
+    }
+
+    fn add(&self, path: PathBuf, cwd: PathBuf) -> Arc<Session> {
+        let id = path.display().to_string();
+        let session = Arc::new(Session {
+            id: id.clone(),
+            path,
+            cwd,
+            running: Mutex::default(),
+            always_allowed: Mutex::default(),
+        });
+        lock(&self.sessions).insert(id, session.clone());
+        session
+    }
+}
+
+fn mcp_specs(servers: Vec<McpServer>) -> Vec<McpServerSpec> {
+    servers
+        .into_iter()
+        .filter_map(|server| match server {
+            McpServer::Stdio(stdio) => Some(McpServerSpec::Stdio {
+                name: stdio.name,
+                command: stdio.command,
+                args: stdio.args,
+                env: stdio.env.into_iter().map(|v| (v.name, v.value)).collect(),
+            }),
+            McpServer::Http(http) => Some(McpServerSpec::Http {
+                name: http.name,
+                url: http.url,
+                headers: http
+                    .headers
+                    .into_iter()
+                    .map(|h| (h.name, h.value))
+                    .collect(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A fresh chat name: the time and a counter, distinct for every session of the process and
+/// (with the pid) of every process.
+fn chat_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "session-{}-{}-{}.chat",
+        now.as_secs(),
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
+    let on_new = state.clone();
+    let on_load = state.clone();
+    let on_prompt = state.clone();
+    let on_cancel = state;
+    Agent
+        .v1()
+        .name("flemmad")
+        .on_receive_request(
+            async move |_request: InitializeRequest,
+                        responder: Responder<InitializeResponse>,
+                        _cx: ConnectionTo<Client>| {
+                responder.respond(
+                    InitializeResponse::new(ProtocolVersion::V1)
+                        .agent_capabilities(
+                            AgentCapabilities::new()
+                                .load_session(true)
+                                .prompt_capabilities(
+                                    PromptCapabilities::new()
+                                        .image(false)
+                                        .audio(false)
+                                        .embedded_context(true),
+                                ),
+                        )
+                        .agent_info(Implementation::new("flemmad", env!("CARGO_PKG_VERSION"))),
+                )
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: NewSessionRequest,
+                        responder: Responder<NewSessionResponse>,
+                        _cx: ConnectionTo<Client>| {
+                match new_session(&on_new, request) {
+                    Ok(id) => responder.respond(NewSessionResponse::new(id)),
+                    Err(error) => responder.respond_with_error(error),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: LoadSessionRequest,
+                        responder: Responder<LoadSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                match load_session(&on_load, request, &cx) {
+                    Ok(()) => responder.respond(LoadSessionResponse::new()),
+                    Err(error) => responder.respond_with_error(error),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: PromptRequest,
+                        responder: Responder<PromptResponse>,
+                        cx: ConnectionTo<Client>| {
+                start_prompt(&on_prompt, request, responder, cx)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |notification: CancelNotification, _cx: ConnectionTo<Client>| {
+                if let Ok(session) = on_cancel.session(&notification.session_id)
+                    && let Some(signal) = lock(&session.running).as_ref()
+                {
+                    let _ = signal.send(true);
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+}
+
+fn new_session(state: &State, request: NewSessionRequest) -> Result<String, Error> {
+    let cwd = request.cwd;
+    if !cwd.is_absolute() {
+        return Err(invalid(format!(
+            "cwd `{}` is not an absolute path: session/new takes the project's absolute path",
+            cwd.display()
+        )));
+    }
+    if !cwd.is_dir() {
+        return Err(invalid(format!(
+            "cwd `{}` is not a folder: session/new takes the project's folder",
+            cwd.display()
+        )));
+    }
+    let path = sessions_dir(&cwd).join(chat_name());
+    state
+        .backend
+        .create_chat(&path, &new_chat_text(&path, &cwd))
+        .map_err(internal)?;
+    let session = state.add(path, cwd);
+    mcp(state, &session, request.mcp_servers);
+    tracing::info!(chat = %session.id, "session/new");
+    Ok(session.id.clone())
+}
+
+fn mcp(state: &State, session: &Session, servers: Vec<McpServer>) {
+    if servers.is_empty() {
+        return;
+    }
+    for note in state
+        .backend
+        .mcp_servers(&session.path, &session.cwd, mcp_specs(servers))
+    {
+        tracing::warn!(chat = %session.id, "{note}");
+    }
+}
+
+fn load_session(
+    state: &State,
+    request: LoadSessionRequest,
+    cx: &ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let path = PathBuf::from(&*request.session_id.0);
+    if !path.is_absolute() || path.extension().is_none_or(|ext| ext != "chat") {
+        return Err(invalid(format!(
+            "sessionId `{}` is not the absolute path of a .chat file: flemmad's sessions are chat files",
+            request.session_id.0
+        )));
+    }
+    let text = state.backend.read_chat(&path).map_err(invalid)?;
+    let cwd = if request.cwd.is_absolute() {
+        request.cwd
+    } else {
+        path.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    for update in replay::history(&text, &cwd) {
+        cx.send_notification(SessionNotification::new(request.session_id.clone(), update))?;
+    }
+    let session = state.add(path, cwd);
+    mcp(state, &session, request.mcp_servers);
+    tracing::info!(chat = %session.id, "session/load");
+    Ok(())
+}
+
+fn start_prompt(
+    state: &Arc<State>,
+    request: PromptRequest,
+    responder: Responder<PromptResponse>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let session = match state.session(&request.session_id) {
+        Ok(session) => session,
+        Err(error) => return responder.respond_with_error(error),
+    };
+    let text = match prompt::to_chat_text(&request.prompt, &session.path) {
+        Ok(text) => text,
+        Err(error) => return responder.respond_with_error(invalid(error.to_string())),
+    };
+    let cancel = {
+        let mut running = lock(&session.running);
+        if running.is_some() {
+            return responder.respond_with_error(invalid(
+                "a prompt is already running in this session: wait for its answer, or send session/cancel; this prompt was not written",
+            ));
+        }
+        let (sender, receiver) = watch::channel(false);
+        *running = Some(sender);
+        receiver
+    };
+    let backend = state.backend.clone();
+    let task_cx = cx.clone();
+    cx.spawn(async move {
+        let turn = Turn {
+            backend: &*backend,
+            session: &session,
+            cx: &task_cx,
+            cancel,
+            cancelled: false,
+            announced: HashSet::new(),
+            finished: HashSet::new(),
+            decided: HashSet::new(),
+            text_synced: false,
+        };
+        let result = turn.run(&text).await;
+        *lock(&session.running) = None;
+        let sent = match result {
+            Ok(stop) => responder.respond(PromptResponse::new(stop)),
+            Err(error) => responder.respond_with_error(error),
+        };
+        if let Err(error) = sent {
+            tracing::warn!(%error, "could not answer session/prompt");
+        }
+        Ok(())
+    })
+}
+
+/// One `session/prompt`.
+struct Turn<'a> {
+    backend: &'a dyn Backend,
+    session: &'a Session,
+    cx: &'a ConnectionTo<Client>,
+    cancel: watch::Receiver<bool>,
+    cancelled: bool,
+    /// Tool calls announced (`tool_call`) and finished (their final update sent).
+    announced: HashSet<String>,
+    finished: HashSet<String>,
+    /// Pending calls the user decided on.
+    decided: HashSet<String>,
+    /// The file was read since the reply text began streaming.
+    text_synced: bool,
+}
+
+enum Decision {
+    Continue,
+    Cancelled,
+}
+
+impl Turn<'_> {
+    fn notify(&self, update: SessionUpdate) -> Result<(), Error> {
+        self.cx
+            .send_notification(SessionNotification::new(self.session.id.clone(), update))
+    }
+
+    fn read(&self) -> Result<String, Error> {
+        self.backend.read_chat(&self.session.path).map_err(internal)
+    }
+
+    async fn run(mut self, prompt: &str) -> Result<StopReason, Error> {
+        let path = self.session.path.clone();
+        let mut events = self.backend.events(&path);
+        // Write the prompt under the trailing `@You:` (again if someone wrote meanwhile).
+        let mut written = None;
+        for _ in 0..5 {
+            let text = self.read()?;
+            let next = prompt::with_prompt(&text, prompt);
+            if self
+                .backend
+                .replace_chat(&path, &text, &next)
+                .map_err(internal)?
+            {
+                written = Some(next);
+                break;
+            }
+        }
+        let Some(written) = written else {
+            return Err(internal(
+                "the chat kept changing while the prompt was written; try again",
+            ));
+        };
+        // Calls already in the file are history, not this prompt's.
+        let doc = flemma_syntax::parse(written);
+        for message in doc.messages() {
+            for (_, tool) in message.tool_uses() {
+                self.announced.insert(tool.id.clone());
+                self.finished.insert(tool.id.clone());
+            }
+        }
+        self.backend.send(&path).map_err(invalid)?;
+        // A cancel that finds nothing running is tried again for a moment: the engine may be
+        // about to start (a send or an approval was just handed to it).
+        let mut retry = tokio::time::interval(CANCEL_RETRY);
+        let mut cancel_tries: Option<u32> = None;
+        loop {
+            let event = tokio::select! {
+                event = events.recv() => event,
+                _ = self.cancel.changed(), if !self.cancelled => {
+                    self.cancelled = true;
+                    if !self.backend.cancel(&path) {
+                        cancel_tries = Some(0);
+                        retry.reset();
+                    }
+                    continue;
+                }
+                _ = retry.tick(), if cancel_tries.is_some() => {
+                    let tries = cancel_tries.unwrap_or_default() + 1;
+                    cancel_tries = Some(tries);
+                    if self.backend.cancel(&path) {
+                        cancel_tries = None;
+                    } else if tries >= CANCEL_TRIES {
+                        self.sync_tools()?;
+                        return Ok(StopReason::Cancelled);
+                    }
+                    continue;
+                }
+            };
+            let Some(event) = event else {
+                return Err(internal(
+                    "the engine went away; the chat keeps what was written",
+                ));
+            };
+            if !matches!(event, TurnEvent::Text(_) | TurnEvent::Thinking(_)) {
+                self.text_synced = false;
+            }
+            match event {
+                TurnEvent::Text(text) => {
+                    // A new reply streams: the results it answers are in the file by now (read
+                    // once per reply, not per chunk).
+                    if !self.text_synced && self.announced.len() > self.finished.len() {
+                        self.sync_tools()?;
+                    }
+                    self.text_synced = true;
+                    self.notify(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                        ContentBlock::Text(TextContent::new(text)),
+                    )))?;
+                }
+                TurnEvent::Thinking(text) => self.notify(SessionUpdate::AgentThoughtChunk(
+                    ContentChunk::new(ContentBlock::Text(TextContent::new(text))),
+                ))?,
+                TurnEvent::ToolStarted { tool_id } => {
+                    // Announced, then in progress, then (a fast tool) its result.
+                    self.announce_tools(false)?;
+                    if self.announced.contains(&tool_id) && !self.finished.contains(&tool_id) {
+                        self.notify(SessionUpdate::ToolCallUpdate(replay::in_progress(&tool_id)))?;
+                    }
+                    self.sync_tools()?;
+                }
+                TurnEvent::FileChanged => self.sync_tools()?,
+                TurnEvent::Stopped { reason, message } => {
+                    self.sync_tools()?;
+                    if self.cancelled || reason == "cancelled" {
+                        return Ok(StopReason::Cancelled);
+                    }
+                    match reason.as_str() {
+                        "idle" | "step-done" => return Ok(StopReason::EndTurn),
+                        "max-turns" => return Ok(StopReason::MaxTurnRequests),
+                        "awaiting-approval" => match self.ask_permissions().await? {
+                            Decision::Continue => {}
+                            Decision::Cancelled => return Ok(StopReason::Cancelled),
+                        },
+                        _ => {
+                            let message = message.unwrap_or_else(|| reason.clone());
+                            if message.starts_with("the model refused to answer") {
+                                return Ok(StopReason::Refusal);
+                            }
+                            return Err(internal(message));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Announces the calls that appeared in the file and the results that became final.
+    fn sync_tools(&mut self) -> Result<(), Error> {
+        self.announce_tools(true)
+    }
+
+    /// Announces the calls that appeared in the file, and with `results` the results that
+    /// became final.
+    fn announce_tools(&mut self, results: bool) -> Result<(), Error> {
+        let text = self.read()?;
+        let doc = flemma_syntax::parse(text);
+        let cwd = &self.session.cwd;
+        let mut updates = Vec::new();
+        for message in doc.messages() {
+            for (_, tool) in message.tool_uses() {
+                if self.announced.insert(tool.id.clone()) {
+                    updates.push(SessionUpdate::ToolCall(replay::tool_call(&doc, tool, cwd)));
+                }
+                if results
+                    && !self.finished.contains(&tool.id)
+                    && let Some(fields) = replay::result_fields(&doc, &tool.id, cwd)
+                {
+                    self.finished.insert(tool.id.clone());
+                    updates.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        tool.id.clone(),
+                        fields,
+                    )));
+                }
+            }
+        }
+        for update in updates {
+            self.notify(update)?;
+        }
+        Ok(())
+    }
+
+    /// Asks the client about every pending call not decided yet, then approves or rejects
+    /// them (the engine goes on once none is pending).
+    async fn ask_permissions(&mut self) -> Result<Decision, Error> {
+        let text = self.read()?;
+        let doc = flemma_syntax::parse(text);
+        let pending: Vec<(String, String)> = doc
+            .placeholders(Some(Status::Pending))
+            .into_iter()
+            .map(|(_, _, result)| result.tool_use_id.clone())
+            .filter(|id| !self.decided.contains(id))
+            .filter_map(|id| {
+                let (_, _, tool) = doc.tool_use(&id)?;
+                Some((id, tool.name.clone()))
+            })
+            .collect();
+        let mut decisions = Vec::new();
+        for (id, name) in pending {
+            if lock(&self.session.always_allowed).contains(&name) {
+                decisions.push((id, true));
+                continue;
+            }
+            let Some((_, _, tool)) = doc.tool_use(&id) else {
+                continue;
+            };
+            let call = replay::tool_call(&doc, tool, &self.session.cwd);
+            let fields = ToolCallUpdateFields::new()
+                .title(call.title.clone())
+                .kind(call.kind)
+                .status(call.status)
+                .locations(call.locations.clone())
+                .raw_input(call.raw_input.clone());
+            let request = RequestPermissionRequest::new(
+                self.session.id.clone(),
+                ToolCallUpdate::new(id.clone(), fields),
+                vec![
+                    PermissionOption::new("allow_once", "Allow", PermissionOptionKind::AllowOnce),
+                    PermissionOption::new(
+                        "allow_always",
+                        format!("Always allow `{name}` in this session"),
+                        PermissionOptionKind::AllowAlways,
+                    ),
+                    PermissionOption::new(
+                        "reject_once",
+                        "Reject",
+                        PermissionOptionKind::RejectOnce,
+                    ),
+                ],
+            );
+            let answer = tokio::select! {
+                answer = self.cx.send_request(request).block_task() => answer?,
+                _ = self.cancel.changed(), if !self.cancelled => {
+                    self.cancelled = true;
+                    return Ok(Decision::Cancelled);
+                }
+            };
+            match answer.outcome {
+                RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
+                    "allow_once" => decisions.push((id, true)),
+                    "allow_always" => {
+                        lock(&self.session.always_allowed).insert(name);
+                        decisions.push((id, true));
+                    }
+                    _ => decisions.push((id, false)),
+                },
+                _ => return Ok(Decision::Cancelled),
+            }
+        }
+        let path = &self.session.path;
+        for (id, allowed) in decisions {
+            self.decided.insert(id.clone());
+            let outcome = if allowed {
+                self.backend.approve(path, &id)
+            } else {
+                self.backend.reject(path, &id, None)
+            };
+            outcome.map_err(internal)?;
+        }
+        Ok(Decision::Continue)
+    }
+}

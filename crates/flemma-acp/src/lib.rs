@@ -1,0 +1,127 @@
+//! The Agent Client Protocol (ACP, protocol version 1) agent of `flemmad acp`, on the official
+//! Rust SDK (`agent-client-protocol`). The only crate that knows ACP types, as `flemma-lsp` is
+//! the only one that knows LSP types.
+//!
+//! **A session is a `.chat` file.** `session/new` creates a chat under
+//! `<cwd>/.flemma/sessions/` and its sessionId is the chat's absolute path; `session/load`
+//! replays any chat's history ([`replay::history`]); `session/prompt` writes the prompt under
+//! the chat's trailing `@You:` ([`prompt::with_prompt`]) and streams what the engine does as
+//! session updates. The engine stays outside: a [`Backend`] (the binary's, over its engine
+//! host) sends, approves, rejects and cancels, and tells what happens as [`TurnEvent`]s.
+
+use std::path::{Path, PathBuf};
+
+pub mod agent;
+pub mod prompt;
+pub mod replay;
+
+pub use agent::serve;
+
+/// What happens to a chat while a prompt runs, as the backend tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnEvent {
+    /// Reply text as it streams in.
+    Text(String),
+    /// Thinking text as it streams in.
+    Thinking(String),
+    /// A tool started running.
+    ToolStarted { tool_id: String },
+    /// The file may hold new tool calls or results (a reply finished, a tool finished, calls
+    /// wait for approval).
+    FileChanged,
+    /// The engine stopped: `idle`, `awaiting-approval`, `step-done`, `max-turns`,
+    /// `cancelled`, `user-content-in-approved` or `error` (with a message).
+    Stopped {
+        reason: String,
+        message: Option<String>,
+    },
+}
+
+/// An MCP server the editor gives a session (`mcpServers`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpServerSpec {
+    Stdio {
+        name: String,
+        command: PathBuf,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    },
+    Http {
+        name: String,
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl McpServerSpec {
+    pub fn name(&self) -> &str {
+        match self {
+            McpServerSpec::Stdio { name, .. } | McpServerSpec::Http { name, .. } => name,
+        }
+    }
+}
+
+/// The seam to the engine: what the agent asks of the rest of flemmad. Every method returns
+/// at once; errors are messages for the user.
+pub trait Backend: Send + Sync + 'static {
+    /// Creates the file `path` (which must not exist) holding `text`, with its folders.
+    fn create_chat(&self, path: &Path, text: &str) -> Result<(), String>;
+    /// The chat's text.
+    fn read_chat(&self, path: &Path) -> Result<String, String>;
+    /// Replaces the chat's text with `text` if it still is `expected` (atomically); `false`
+    /// when someone changed it meanwhile.
+    fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, String>;
+    /// The events of the chat at `path` from now on.
+    fn events(&self, path: &Path) -> tokio::sync::mpsc::UnboundedReceiver<TurnEvent>;
+    /// Runs the engine cycle on the chat, as `flemmad send` does.
+    fn send(&self, path: &Path) -> Result<(), String>;
+    fn approve(&self, path: &Path, tool_id: &str) -> Result<(), String>;
+    fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String>;
+    /// Cancels what runs for the chat; `false` when nothing ran.
+    fn cancel(&self, path: &Path) -> bool;
+    /// The session's MCP servers become tool sources of the chat at `path` (stdio servers run
+    /// in `cwd`, the session's). Returns one line per server that is not used, and why.
+    fn mcp_servers(&self, path: &Path, cwd: &Path, servers: Vec<McpServerSpec>) -> Vec<String>;
+}
+
+/// The sessions folder of `cwd`.
+pub fn sessions_dir(cwd: &Path) -> PathBuf {
+    cwd.join(".flemma").join("sessions")
+}
+
+/// The text of a new session's chat: a frontmatter that records the session's working
+/// directory relative to the chat (`tools.bash.cwd`, the tools' working directory) and an
+/// empty `@You:`.
+pub fn new_chat_text(chat: &Path, cwd: &Path) -> String {
+    let dir = chat.parent().unwrap_or(Path::new("/"));
+    let relative = match dir.strip_prefix(cwd) {
+        Ok(rest) => {
+            let depth = rest.components().count();
+            if depth == 0 {
+                ".".to_owned()
+            } else {
+                vec![".."; depth].join("/")
+            }
+        }
+        Err(_) => cwd.display().to_string(),
+    };
+    let value = serde_json::json!({"flemma": {"tools": {"bash": {"cwd": relative}}}});
+    format!("```json\n{value}\n```\n@You:\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_chat_records_its_cwd_relative_to_itself() {
+        let cwd = Path::new("/home/me/project");
+        let chat = sessions_dir(cwd).join("a.chat");
+        assert_eq!(
+            new_chat_text(&chat, cwd),
+            "```json\n{\"flemma\":{\"tools\":{\"bash\":{\"cwd\":\"../..\"}}}}\n```\n@You:\n"
+        );
+        let doc = flemma_syntax::parse(new_chat_text(&chat, cwd));
+        assert!(doc.diagnostics().is_empty());
+    }
+}

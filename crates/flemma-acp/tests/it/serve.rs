@@ -1,0 +1,216 @@
+//! `serve` over a socket pair with a scripted backend: the order of what the agent says (updates
+//! before answers, a permission request before anything runs) as data, without an engine.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use flemma_acp::{Backend, McpServerSpec, TurnEvent};
+use serde_json::{Value, json};
+
+/// A backend whose chats live in memory and whose engine replays a script: each `send` or
+/// decision plays the next list of events (and may rewrite the chat first).
+#[derive(Default)]
+struct Scripted {
+    chats: Mutex<std::collections::HashMap<PathBuf, String>>,
+    steps: Mutex<Vec<(Option<String>, Vec<TurnEvent>)>>,
+    sender: Mutex<Option<tokio::sync::mpsc::UnboundedSender<TurnEvent>>>,
+    calls: Mutex<Vec<String>>,
+}
+
+impl Scripted {
+    fn play(&self, path: &Path) {
+        let mut steps = self.steps.lock().unwrap();
+        if steps.is_empty() {
+            return;
+        }
+        let (text, events) = steps.remove(0);
+        if let Some(text) = text {
+            self.chats.lock().unwrap().insert(path.to_owned(), text);
+        }
+        let sender = self.sender.lock().unwrap();
+        for event in events {
+            let _ = sender.as_ref().unwrap().send(event);
+        }
+    }
+}
+
+impl Backend for Scripted {
+    fn create_chat(&self, path: &Path, text: &str) -> Result<(), String> {
+        self.chats
+            .lock()
+            .unwrap()
+            .insert(path.to_owned(), text.to_owned());
+        Ok(())
+    }
+    fn read_chat(&self, path: &Path) -> Result<String, String> {
+        self.chats
+            .lock()
+            .unwrap()
+            .get(path)
+            .cloned()
+            .ok_or_else(|| format!("no chat at {}", path.display()))
+    }
+    fn replace_chat(&self, path: &Path, _expected: &str, text: &str) -> Result<bool, String> {
+        self.chats
+            .lock()
+            .unwrap()
+            .insert(path.to_owned(), text.to_owned());
+        Ok(true)
+    }
+    fn events(&self, _path: &Path) -> tokio::sync::mpsc::UnboundedReceiver<TurnEvent> {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        *self.sender.lock().unwrap() = Some(sender);
+        receiver
+    }
+    fn send(&self, path: &Path) -> Result<(), String> {
+        self.calls.lock().unwrap().push("send".into());
+        self.play(path);
+        Ok(())
+    }
+    fn approve(&self, path: &Path, tool_id: &str) -> Result<(), String> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("approve {tool_id}"));
+        self.play(path);
+        Ok(())
+    }
+    fn reject(&self, path: &Path, tool_id: &str, _reason: Option<String>) -> Result<(), String> {
+        self.calls.lock().unwrap().push(format!("reject {tool_id}"));
+        self.play(path);
+        Ok(())
+    }
+    fn cancel(&self, _path: &Path) -> bool {
+        false
+    }
+    fn mcp_servers(&self, _path: &Path, _cwd: &Path, _servers: Vec<McpServerSpec>) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+struct Peer {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Peer {
+    fn send(&mut self, message: Value) {
+        writeln!(self.writer, "{message}").unwrap();
+    }
+    fn next(&mut self) -> Value {
+        let mut line = String::new();
+        assert!(
+            self.reader.read_line(&mut line).unwrap() > 0,
+            "the agent closed"
+        );
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
+fn start(backend: Arc<Scripted>) -> Peer {
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    let input = BufReader::new(theirs.try_clone().unwrap());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let _ = runtime.block_on(flemma_acp::serve(backend, input, theirs));
+    });
+    Peer {
+        reader: BufReader::new(ours.try_clone().unwrap()),
+        writer: ours,
+    }
+}
+
+const TOOL_CHAT: &str = "@You:\nrun it\n\n@Assistant:\n**Tool Use:** `bash` (`t1`)\n```json\n{\"label\": \"run it\", \"command\": \"true\"}\n```\n\n@You:\n**Tool Result:** `t1` (pending)\n```\n```\n";
+
+#[test]
+fn a_pending_call_is_asked_before_it_runs_and_the_turn_ends_after_it() {
+    let backend = Arc::new(Scripted::default());
+    let done = TOOL_CHAT.replace("(pending)\n```\n```", "\n```\nok\n```");
+    *backend.steps.lock().unwrap() = vec![
+        (
+            Some(TOOL_CHAT.to_owned()),
+            vec![
+                TurnEvent::Text("Running.".into()),
+                TurnEvent::Stopped {
+                    reason: "awaiting-approval".into(),
+                    message: None,
+                },
+            ],
+        ),
+        (
+            Some(done),
+            vec![
+                TurnEvent::ToolStarted {
+                    tool_id: "t1".into(),
+                },
+                TurnEvent::FileChanged,
+                TurnEvent::Stopped {
+                    reason: "idle".into(),
+                    message: None,
+                },
+            ],
+        ),
+    ];
+    let mut peer = start(backend.clone());
+    let dir = tempfile_dir();
+    peer.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}));
+    assert_eq!(peer.next()["result"]["protocolVersion"], 1);
+    peer.send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": dir, "mcpServers": []}}));
+    let answer = peer.next();
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
+    assert!(
+        session.starts_with(&format!("{}/.flemma/sessions/", dir.display())),
+        "{answer}"
+    );
+    peer.send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": session, "prompt": [{"type": "text", "text": "run it"}]}}));
+    let mut seen = Vec::new();
+    loop {
+        let message = peer.next();
+        if message["method"] == "session/request_permission" {
+            assert_eq!(
+                *backend.calls.lock().unwrap(),
+                ["send"],
+                "nothing ran before the answer"
+            );
+            assert_eq!(message["params"]["toolCall"]["toolCallId"], "t1");
+            seen.push("permission".to_owned());
+            peer.send(json!({"jsonrpc": "2.0", "id": message["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}));
+            continue;
+        }
+        if message["id"] == 2 {
+            assert_eq!(message["result"]["stopReason"], "end_turn", "{message}");
+            break;
+        }
+        let update = &message["params"]["update"];
+        seen.push(format!(
+            "{} {}",
+            update["sessionUpdate"].as_str().unwrap(),
+            update["status"].as_str().unwrap_or_default()
+        ));
+    }
+    assert_eq!(
+        seen,
+        [
+            "agent_message_chunk ",
+            "tool_call ",
+            "permission",
+            "tool_call_update in_progress",
+            "tool_call_update completed"
+        ]
+    );
+    assert_eq!(*backend.calls.lock().unwrap(), ["send", "approve t1"]);
+}
+
+fn tempfile_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("flemma-acp-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

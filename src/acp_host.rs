@@ -1,0 +1,221 @@
+//! The ACP agent's [`flemma_acp::Backend`] backed by the process's [`EngineHost`]: the one
+//! place `flemmad acp` touches the engine host. Chats are files (the host writes them on disk,
+//! as for `flemmad send`); the host's events of a chat become [`TurnEvent`]s.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use flemma_acp::{Backend, McpServerSpec, TurnEvent};
+use flemma_mcp::definition::{Hidden, Origin, ServerDef, Transport};
+
+use flemma_protocol::methods::FlemmaRequest;
+use serde_json::{Value, json};
+
+use crate::engine_host::{DocumentRef, EngineHost, STOPPED_EVENT, TEXT_EVENT, THINKING_EVENT};
+
+/// `flemmad acp`'s view of the engine host.
+#[derive(Debug)]
+pub struct AcpHost {
+    host: Option<Arc<EngineHost>>,
+}
+
+impl AcpHost {
+    pub fn new(host: Arc<EngineHost>) -> Self {
+        Self { host: Some(host) }
+    }
+
+    /// Only the chat files (for a backend whose engine is elsewhere): the engine methods
+    /// refuse.
+    pub fn files() -> Self {
+        Self { host: None }
+    }
+
+    fn host(&self) -> Result<&EngineHost, String> {
+        self.host
+            .as_deref()
+            .ok_or_else(|| "no engine runs in this process".to_owned())
+    }
+
+    /// One `flemma/*` request about the chat at `path` (`params` without its `uri`), through
+    /// the host's one command surface.
+    fn call(&self, path: &Path, method: &str, mut params: Value) -> Result<(), String> {
+        params["uri"] = json!(path);
+        let request = FlemmaRequest::decode(method, params).map_err(|e| e.to_string())?;
+        self.host()?
+            .call(DocumentRef::path(path), request)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// What a host event of the chat means to a prompt; `None` for events it does not follow.
+pub fn turn_event(name: &str, data: &Value) -> Option<TurnEvent> {
+    let text = |key: &str| data.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+    Some(match name {
+        TEXT_EVENT => TurnEvent::Text(text("text")?),
+        THINKING_EVENT => TurnEvent::Thinking(text("text")?),
+        flemma_engine::events::TOOL_EXECUTING => TurnEvent::ToolStarted {
+            tool_id: text("toolId")?,
+        },
+        flemma_engine::events::TOOL_COMPLETED
+        | flemma_engine::events::REQUEST_FINISHED
+        | flemma_engine::events::TOOL_APPROVAL_REQUIRED => TurnEvent::FileChanged,
+        STOPPED_EVENT => TurnEvent::Stopped {
+            reason: text("reason")?,
+            message: text("message"),
+        },
+        _ => return None,
+    })
+}
+
+impl Backend for AcpHost {
+    fn create_chat(&self, path: &Path, text: &str) -> Result<(), String> {
+        use std::io::Write as _;
+        let dir = path.parent().ok_or("a chat needs a folder")?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create the sessions folder {}: {e}", dir.display()))?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| format!("cannot create the chat {}: {e}", path.display()))?;
+        file.write_all(text.as_bytes())
+            .map_err(|e| format!("cannot write the chat {}: {e}", path.display()))
+    }
+
+    fn read_chat(&self, path: &Path) -> Result<String, String> {
+        crate::fsutil::read_chat(path).map_err(|e| format!("{e:#}"))
+    }
+
+    fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, String> {
+        crate::fsutil::replace_if_unchanged(path, expected, text).map_err(|e| format!("{e:#}"))
+    }
+
+    fn events(&self, path: &Path) -> tokio::sync::mpsc::UnboundedReceiver<TurnEvent> {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let Ok(host) = self.host() else {
+            return receiver;
+        };
+        let events = host.subscribe();
+        let path = path.to_owned();
+        // Ends when the prompt stops listening (at the next event after that).
+        let _ = std::thread::Builder::new()
+            .name("acp-events".into())
+            .spawn(move || {
+                while let Ok(event) = events.recv() {
+                    if event.path != path {
+                        continue;
+                    }
+                    let Some(turn) = turn_event(event.event.name, &event.event.data) else {
+                        continue;
+                    };
+                    if sender.send(turn).is_err() {
+                        break;
+                    }
+                }
+            });
+        receiver
+    }
+
+    fn send(&self, path: &Path) -> Result<(), String> {
+        self.call(path, "flemma/send", json!({}))
+    }
+
+    fn approve(&self, path: &Path, tool_id: &str) -> Result<(), String> {
+        self.call(path, "flemma/approve", json!({ "toolId": tool_id }))
+    }
+
+    fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String> {
+        let mut params = json!({ "toolId": tool_id });
+        if let Some(reason) = reason {
+            params["reason"] = json!(reason);
+        }
+        self.call(path, "flemma/reject", params)
+    }
+
+    fn cancel(&self, path: &Path) -> bool {
+        self.call(path, "flemma/cancel", json!({})).is_ok()
+    }
+
+    fn mcp_servers(&self, path: &Path, cwd: &Path, servers: Vec<McpServerSpec>) -> Vec<String> {
+        let defs = servers
+            .into_iter()
+            .map(|server| server_def(server, cwd))
+            .collect();
+        crate::mcp_setup::set_session_servers(path, defs);
+        Vec::new()
+    }
+}
+
+/// An editor's MCP server as a tool source of the session's chat (run in the session's cwd;
+/// the editor's own servers, outside the tool sandbox, as the editor would run them).
+fn server_def(server: McpServerSpec, cwd: &Path) -> ServerDef {
+    let hide = |pairs: Vec<(String, String)>| -> Vec<(String, Hidden)> {
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k, Hidden::new(v)))
+            .collect()
+    };
+    let (name, transport) = match server {
+        McpServerSpec::Stdio {
+            name,
+            command,
+            args,
+            env,
+        } => (
+            name,
+            Transport::Stdio {
+                command: command.display().to_string(),
+                args,
+                env: hide(env),
+                cwd: cwd.to_path_buf(),
+                sandbox: false,
+            },
+        ),
+        McpServerSpec::Http { name, url, headers } => (
+            name,
+            Transport::Http {
+                url,
+                headers: hide(headers),
+            },
+        ),
+    };
+    ServerDef {
+        name: flemma_config::mcp_server_name(&name),
+        transport,
+        origin: Origin::Session("acp".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_events_become_turn_events() {
+        assert_eq!(
+            turn_event(TEXT_EVENT, &json!({"text": "hi"})),
+            Some(TurnEvent::Text("hi".into()))
+        );
+        assert_eq!(
+            turn_event(
+                "tool:executing",
+                &json!({"toolId": "t1", "toolName": "bash"})
+            ),
+            Some(TurnEvent::ToolStarted {
+                tool_id: "t1".into()
+            })
+        );
+        assert_eq!(
+            turn_event(
+                STOPPED_EVENT,
+                &json!({"reason": "error", "message": "boom"})
+            ),
+            Some(TurnEvent::Stopped {
+                reason: "error".into(),
+                message: Some("boom".into())
+            })
+        );
+        assert_eq!(turn_event("usage:updated", &json!({})), None);
+    }
+}

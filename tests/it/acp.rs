@@ -1,0 +1,794 @@
+//! `flemmad acp` driven by a real ACP client: the official Python SDK (PyPI
+//! `agent-client-protocol`) running `tests/it/acp/client.py`, against `flemma-mock-provider`
+//! over real HTTP, with real tools in a temporary project. The bad-input tests speak raw
+//! JSON lines (the SDKs cannot send malformed JSON).
+//!
+//! The Python comes from `FLEMMA_TEST_ACP_PYTHON` (`.ci/run` makes a venv); without it the
+//! client tests say "skipped" (and fail under CI).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use flemma_mock_provider::{MockProvider, Turn};
+use serde_json::{Value, json};
+
+use crate::common::provider_env;
+
+fn python(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("FLEMMA_TEST_ACP_PYTHON") {
+        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{test}: FLEMMA_TEST_ACP_PYTHON is not set; .ci/run installs PyPI `agent-client-protocol` in a venv and sets it"
+            );
+            eprintln!(
+                "skipped: {test}: set FLEMMA_TEST_ACP_PYTHON to a Python with PyPI `agent-client-protocol` to run the ACP client tests"
+            );
+            None
+        }
+    }
+}
+
+/// A project folder (outside /tmp, which the sandbox leaves writable as a whole) and a user
+/// configuration: Anthropic through the mock; `bash` needs approval.
+struct Project {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Project {
+    fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("flemmad-acp-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("project/src")).unwrap();
+        std::fs::write(root.join("project/src/x.rs"), "fn x() {}\n").unwrap();
+        std::fs::create_dir_all(root.join("config/flemma")).unwrap();
+        std::fs::write(
+            root.join("config/flemma/config.toml"),
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve_sandboxed = false\n",
+        )
+        .unwrap();
+        Self { _dir: dir, root }
+    }
+
+    fn cwd(&self) -> PathBuf {
+        self.root.join("project")
+    }
+
+    fn env(&self, base: &str) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = provider_env(base)
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        for (key, dir) in [
+            ("XDG_CONFIG_HOME", "config"),
+            ("XDG_RUNTIME_DIR", "run"),
+            ("XDG_STATE_HOME", "state"),
+        ] {
+            env.push((key.into(), self.root.join(dir).display().to_string()));
+        }
+        env.push(("PATH".into(), "/usr/bin:/bin".into()));
+        env
+    }
+
+    /// Runs the client with `steps`; its report.
+    async fn client(&self, python: &Path, base: &str, steps: Value) -> Value {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/acp/client.py");
+        let mut command = tokio::process::Command::new(python);
+        command
+            .arg(script)
+            .arg(env!("CARGO_BIN_EXE_flemmad"))
+            .arg(self.cwd())
+            .arg(steps.to_string())
+            .env_remove("FLEMMA_CONFIG")
+            .kill_on_drop(true);
+        for (key, value) in self.env(base) {
+            command.env(key, value);
+        }
+        let out = tokio::time::timeout(Duration::from_secs(90), command.output())
+            .await
+            .expect("the ACP client finished in time")
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "client failed: {}\n{stdout}\nlog: {}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("state/flemma/flemmad.log")).unwrap_or_default()
+    }
+}
+
+fn kinds(updates: &Value) -> Vec<String> {
+    updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["sessionUpdate"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn message_text(updates: &Value, kind: &str) -> String {
+    updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == kind)
+        .map(|u| u["content"]["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn no_error_diagnostics(text: &str) {
+    let doc = flemma_syntax::parse(text);
+    let errors: Vec<_> = doc
+        .diagnostics()
+        .into_iter()
+        .filter(|d| d.severity == flemma_syntax::Severity::Error)
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}\n{text}");
+}
+
+#[tokio::test]
+async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same() {
+    let Some(python) = python("acp new session") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    let reply = "Hello from the mock. ".repeat(20);
+    let turn = || {
+        Turn::default()
+            .thinking("Pondering the greeting.", "sig-1")
+            .and_text(reply.clone())
+            .bytes_per_sec(4000)
+    };
+    mock.push(turn());
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([{"op": "new"}, {"op": "prompt", "text": "Say hello."}]),
+        )
+        .await;
+
+    let init = &report["initialize"];
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["image"],
+        false
+    );
+    assert_eq!(init["authMethods"], json!([]));
+
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let path = PathBuf::from(session);
+    assert!(path.is_absolute(), "{session}");
+    assert_eq!(
+        path.parent().unwrap(),
+        project.cwd().join(".flemma/sessions")
+    );
+    assert_eq!(path.extension().unwrap(), "chat");
+
+    let prompt = &report["steps"][1];
+    assert_eq!(prompt["result"]["stopReason"], "end_turn", "{prompt}");
+    let updates = &prompt["updates"];
+    assert_eq!(
+        message_text(updates, "agent_thought_chunk"),
+        "Pondering the greeting."
+    );
+    assert_eq!(message_text(updates, "agent_message_chunk"), reply);
+    let chunks = kinds(updates)
+        .iter()
+        .filter(|k| *k == "agent_message_chunk")
+        .count();
+    assert!(
+        chunks > 1,
+        "the reply streams as it arrives: {chunks} chunk(s)"
+    );
+
+    // The chat: the recorded cwd, the prompt under @You:, the reply, a new @You:.
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        written.starts_with("```json\n{\"flemma\":{\"tools\":{\"bash\":{\"cwd\":\"../..\"}}}}\n```\n@You:\nSay hello.\n"),
+        "{written}"
+    );
+    assert!(written.contains(reply.trim()), "{written}");
+    no_error_diagnostics(&written);
+
+    // `flemmad send` on the same chat before the reply writes the same bytes.
+    let twin = path.with_file_name("twin.chat");
+    std::fs::write(
+        &twin,
+        "```json\n{\"flemma\":{\"tools\":{\"bash\":{\"cwd\":\"../..\"}}}}\n```\n@You:\nSay hello.\n",
+    )
+    .unwrap();
+    mock.push(turn());
+    let mut send = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    send.arg("send").arg(&twin).env_remove("FLEMMA_CONFIG");
+    for (key, value) in project.env(&mock.base_url()) {
+        send.env(key, value);
+    }
+    let out = send.output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&twin).unwrap(), written);
+
+    // The session's chat is an ordinary chat: it parses and `flemmad send` continues it.
+    assert!(written.trim_end().ends_with("@You:"), "{written}");
+    std::fs::write(&path, format!("{}\nContinue.\n", written.trim_end())).unwrap();
+    mock.push(Turn::text("Continued by send."));
+    let mut send = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    send.arg("send").arg(&path).env_remove("FLEMMA_CONFIG");
+    let mut parse = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    parse
+        .arg("parse")
+        .arg("--json")
+        .arg(&path)
+        .env_remove("FLEMMA_CONFIG");
+    for (key, value) in project.env(&mock.base_url()) {
+        send.env(&key, &value);
+        parse.env(key, value);
+    }
+    let out = send.output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let continued = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        continued.contains("@You:\nContinue.\n\n@Assistant:\nContinued by send.\n\n@You:\n"),
+        "{continued}"
+    );
+    let out = parse.output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(tree.is_object(), "{tree}");
+}
+
+fn bash_turn(id: &str, command: &str) -> Turn {
+    Turn::text("Let me run it.").tool_call_with_id(
+        "bash",
+        id,
+        json!({"label": "run the check", "command": command, "timeout": null}),
+    )
+}
+
+#[tokio::test]
+async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works() {
+    let Some(python) = python("acp allow") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(bash_turn("t1", "pwd; echo acp-ran"));
+    mock.push(Turn::text("It ran."));
+    mock.push(Turn::text("Second answer."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Run the check.", "permission": "allow_once"},
+                {"op": "prompt", "text": "And now?"}
+            ]),
+        )
+        .await;
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let step = &report["steps"][1];
+    assert_eq!(step["result"]["stopReason"], "end_turn", "{step}");
+    let asked = &step["permissions"][0];
+    assert_eq!(asked["toolCall"]["toolCallId"], "t1", "{step}");
+    let options: Vec<(&str, &str)> = asked["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["optionId"].as_str().unwrap(), o["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        options,
+        [
+            ("allow_once", "allow_once"),
+            ("allow_always", "allow_always"),
+            ("reject_once", "reject_once")
+        ]
+    );
+    let updates = step["updates"].as_array().unwrap();
+    let call = updates
+        .iter()
+        .position(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == "t1")
+        .expect("tool_call announced");
+    assert_eq!(updates[call]["title"], "run the check");
+    assert_eq!(updates[call]["kind"], "execute");
+    assert_eq!(updates[call]["rawInput"]["command"], "pwd; echo acp-ran");
+    let statuses: Vec<&str> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "t1")
+        .filter_map(|u| u["status"].as_str())
+        .collect();
+    assert_eq!(statuses, ["in_progress", "completed"], "{step}");
+    let done = updates.iter().find(|u| u["status"] == "completed").unwrap();
+    let output = done["content"][0]["content"]["text"].as_str().unwrap();
+    assert!(output.contains("acp-ran"), "{output}");
+    // The tools run in the session's cwd, not in the sessions folder.
+    assert!(
+        output.contains(&project.cwd().display().to_string()),
+        "{output}"
+    );
+    assert_eq!(
+        message_text(&step["updates"], "agent_message_chunk"),
+        "Let me run it.It ran."
+    );
+
+    let second = &report["steps"][2];
+    assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");
+    assert_eq!(
+        message_text(&second["updates"], "agent_message_chunk"),
+        "Second answer."
+    );
+
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("**Tool Result:** `t1`\n"), "{text}");
+    assert!(text.contains("acp-ran"), "{text}");
+    assert!(text.contains("@You:\nAnd now?\n"), "{text}");
+    assert!(text.contains("Second answer."), "{text}");
+    no_error_diagnostics(&text);
+}
+
+#[tokio::test]
+async fn allow_always_approves_that_tool_for_the_rest_of_the_session() {
+    let Some(python) = python("acp allow always") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(bash_turn("a1", "echo first"));
+    mock.push(bash_turn("a2", "echo second"));
+    mock.push(Turn::text("Both ran."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Run both.", "permission": "allow_always"}
+            ]),
+        )
+        .await;
+    let step = &report["steps"][1];
+    assert_eq!(step["result"]["stopReason"], "end_turn", "{step}");
+    let asked: Vec<&Value> = step["permissions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["toolCall"]["toolCallId"])
+        .collect();
+    assert_eq!(asked, [&json!("a1")], "{step}");
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("first") && text.contains("second"), "{text}");
+    assert!(text.contains("Both ran."), "{text}");
+}
+
+#[tokio::test]
+async fn a_rejected_tool_call_is_rejected_in_the_file_and_fails() {
+    let Some(python) = python("acp reject") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(bash_turn("t9", "touch should-not-exist"));
+    mock.push(Turn::text("Understood, I will not."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Touch it.", "permission": "reject_once"}
+            ]),
+        )
+        .await;
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let step = &report["steps"][1];
+    assert_eq!(step["result"]["stopReason"], "end_turn", "{step}");
+    assert_eq!(step["permissions"].as_array().unwrap().len(), 1);
+    let failed = step["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "t9")
+        .expect("a final update");
+    assert_eq!(failed["status"], "failed", "{step}");
+    let text = std::fs::read_to_string(session).unwrap();
+    // As `flemmad reject` writes it.
+    assert!(
+        text.contains(
+            "**Tool Result:** `t9` (error)\n```\nThis tool has been rejected by the user.\n```"
+        ),
+        "{text}"
+    );
+    assert!(!project.cwd().join("should-not-exist").exists());
+    assert!(text.contains("Understood, I will not."), "{text}");
+}
+
+#[tokio::test]
+async fn cancel_keeps_the_partial_reply_and_the_next_prompt_works() {
+    let Some(python) = python("acp cancel") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text("slow ".repeat(400)).bytes_per_sec(2000));
+    mock.push(Turn::text("After the cancel."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Talk slowly.", "cancel_after_chunks": 2},
+                {"op": "prompt", "text": "Go on."}
+            ]),
+        )
+        .await;
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let cancelled = &report["steps"][1];
+    assert_eq!(
+        cancelled["result"]["stopReason"], "cancelled",
+        "{cancelled}"
+    );
+    let streamed = message_text(&cancelled["updates"], "agent_message_chunk");
+    assert!(streamed.len() < "slow ".len() * 400, "{streamed}");
+    let next = &report["steps"][2];
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("<!-- flemma:aborted"), "{text}");
+    assert!(text.contains("@Assistant:\nslow slow"), "{text}");
+    assert!(!text.contains(&"slow ".repeat(400)), "{text}");
+    assert!(text.contains("After the cancel."), "{text}");
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "the model is not asked again for the cancelled prompt"
+    );
+    no_error_diagnostics(&text);
+}
+
+#[tokio::test]
+async fn load_replays_a_flemma_chat_before_answering_and_continues_it() {
+    let Some(python) = python("acp load") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    let chat = project.cwd().join("notes.chat");
+    std::fs::write(
+        &chat,
+        "@You:\nWhat is in src?\n\n@Assistant:\n<thinking>\nLook first.\n</thinking>\nLet me look.\n\n**Tool Use:** `ls` (`a1`)\n```json\n{\"label\": \"list src\", \"path\": \"src\"}\n```\n\n**Tool Use:** `bash` (`a2`)\n```json\n{\"label\": \"count\", \"command\": \"false\"}\n```\n\n@You:\n**Tool Result:** `a1`\n```\nx.rs\n```\n\n**Tool Result:** `a2` (error)\n```\nexit 1\n```\n\n@Assistant:\nThere is x.rs.\n\n@You:\n",
+    )
+    .unwrap();
+    mock.push(Turn::text("Still x.rs."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "load", "session": chat},
+                {"op": "prompt", "text": "Anything else?"}
+            ]),
+        )
+        .await;
+    let load = &report["steps"][0];
+    assert!(load.get("error").is_none(), "{load}");
+    let updates = &load["updates"];
+    assert_eq!(
+        kinds(updates),
+        [
+            "user_message_chunk",
+            "agent_thought_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call",
+            "agent_message_chunk"
+        ]
+    );
+    assert_eq!(updates[0]["content"]["text"], "What is in src?");
+    assert_eq!(updates[3]["status"], "completed");
+    assert_eq!(updates[3]["kind"], "search");
+    assert_eq!(updates[4]["status"], "failed");
+    assert_eq!(updates[5]["content"]["text"], "There is x.rs.");
+    let prompt = &report["steps"][1];
+    assert_eq!(prompt["result"]["stopReason"], "end_turn", "{prompt}");
+    let text = std::fs::read_to_string(&chat).unwrap();
+    assert!(
+        text.contains("@You:\nAnything else?\n\n@Assistant:\nStill x.rs.\n\n@You:\n"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn bad_requests_get_clear_errors_and_write_nothing() {
+    let Some(python) = python("acp bad requests") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text("slow ".repeat(200)).bytes_per_sec(1000));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "prompt", "session": "/nowhere/x.chat", "text": "hi"},
+                {"op": "load", "session": "relative.txt"},
+                {"op": "new"},
+                {"op": "prompt", "blocks": []},
+                {"op": "double_prompt", "text": "first"}
+            ]),
+        )
+        .await;
+    let steps = &report["steps"];
+    assert!(
+        steps[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown sessionId"),
+        "{steps}"
+    );
+    let load = steps[1]["error"].to_string();
+    assert!(
+        load.contains("not the absolute path of a .chat file"),
+        "{load}"
+    );
+    let empty = steps[3]["error"].to_string();
+    assert!(empty.contains("the prompt has no content"), "{empty}");
+    let double = &steps[4];
+    assert!(
+        double["second"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("already running"),
+        "{double}"
+    );
+    assert_eq!(double["result"]["stopReason"], "end_turn", "{double}");
+    let session = steps[2]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("@You:\nfirst\n"), "{text}");
+    assert!(!text.contains("second"), "{text}");
+}
+
+/// Malformed JSON answers `-32700` with `"id": null`, and the agent keeps serving; nothing but
+/// JSON-RPC reaches stdout.
+#[test]
+fn malformed_json_gets_a_parse_error_and_the_agent_keeps_serving() {
+    let project = Project::new();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    command
+        .arg("acp")
+        .current_dir(project.cwd())
+        .env_remove("FLEMMA_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in project.env("http://127.0.0.1:9") {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    stdin.write_all(b"{this is not json\n").unwrap();
+    let answer: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n")
+        .unwrap();
+    let answer: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(lines.next().is_none());
+}
+
+/// The editor's `mcpServers` are tool sources of the session (in-process): a real MCP server
+/// (PyPI `mcp`, `FLEMMA_TEST_MCP_PYTHON`) answers the model's call.
+#[tokio::test]
+async fn the_editors_mcp_servers_are_tool_sources_of_the_session() {
+    let Some(python) = python("acp mcpServers") else {
+        return;
+    };
+    let Some(mcp_python) = std::env::var_os("FLEMMA_TEST_MCP_PYTHON").filter(|p| !p.is_empty())
+    else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "FLEMMA_TEST_MCP_PYTHON is not set; .ci/run sets it"
+        );
+        eprintln!(
+            "skipped: acp mcpServers: set FLEMMA_TEST_MCP_PYTHON to a Python with PyPI `mcp`"
+        );
+        return;
+    };
+    let server = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/flemma-mcp/tests/servers/demo_server.py");
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text("Asking the server.").tool_call_with_id(
+        "editor__echo",
+        "m1",
+        json!({"text": "hello from the editor's server"}),
+    ));
+    mock.push(Turn::text("It echoed."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new", "mcpServers": [{
+                    "name": "editor",
+                    "command": mcp_python.to_string_lossy(),
+                    "args": [server],
+                    "env": []
+                }]},
+                {"op": "prompt", "text": "Use the server.", "permission": "allow_once"}
+            ]),
+        )
+        .await;
+    let step = &report["steps"][1];
+    assert_eq!(
+        step["result"]["stopReason"],
+        "end_turn",
+        "{step}\n{}",
+        project.log()
+    );
+    // The model was offered the server's tools.
+    let offered = mock.requests()[0].body.to_string();
+    assert!(offered.contains("editor__echo"), "{offered}");
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("**Tool Result:** `m1`"), "{text}");
+    assert!(text.contains("hello from the editor's server"), "{text}");
+}
+
+/// With a daemon running, prompts run in the daemon's engine (the chat is still the file):
+/// streamed text, a permission request and its approval go through `rpc.sock`.
+#[tokio::test]
+async fn with_a_daemon_running_prompts_run_in_the_daemon() {
+    let Some(python) = python("acp via daemon") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    std::fs::create_dir_all(project.root.join("run")).unwrap();
+    let mut serve = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    serve
+        .arg("serve")
+        .env_remove("FLEMMA_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    for (key, value) in project.env(&mock.base_url()) {
+        serve.env(key, value);
+    }
+    let mut daemon = serve.spawn().unwrap();
+    let socket = project.root.join("run/flemma/rpc.sock");
+    let start = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the daemon never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    mock.push(bash_turn("d1", "echo via-daemon"));
+    mock.push(Turn::text("The daemon ran it."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Run it.", "permission": "allow_once"}
+            ]),
+        )
+        .await;
+    let step = &report["steps"][1];
+    assert_eq!(
+        step["result"]["stopReason"],
+        "end_turn",
+        "{step}\n{}",
+        project.log()
+    );
+    assert_eq!(step["permissions"][0]["toolCall"]["toolCallId"], "d1");
+    assert_eq!(
+        message_text(&step["updates"], "agent_message_chunk"),
+        "Let me run it.The daemon ran it."
+    );
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("via-daemon"), "{text}");
+    let log = project.log();
+    assert!(
+        log.contains("acp: serving on stdio through the daemon"),
+        "{log}"
+    );
+    daemon.kill().await.unwrap();
+}
+
+/// docs/editors/acp.md's Zed and JetBrains settings parse and name the real command.
+#[test]
+fn the_documented_editor_settings_parse_and_name_the_real_command() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/editors/acp.md"))
+            .unwrap();
+    for heading in ["### Zed", "### JetBrains"] {
+        let section = &doc[doc.find(heading).expect(heading)..];
+        let start = section.find("```json\n").unwrap() + "```json\n".len();
+        let end = start + section[start..].find("\n```").unwrap();
+        let settings: Value =
+            serde_json::from_str(&section[start..end]).unwrap_or_else(|e| panic!("{heading}: {e}"));
+        let server = &settings["agent_servers"]["flemmad"];
+        assert_eq!(server["command"], "flemmad", "{heading}");
+        assert_eq!(server["args"], json!(["acp"]), "{heading}");
+    }
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_flemmad"))
+        .args(["acp", "--help"])
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Agent Client Protocol"));
+}
+
+/// A permission request answered `cancelled` (what clients answer after `session/cancel`)
+/// cancels the prompt: nothing runs, nothing is rejected.
+#[tokio::test]
+async fn a_cancelled_permission_request_cancels_the_prompt_without_running_or_rejecting() {
+    let Some(python) = python("acp cancelled permission") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(bash_turn("c1", "touch should-not-exist"));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Touch it.", "permission": "cancel"}
+            ]),
+        )
+        .await;
+    let step = &report["steps"][1];
+    assert_eq!(step["result"]["stopReason"], "cancelled", "{step}");
+    assert_eq!(step["permissions"].as_array().unwrap().len(), 1, "{step}");
+    assert!(!project.cwd().join("should-not-exist").exists());
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("**Tool Result:** `c1` (pending)"), "{text}");
+    assert!(!text.contains("rejected"), "{text}");
+}

@@ -1,0 +1,137 @@
+"""A small ACP client on the official Python SDK (PyPI `agent-client-protocol`) that drives
+`flemmad acp` through a script of steps and prints what it saw as one JSON object.
+
+Usage: client.py FLEMMAD CWD STEPS_JSON
+
+Steps (a JSON list):
+  {"op": "new"}                                   session/new in CWD (mcpServers optional)
+  {"op": "load", "session": PATH}                 session/load of a chat
+  {"op": "prompt", "text": ..., "blocks": [...],  session/prompt; `permission` answers every
+   "permission": "allow_once"|"reject_once"|...,  permission request with that optionId
+   "cancel_after_chunks": N}                      (or "cancel": a cancelled outcome);
+                                                  `cancel_after_chunks` sends session/cancel
+                                                  after N agent_message_chunks
+The output: {"initialize": ..., "steps": [{"op", "result" | "error", "updates",
+"permissions"}]}. Updates are the session/update notifications received during the step, in
+order, as JSON.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+import acp
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    RequestPermissionResponse,
+)
+
+
+def dump(model):
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class Recorder:
+    def __init__(self):
+        self.updates = []
+        self.permissions = []
+        self.answer = "allow_once"
+        self.cancel_after = None
+        self.chunks = 0
+        self.conn = None
+        self.session_id = None
+
+    async def request_permission(self, session_id, tool_call, options, **kwargs):
+        self.permissions.append(
+            {"toolCall": dump(tool_call), "options": [dump(o) for o in options]}
+        )
+        if self.answer == "cancel":
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=self.answer)
+        )
+
+    async def session_update(self, session_id, update, **kwargs):
+        self.updates.append(dump(update))
+        if update.session_update == "agent_message_chunk":
+            self.chunks += 1
+            if self.cancel_after is not None and self.chunks == self.cancel_after:
+                asyncio.get_running_loop().create_task(self.conn.cancel(session_id=session_id))
+
+    async def write_text_file(self, *args, **kwargs):
+        raise acp.RequestError.method_not_found("fs/write_text_file")
+
+    async def read_text_file(self, *args, **kwargs):
+        raise acp.RequestError.method_not_found("fs/read_text_file")
+
+    def on_connect(self, conn):
+        self.conn = conn
+
+
+def blocks_of(step):
+    if "blocks" in step:
+        return step["blocks"]
+    return [acp.text_block(step["text"])]
+
+
+async def main():
+    flemmad, cwd, steps = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    recorder = Recorder()
+    out = {"steps": []}
+    async with acp.spawn_agent_process(
+        recorder, flemmad, "acp", env=dict(os.environ), cwd=cwd
+    ) as (conn, process):
+        recorder.conn = conn
+        init = await conn.initialize(
+            protocol_version=acp.PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(),
+            client_info=acp.schema.Implementation(name="flemmad-test", version="1"),
+        )
+        out["initialize"] = dump(init)
+        session_id = None
+        for step in steps:
+            recorder.updates, recorder.permissions, recorder.chunks = [], [], 0
+            recorder.answer = step.get("permission", "allow_once")
+            recorder.cancel_after = step.get("cancel_after_chunks")
+            record = {"op": step["op"]}
+            try:
+                if step["op"] == "new":
+                    response = await conn.new_session(
+                        cwd=cwd, mcp_servers=step.get("mcpServers", [])
+                    )
+                    session_id = response.session_id
+                    record["result"] = dump(response)
+                elif step["op"] == "load":
+                    session_id = step["session"]
+                    response = await conn.load_session(
+                        cwd=cwd, session_id=session_id, mcp_servers=[]
+                    )
+                    record["result"] = dump(response) if response is not None else {}
+                elif step["op"] == "prompt":
+                    response = await conn.prompt(
+                        session_id=step.get("session", session_id), prompt=blocks_of(step)
+                    )
+                    record["result"] = dump(response)
+                elif step["op"] == "double_prompt":
+                    first = asyncio.ensure_future(
+                        conn.prompt(session_id=session_id, prompt=blocks_of(step))
+                    )
+                    await asyncio.sleep(0.3)
+                    try:
+                        await conn.prompt(session_id=session_id, prompt=[acp.text_block("second")])
+                        record["second"] = "accepted"
+                    except acp.RequestError as error:
+                        record["second"] = {"code": error.code, "message": str(error)}
+                    record["result"] = dump(await first)
+            except acp.RequestError as error:
+                record["error"] = {"code": error.code, "message": str(error), "data": error.data}
+            record["updates"] = list(recorder.updates)
+            record["permissions"] = list(recorder.permissions)
+            out["steps"].append(record)
+    print(json.dumps(out))
+
+
+asyncio.run(main())
