@@ -157,6 +157,27 @@ impl Backend for HostBackend {
         self.host.call(document, request)
     }
 
+    fn approval(
+        &mut self,
+        uri: &str,
+        analysis: &flemma_ide::Analysis,
+        tool: &str,
+        input: &serde_json::Value,
+    ) -> Option<flemma_ide::features::ApprovalDecision> {
+        use flemma_ide::features::{ApprovalDecision, Verdict};
+        let path = flemma_lsp::uri_to_path(uri)?;
+        let setup = crate::tool_setup::ToolSetup::for_chat(analysis, &path).ok()?;
+        let decision = setup.decide(tool, input)?;
+        Some(ApprovalDecision {
+            verdict: match decision.verdict {
+                flemma_tools::Verdict::Approve => Verdict::Approve,
+                flemma_tools::Verdict::RequireApproval => Verdict::Ask,
+                flemma_tools::Verdict::Deny { .. } => Verdict::Deny,
+            },
+            resolver: decision.resolver,
+        })
+    }
+
     fn trust_folder(&mut self, uri: &str) -> Result<Vec<PathBuf>, RequestError> {
         let path = self.path_of("flemma.trustFolder", uri)?;
         let dir = path.parent().ok_or_else(|| {

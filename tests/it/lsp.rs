@@ -187,6 +187,9 @@ fn hover_and_definition_on_tool_and_job_blocks() {
     for flavor in [Flavor::Helix, Flavor::VsCode] {
         let mut client = start(flavor, &[]);
         client.open(URI, CHAT);
+        // The approval decision comes from the chat's analysis (computed off the main loop:
+        // hover never waits for it), published with the first diagnostics.
+        client.wait_notification("textDocument/publishDiagnostics", |p| p["uri"] == URI);
         let hover = |client: &mut Client, needle: &str| {
             client
                 .request(
@@ -201,8 +204,14 @@ fn hover_and_definition_on_tool_and_job_blocks() {
             markdown.contains("**Tool** `bash` (call `t2`)"),
             "{markdown}"
         );
-        // The input pretty-printed.
+        // The input pretty-printed, and what the chat's approval chain decides for the call
+        // (`bash` asks the user, or runs when a sandbox holds it).
         assert!(markdown.contains("\"command\": \"ls\""), "{markdown}");
+        assert!(
+            markdown.contains("\nApproval: asks the user by urn:flemma:approval:")
+                || markdown.contains("\nApproval: approved by urn:flemma:approval:"),
+            "{markdown}"
+        );
         let on_result = hover(&mut client, "`t2` (pending job");
         let markdown = on_result["contents"]["value"].as_str().unwrap();
         assert!(markdown.contains("of `t2`: pending"), "{markdown}");

@@ -19,7 +19,8 @@ local notified = {}
 vim.notify = function(message)
   table.insert(notified, message)
 end
--- Neovim 0.7 prints each workspace edit's label ("Workspace edit flemma: approving …").
+-- Neovim prints each workspace edit's label ("Workspace edit flemma: approving …"); the
+-- streamed edits carry none, so a reply must not print any.
 print = function(...)
   table.insert(notified, table.concat(vim.tbl_map(tostring, { ... }), " "))
 end
@@ -156,11 +157,17 @@ local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
 -- The config vim.lsp.enable("flemmad") reads on 0.11.
 local lsp_config = dofile(here .. "../lsp/flemmad.lua")
 
--- SMOKE_SEND_ONLY: smoke.sh's second pass, the attach and send steps only, set up as on 0.11:
--- setup({ start = false }) for the filetype and keys, and the client started from
--- lsp/flemmad.lua by an autocommand, as vim.lsp.enable would.
+-- SMOKE_SETUP: how the client is started.
+--   setup     init.lua: require("flemmad").setup() starts it (every Neovim);
+--   enable    test/init-0.11.lua, the documented 0.11 set-up: setup({ start = false }) for the
+--             filetype and keys, vim.lsp.config + vim.lsp.enable("flemmad") start it;
+--   emulated  on 0.7, which has no vim.lsp.enable: setup({ start = false }) and the client
+--             started from lsp/flemmad.lua by an autocommand, as vim.lsp.enable would.
+-- SMOKE_SEND_ONLY=1: the attach and send steps only (smoke.sh's second pass).
+local setup_kind = vim.env.SMOKE_SETUP or "setup"
 local send_only = vim.env.SMOKE_SEND_ONLY == "1"
-if send_only then
+local get_clients = vim.lsp.get_clients or vim.lsp.get_active_clients
+if setup_kind == "emulated" then
   flemmad.setup({ start = false })
   vim.api.nvim_create_autocmd("FileType", {
     pattern = lsp_config.filetypes,
@@ -193,8 +200,16 @@ if not attached then
 end
 local client = flemmad.client(bufnr)
 check(client.name == "flemmad", "the client is named flemmad")
-check(send_only == (flemmad.client_id() == nil), send_only and "setup({ start = false }) starts no client"
-  or "setup() started the client")
+if setup_kind == "setup" then
+  check(flemmad.client_id() ~= nil, "setup() started the client")
+else
+  check(flemmad.client_id() == nil, "setup({ start = false }) starts no client of its own (" .. setup_kind .. " does)")
+end
+if setup_kind == "enable" then
+  check(vim.lsp.is_enabled("flemmad") and client.config.cmd[1] == vim.env.FLEMMAD
+      and vim.deep_equal(client.config.filetypes, { "chat" }),
+    "vim.lsp.enable started the client from lsp/flemmad.lua with vim.lsp.config's cmd", vim.inspect(client.config.cmd))
+end
 check(vim.deep_equal(lsp_config.cmd, { "flemmad", "lsp" }) and vim.deep_equal(lsp_config.filetypes, { "chat" }),
   "lsp/flemmad.lua is a vim.lsp.config for chat buffers running flemmad lsp")
 
@@ -214,6 +229,16 @@ local pending = diagnostics_with(bufnr, "template-tool")
 check(#pending == 3, "a diagnostic on each of the three pending placeholders", vim.inspect(pending))
 check(pending[1] ~= nil and pending[1].message:find("waiting for approval", 1, true) ~= nil,
   "it says the tool waits for approval", pending[1] and pending[1].message)
+-- The jump the docs recommend: vim.diagnostic.jump on 0.11 (goto_next is deprecated there).
+vim.api.nvim_win_set_cursor(0, { 1, 0 })
+local jump = vim.diagnostic.jump and "vim.diagnostic.jump({ count = 1 })" or "vim.diagnostic.goto_next()"
+if vim.diagnostic.jump then
+  vim.diagnostic.jump({ count = 1 })
+else
+  vim.diagnostic.goto_next({ float = false }) -- 0.7 would open the diagnostic's float
+end
+check(vim.api.nvim_win_get_cursor(0)[1] == line_of(bufnr, "**Tool Result:** `toolu_01AAA` (pending)"),
+  jump .. " goes to the first tool waiting for approval", "cursor on line " .. vim.api.nvim_win_get_cursor(0)[1])
 
 -- 3. Hover on a `job=` tool result: a floating window with the job's state.
 vim.api.nvim_win_set_cursor(0, { line_of(bufnr, "**Tool Result:** `toolu_01BBB`"), 4 })
@@ -300,14 +325,37 @@ press("<leader>fa")
 check(wait(5000, function() return notified_with("no pending tool call at or above the cursor") ~= nil end),
   "<leader>fa on a tool use that is not pending says so")
 
--- 7. A second chat: the same client; an unclosed fence typed into it is a diagnostic.
+-- 7. A second chat: the same client; keys typed that change no diagnostic publish none (each
+-- publish costs Neovim a read of every line); an unclosed fence typed into it is a diagnostic.
+local publishes = {}
+local publish_handler = vim.lsp.handlers["textDocument/publishDiagnostics"]
+vim.lsp.handlers["textDocument/publishDiagnostics"] = function(err, result, ...)
+  if result and result.uri then
+    publishes[result.uri] = (publishes[result.uri] or 0) + 1
+  end
+  return publish_handler(err, result, ...)
+end
 vim.cmd("edit " .. vim.fn.fnameescape(chats .. "/notes.chat"))
 local notes = vim.api.nvim_get_current_buf()
+local notes_uri = vim.uri_from_bufnr(notes)
 check(wait(10000, function() return vim.lsp.buf_is_attached(notes, client.id) end),
   "a second chat buffer attaches to the same client")
-check(#vim.lsp.get_active_clients() == 1, "one client serves every chat buffer")
+check(#get_clients() == 1, "one client serves every chat buffer")
+check(wait(10000, function() return (publishes[notes_uri] or 0) > 0 end), "its first analysis is published (no problem in it)")
+local before_typing = publishes[notes_uri]
+vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(notes), 0 })
+-- A key at a time (each an edit of its own, sent after Neovim's 150 ms debounce and analysed).
+for _, key in ipairs({ " ", "a", "n", "d", "<CR>", "m", "o", "r", "e" }) do
+  press("A" .. key .. "<Esc>")
+  vim.wait(250)
+end
+vim.wait(500)
+check(text(notes):find("Here is the snippet: and\nmore", 1, true) ~= nil and publishes[notes_uri] == before_typing,
+  "typing that changes no diagnostic (Enter included) publishes none",
+  (publishes[notes_uri] - before_typing) .. " publishes for " .. text(notes))
 vim.api.nvim_buf_set_lines(notes, -1, -1, false, { "```rust", "fn main() {}" })
-wait(10000, function() return #diagnostics_with(notes, "unclosed-fence") > 0 end)
+check(wait(10000, function() return #diagnostics_with(notes, "unclosed-fence") > 0 end)
+  and publishes[notes_uri] > before_typing, "a change that brings a problem is published")
 local unclosed = diagnostics_with(notes, "unclosed-fence")[1]
 check(unclosed ~= nil and unclosed.severity == vim.diagnostic.severity.ERROR,
   "an unclosed fence typed into the buffer is an error diagnostic", vim.inspect(vim.diagnostic.get(notes)))
@@ -333,7 +381,7 @@ queue_turns({ { steps = { { text = greeting } }, bytes_per_sec = 1500 } })
 notified = {}
 press("<C-]>")
 local function send_error()
-  return notified_with("flemma.send failed")
+  return notified_with("`flemma.send` failed")
 end
 local function ends_with_empty_you(b)
   return text(b):find("\n@You:%s*$") ~= nil
@@ -361,9 +409,13 @@ end)
 check(streamed, "the reply streams into the buffer, then an empty @You:", text(send))
 check(edits >= 4, "the reply arrived in several edits (" .. edits .. "), none of them stalled the stream")
 local progress_titles = table.concat(vim.tbl_keys(progress_seen), "\n")
-check(progress_titles:find("flemma: send.chat: streaming the reply", 1, true) ~= nil,
-  "while it streams, Neovim's progress says so (flemma: send.chat: streaming the reply)", progress_titles)
+check(progress_titles:find("send.chat: streaming the reply", 1, true) ~= nil
+    and progress_titles:find("flemma:", 1, true) == nil,
+  "while it streams, Neovim's progress says so (send.chat: streaming the reply; the client names the server)",
+  progress_titles)
 check(vim.bo[send].modified, "the reply is in the buffer, for the user to save")
+check(notified_with("Workspace edit") == nil, "the streamed edits print nothing (no `Workspace edit …` per piece)",
+  notified_with("Workspace edit"))
 
 local tool_line = "%*%*Tool Result:%*%* `(toolu_%w+)` %(pending%)"
 queue_turns({
@@ -405,7 +457,7 @@ end),
   text(send))
 progress_titles = table.concat(vim.tbl_keys(progress_seen), "\n")
 -- The server names the running tool by its name.
-check(progress_titles:find("flemma: send.chat: running bash", 1, true) ~= nil,
+check(progress_titles:find("send.chat: running bash", 1, true) ~= nil,
   "while the tool runs, Neovim's progress says so (running bash)", progress_titles)
 check(read_file(chats .. "/greeting.txt") == "hello from bash\n", "the tool ran in the chat's directory",
   tostring(read_file(chats .. "/greeting.txt")))
@@ -442,10 +494,12 @@ vim.api.nvim_win_set_cursor(0, { line_of(bufnr, "**Tool Use:** `bash` (`toolu_01
 notified = {}
 press("<leader>fb")
 check(wait(10000, function()
-  local told = notified_with("flemma.background failed: nothing runs for ")
+  local told = notified_with("LSP[flemmad] flemma: `flemma.background` failed: nothing runs for ")
   return told ~= nil and told:find("tools.chat: there is no running tool to move to the background", 1, true) ~= nil
-end), "<leader>fb sends flemma.background [uri, id]; the server's answer for a finished tool is told",
+end), "<leader>fb sends flemma.background [uri, id]; why the server refused it for a finished tool is told",
   vim.inspect(notified))
+check(#vim.tbl_filter(function(m) return m:find("failed", 1, true) ~= nil end, notified) == 1,
+  "once (the server says it; the client does not repeat it)", vim.inspect(notified))
 
 end
 

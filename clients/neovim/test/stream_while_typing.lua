@@ -187,14 +187,20 @@ while streaming() and (vim.uv or vim.loop).now() < deadline do
   end
 end
 io.stdout:write(string.format("-- the reply streamed for %d ms while the user typed\n", (vim.uv or vim.loop).now() - started))
--- Let the last edits land and the engine wind down.
-local settled = ""
+-- Let the last edits land and the engine wind down: the reply closed by an empty @You:, then
+-- the text unchanged for 1.5 s (vim.wait checks after every event too, so the time is counted
+-- here, not by its interval).
+local clock = vim.uv or vim.loop
+local settled, since = text(bufnr), clock.now()
 vim.wait(30000, function()
   local now = text(bufnr)
-  local same = now == settled
-  settled = now
-  return same and not streaming()
-end, 1500)
+  if now ~= settled then
+    settled, since = now, clock.now()
+    return false
+  end
+  return not streaming() and now:find(reply_lines[#reply_lines] .. "\n\n@You:", 1, true) ~= nil
+    and clock.now() - since >= 1500
+end, 100)
 local final = text(bufnr)
 
 -- Every keystroke once; with them taken out, the reply exactly once and the rest as it was.

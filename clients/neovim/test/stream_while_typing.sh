@@ -39,7 +39,7 @@ trap cleanup EXIT
 
 "$mock" > "$work/mock.url" 2> "$work/mock.log" &
 mock_pid=$!
-for _ in $(seq 100); do [ -s "$work/mock.url" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -s "$work/mock.url" ] && break; sleep 0.05; done
 mock_url="$(head -1 "$work/mock.url")"
 case "$mock_url" in http://127.0.0.1:*) ;; *)
   echo "not ok - flemma-mock-provider did not print its URL:" >&2; cat "$work/mock.log" >&2; exit 1 ;;

@@ -48,6 +48,12 @@ async function chooseTool(spec: CommandSpec, editor: vscode.TextEditor): Promise
   return vscode.window.showQuickPick(ids, { placeHolder: `${spec.title}: which tool call?` });
 }
 
+/** A JSON-RPC error answer of the server (a negative `code`), not a failure of the client. */
+function isServerAnswer(error: unknown): boolean {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'number' && code < 0;
+}
+
 /** Runs one flemma command: resolves the document, the tool and the reason, then executes it. */
 async function runCommand(port: LspPort, spec: CommandSpec, uriArg?: unknown, toolArg?: unknown): Promise<unknown> {
   const editor = activeChatEditor();
@@ -80,6 +86,9 @@ async function runCommand(port: LspPort, spec: CommandSpec, uriArg?: unknown, to
     }
     return result;
   } catch (error) {
+    // flemmad tells why a command failed itself (`window/showMessage`); an error that is not
+    // its answer (the connection went away) is told here.
+    if (isServerAnswer(error)) return undefined;
     const message = error instanceof Error ? error.message : String(error);
     void vscode.window.showErrorMessage(`Flemma: ${spec.title} failed: ${message}`);
     return undefined;

@@ -3,8 +3,8 @@
 //
 // The event shapes are protocol/events.md's (the engine's lifecycle events) plus the server's
 // `engine:stopped` {reason}: `request:finished` {status, costUsd} is one request's cost,
-// `usage:updated` {costUsd} the document's total. The server does not name the model in its
-// events yet; a `model` (and `provider`) field is shown when an event carries one. Missing or
+// `usage:updated` {costUsd} the document's total. `request:sending` names the provider and
+// the model (`anthropic/claude-sonnet-4-5`); the item keeps the last one it was told. Missing or
 // mistyped fields are ignored, so an older or newer server never breaks the status bar.
 
 export type Activity = 'idle' | 'streaming' | 'tools' | 'awaiting approval' | 'error';

@@ -122,10 +122,16 @@ test('without a chat editor a command explains what to do', async () => {
   assert.match(state.messages[0].text, /needs a \.chat file: open one/);
 });
 
-test('a server error is shown, not thrown', async () => {
-  port.failWith = new Error('unknown document');
+test('a failure to reach the server is shown, not thrown', async () => {
+  port.failWith = new Error('connection got disposed');
   await commands.executeCommand('flemma.chat.approveAll');
-  assert.deepEqual(state.messages, [{ level: 'error', text: 'Flemma: Approve all pending tools failed: unknown document' }]);
+  assert.deepEqual(state.messages, [{ level: 'error', text: 'Flemma: Approve all pending tools failed: connection got disposed' }]);
+});
+
+test("the server's error answer is not shown twice (the server shows it with window/showMessage)", async () => {
+  port.failWith = Object.assign(new Error('no pending tool call'), { code: -32803 });
+  await commands.executeCommand('flemma.chat.approveAll');
+  assert.deepEqual(state.messages, []);
 });
 
 test('the status bar follows flemma/event for the active chat', () => {

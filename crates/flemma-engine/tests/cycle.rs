@@ -49,6 +49,21 @@ fn text_typed_before_the_anchor_shifts_it_and_text_after_stays_after() {
 }
 
 #[test]
+fn a_line_break_an_editor_adds_after_the_streamed_text_is_not_kept_below_the_reply() {
+    // Neovim ends every buffer with a line break: after streamed text without one, its text
+    // (and so the engine's) has one more. The chat still ends as `flemmad send` ends it.
+    let mut d = Driver::new("@You:\nHello\n");
+    d.send(Input::Advance);
+    d.send(Input::Stream {
+        request: RequestId(1),
+        event: text("One"),
+    });
+    d.type_at_end("\n");
+    d.reply(1, vec![text(" two")]);
+    assert_eq!(d.shell, "@You:\nHello\n\n@Assistant:\nOne two\n\n@You:\n\n");
+}
+
+#[test]
 fn text_typed_over_the_end_of_the_reply_stays_after_it() {
     // The one `Assoc` rule: the end of the reply is mapped with `Before`, so a replacement
     // across it leaves it at the start of the user's text, and the reply goes on before it.

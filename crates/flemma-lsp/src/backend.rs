@@ -161,6 +161,19 @@ pub trait Backend: Send {
         let _ = uri;
     }
 
+    /// What the chat's approval chain decides for a call of `tool` with `input` in the
+    /// document `analysis` is of (shown by hover on a tool use); `None` when it cannot say.
+    fn approval(
+        &mut self,
+        uri: &str,
+        analysis: &flemma_ide::Analysis,
+        tool: &str,
+        input: &serde_json::Value,
+    ) -> Option<flemma_ide::features::ApprovalDecision> {
+        let _ = (uri, analysis, tool, input);
+        None
+    }
+
     /// `flemma.trustFolder`: trusts the folder of the chat `uri` (every chat below it, as
     /// `flemmad trust DIR`). Returns every folder trusted now, which the session's analyses
     /// use from then on.

@@ -24,19 +24,66 @@ pub(crate) fn commands() -> Vec<String> {
 
 /// The URI of the document `argument` names for `method`: an open document's URI (matched as
 /// written, else by path), or the `file://` URI of the path it names (a chat no editor has
-/// open here; whether it exists is the engine's to say).
+/// open here; whether it exists is the engine's to say). `~/…` is under `home`. A relative path
+/// is first matched against the open documents (the one whose path ends with it): Helix sends
+/// `%{buffer_name}` relative to its working directory, which need not be the workspace root
+/// (`cd repo/notes && hx talk.chat` sends `talk.chat`, the root being `repo`); then it is taken
+/// relative to `root`.
 pub(crate) fn resolve_document<'a>(
     method: &str,
     argument: &str,
     open: impl Iterator<Item = &'a str> + Clone,
     root: Option<&Path>,
+    home: Option<&Path>,
 ) -> Result<String, RequestError> {
     if let Some(uri) = open.clone().find(|uri| *uri == argument) {
         return Ok(uri.to_owned());
     }
-    let wanted = document_path(method, argument, root)?;
-    let same = |uri: &&str| uri_to_path(uri).is_some_and(|path| normalize(&path) == wanted);
-    if let Some(uri) = open.into_iter().find(same) {
+    let open_path = |uri: &str| uri_to_path(uri).map(|p| normalize(&p));
+    let expanded = match (argument.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest).to_string_lossy().into_owned(),
+        _ => argument.to_owned(),
+    };
+    let relative = Path::new(&expanded);
+    if !expanded.contains("://") && relative.is_relative() {
+        // `./` and leading `../` dropped: `../talk.chat` from `repo/notes` is some `talk.chat`
+        // (which one, the open documents tell).
+        let suffix = normalize(relative);
+        let matching: Vec<&str> = open
+            .clone()
+            .filter(|uri| {
+                !suffix.as_os_str().is_empty()
+                    && open_path(uri).is_some_and(|p| p.ends_with(&suffix))
+            })
+            .collect();
+        let under_root = root.map(|r| normalize(&r.join(relative)));
+        match matching.as_slice() {
+            [one] => return Ok((*one).to_owned()),
+            [] => {}
+            several => {
+                if let Some(uri) = several
+                    .iter()
+                    .find(|uri| under_root.is_some() && open_path(uri) == under_root)
+                {
+                    return Ok((*uri).to_owned());
+                }
+                let paths: Vec<String> = several
+                    .iter()
+                    .filter_map(|uri| uri_to_path(uri))
+                    .map(|p| p.display().to_string())
+                    .collect();
+                return Err(RequestError::invalid_params(format!(
+                    "{method}: `{argument}` could be any of the open documents {}; name it by its full path",
+                    paths.join(", ")
+                )));
+            }
+        }
+    }
+    let wanted = document_path(method, &expanded, root)?;
+    if let Some(uri) = open
+        .into_iter()
+        .find(|uri| open_path(uri).as_ref() == Some(&wanted))
+    {
         return Ok(uri.to_owned());
     }
     Ok(path_to_uri(&wanted))
@@ -59,6 +106,7 @@ mod tests {
             arg,
             OPEN.iter().copied(),
             Some(Path::new("/work")),
+            None,
         )
     }
 
@@ -84,7 +132,49 @@ mod tests {
         // A document not open here is named by its file URI (the engine checks it exists).
         assert_eq!(resolve("nope.chat").unwrap(), "file:///work/nope.chat");
         assert!(resolve("file://elsewhere/x.chat").is_err());
-        let no_root = resolve_document("flemma/send", "x.chat", OPEN.iter().copied(), None);
+        // Without a root, a relative name still finds the open document that ends with it; any
+        // other is refused.
+        let no_root = resolve_document("flemma/send", "x.chat", OPEN.iter().copied(), None, None);
+        assert_eq!(no_root.unwrap(), OPEN[1]);
+        let no_root =
+            resolve_document("flemma/send", "nope.chat", OPEN.iter().copied(), None, None);
         assert!(no_root.unwrap_err().message.contains("absolute path"));
+    }
+
+    #[test]
+    fn relative_names_match_the_open_documents_and_tilde_is_home() {
+        // Helix started in /repo/notes (the workspace root is the git root /repo).
+        let open = [
+            "file:///repo/notes/talk.chat",
+            "file:///repo/a/t.chat",
+            "file:///repo/b/t.chat",
+            "file:///home/u/chats/x.chat",
+        ];
+        let resolve = |arg: &str| {
+            resolve_document(
+                "flemma/send",
+                arg,
+                open.iter().copied(),
+                Some(Path::new("/repo")),
+                Some(Path::new("/home/u")),
+            )
+        };
+        assert_eq!(resolve("talk.chat").unwrap(), open[0]);
+        assert_eq!(resolve("./talk.chat").unwrap(), open[0]);
+        assert_eq!(resolve("notes/talk.chat").unwrap(), open[0]);
+        assert_eq!(resolve("../a/t.chat").unwrap(), open[1]);
+        assert_eq!(resolve("~/chats/x.chat").unwrap(), open[3]);
+        // Two open documents end with the name: one under the root by that name wins, else
+        // the user is asked for the full path.
+        assert_eq!(resolve("b/t.chat").unwrap(), open[2]);
+        let err = resolve("t.chat").unwrap_err().message;
+        assert!(
+            err.contains("/repo/a/t.chat")
+                && err.contains("/repo/b/t.chat")
+                && err.contains("full path"),
+            "{err}"
+        );
+        // Not open: the file under the root, for the engine to find (or not).
+        assert_eq!(resolve("other.chat").unwrap(), "file:///repo/other.chat");
     }
 }

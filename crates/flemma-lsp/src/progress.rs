@@ -2,8 +2,8 @@
 //! lifecycle events (the engine knows no LSP; it tells what happens, `flemma/event`): a reply
 //! streams between `request:sending` and `request:finished`; a foreground tool runs between
 //! `tool:executing` and `tool:completed` (or `job:submitted`, when it moves to the background).
-//! While either is true the document is busy: a progress begins (`flemma: talk.chat: streaming
-//! the reply`), reports what changes (`running bash`), and ends `done` when nothing runs; the
+//! While either is true the document is busy: a progress begins (`talk.chat: streaming the
+//! reply`: without the server's name, which Helix puts before it), reports what changes (`running bash`), and ends `done` when nothing runs; the
 //! engine's `engine:stopped` ends it with its reason, a failure with `failed`.
 
 use serde_json::Value;
@@ -70,7 +70,7 @@ pub(crate) fn on_event(session: &mut Session, uri: &str, name: &str, data: &Valu
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     match (was_busy, busy) {
-        (false, true) => begin(session, uri, format!("flemma: {file}: {message}")),
+        (false, true) => begin(session, uri, format!("{file}: {message}")),
         (true, true) => report(session, uri, message),
         (true, false) => end(session, uri, "done"),
         (false, false) => {}

@@ -90,7 +90,9 @@ fn replace_buffer(
     });
     session.request::<ApplyWorkspaceEdit>(
         lsp_types::ApplyWorkspaceEditParams {
-            label: Some("flemma".into()),
+            // No label: Neovim prints `Workspace edit <label>` for every labelled edit (a
+            // streamed reply is dozens), Helix and VS Code do not show it at all.
+            label: None,
             edit: workspace_edit,
         },
         ResponseHandler::BufferEdit { uri },

@@ -174,7 +174,8 @@ pub(crate) fn completion_item(
 }
 
 /// Edits of one open document as a versioned workspace edit (refused by the client when the
-/// user typed meanwhile).
+/// user typed meanwhile). An insertion at the very end of a text that ends with a line break
+/// goes out as [`past_the_end`] says.
 pub(crate) fn workspace_edit(
     doc: &OpenDocument,
     text: &str,
@@ -184,9 +185,10 @@ pub(crate) fn workspace_edit(
     let edits = edits
         .iter()
         .map(|edit| {
+            let edit = past_the_end(text, edit, edits);
             lsp_types::OneOf::Left(lsp_types::TextEdit::new(
                 range(&doc.index, text, edit.range, encoding),
-                edit.new_text.clone(),
+                edit.new_text,
             ))
         })
         .collect();
@@ -201,5 +203,106 @@ pub(crate) fn workspace_edit(
             },
         ])),
         ..Default::default()
+    }
+}
+
+/// The same change as `edit`, in the shape every client applies exactly and at once. Neovim
+/// keeps a buffer's last line break outside its lines: an edit reaching the end of a text that
+/// ends with one is appended as whole lines (`@You:\n\n` arrived as `@You:\n\n\n`) or
+/// clamped and then "fixed" with a second change (which Neovim reports 150 ms later, so the
+/// next streamed edit, built on the first, arrives stale and is dropped). When the new text
+/// ends with that line break too, the edit stops before it instead: `[s, end)` with `Z\n`
+/// becomes `[s, end - 1)` with `Z`, and an insertion at the end becomes `\nZ` inserted before
+/// the last line break. Left alone when another edit of the batch touches that line break.
+fn past_the_end(text: &str, edit: &TextEdit, batch: &[TextEdit]) -> TextEdit {
+    let end = text.len();
+    let line_break = if text.ends_with("\r\n") {
+        "\r\n"
+    } else if text.ends_with('\n') {
+        "\n"
+    } else {
+        return edit.clone();
+    };
+    let before_break = end - line_break.len();
+    let Some(body) = edit.new_text.strip_suffix(line_break) else {
+        return edit.clone();
+    };
+    let others_touch = batch
+        .iter()
+        .any(|other| !std::ptr::eq(other, edit) && other.range.end > before_break);
+    if edit.range.end != end || others_touch {
+        return edit.clone();
+    }
+    if edit.range.start > before_break && edit.range.start < end {
+        // The edit starts inside a `\r\n`: left as it is.
+        return edit.clone();
+    }
+    if edit.range.start == end {
+        return TextEdit::insert(before_break, format!("{line_break}{body}"));
+    }
+    TextEdit::replace(TextRange::new(edit.range.start, before_break), body)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use proptest::prelude::*;
+
+    fn rewritten(text: &str, edit: TextEdit) -> TextEdit {
+        past_the_end(text, &edit, std::slice::from_ref(&edit))
+    }
+
+    #[test]
+    fn an_insertion_at_the_end_goes_before_the_last_line_break() {
+        let text = "@You:\nhi\n";
+        let edit = rewritten(text, TextEdit::insert(text.len(), "\n@Assistant:\n"));
+        assert_eq!(edit, TextEdit::insert(8, "\n\n@Assistant:"));
+        // Text without a final line break of its own stays where it is (an editor that always
+        // ends a buffer with one adds it; nothing can avoid that).
+        let edit = rewritten(text, TextEdit::insert(text.len(), "Hello"));
+        assert_eq!(edit, TextEdit::insert(text.len(), "Hello"));
+        // A replacement up to the end stops before the last line break.
+        let edit = rewritten(
+            text,
+            TextEdit::replace(TextRange::new(6, 9), "bye\n\n@You:\n"),
+        );
+        assert_eq!(
+            edit,
+            TextEdit::replace(TextRange::new(6, 8), "bye\n\n@You:")
+        );
+        // CRLF documents keep their line breaks whole.
+        let crlf = "@You:\r\nhi\r\n";
+        let edit = rewritten(crlf, TextEdit::insert(crlf.len(), "x\r\n"));
+        assert_eq!(edit, TextEdit::insert(crlf.len() - 2, "\r\nx"));
+    }
+
+    proptest! {
+        /// The rewritten edit makes the same text, and an edit whose text ends with the
+        /// document's last line break no longer reaches past it.
+        #[test]
+        fn the_rewrite_is_the_same_change(
+            body in "[a-z\n]{0,12}",
+            crlf in any::<bool>(),
+            start_back in 0usize..14,
+            new in "[a-z@:\n]{0,10}",
+        ) {
+            let lb = if crlf { "\r\n" } else { "\n" };
+            let text = format!("{}{lb}", body.replace('\n', lb));
+            let new = new.replace('\n', lb);
+            let mut start = text.len().saturating_sub(start_back);
+            while !text.is_char_boundary(start) || (crlf && text[..start].ends_with('\r')) {
+                start -= 1;
+            }
+            let edit = TextEdit::replace(TextRange::new(start, text.len()), new.clone());
+            let out = rewritten(&text, edit.clone());
+            prop_assert_eq!(
+                flemma_syntax::apply_edits(&text, std::slice::from_ref(&out)).unwrap(),
+                flemma_syntax::apply_edits(&text, &[edit]).unwrap()
+            );
+            if new.ends_with(lb) {
+                prop_assert!(out.range.end <= text.len() - lb.len(), "{:?}", out);
+            }
+        }
     }
 }

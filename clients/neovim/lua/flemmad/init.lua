@@ -89,8 +89,10 @@ function M.client(bufnr)
 end
 
 
---- Sends `flemma.*` `command` for the buffer with `arguments` after its uri; a failure is told
---- (vim.notify), an answer goes to `on_answer` when given.
+--- Sends `flemma.*` `command` for the buffer with `arguments` after its uri; an answer goes to
+--- `on_answer` when given. The server tells why a command failed itself (`window/showMessage`,
+--- shown as `LSP[flemmad] flemma: …`); a failure without its answer (the client stopped) is
+--- told here.
 local function request(command, bufnr, arguments, on_answer)
   bufnr = bufnr or vim.api.nvim_get_current_buf()
   local c = M.client(bufnr)
@@ -100,7 +102,9 @@ local function request(command, bufnr, arguments, on_answer)
   end
   local function on_result(err, result)
     if err then
-      notify(command .. " failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      if type(err.code) ~= "number" or err.code >= 0 then -- Neovim's own (JSON-RPC errors are negative)
+        notify(command .. " failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      end
     elseif on_answer then
       on_answer(result)
     end
@@ -210,6 +214,35 @@ local function map_keys(bufnr)
   map(k.status, function() M.show_status(bufnr) end, "show the chat's status")
 end
 
+local told_not_started = false
+
+--- On 0.11 with `vim.lsp.enable(name)`: Neovim starts nothing, silently, when the config's
+--- command is not executable (it only logs "cannot start"). Says so once, with the fix.
+local function check_enabled_config()
+  if told_not_started or vim.lsp.is_enabled == nil or not vim.lsp.is_enabled(options.name) then
+    return
+  end
+  local ok, config = pcall(function()
+    return vim.lsp.config[options.name]
+  end)
+  local cmd = ok and type(config) == "table" and config.cmd or nil
+  if type(cmd) ~= "table" or cmd[1] == nil or vim.fn.executable(cmd[1]) == 1 then
+    return
+  end
+  told_not_started = true
+  notify(
+    string.format(
+      "vim.lsp.enable(%q) starts nothing for chat buffers: '%s' is not executable or not on $PATH."
+        .. " Install flemmad (`cargo install --path .` in its checkout) or give its path:"
+        .. " vim.lsp.config(%q, { cmd = { '/path/to/flemmad', 'lsp' } })",
+      options.name,
+      cmd[1],
+      options.name
+    ),
+    vim.log.levels.ERROR
+  )
+end
+
 local function attach(bufnr)
   if vim.fn.executable(options.cmd[1]) ~= 1 then
     notify("'" .. options.cmd[1] .. "' is not executable or not on $PATH: install flemmad or set cmd in setup()", vim.log.levels.ERROR)
@@ -263,6 +296,8 @@ function M.setup(opts)
     callback = function(args)
       if options.start then
         attach(args.buf)
+      else
+        check_enabled_config()
       end
       if options.keymaps then
         map_keys(args.buf)

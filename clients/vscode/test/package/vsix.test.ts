@@ -44,7 +44,12 @@ test('language chat for *.chat with its grammar', () => {
   const packed = JSON.parse(entry(`extension/${grammar.path.replace(/^\.\//, '')}`).toString('utf8'));
   assert.equal(packed.scopeName, grammar.scopeName);
   assert.ok(packed.repository['tool-result'] && packed.repository['tool-use'] && packed.repository.thinking);
-  JSON.parse(entry('extension/language-configuration.json').toString('utf8'));
+  const configuration = JSON.parse(entry('extension/language-configuration.json').toString('utf8'));
+  // A backtick closed automatically gave a closing fence typed by hand a fourth backtick
+  // (seen in code-server, test/code-server); backticks still surround a selection.
+  const autoClosed = configuration.autoClosingPairs.map((p: { open: string }) => p.open);
+  assert.ok(!autoClosed.includes('`'), `backticks are not auto-closed: ${autoClosed}`);
+  assert.ok(configuration.surroundingPairs.some((p: string[]) => p[0] === '`'));
 });
 
 test('limited support in untrusted workspaces, with the binary and the config from user settings only', () => {

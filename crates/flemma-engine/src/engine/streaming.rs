@@ -38,6 +38,24 @@ impl Engine {
         out.push(Effect::Edit { edits: vec![edit] });
     }
 
+    /// Writes the end of a reply (its tail and the closing `@You:`) at the anchor. Line breaks
+    /// that are all that follows the anchor are replaced, not kept below it: an editor that
+    /// ends every buffer with a line break (Neovim) adds one after streamed text that has none,
+    /// and the chat must end as `flemmad send` ends it.
+    pub(super) fn write_closing(&mut self, text: &str, out: &mut Vec<Effect>) {
+        let Some(stream) = &self.stream else {
+            return;
+        };
+        let after = self.doc.text().get(stream.anchor..).unwrap_or_default();
+        if after.is_empty() || !after.chars().all(|c| c == '\n' || c == '\r') {
+            return self.write_at_anchor(text, out);
+        }
+        let range = TextRange::new(stream.anchor, self.doc.text().len());
+        let edit = self.localize(TextEdit::replace(range, text));
+        self.apply_to_view(std::slice::from_ref(&edit), Assoc::After);
+        out.push(Effect::Edit { edits: vec![edit] });
+    }
+
     pub(super) fn stream_ended(
         &mut self,
         now: Millis,
@@ -62,7 +80,7 @@ impl Engine {
                     Some(stream) => stream.renderer.finish(ReplyOutcome::Completed),
                     None => return,
                 };
-                self.write_at_anchor(&format!("{tail}{}", write::closing_prompt()), out);
+                self.write_closing(&format!("{tail}{}", write::closing_prompt()), out);
                 let Some(stream) = self.stream.take() else {
                     return;
                 };
@@ -105,7 +123,7 @@ impl Engine {
         };
         if stream.renderer.has_content() {
             let tail = stream.renderer.finish(outcome);
-            self.write_at_anchor(&format!("{tail}{}", write::closing_prompt()), out);
+            self.write_closing(&format!("{tail}{}", write::closing_prompt()), out);
         } else {
             let range = TextRange::new(stream.block_start, stream.anchor);
             if self.doc.slice(range) == stream.prefix {

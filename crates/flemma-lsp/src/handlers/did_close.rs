@@ -11,7 +11,10 @@ pub(crate) fn handle(
     params: DidCloseTextDocumentParams,
 ) -> HandlerResult<()> {
     let uri = params.text_document.uri;
+    // The client's diagnostics of the document are cleared, when it has any.
+    let mut shown = false;
     if let Some(doc) = session.documents.remove(uri.as_str()) {
+        shown = doc.published.is_some_and(|d| !d.is_empty());
         crate::analyses::closed(session, uri.as_str());
         session.host.remove(&doc.id);
         if let Some(mut edit) = doc.buffer_edit
@@ -24,12 +27,14 @@ pub(crate) fn handle(
             crate::progress::end_progress(session, token, "the document was closed");
         }
     }
-    session.notify::<lsp_types::notification::PublishDiagnostics>(
-        lsp_types::PublishDiagnosticsParams {
-            uri,
-            diagnostics: Vec::new(),
-            version: None,
-        },
-    );
+    if shown {
+        session.notify::<lsp_types::notification::PublishDiagnostics>(
+            lsp_types::PublishDiagnosticsParams {
+                uri,
+                diagnostics: Vec::new(),
+                version: None,
+            },
+        );
+    }
     Ok(())
 }

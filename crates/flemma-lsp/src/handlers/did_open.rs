@@ -32,6 +32,7 @@ pub(crate) fn handle(
             diagnostics_at: None,
             engine: Default::default(),
             buffer_edit: None,
+            published: None,
         },
     );
     crate::analyses::schedule(session, &key);

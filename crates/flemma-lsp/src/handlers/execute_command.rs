@@ -48,6 +48,7 @@ fn trust_folder(session: &mut Session, arguments: &[Value]) -> HandlerResult<Val
         argument,
         session.documents.keys().map(String::as_str),
         session.root.as_deref(),
+        session.base_config.home_dir.as_deref(),
     )
     .map_err(response_error)?;
     let folders = session.backend.trust_folder(&uri).map_err(response_error)?;
@@ -64,6 +65,7 @@ pub(crate) fn call(session: &mut Session, request: FlemmaRequest) -> HandlerResu
         request.uri(),
         session.documents.keys().map(String::as_str),
         session.root.as_deref(),
+        session.base_config.home_dir.as_deref(),
     )
     .map_err(response_error)?;
     let buffer = session

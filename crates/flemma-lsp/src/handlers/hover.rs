@@ -1,7 +1,7 @@
 //! `textDocument/hover`: `flemma_ide::features::hover` at the cursor.
 
 use flemma_ide::features::Approvals;
-use flemma_ide::features::hover::{self, HoverContext};
+use flemma_ide::features::hover::{self, HoverContext, HoverInfo};
 use lsp_types::{Hover, HoverContents, HoverParams, MarkupContent, MarkupKind};
 
 use super::{HandlerResult, chat_dir, document, job_states};
@@ -10,45 +10,59 @@ use crate::{from_proto, to_proto};
 
 pub(crate) fn handle(session: &mut Session, params: HoverParams) -> HandlerResult<Option<Hover>> {
     let position = params.text_document_position_params;
-    let (open, syntax) = document(session, &position.text_document.uri)?;
-    let offset = from_proto::offset(
-        &open.index,
-        syntax.text(),
-        position.position,
-        session.encoding,
-    );
-    let chat_dir = chat_dir(open);
-    let jobs = job_states(syntax);
-    // The engine is not wired to the session yet: no approval decisions to show.
-    let approvals = Approvals::new();
-    let context = HoverContext {
-        chat_dir: &chat_dir,
-        fs: &session.host.file_system(),
-        jobs: &jobs,
-        approvals: &approvals,
-    };
-    let discovered = session.backend.discovered_tools();
-    Ok(hover::hover(syntax, offset, &context).map(|hover| Hover {
-        contents: HoverContents::Markup(MarkupContent {
-            kind: MarkupKind::Markdown,
-            value: with_description(hover.markdown(), &hover.info, &discovered),
-        }),
-        range: Some(to_proto::range(
+    let (found, range, id) = {
+        let (open, syntax) = document(session, &position.text_document.uri)?;
+        let offset = from_proto::offset(
             &open.index,
             syntax.text(),
-            hover.range,
+            position.position,
             session.encoding,
-        )),
+        );
+        let chat_dir = chat_dir(open);
+        let jobs = job_states(syntax);
+        let approvals = Approvals::new();
+        let context = HoverContext {
+            chat_dir: &chat_dir,
+            fs: &session.host.file_system(),
+            jobs: &jobs,
+            approvals: &approvals,
+        };
+        let Some(found) = hover::hover(syntax, offset, &context) else {
+            return Ok(None);
+        };
+        let range = to_proto::range(&open.index, syntax.text(), found.range, session.encoding);
+        (found, range, open.id.clone())
+    };
+    let mut found = found;
+    // A tool use shows what the chat's approval chain decides for it (the backend knows the
+    // chain; the hover itself is plain data).
+    if let HoverInfo::ToolUse {
+        name,
+        input,
+        decision,
+        ..
+    } = &mut found.info
+    {
+        let input = serde_json::from_str(input).unwrap_or(serde_json::Value::Null);
+        // The analysis as last computed (off the main loop): hover never waits for one.
+        if let Some(analysis) = session.host.cached_analysis(&id) {
+            let uri = position.text_document.uri.as_str();
+            *decision = session.backend.approval(uri, &analysis, name, &input);
+        }
+    }
+    let discovered = session.backend.discovered_tools();
+    Ok(Some(Hover {
+        contents: HoverContents::Markup(MarkupContent {
+            kind: MarkupKind::Markdown,
+            value: with_description(found.markdown(), &found.info, &discovered),
+        }),
+        range: Some(range),
     }))
 }
 
 /// A tool use of a discovered tool (an MCP server's) also shows what the tool does.
-fn with_description(
-    markdown: String,
-    info: &hover::HoverInfo,
-    discovered: &[(String, String)],
-) -> String {
-    let hover::HoverInfo::ToolUse { name, .. } = info else {
+fn with_description(markdown: String, info: &HoverInfo, discovered: &[(String, String)]) -> String {
+    let HoverInfo::ToolUse { name, .. } = info else {
         return markdown;
     };
     match discovered.iter().find(|(known, _)| known == name) {

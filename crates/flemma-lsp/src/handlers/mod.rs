@@ -65,9 +65,7 @@ pub(crate) fn on_request(session: &mut Session, request: Request) {
         r::CodeActionRequest::METHOD => {
             dispatch::<r::CodeActionRequest>(session, request, code_action::handle)
         }
-        r::ExecuteCommand::METHOD => {
-            dispatch::<r::ExecuteCommand>(session, request, execute_command::handle)
-        }
+        r::ExecuteCommand::METHOD => execute_command(session, request),
         method if method.starts_with("flemma/") => flemma_request(session, request),
         method => {
             let message = format!("flemmad does not implement `{method}`");
@@ -77,6 +75,32 @@ pub(crate) fn on_request(session: &mut Session, request: Request) {
                 message,
             ));
         }
+    }
+}
+
+/// `workspace/executeCommand`, answered as any request; a failure is also told through
+/// `window/showMessage`, since Helix 25.07 only logs the error answer of a command (a key bound
+/// to `:lsp-workspace-command` seemed to do nothing).
+fn execute_command(session: &mut Session, request: Request) {
+    let command = request
+        .params
+        .get("command")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("workspace/executeCommand")
+        .to_owned();
+    let response =
+        handle::<lsp_types::request::ExecuteCommand>(session, request, execute_command::handle);
+    let failure = response
+        .response_result
+        .as_ref()
+        .err()
+        .map(|e| e.message.clone());
+    session.respond(response);
+    if let Some(message) = failure {
+        session.show_message(
+            lsp_types::MessageType::ERROR,
+            format!("flemma: `{command}` failed: {message}"),
+        );
     }
 }
 
@@ -100,20 +124,29 @@ fn dispatch<R: lsp_types::request::Request>(
     request: Request,
     handler: fn(&mut Session, R::Params) -> HandlerResult<R::Result>,
 ) {
+    let response = handle::<R>(session, request, handler);
+    session.respond(response);
+}
+
+/// The answer to a request: its parameters decoded, its handler run under `catch_unwind`.
+fn handle<R: lsp_types::request::Request>(
+    session: &mut Session,
+    request: Request,
+    handler: fn(&mut Session, R::Params) -> HandlerResult<R::Result>,
+) -> Response {
     let id = request.id.clone();
     let params: R::Params = match serde_json::from_value(request.params) {
         Ok(params) => params,
         Err(e) => {
-            session.respond(Response::new_err(
+            return Response::new_err(
                 id,
                 ErrorCode::InvalidParams as i32,
                 format!("invalid parameters for `{}`: {e}", R::METHOD),
-            ));
-            return;
+            );
         }
     };
     let outcome = catch_unwind(AssertUnwindSafe(|| handler(session, params)));
-    session.respond(answer(id, R::METHOD, outcome));
+    answer(id, R::METHOD, outcome)
 }
 
 /// The response to a request, from what its handler did (a panic is an internal error).
@@ -252,7 +285,10 @@ pub(crate) fn job_states(
 
 /// Publishes the document's diagnostics: `Analysis::diagnostics`, the one source (parser,
 /// frontmatter, templates, file references, configuration), of the analysis of its current
-/// text (computed off the main loop, [`crate::analyses`]; nothing when it is not known yet).
+/// text (computed off the main loop, [`crate::analyses`]; nothing when it is not known yet),
+/// when they differ from what the client was last sent (never an empty list after an empty
+/// one; the same problems again only when their ranges moved). The first analysis of a
+/// document is published even when empty.
 pub(crate) fn publish_diagnostics(session: &mut Session, uri: &str) {
     let Some(doc) = session.documents.get_mut(uri) else {
         return;
@@ -261,11 +297,15 @@ pub(crate) fn publish_diagnostics(session: &mut Session, uri: &str) {
         return;
     };
     let text = analysis.document.text();
-    let diagnostics = analysis
+    let diagnostics: Vec<lsp_types::Diagnostic> = analysis
         .diagnostics
         .iter()
         .map(|d| to_proto::diagnostic(&doc.index, text, d, session.encoding))
         .collect();
+    if doc.published.as_ref() == Some(&diagnostics) {
+        return;
+    }
+    doc.published = Some(diagnostics.clone());
     let params = lsp_types::PublishDiagnosticsParams {
         uri: doc.uri.clone(),
         diagnostics,

@@ -149,16 +149,7 @@ fn a_failed_request_is_shown_to_the_user() {
         .unwrap();
     let sent = request(&client, 2, "flemma/send", json!({"uri": "file:///t.chat"}));
     assert_eq!(sent.response_result.unwrap(), json!({"started": true}));
-    let shown = loop {
-        match client
-            .receiver
-            .recv_timeout(Duration::from_secs(10))
-            .unwrap()
-        {
-            Message::Notification(n) if n.method == "window/showMessage" => break n.params,
-            _ => continue,
-        }
-    };
+    let shown = next_notification(&client, "window/showMessage");
     assert_eq!(shown["type"], 1);
     assert_eq!(
         shown["message"],
@@ -203,20 +194,23 @@ fn notify(client: &Connection, method: &str, params: Value) {
         .unwrap();
 }
 
-/// The next `publishDiagnostics` (params).
-fn next_diagnostics(client: &Connection) -> Value {
+/// The params of the next notification `method` (others are skipped).
+fn next_notification(client: &Connection, method: &str) -> Value {
     loop {
         match client
             .receiver
             .recv_timeout(Duration::from_secs(20))
             .unwrap()
         {
-            Message::Notification(n) if n.method == "textDocument/publishDiagnostics" => {
-                return n.params;
-            }
+            Message::Notification(n) if n.method == method => return n.params,
             _ => continue,
         }
     }
+}
+
+/// The next `publishDiagnostics` (params).
+fn next_diagnostics(client: &Connection) -> Value {
+    next_notification(client, "textDocument/publishDiagnostics")
 }
 
 #[test]
@@ -349,6 +343,69 @@ fn a_full_text_change_then_an_edit_keeps_positions_exact() {
     thread.join().unwrap().unwrap();
 }
 
+#[test]
+fn diagnostics_are_published_only_when_they_change() {
+    let (client, thread) = start_session();
+    let uri = "file:///typing.chat";
+    let tool = "@Assistant:\n**Tool Use:** `no_such_tool` (`t1`)\n```json\n{}\n```\n";
+    notify(
+        &client,
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri, "languageId": "chat", "version": 0,
+               "text": format!("{tool}@You:\n")}}),
+    );
+    let opened = next_diagnostics(&client);
+    assert_eq!(opened["version"], 0);
+    assert!(!opened["diagnostics"].as_array().unwrap().is_empty());
+    let mut version = 0;
+    let mut change = |start: (u32, u32), end: (u32, u32), text: &str| {
+        version += 1;
+        notify(
+            &client,
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": version},
+                   "contentChanges": [{"range": {
+                       "start": {"line": start.0, "character": start.1},
+                       "end": {"line": end.0, "character": end.1}}, "text": text}]}),
+        );
+        // Each key analysed on its own, as typed.
+        std::thread::sleep(Duration::from_millis(30));
+        version
+    };
+    // Keys typed below the diagnostics leave them as they are: nothing is published.
+    for (i, key) in "hello".chars().enumerate() {
+        change((6, i as u32), (6, i as u32), &key.to_string());
+    }
+    // A line added above them moves their ranges: published.
+    let moved = change((0, 0), (0, 0), "\n");
+    let published = next_diagnostics(&client);
+    assert_eq!(published["version"], moved, "{published}");
+    assert_eq!(
+        published["diagnostics"][0]["range"]["start"]["line"],
+        opened["diagnostics"][0]["range"]["start"]["line"]
+            .as_u64()
+            .unwrap()
+            + 1
+    );
+    // The tool use deleted: an empty list, once.
+    let cleared = change((1, 0), (6, 0), "");
+    let published = next_diagnostics(&client);
+    assert_eq!(published["version"], cleared, "{published}");
+    assert_eq!(published["diagnostics"], json!([]));
+    for (i, key) in " there".chars().enumerate() {
+        change((2, 5 + i as u32), (2, 5 + i as u32), &key.to_string());
+    }
+    // The next publish is the one with a problem again, not an empty list after the empty one.
+    let broken = change((2, 0), (2, 0), "```\n");
+    let published = next_diagnostics(&client);
+    assert_eq!(published["version"], broken, "{published}");
+    assert!(!published["diagnostics"].as_array().unwrap().is_empty());
+
+    request(&client, 2, "shutdown", Value::Null);
+    notify(&client, "exit", Value::Null);
+    thread.join().unwrap().unwrap();
+}
+
 /// What reached the engine: the document as resolved (its URI, whether the session's buffer
 /// came along) and the request.
 type Call = (String, bool, FlemmaRequest);
@@ -443,6 +500,29 @@ fn commands_and_requests_reach_the_engine_as_the_same_typed_request() {
     thread.join().unwrap().unwrap();
 }
 
+#[test]
+fn a_failed_command_also_says_why_in_a_message() {
+    let (client, thread) = start_session();
+    let answer = request(
+        &client,
+        2,
+        "workspace/executeCommand",
+        json!({"command": "flemma.approve", "arguments": ["nowhere/talk.chat", "toolu_1"]}),
+    );
+    let error = answer.response_result.unwrap_err();
+    assert!(!error.message.is_empty());
+    // Helix 25.07 only logs the error answer: the same reason comes as a message.
+    let shown = next_notification(&client, "window/showMessage");
+    assert_eq!(shown["type"], 1, "{shown}");
+    assert_eq!(
+        shown["message"],
+        format!("flemma: `flemma.approve` failed: {}", error.message)
+    );
+    request(&client, 3, "shutdown", Value::Null);
+    notify(&client, "exit", Value::Null);
+    thread.join().unwrap().unwrap();
+}
+
 /// An engine that, on `flemma/send`, tells the session what a cycle does: a reply streams, a
 /// tool runs, the cycle stops.
 struct Cycle;
@@ -528,13 +608,13 @@ fn the_engines_events_become_work_done_progress() {
     assert_eq!(
         seen,
         [
-            "begin flemma: talk.chat: streaming the reply",
+            "begin talk.chat: streaming the reply",
             "end done",
-            "begin flemma: talk.chat: running bash",
+            "begin talk.chat: running bash",
             "report running bash, grep",
             "report running grep",
             "end done",
-            "begin flemma: talk.chat: streaming the reply",
+            "begin talk.chat: streaming the reply",
             "end awaiting-approval",
         ]
     );
