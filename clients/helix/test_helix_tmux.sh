@@ -28,16 +28,8 @@ if ! command -v tmux >/dev/null 2>&1; then
   echo "skip - helix tmux test: tmux is not installed (apt-get install -y tmux)"
   exit 0
 fi
-target="${CARGO_TARGET_DIR:-$repo_root/target}"
-case "$target" in /*) ;; *) target="$repo_root/$target" ;; esac
-flemmad="${FLEMMAD:-$target/debug/flemmad}"
-mock="${FLEMMA_MOCK_PROVIDER:-$target/debug/flemma-mock-provider}"
-for bin in "$flemmad" "$mock"; do
-  if [ ! -x "$bin" ]; then
-    echo "not ok - $bin is not built: run \`cargo build -p flemmad -p flemma-mock-provider\` first" >&2
-    exit 1
-  fi
-done
+. "$repo_root/clients/test-lib.sh"
+flemma_binaries "$repo_root"
 
 work="$(mktemp -d)"
 session="flemma-helix-$$"
@@ -92,7 +84,7 @@ type_slowly() {
 command_line() { escape; keys -l -- ":$1"; keys Enter; }
 
 # The scripted replies, in the order the steps send.
-"$mock" --script /dev/stdin > "$work/mock.url" 2> "$work/mock.log" <<'JSON' &
+cat > "$work/turns.json" <<'JSON'
 [{"steps": [{"text": "Hello from the mock, in the notes directory."}], "bytes_per_sec": 400},
  {"steps": [{"text": "A long reply, streaming slowly while you type below it. One, two, three, four, five, six, seven, eight, nine, ten. The end of the long reply."}], "bytes_per_sec": 300},
  {"steps": [{"text": "I will say hello with bash."},
@@ -103,9 +95,7 @@ command_line() { escape; keys -l -- ":$1"; keys Enter; }
  {"steps": [{"text": "Understood, the build stays."}]},
  {"steps": [{"text": "Hello from your home directory."}]}]
 JSON
-mock_pid=$!
-for _ in $(seq 600); do [ -s "$work/mock.url" ] && break; sleep 0.05; done
-mock_url="$(head -1 "$work/mock.url")"
+flemma_start_mock "$work" --script "$work/turns.json"
 
 # What a user has after docs/editors/helix.md: flemmad on PATH, languages.toml, config.toml and
 # the queries in ~/.config/helix.

@@ -28,18 +28,9 @@ Say hello.'
 printf '%s\n' "$chat" > "$dir/cli/talk.chat"
 printf '%s\n' "$chat" > "$dir/nvim/talk.chat"
 
+. "$here/../../test-lib.sh"
 mock_pid=""
-start_mock() {
-  "$mock" --script "$dir/turns.json" > "$dir/mock.url" 2> "$dir/mock.log" &
-  mock_pid=$!
-  # A loaded machine may take seconds to start it; never go on without its URL (the chat
-  # would go to the real provider).
-  for _ in $(seq 600); do [ -s "$dir/mock.url" ] && break; sleep 0.05; done
-  mock_url="$(head -1 "$dir/mock.url")"
-  case "$mock_url" in http://127.0.0.1:*) ;; *)
-    echo "not ok - flemma-mock-provider did not print its URL:" >&2; cat "$dir/mock.log" >&2; exit 1 ;;
-  esac
-}
+start_mock() { flemma_start_mock "$dir" --script "$dir/turns.json"; }
 stop_mock() { kill "$mock_pid" 2>/dev/null || true; wait "$mock_pid" 2>/dev/null || true; }
 trap stop_mock EXIT
 in_env() {

