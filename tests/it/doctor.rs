@@ -325,6 +325,74 @@ fn the_shipped_helix_set_up_is_complete() {
 }
 
 #[test]
+fn the_documented_zed_set_up_is_checked() {
+    let m = machine().with("ANTHROPIC_API_KEY", "sk-test");
+    // No Zed settings: nothing said.
+    let all = findings(&m.doctor(&["--json"]));
+    assert!(all.iter().all(|f| f["check"] != "zed"), "{all:?}");
+
+    // The entry of docs/editors/acp.md, in settings with comments and a trailing comma, as
+    // Zed's own files are.
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/editors/acp.md"))
+            .unwrap();
+    let entry = docs
+        .split("```json\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the Zed settings block of docs/editors/acp.md");
+    assert!(entry.contains("\"env\": {}"), "{entry}");
+    let settings = format!(
+        "// Zed settings\n{}\n",
+        entry
+            .trim()
+            .replacen(
+                "\"agent_servers\"",
+                "\"theme\": \"One Dark\", // mine\n  \"agent_servers\"",
+                1
+            )
+            .replacen("\"env\": {}", "\"env\": {}, /* a trailing comma */", 1)
+    );
+    let path = m.write(Path::new("zed/settings.json"), &settings);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_flemmad"), m.bin.join("flemmad")).unwrap();
+    let all = findings(&m.doctor(&["--json"]));
+    assert_eq!(
+        with_status(&all, "zed", "ok").len(),
+        1,
+        "{settings}\n{all:?}"
+    );
+
+    // Without `acp`, and with a command that is not there: both said, with the fix.
+    m.write(
+        Path::new("zed/settings.json"),
+        r#"{"agent_servers": {"flemmad": {"command": "flemmad", "args": ["lsp"]}}}"#,
+    );
+    std::fs::remove_file(m.bin.join("flemmad")).unwrap();
+    let out = m.doctor(&[]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!(
+            "fail zed: {}: `agent_servers.flemmad` runs flemmad without `acp`",
+            path.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("`agent_servers.flemmad.command` `flemmad` is not an executable on PATH"),
+        "{text}"
+    );
+
+    // Zed set up with other agents only: how things are, not a failure.
+    m.write(
+        Path::new("zed/settings.json"),
+        r#"{"agent_servers": {"other": {"command": "other-agent"}}}"#,
+    );
+    let all = findings(&m.doctor(&["--json"]));
+    assert_eq!(with_status(&all, "zed", "info").len(), 1, "{all:?}");
+}
+
+#[test]
 fn systemd_units_and_vscode_extensions_are_checked_when_present() {
     let m = machine().with("ANTHROPIC_API_KEY", "sk-test");
     m.write(

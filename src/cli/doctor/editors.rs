@@ -1,4 +1,4 @@
-//! `flemmad doctor`: the editor set-ups found here (Helix, Neovim, VS Code).
+//! `flemmad doctor`: the editor set-ups found here (Helix, Neovim, VS Code, Zed).
 
 use super::*;
 
@@ -256,5 +256,209 @@ pub(super) fn check_vscode(machine: &Machine, findings: &mut Vec<Finding>) {
             )
             .hint("reinstall it (code --install-extension flemma-*.vsix --force)"),
         });
+    }
+}
+
+/// Zed: an `agent_servers` entry of `$XDG_CONFIG_HOME/zed/settings.json` that runs
+/// `flemmad acp` (docs/editors/acp.md). Nothing is said when Zed has no settings file.
+pub(super) fn check_zed(machine: &Machine, findings: &mut Vec<Finding>) {
+    const CHECK: &str = "zed";
+    let Some(settings) = machine
+        .config_home
+        .as_ref()
+        .map(|dir| dir.join("zed/settings.json"))
+    else {
+        return;
+    };
+    let text = match std::fs::read_to_string(&settings) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return,
+        Err(error) => {
+            findings.push(
+                Finding::new(
+                    CHECK,
+                    Status::Fail,
+                    format!("cannot read {}: {error}", settings.display()),
+                )
+                .hint("check the file's permissions"),
+            );
+            return;
+        }
+    };
+    let value: serde_json::Value = match serde_json::from_str(&without_comments(&text)) {
+        Ok(value) => value,
+        Err(error) => {
+            findings.push(
+                Finding::new(
+                    CHECK,
+                    Status::Fail,
+                    format!("{} is not valid JSON: {error}", settings.display()),
+                )
+                .hint(format!(
+                    "fix {} (Zed does not apply it as it is)",
+                    settings.display()
+                )),
+            );
+            return;
+        }
+    };
+    let runs_flemmad = |server: &serde_json::Value| {
+        server
+            .get("command")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|command| Path::new(command).file_name() == Some("flemmad".as_ref()))
+    };
+    let Some((name, server)) = value
+        .get("agent_servers")
+        .and_then(serde_json::Value::as_object)
+        .and_then(|servers| servers.iter().find(|(_, server)| runs_flemmad(server)))
+    else {
+        findings.push(
+            Finding::new(
+                CHECK,
+                Status::Info,
+                format!(
+                    "Zed is set up without flemmad ({} has no `agent_servers` entry that runs flemmad)",
+                    settings.display()
+                ),
+            )
+            .hint(r#"see docs/editors/acp.md: "agent_servers": {"flemmad": {"type": "custom", "command": "flemmad", "args": ["acp"]}}"#),
+        );
+        return;
+    };
+    let command = server
+        .get("command")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    let mut problems = Vec::new();
+    let first_arg = server
+        .get("args")
+        .and_then(serde_json::Value::as_array)
+        .and_then(|args| args.first())
+        .and_then(serde_json::Value::as_str);
+    if first_arg != Some("acp") {
+        problems.push((
+            format!("`agent_servers.{name}` runs flemmad without `acp` as its first argument"),
+            r#"set "args": ["acp"]"#.to_owned(),
+        ));
+    }
+    let expanded = match (command.strip_prefix("~/"), &machine.home) {
+        (Some(rest), Some(home)) => home.join(rest).display().to_string(),
+        _ => command.to_owned(),
+    };
+    if machine.program(&expanded).is_none() {
+        problems.push((
+            format!("`agent_servers.{name}.command` `{command}` is not an executable on PATH"),
+            "install flemmad (`cargo install --path .`) or give its full path in `command` (Zed does not read your shell's PATH when started from a desktop launcher)".to_owned(),
+        ));
+    }
+    if problems.is_empty() {
+        findings.push(Finding::new(
+            CHECK,
+            Status::Ok,
+            format!(
+                "{} has `agent_servers.{name}` running `{command} acp`",
+                settings.display()
+            ),
+        ));
+    }
+    for (problem, fix) in problems {
+        findings.push(
+            Finding::new(
+                CHECK,
+                Status::Fail,
+                format!("{}: {problem}", settings.display()),
+            )
+            .hint(fix),
+        );
+    }
+}
+
+/// JSON with comments and trailing commas (Zed's settings) as plain JSON: `//` and `/* */`
+/// comments outside strings become spaces (line breaks kept, so error positions stay true),
+/// and a comma followed only by white space before `}` or `]` is dropped.
+fn without_comments(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    let mut in_string = false;
+    while i < bytes.len() {
+        let byte = bytes[i];
+        if in_string {
+            out.push(byte);
+            if byte == b'\\' && i + 1 < bytes.len() {
+                out.push(bytes[i + 1]);
+                i += 2;
+                continue;
+            }
+            in_string = byte != b'"';
+            i += 1;
+            continue;
+        }
+        match (byte, bytes.get(i + 1)) {
+            (b'"', _) => {
+                in_string = true;
+                out.push(byte);
+                i += 1;
+            }
+            (b'/', Some(b'/')) => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    out.push(b' ');
+                    i += 1;
+                }
+            }
+            (b'/', Some(b'*')) => {
+                out.extend_from_slice(b"  ");
+                i += 2;
+                while i < bytes.len() && !(bytes[i] == b'*' && bytes.get(i + 1) == Some(&b'/')) {
+                    out.push(if bytes[i] == b'\n' { b'\n' } else { b' ' });
+                    i += 1;
+                }
+                if i < bytes.len() {
+                    out.extend_from_slice(b"  ");
+                    i += 2;
+                }
+            }
+            _ => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    // Trailing commas: outside strings, a comma whose next non-blank byte closes a container.
+    let mut cleaned = Vec::with_capacity(out.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for (index, &byte) in out.iter().enumerate() {
+        if in_string {
+            in_string = escaped || byte != b'"';
+            escaped = !escaped && byte == b'\\';
+        } else if byte == b'"' {
+            in_string = true;
+        } else if byte == b',' {
+            let next = out[index + 1..].iter().find(|b| !b.is_ascii_whitespace());
+            if matches!(next, Some(b'}' | b']')) {
+                cleaned.push(b' ');
+                continue;
+            }
+        }
+        cleaned.push(byte);
+    }
+    String::from_utf8_lossy(&cleaned).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_comments;
+
+    #[test]
+    fn zed_settings_with_comments_and_trailing_commas_read_as_json() {
+        let text = "// Zed settings\n{\n  /* agents */ \"agent_servers\": {\n    \"flemmad\": {\"command\": \"flemmad\", \"args\": [\"acp\",],}, // mine\n  },\n  \"url\": \"http://x//y\", \"q\": \"a\\\",/*b*/\",\n}\n";
+        let value: serde_json::Value =
+            serde_json::from_str(&without_comments(text)).expect("plain JSON");
+        assert_eq!(value["agent_servers"]["flemmad"]["args"][0], "acp");
+        assert_eq!(value["url"], "http://x//y");
+        assert_eq!(value["q"], "a\",/*b*/");
+        assert_eq!(without_comments(text).lines().count(), text.lines().count());
     }
 }
