@@ -25,12 +25,19 @@ flemma_binaries() {
 flemma_start_mock() {
   local dir="$1"
   shift
+  # A URL file left by an earlier mock in DIR must not be read while this one's redirection
+  # has not truncated it yet: remove it first, then wait for a whole URL line.
+  rm -f "$dir/mock.url"
   "$mock" "$@" > "$dir/mock.url" 2> "$dir/mock.log" &
   mock_pid=$!
   local _
-  for _ in $(seq 600); do [ -s "$dir/mock.url" ] && break; sleep 0.05; done
-  mock_url="$(head -1 "$dir/mock.url")"
-  case "$mock_url" in http://127.0.0.1:*) ;; *)
+  mock_url=""
+  for _ in $(seq 600); do
+    mock_url="$(head -1 "$dir/mock.url" 2> /dev/null || true)"
+    case "$mock_url" in http://127.0.0.1:*[0-9]) break ;; esac
+    sleep 0.05
+  done
+  case "$mock_url" in http://127.0.0.1:*[0-9]) ;; *)
     echo "not ok - flemma-mock-provider did not print its URL:" >&2; cat "$dir/mock.log" >&2; exit 1 ;;
   esac
 }
