@@ -319,6 +319,72 @@ args = ["{}", "--crash"]"#,
 }
 
 #[tokio::test]
+async fn a_server_with_sandbox_true_runs_inside_the_sandbox() {
+    let Some(python) = python("a_server_with_sandbox_true_runs_inside_the_sandbox") else {
+        return;
+    };
+    let bwrap_works = std::process::Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "true"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !bwrap_works {
+        eprintln!("skipped: bwrap does not run here (apt-get install bubblewrap)");
+        return;
+    }
+    let outside = crate::common::outside_tmp("flemmad-mcp-canary-");
+    let canary = outside.path().join("escaped");
+    let write = |chat: &Chat, path: &Path| {
+        let mut command = flemmad_command(chat, "http://127.0.0.1:9");
+        command
+            .arg("tools")
+            .arg("run")
+            .arg("demo.write")
+            .arg(json!({"path": path, "text": "x"}).to_string())
+            .arg("--chat")
+            .arg(&chat.path);
+        run(command)
+    };
+
+    // Unsandboxed (the default), the server writes where its user can: the test can fail.
+    let chat = agentic("@You:\nhi\n");
+    configure(&chat, &python, "");
+    let out = write(&chat, &canary).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(canary.exists());
+    std::fs::remove_file(&canary).unwrap();
+
+    // `sandbox = true`: the same call cannot write outside the sandbox's writable paths, and
+    // still writes in the chat's directory.
+    let chat = agentic("@You:\nhi\n");
+    let config = chat.config_home.join("flemma/config.toml");
+    configure(&chat, &python, "");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("sandbox = true\n");
+    std::fs::write(&config, text).unwrap();
+    let out = write(&chat, &canary).await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("cannot write"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        !canary.exists(),
+        "a sandboxed server wrote outside the sandbox"
+    );
+    let inside = chat.path.parent().unwrap().join("inside.txt");
+    let out = write(&chat, &inside).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(inside.exists());
+}
+
+#[tokio::test]
 async fn no_server_outlives_a_killed_flemmad() {
     let Some(python) = python("no_server_outlives_a_killed_flemmad") else {
         return;
@@ -337,17 +403,18 @@ async fn no_server_outlives_a_killed_flemmad() {
         .stderr(std::process::Stdio::null());
     let mut child = command.spawn().unwrap();
     let started = markers.join("started-killed");
+    // The marker holds the server's pid once it is written (it exists, empty, a moment before).
+    let mut pid = None;
     for _ in 0..1200 {
-        if started.exists() {
+        pid = std::fs::read_to_string(&started)
+            .ok()
+            .and_then(|text| text.trim().parse::<u32>().ok());
+        if pid.is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    let pid: u32 = std::fs::read_to_string(&started)
-        .expect("the hanging call started")
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid.expect("the hanging call started and wrote its pid");
     assert!(alive(pid));
     child.start_kill().unwrap(); // SIGKILL: no chance to close anything
     let _ = child.wait().await;

@@ -82,6 +82,16 @@ def env(name: str) -> str:
 
 
 @server.tool()
+def write(path: str, text: str) -> str:
+    """Writes text to a file (to see what the server's sandbox lets it write)."""
+    try:
+        Path(path).write_text(text)
+    except OSError as error:
+        raise ToolError(f"cannot write {path}: {error}")
+    return f"wrote {path}"
+
+
+@server.tool()
 def image() -> Image:
     """A 1×1 PNG image."""
     return Image(data=PNG, format="png")
