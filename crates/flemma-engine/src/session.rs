@@ -803,9 +803,12 @@ impl Session {
         self.next_poll = 0;
         if self.writer_is_file && !self.rebase && current.text != self.stored.text {
             if self.settling.as_ref() != Some(&current.text) {
-                // Read it again a moment later: merged once two reads agree.
+                // Read it again a moment later: merged once two reads agree. Not settled
+                // meanwhile: a session whose last write was followed by someone else's must
+                // not end before it has taken that change in.
                 self.settling = Some(current.text);
                 self.retrying = true;
+                self.settled = false;
                 self.write_at = Some(now + SETTLE);
                 return;
             }
