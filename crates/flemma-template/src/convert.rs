@@ -1073,9 +1073,14 @@ impl<'a> Evaluator<'a> {
         }
     }
 
-    /// The result of a tool that emits templates (`read`): `@./file` references become
-    /// attachments; `{{ }}`/`{% %}` stay literal (a file being read may contain template syntax).
-    fn template_result(&self, range: TextRange) -> Vec<Part> {
+    /// A tool result's text with its file references turned into parts by `reference` (`None`
+    /// leaves a reference as literal text); `{{ }}`/`{% %}` always stay literal (a file being
+    /// read, or a server's output, may contain template syntax).
+    fn result_with_references(
+        &self,
+        range: TextRange,
+        reference: impl Fn(&Segment, &FileReference) -> Option<Vec<Part>>,
+    ) -> Vec<Part> {
         let doc = self.doc;
         let range = TextRange::new(
             range.start,
@@ -1083,14 +1088,24 @@ impl<'a> Evaluator<'a> {
         );
         let mut parts = Vec::new();
         for segment in flemma_syntax::scan_templated(doc.text(), range) {
-            match &segment.kind {
-                SegmentKind::FileReference(reference) => {
-                    push_parts(&mut parts, self.file_reference(&segment, reference));
-                }
-                _ => push_text(&mut parts, doc.slice(segment.range)),
+            let converted = match &segment.kind {
+                SegmentKind::FileReference(file) => reference(&segment, file),
+                _ => None,
+            };
+            match converted {
+                Some(converted) => push_parts(&mut parts, converted),
+                None => push_text(&mut parts, doc.slice(segment.range)),
             }
         }
         parts
+    }
+
+    /// The result of a tool that emits templates (`read`): `@./file` references become
+    /// attachments.
+    fn template_result(&self, range: TextRange) -> Vec<Part> {
+        self.result_with_references(range, |segment, reference| {
+            Some(self.file_reference(segment, reference))
+        })
     }
 
     /// The result of an MCP tool: the text, with each reference to an image the tool saved in
@@ -1099,23 +1114,9 @@ impl<'a> Evaluator<'a> {
     /// `.flemma/` and whose bytes are a PNG, JPEG, GIF or WebP image is attached; any other
     /// reference (a server can write any text) stays literal text.
     fn stored_images_result(&self, range: TextRange) -> Vec<Part> {
-        let doc = self.doc;
-        let range = TextRange::new(
-            range.start,
-            range.start + strip_line_break(doc.slice(range)).len(),
-        );
-        let mut parts = Vec::new();
-        for segment in flemma_syntax::scan_templated(doc.text(), range) {
-            let image = match &segment.kind {
-                SegmentKind::FileReference(reference) => self.stored_image(reference),
-                _ => None,
-            };
-            match image {
-                Some(part) => parts.push(part),
-                None => push_text(&mut parts, doc.slice(segment.range)),
-            }
-        }
-        parts
+        self.result_with_references(range, |_, reference| {
+            self.stored_image(reference).map(|part| vec![part])
+        })
     }
 
     fn stored_image(&self, reference: &FileReference) -> Option<Part> {
