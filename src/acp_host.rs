@@ -16,24 +16,12 @@ use crate::engine_host::{DocumentRef, EngineHost, STOPPED_EVENT, TEXT_EVENT, THI
 /// `flemmad acp`'s view of the engine host.
 #[derive(Debug)]
 pub struct AcpHost {
-    host: Option<Arc<EngineHost>>,
+    host: Arc<EngineHost>,
 }
 
 impl AcpHost {
     pub fn new(host: Arc<EngineHost>) -> Self {
-        Self { host: Some(host) }
-    }
-
-    /// Only the chat files (for a backend whose engine is elsewhere): the engine methods
-    /// refuse.
-    pub fn files() -> Self {
-        Self { host: None }
-    }
-
-    fn host(&self) -> Result<&EngineHost, String> {
-        self.host
-            .as_deref()
-            .ok_or_else(|| "no engine runs in this process".to_owned())
+        Self { host }
     }
 
     /// One `flemma/*` request about the chat at `path` (`params` without its `uri`), through
@@ -41,7 +29,7 @@ impl AcpHost {
     fn call(&self, path: &Path, method: &str, mut params: Value) -> Result<(), String> {
         params["uri"] = json!(path);
         let request = FlemmaRequest::decode(method, params).map_err(|e| e.to_string())?;
-        self.host()?
+        self.host
             .call(DocumentRef::path(path), request)
             .map(drop)
             .map_err(|e| e.to_string())
@@ -93,10 +81,7 @@ impl Backend for AcpHost {
 
     fn events(&self, path: &Path) -> tokio::sync::mpsc::UnboundedReceiver<TurnEvent> {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let Ok(host) = self.host() else {
-            return receiver;
-        };
-        let events = host.subscribe();
+        let events = self.host.subscribe();
         let path = path.to_owned();
         // Ends when the prompt stops listening (at the next event after that).
         let _ = std::thread::Builder::new()
@@ -142,8 +127,16 @@ impl Backend for AcpHost {
             .into_iter()
             .map(|server| server_def(server, cwd))
             .collect();
-        crate::mcp_setup::set_session_servers(path, defs);
+        crate::editor_sessions::set_mcp_servers(path, defs);
         Vec::new()
+    }
+
+    fn client_files(&self, path: &Path, files: flemma_acp::ClientFiles) {
+        crate::editor_sessions::set_files(path, files);
+    }
+
+    fn client_gone(&self, path: &Path, files: &flemma_acp::ClientFiles) {
+        crate::editor_sessions::files_gone(path, files);
     }
 }
 

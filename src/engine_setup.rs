@@ -117,7 +117,7 @@ pub async fn prepare(
         .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
     // The chat's own approval function (frontmatter Rhai) decides too.
     let mut tools = ToolSetup::for_chat(&analysis, &absolute).map_err(SetupError::Failed)?;
-    let session_servers = crate::mcp_setup::session_servers(&absolute);
+    let session_servers = crate::editor_sessions::mcp_servers(&absolute);
     let mcp = crate::mcp_setup::McpTools::discover(
         resolved,
         Some(&absolute),

@@ -6,6 +6,7 @@ mod chat;
 mod chat_store;
 mod cli;
 mod daemon;
+mod editor_sessions;
 mod engine_driver;
 mod engine_host;
 mod engine_setup;

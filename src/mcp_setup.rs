@@ -25,34 +25,6 @@ pub fn hub() -> &'static McpHub {
     })
 }
 
-/// The MCP servers ACP sessions gave each chat (an editor's `mcpServers`), by chat path.
-fn session_table()
--> &'static std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, Vec<ServerDef>>> {
-    static TABLE: OnceLock<
-        std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, Vec<ServerDef>>>,
-    > = OnceLock::new();
-    TABLE.get_or_init(Default::default)
-}
-
-/// The chat at `chat` uses `servers` besides the ones its configuration defines (until the
-/// process ends or a session sets others).
-pub fn set_session_servers(chat: &Path, servers: Vec<ServerDef>) {
-    let mut table = session_table()
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    table.insert(chat.to_path_buf(), servers);
-}
-
-/// The servers a session gave the chat at `chat`.
-pub fn session_servers(chat: &Path) -> Vec<ServerDef> {
-    session_table()
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(chat)
-        .cloned()
-        .unwrap_or_default()
-}
-
 /// Closes every MCP server of this process (at the end of a command, or of the daemon).
 pub async fn shutdown() {
     hub().shutdown().await;

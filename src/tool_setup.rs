@@ -124,6 +124,9 @@ impl ToolSetup {
                 .flatten(),
         );
         let mut ctx = RunContext::new(cwd, Arc::new(policy));
+        ctx.editor = chat
+            .as_deref()
+            .and_then(crate::editor_sessions::editor_files);
         ctx.chat_path = chat;
         ctx.fetch_private_addresses = config.tools.fetch_private_addresses;
         ctx.timeout = std::time::Duration::from_secs(config.tools.default_timeout);

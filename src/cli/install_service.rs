@@ -36,7 +36,7 @@ pub fn service_unit(binary: &Path) -> String {
     unit
 }
 
-/// `flemmad.socket`: both sockets under `%t/flemma/` (the daemon tells them apart by path).
+/// `flemmad.socket`: the three sockets under `%t/flemma/` (the daemon tells them apart by path).
 pub fn socket_unit() -> String {
     SOCKET_UNIT.to_owned()
 }
@@ -115,6 +115,7 @@ mod tests {
         );
         assert!(SOCKET_UNIT.contains("ListenStream=%t/flemma/lsp.sock"));
         assert!(SOCKET_UNIT.contains("ListenStream=%t/flemma/rpc.sock"));
+        assert!(SOCKET_UNIT.contains("ListenStream=%t/flemma/acp.sock"));
     }
 
     #[test]

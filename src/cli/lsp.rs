@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-mod proxy;
+use super::proxy;
 
 #[derive(Debug, clap::Args)]
 pub struct LspArgs {
@@ -24,7 +24,7 @@ pub struct LspArgs {
 
 pub fn run(args: LspArgs, config: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     if !args.no_daemon
-        && let Some(stream) = proxy::connect()
+        && let Some(stream) = proxy::connect(|paths| &paths.lsp_socket)
     {
         tracing::info!("proxying stdio to the daemon's LSP socket");
         proxy::pump(stream).context("the connection to the daemon failed")?;

@@ -12,6 +12,7 @@ mod install_service;
 mod lsp;
 mod models;
 mod parse;
+mod proxy;
 mod reject;
 mod send;
 mod serve;

@@ -1,10 +1,12 @@
 //! `flemmad serve`: the long-running daemon.
 //!
-//! Two Unix sockets in the runtime directory ([`socket`]): `lsp.sock` serves one LSP session
+//! Three Unix sockets in the runtime directory ([`socket`]): `lsp.sock` serves one LSP session
 //! per connection (a thread each, all in this process), `rpc.sock` speaks line-delimited
 //! JSON-RPC 2.0 ([`rpc`]: a `jsonrpsee` module fed by our own transport, documented in
-//! `docs/rpc.md`). Every connection's peer uid is checked. Both reach the engine through the
-//! one `EngineHost::call`, so they answer the same requests the same way.
+//! `docs/rpc.md`), `acp.sock` serves one Agent Client Protocol connection per connection
+//! (`flemmad acp` pipes an editor's stdio to it). Every connection's peer uid is checked. All
+//! reach the engine through the one `EngineHost::call`, so they answer the same requests the
+//! same way.
 //! The main thread waits for SIGTERM/SIGINT or `flemma/shutdown`, then stops accepting, closes
 //! the sessions and removes its sockets (unless systemd owns them) and pid file.
 
@@ -175,29 +177,47 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
     let activated = socket::activated_listeners()?;
     socket::ensure_dir(&paths.dir)?;
     let mut pid_lock = socket::PidLock::acquire(&paths.pid_file)?;
-    let owns_sockets = activated.is_none();
-    let (lsp, rpc) = match activated {
-        Some(listeners) => {
-            tracing::info!("socket-activated: serving the sockets systemd passed");
-            listeners
+    // The sockets this process bound (and removes at the end); systemd owns the ones it
+    // passed.
+    let mut owned = Vec::new();
+    let bound = |path: &std::path::Path, owned: &mut Vec<std::path::PathBuf>| {
+        let listener = socket::bind(path, &paths.pid_file);
+        if listener.is_ok() {
+            owned.push(path.to_path_buf());
         }
-        None => {
-            let lsp = socket::bind(&paths.lsp_socket, &paths.pid_file)?;
-            let rpc = match socket::bind(&paths.rpc_socket, &paths.pid_file) {
-                Ok(rpc) => rpc,
-                Err(error) => {
-                    let _ = std::fs::remove_file(&paths.lsp_socket);
-                    return Err(error.into());
-                }
+        listener
+    };
+    let listeners = match activated {
+        Some(activated) => {
+            tracing::info!("socket-activated: serving the sockets systemd passed");
+            let acp = match activated.acp {
+                Some(acp) => Ok(acp),
+                None => bound(&paths.acp_socket, &mut owned),
             };
-            (lsp, rpc)
+            acp.map(|acp| (activated.lsp, activated.rpc, acp))
+        }
+        None => bound(&paths.lsp_socket, &mut owned).and_then(|lsp| {
+            let rpc = bound(&paths.rpc_socket, &mut owned)?;
+            let acp = bound(&paths.acp_socket, &mut owned)?;
+            Ok((lsp, rpc, acp))
+        }),
+    };
+    let remove_owned = |owned: &[std::path::PathBuf]| {
+        for path in owned {
+            if let Err(error) = std::fs::remove_file(path) {
+                tracing::warn!(path = %path.display(), %error, "cannot remove the socket");
+            }
+        }
+    };
+    let (lsp, rpc, acp) = match listeners {
+        Ok(listeners) => listeners,
+        Err(error) => {
+            remove_owned(&owned);
+            return Err(error.into());
         }
     };
     if let Err(error) = pid_lock.write_pid() {
-        if owns_sockets {
-            let _ = std::fs::remove_file(&paths.lsp_socket);
-            let _ = std::fs::remove_file(&paths.rpc_socket);
-        }
+        remove_owned(&owned);
         return Err(error.into());
     }
     let daemon = Arc::new(Daemon::new(options.config_path.clone()));
@@ -213,6 +233,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
         Arc::clone(&daemon),
         rpc::serve_connection,
     )?;
+    spawn_accept_loop("acp-accept", acp, Arc::clone(&daemon), serve_acp)?;
     tracing::info!(
         pid = std::process::id(),
         dir = %paths.dir.display(),
@@ -224,13 +245,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
     let reason = wait_for_stop(&daemon)?;
     tracing::info!(reason, "shutting down");
     daemon.stopping.store(true, Ordering::SeqCst);
-    if owns_sockets {
-        for path in [&paths.lsp_socket, &paths.rpc_socket] {
-            if let Err(error) = std::fs::remove_file(path) {
-                tracing::warn!(path = %path.display(), %error, "cannot remove the socket");
-            }
-        }
-    }
+    remove_owned(&owned);
     // Sessions first (their `session:closed` events join the queues), then the event
     // subscribers get what is queued, then their connections close too.
     daemon.close_lsp_sessions();
@@ -381,6 +396,35 @@ fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
         Err(error) => tracing::error!(session = id, %error, "cannot start the LSP transport"),
     }
     tracing::info!(session = id, "LSP session closed");
+}
+
+/// One ACP connection (an editor's `flemmad acp`, piped), backed by the daemon's engine: its
+/// prompts, the editor's MCP servers and its files (`fs/*`) are this process's, so background
+/// jobs outlive the editor.
+fn serve_acp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
+    let reader = match stream.try_clone() {
+        Ok(reader) => std::io::BufReader::new(reader),
+        Err(error) => {
+            tracing::error!(connection = id, %error, "cannot clone the connection");
+            return;
+        }
+    };
+    let Some(engine) = daemon.engine.get() else {
+        return;
+    };
+    let runtime = match crate::runtime::get() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(connection = id, "{error:#}");
+            return;
+        }
+    };
+    tracing::info!(connection = id, peer_pid, "ACP connection opened");
+    let backend = Arc::new(crate::acp_host::AcpHost::new(engine.clone()));
+    if let Err(error) = runtime.block_on(flemma_acp::serve(backend, reader, stream)) {
+        tracing::warn!(connection = id, %error, "ACP connection ended with an error");
+    }
+    tracing::info!(connection = id, "ACP connection closed");
 }
 
 /// Counts an LSP session as open for its lifetime, and publishes `session:closed` at its end

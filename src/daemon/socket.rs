@@ -19,6 +19,7 @@ pub struct RuntimePaths {
     pub dir: PathBuf,
     pub lsp_socket: PathBuf,
     pub rpc_socket: PathBuf,
+    pub acp_socket: PathBuf,
     pub pid_file: PathBuf,
 }
 
@@ -37,6 +38,7 @@ impl RuntimePaths {
         Self {
             lsp_socket: dir.join("lsp.sock"),
             rpc_socket: dir.join("rpc.sock"),
+            acp_socket: dir.join("acp.sock"),
             pid_file: dir.join("daemon.pid"),
             dir,
         }
@@ -288,13 +290,22 @@ pub enum PeerRefused {
     Unknown(io::Error),
 }
 
-/// The two listeners systemd passed by socket activation (`LISTEN_FDS`, `LISTEN_PID`), or
-/// `None` when not socket-activated. Each is recognised by its `LISTEN_FDNAMES` name (`lsp`,
-/// `rpc`: two socket units with `FileDescriptorName=`) or else by the file name of the path
-/// it listens on (`lsp.sock`, `rpc.sock`: one unit with two `ListenStream=`, as
+/// The listeners systemd passed by socket activation.
+#[derive(Debug)]
+pub struct Activated {
+    pub lsp: UnixListener,
+    pub rpc: UnixListener,
+    /// `None` with a unit written before `acp.sock` existed: the daemon binds it itself.
+    pub acp: Option<UnixListener>,
+}
+
+/// The listeners systemd passed by socket activation (`LISTEN_FDS`, `LISTEN_PID`), or `None`
+/// when not socket-activated. Each is recognised by its `LISTEN_FDNAMES` name (`lsp`, `rpc`,
+/// `acp`: socket units with `FileDescriptorName=`) or else by the file name of the path it
+/// listens on (`lsp.sock`, `rpc.sock`, `acp.sock`: one unit with a `ListenStream=` each, as
 /// `flemmad install-service` writes). Call before any thread starts: it clears the
 /// activation variables from the environment.
-pub fn activated_listeners() -> Result<Option<(UnixListener, UnixListener)>, SocketError> {
+pub fn activated_listeners() -> Result<Option<Activated>, SocketError> {
     let names = std::env::var("LISTEN_FDNAMES").unwrap_or_default();
     let mut fds = listenfd::ListenFd::from_env();
     let count = fds.len();
@@ -304,6 +315,7 @@ pub fn activated_listeners() -> Result<Option<(UnixListener, UnixListener)>, Soc
     let name_list: Vec<&str> = names.split(':').collect();
     let mut lsp = None;
     let mut rpc = None;
+    let mut acp = None;
     for index in 0..count {
         let fd_name = format!("file descriptor {}", index + 3);
         let Some(listener) = fds.take_unix_listener(index).map_err(io_error(
@@ -325,11 +337,12 @@ pub fn activated_listeners() -> Result<Option<(UnixListener, UnixListener)>, Soc
         ) {
             (Some("lsp"), _) | (_, Some("lsp.sock")) => &mut lsp,
             (Some("rpc"), _) | (_, Some("rpc.sock")) => &mut rpc,
+            (Some("acp"), _) | (_, Some("acp.sock")) => &mut acp,
             _ => {
                 tracing::warn!(
                     index,
                     ?path_name,
-                    "socket activation: ignoring a socket that is neither lsp nor rpc"
+                    "socket activation: ignoring a socket that is neither lsp, rpc nor acp"
                 );
                 continue;
             }
@@ -342,7 +355,7 @@ pub fn activated_listeners() -> Result<Option<(UnixListener, UnixListener)>, Soc
         names: names.clone(),
     };
     match (lsp, rpc) {
-        (Some(lsp), Some(rpc)) => Ok(Some((lsp, rpc))),
+        (Some(lsp), Some(rpc)) => Ok(Some(Activated { lsp, rpc, acp })),
         (None, _) => Err(missing("lsp")),
         (_, None) => Err(missing("rpc")),
     }
@@ -481,6 +494,7 @@ mod tests {
         let paths = RuntimePaths::in_dir(PathBuf::from("/x/flemma"));
         assert_eq!(paths.rpc_socket, Path::new("/x/flemma/rpc.sock"));
         assert_eq!(paths.lsp_socket, Path::new("/x/flemma/lsp.sock"));
+        assert_eq!(paths.acp_socket, Path::new("/x/flemma/acp.sock"));
         assert_eq!(paths.pid_file, Path::new("/x/flemma/daemon.pid"));
     }
 }

@@ -107,6 +107,33 @@ impl Project {
         serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
     }
 
+    /// Starts `flemmad serve` for this project; it answers on its sockets when this returns.
+    async fn daemon(&self, base: &str) -> tokio::process::Child {
+        std::fs::create_dir_all(self.root.join("run")).unwrap();
+        let mut serve = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+        serve
+            .arg("serve")
+            .env_remove("FLEMMA_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        for (key, value) in self.env(base) {
+            serve.env(key, value);
+        }
+        let daemon = serve.spawn().unwrap();
+        let socket = self.root.join("run/flemma/acp.sock");
+        let start = std::time::Instant::now();
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the daemon never answered"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        daemon
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(self.root.join("state/flemma/flemmad.log")).unwrap_or_default()
     }
@@ -618,6 +645,16 @@ fn malformed_json_gets_a_parse_error_and_the_agent_keeps_serving() {
 /// (PyPI `mcp`, `FLEMMA_TEST_MCP_PYTHON`) answers the model's call.
 #[tokio::test]
 async fn the_editors_mcp_servers_are_tool_sources_of_the_session() {
+    editors_mcp_servers(false).await;
+}
+
+/// Through a daemon too: the daemon runs the editor's server for the session.
+#[tokio::test]
+async fn through_a_daemon_the_editors_mcp_servers_are_tool_sources_too() {
+    editors_mcp_servers(true).await;
+}
+
+async fn editors_mcp_servers(through_daemon: bool) {
     let Some(python) = python("acp mcpServers") else {
         return;
     };
@@ -636,6 +673,10 @@ async fn the_editors_mcp_servers_are_tool_sources_of_the_session() {
         .join("crates/flemma-mcp/tests/servers/demo_server.py");
     let project = Project::new();
     let mock = MockProvider::start().await.unwrap();
+    let daemon = match through_daemon {
+        true => Some(project.daemon(&mock.base_url()).await),
+        false => None,
+    };
     mock.push(Turn::text("Asking the server.").tool_call_with_id(
         "editor__echo",
         "m1",
@@ -671,6 +712,10 @@ async fn the_editors_mcp_servers_are_tool_sources_of_the_session() {
     let text = std::fs::read_to_string(session).unwrap();
     assert!(text.contains("**Tool Result:** `m1`"), "{text}");
     assert!(text.contains("hello from the editor's server"), "{text}");
+    if let Some(mut daemon) = daemon {
+        assert!(project.log().contains("ACP connection opened"));
+        daemon.kill().await.unwrap();
+    }
 }
 
 /// With a daemon running, prompts run in the daemon's engine (the chat is still the file):
@@ -682,28 +727,7 @@ async fn with_a_daemon_running_prompts_run_in_the_daemon() {
     };
     let project = Project::new();
     let mock = MockProvider::start().await.unwrap();
-    std::fs::create_dir_all(project.root.join("run")).unwrap();
-    let mut serve = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
-    serve
-        .arg("serve")
-        .env_remove("FLEMMA_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    for (key, value) in project.env(&mock.base_url()) {
-        serve.env(key, value);
-    }
-    let mut daemon = serve.spawn().unwrap();
-    let socket = project.root.join("run/flemma/rpc.sock");
-    let start = std::time::Instant::now();
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the daemon never answered"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut daemon = project.daemon(&mock.base_url()).await;
     mock.push(bash_turn("d1", "echo via-daemon"));
     mock.push(Turn::text("The daemon ran it."));
     let report = project
@@ -736,6 +760,7 @@ async fn with_a_daemon_running_prompts_run_in_the_daemon() {
         log.contains("acp: serving on stdio through the daemon"),
         "{log}"
     );
+    assert!(log.contains("ACP connection opened"), "{log}");
     daemon.kill().await.unwrap();
 }
 
@@ -764,7 +789,8 @@ fn the_documented_editor_settings_parse_and_name_the_real_command() {
 }
 
 /// A permission request answered `cancelled` (what clients answer after `session/cancel`)
-/// cancels the prompt: nothing runs, nothing is rejected.
+/// cancels the prompt: nothing runs, nothing is rejected; the call is marked aborted, so the
+/// next prompt does not ask about it again and the model learns it was interrupted.
 #[tokio::test]
 async fn a_cancelled_permission_request_cancels_the_prompt_without_running_or_rejecting() {
     let Some(python) = python("acp cancelled permission") else {
@@ -773,13 +799,15 @@ async fn a_cancelled_permission_request_cancels_the_prompt_without_running_or_re
     let project = Project::new();
     let mock = MockProvider::start().await.unwrap();
     mock.push(bash_turn("c1", "touch should-not-exist"));
+    mock.push(Turn::text("Understood, nothing touched."));
     let report = project
         .client(
             &python,
             &mock.base_url(),
             json!([
                 {"op": "new"},
-                {"op": "prompt", "text": "Touch it.", "permission": "cancel"}
+                {"op": "prompt", "text": "Touch it.", "permission": "cancel"},
+                {"op": "prompt", "text": "Never mind."}
             ]),
         )
         .await;
@@ -787,8 +815,150 @@ async fn a_cancelled_permission_request_cancels_the_prompt_without_running_or_re
     assert_eq!(step["result"]["stopReason"], "cancelled", "{step}");
     assert_eq!(step["permissions"].as_array().unwrap().len(), 1, "{step}");
     assert!(!project.cwd().join("should-not-exist").exists());
+    let next = &report["steps"][2];
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+    assert_eq!(next["permissions"], json!([]), "not asked again: {next}");
+    assert!(!project.cwd().join("should-not-exist").exists());
     let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
     let text = std::fs::read_to_string(session).unwrap();
-    assert!(text.contains("**Tool Result:** `c1` (pending)"), "{text}");
+    // Marked aborted, it was sent as the abort's error result with the next prompt.
+    assert!(
+        text.contains("**Tool Result:** `c1` (error)\n```\nResponse interrupted by the user.\n```"),
+        "{text}"
+    );
     assert!(!text.contains("rejected"), "{text}");
+    assert!(text.contains("Never mind."), "{text}");
+    assert!(text.contains("Understood, nothing touched."), "{text}");
+    no_error_diagnostics(&text);
+    // The model got an error result for the call that never ran.
+    let sent = mock.requests()[1].body.to_string();
+    assert!(sent.contains("\"tool_use_id\":\"c1\""), "{sent}");
+    assert!(sent.contains("\"is_error\":true"), "{sent}");
+}
+
+/// The model's `read`, `edit` and `write` of the project, as turns: read `src/x.rs`, edit it,
+/// write `src/new.rs`, then answer.
+fn file_tool_turns(mock: &MockProvider) {
+    mock.push(Turn::text("Reading.").tool_call_with_id(
+        "read",
+        "r1",
+        json!({"label": "read x", "path": "src/x.rs", "offset": null, "limit": null}),
+    ));
+    mock.push(Turn::text("Editing.").tool_call_with_id(
+        "edit",
+        "e1",
+        json!({"label": "edit x", "path": "src/x.rs", "edits": [{"old": "unsaved", "new": "edited"}]}),
+    ));
+    mock.push(Turn::text("Writing.").tool_call_with_id(
+        "write",
+        "w1",
+        json!({"label": "write new", "path": "src/new.rs", "content": "fn new() {}\n"}),
+    ));
+    mock.push(Turn::text("All three done."));
+}
+
+/// A client that reads and writes files (`fs.readTextFile`, `fs.writeTextFile`) holds
+/// `src/x.rs` unsaved: `read`, `edit` and `write` go through it.
+fn check_file_tools_went_through_the_client(project: &Project, report: &Value) {
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let step = &report["steps"][1];
+    assert_eq!(
+        step["result"]["stopReason"],
+        "end_turn",
+        "{step}\n{}",
+        project.log()
+    );
+    let x = project.cwd().join("src/x.rs").display().to_string();
+    let new = project.cwd().join("src/new.rs").display().to_string();
+    // The editor's buffers changed, the disk did not.
+    assert_eq!(
+        report["buffers"][&x], "fn x() { /* edited */ }\n",
+        "{report}"
+    );
+    assert_eq!(report["buffers"][&new], "fn new() {}\n", "{report}");
+    assert_eq!(
+        std::fs::read_to_string(project.cwd().join("src/x.rs")).unwrap(),
+        "fn x() {}\n"
+    );
+    assert!(!project.cwd().join("src/new.rs").exists());
+    let calls: Vec<(String, String)> = report["fs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| {
+            assert_eq!(call["sessionId"], session, "{call}");
+            (
+                call["method"].as_str().unwrap().to_owned(),
+                call["path"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for expected in [
+        ("fs/read_text_file", &x),
+        ("fs/write_text_file", &x),
+        ("fs/write_text_file", &new),
+    ] {
+        assert!(
+            calls
+                .iter()
+                .any(|(m, p)| m == expected.0 && p == expected.1),
+            "{expected:?} in {calls:?}"
+        );
+    }
+    // What the model read was the unsaved buffer, and the chat says so.
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("/* unsaved */"), "{text}");
+    no_error_diagnostics(&text);
+    // The edit's update shows its diff.
+    let diff = step["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["toolCallId"] == "e1" && u["status"] == "completed")
+        .unwrap_or_else(|| panic!("e1 completed: {step}"));
+    assert!(diff.to_string().contains("\"type\":\"diff\""), "{diff}");
+}
+
+fn file_tool_steps(project: &Project) -> Value {
+    let x = project.cwd().join("src/x.rs").display().to_string();
+    json!({
+        "buffers": {x: "fn x() { /* unsaved */ }\n"},
+        "steps": [
+            {"op": "new"},
+            {"op": "prompt", "text": "Read x, edit it, write new.", "permission": "allow_once"}
+        ]
+    })
+}
+
+#[tokio::test]
+async fn a_client_with_files_gets_the_file_tools_reads_and_writes() {
+    let Some(python) = python("acp fs") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    file_tool_turns(&mock);
+    let report = project
+        .client(&python, &mock.base_url(), file_tool_steps(&project))
+        .await;
+    check_file_tools_went_through_the_client(&project, &report);
+}
+
+/// Through a daemon, the tools run in the daemon and still read and write through the
+/// editor's connection.
+#[tokio::test]
+async fn through_a_daemon_the_file_tools_still_go_through_the_client() {
+    let Some(python) = python("acp fs via daemon") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    let mut daemon = project.daemon(&mock.base_url()).await;
+    file_tool_turns(&mock);
+    let report = project
+        .client(&python, &mock.base_url(), file_tool_steps(&project))
+        .await;
+    check_file_tools_went_through_the_client(&project, &report);
+    assert!(project.log().contains("ACP connection opened"));
+    daemon.kill().await.unwrap();
 }

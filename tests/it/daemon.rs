@@ -284,7 +284,7 @@ fn serve_creates_a_private_directory_and_private_sockets() {
     let _daemon = home.serve();
     let dir = std::fs::metadata(home.dir()).unwrap();
     assert_eq!(dir.permissions().mode() & 0o777, 0o700);
-    for name in ["lsp.sock", "rpc.sock"] {
+    for name in ["lsp.sock", "rpc.sock", "acp.sock"] {
         let meta = std::fs::metadata(home.socket(name)).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{name}");
         assert_eq!(meta.uid(), std::fs::metadata(home.runtime()).unwrap().uid());
@@ -689,19 +689,21 @@ fn install_service_writes_the_units_and_prints_the_next_command() {
     );
 }
 
+/// Named sockets, as a unit written before `acp.sock` existed passes them: the daemon binds
+/// `acp.sock` itself (and removes it when it stops).
 #[test]
 fn socket_activation_by_name_serves_the_passed_sockets_and_notifies_readiness() {
-    socket_activation(Some("--fdname=lsp:rpc"));
+    socket_activation(Some("--fdname=lsp:rpc"), false);
 }
 
-/// One socket unit with two `ListenStream=` (as `install-service` writes): no names, the
+/// One socket unit with a `ListenStream=` each (as `install-service` writes): no names, the
 /// daemon tells the sockets apart by their paths.
 #[test]
 fn socket_activation_by_path_serves_the_passed_sockets() {
-    socket_activation(None);
+    socket_activation(None, true);
 }
 
-fn socket_activation(fdname: Option<&str>) {
+fn socket_activation(fdname: Option<&str>, passes_acp: bool) {
     if Command::new("systemd-socket-activate")
         .arg("--help")
         .output()
@@ -718,10 +720,15 @@ fn socket_activation(fdname: Option<&str>) {
     notify.set_read_timeout(Some(TIMEOUT)).unwrap();
     let lsp_path = home.socket("lsp.sock");
     let rpc_path = home.socket("rpc.sock");
+    let acp_path = home.socket("acp.sock");
     let mut activator = Command::new("systemd-socket-activate");
     activator
         .arg(format!("--listen={}", lsp_path.display()))
-        .arg(format!("--listen={}", rpc_path.display()))
+        .arg(format!("--listen={}", rpc_path.display()));
+    if passes_acp {
+        activator.arg(format!("--listen={}", acp_path.display()));
+    }
+    activator
         .args(fdname)
         .arg(format!(
             "--setenv=XDG_RUNTIME_DIR={}",
@@ -752,9 +759,22 @@ fn socket_activation(fdname: Option<&str>) {
     let mut lsp = lsp_over_socket(&lsp_path);
     lsp.initialize();
     lsp.shutdown();
+    // ACP too, whether systemd passed its socket or the daemon bound it.
+    let acp = UnixStream::connect(&acp_path).unwrap();
+    acp.set_read_timeout(Some(TIMEOUT)).unwrap();
+    (&acp)
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n")
+        .unwrap();
+    let mut answer = String::new();
+    BufReader::new(&acp).read_line(&mut answer).unwrap();
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+    drop(acp);
     guard.signal("TERM");
     guard.wait();
     assert!(home.log().contains("socket-activated"), "{}", home.log());
+    // A socket the daemon bound itself it removes; systemd's stay systemd's.
+    assert_eq!(acp_path.exists(), passes_acp);
 }
 
 /// The answer without its envelope: `{"result": …}` or `{"error": {code, message}}`.

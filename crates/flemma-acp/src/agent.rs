@@ -22,7 +22,9 @@ use flemma_syntax::Status;
 use futures::SinkExt as _;
 use tokio::sync::watch;
 
-use crate::{Backend, McpServerSpec, TurnEvent, new_chat_text, prompt, replay, sessions_dir};
+use crate::{
+    Backend, ClientFiles, McpServerSpec, TurnEvent, new_chat_text, prompt, replay, sessions_dir,
+};
 
 /// Serves ACP on `input`/`output` (stdin and stdout) until the client closes its side. Lines
 /// are read and written on threads of their own (blocking IO), so the runtime needs no
@@ -69,17 +71,28 @@ pub async fn serve(
     let state = Arc::new(State {
         backend,
         sessions: Mutex::default(),
+        client_fs: Mutex::default(),
     });
-    let result = builder(state).connect_to(Lines::new(outgoing, in_rx)).await;
+    let result = builder(state.clone())
+        .connect_to(Lines::new(outgoing, in_rx))
+        .await;
+    // The client is gone: its sessions' tools use the disk again.
+    for session in lock(&state.sessions).values() {
+        if let Some(files) = &session.files {
+            state.backend.client_gone(&session.path, files);
+        }
+    }
     drop(line_tx);
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
     result
 }
 
-/// The agent's state: the backend and the sessions this connection knows.
+/// The agent's state: the backend, the sessions this connection knows, and what the client
+/// said at `initialize` it does with files (`fs.readTextFile`, `fs.writeTextFile`).
 struct State {
     backend: Arc<dyn Backend>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    client_fs: Mutex<(bool, bool)>,
 }
 
 /// One session: its chat, its working directory, and the prompt that runs.
@@ -91,6 +104,8 @@ struct Session {
     running: Mutex<Option<watch::Sender<bool>>>,
     /// Tools the user allowed always, for the rest of the session.
     always_allowed: Mutex<HashSet<String>>,
+    /// The client's files, when it reads or writes them.
+    files: Option<ClientFiles>,
 }
 
 /// How often, and how many times, a cancel that found nothing running is tried again.
@@ -119,15 +134,23 @@ impl State {
         })
     }
 
-    fn add(&self, path: PathBuf, cwd: PathBuf) -> Arc<Session> {
+    /// A session of the chat at `path`; its tools use the client's files when it has them.
+    fn add(&self, path: PathBuf, cwd: PathBuf, cx: &ConnectionTo<Client>) -> Arc<Session> {
         let id = path.display().to_string();
+        let (reads, writes) = *lock(&self.client_fs);
+        let files = ClientFiles::new(cx.clone(), SessionId::new(id.clone()), reads, writes);
+        if let Some(files) = &files {
+            self.backend.client_files(&path, files.clone());
+        }
         let session = Arc::new(Session {
             id: id.clone(),
             path,
             cwd,
             running: Mutex::default(),
             always_allowed: Mutex::default(),
+            files,
         });
+        // A session loaded again replaces the earlier one (and its files, above).
         lock(&self.sessions).insert(id, session.clone());
         session
     }
@@ -173,6 +196,7 @@ fn chat_name() -> String {
 }
 
 fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
+    let on_initialize = state.clone();
     let on_new = state.clone();
     let on_load = state.clone();
     let on_prompt = state.clone();
@@ -181,9 +205,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
         .v1()
         .name("flemmad")
         .on_receive_request(
-            async move |_request: InitializeRequest,
+            async move |request: InitializeRequest,
                         responder: Responder<InitializeResponse>,
                         _cx: ConnectionTo<Client>| {
+                let fs = &request.client_capabilities.fs;
+                *lock(&on_initialize.client_fs) = (fs.read_text_file, fs.write_text_file);
                 responder.respond(
                     InitializeResponse::new(ProtocolVersion::V1)
                         .agent_capabilities(
@@ -204,8 +230,8 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
         .on_receive_request(
             async move |request: NewSessionRequest,
                         responder: Responder<NewSessionResponse>,
-                        _cx: ConnectionTo<Client>| {
-                match new_session(&on_new, request) {
+                        cx: ConnectionTo<Client>| {
+                match new_session(&on_new, request, &cx) {
                     Ok(id) => responder.respond(NewSessionResponse::new(id)),
                     Err(error) => responder.respond_with_error(error),
                 }
@@ -244,7 +270,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
         )
 }
 
-fn new_session(state: &State, request: NewSessionRequest) -> Result<String, Error> {
+fn new_session(
+    state: &State,
+    request: NewSessionRequest,
+    cx: &ConnectionTo<Client>,
+) -> Result<String, Error> {
     let cwd = request.cwd;
     if !cwd.is_absolute() {
         return Err(invalid(format!(
@@ -263,7 +293,7 @@ fn new_session(state: &State, request: NewSessionRequest) -> Result<String, Erro
         .backend
         .create_chat(&path, &new_chat_text(&path, &cwd))
         .map_err(internal)?;
-    let session = state.add(path, cwd);
+    let session = state.add(path, cwd, cx);
     mcp(state, &session, request.mcp_servers);
     tracing::info!(chat = %session.id, "session/new");
     Ok(session.id.clone())
@@ -302,7 +332,7 @@ fn load_session(
     for update in replay::history(&text, &cwd) {
         cx.send_notification(SessionNotification::new(request.session_id.clone(), update))?;
     }
-    let session = state.add(path, cwd);
+    let session = state.add(path, cwd, cx);
     mcp(state, &session, request.mcp_servers);
     tracing::info!(chat = %session.id, "session/load");
     Ok(())
@@ -541,6 +571,27 @@ impl Turn<'_> {
         Ok(())
     }
 
+    /// Marks the pending calls `ids` aborted in the chat (a cancelled permission request:
+    /// they did not run, and the next prompt tells the model so instead of asking again).
+    fn abort_calls(&self, ids: &[String]) -> Result<(), Error> {
+        for _ in 0..5 {
+            let text = self.read()?;
+            let Some(next) = prompt::with_calls_aborted(&text, ids) else {
+                return Ok(());
+            };
+            if self
+                .backend
+                .replace_chat(&self.session.path, &text, &next)
+                .map_err(internal)?
+            {
+                return Ok(());
+            }
+        }
+        Err(internal(
+            "the chat kept changing while the cancelled calls were marked aborted; they stay pending",
+        ))
+    }
+
     /// Asks the client about every pending call not decided yet, then approves or rejects
     /// them (the engine goes on once none is pending).
     async fn ask_permissions(&mut self) -> Result<Decision, Error> {
@@ -556,6 +607,8 @@ impl Turn<'_> {
                 Some((id, tool.name.clone()))
             })
             .collect();
+        // Cancelled, none of them runs: all are aborted in the file.
+        let asked: Vec<String> = pending.iter().map(|(id, _)| id.clone()).collect();
         let mut decisions = Vec::new();
         for (id, name) in pending {
             if lock(&self.session.always_allowed).contains(&name) {
@@ -593,6 +646,7 @@ impl Turn<'_> {
                 answer = self.cx.send_request(request).block_task() => answer?,
                 _ = self.cancel.changed(), if !self.cancelled => {
                     self.cancelled = true;
+                    self.abort_calls(&asked)?;
                     return Ok(Decision::Cancelled);
                 }
             };
@@ -605,7 +659,10 @@ impl Turn<'_> {
                     }
                     _ => decisions.push((id, false)),
                 },
-                _ => return Ok(Decision::Cancelled),
+                _ => {
+                    self.abort_calls(&asked)?;
+                    return Ok(Decision::Cancelled);
+                }
             }
         }
         let path = &self.session.path;

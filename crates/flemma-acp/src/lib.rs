@@ -12,10 +12,12 @@
 use std::path::{Path, PathBuf};
 
 pub mod agent;
+pub mod files;
 pub mod prompt;
 pub mod replay;
 
 pub use agent::serve;
+pub use files::ClientFiles;
 
 /// What happens to a chat while a prompt runs, as the backend tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +84,12 @@ pub trait Backend: Send + Sync + 'static {
     /// The session's MCP servers become tool sources of the chat at `path` (stdio servers run
     /// in `cwd`, the session's). Returns one line per server that is not used, and why.
     fn mcp_servers(&self, path: &Path, cwd: &Path, servers: Vec<McpServerSpec>) -> Vec<String>;
+    /// The session's tools read and write files of the chat at `path` through the client
+    /// (it advertised `fs.readTextFile` or `fs.writeTextFile`).
+    fn client_files(&self, path: &Path, files: ClientFiles);
+    /// The connection of `files` ended: the chat's tools use the disk again (unless another
+    /// connection gave its own since).
+    fn client_gone(&self, path: &Path, files: &ClientFiles);
 }
 
 /// The sessions folder of `cwd`.

@@ -204,6 +204,24 @@ fn ends_with_prompt(text: &str, prompt: &str) -> bool {
     })
 }
 
+/// The chat with the `pending` results of `ids` marked `aborted` (a permission request the
+/// user cancelled: the call did not run, and the next prompt sends the model the abort
+/// message instead of asking again); `None` when none of them is pending any more.
+pub fn with_calls_aborted(chat: &str, ids: &[String]) -> Option<String> {
+    let doc = flemma_syntax::parse(chat.to_owned());
+    let edits: Vec<_> = doc
+        .placeholders(Some(flemma_syntax::Status::Pending))
+        .into_iter()
+        .map(|(_, _, result)| result.tool_use_id.clone())
+        .filter(|id| ids.contains(id))
+        .filter_map(|id| doc.set_tool_result_status(&id, Some(flemma_syntax::Status::Aborted)))
+        .collect();
+    if edits.is_empty() {
+        return None;
+    }
+    flemma_syntax::apply_edits(chat, &edits).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,5 +315,23 @@ mod tests {
                 .collect();
             assert!(errors.is_empty(), "{errors:?}\n{out}");
         }
+    }
+
+    #[test]
+    fn a_cancelled_permission_aborts_only_the_pending_calls_it_names() {
+        let chat = "@Assistant:\nRunning.\n\n**Tool Use:** `a`\n```json\n{\"name\":\"bash\",\"input\":{\"label\":\"x\",\"command\":\"true\"}}\n```\n\n**Tool Use:** `b`\n```json\n{\"name\":\"bash\",\"input\":{\"label\":\"y\",\"command\":\"true\"}}\n```\n@You:\n**Tool Result:** `a` (pending)\n```\n```\n\n**Tool Result:** `b` (pending)\n```\n```\n";
+        let aborted = with_calls_aborted(chat, &["a".to_owned()]).unwrap();
+        assert!(
+            aborted.contains("**Tool Result:** `a` (aborted)"),
+            "{aborted}"
+        );
+        assert!(
+            aborted.contains("**Tool Result:** `b` (pending)"),
+            "{aborted}"
+        );
+        let before = flemma_syntax::parse(chat.to_owned()).diagnostics().len();
+        let after = flemma_syntax::parse(aborted.clone()).diagnostics().len();
+        assert_eq!(after, before, "no new diagnostics");
+        assert_eq!(with_calls_aborted(&aborted, &["a".to_owned()]), None);
     }
 }

@@ -189,9 +189,11 @@ fn diffs(name: &str, input: &Value, cwd: &Path) -> Vec<ToolCallContent> {
             edits
                 .into_iter()
                 .filter_map(|edit| {
-                    let new = text(edit, "newText")?;
+                    // `edits: [{old, new}]`, or Flemma's one `oldText`/`newText`.
+                    let either = |short: &str, long: &str| text(edit, short).or(text(edit, long));
+                    let new = either("new", "newText")?;
                     Some(ToolCallContent::Diff(
-                        Diff::new(path.clone(), new).old_text(text(edit, "oldText")),
+                        Diff::new(path.clone(), new).old_text(either("old", "oldText")),
                     ))
                 })
                 .collect()
@@ -323,6 +325,21 @@ Done: I listed the files and did not delete build/.
             json!({"type": "diff", "path": "/p/y.txt", "newText": "new\n"})
         );
         assert_eq!(got["content"][1]["content"]["text"], "wrote 4 bytes");
+    }
+
+    #[test]
+    fn a_successful_edit_carries_each_replacement_as_a_diff() {
+        let chat = "@You:\nq\n\n@Assistant:\n**Tool Use:** `edit` (`e`)\n```json\n{\"label\": \"e\", \"path\": \"x.rs\", \"edits\": [{\"old\": \"a\", \"new\": \"b\"}, {\"old\": \"c\", \"new\": \"d\"}]}\n```\n\n@You:\n**Tool Result:** `e`\n```\nx.rs: 2 edit(s) applied\n```\n";
+        let got = serde_json::to_value(&history(chat, Path::new("/p"))[1]).unwrap();
+        assert_eq!(got["status"], "completed");
+        assert_eq!(
+            got["content"][0],
+            json!({"type": "diff", "path": "/p/x.rs", "oldText": "a", "newText": "b"})
+        );
+        assert_eq!(
+            got["content"][1],
+            json!({"type": "diff", "path": "/p/x.rs", "oldText": "c", "newText": "d"})
+        );
     }
 
     #[test]

@@ -30,6 +30,27 @@ pub trait PathGuard: Send + Sync + std::fmt::Debug {
     fn check_write(&self, path: &Path) -> Result<PathBuf, String>;
 }
 
+/// Files as the editor holds them (an ACP client's `fs/read_text_file` and
+/// `fs/write_text_file`). When a run context has one, `read`, `write` and `edit` read and write
+/// text through it, so an unsaved buffer is what the model reads and an edit shows in the
+/// editor at once. Paths are absolute, resolved and (for writes) checked by the sandbox policy
+/// first; what decides whether a path exists or is text stays the disk. Calls block the tool's
+/// thread; they give up when `cancel` is set (or after the implementation's own time limit).
+pub trait EditorFiles: Send + Sync + std::fmt::Debug {
+    /// Whether the editor reads files (`fs.readTextFile`).
+    fn reads(&self) -> bool;
+    /// Whether the editor writes files (`fs.writeTextFile`).
+    fn writes(&self) -> bool;
+    /// The text the editor has for `path` (its buffer when open, else the file).
+    fn read_text(&self, path: &Path, cancel: &Cancel) -> Result<String, String>;
+    /// Writes `text` to `path` through the editor.
+    fn write_text(&self, path: &Path, text: &str, cancel: &Cancel) -> Result<(), String>;
+}
+
+/// Text files larger than this are read from the disk even when the editor reads files (a
+/// protocol message that large helps no one).
+pub const EDITOR_READ_LIMIT: u64 = 8 * 1024 * 1024;
+
 /// Everything a built-in runner may use besides its input.
 #[derive(Debug, Clone)]
 pub struct RunContext {
@@ -53,6 +74,8 @@ pub struct RunContext {
     /// Whether `fetch_content` may reach loopback, link-local and private addresses
     /// (`tools.fetch_private_addresses`).
     pub fetch_private_addresses: bool,
+    /// The editor's view of files, when the chat's session has one (`EditorFiles`).
+    pub editor: Option<Arc<dyn EditorFiles>>,
 }
 
 impl RunContext {
@@ -69,7 +92,18 @@ impl RunContext {
             sandbox: None,
             runtime: None,
             fetch_private_addresses: false,
+            editor: None,
         }
+    }
+
+    /// The editor, when it reads files.
+    pub fn editor_reads(&self) -> Option<&dyn EditorFiles> {
+        self.editor.as_deref().filter(|editor| editor.reads())
+    }
+
+    /// The editor, when it writes files.
+    pub fn editor_writes(&self) -> Option<&dyn EditorFiles> {
+        self.editor.as_deref().filter(|editor| editor.writes())
     }
 
     /// Resolves `path` (relative to `cwd`). A leading `$FLEMMA_TOOLS_STORE_PATH` (or

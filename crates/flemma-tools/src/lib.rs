@@ -16,7 +16,7 @@ pub mod truncate;
 pub mod validate;
 
 pub use approval::{ApprovalChain, Decision, Verdict};
-pub use context::{Cancel, FullOutput, Outcome, PathGuard, RunContext};
+pub use context::{Cancel, EditorFiles, FullOutput, Outcome, PathGuard, RunContext};
 pub use registry::{InvocationError, Registry};
 pub use sandbox::{Bwrap, PathPolicy, PolicyPlaces};
 pub use spec::{Capability, ToolSpec};

@@ -3,6 +3,12 @@
 
 Usage: client.py FLEMMAD CWD STEPS_JSON
 
+STEPS_JSON is a list of steps, or {"buffers": {PATH: TEXT}, "steps": [...]}: the client then
+advertises fs.readTextFile and fs.writeTextFile, answers fs/read_text_file from its buffers
+(else the file on disk, as an editor does), and keeps what fs/write_text_file writes in its
+buffers (nothing on disk: an editor's unsaved buffer); the output's "fs" lists the calls and
+"buffers" what they hold at the end.
+
 Steps (a JSON list):
   {"op": "new"}                                   session/new in CWD (mcpServers optional)
   {"op": "load", "session": PATH}                 session/load of a chat
@@ -26,7 +32,10 @@ from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
     DeniedOutcome,
+    FileSystemCapabilities,
+    ReadTextFileResponse,
     RequestPermissionResponse,
+    WriteTextFileResponse,
 )
 
 
@@ -43,6 +52,8 @@ class Recorder:
         self.chunks = 0
         self.conn = None
         self.session_id = None
+        self.buffers = None
+        self.fs = []
 
     async def request_permission(self, session_id, tool_call, options, **kwargs):
         self.permissions.append(
@@ -61,11 +72,21 @@ class Recorder:
             if self.cancel_after is not None and self.chunks == self.cancel_after:
                 asyncio.get_running_loop().create_task(self.conn.cancel(session_id=session_id))
 
-    async def write_text_file(self, *args, **kwargs):
-        raise acp.RequestError.method_not_found("fs/write_text_file")
+    async def write_text_file(self, content, path, session_id, **kwargs):
+        if self.buffers is None:
+            raise acp.RequestError.method_not_found("fs/write_text_file")
+        self.fs.append({"method": "fs/write_text_file", "path": path, "sessionId": session_id})
+        self.buffers[path] = content
+        return WriteTextFileResponse()
 
-    async def read_text_file(self, *args, **kwargs):
-        raise acp.RequestError.method_not_found("fs/read_text_file")
+    async def read_text_file(self, path, session_id, limit=None, line=None, **kwargs):
+        if self.buffers is None:
+            raise acp.RequestError.method_not_found("fs/read_text_file")
+        self.fs.append({"method": "fs/read_text_file", "path": path, "sessionId": session_id})
+        if path in self.buffers:
+            return ReadTextFileResponse(content=self.buffers[path])
+        with open(path, encoding="utf-8") as file:
+            return ReadTextFileResponse(content=file.read())
 
     def on_connect(self, conn):
         self.conn = conn
@@ -80,6 +101,13 @@ def blocks_of(step):
 async def main():
     flemmad, cwd, steps = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     recorder = Recorder()
+    capabilities = ClientCapabilities()
+    if isinstance(steps, dict):
+        recorder.buffers = dict(steps.get("buffers", {}))
+        capabilities = ClientCapabilities(
+            fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)
+        )
+        steps = steps["steps"]
     out = {"steps": []}
     async with acp.spawn_agent_process(
         recorder, flemmad, "acp", env=dict(os.environ), cwd=cwd
@@ -87,7 +115,7 @@ async def main():
         recorder.conn = conn
         init = await conn.initialize(
             protocol_version=acp.PROTOCOL_VERSION,
-            client_capabilities=ClientCapabilities(),
+            client_capabilities=capabilities,
             client_info=acp.schema.Implementation(name="flemmad-test", version="1"),
         )
         out["initialize"] = dump(init)
@@ -131,6 +159,9 @@ async def main():
             record["updates"] = list(recorder.updates)
             record["permissions"] = list(recorder.permissions)
             out["steps"].append(record)
+    if recorder.buffers is not None:
+        out["fs"] = recorder.fs
+        out["buffers"] = recorder.buffers
     print(json.dumps(out))
 
 

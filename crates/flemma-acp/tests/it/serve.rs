@@ -90,6 +90,8 @@ impl Backend for Scripted {
     fn mcp_servers(&self, _path: &Path, _cwd: &Path, _servers: Vec<McpServerSpec>) -> Vec<String> {
         Vec::new()
     }
+    fn client_files(&self, _path: &Path, _files: flemma_acp::ClientFiles) {}
+    fn client_gone(&self, _path: &Path, _files: &flemma_acp::ClientFiles) {}
 }
 
 struct Peer {

@@ -165,6 +165,14 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
         Ok(None) => return Outcome::error(format!("{shown} does not exist (any more)")),
         Err(e) => return Outcome::error(format!("{shown}: cannot be read: {e}")),
     };
+    // The text the editor holds (an unsaved buffer) is the one edited, when it reads files.
+    let bytes = match ctx.editor_reads() {
+        Some(editor) => match editor.read_text(&target, &ctx.cancel) {
+            Ok(text) => text.into_bytes(),
+            Err(e) => return Outcome::error(format!("{shown}: cannot be read by the editor: {e}")),
+        },
+        None => bytes,
+    };
     let Ok(original) = String::from_utf8(bytes) else {
         return Outcome::error(format!(
             "{shown} is not UTF-8 text — edit only changes text files; nothing was written"
@@ -185,7 +193,12 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
             plan.headline, plan.diff
         ));
     }
-    if let Err(e) = crate::nofollow::replace_file(&target, plan.new_text.as_bytes()) {
+    let written = match ctx.editor_writes() {
+        Some(editor) => editor.write_text(&target, &plan.new_text, &ctx.cancel),
+        None => crate::nofollow::replace_file(&target, plan.new_text.as_bytes())
+            .map_err(|e| e.to_string()),
+    };
+    if let Err(e) = written {
         return Outcome::error(format!(
             "{shown}: the edited file could not be written ({e}); the file is unchanged"
         ));

@@ -111,7 +111,20 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
         .min(WINDOW_LINES);
     // Stream the file: a huge file is read only up to the requested window (plus a count of
     // what follows is not attempted, so a 2 GB file costs the window, not the whole file).
-    let mut lines = BufReader::new(std::io::Cursor::new(head).chain(reader));
+    // A text file the editor holds is its text (an unsaved buffer included).
+    let mut lines: Box<dyn BufRead> = match ctx.editor_reads() {
+        Some(editor) if metadata.len() <= crate::context::EDITOR_READ_LIMIT => {
+            match editor.read_text(&path, &ctx.cancel) {
+                Ok(text) => Box::new(std::io::Cursor::new(text.into_bytes())),
+                Err(error) => {
+                    return Outcome::error(format!(
+                        "{shown} cannot be read by the editor: {error}"
+                    ));
+                }
+            }
+        }
+        _ => Box::new(BufReader::new(std::io::Cursor::new(head).chain(reader))),
+    };
     let window = match read_window(&mut lines, offset, limit, WINDOW_BYTES) {
         Ok(window) => window,
         Err(error) => return Outcome::error(format!("{shown} cannot be read: {error}")),

@@ -48,17 +48,38 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
     }
     // Read and written through descriptors that follow no symlink: a link swapped in after the
     // check above (by a background job, say) is refused, never written through.
-    let previous = match crate::nofollow::read_file(&path, PREVIOUS_CAP) {
+    let on_disk = match crate::nofollow::read_file(&path, PREVIOUS_CAP) {
         Ok(previous) => previous,
         Err(error) if error.kind() == std::io::ErrorKind::FileTooLarge => Some(Vec::new()),
         Err(error) => {
             return Outcome::error(format!("{shown} cannot be read before writing: {error}"));
         }
     };
+    // An existing file the editor holds had the editor's text (an unsaved buffer included).
+    let previous = match (on_disk, ctx.editor_reads()) {
+        (Some(_), Some(editor)) => match editor.read_text(&path, &ctx.cancel) {
+            Ok(text) => Some(text.into_bytes()),
+            Err(error) => {
+                return Outcome::error(format!(
+                    "{shown} cannot be read by the editor before writing: {error}"
+                ));
+            }
+        },
+        (on_disk, _) => on_disk,
+    };
     if previous.as_deref() == Some(content.as_bytes()) {
         return Outcome::ok(format!("{shown} already has this content; nothing written"));
     }
-    if let Err(error) = crate::nofollow::replace_file(&path, content.as_bytes()) {
+    // An editor that writes files writes this one: its buffer shows the change at once.
+    let written = match ctx.editor_writes() {
+        Some(editor) => path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .map_err(|e| format!("cannot create its folder: {e}"))
+            .and_then(|()| editor.write_text(&path, content, &ctx.cancel)),
+        None => crate::nofollow::replace_file(&path, content.as_bytes()).map_err(|e| e.to_string()),
+    };
+    if let Err(error) = written {
         return Outcome::error(format!("Could not write {shown}: {error}"));
     }
     let lines = content.lines().count();

@@ -3,6 +3,7 @@
 mod bad_input;
 mod custom;
 mod edit;
+mod editor_files;
 mod faults;
 mod fetch;
 mod find;

@@ -1,5 +1,6 @@
-//! `flemmad lsp` with a daemon running: a byte pipe between stdio and the daemon's
-//! `lsp.sock`, so the editor talks to the daemon's session without knowing.
+//! `flemmad lsp` and `flemmad acp` with a daemon running: a byte pipe between stdio and the
+//! daemon's `lsp.sock` or `acp.sock`, so the editor talks to the daemon's session without
+//! knowing.
 
 use std::io;
 use std::net::Shutdown;
@@ -7,10 +8,10 @@ use std::os::unix::net::UnixStream;
 
 use crate::daemon::RuntimePaths;
 
-/// Connects to a running daemon's LSP socket; `None` when no daemon answers.
-pub fn connect() -> Option<UnixStream> {
+/// Connects to the socket `socket` names of a running daemon; `None` when no daemon answers.
+pub fn connect(socket: fn(&RuntimePaths) -> &std::path::Path) -> Option<UnixStream> {
     let paths = RuntimePaths::from_env();
-    crate::daemon::socket::connect_running(&paths, &paths.lsp_socket)
+    crate::daemon::socket::connect_running(&paths, socket(&paths))
 }
 
 /// Pumps stdin to the daemon and the daemon to stdout until the daemon closes the
@@ -36,7 +37,7 @@ pub fn pump(stream: UnixStream) -> io::Result<()> {
     }
 }
 
-/// `io::copy`, flushing after every read (LSP messages must not wait in a buffer).
+/// `io::copy`, flushing after every read (messages must not wait in a buffer).
 fn copy_flushing(from: &mut impl io::Read, to: &mut impl io::Write) -> io::Result<()> {
     let mut buffer = vec![0u8; 64 * 1024];
     loop {

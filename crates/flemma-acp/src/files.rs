@@ -1,0 +1,139 @@
+//! The client's files (`fs/read_text_file`, `fs/write_text_file`) for one session, when the
+//! client advertised them at `initialize`: the backend hands them to the session's tools, so
+//! `read`, `write` and `edit` see the editor's unsaved buffers and their edits show in the
+//! editor at once. Calls block the calling thread (a tool's), never the connection.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ReadTextFileRequest, ReadTextFileResponse, SessionId, WriteTextFileRequest,
+};
+use agent_client_protocol::{Client, JsonRpcRequest};
+
+/// How long the client may take to answer one file request.
+pub const FILE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a waiting call looks at its cancel flag.
+const POLL: Duration = Duration::from_millis(50);
+
+/// One session's access to the client's files.
+#[derive(Clone)]
+pub struct ClientFiles {
+    cx: ConnectionTo<Client>,
+    session: SessionId,
+    runtime: tokio::runtime::Handle,
+    /// The client reads files (`fs.readTextFile`).
+    pub reads: bool,
+    /// The client writes files (`fs.writeTextFile`).
+    pub writes: bool,
+    /// Tells this session's access from another's (of another connection) on the same chat.
+    id: u64,
+}
+
+impl std::fmt::Debug for ClientFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientFiles")
+            .field("session", &self.session.0)
+            .field("reads", &self.reads)
+            .field("writes", &self.writes)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientFiles {
+    /// Access for `session` over `cx`; call from inside the connection's runtime.
+    pub(crate) fn new(
+        cx: ConnectionTo<Client>,
+        session: SessionId,
+        reads: bool,
+        writes: bool,
+    ) -> Option<Self> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        (reads || writes).then(|| Self {
+            cx,
+            session,
+            runtime,
+            reads,
+            writes,
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+        })
+    }
+
+    /// Whether `other` is this same access (not another connection's on the same chat).
+    pub fn is(&self, other: &ClientFiles) -> bool {
+        self.id == other.id
+    }
+
+    /// The text the client has for `path` (its buffer when open, unsaved changes included).
+    pub fn read_text(&self, path: &Path, cancelled: &dyn Fn() -> bool) -> Result<String, String> {
+        if !self.reads {
+            return Err("the editor does not read files (fs.readTextFile)".into());
+        }
+        let request = ReadTextFileRequest::new(self.session.clone(), path);
+        self.call(request, cancelled)
+            .map(|response: ReadTextFileResponse| response.content)
+    }
+
+    /// Writes `text` to `path` through the client.
+    pub fn write_text(
+        &self,
+        path: &Path,
+        text: &str,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<(), String> {
+        if !self.writes {
+            return Err("the editor does not write files (fs.writeTextFile)".into());
+        }
+        let request = WriteTextFileRequest::new(self.session.clone(), path, text);
+        self.call(request, cancelled).map(drop)
+    }
+
+    /// Sends `request` and waits for its answer, `cancelled` or the time limit (either drops
+    /// the request, which asks the client to cancel it).
+    fn call<Req>(&self, request: Req, cancelled: &dyn Fn() -> bool) -> Result<Req::Response, String>
+    where
+        Req: JsonRpcRequest + Send + 'static,
+        Req::Response: Send + 'static,
+    {
+        let method = request.method().to_owned();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let cx = self.cx.clone();
+        let task = self.runtime.spawn(async move {
+            let answer = cx.send_request(request).block_task().await;
+            let _ = sender.send(answer);
+        });
+        let deadline = Instant::now() + FILE_REQUEST_TIMEOUT;
+        loop {
+            match receiver.recv_timeout(POLL) {
+                Ok(answer) => {
+                    return answer.map_err(|error| {
+                        format!("the editor answered {method} with an error: {error}")
+                    });
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(format!(
+                        "the editor's connection closed before it answered {method}"
+                    ));
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if cancelled() {
+                task.abort();
+                return Err(format!(
+                    "cancelled while waiting for the editor to answer {method}"
+                ));
+            }
+            if Instant::now() >= deadline {
+                task.abort();
+                return Err(format!(
+                    "the editor did not answer {method} within {} s",
+                    FILE_REQUEST_TIMEOUT.as_secs()
+                ));
+            }
+        }
+    }
+}

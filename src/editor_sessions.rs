@@ -1,0 +1,92 @@
+//! What an editor's session gives a chat besides its text, by chat path: the MCP servers of
+//! an ACP session (`mcpServers`, tool sources beside the configuration's) and the editor's
+//! view of files (ACP `fs/*`, through which `read`, `write` and `edit` go). Set by
+//! `crate::acp_host`, read when a chat's tools are set up (`crate::engine_setup`,
+//! `crate::tool_setup`). Lives as long as the process (the daemon's, or `flemmad acp`'s).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use flemma_acp::ClientFiles;
+use flemma_mcp::ServerDef;
+use flemma_tools::{Cancel, EditorFiles};
+
+#[derive(Debug, Default)]
+struct Given {
+    mcp_servers: Vec<ServerDef>,
+    files: Option<ClientFiles>,
+}
+
+fn with_table<T>(f: impl FnOnce(&mut HashMap<PathBuf, Given>) -> T) -> T {
+    static TABLE: OnceLock<Mutex<HashMap<PathBuf, Given>>> = OnceLock::new();
+    let mut table = TABLE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    f(&mut table)
+}
+
+/// The chat at `chat` uses `servers` besides the ones its configuration defines (until the
+/// process ends or a session sets others).
+pub fn set_mcp_servers(chat: &Path, servers: Vec<ServerDef>) {
+    with_table(|table| table.entry(chat.to_path_buf()).or_default().mcp_servers = servers);
+}
+
+/// The servers a session gave the chat at `chat`.
+pub fn mcp_servers(chat: &Path) -> Vec<ServerDef> {
+    with_table(|table| {
+        table
+            .get(chat)
+            .map(|given| given.mcp_servers.clone())
+            .unwrap_or_default()
+    })
+}
+
+/// The chat's tools read and write files through `files` (an ACP client's).
+pub fn set_files(chat: &Path, files: ClientFiles) {
+    with_table(|table| table.entry(chat.to_path_buf()).or_default().files = Some(files));
+}
+
+/// The connection of `files` ended: the chat's tools use the disk again, unless another
+/// session gave its own files since.
+pub fn files_gone(chat: &Path, files: &ClientFiles) {
+    with_table(|table| {
+        if let Some(given) = table.get_mut(chat)
+            && given
+                .files
+                .as_ref()
+                .is_some_and(|current| current.is(files))
+        {
+            given.files = None;
+        }
+    });
+}
+
+/// The editor's view of files for the chat's tools, when a session gave one.
+pub fn editor_files(chat: &Path) -> Option<Arc<dyn EditorFiles>> {
+    let files = with_table(|table| table.get(chat).and_then(|given| given.files.clone()))?;
+    Some(Arc::new(ClientEditorFiles(files)))
+}
+
+/// An ACP client's files as the tools see them.
+#[derive(Debug)]
+struct ClientEditorFiles(ClientFiles);
+
+impl EditorFiles for ClientEditorFiles {
+    fn reads(&self) -> bool {
+        self.0.reads
+    }
+
+    fn writes(&self) -> bool {
+        self.0.writes
+    }
+
+    fn read_text(&self, path: &Path, cancel: &Cancel) -> Result<String, String> {
+        self.0.read_text(path, &|| cancel.is_cancelled())
+    }
+
+    fn write_text(&self, path: &Path, text: &str, cancel: &Cancel) -> Result<(), String> {
+        self.0.write_text(path, text, &|| cancel.is_cancelled())
+    }
+}
