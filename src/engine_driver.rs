@@ -675,6 +675,9 @@ impl Driver {
                         let _ = sender.send(Message::Warning(warning.clone()));
                     }
                     match summary.stop_error() {
+                        Some(error @ ProviderError::Refusal { .. }) => StreamOutcome::Refused {
+                            message: error.to_string(),
+                        },
                         Some(error) => StreamOutcome::Failed {
                             message: error.to_string(),
                             retryable: false,
@@ -683,6 +686,9 @@ impl Driver {
                     }
                 }
                 Err(ProviderError::Cancelled) => StreamOutcome::Cancelled,
+                Err(error @ ProviderError::Refusal { .. }) => StreamOutcome::Refused {
+                    message: error.to_string(),
+                },
                 Err(error) => StreamOutcome::Failed {
                     message: error.to_string(),
                     retryable: false,

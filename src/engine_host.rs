@@ -110,7 +110,7 @@ fn invalid_switch(message: String) -> RequestError {
 
 /// The name of the event the host adds when a driver ends: `{"reason": …}` (`idle`,
 /// `awaiting-approval`, `step-done`, `max-turns`, `cancelled`, `user-content-in-approved`,
-/// `error`) and `message` for errors.
+/// `error`, `refused`) and `message` for errors and refusals.
 pub const STOPPED_EVENT: &str = "engine:stopped";
 
 /// The name of the event that carries reply text as it streams (`{"text": …}`). Only
@@ -971,6 +971,7 @@ fn stop_label(reason: &StopReason) -> (&'static str, Option<String>) {
         StopReason::StepDone => ("step-done", None),
         StopReason::MaxTurns { message } => ("max-turns", Some(message.clone())),
         StopReason::Error { message } => ("error", Some(message.clone())),
+        StopReason::Refused { message } => ("refused", Some(message.clone())),
         StopReason::Cancelled => ("cancelled", None),
         StopReason::UserContentInApproved { tool_id } => (
             "user-content-in-approved",

@@ -220,7 +220,7 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
             ),
         )),
         StopReason::MaxTurns { message } => Err(CliError::failed("send", message)),
-        StopReason::Error { message } => Err(CliError::failed(
+        StopReason::Error { message } | StopReason::Refused { message } => Err(CliError::failed(
             "send",
             format!("{message} (everything before is in the file)"),
         )),

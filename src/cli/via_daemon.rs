@@ -332,7 +332,7 @@ pub fn run_with(
         "error" if message.starts_with("nothing was sent") => {
             Err(CliError::failed(command, message))
         }
-        "error" => Err(CliError::failed(
+        "error" | "refused" => Err(CliError::failed(
             command,
             format!("{message} (everything before is in the file)"),
         )),

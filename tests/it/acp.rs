@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use flemma_mock_provider::{MockProvider, Turn};
+use flemma_mock_provider::{MockProvider, MockStop, Turn};
 use serde_json::{Value, json};
 
 use crate::common::provider_env;
@@ -961,4 +961,86 @@ async fn through_a_daemon_the_file_tools_still_go_through_the_client() {
     check_file_tools_went_through_the_client(&project, &report);
     assert!(project.log().contains("ACP connection opened"));
     daemon.kill().await.unwrap();
+}
+
+/// Autopilot's `max_turns` stops a prompt with `max_turn_requests`; the chat stays valid.
+#[tokio::test]
+async fn autopilots_turn_limit_ends_the_prompt_with_max_turn_requests() {
+    let Some(python) = python("acp max turns") else {
+        return;
+    };
+    let project = Project::new();
+    std::fs::write(
+        project.root.join("config/flemma/config.toml"),
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"read\"]\n\n[tools.autopilot]\nmax_turns = 2\n",
+    )
+    .unwrap();
+    let mock = MockProvider::start().await.unwrap();
+    for n in 0..4 {
+        mock.push(Turn::text("Again.").tool_call_with_id(
+            "read",
+            &format!("r{n}"),
+            json!({"label": "read x", "path": "src/x.rs", "offset": null, "limit": null}),
+        ));
+    }
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([{"op": "new"}, {"op": "prompt", "text": "Keep reading."}]),
+        )
+        .await;
+    let step = &report["steps"][1];
+    assert_eq!(
+        step["result"]["stopReason"],
+        "max_turn_requests",
+        "{step}\n{}",
+        project.log()
+    );
+    assert_eq!(step["permissions"], json!([]), "read is approved: {step}");
+    assert!(mock.requests().len() < 4, "autopilot stopped early");
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    no_error_diagnostics(&std::fs::read_to_string(session).unwrap());
+}
+
+/// A provider's refusal ends the prompt with `refusal`, keeps what came before it, and the
+/// next prompt works.
+#[tokio::test]
+async fn a_refusal_ends_the_prompt_with_refusal_and_the_next_one_works() {
+    let Some(python) = python("acp refusal") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text("I would rather").stop(MockStop::Refusal("policy".into())));
+    mock.push(Turn::text("Here is a different answer."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Something refused."},
+                {"op": "prompt", "text": "Something else."}
+            ]),
+        )
+        .await;
+    let refused = &report["steps"][1];
+    assert_eq!(
+        refused["result"]["stopReason"],
+        "refusal",
+        "{refused}\n{}",
+        project.log()
+    );
+    assert_eq!(
+        message_text(&refused["updates"], "agent_message_chunk"),
+        "I would rather"
+    );
+    let next = &report["steps"][2];
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("I would rather"), "{text}");
+    assert!(text.contains("Here is a different answer."), "{text}");
+    no_error_diagnostics(&text);
 }

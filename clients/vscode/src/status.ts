@@ -68,6 +68,7 @@ function stoppedActivity(reason: unknown): Activity {
     case 'awaiting-approval':
       return 'awaiting approval';
     case 'error':
+    case 'refused':
     case 'max-turns':
     case 'user-content-in-approved':
       return 'error';

@@ -51,6 +51,7 @@ test('errors, a named model and jobs show; malformed data is ignored', () => {
   assert.equal(fold([{ name: 'request:finished', uri, data: { status: 'errored' } }]).activity, 'error');
   assert.equal(fold([{ name: 'request:finished', uri, data: { status: 'errored' } }, { name: 'conversation:idle', uri }]).activity, 'error');
   assert.equal(fold([{ name: 'engine:stopped', uri, data: { reason: 'max-turns' } }]).activity, 'error');
+  assert.equal(fold([{ name: 'engine:stopped', uri, data: { reason: 'refused' } }]).activity, 'error');
   assert.equal(fold([{ name: 'engine:stopped', uri, data: { reason: 'cancelled' } }]).activity, 'idle');
   const named = fold([{ name: 'request:sending', uri, data: { provider: 'anthropic', model: 'claude-sonnet-4-5' } }]);
   assert.equal(statusText(named), '$(sync~spin) anthropic/claude-sonnet-4-5 · streaming');

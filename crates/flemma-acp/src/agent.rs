@@ -519,16 +519,13 @@ impl Turn<'_> {
                     match reason.as_str() {
                         "idle" | "step-done" => return Ok(StopReason::EndTurn),
                         "max-turns" => return Ok(StopReason::MaxTurnRequests),
+                        "refused" => return Ok(StopReason::Refusal),
                         "awaiting-approval" => match self.ask_permissions().await? {
                             Decision::Continue => {}
                             Decision::Cancelled => return Ok(StopReason::Cancelled),
                         },
                         _ => {
-                            let message = message.unwrap_or_else(|| reason.clone());
-                            if message.starts_with("the model refused to answer") {
-                                return Ok(StopReason::Refusal);
-                            }
-                            return Err(internal(message));
+                            return Err(internal(message.unwrap_or(reason)));
                         }
                     }
                 }

@@ -32,7 +32,7 @@ pub enum TurnEvent {
     /// wait for approval).
     FileChanged,
     /// The engine stopped: `idle`, `awaiting-approval`, `step-done`, `max-turns`,
-    /// `cancelled`, `user-content-in-approved` or `error` (with a message).
+    /// `cancelled`, `user-content-in-approved`, `refused` or `error` (with a message).
     Stopped {
         reason: String,
         message: Option<String>,

@@ -32,7 +32,14 @@ pub enum CancelScope {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamOutcome {
     Finished,
-    Failed { message: String, retryable: bool },
+    Failed {
+        message: String,
+        retryable: bool,
+    },
+    /// The model refused to answer (a provider's refusal or safety stop), said in `message`.
+    Refused {
+        message: String,
+    },
     Cancelled,
 }
 
@@ -112,6 +119,8 @@ pub enum StopReason {
     MaxTurns { message: String },
     /// The request or a tool failed; what happened before stays in the file.
     Error { message: String },
+    /// The model refused to answer (the reply ends as a failed one does).
+    Refused { message: String },
     /// The user cancelled.
     Cancelled,
 }

@@ -167,6 +167,36 @@ fn a_failure_after_content_keeps_it_with_the_abort_marker() {
 }
 
 #[test]
+fn a_refusal_stops_as_refused_and_keeps_the_partial_reply() {
+    let mut d = Driver::new("@You:\nHello\n");
+    d.send(Input::Advance);
+    d.send(Input::Stream {
+        request: RequestId(1),
+        event: text("I won't"),
+    });
+    let lines = d.send(Input::StreamEnded {
+        request: RequestId(1),
+        outcome: StreamOutcome::Refused {
+            message: "the model refused to answer: policy".into(),
+        },
+    });
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("stopped Refused { message: \"the model refused to answer: policy\" }")
+    );
+    assert!(
+        d.shell.contains("I won't\n\n<!-- flemma:aborted:"),
+        "{}",
+        d.shell
+    );
+    assert!(
+        flemma_syntax::parse(d.shell.clone())
+            .diagnostics()
+            .is_empty()
+    );
+}
+
+#[test]
 fn approved_tools_run_and_autopilot_sends_their_results() {
     let mut d = Driver::new("@You:\nList and read.\n");
     d.send(Input::Advance);

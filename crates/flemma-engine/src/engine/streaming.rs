@@ -105,6 +105,13 @@ impl Engine {
                 }
                 self.stop(out, StopReason::Error { message });
             }
+            StreamOutcome::Refused { message } => {
+                self.end_interrupted(ReplyOutcome::Failed(message.clone()), out);
+                if let Some(stream) = self.stream.take() {
+                    self.account(&stream, "errored", out);
+                }
+                self.stop(out, StopReason::Refused { message });
+            }
             StreamOutcome::Cancelled => {
                 self.end_interrupted(ReplyOutcome::Interrupted, out);
                 if let Some(stream) = self.stream.take() {
