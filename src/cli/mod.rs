@@ -159,17 +159,22 @@ pub enum Command {
     /// stops what runs, leaving the partial reply with the abort marker. The provider, model
     /// and tools come from the configuration layers as for any chat in cwd; credentials from
     /// the environment, config and keychain (no ACP authentication); the editor's mcpServers
-    /// become tool sources of the session. When a daemon (`flemmad serve`) runs, prompts run in
-    /// it (so background jobs outlive the editor); --no-daemon runs them in this process.
-    /// docs/editors/acp.md shows the editor set-ups. Logs go to
+    /// become tool sources of the session, and when the editor reads and writes files
+    /// (fs/read_text_file, fs/write_text_file) the read, write and edit tools go through it.
+    /// When a daemon (`flemmad serve`) runs, this only pipes stdio to its acp.sock (so
+    /// background jobs outlive the editor); --no-daemon runs the agent in this process.
+    /// docs/editors/zed.md and docs/editors/acp.md show the editor set-ups. Logs go to
     /// $XDG_STATE_HOME/flemma/flemmad.log, never stdout; RUST_LOG sets the level.
     Acp(acp::AcpArgs),
-    /// Run the daemon: LSP sessions and the JSON-RPC API on Unix sockets.
+    /// Run the daemon: LSP sessions, the JSON-RPC API and ACP sessions on Unix sockets.
     ///
-    /// Sockets `lsp.sock` (one LSP session per connection) and `rpc.sock` (JSON-RPC 2.0, one
-    /// message per line; docs/rpc.md) in $XDG_RUNTIME_DIR/flemma/ (/tmp/flemma-$UID/ when
-    /// XDG_RUNTIME_DIR is unset): directory 0700, sockets 0600, other users refused. Never
-    /// TCP. Supports systemd socket activation (sockets named `lsp` and `rpc`) and sd_notify.
+    /// Sockets `lsp.sock` (one LSP session per connection), `rpc.sock` (JSON-RPC 2.0, one
+    /// message per line; docs/rpc.md) and `acp.sock` (one Agent Client Protocol connection per
+    /// connection, what `flemmad acp` pipes to) in $XDG_RUNTIME_DIR/flemma/ (/tmp/flemma-$UID/
+    /// when XDG_RUNTIME_DIR is unset): directory 0700, sockets 0600, other users refused.
+    /// Never TCP. Supports systemd socket activation (sockets named `lsp`, `rpc` and `acp`, or
+    /// told apart by their file names; an `acp.sock` systemd does not pass the daemon binds
+    /// itself) and sd_notify.
     /// SIGTERM/SIGINT stop it cleanly. Exits 1 when a daemon already runs. Logs go to
     /// $XDG_STATE_HOME/flemma/flemmad.log.
     Serve(serve::ServeArgs),

@@ -764,21 +764,25 @@ async fn with_a_daemon_running_prompts_run_in_the_daemon() {
     daemon.kill().await.unwrap();
 }
 
-/// docs/editors/acp.md's Zed and JetBrains settings parse and name the real command.
+/// The settings of docs/editors/zed.md (step 3) and of docs/editors/acp.md's JetBrains
+/// section parse and name the real command.
 #[test]
 fn the_documented_editor_settings_parse_and_name_the_real_command() {
-    let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/editors/acp.md"))
-            .unwrap();
-    for heading in ["### Zed", "### JetBrains"] {
-        let section = &doc[doc.find(heading).expect(heading)..];
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/editors");
+    let zed = std::fs::read_to_string(docs.join("zed.md")).unwrap();
+    let acp = std::fs::read_to_string(docs.join("acp.md")).unwrap();
+    let jetbrains = &acp[acp.find("### JetBrains").expect("### JetBrains")..];
+    let zed_step = &zed[zed
+        .find("add flemmad to `agent_servers`")
+        .expect("Zed's step 3")..];
+    for (name, section) in [("zed.md", zed_step), ("acp.md JetBrains", jetbrains)] {
         let start = section.find("```json\n").unwrap() + "```json\n".len();
-        let end = start + section[start..].find("\n```").unwrap();
+        let end = start + section[start..].find("```").unwrap();
         let settings: Value =
-            serde_json::from_str(&section[start..end]).unwrap_or_else(|e| panic!("{heading}: {e}"));
+            serde_json::from_str(&section[start..end]).unwrap_or_else(|e| panic!("{name}: {e}"));
         let server = &settings["agent_servers"]["flemmad"];
-        assert_eq!(server["command"], "flemmad", "{heading}");
-        assert_eq!(server["args"], json!(["acp"]), "{heading}");
+        assert_eq!(server["command"], "flemmad", "{name}");
+        assert_eq!(server["args"], json!(["acp"]), "{name}");
     }
     let help = std::process::Command::new(env!("CARGO_BIN_EXE_flemmad"))
         .args(["acp", "--help"])

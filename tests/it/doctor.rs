@@ -331,16 +331,16 @@ fn the_documented_zed_set_up_is_checked() {
     let all = findings(&m.doctor(&["--json"]));
     assert!(all.iter().all(|f| f["check"] != "zed"), "{all:?}");
 
-    // The entry of docs/editors/acp.md, in settings with comments and a trailing comma, as
+    // The entry of docs/editors/zed.md, in settings with comments and a trailing comma, as
     // Zed's own files are.
     let docs =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/editors/acp.md"))
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/editors/zed.md"))
             .unwrap();
     let entry = docs
         .split("```json\n")
         .nth(1)
         .and_then(|rest| rest.split("```").next())
-        .expect("the Zed settings block of docs/editors/acp.md");
+        .expect("the Zed settings block of docs/editors/zed.md");
     assert!(entry.contains("\"env\": {}"), "{entry}");
     let settings = format!(
         "// Zed settings\n{}\n",

@@ -64,7 +64,7 @@ pub(super) fn check_daemon(machine: &Machine, findings: &mut Vec<Finding>) {
     }
     let mut answering = Vec::new();
     let mut present = 0;
-    for name in ["lsp.sock", "rpc.sock"] {
+    for name in ["lsp.sock", "rpc.sock", "acp.sock"] {
         let socket = dir.join(name);
         let Ok(meta) = std::fs::symlink_metadata(&socket) else {
             continue;
@@ -114,7 +114,7 @@ pub(super) fn check_daemon(machine: &Machine, findings: &mut Vec<Finding>) {
             Status::Ok,
             format!(
                 "running: answers on {} in {}",
-                answering.join(" and "),
+                answering.join(", "),
                 dir.display()
             ),
         ),
@@ -123,7 +123,7 @@ pub(super) fn check_daemon(machine: &Machine, findings: &mut Vec<Finding>) {
             Status::Info,
             format!(
                 "running: answers on {} in {}",
-                answering.join(" and "),
+                answering.join(", "),
                 dir.display()
             ),
         ),

@@ -260,7 +260,7 @@ pub(super) fn check_vscode(machine: &Machine, findings: &mut Vec<Finding>) {
 }
 
 /// Zed: an `agent_servers` entry of `$XDG_CONFIG_HOME/zed/settings.json` that runs
-/// `flemmad acp` (docs/editors/acp.md). Nothing is said when Zed has no settings file.
+/// `flemmad acp` (docs/editors/zed.md). Nothing is said when Zed has no settings file.
 pub(super) fn check_zed(machine: &Machine, findings: &mut Vec<Finding>) {
     const CHECK: &str = "zed";
     let Some(settings) = machine
@@ -322,7 +322,7 @@ pub(super) fn check_zed(machine: &Machine, findings: &mut Vec<Finding>) {
                     settings.display()
                 ),
             )
-            .hint(r#"see docs/editors/acp.md: "agent_servers": {"flemmad": {"type": "custom", "command": "flemmad", "args": ["acp"]}}"#),
+            .hint(r#"see docs/editors/zed.md: "agent_servers": {"flemmad": {"type": "custom", "command": "flemmad", "args": ["acp"]}}"#),
         );
         return;
     };
