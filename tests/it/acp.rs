@@ -199,6 +199,9 @@ async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same()
         false
     );
     assert_eq!(init["authMethods"], json!([]));
+    // Editors send HTTP MCP servers only to agents that say they take them.
+    assert_eq!(init["agentCapabilities"]["mcpCapabilities"]["http"], true);
+    assert_eq!(init["agentCapabilities"]["mcpCapabilities"]["sse"], false);
 
     let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
     let path = PathBuf::from(session);
@@ -648,7 +651,8 @@ async fn the_editors_mcp_servers_are_tool_sources_of_the_session() {
     editors_mcp_servers(false).await;
 }
 
-/// Through a daemon too: the daemon runs the editor's server for the session.
+/// Through a daemon too: the daemon reaches the editor's server for the session (here one
+/// over streamable HTTP, which `initialize` advertises).
 #[tokio::test]
 async fn through_a_daemon_the_editors_mcp_servers_are_tool_sources_too() {
     editors_mcp_servers(true).await;
@@ -677,6 +681,36 @@ async fn editors_mcp_servers(through_daemon: bool) {
         true => Some(project.daemon(&mock.base_url()).await),
         false => None,
     };
+    // In-process the server is a child over stdio; through the daemon one over HTTP.
+    let mut http_server = None;
+    let entry = if through_daemon {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        http_server = Some(
+            tokio::process::Command::new(&mcp_python)
+                .arg(&server)
+                .args(["--http", &port.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap(),
+        );
+        let start = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the MCP server never listened"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        json!({"type": "http", "name": "editor", "url": format!("http://127.0.0.1:{port}/mcp"), "headers": []})
+    } else {
+        json!({"name": "editor", "command": mcp_python.to_string_lossy(), "args": [server], "env": []})
+    };
     mock.push(Turn::text("Asking the server.").tool_call_with_id(
         "editor__echo",
         "m1",
@@ -688,12 +722,7 @@ async fn editors_mcp_servers(through_daemon: bool) {
             &python,
             &mock.base_url(),
             json!([
-                {"op": "new", "mcpServers": [{
-                    "name": "editor",
-                    "command": mcp_python.to_string_lossy(),
-                    "args": [server],
-                    "env": []
-                }]},
+                {"op": "new", "mcpServers": [entry]},
                 {"op": "prompt", "text": "Use the server.", "permission": "allow_once"}
             ]),
         )
@@ -715,6 +744,9 @@ async fn editors_mcp_servers(through_daemon: bool) {
     if let Some(mut daemon) = daemon {
         assert!(project.log().contains("ACP connection opened"));
         daemon.kill().await.unwrap();
+    }
+    if let Some(mut http_server) = http_server {
+        http_server.kill().await.unwrap();
     }
 }
 

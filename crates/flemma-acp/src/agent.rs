@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpServer,
-    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind,
-    PromptCapabilities, PromptRequest, PromptResponse, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionId, SessionNotification, SessionUpdate, StopReason,
-    TextContent, ToolCallUpdate, ToolCallUpdateFields,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PermissionOption,
+    PermissionOptionKind, PromptCapabilities, PromptRequest, PromptResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, SessionId, SessionNotification,
+    SessionUpdate, StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
@@ -156,8 +156,11 @@ impl State {
     }
 }
 
-fn mcp_specs(servers: Vec<McpServer>) -> Vec<McpServerSpec> {
-    servers
+/// The servers flemmad runs, and a line for each it does not (an SSE server: only stdio and
+/// streamable HTTP are advertised).
+fn mcp_specs(servers: Vec<McpServer>) -> (Vec<McpServerSpec>, Vec<String>) {
+    let mut unused = Vec::new();
+    let specs = servers
         .into_iter()
         .filter_map(|server| match server {
             McpServer::Stdio(stdio) => Some(McpServerSpec::Stdio {
@@ -175,9 +178,20 @@ fn mcp_specs(servers: Vec<McpServer>) -> Vec<McpServerSpec> {
                     .map(|h| (h.name, h.value))
                     .collect(),
             }),
-            _ => None,
+            McpServer::Sse(sse) => {
+                unused.push(format!(
+                    "the editor's MCP server `{}` is not used: it speaks SSE, and flemmad speaks stdio and streamable HTTP to MCP servers",
+                    sse.name
+                ));
+                None
+            }
+            _ => {
+                unused.push("an MCP server of a transport flemmad does not know is not used".into());
+                None
+            }
         })
-        .collect()
+        .collect();
+    (specs, unused)
 }
 
 /// A fresh chat name: the time and a counter, distinct for every session of the process and
@@ -215,6 +229,8 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         .agent_capabilities(
                             AgentCapabilities::new()
                                 .load_session(true)
+                                // Stdio servers always; HTTP (streamable) too; not SSE.
+                                .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
                                 .prompt_capabilities(
                                     PromptCapabilities::new()
                                         .image(false)
@@ -303,10 +319,13 @@ fn mcp(state: &State, session: &Session, servers: Vec<McpServer>) {
     if servers.is_empty() {
         return;
     }
-    for note in state
-        .backend
-        .mcp_servers(&session.path, &session.cwd, mcp_specs(servers))
-    {
+    let (specs, mut unused) = mcp_specs(servers);
+    unused.extend(
+        state
+            .backend
+            .mcp_servers(&session.path, &session.cwd, specs),
+    );
+    for note in unused {
         tracing::warn!(chat = %session.id, "{note}");
     }
 }
