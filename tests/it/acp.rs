@@ -1015,7 +1015,7 @@ async fn autopilots_turn_limit_ends_the_prompt_with_max_turn_requests() {
     for n in 0..4 {
         mock.push(Turn::text("Again.").tool_call_with_id(
             "read",
-            &format!("r{n}"),
+            format!("r{n}"),
             json!({"label": "read x", "path": "src/x.rs", "offset": null, "limit": null}),
         ));
     }
