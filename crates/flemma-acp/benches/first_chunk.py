@@ -2,13 +2,15 @@
 # the provider's first text delta (at a TCP tap between flemmad and the mock provider) to the
 # ACP client receiving the first agent_message_chunk; both stamped in this process, one clock.
 # Usage (a Python with PyPI agent-client-protocol):
-#   python crates/flemma-acp/benches/first_chunk.py target/debug/flemmad target/debug/flemma-mock-provider
+#   python crates/flemma-acp/benches/first_chunk.py target/debug/flemmad target/debug/flemma-mock-provider [--daemon]
+# With --daemon a `flemmad serve` runs first, and `flemmad acp` is a pipe to its acp.sock.
 import asyncio, json, os, subprocess, sys, tempfile, time, statistics
 import acp
 from acp.schema import ClientCapabilities
 
 RUNS = 20
 flemmad, mock_binary = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+THROUGH_DAEMON = "--daemon" in sys.argv[3:]
 state = {"armed": False, "delta_at": None, "chunk_at": None}
 
 
@@ -57,6 +59,16 @@ async def main():
         env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(home, "config"), XDG_RUNTIME_DIR=os.path.join(home, "run"),
                    XDG_STATE_HOME=os.path.join(home, "state"), ANTHROPIC_BASE_URL=f"http://127.0.0.1:{tap_port}",
                    ANTHROPIC_API_KEY="bench")
+        daemon = None
+        if THROUGH_DAEMON:
+            os.makedirs(os.path.join(home, "run"), mode=0o700)
+            daemon = subprocess.Popen([flemmad, "serve"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, env=env)
+            for _ in range(300):
+                if os.path.exists(os.path.join(home, "run", "flemma", "acp.sock")):
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)
         samples = []
         async with acp.spawn_agent_process(Client(), flemmad, "acp", env=env, cwd=project) as (conn, _):
             await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
@@ -68,8 +80,14 @@ async def main():
                 samples.append((state["chunk_at"] - state["delta_at"]) * 1000)
         server.close()
         mock.kill()
+        if daemon is not None:
+            daemon.terminate()
+            daemon.wait()
+            with open(os.path.join(home, "state", "flemma", "flemmad.log")) as f:
+                assert "ACP connection opened" in f.read(), "the daemon did not serve the connection"
         samples.sort()
-        print(f"provider's first text delta → first agent_message_chunk: median {statistics.median(samples):.1f} ms, "
+        where = "through the daemon" if THROUGH_DAEMON else "in-process"
+        print(f"provider's first text delta → first agent_message_chunk ({where}): median {statistics.median(samples):.1f} ms, "
               f"p90 {samples[int(len(samples) * 0.9) - 1]:.1f} ms, max {samples[-1]:.1f} ms over {len(samples)} prompts")
 
 
