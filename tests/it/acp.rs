@@ -1080,3 +1080,51 @@ async fn a_refusal_ends_the_prompt_with_refusal_and_the_next_one_works() {
     assert!(text.contains("Here is a different answer."), "{text}");
     no_error_diagnostics(&text);
 }
+
+/// `allow_always` lasts the session, not the connection: through a daemon, an editor that
+/// reconnects and loads the session again is not asked again about that tool.
+#[tokio::test]
+async fn allow_always_outlives_the_connection_through_a_daemon() {
+    let Some(python) = python("acp allow always across connections") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    let mut daemon = project.daemon(&mock.base_url()).await;
+    mock.push(bash_turn("k1", "echo first"));
+    mock.push(Turn::text("First ran."));
+    let first = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Run one.", "permission": "allow_always"}
+            ]),
+        )
+        .await;
+    assert_eq!(
+        first["steps"][1]["permissions"].as_array().unwrap().len(),
+        1
+    );
+    let session = first["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    mock.push(bash_turn("k2", "echo second"));
+    mock.push(Turn::text("Second ran."));
+    let again = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "load", "session": session},
+                {"op": "prompt", "text": "Run another.", "permission": "reject_once"}
+            ]),
+        )
+        .await;
+    let step = &again["steps"][1];
+    assert_eq!(step["result"]["stopReason"], "end_turn", "{step}");
+    assert_eq!(step["permissions"], json!([]), "not asked again: {step}");
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(text.contains("Second ran."), "{text}");
+    assert!(!text.contains("rejected"), "{text}");
+    daemon.kill().await.unwrap();
+}

@@ -102,10 +102,30 @@ struct Session {
     cwd: PathBuf,
     /// The cancel signal of the prompt that runs, if one does.
     running: Mutex<Option<watch::Sender<bool>>>,
-    /// Tools the user allowed always, for the rest of the session.
-    always_allowed: Mutex<HashSet<String>>,
     /// The client's files, when it reads or writes them.
     files: Option<ClientFiles>,
+}
+
+/// The tools the user allowed always, by session: for the rest of the session, across the
+/// connections of one process (a daemon keeps them while an editor reconnects and loads the
+/// session again).
+fn allowed_always_table() -> &'static Mutex<HashMap<String, HashSet<String>>> {
+    static TABLE: std::sync::OnceLock<Mutex<HashMap<String, HashSet<String>>>> =
+        std::sync::OnceLock::new();
+    TABLE.get_or_init(Default::default)
+}
+
+fn always_allowed(session: &str, tool: &str) -> bool {
+    lock(allowed_always_table())
+        .get(session)
+        .is_some_and(|tools| tools.contains(tool))
+}
+
+fn allow_always(session: &str, tool: String) {
+    lock(allowed_always_table())
+        .entry(session.to_owned())
+        .or_default()
+        .insert(tool);
 }
 
 /// How often, and how many times, a cancel that found nothing running is tried again.
@@ -147,7 +167,6 @@ impl State {
             path,
             cwd,
             running: Mutex::default(),
-            always_allowed: Mutex::default(),
             files,
         });
         // A session loaded again replaces the earlier one (and its files, above).
@@ -627,7 +646,7 @@ impl Turn<'_> {
         let asked: Vec<String> = pending.iter().map(|(id, _)| id.clone()).collect();
         let mut decisions = Vec::new();
         for (id, name) in pending {
-            if lock(&self.session.always_allowed).contains(&name) {
+            if always_allowed(&self.session.id, &name) {
                 decisions.push((id, true));
                 continue;
             }
@@ -670,7 +689,7 @@ impl Turn<'_> {
                 RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
                     "allow_once" => decisions.push((id, true)),
                     "allow_always" => {
-                        lock(&self.session.always_allowed).insert(name);
+                        allow_always(&self.session.id, name);
                         decisions.push((id, true));
                     }
                     _ => decisions.push((id, false)),
