@@ -1128,3 +1128,85 @@ async fn allow_always_outlives_the_connection_through_a_daemon() {
     assert!(!text.contains("rejected"), "{text}");
     daemon.kill().await.unwrap();
 }
+
+/// The file is the truth: another program's edit of the chat between prompts is what the next
+/// prompt sends.
+#[tokio::test]
+async fn an_edit_of_the_chat_between_prompts_is_what_the_next_prompt_sends() {
+    let Some(python) = python("acp edited between prompts") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text("The capital is Lyon."));
+    mock.push(Turn::text("Noted."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "What is the capital of France?"},
+                {"op": "replace_in_chat", "old": "The capital is Lyon.", "new": "The capital is Paris."},
+                {"op": "prompt", "text": "Thanks."}
+            ]),
+        )
+        .await;
+    let next = &report["steps"][3];
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+    let sent = mock.requests()[1].body.to_string();
+    assert!(sent.contains("The capital is Paris."), "{sent}");
+    assert!(!sent.contains("Lyon"), "{sent}");
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(
+        text.contains("The capital is Paris.") && text.contains("Noted."),
+        "{text}"
+    );
+}
+
+/// A reply that leaves a code fence open leaves a chat that parses without errors, at once and
+/// after the next prompt (which is not swallowed by the fence).
+#[tokio::test]
+async fn a_reply_that_leaves_a_fence_open_leaves_a_valid_chat() {
+    let Some(python) = python("acp open fence") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text(
+        "Here it is:\n\n```rust\nfn main() {\n    println!(\"hi\");",
+    ));
+    mock.push(Turn::text("Closed now."));
+    let first = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([{"op": "new"}, {"op": "prompt", "text": "Write main."}]),
+        )
+        .await;
+    assert_eq!(first["steps"][1]["result"]["stopReason"], "end_turn");
+    let session = first["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let text = std::fs::read_to_string(session).unwrap();
+    no_error_diagnostics(&text);
+    let again = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "load", "session": session},
+                {"op": "prompt", "text": "And close it."}
+            ]),
+        )
+        .await;
+    assert_eq!(
+        again["steps"][1]["result"]["stopReason"], "end_turn",
+        "{again}"
+    );
+    let text = std::fs::read_to_string(session).unwrap();
+    no_error_diagnostics(&text);
+    // The prompt is the user's message, not code inside the reply's fence.
+    let sent = mock.requests()[1].body.to_string();
+    assert!(sent.contains("\"text\":\"And close it.\""), "{sent}");
+    assert!(text.contains("Closed now."), "{text}");
+}

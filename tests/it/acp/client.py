@@ -17,6 +17,9 @@ Steps (a JSON list):
    "cancel_after_chunks": N}                      (or "cancel": a cancelled outcome);
                                                   `cancel_after_chunks` sends session/cancel
                                                   after N agent_message_chunks
+  {"op": "replace_in_chat", "old": ..., "new": ...}
+                                                  another program edits the session's chat
+                                                  file (the first `old` becomes `new`)
 The output: {"initialize": ..., "steps": [{"op", "result" | "error", "updates",
 "permissions"}]}. Updates are the session/update notifications received during the step, in
 order, as JSON.
@@ -143,6 +146,13 @@ async def main():
                         session_id=step.get("session", session_id), prompt=blocks_of(step)
                     )
                     record["result"] = dump(response)
+                elif step["op"] == "replace_in_chat":
+                    with open(session_id, encoding="utf-8") as file:
+                        text = file.read()
+                    assert step["old"] in text, text
+                    with open(session_id, "w", encoding="utf-8") as file:
+                        file.write(text.replace(step["old"], step["new"], 1))
+                    record["result"] = {}
                 elif step["op"] == "double_prompt":
                     first = asyncio.ensure_future(
                         conn.prompt(session_id=session_id, prompt=blocks_of(step))
