@@ -1210,3 +1210,41 @@ async fn a_reply_that_leaves_a_fence_open_leaves_a_valid_chat() {
     assert!(sent.contains("\"text\":\"And close it.\""), "{sent}");
     assert!(text.contains("Closed now."), "{text}");
 }
+
+/// A client may send `session/new` right after `initialize`, in the same write, before the
+/// answer (CodeCompanion does): both are answered, in order, without error.
+#[test]
+fn a_request_right_behind_initialize_waits_for_its_answer() {
+    let project = Project::new();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+    command
+        .arg("acp")
+        .current_dir(project.cwd())
+        .env_remove("FLEMMA_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (key, value) in project.env("http://127.0.0.1:9") {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let both = format!(
+        "{}\n{}\n",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": project.cwd(), "mcpServers": []}}),
+    );
+    stdin.write_all(both.as_bytes()).unwrap();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["id"], 1, "{first}");
+    assert_eq!(first["result"]["protocolVersion"], 1, "{first}");
+    let second: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(second["id"], 2, "{second}");
+    let session = second["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{second}"));
+    assert!(Path::new(session).starts_with(project.cwd().join(".flemma/sessions")));
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

@@ -35,7 +35,9 @@ pub async fn serve(
     mut output: impl std::io::Write + Send + 'static,
 ) -> Result<(), Error> {
     let (line_tx, line_rx) = futures::channel::mpsc::unbounded::<String>();
+    let initializing = Arc::new(Initializing::default());
     // Every line out goes through one writer, so nothing interleaves.
+    let answered = initializing.clone();
     let writer = std::thread::Builder::new()
         .name("acp-out".into())
         .spawn(move || {
@@ -44,10 +46,12 @@ pub async fn serve(
                     .write_all(line.as_bytes())
                     .and_then(|()| output.write_all(b"\n"))
                     .and_then(|()| output.flush());
+                answered.written(&line);
                 if written.is_err() {
                     break;
                 }
             }
+            answered.closed();
         })
         .map_err(Error::into_internal_error)?;
     let (in_tx, in_rx) = futures::channel::mpsc::unbounded::<std::io::Result<String>>();
@@ -59,8 +63,17 @@ pub async fn serve(
                 if matches!(&line, Ok(text) if text.trim().is_empty()) {
                     continue;
                 }
+                let initialize = line.as_ref().ok().and_then(|text| initialize_id(text));
+                if let Some(id) = &initialize {
+                    initializing.expect(id.clone());
+                }
                 if in_tx.unbounded_send(line).is_err() || stop {
                     break;
+                }
+                // What follows `initialize` waits for its answer: the SDK refuses a request
+                // that arrives before it (a client may send `session/new` right after).
+                if initialize.is_some() {
+                    initializing.wait();
                 }
             }
         })
@@ -85,6 +98,60 @@ pub async fn serve(
     drop(line_tx);
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
     result
+}
+
+/// The id of an `initialize` request, when `line` is one.
+fn initialize_id(line: &str) -> Option<serde_json::Value> {
+    if !line.contains("initialize") {
+        return None;
+    }
+    let message: serde_json::Value = serde_json::from_str(line).ok()?;
+    (message.get("method")? == "initialize").then(|| message.get("id").cloned())?
+}
+
+/// The `initialize` request whose answer has not been written yet: the input waits for it.
+#[derive(Default)]
+struct Initializing {
+    waiting_for: Mutex<Option<serde_json::Value>>,
+    answered: std::sync::Condvar,
+}
+
+impl Initializing {
+    /// How long the input waits for the answer at most.
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    fn expect(&self, id: serde_json::Value) {
+        *lock(&self.waiting_for) = Some(id);
+    }
+
+    /// A line was written: the answer when it is a response with the awaited id.
+    fn written(&self, line: &str) {
+        let mut waiting = lock(&self.waiting_for);
+        let Some(id) = waiting.as_ref() else {
+            return;
+        };
+        let answers = serde_json::from_str::<serde_json::Value>(line).is_ok_and(|message| {
+            message.get("id") == Some(id)
+                && (message.get("result").is_some() || message.get("error").is_some())
+        });
+        if answers {
+            *waiting = None;
+            self.answered.notify_all();
+        }
+    }
+
+    /// The output closed: nobody waits any more.
+    fn closed(&self) {
+        *lock(&self.waiting_for) = None;
+        self.answered.notify_all();
+    }
+
+    fn wait(&self) {
+        let waiting = lock(&self.waiting_for);
+        let _ = self
+            .answered
+            .wait_timeout_while(waiting, Self::LIMIT, |waiting| waiting.is_some());
+    }
 }
 
 /// The agent's state: the backend, the sessions this connection knows, and what the client
