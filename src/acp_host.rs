@@ -45,9 +45,12 @@ pub fn turn_event(name: &str, data: &Value) -> Option<TurnEvent> {
         flemma_engine::events::TOOL_EXECUTING => TurnEvent::ToolStarted {
             tool_id: text("toolId")?,
         },
-        flemma_engine::events::TOOL_COMPLETED
-        | flemma_engine::events::REQUEST_FINISHED
-        | flemma_engine::events::TOOL_APPROVAL_REQUIRED => TurnEvent::FileChanged,
+        flemma_engine::events::TOOL_COMPLETED => TurnEvent::ToolFinished {
+            tool_id: text("toolId")?,
+        },
+        flemma_engine::events::REQUEST_FINISHED | flemma_engine::events::TOOL_APPROVAL_REQUIRED => {
+            TurnEvent::FileChanged
+        }
         STOPPED_EVENT => TurnEvent::Stopped {
             reason: text("reason")?,
             message: text("message"),

@@ -370,6 +370,18 @@ async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works
         message_text(&step["updates"], "agent_message_chunk"),
         "Let me run it.It ran."
     );
+    // The call completes before the reply that answers its result streams (a fast provider
+    // once got it after the whole reply: the result was read from the file too early).
+    let completed = updates
+        .iter()
+        .position(|u| u["status"] == "completed" && u["toolCallId"] == "t1")
+        .unwrap();
+    let answer = call
+        + updates[call..]
+            .iter()
+            .position(|u| u["sessionUpdate"] == "agent_message_chunk")
+            .unwrap();
+    assert!(completed < answer, "{step}");
 
     let second = &report["steps"][2];
     assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");

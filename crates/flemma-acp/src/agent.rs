@@ -195,6 +195,12 @@ fn allow_always(session: &str, tool: String) {
         .insert(tool);
 }
 
+/// How often the file is read for a call or result the engine has and the file does not show
+/// yet (the session writes within about 100 ms), and how many times at most (one the user's
+/// edit left nowhere is not waited for).
+const RESULT_POLL: std::time::Duration = std::time::Duration::from_millis(25);
+const RESULT_POLLS: u32 = 80;
+
 /// How often, and how many times, a cancel that found nothing running is tried again.
 const CANCEL_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 const CANCEL_TRIES: u32 = 20;
@@ -480,7 +486,9 @@ fn start_prompt(
             announced: HashSet::new(),
             finished: HashSet::new(),
             decided: HashSet::new(),
-            text_synced: false,
+            started: HashSet::new(),
+            unseen: HashMap::new(),
+            held: Vec::new(),
         };
         let result = turn.run(&text).await;
         *lock(&session.running) = None;
@@ -507,8 +515,21 @@ struct Turn<'a> {
     finished: HashSet<String>,
     /// Pending calls the user decided on.
     decided: HashSet<String>,
-    /// The file was read since the reply text began streaming.
-    text_synced: bool,
+    /// Calls the engine started.
+    started: HashSet<String>,
+    /// What the engine told of calls that the file does not show yet (the file is written a
+    /// moment after the engine has it): a started call's block, or a finished call's result;
+    /// and how many times the file was read for it since.
+    unseen: HashMap<String, (Unseen, u32)>,
+    /// Reply text held back while something is unseen, so a call's result is told before the
+    /// reply that answers it.
+    held: Vec<SessionUpdate>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unseen {
+    Call,
+    Result,
 }
 
 enum Decision {
@@ -561,9 +582,14 @@ impl Turn<'_> {
         // about to start (a send or an approval was just handed to it).
         let mut retry = tokio::time::interval(CANCEL_RETRY);
         let mut cancel_tries: Option<u32> = None;
+        let mut results = tokio::time::interval(RESULT_POLL);
         loop {
             let event = tokio::select! {
                 event = events.recv() => event,
+                _ = results.tick(), if !self.unseen.is_empty() => {
+                    self.sync_tools()?;
+                    continue;
+                }
                 _ = self.cancel.changed(), if !self.cancelled => {
                     self.cancelled = true;
                     if !self.backend.cancel(&path) {
@@ -579,6 +605,7 @@ impl Turn<'_> {
                         cancel_tries = None;
                     } else if tries >= CANCEL_TRIES {
                         self.sync_tools()?;
+                        self.flush_held()?;
                         return Ok(StopReason::Cancelled);
                     }
                     continue;
@@ -589,35 +616,37 @@ impl Turn<'_> {
                     "the engine went away; the chat keeps what was written",
                 ));
             };
-            if !matches!(event, TurnEvent::Text(_) | TurnEvent::Thinking(_)) {
-                self.text_synced = false;
-            }
             match event {
-                TurnEvent::Text(text) => {
-                    // A new reply streams: the results it answers are in the file by now (read
-                    // once per reply, not per chunk).
-                    if !self.text_synced && self.announced.len() > self.finished.len() {
-                        self.sync_tools()?;
-                    }
-                    self.text_synced = true;
-                    self.notify(SessionUpdate::AgentMessageChunk(ContentChunk::new(
-                        ContentBlock::Text(TextContent::new(text)),
-                    )))?;
-                }
-                TurnEvent::Thinking(text) => self.notify(SessionUpdate::AgentThoughtChunk(
+                TurnEvent::Text(text) => self.say(SessionUpdate::AgentMessageChunk(
+                    ContentChunk::new(ContentBlock::Text(TextContent::new(text))),
+                ))?,
+                TurnEvent::Thinking(text) => self.say(SessionUpdate::AgentThoughtChunk(
                     ContentChunk::new(ContentBlock::Text(TextContent::new(text))),
                 ))?,
                 TurnEvent::ToolStarted { tool_id } => {
                     // Announced, then in progress, then (a fast tool) its result.
-                    self.announce_tools(false)?;
+                    self.started.insert(tool_id.clone());
                     if self.announced.contains(&tool_id) && !self.finished.contains(&tool_id) {
                         self.notify(SessionUpdate::ToolCallUpdate(replay::in_progress(&tool_id)))?;
+                    } else if !self.announced.contains(&tool_id) {
+                        self.unseen.insert(tool_id, (Unseen::Call, 0));
+                        results.reset_immediately();
+                    }
+                    self.sync_tools()?;
+                }
+                TurnEvent::ToolFinished { tool_id } => {
+                    if !self.finished.contains(&tool_id) {
+                        self.unseen.insert(tool_id, (Unseen::Result, 0));
+                        results.reset_immediately();
                     }
                     self.sync_tools()?;
                 }
                 TurnEvent::FileChanged => self.sync_tools()?,
                 TurnEvent::Stopped { reason, message } => {
                     self.sync_tools()?;
+                    // Everything is written at a stop: nothing is held any longer.
+                    self.unseen.clear();
+                    self.flush_held()?;
                     if self.cancelled || reason == "cancelled" {
                         return Ok(StopReason::Cancelled);
                     }
@@ -638,14 +667,27 @@ impl Turn<'_> {
         }
     }
 
-    /// Announces the calls that appeared in the file and the results that became final.
-    fn sync_tools(&mut self) -> Result<(), Error> {
-        self.announce_tools(true)
+    /// Reply text, told at once unless a call's block or result the engine has is not in the
+    /// file yet (then after it).
+    fn say(&mut self, update: SessionUpdate) -> Result<(), Error> {
+        if self.unseen.is_empty() {
+            self.notify(update)
+        } else {
+            self.held.push(update);
+            Ok(())
+        }
     }
 
-    /// Announces the calls that appeared in the file, and with `results` the results that
-    /// became final.
-    fn announce_tools(&mut self, results: bool) -> Result<(), Error> {
+    fn flush_held(&mut self) -> Result<(), Error> {
+        for update in std::mem::take(&mut self.held) {
+            self.notify(update)?;
+        }
+        Ok(())
+    }
+
+    /// Announces the calls that appeared in the file (in progress when they run) and the
+    /// results that became final, then tells the text held back for them.
+    fn sync_tools(&mut self) -> Result<(), Error> {
         let text = self.read()?;
         let doc = flemma_syntax::parse(text);
         let cwd = &self.session.cwd;
@@ -654,9 +696,11 @@ impl Turn<'_> {
             for (_, tool) in message.tool_uses() {
                 if self.announced.insert(tool.id.clone()) {
                     updates.push(SessionUpdate::ToolCall(replay::tool_call(&doc, tool, cwd)));
+                    if self.started.contains(&tool.id) {
+                        updates.push(SessionUpdate::ToolCallUpdate(replay::in_progress(&tool.id)));
+                    }
                 }
-                if results
-                    && !self.finished.contains(&tool.id)
+                if !self.finished.contains(&tool.id)
                     && let Some(fields) = replay::result_fields(&doc, &tool.id, cwd)
                 {
                     self.finished.insert(tool.id.clone());
@@ -669,6 +713,18 @@ impl Turn<'_> {
         }
         for update in updates {
             self.notify(update)?;
+        }
+        let (announced, finished) = (&self.announced, &self.finished);
+        self.unseen.retain(|id, (unseen, reads)| {
+            let seen = match unseen {
+                Unseen::Call => announced.contains(id),
+                Unseen::Result => finished.contains(id),
+            };
+            *reads += 1;
+            !seen && *reads <= RESULT_POLLS
+        });
+        if self.unseen.is_empty() {
+            self.flush_held()?;
         }
         Ok(())
     }

@@ -28,8 +28,10 @@ pub enum TurnEvent {
     Thinking(String),
     /// A tool started running.
     ToolStarted { tool_id: String },
-    /// The file may hold new tool calls or results (a reply finished, a tool finished, calls
-    /// wait for approval).
+    /// A tool finished: the engine has its result, which reaches the file a moment later.
+    ToolFinished { tool_id: String },
+    /// The file may hold new tool calls or results (a reply finished, calls wait for
+    /// approval).
     FileChanged,
     /// The engine stopped: `idle`, `awaiting-approval`, `step-done`, `max-turns`,
     /// `cancelled`, `user-content-in-approved`, `refused` or `error` (with a message).
