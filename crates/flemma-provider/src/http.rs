@@ -396,9 +396,15 @@ impl ProviderClient {
                 };
             }
             if !wire.body.is_empty() {
-                request = request
-                    .header("content-type", "application/json")
-                    .body(wire.body.clone());
+                // The wire's headers name the content type; said again it would be sent twice.
+                if !wire
+                    .headers
+                    .iter()
+                    .any(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+                {
+                    request = request.header("content-type", "application/json");
+                }
+                request = request.body(wire.body.clone());
             }
             let outcome = tokio::select! {
                 biased;

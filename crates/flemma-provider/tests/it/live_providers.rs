@@ -358,6 +358,14 @@ async fn plain_text_with_auth_checked_by_the_server() {
         assert_eq!(requests.len(), 1, "{kind:?}");
         let (header, value) = auth_header(kind);
         assert_eq!(requests[0].header(header), Some(value.as_str()), "{kind:?}");
+        // One content type, once (a strict proxy refuses a repeated one).
+        let content_types: Vec<&str> = requests[0]
+            .headers
+            .iter()
+            .filter(|(name, _)| name == "content-type")
+            .map(|(_, value)| value.as_str())
+            .collect();
+        assert_eq!(content_types, ["application/json"], "{kind:?}");
     }
 }
 
