@@ -78,6 +78,15 @@ impl Backend for AcpHost {
         crate::fsutil::read_chat(path).map_err(|e| format!("{e:#}"))
     }
 
+    fn remove_chat_if_unchanged(&self, path: &Path, expected: &str) -> Result<bool, String> {
+        if self.read_chat(path)? != expected {
+            return Ok(false);
+        }
+        std::fs::remove_file(path)
+            .map(|()| true)
+            .map_err(|e| format!("cannot remove the unused chat {}: {e}", path.display()))
+    }
+
     fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, String> {
         crate::fsutil::replace_if_unchanged(path, expected, text).map_err(|e| format!("{e:#}"))
     }

@@ -1260,3 +1260,28 @@ fn a_request_right_behind_initialize_waits_for_its_answer() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+/// A session the editor created but never used (CodeCompanion creates one when a chat buffer
+/// opens) leaves no chat behind; a used one stays.
+#[tokio::test]
+async fn an_unused_session_leaves_no_chat_behind() {
+    let Some(python) = python("acp unused session") else {
+        return;
+    };
+    let project = Project::new();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text("Used."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([{"op": "new"}, {"op": "new"}, {"op": "prompt", "text": "Use this one."}]),
+        )
+        .await;
+    let unused = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let used = report["steps"][1]["result"]["sessionId"].as_str().unwrap();
+    assert_ne!(unused, used);
+    assert!(!Path::new(unused).exists(), "{unused}");
+    let text = std::fs::read_to_string(used).unwrap();
+    assert!(text.contains("Used."), "{text}");
+}

@@ -89,10 +89,18 @@ pub async fn serve(
     let result = builder(state.clone())
         .connect_to(Lines::new(outgoing, in_rx))
         .await;
-    // The client is gone: its sessions' tools use the disk again.
+    // The client is gone: its sessions' tools use the disk again, and a chat it created but
+    // never used is not left behind.
     for session in lock(&state.sessions).values() {
         if let Some(files) = &session.files {
             state.backend.client_gone(&session.path, files);
+        }
+        if let Some(created) = &session.created {
+            match state.backend.remove_chat_if_unchanged(&session.path, created) {
+                Ok(true) => tracing::info!(chat = %session.id, "removed the unused session's chat"),
+                Ok(false) => {}
+                Err(error) => tracing::warn!(chat = %session.id, "{error}"),
+            }
         }
     }
     drop(line_tx);
@@ -171,6 +179,8 @@ struct Session {
     running: Mutex<Option<watch::Sender<bool>>>,
     /// The client's files, when it reads or writes them.
     files: Option<ClientFiles>,
+    /// The text `session/new` created the chat with (`None` for a loaded chat).
+    created: Option<String>,
 }
 
 /// The tools the user allowed always, by session: for the rest of the session, across the
@@ -228,7 +238,13 @@ impl State {
     }
 
     /// A session of the chat at `path`; its tools use the client's files when it has them.
-    fn add(&self, path: PathBuf, cwd: PathBuf, cx: &ConnectionTo<Client>) -> Arc<Session> {
+    fn add(
+        &self,
+        path: PathBuf,
+        cwd: PathBuf,
+        created: Option<String>,
+        cx: &ConnectionTo<Client>,
+    ) -> Arc<Session> {
         let id = path.display().to_string();
         let (reads, writes) = *lock(&self.client_fs);
         let files = ClientFiles::new(cx.clone(), SessionId::new(id.clone()), reads, writes);
@@ -241,6 +257,7 @@ impl State {
             cwd,
             running: Mutex::default(),
             files,
+            created,
         });
         // A session loaded again replaces the earlier one (and its files, above).
         lock(&self.sessions).insert(id, session.clone());
@@ -397,11 +414,9 @@ fn new_session(
         )));
     }
     let path = sessions_dir(&cwd).join(chat_name());
-    state
-        .backend
-        .create_chat(&path, &new_chat_text(&path, &cwd))
-        .map_err(internal)?;
-    let session = state.add(path, cwd, cx);
+    let text = new_chat_text(&path, &cwd);
+    state.backend.create_chat(&path, &text).map_err(internal)?;
+    let session = state.add(path, cwd, Some(text), cx);
     mcp(state, &session, request.mcp_servers);
     tracing::info!(chat = %session.id, "session/new");
     Ok(session.id.clone())
@@ -443,7 +458,7 @@ fn load_session(
     for update in replay::history(&text, &cwd) {
         cx.send_notification(SessionNotification::new(request.session_id.clone(), update))?;
     }
-    let session = state.add(path, cwd, cx);
+    let session = state.add(path, cwd, None, cx);
     mcp(state, &session, request.mcp_servers);
     tracing::info!(chat = %session.id, "session/load");
     Ok(())

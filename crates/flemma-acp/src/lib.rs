@@ -72,6 +72,9 @@ pub trait Backend: Send + Sync + 'static {
     fn create_chat(&self, path: &Path, text: &str) -> Result<(), String>;
     /// The chat's text.
     fn read_chat(&self, path: &Path) -> Result<String, String>;
+    /// Removes the chat if it still holds `expected` (a session that was never used); `false`
+    /// when it holds something else.
+    fn remove_chat_if_unchanged(&self, path: &Path, expected: &str) -> Result<bool, String>;
     /// Replaces the chat's text with `text` if it still is `expected` (atomically); `false`
     /// when someone changed it meanwhile.
     fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, String>;
