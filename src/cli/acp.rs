@@ -25,11 +25,9 @@ pub struct AcpArgs {
 
 pub fn run(args: AcpArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     if !args.no_daemon
-        && let Some(stream) = proxy::connect(|paths| &paths.acp_socket)
+        && let Some(outcome) = proxy::through_daemon(|paths| &paths.acp_socket, "acp")
     {
-        tracing::info!("acp: serving on stdio through the daemon");
-        proxy::pump(stream).context("the connection to the daemon failed")?;
-        tracing::info!("acp: the daemon closed the connection");
+        outcome.context("the connection to the daemon failed")?;
         return Ok(ExitCode::SUCCESS);
     }
     let runtime = crate::runtime::get()?;

@@ -24,11 +24,9 @@ pub struct LspArgs {
 
 pub fn run(args: LspArgs, config: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     if !args.no_daemon
-        && let Some(stream) = proxy::connect(|paths| &paths.lsp_socket)
+        && let Some(outcome) = proxy::through_daemon(|paths| &paths.lsp_socket, "lsp")
     {
-        tracing::info!("proxying stdio to the daemon's LSP socket");
-        proxy::pump(stream).context("the connection to the daemon failed")?;
-        tracing::info!("proxy: the daemon closed the session");
+        outcome.context("the connection to the daemon failed")?;
         return Ok(ExitCode::SUCCESS);
     }
     let engine = crate::engine_host::EngineHost::start(config.map(std::path::Path::to_owned))

@@ -8,16 +8,25 @@ use std::os::unix::net::UnixStream;
 
 use crate::daemon::RuntimePaths;
 
-/// Connects to the socket `socket` names of a running daemon; `None` when no daemon answers.
-pub fn connect(socket: fn(&RuntimePaths) -> &std::path::Path) -> Option<UnixStream> {
+/// When a daemon answers on the socket `socket` names, pipes stdio to it until the daemon
+/// closes the connection (`Some`, how that went); `None` when no daemon answers. `what` names
+/// the protocol in the log.
+pub fn through_daemon(
+    socket: fn(&RuntimePaths) -> &std::path::Path,
+    what: &str,
+) -> Option<io::Result<()>> {
     let paths = RuntimePaths::from_env();
-    crate::daemon::socket::connect_running(&paths, socket(&paths))
+    let stream = crate::daemon::socket::connect_running(&paths, socket(&paths))?;
+    tracing::info!("{what}: proxying stdio to the daemon");
+    let outcome = pump(stream);
+    tracing::info!("{what}: the daemon closed the connection");
+    Some(outcome)
 }
 
 /// Pumps stdin to the daemon and the daemon to stdout until the daemon closes the
 /// connection. The end of stdin is passed on as a half-close, so the daemon's session ends
 /// as it would over stdio.
-pub fn pump(stream: UnixStream) -> io::Result<()> {
+fn pump(stream: UnixStream) -> io::Result<()> {
     let mut to_daemon = stream.try_clone()?;
     std::thread::Builder::new()
         .name("proxy-stdin".into())

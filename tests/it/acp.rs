@@ -107,6 +107,32 @@ impl Project {
         serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
     }
 
+    /// `flemmad acp` in the project, spoken to in raw JSON lines (the SDKs cannot send what
+    /// these tests send); no provider answers.
+    fn raw_agent(
+        &self,
+    ) -> (
+        std::process::Child,
+        std::process::ChildStdin,
+        std::io::Lines<BufReader<std::process::ChildStdout>>,
+    ) {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+        command
+            .arg("acp")
+            .current_dir(self.cwd())
+            .env_remove("FLEMMA_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (key, value) in self.env("http://127.0.0.1:9") {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        (child, stdin, lines)
+    }
+
     /// Starts `flemmad serve` for this project; it answers on its sockets when this returns.
     async fn daemon(&self, base: &str) -> tokio::process::Child {
         std::fs::create_dir_all(self.root.join("run")).unwrap();
@@ -626,20 +652,7 @@ async fn bad_requests_get_clear_errors_and_write_nothing() {
 #[test]
 fn malformed_json_gets_a_parse_error_and_the_agent_keeps_serving() {
     let project = Project::new();
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
-    command
-        .arg("acp")
-        .current_dir(project.cwd())
-        .env_remove("FLEMMA_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (key, value) in project.env("http://127.0.0.1:9") {
-        command.env(key, value);
-    }
-    let mut child = command.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut stdin, mut lines) = project.raw_agent();
     stdin.write_all(b"{this is not json\n").unwrap();
     let answer: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     assert_eq!(answer["id"], Value::Null, "{answer}");
@@ -800,10 +813,7 @@ async fn with_a_daemon_running_prompts_run_in_the_daemon() {
     let text = std::fs::read_to_string(session).unwrap();
     assert!(text.contains("via-daemon"), "{text}");
     let log = project.log();
-    assert!(
-        log.contains("acp: serving on stdio through the daemon"),
-        "{log}"
-    );
+    assert!(log.contains("acp: proxying stdio to the daemon"), "{log}");
     assert!(log.contains("ACP connection opened"), "{log}");
     daemon.kill().await.unwrap();
 }
@@ -1228,20 +1238,7 @@ async fn a_reply_that_leaves_a_fence_open_leaves_a_valid_chat() {
 #[test]
 fn a_request_right_behind_initialize_waits_for_its_answer() {
     let project = Project::new();
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
-    command
-        .arg("acp")
-        .current_dir(project.cwd())
-        .env_remove("FLEMMA_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for (key, value) in project.env("http://127.0.0.1:9") {
-        command.env(key, value);
-    }
-    let mut child = command.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut stdin, mut lines) = project.raw_agent();
     let both = format!(
         "{}\n{}\n",
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),

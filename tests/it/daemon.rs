@@ -416,7 +416,7 @@ fn flemmad_lsp_proxies_to_the_running_daemon() {
     let status = child.wait().unwrap();
     assert!(status.success());
     let log = home.log();
-    assert!(log.contains("proxying stdio to the daemon"), "{log}");
+    assert!(log.contains("lsp: proxying stdio to the daemon"), "{log}");
     assert!(log.contains("LSP session opened"), "{log}");
     assert!(log.contains("LSP session closed"), "{log}");
 }

@@ -96,7 +96,10 @@ pub async fn serve(
             state.backend.client_gone(&session.path, files);
         }
         if let Some(created) = &session.created {
-            match state.backend.remove_chat_if_unchanged(&session.path, created) {
+            match state
+                .backend
+                .remove_chat_if_unchanged(&session.path, created)
+            {
                 Ok(true) => tracing::info!(chat = %session.id, "removed the unused session's chat"),
                 Ok(false) => {}
                 Err(error) => tracing::warn!(chat = %session.id, "{error}"),
