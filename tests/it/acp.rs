@@ -34,6 +34,12 @@ fn python(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// What a client test needs: the SDK's Python (`None`: skipped), a project, the mock provider.
+async fn setup(test: &str) -> Option<(PathBuf, Project, MockProvider)> {
+    let python = python(test)?;
+    Some((python, Project::new(), MockProvider::start().await.unwrap()))
+}
+
 /// A project folder (outside /tmp, which the sandbox leaves writable as a whole) and a user
 /// configuration: Anthropic through the mock; `bash` needs approval.
 struct Project {
@@ -184,6 +190,18 @@ fn message_text(updates: &Value, kind: &str) -> String {
         .collect()
 }
 
+/// The sessionId `session/new` answered in the report's first step.
+fn session_of(report: &Value) -> &str {
+    report["steps"][0]["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session in {report}"))
+}
+
+/// The text of the chat of the report's session, as it is now.
+fn chat_of(report: &Value) -> String {
+    std::fs::read_to_string(session_of(report)).unwrap()
+}
+
 fn no_error_diagnostics(text: &str) {
     let doc = flemma_syntax::parse(text);
     let errors: Vec<_> = doc
@@ -196,11 +214,9 @@ fn no_error_diagnostics(text: &str) {
 
 #[tokio::test]
 async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same() {
-    let Some(python) = python("acp new session") else {
+    let Some((python, project, mock)) = setup("acp new session").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     let reply = "Hello from the mock. ".repeat(20);
     let turn = || {
         Turn::default()
@@ -229,7 +245,7 @@ async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same()
     assert_eq!(init["agentCapabilities"]["mcpCapabilities"]["http"], true);
     assert_eq!(init["agentCapabilities"]["mcpCapabilities"]["sse"], false);
 
-    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let session = session_of(&report);
     let path = PathBuf::from(session);
     assert!(path.is_absolute(), "{session}");
     assert_eq!(
@@ -332,11 +348,9 @@ fn bash_turn(id: &str, command: &str) -> Turn {
 
 #[tokio::test]
 async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works() {
-    let Some(python) = python("acp allow") else {
+    let Some((python, project, mock)) = setup("acp allow").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     mock.push(bash_turn("t1", "pwd; echo acp-ran"));
     mock.push(Turn::text("It ran."));
     mock.push(Turn::text("Second answer."));
@@ -351,7 +365,7 @@ async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works
             ]),
         )
         .await;
-    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let session = session_of(&report);
     let step = &report["steps"][1];
     assert_eq!(step["result"]["stopReason"], "end_turn", "{step}");
     let asked = &step["permissions"][0];
@@ -426,11 +440,9 @@ async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works
 
 #[tokio::test]
 async fn allow_always_approves_that_tool_for_the_rest_of_the_session() {
-    let Some(python) = python("acp allow always") else {
+    let Some((python, project, mock)) = setup("acp allow always").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     mock.push(bash_turn("a1", "echo first"));
     mock.push(bash_turn("a2", "echo second"));
     mock.push(Turn::text("Both ran."));
@@ -453,19 +465,16 @@ async fn allow_always_approves_that_tool_for_the_rest_of_the_session() {
         .map(|p| &p["toolCall"]["toolCallId"])
         .collect();
     assert_eq!(asked, [&json!("a1")], "{step}");
-    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
-    let text = std::fs::read_to_string(session).unwrap();
+    let text = chat_of(&report);
     assert!(text.contains("first") && text.contains("second"), "{text}");
     assert!(text.contains("Both ran."), "{text}");
 }
 
 #[tokio::test]
 async fn a_rejected_tool_call_is_rejected_in_the_file_and_fails() {
-    let Some(python) = python("acp reject") else {
+    let Some((python, project, mock)) = setup("acp reject").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     mock.push(bash_turn("t9", "touch should-not-exist"));
     mock.push(Turn::text("Understood, I will not."));
     let report = project
@@ -478,7 +487,7 @@ async fn a_rejected_tool_call_is_rejected_in_the_file_and_fails() {
             ]),
         )
         .await;
-    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let session = session_of(&report);
     let step = &report["steps"][1];
     assert_eq!(step["result"]["stopReason"], "end_turn", "{step}");
     assert_eq!(step["permissions"].as_array().unwrap().len(), 1);
@@ -503,11 +512,9 @@ async fn a_rejected_tool_call_is_rejected_in_the_file_and_fails() {
 
 #[tokio::test]
 async fn cancel_keeps_the_partial_reply_and_the_next_prompt_works() {
-    let Some(python) = python("acp cancel") else {
+    let Some((python, project, mock)) = setup("acp cancel").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     mock.push(Turn::text("slow ".repeat(400)).bytes_per_sec(2000));
     mock.push(Turn::text("After the cancel."));
     let report = project
@@ -521,7 +528,7 @@ async fn cancel_keeps_the_partial_reply_and_the_next_prompt_works() {
             ]),
         )
         .await;
-    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let session = session_of(&report);
     let cancelled = &report["steps"][1];
     assert_eq!(
         cancelled["result"]["stopReason"], "cancelled",
@@ -546,11 +553,9 @@ async fn cancel_keeps_the_partial_reply_and_the_next_prompt_works() {
 
 #[tokio::test]
 async fn load_replays_a_flemma_chat_before_answering_and_continues_it() {
-    let Some(python) = python("acp load") else {
+    let Some((python, project, mock)) = setup("acp load").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     let chat = project.cwd().join("notes.chat");
     std::fs::write(
         &chat,
@@ -598,11 +603,9 @@ async fn load_replays_a_flemma_chat_before_answering_and_continues_it() {
 
 #[tokio::test]
 async fn bad_requests_get_clear_errors_and_write_nothing() {
-    let Some(python) = python("acp bad requests") else {
+    let Some((python, project, mock)) = setup("acp bad requests").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     mock.push(Turn::text("slow ".repeat(200)).bytes_per_sec(1000));
     let report = project
         .client(
@@ -762,8 +765,7 @@ async fn editors_mcp_servers(through_daemon: bool) {
     // The model was offered the server's tools.
     let offered = mock.requests()[0].body.to_string();
     assert!(offered.contains("editor__echo"), "{offered}");
-    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
-    let text = std::fs::read_to_string(session).unwrap();
+    let text = chat_of(&report);
     assert!(text.contains("**Tool Result:** `m1`"), "{text}");
     assert!(text.contains("hello from the editor's server"), "{text}");
     if let Some(mut daemon) = daemon {
@@ -775,15 +777,14 @@ async fn editors_mcp_servers(through_daemon: bool) {
     }
 }
 
-/// With a daemon running, prompts run in the daemon's engine (the chat is still the file):
-/// streamed text, a permission request and its approval go through `rpc.sock`.
+/// With a daemon running, `flemmad acp` is a pipe to its `acp.sock` and the prompts run in the
+/// daemon's engine (the chat is still the file): streamed text, a permission request and its
+/// approval.
 #[tokio::test]
 async fn with_a_daemon_running_prompts_run_in_the_daemon() {
-    let Some(python) = python("acp via daemon") else {
+    let Some((python, project, mock)) = setup("acp via daemon").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     let mut daemon = project.daemon(&mock.base_url()).await;
     mock.push(bash_turn("d1", "echo via-daemon"));
     mock.push(Turn::text("The daemon ran it."));
@@ -809,8 +810,7 @@ async fn with_a_daemon_running_prompts_run_in_the_daemon() {
         message_text(&step["updates"], "agent_message_chunk"),
         "Let me run it.The daemon ran it."
     );
-    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
-    let text = std::fs::read_to_string(session).unwrap();
+    let text = chat_of(&report);
     assert!(text.contains("via-daemon"), "{text}");
     let log = project.log();
     assert!(log.contains("acp: proxying stdio to the daemon"), "{log}");
@@ -851,11 +851,9 @@ fn the_documented_editor_settings_parse_and_name_the_real_command() {
 /// next prompt does not ask about it again and the model learns it was interrupted.
 #[tokio::test]
 async fn a_cancelled_permission_request_cancels_the_prompt_without_running_or_rejecting() {
-    let Some(python) = python("acp cancelled permission") else {
+    let Some((python, project, mock)) = setup("acp cancelled permission").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     mock.push(bash_turn("c1", "touch should-not-exist"));
     mock.push(Turn::text("Understood, nothing touched."));
     let report = project
@@ -877,8 +875,7 @@ async fn a_cancelled_permission_request_cancels_the_prompt_without_running_or_re
     assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
     assert_eq!(next["permissions"], json!([]), "not asked again: {next}");
     assert!(!project.cwd().join("should-not-exist").exists());
-    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
-    let text = std::fs::read_to_string(session).unwrap();
+    let text = chat_of(&report);
     // Marked aborted, it was sent as the abort's error result with the next prompt.
     assert!(
         text.contains("**Tool Result:** `c1` (error)\n```\nResponse interrupted by the user.\n```"),
@@ -918,7 +915,7 @@ fn file_tool_turns(mock: &MockProvider) {
 /// A client that reads and writes files (`fs.readTextFile`, `fs.writeTextFile`) holds
 /// `src/x.rs` unsaved: `read`, `edit` and `write` go through it.
 fn check_file_tools_went_through_the_client(project: &Project, report: &Value) {
-    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let session = session_of(report);
     let step = &report["steps"][1];
     assert_eq!(
         step["result"]["stopReason"],
@@ -990,11 +987,9 @@ fn file_tool_steps(project: &Project) -> Value {
 
 #[tokio::test]
 async fn a_client_with_files_gets_the_file_tools_reads_and_writes() {
-    let Some(python) = python("acp fs") else {
+    let Some((python, project, mock)) = setup("acp fs").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     file_tool_turns(&mock);
     let report = project
         .client(&python, &mock.base_url(), file_tool_steps(&project))
@@ -1006,11 +1001,9 @@ async fn a_client_with_files_gets_the_file_tools_reads_and_writes() {
 /// editor's connection.
 #[tokio::test]
 async fn through_a_daemon_the_file_tools_still_go_through_the_client() {
-    let Some(python) = python("acp fs via daemon") else {
+    let Some((python, project, mock)) = setup("acp fs via daemon").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     let mut daemon = project.daemon(&mock.base_url()).await;
     file_tool_turns(&mock);
     let report = project
@@ -1057,7 +1050,7 @@ async fn autopilots_turn_limit_ends_the_prompt_with_max_turn_requests() {
     );
     assert_eq!(step["permissions"], json!([]), "read is approved: {step}");
     assert!(mock.requests().len() < 4, "autopilot stopped early");
-    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let session = session_of(&report);
     no_error_diagnostics(&std::fs::read_to_string(session).unwrap());
 }
 
@@ -1065,11 +1058,9 @@ async fn autopilots_turn_limit_ends_the_prompt_with_max_turn_requests() {
 /// next prompt works.
 #[tokio::test]
 async fn a_refusal_ends_the_prompt_with_refusal_and_the_next_one_works() {
-    let Some(python) = python("acp refusal") else {
+    let Some((python, project, mock)) = setup("acp refusal").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     mock.push(Turn::text("I would rather").stop(MockStop::Refusal("policy".into())));
     mock.push(Turn::text("Here is a different answer."));
     let report = project
@@ -1096,8 +1087,7 @@ async fn a_refusal_ends_the_prompt_with_refusal_and_the_next_one_works() {
     );
     let next = &report["steps"][2];
     assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
-    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
-    let text = std::fs::read_to_string(session).unwrap();
+    let text = chat_of(&report);
     assert!(text.contains("I would rather"), "{text}");
     assert!(text.contains("Here is a different answer."), "{text}");
     no_error_diagnostics(&text);
@@ -1107,11 +1097,9 @@ async fn a_refusal_ends_the_prompt_with_refusal_and_the_next_one_works() {
 /// reconnects and loads the session again is not asked again about that tool.
 #[tokio::test]
 async fn allow_always_outlives_the_connection_through_a_daemon() {
-    let Some(python) = python("acp allow always across connections") else {
+    let Some((python, project, mock)) = setup("acp allow always across connections").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     let mut daemon = project.daemon(&mock.base_url()).await;
     mock.push(bash_turn("k1", "echo first"));
     mock.push(Turn::text("First ran."));
@@ -1155,11 +1143,9 @@ async fn allow_always_outlives_the_connection_through_a_daemon() {
 /// prompt sends.
 #[tokio::test]
 async fn an_edit_of_the_chat_between_prompts_is_what_the_next_prompt_sends() {
-    let Some(python) = python("acp edited between prompts") else {
+    let Some((python, project, mock)) = setup("acp edited between prompts").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     mock.push(Turn::text("The capital is Lyon."));
     mock.push(Turn::text("Noted."));
     let report = project
@@ -1179,8 +1165,7 @@ async fn an_edit_of_the_chat_between_prompts_is_what_the_next_prompt_sends() {
     let sent = mock.requests()[1].body.to_string();
     assert!(sent.contains("The capital is Paris."), "{sent}");
     assert!(!sent.contains("Lyon"), "{sent}");
-    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
-    let text = std::fs::read_to_string(session).unwrap();
+    let text = chat_of(&report);
     assert!(
         text.contains("The capital is Paris.") && text.contains("Noted."),
         "{text}"
@@ -1191,11 +1176,9 @@ async fn an_edit_of_the_chat_between_prompts_is_what_the_next_prompt_sends() {
 /// after the next prompt (which is not swallowed by the fence).
 #[tokio::test]
 async fn a_reply_that_leaves_a_fence_open_leaves_a_valid_chat() {
-    let Some(python) = python("acp open fence") else {
+    let Some((python, project, mock)) = setup("acp open fence").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     mock.push(Turn::text(
         "Here it is:\n\n```rust\nfn main() {\n    println!(\"hi\");",
     ));
@@ -1262,11 +1245,9 @@ fn a_request_right_behind_initialize_waits_for_its_answer() {
 /// opens) leaves no chat behind; a used one stays.
 #[tokio::test]
 async fn an_unused_session_leaves_no_chat_behind() {
-    let Some(python) = python("acp unused session") else {
+    let Some((python, project, mock)) = setup("acp unused session").await else {
         return;
     };
-    let project = Project::new();
-    let mock = MockProvider::start().await.unwrap();
     mock.push(Turn::text("Used."));
     let report = project
         .client(
