@@ -19,19 +19,7 @@ use serde_json::{Value, json};
 use crate::common::provider_env;
 
 fn python(test: &str) -> Option<PathBuf> {
-    match std::env::var_os("FLEMMA_TEST_ACP_PYTHON") {
-        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{test}: FLEMMA_TEST_ACP_PYTHON is not set; .ci/run installs PyPI `agent-client-protocol` in a venv and sets it"
-            );
-            eprintln!(
-                "skipped: {test}: set FLEMMA_TEST_ACP_PYTHON to a Python with PyPI `agent-client-protocol` to run the ACP client tests"
-            );
-            None
-        }
-    }
+    crate::common::sdk_python("FLEMMA_TEST_ACP_PYTHON", "agent-client-protocol", test)
 }
 
 /// What a client test needs: the SDK's Python (`None`: skipped), a project, the mock provider.
@@ -690,15 +678,9 @@ async fn editors_mcp_servers(through_daemon: bool) {
     let Some(python) = python("acp mcpServers") else {
         return;
     };
-    let Some(mcp_python) = std::env::var_os("FLEMMA_TEST_MCP_PYTHON").filter(|p| !p.is_empty())
+    let Some(mcp_python) =
+        crate::common::sdk_python("FLEMMA_TEST_MCP_PYTHON", "mcp", "acp mcpServers")
     else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "FLEMMA_TEST_MCP_PYTHON is not set; .ci/run sets it"
-        );
-        eprintln!(
-            "skipped: acp mcpServers: set FLEMMA_TEST_MCP_PYTHON to a Python with PyPI `mcp`"
-        );
         return;
     };
     let server = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -18,19 +18,7 @@ use flemma_mock_provider::{MockProvider, Turn};
 use serde_json::{Value, json};
 
 fn python(test: &str) -> Option<PathBuf> {
-    match std::env::var_os("FLEMMA_TEST_MCP_PYTHON") {
-        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{test}: FLEMMA_TEST_MCP_PYTHON is not set; .ci/run installs PyPI `mcp` in a venv and sets it"
-            );
-            eprintln!(
-                "skipped: {test}: set FLEMMA_TEST_MCP_PYTHON to a Python with PyPI `mcp` to run the MCP end-to-end tests"
-            );
-            None
-        }
-    }
+    crate::common::sdk_python("FLEMMA_TEST_MCP_PYTHON", "mcp", test)
 }
 
 fn demo_server() -> PathBuf {

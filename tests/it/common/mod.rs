@@ -155,3 +155,22 @@ pub fn read(path: &Path) -> String {
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+/// The Python of an official SDK from PyPI, named by the environment variable `var` (`.ci/run`
+/// makes a venv with `package` and sets it); `None` (the test is skipped, and says so) when it
+/// is not set, which fails under CI.
+pub fn sdk_python(var: &str, package: &str, test: &str) -> Option<std::path::PathBuf> {
+    match std::env::var_os(var) {
+        Some(path) if !path.is_empty() => Some(std::path::PathBuf::from(path)),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{test}: {var} is not set; .ci/run installs PyPI `{package}` in a venv and sets it"
+            );
+            eprintln!(
+                "skipped: {test}: set {var} to a Python with PyPI `{package}` to run this test"
+            );
+            None
+        }
+    }
+}
