@@ -78,6 +78,23 @@ impl Backend for AcpHost {
         crate::fsutil::read_chat(path).map_err(|e| format!("{e:#}"))
     }
 
+    fn chats_in(&self, dir: &Path) -> Vec<flemma_acp::list::ChatEntry> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "chat"))
+            .filter_map(|entry| {
+                let meta = entry.metadata().ok().filter(std::fs::Metadata::is_file)?;
+                Some(flemma_acp::list::ChatEntry {
+                    path: entry.path(),
+                    modified: meta.modified().ok()?,
+                })
+            })
+            .collect()
+    }
+
     fn remove_chat_if_unchanged(&self, path: &Path, expected: &str) -> Result<bool, String> {
         if self.read_chat(path)? != expected {
             return Ok(false);

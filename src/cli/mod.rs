@@ -152,7 +152,8 @@ pub enum Command {
     /// embeds agents through ACP (protocol version 1). A session is a .chat file: session/new
     /// creates one under <cwd>/.flemma/sessions/ (the sessionId is its absolute path, and the
     /// session's cwd is recorded in its frontmatter as the tools' working directory);
-    /// session/load opens any .chat and replays its history; session/prompt writes the prompt
+    /// session/load opens any .chat and replays its history; session/list lists a project's
+    /// sessions (newest first, titled by their first question); session/prompt writes the prompt
     /// under the chat's trailing @You:, runs the engine as `flemmad send` does and streams the
     /// reply, thinking and tool calls; tools that need approval are asked with
     /// session/request_permission and the answer is written into the chat; session/cancel

@@ -1245,3 +1245,47 @@ async fn an_unused_session_leaves_no_chat_behind() {
     let text = std::fs::read_to_string(used).unwrap();
     assert!(text.contains("Used."), "{text}");
 }
+
+/// `session/list` lists the project's used sessions, newest first, titled by their first
+/// question; a session opened and not used is not listed. Each listed one loads.
+#[tokio::test]
+async fn list_shows_the_projects_sessions_newest_first() {
+    let Some((python, project, mock)) = setup("acp list").await else {
+        return;
+    };
+    mock.push(Turn::text("One."));
+    mock.push(Turn::text("Two."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "First question\nwith a second line"},
+                {"op": "new"},
+                {"op": "prompt", "text": "Second question"},
+                {"op": "new"},
+                {"op": "list"}
+            ]),
+        )
+        .await;
+    let init = &report["initialize"]["agentCapabilities"];
+    assert_eq!(init["sessionCapabilities"]["list"], json!({}), "{init}");
+    let first = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let second = report["steps"][2]["result"]["sessionId"].as_str().unwrap();
+    let listed = report["steps"][5]["result"]["sessions"].as_array().unwrap();
+    let ids: Vec<&str> = listed
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [second, first], "{listed:?}");
+    assert_eq!(listed[0]["title"], "Second question");
+    assert_eq!(listed[1]["title"], "First question");
+    assert_eq!(listed[0]["cwd"], project.cwd().display().to_string());
+    let updated = listed[0]["updatedAt"].as_str().unwrap();
+    assert!(
+        updated.len() == 20 && updated.ends_with('Z') && updated.as_bytes()[10] == b'T',
+        "{updated}"
+    );
+    assert!(report["steps"][5]["result"].get("nextCursor").is_none());
+}

@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PermissionOption,
-    PermissionOptionKind, PromptCapabilities, PromptRequest, PromptResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, SessionId, SessionNotification,
-    SessionUpdate, StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
+    NewSessionResponse, PermissionOption, PermissionOptionKind, PromptCapabilities, PromptRequest,
+    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, SessionCapabilities,
+    SessionId, SessionInfo, SessionListCapabilities, SessionNotification, SessionUpdate,
+    StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
@@ -325,6 +326,7 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
     let on_initialize = state.clone();
     let on_new = state.clone();
     let on_load = state.clone();
+    let on_list = state.clone();
     let on_prompt = state.clone();
     let on_cancel = state;
     Agent
@@ -341,6 +343,9 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         .agent_capabilities(
                             AgentCapabilities::new()
                                 .load_session(true)
+                                .session_capabilities(
+                                    SessionCapabilities::new().list(SessionListCapabilities::new()),
+                                )
                                 // Stdio servers always; HTTP (streamable) too; not SSE.
                                 .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
                                 .prompt_capabilities(
@@ -372,6 +377,17 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         cx: ConnectionTo<Client>| {
                 match load_session(&on_load, request, &cx) {
                     Ok(()) => responder.respond(LoadSessionResponse::new()),
+                    Err(error) => responder.respond_with_error(error),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ListSessionsRequest,
+                        responder: Responder<ListSessionsResponse>,
+                        _cx: ConnectionTo<Client>| {
+                match list_sessions(&on_list, request) {
+                    Ok(response) => responder.respond(response),
                     Err(error) => responder.respond_with_error(error),
                 }
             },
@@ -438,6 +454,53 @@ fn mcp(state: &State, session: &Session, servers: Vec<McpServer>) {
     for note in unused {
         tracing::warn!(chat = %session.id, "{note}");
     }
+}
+
+/// The chats of `cwd`'s sessions folder (without `cwd`, of the folders of the sessions this
+/// connection knows), newest first, a page at a time; unused ones are left out.
+fn list_sessions(
+    state: &State,
+    request: ListSessionsRequest,
+) -> Result<ListSessionsResponse, Error> {
+    let cwds: Vec<PathBuf> = match request.cwd {
+        Some(cwd) if cwd.is_absolute() => vec![cwd],
+        Some(cwd) => {
+            return Err(invalid(format!(
+                "cwd `{}` is not an absolute path: session/list takes the project's absolute path",
+                cwd.display()
+            )));
+        }
+        None => {
+            let mut cwds: Vec<PathBuf> = lock(&state.sessions)
+                .values()
+                .map(|session| session.cwd.clone())
+                .collect();
+            cwds.sort();
+            cwds.dedup();
+            cwds
+        }
+    };
+    let mut entries = Vec::new();
+    let mut cwd_of = HashMap::new();
+    for cwd in cwds {
+        for entry in state.backend.chats_in(&sessions_dir(&cwd)) {
+            cwd_of.insert(entry.path.clone(), cwd.clone());
+            entries.push(entry);
+        }
+    }
+    let (listed, next) = crate::list::page(entries, request.cursor.as_deref(), |path| {
+        state.backend.read_chat(path).ok()
+    });
+    let sessions = listed
+        .into_iter()
+        .map(|listed| {
+            let cwd = cwd_of.get(&listed.path).cloned().unwrap_or_default();
+            SessionInfo::new(listed.path.display().to_string(), cwd)
+                .title(listed.title)
+                .updated_at(listed.updated_at)
+        })
+        .collect();
+    Ok(ListSessionsResponse::new(sessions).next_cursor(next))
 }
 
 fn load_session(

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 pub mod agent;
 pub mod files;
+pub mod list;
 pub mod prompt;
 pub mod replay;
 
@@ -72,6 +73,9 @@ pub trait Backend: Send + Sync + 'static {
     fn create_chat(&self, path: &Path, text: &str) -> Result<(), String>;
     /// The chat's text.
     fn read_chat(&self, path: &Path) -> Result<String, String>;
+    /// The `.chat` files directly in `dir`, with their modification times (none when the
+    /// folder does not exist).
+    fn chats_in(&self, dir: &Path) -> Vec<list::ChatEntry>;
     /// Removes the chat if it still holds `expected` (a session that was never used); `false`
     /// when it holds something else.
     fn remove_chat_if_unchanged(&self, path: &Path, expected: &str) -> Result<bool, String>;

@@ -17,6 +17,7 @@ Steps (a JSON list):
    "cancel_after_chunks": N}                      (or "cancel": a cancelled outcome);
                                                   `cancel_after_chunks` sends session/cancel
                                                   after N agent_message_chunks
+  {"op": "list"}                                  session/list in CWD
   {"op": "replace_in_chat", "old": ..., "new": ...}
                                                   another program edits the session's chat
                                                   file (the first `old` becomes `new`)
@@ -145,6 +146,9 @@ async def main():
                     response = await conn.prompt(
                         session_id=step.get("session", session_id), prompt=blocks_of(step)
                     )
+                    record["result"] = dump(response)
+                elif step["op"] == "list":
+                    response = await conn.list_sessions(cwd=cwd)
                     record["result"] = dump(response)
                 elif step["op"] == "replace_in_chat":
                     with open(session_id, encoding="utf-8") as file:

@@ -90,6 +90,9 @@ impl Backend for Scripted {
     fn mcp_servers(&self, _path: &Path, _cwd: &Path, _servers: Vec<McpServerSpec>) -> Vec<String> {
         Vec::new()
     }
+    fn chats_in(&self, _dir: &Path) -> Vec<flemma_acp::list::ChatEntry> {
+        Vec::new()
+    }
     fn remove_chat_if_unchanged(&self, _path: &Path, _expected: &str) -> Result<bool, String> {
         Ok(false)
     }
