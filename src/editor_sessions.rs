@@ -2,7 +2,9 @@
 //! an ACP session (`mcpServers`, tool sources beside the configuration's) and the editor's
 //! view of files (ACP `fs/*`, through which `read`, `write` and `edit` go). Set by
 //! `crate::acp_host`, read when a chat's tools are set up (`crate::engine_setup`,
-//! `crate::tool_setup`). Lives as long as the process (the daemon's, or `flemmad acp`'s).
+//! `crate::tool_setup`). Lives as long as the process (the daemon's, or `flemmad acp`'s); a
+//! client that went away answers no file calls (its `ClientFiles` knows), so the tools of a
+//! driver that outlives it use the disk.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -75,11 +77,11 @@ struct ClientEditorFiles(ClientFiles);
 
 impl EditorFiles for ClientEditorFiles {
     fn reads(&self) -> bool {
-        self.0.reads
+        self.0.reads()
     }
 
     fn writes(&self) -> bool {
-        self.0.writes
+        self.0.writes()
     }
 
     fn read_text(&self, path: &Path, cancel: &Cancel) -> Result<String, String> {

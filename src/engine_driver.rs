@@ -674,25 +674,10 @@ impl Driver {
                     for warning in &summary.warnings {
                         let _ = sender.send(Message::Warning(warning.clone()));
                     }
-                    match summary.stop_error() {
-                        Some(error @ ProviderError::Refusal { .. }) => StreamOutcome::Refused {
-                            message: error.to_string(),
-                        },
-                        Some(error) => StreamOutcome::Failed {
-                            message: error.to_string(),
-                            retryable: false,
-                        },
-                        None => StreamOutcome::Finished,
-                    }
+                    summary.stop_error().map_or(StreamOutcome::Finished, failed)
                 }
                 Err(ProviderError::Cancelled) => StreamOutcome::Cancelled,
-                Err(error @ ProviderError::Refusal { .. }) => StreamOutcome::Refused {
-                    message: error.to_string(),
-                },
-                Err(error) => StreamOutcome::Failed {
-                    message: error.to_string(),
-                    retryable: false,
-                },
+                Err(error) => failed(error),
             };
             let _ = sender.send(Message::Session(Input::Engine(EngineInput::StreamEnded {
                 request,
@@ -805,5 +790,17 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+/// How a provider's error ends a stream: a refusal as such, anything else as a failure.
+fn failed(error: ProviderError) -> StreamOutcome {
+    let message = error.to_string();
+    match error {
+        ProviderError::Refusal { .. } => StreamOutcome::Refused { message },
+        _ => StreamOutcome::Failed {
+            message,
+            retryable: false,
+        },
     }
 }

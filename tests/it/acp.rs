@@ -1289,3 +1289,53 @@ async fn list_shows_the_projects_sessions_newest_first() {
     );
     assert!(report["steps"][5]["result"].get("nextCursor").is_none());
 }
+
+/// Through a daemon the reply goes on when the editor goes away mid-prompt; a tool that runs
+/// after that reads the disk, not the editor that left (its files are the connection's).
+#[tokio::test]
+async fn a_tool_run_after_the_editor_left_reads_the_disk() {
+    let Some((python, project, mock)) = setup("acp editor left").await else {
+        return;
+    };
+    std::fs::write(
+        project.root.join("config/flemma/config.toml"),
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"read\"]\n",
+    )
+    .unwrap();
+    let mut daemon = project.daemon(&mock.base_url()).await;
+    // The reply lasts about 5 s (the rate counts the stream's bytes), longer than the client
+    // takes to go (it closes its side, waits up to 2 s, then ends the agent).
+    mock.push(
+        Turn::text("Reading the file now. ".repeat(20))
+            .bytes_per_sec(2000)
+            .tool_call_with_id(
+                "read",
+                "r1",
+                json!({"label": "read x", "path": "src/x.rs", "offset": null, "limit": null}),
+            ),
+    );
+    mock.push(Turn::text("Done reading."));
+    let mut steps = file_tool_steps(&project);
+    steps["steps"][1] = json!({"op": "prompt_and_leave", "text": "Read x.", "after_chunks": 1});
+    let report = project.client(&python, &mock.base_url(), steps).await;
+    assert_eq!(report["steps"][1]["result"]["left"], true, "{report}");
+    let session = session_of(&report);
+    let start = std::time::Instant::now();
+    let text = loop {
+        let text = std::fs::read_to_string(session).unwrap();
+        if text.contains("Done reading.") {
+            break text;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the reply did not go on without the editor:\n{text}\n{}",
+            project.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(text.contains("**Tool Result:** `r1`\n"), "{text}");
+    assert!(text.contains("fn x() {}"), "read from the disk: {text}");
+    assert!(!text.contains("unsaved"), "{text}");
+    assert!(report["fs"].as_array().unwrap().is_empty(), "{report}");
+    daemon.kill().await.unwrap();
+}

@@ -56,6 +56,8 @@ pub async fn serve(
         })
         .map_err(Error::into_internal_error)?;
     let (in_tx, in_rx) = futures::channel::mpsc::unbounded::<std::io::Result<String>>();
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let input_closed = closed.clone();
     std::thread::Builder::new()
         .name("acp-in".into())
         .spawn(move || {
@@ -77,6 +79,9 @@ pub async fn serve(
                     initializing.wait();
                 }
             }
+            // The client is gone: its files are no longer reachable, even while a prompt the
+            // engine still runs keeps the connection's tasks alive.
+            input_closed.store(true, std::sync::atomic::Ordering::SeqCst);
         })
         .map_err(Error::into_internal_error)?;
     let outgoing = line_tx
@@ -86,6 +91,7 @@ pub async fn serve(
         backend,
         sessions: Mutex::default(),
         client_fs: Mutex::default(),
+        closed,
     });
     let result = builder(state.clone())
         .connect_to(Lines::new(outgoing, in_rx))
@@ -172,6 +178,8 @@ struct State {
     backend: Arc<dyn Backend>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     client_fs: Mutex<(bool, bool)>,
+    /// Set when the client's input ends.
+    closed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// One session: its chat, its working directory, and the prompt that runs.
@@ -251,7 +259,13 @@ impl State {
     ) -> Arc<Session> {
         let id = path.display().to_string();
         let (reads, writes) = *lock(&self.client_fs);
-        let files = ClientFiles::new(cx.clone(), SessionId::new(id.clone()), reads, writes);
+        let files = ClientFiles::new(
+            cx.clone(),
+            SessionId::new(id.clone()),
+            reads,
+            writes,
+            self.closed.clone(),
+        );
         if let Some(files) = &files {
             self.backend.client_files(&path, files.clone());
         }
@@ -628,28 +642,40 @@ impl Turn<'_> {
         self.backend.read_chat(&self.session.path).map_err(internal)
     }
 
+    /// Replaces the chat with what `change` makes of it, reading it again when someone wrote
+    /// meanwhile (five times at most): the text written, `None` when `change` had nothing to
+    /// do, or `failure` when the chat kept changing.
+    fn rewrite(
+        &self,
+        change: impl Fn(&str) -> Option<String>,
+        failure: &str,
+    ) -> Result<Option<String>, Error> {
+        for _ in 0..5 {
+            let text = self.read()?;
+            let Some(next) = change(&text) else {
+                return Ok(None);
+            };
+            if self
+                .backend
+                .replace_chat(&self.session.path, &text, &next)
+                .map_err(internal)?
+            {
+                return Ok(Some(next));
+            }
+        }
+        Err(internal(failure))
+    }
+
     async fn run(mut self, prompt: &str) -> Result<StopReason, Error> {
         let path = self.session.path.clone();
         let mut events = self.backend.events(&path);
-        // Write the prompt under the trailing `@You:` (again if someone wrote meanwhile).
-        let mut written = None;
-        for _ in 0..5 {
-            let text = self.read()?;
-            let next = prompt::with_prompt(&text, prompt);
-            if self
-                .backend
-                .replace_chat(&path, &text, &next)
-                .map_err(internal)?
-            {
-                written = Some(next);
-                break;
-            }
-        }
-        let Some(written) = written else {
-            return Err(internal(
+        // Write the prompt under the trailing `@You:`.
+        let written = self
+            .rewrite(
+                |text| Some(prompt::with_prompt(text, prompt)),
                 "the chat kept changing while the prompt was written; try again",
-            ));
-        };
+            )?
+            .unwrap_or_default();
         // Calls already in the file are history, not this prompt's.
         let doc = flemma_syntax::parse(written);
         for message in doc.messages() {
@@ -813,22 +839,11 @@ impl Turn<'_> {
     /// Marks the pending calls `ids` aborted in the chat (a cancelled permission request:
     /// they did not run, and the next prompt tells the model so instead of asking again).
     fn abort_calls(&self, ids: &[String]) -> Result<(), Error> {
-        for _ in 0..5 {
-            let text = self.read()?;
-            let Some(next) = prompt::with_calls_aborted(&text, ids) else {
-                return Ok(());
-            };
-            if self
-                .backend
-                .replace_chat(&self.session.path, &text, &next)
-                .map_err(internal)?
-            {
-                return Ok(());
-            }
-        }
-        Err(internal(
+        self.rewrite(
+            |text| prompt::with_calls_aborted(text, ids),
             "the chat kept changing while the cancelled calls were marked aborted; they stay pending",
-        ))
+        )
+        .map(drop)
     }
 
     /// Asks the client about every pending call not decided yet, then approves or rejects

@@ -4,7 +4,8 @@
 //! editor at once. Calls block the calling thread (a tool's), never the connection.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::ConnectionTo;
@@ -25,9 +26,12 @@ pub struct ClientFiles {
     session: SessionId,
     runtime: tokio::runtime::Handle,
     /// The client reads files (`fs.readTextFile`).
-    pub reads: bool,
+    reads: bool,
     /// The client writes files (`fs.writeTextFile`).
-    pub writes: bool,
+    writes: bool,
+    /// Set when the client's side of the connection closed (the connection itself may live on
+    /// while a prompt the engine still runs ends).
+    closed: Arc<AtomicBool>,
     /// Tells this session's access from another's (of another connection) on the same chat.
     id: u64,
 }
@@ -50,6 +54,7 @@ impl ClientFiles {
         session: SessionId,
         reads: bool,
         writes: bool,
+        closed: Arc<AtomicBool>,
     ) -> Option<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let runtime = tokio::runtime::Handle::try_current().ok()?;
@@ -59,8 +64,19 @@ impl ClientFiles {
             runtime,
             reads,
             writes,
+            closed,
             id: NEXT.fetch_add(1, Ordering::Relaxed),
         })
+    }
+
+    /// Whether the client reads files, and is still there.
+    pub fn reads(&self) -> bool {
+        self.reads && !self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Whether the client writes files, and is still there.
+    pub fn writes(&self) -> bool {
+        self.writes && !self.closed.load(Ordering::SeqCst)
     }
 
     /// Whether `other` is this same access (not another connection's on the same chat).
@@ -70,8 +86,8 @@ impl ClientFiles {
 
     /// The text the client has for `path` (its buffer when open, unsaved changes included).
     pub fn read_text(&self, path: &Path, cancelled: &dyn Fn() -> bool) -> Result<String, String> {
-        if !self.reads {
-            return Err("the editor does not read files (fs.readTextFile)".into());
+        if !self.reads() {
+            return Err("the editor does not read files (fs.readTextFile), or went away".into());
         }
         let request = ReadTextFileRequest::new(self.session.clone(), path);
         self.call(request, cancelled)
@@ -85,8 +101,8 @@ impl ClientFiles {
         text: &str,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<(), String> {
-        if !self.writes {
-            return Err("the editor does not write files (fs.writeTextFile)".into());
+        if !self.writes() {
+            return Err("the editor does not write files (fs.writeTextFile), or went away".into());
         }
         let request = WriteTextFileRequest::new(self.session.clone(), path, text);
         self.call(request, cancelled).map(drop)

@@ -331,6 +331,12 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Dir::open(dir, Some(0o777))?.replace(name, bytes, 0o666)
 }
 
+/// Creates the directory at `path` (absolute, resolved) and its missing parents, following
+/// no symlink on the way.
+pub fn create_dirs(path: &Path) -> io::Result<()> {
+    Dir::open(path, Some(0o777)).map(drop)
+}
+
 /// Opens (creating, truncating) the file at `path` for writing, its missing parents created
 /// with `dir_mode` and the file with `file_mode`, following no symlink (see
 /// [`Dir::open_for_write`]).

@@ -18,6 +18,8 @@ Steps (a JSON list):
                                                   `cancel_after_chunks` sends session/cancel
                                                   after N agent_message_chunks
   {"op": "list"}                                  session/list in CWD
+  {"op": "prompt_and_leave", "text": ...,         session/prompt, then the client goes away
+   "after_chunks": N}                             (ends the run) after N agent_message_chunks
   {"op": "replace_in_chat", "old": ..., "new": ...}
                                                   another program edits the session's chat
                                                   file (the first `old` becomes `new`)
@@ -58,6 +60,8 @@ class Recorder:
         self.session_id = None
         self.buffers = None
         self.fs = []
+        self.leave = None
+        self.leave_after = None
 
     async def request_permission(self, session_id, tool_call, options, **kwargs):
         self.permissions.append(
@@ -73,6 +77,8 @@ class Recorder:
         self.updates.append(dump(update))
         if update.session_update == "agent_message_chunk":
             self.chunks += 1
+            if self.leave is not None and self.chunks == self.leave_after:
+                self.leave.set()
             if self.cancel_after is not None and self.chunks == self.cancel_after:
                 asyncio.get_running_loop().create_task(self.conn.cancel(session_id=session_id))
 
@@ -124,6 +130,7 @@ async def main():
         )
         out["initialize"] = dump(init)
         session_id = None
+        leaving = False
         for step in steps:
             recorder.updates, recorder.permissions, recorder.chunks = [], [], 0
             recorder.answer = step.get("permission", "allow_once")
@@ -147,6 +154,16 @@ async def main():
                         session_id=step.get("session", session_id), prompt=blocks_of(step)
                     )
                     record["result"] = dump(response)
+                elif step["op"] == "prompt_and_leave":
+                    recorder.leave = asyncio.Event()
+                    recorder.leave_after = step["after_chunks"]
+                    unanswered = asyncio.ensure_future(
+                        conn.prompt(session_id=session_id, prompt=blocks_of(step))
+                    )
+                    await asyncio.wait_for(recorder.leave.wait(), 60)
+                    unanswered.cancel()
+                    record["result"] = {"left": True}
+                    leaving = True
                 elif step["op"] == "list":
                     response = await conn.list_sessions(cwd=cwd)
                     record["result"] = dump(response)
@@ -173,6 +190,8 @@ async def main():
             record["updates"] = list(recorder.updates)
             record["permissions"] = list(recorder.permissions)
             out["steps"].append(record)
+            if leaving:
+                break
     if recorder.buffers is not None:
         out["fs"] = recorder.fs
         out["buffers"] = recorder.buffers

@@ -74,6 +74,7 @@ impl Engine {
             },
             (outcome, _) => outcome,
         };
+        let refused = matches!(outcome, StreamOutcome::Refused { .. });
         match outcome {
             StreamOutcome::Finished => {
                 let tail = match self.stream.as_mut() {
@@ -98,19 +99,17 @@ impl Engine {
                     self.stop(out, StopReason::Idle);
                 }
             }
-            StreamOutcome::Failed { message, .. } => {
+            StreamOutcome::Failed { message, .. } | StreamOutcome::Refused { message } => {
                 self.end_interrupted(ReplyOutcome::Failed(message.clone()), out);
                 if let Some(stream) = self.stream.take() {
                     self.account(&stream, "errored", out);
                 }
-                self.stop(out, StopReason::Error { message });
-            }
-            StreamOutcome::Refused { message } => {
-                self.end_interrupted(ReplyOutcome::Failed(message.clone()), out);
-                if let Some(stream) = self.stream.take() {
-                    self.account(&stream, "errored", out);
-                }
-                self.stop(out, StopReason::Refused { message });
+                let reason = if refused {
+                    StopReason::Refused { message }
+                } else {
+                    StopReason::Error { message }
+                };
+                self.stop(out, reason);
             }
             StreamOutcome::Cancelled => {
                 self.end_interrupted(ReplyOutcome::Interrupted, out);

@@ -74,7 +74,7 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
     let written = match ctx.editor_writes() {
         Some(editor) => path
             .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
+            .map_or(Ok(()), crate::nofollow::create_dirs)
             .map_err(|e| format!("cannot create its folder: {e}"))
             .and_then(|()| editor.write_text(&path, content, &ctx.cancel)),
         None => crate::nofollow::replace_file(&path, content.as_bytes()).map_err(|e| e.to_string()),
