@@ -63,12 +63,29 @@ impl Backend for AcpHost {
     fn create_chat(&self, path: &Path, text: &str) -> Result<(), String> {
         use std::io::Write as _;
         let dir = path.parent().ok_or("a chat needs a folder")?;
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create the sessions folder {}: {e}", dir.display()))?;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
+        let name = path.file_name().ok_or("a chat needs a name")?;
+        // The sessions folder is made, and the chat created, following no link below the
+        // project: a repository that ships `.flemma/sessions` as a link (to `/tmp`, say) would
+        // put the chat, and the working directory it records as `../..`, somewhere else.
+        let (base, below) = match dir.ancestors().nth(2) {
+            Some(project) if dir.ends_with(".flemma/sessions") => {
+                (project, Path::new(".flemma/sessions"))
+            }
+            _ => (dir, Path::new("")),
+        };
+        let refused = |e: std::io::Error| {
+            format!(
+                "cannot create the sessions folder {}: {e} (a `.flemma` or `sessions` that is a symbolic link is refused; remove the link)",
+                dir.display()
+            )
+        };
+        let folder =
+            flemma_tools::nofollow::Dir::open_beneath(base, below, Some(0o755)).map_err(refused)?;
+        if folder.contains(name) {
+            return Err(format!("the chat {} already exists", path.display()));
+        }
+        let mut file = folder
+            .open_for_write(name, 0o644, true)
             .map_err(|e| format!("cannot create the chat {}: {e}", path.display()))?;
         file.write_all(text.as_bytes())
             .map_err(|e| format!("cannot write the chat {}: {e}", path.display()))

@@ -12,7 +12,7 @@ use flemma_provider::ToolDefinition;
 use flemma_template::{AutoApproveAnswer, AutoApproveFunction, Limits};
 use flemma_tools::approval::{ApprovalFunction, ReadScope};
 use flemma_tools::registry::{Registered, Registry};
-use flemma_tools::sandbox::{Bwrap, PathPolicy, PolicyPlaces};
+use flemma_tools::sandbox::{Bwrap, CallLimits, PathPolicy, PolicyPlaces, PrivatePlaces};
 use flemma_tools::spec::Capability;
 use flemma_tools::{ApprovalChain, ResultStore, RunContext, ToolSpec};
 use serde_json::Value;
@@ -59,7 +59,12 @@ impl ToolSetup {
             ),
             AutoApprove::Tools { .. } => None,
         };
-        let mut setup = Self::new(resolved.config.clone(), Some(chat), auto_approve)?;
+        let mut setup = Self::new(
+            resolved.config.clone(),
+            Some(chat),
+            auto_approve,
+            analysis.trust.trusted,
+        )?;
         if let Some(function) = function {
             let context = serde_json::json!({
                 "cwd": setup.ctx.cwd.display().to_string(),
@@ -76,11 +81,13 @@ impl ToolSetup {
 
     /// The setup for `config` and the chat at `chat` (its directory is the working directory
     /// unless `tools.bash.cwd` says otherwise; without a chat, the current directory).
-    /// `auto_approve` is the resolved approval policy (`ResolvedConfig::auto_approve`).
+    /// `auto_approve` is the resolved approval policy (`ResolvedConfig::auto_approve`); an
+    /// untrusted chat's working directory stays inside its project ([`working_directory`]).
     pub fn new(
         config: Config,
         chat: Option<&Path>,
         auto_approve: AutoApprove,
+        trusted: bool,
     ) -> Result<Self, String> {
         let chat = match chat {
             Some(path) => Some(
@@ -95,13 +102,12 @@ impl ToolSetup {
             .as_deref()
             .and_then(Path::parent)
             .map(Path::to_path_buf);
-        let cwd = match config.tools.bash.cwd.as_str() {
-            "urn:flemma:buffer:path" => chat_dir.clone().unwrap_or_else(|| here.clone()),
-            other => {
-                let expanded = PathBuf::from(flemma_tools::sandbox::expand_env(other, &env));
-                chat_dir.as_deref().unwrap_or(&here).join(expanded)
-            }
-        };
+        let cwd = working_directory(
+            &config.tools.bash.cwd,
+            chat_dir.as_deref().unwrap_or(&here),
+            trusted || chat.is_none(),
+            &env,
+        )?;
         let store = ResultStore::new(&config.tools.store, chat.as_deref(), 0, &env)
             .verified(chat.as_deref())
             .map_err(|error| error.to_string())?;
@@ -110,12 +116,25 @@ impl ToolSetup {
             chat_path: chat.clone(),
             store_dir: Some(store.dir().to_path_buf()),
         };
-        let policy = PathPolicy::from_config(&config.sandbox.policy, &places, &env);
-        let bwrap = if !config.sandbox.enabled || config.sandbox.backend == SandboxBackend::None {
+        let mut policy = PathPolicy::from_config(&config.sandbox.policy, &places, &env)
+            .protect(authority_paths(chat.as_deref()));
+        let sandboxed = config.sandbox.enabled && config.sandbox.backend != SandboxBackend::None;
+        let private = if sandboxed {
+            private_places(chat.as_deref())
+        } else {
+            None
+        };
+        if let Some(private) = &private {
+            policy = policy.with_private(private.clone());
+        }
+        let bwrap = if !sandboxed {
             Err("sandbox disabled in config".to_string())
         } else {
-            Bwrap::for_policy(&policy, config.sandbox.policy.network)
-                .map(|bwrap| bwrap.with_hidden(hidden_from_sandbox()))
+            Bwrap::for_policy(&policy, config.sandbox.policy.network).map(|bwrap| {
+                bwrap
+                    .with_hidden(hidden_from_sandbox())
+                    .with_limits(call_limits(&config.sandbox.limits))
+            })
         };
         let read_scope = ReadScope::new(
             cwd.clone(),
@@ -137,6 +156,15 @@ impl ToolSetup {
         ));
         let sandbox = match bwrap {
             Ok(bwrap) => {
+                if let Some(private) = bwrap.private() {
+                    // Inside, the temporary folder is the private `/tmp` and the cache the
+                    // private one, wherever the user's variables point outside.
+                    ctx.env.push(("TMPDIR".into(), "/tmp".into()));
+                    if let Some(cache) = private.cache_targets.first() {
+                        ctx.env
+                            .push(("XDG_CACHE_HOME".into(), cache.display().to_string()));
+                    }
+                }
                 ctx.sandbox = Some(Arc::new(bwrap));
                 Ok(())
             }
@@ -213,6 +241,206 @@ impl ToolSetup {
     }
 }
 
+/// The tools' working directory for `setting` (`tools.bash.cwd`) of a chat in `chat_dir`:
+/// the chat's folder for `urn:flemma:buffer:path`, else `setting` (variables expanded) from the
+/// chat's folder as written — `..` is applied to the path, never after following a link. An
+/// untrusted chat's working directory stays inside its project: its own folder, or the folder
+/// above `.flemma/sessions/` for a chat `flemmad acp` keeps there (`../..`), when `.flemma` and
+/// `sessions` are real folders.
+pub fn working_directory(
+    setting: &str,
+    chat_dir: &Path,
+    trusted: bool,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<PathBuf, String> {
+    if setting == "urn:flemma:buffer:path" {
+        return Ok(chat_dir.to_path_buf());
+    }
+    let expanded = flemma_tools::sandbox::expand_env(setting, env);
+    let cwd = flemma_protocol::document::normalize(&chat_dir.join(&expanded));
+    if trusted || cwd == flemma_protocol::document::normalize(chat_dir) {
+        return Ok(cwd);
+    }
+    let sessions = chat_dir.ends_with(".flemma/sessions")
+        && [chat_dir, chat_dir.parent().unwrap_or(chat_dir)]
+            .iter()
+            .all(|dir| dir.symlink_metadata().is_ok_and(|m| m.is_dir()));
+    if sessions && expanded.trim_end_matches('/') == "../.." {
+        return Ok(cwd);
+    }
+    Err(format!(
+        "this untrusted chat's `tools.bash.cwd = \"{setting}\"` names {}, outside its own folder {}: an untrusted chat's tools work inside its project; remove the setting, or trust the chat's folder with `flemmad trust {}`",
+        cwd.display(),
+        chat_dir.display(),
+        chat_dir.display()
+    ))
+}
+
+/// What a trial run in the sandbox of `config` showed (`flemmad doctor`).
+#[derive(Debug)]
+pub struct SandboxProbe {
+    /// The command had no capability (`CapEff` 0), as root too.
+    pub capabilities_dropped: bool,
+    /// Its `/tmp` was the chat's private one, not the host's.
+    pub private_tmp: bool,
+    /// The chat file could not be written.
+    pub chat_read_only: bool,
+    /// The limits of each call.
+    pub limits: CallLimits,
+}
+
+/// Runs a trial command in the sandbox `config` gives a chat in a temporary folder, and says
+/// what held; `Err` when there is no sandbox (and why). Leaves nothing behind.
+pub fn probe_sandbox(config: &Config) -> Result<SandboxProbe, String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("no temporary folder: {e}"))?;
+    let chat = dir.path().join("doctor.chat");
+    std::fs::write(&chat, "@You:\n").map_err(|e| format!("cannot write a trial chat: {e}"))?;
+    let auto_approve = AutoApprove::Tools {
+        tools: Vec::new(),
+        exclusions: Vec::new(),
+        direct: Vec::new(),
+    };
+    let setup = ToolSetup::new(config.clone(), Some(&chat), auto_approve, true)?;
+    setup.sandbox.clone()?;
+    let Some(bwrap) = setup.ctx.sandbox.clone() else {
+        return Err("no sandbox backend".into());
+    };
+    let marker = format!("flemma-doctor-{}", std::process::id());
+    let command = format!(
+        "grep '^CapEff' /proc/self/status; echo probe > /tmp/{marker}; (echo x >> {}) 2>/dev/null && echo chat-writable; true",
+        chat.display()
+    );
+    let outcome = flemma_tools::builtin::bash::run(
+        &setup.ctx,
+        &serde_json::json!({"label": "doctor", "command": command, "timeout": 20}),
+    );
+    let private = bwrap.private().cloned();
+    let private_tmp = private
+        .as_ref()
+        .is_some_and(|p| p.tmp.join(&marker).exists())
+        && !Path::new("/tmp").join(&marker).exists();
+    let _ = std::fs::remove_file(Path::new("/tmp").join(&marker));
+    if let Some(base) = private.as_ref().and_then(|p| p.tmp.parent()) {
+        let _ = std::fs::remove_dir_all(base);
+    }
+    if outcome.is_error {
+        return Err(format!(
+            "a trial command failed in it: {}",
+            outcome.text.trim()
+        ));
+    }
+    Ok(SandboxProbe {
+        capabilities_dropped: outcome.text.lines().any(|line| {
+            line.strip_prefix("CapEff:")
+                .is_some_and(|mask| mask.trim().bytes().all(|b| b == b'0'))
+        }),
+        private_tmp,
+        chat_read_only: !outcome.text.contains("chat-writable"),
+        limits: bwrap.limits(),
+    })
+}
+
+/// The sandbox's limits per call from the configuration (`0`: none).
+fn call_limits(limits: &flemma_config::SandboxLimits) -> CallLimits {
+    CallLimits {
+        processes: (limits.processes > 0).then_some(limits.processes),
+        memory_bytes: (limits.memory > 0).then(|| limits.memory.saturating_mul(1024 * 1024)),
+    }
+}
+
+/// What holds a chat's authority or runs later outside the sandbox, which no tool writes even
+/// where a writable root holds it (a chat kept in the home folder, a root the user's config
+/// names): flemmad's configuration (with the trusted folders) and records, the chat itself
+/// (chat files are refused by name too), and the shell's and git's start-up files.
+fn authority_paths(chat: Option<&Path>) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = chat.into_iter().map(Path::to_path_buf).collect();
+    paths.extend(crate::trust::env_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("flemma")));
+    paths.extend(crate::trust::env_dir("XDG_STATE_HOME", ".local/state").map(|d| d.join("flemma")));
+    if let Some(config) = std::env::var_os("FLEMMA_CONFIG").filter(|v| !v.is_empty()) {
+        paths.push(PathBuf::from(config));
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        let home = PathBuf::from(home);
+        paths.extend(HOME_START_UP.iter().map(|name| home.join(name)));
+    }
+    paths
+}
+
+/// Files in the home folder that run code later, outside the sandbox: shell, login and
+/// session start-up files, git's configuration, user services and autostart entries, and the
+/// folders on `PATH` by convention.
+const HOME_START_UP: [&str; 22] = [
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".config/fish",
+    ".inputrc",
+    ".pam_environment",
+    ".xprofile",
+    ".xinitrc",
+    ".gitconfig",
+    ".config/git",
+    ".config/systemd",
+    ".config/autostart",
+    ".config/environment.d",
+    ".local/bin",
+    ".config/nvim",
+    ".vimrc",
+];
+
+/// The chat's private `/tmp` and cache for its sandbox, under
+/// `$XDG_CACHE_HOME/flemma/sandbox/<chat key>` (folders unused for a month are removed).
+fn private_places(chat: Option<&Path>) -> Option<PrivatePlaces> {
+    let cache = crate::trust::env_dir("XDG_CACHE_HOME", ".cache")?;
+    let sandboxes = cache.join("flemma").join("sandbox");
+    let key = chat.map_or_else(|| "no-chat".to_owned(), crate::trust::chat_key);
+    let mut targets = Vec::new();
+    if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        targets.push(PathBuf::from(home).join(".cache"));
+    }
+    if !targets.contains(&cache) {
+        targets.push(cache.clone());
+    }
+    prune_sandboxes(&sandboxes, &key);
+    match PrivatePlaces::create(&sandboxes.join(&key), targets) {
+        Ok(places) => Some(places),
+        Err(error) => {
+            tracing::warn!(%error, dir = %sandboxes.display(), "the sandbox's private /tmp cannot be made; sandboxed commands get none");
+            None
+        }
+    }
+}
+
+/// Removes the private folders of chats whose sandbox was not used for 30 days.
+fn prune_sandboxes(sandboxes: &Path, keep: &str) {
+    const UNUSED: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+    let Ok(entries) = std::fs::read_dir(sandboxes) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name() == keep {
+            continue;
+        }
+        let old = entry
+            .path()
+            .join("last-used")
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|modified| modified.elapsed().ok())
+            .is_some_and(|age| age > UNUSED);
+        if old {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// What sandboxed commands must not see: the daemon's runtime directory (its sockets reach
 /// the daemon, which runs outside the sandbox) — the whole `$XDG_RUNTIME_DIR` when set, which
 /// also holds the session bus, `systemd --user` and the agents' sockets —, the X11 sockets, and
@@ -229,7 +457,7 @@ fn hidden_from_sandbox() -> Vec<PathBuf> {
         hidden.push(PathBuf::from(runtime));
     }
     hidden.push(daemon);
-    hidden.push(PathBuf::from("/tmp/.X11-unix"));
+    hidden.extend(SYSTEM_SOCKETS.iter().map(PathBuf::from));
     if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
         let home = PathBuf::from(home);
         hidden.extend(
@@ -240,6 +468,22 @@ fn hidden_from_sandbox() -> Vec<PathBuf> {
     }
     hidden
 }
+
+/// Other programs' sockets outside `/tmp` (which is private inside): a socket can be connected
+/// to on a read-only filesystem, and these reach programs that run outside the sandbox (the
+/// container engines, `screen`, the system bus, other users' runtime folders).
+const SYSTEM_SOCKETS: [&str; 10] = [
+    "/run/user",
+    "/run/screen",
+    "/var/run/screen",
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/containerd",
+    "/run/podman",
+    "/run/dbus",
+    "/var/run/dbus",
+    "/tmp/.X11-unix",
+];
 
 /// The provider-side definition of a tool.
 pub fn to_definition(spec: &ToolSpec) -> ToolDefinition {

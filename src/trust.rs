@@ -28,7 +28,8 @@ const RECORDS_CAP: u64 = 16 << 20;
 /// How much of the trusted-folders file is read.
 const FOLDERS_CAP: u64 = 1 << 20;
 
-fn env_dir(variable: &str, fallback: &str) -> Option<PathBuf> {
+/// An XDG base folder: `$variable` when set to an absolute path, else `$HOME/fallback`.
+pub fn env_dir(variable: &str, fallback: &str) -> Option<PathBuf> {
     std::env::var_os(variable)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -218,9 +219,15 @@ fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
 
 /// The record file of the chat at `chat` (its path made absolute and lexical).
 fn records_file(dir: &Path, chat: &Path) -> PathBuf {
+    dir.join(format!("{}.jsonl", chat_key(chat)))
+}
+
+/// A chat's name in flemmad's own folders: the SHA-256 of its path (made absolute and
+/// lexical), in hex.
+pub fn chat_key(chat: &Path) -> String {
     let chat = flemma_lsp::normalize(chat);
     let digest = ring::digest::digest(&ring::digest::SHA256, chat.as_os_str().as_encoded_bytes());
-    dir.join(format!("{}.jsonl", hex(digest.as_ref())))
+    hex(digest.as_ref())
 }
 
 fn hex(bytes: &[u8]) -> String {

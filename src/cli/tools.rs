@@ -80,7 +80,7 @@ fn setup(
                     .join("\n")
             })?;
             let auto_approve = resolved.auto_approve();
-            let setup = ToolSetup::new(resolved.config.clone(), None, auto_approve)?;
+            let setup = ToolSetup::new(resolved.config.clone(), None, auto_approve, true)?;
             Ok((setup, resolved))
         }
     }

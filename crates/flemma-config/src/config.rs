@@ -783,6 +783,18 @@ pub struct Sandbox {
     pub backend: SandboxBackend,
     /// Policy.
     pub policy: SandboxPolicy,
+    /// What one sandboxed call may use.
+    pub limits: SandboxLimits,
+}
+
+/// What one sandboxed call may use (`0`: no limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxLimits {
+    /// Processes alive at once.
+    pub processes: u32,
+    /// Memory of all its processes together, in MiB (each process's data segment too).
+    pub memory: u64,
 }
 
 /// Sandbox backend choice.

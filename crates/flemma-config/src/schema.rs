@@ -820,7 +820,7 @@ fn build_root() -> Node {
                         )
                         .widens(Narrowing::Check(
                             is_chat_dir_or_ancestor,
-                            "`urn:flemma:buffer:path` or an ancestor of the chat's folder (`..`, `../..`)",
+                            "`urn:flemma:buffer:path`, or `../..` for a chat `flemmad acp` keeps in `<project>/.flemma/sessions/`",
                         )),
                     )],
                 ),
@@ -927,14 +927,11 @@ fn build_root() -> Node {
                             "rw_paths",
                             list(
                                 ItemKind::Text,
-                                "Writable paths; `urn:flemma:cwd`, `urn:flemma:buffer:path`, `urn:flemma:store` and `${VAR:-default}` are expanded.",
+                                "Writable paths; `urn:flemma:cwd`, `urn:flemma:buffer:path`, `urn:flemma:store` and `${VAR:-default}` are expanded. A URN that names your home folder or one above it is left out (the shell's start-up files would be writable). Besides these, sandboxed commands have a `/tmp` and a cache (`~/.cache`, `$XDG_CACHE_HOME`) of the chat's own, which the file tools see there too; chat files, every `.git` and flemmad's configuration and records stay read-only inside them (docs/security.md).",
                                 &[
                                     "urn:flemma:cwd",
                                     "urn:flemma:buffer:path",
                                     "urn:flemma:store",
-                                    "/tmp",
-                                    "${TMPDIR:-/tmp}",
-                                    "${XDG_CACHE_HOME:-~/.cache}",
                                 ],
                             )
                             .widens(Narrowing::Subset),
@@ -962,6 +959,32 @@ fn build_root() -> Node {
                                 Some(false),
                             )
                             .widens(Narrowing::Only(json!(false))),
+                        ),
+                    ],
+                ),
+            ),
+            field(
+                "limits",
+                object(
+                    "What one sandboxed call (`bash`, a custom tool, foreground or background) may use; past a limit the whole call is stopped with an error result. Counted for the sandbox's own processes (as root too).",
+                    vec![
+                        field(
+                            "processes",
+                            integer(
+                                0,
+                                1_000_000,
+                                "Processes alive at once inside the sandbox (`0`: no limit).",
+                                Some(512),
+                            ),
+                        ),
+                        field(
+                            "memory",
+                            integer(
+                                0,
+                                i64::MAX,
+                                "Memory in MiB: the resident memory of all its processes together, and each process's data segment (`0`: no limit).",
+                                Some(8192),
+                            ),
                         ),
                     ],
                 ),
@@ -1326,17 +1349,15 @@ fn join(prefix: &str, name: &str) -> String {
 
 /// A Vertex AI location that is a plain region name (`us-central1`, `global`): the endpoint
 /// `https://<location>-aiplatform.googleapis.com` then stays Google's.
-/// The chat's own folder or one of its ancestors: what an untrusted chat's `tools.bash.cwd`
-/// may name (an ACP session's chat lies in `<cwd>/.flemma/sessions/`).
+/// What an untrusted chat's `tools.bash.cwd` may name: its own folder, or `../..` for an ACP
+/// session's chat in `<cwd>/.flemma/sessions/` (the tool setup checks that the chat really lies
+/// there, in real folders).
 fn is_chat_dir_or_ancestor(value: &Value) -> bool {
     value.as_str().is_some_and(|dir| {
-        dir == "urn:flemma:buffer:path"
-            || dir == "."
-            || (!dir.is_empty()
-                && dir
-                    .trim_end_matches('/')
-                    .split('/')
-                    .all(|part| part == ".."))
+        matches!(
+            dir.trim_end_matches('/'),
+            "urn:flemma:buffer:path" | "." | "../.."
+        )
     })
 }
 

@@ -28,6 +28,12 @@ impl Cancel {
 /// are resolved before the check. Returns the resolved path, or the reason it is refused.
 pub trait PathGuard: Send + Sync + std::fmt::Debug {
     fn check_write(&self, path: &Path) -> Result<PathBuf, String>;
+
+    /// Where an absolute `path` a tool names is on the host: the sandbox's private `/tmp` and
+    /// cache are where its commands see them, so `write /tmp/x` then `bash cat /tmp/x` agree.
+    fn host_path(&self, path: &Path) -> PathBuf {
+        path.to_path_buf()
+    }
 }
 
 /// Files as the editor holds them (an ACP client's `fs/read_text_file` and
@@ -113,7 +119,7 @@ impl RunContext {
         let expanded = self.expand_store_path(path);
         let path = Path::new(expanded.as_deref().unwrap_or(path));
         if path.is_absolute() {
-            path.to_path_buf()
+            self.guard.host_path(path)
         } else {
             self.cwd.join(path)
         }

@@ -22,11 +22,73 @@ pub struct PolicyPlaces {
 }
 
 /// The write policy: a path may be written when, with symlinks and `..` resolved, it lies under
-/// one of the writable roots, and not inside a `.git` directory unless the policy allows it.
+/// one of the writable roots, and not inside a `.git` directory unless the policy allows it,
+/// nor in a chat file or a place that holds a chat's authority ([`PathPolicy::protect`]).
+///
+/// The sandbox's private places ([`PrivatePlaces`]: its own `/tmp` and cache) are seen by the
+/// file tools as the sandboxed commands see them: `/tmp/x` is the chat's private `/tmp/x`
+/// ([`PathGuard::host_path`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathPolicy {
     roots: Vec<PathBuf>,
     git_writable: bool,
+    /// Paths (resolved) no tool writes, whatever the roots say.
+    protected: Vec<PathBuf>,
+    /// The sandbox's private places, when it has them.
+    private: Option<PrivatePlaces>,
+}
+
+/// The places a chat's sandbox has of its own on the host, and where its commands see them:
+/// a private `/tmp` (shared by the calls and jobs of one chat, never the host's, whose sockets
+/// — tmux, ssh-agent, Emacs, Neovim `--listen` — would reach outside the sandbox) and a private
+/// cache in place of `~/.cache` (which holds code that runs later outside it: pre-commit's
+/// hooks, Neovim's byte-code, build caches).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrivatePlaces {
+    /// The host folder seen as `/tmp`.
+    pub tmp: PathBuf,
+    /// The host folder seen as the cache.
+    pub cache: PathBuf,
+    /// Where the cache is seen (`~/.cache`, and `$XDG_CACHE_HOME` when set elsewhere).
+    pub cache_targets: Vec<PathBuf>,
+    /// An empty folder (read-only inside) mounted where a `.git` must not be created.
+    pub empty: PathBuf,
+}
+
+impl PrivatePlaces {
+    /// The places under `base` (`<cache>/flemma/sandbox/<chat key>`), seen at `/tmp` and at
+    /// `cache_targets`. The folders are created (`0700`) when missing.
+    pub fn create(base: &Path, cache_targets: Vec<PathBuf>) -> std::io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        let places = Self {
+            tmp: base.join("tmp"),
+            cache: base.join("cache"),
+            cache_targets,
+            empty: base.join("empty"),
+        };
+        for dir in [&places.tmp, &places.cache, &places.empty] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
+        // Marks the folder as used now (old ones are pruned by age).
+        let _ = std::fs::File::create(base.join("last-used"));
+        Ok(places)
+    }
+
+    /// The pairs (where a command sees it, where it is on the host), the deepest first (a
+    /// cache inside `/tmp` is the cache).
+    fn views(&self) -> Vec<(&Path, &Path)> {
+        let mut views = vec![(Path::new("/tmp"), self.tmp.as_path())];
+        views.extend(
+            self.cache_targets
+                .iter()
+                .map(|target| (target.as_path(), self.cache.as_path())),
+        );
+        views.sort_by_key(|(seen, _)| std::cmp::Reverse(seen.components().count()));
+        views
+    }
 }
 
 impl PathPolicy {
@@ -41,7 +103,48 @@ impl PathPolicy {
         Self {
             roots: resolved,
             git_writable: false,
+            protected: Vec::new(),
+            private: None,
         }
+    }
+
+    /// The same policy, never writing `paths` (files or folders, resolved) whatever the roots
+    /// say: the places that hold a chat's authority (the user's flemmad configuration and
+    /// records, shell start-up files). Chat files are refused by name (see
+    /// [`is_chat_file`]).
+    pub fn protect(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.protected.extend(
+            paths
+                .into_iter()
+                .filter_map(|path| resolve_path(&path).ok()),
+        );
+        self.protected.sort();
+        self.protected.dedup();
+        self
+    }
+
+    /// The same policy with the sandbox's private places: writable, and seen by the file tools
+    /// where the sandboxed commands see them.
+    pub fn with_private(mut self, private: PrivatePlaces) -> Self {
+        for dir in [&private.tmp, &private.cache] {
+            if let Ok(resolved) = resolve_path(dir) {
+                if !self.roots.contains(&resolved) {
+                    self.roots.push(resolved);
+                }
+            }
+        }
+        self.private = Some(private);
+        self
+    }
+
+    /// The sandbox's private places, when it has them.
+    pub fn private(&self) -> Option<&PrivatePlaces> {
+        self.private.as_ref()
+    }
+
+    /// The protected paths (resolved).
+    pub fn protected(&self) -> &[PathBuf] {
+        &self.protected
     }
 
     /// The same policy, letting tools write inside `.git` directories or not.
@@ -56,16 +159,30 @@ impl PathPolicy {
     }
 
     /// The policy of `policy.rw_paths` for one chat, with the URNs, `${VAR:-default}` and `~`
-    /// expanded through `env`. Entries that expand to nothing (a URN with no place) are dropped.
+    /// expanded through `env`. Entries that expand to nothing (a URN with no place) are dropped,
+    /// and so is a URN that names the home directory or a folder above it (a chat kept in
+    /// `~`, or a working directory of `/`): the whole home would be writable, with the shell's
+    /// start-up files and everything else that runs later outside the sandbox. A path the
+    /// configuration names literally is kept (the user's own choice).
     pub fn from_config(
         policy: &SandboxPolicy,
         places: &PolicyPlaces,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Self {
-        let roots = policy
-            .rw_paths
-            .iter()
-            .filter_map(|entry| expand_rw_path(entry, places, env));
+        let home = env("HOME")
+            .filter(|home| !home.is_empty())
+            .and_then(|home| resolve_path(Path::new(&home)).ok());
+        let roots = policy.rw_paths.iter().filter_map(|entry| {
+            let path = expand_rw_path(entry, places, env)?;
+            let from_urn = entry.starts_with("urn:flemma:");
+            let holds_home = |path: &Path| {
+                let resolved = resolve_path(path).unwrap_or_else(|_| path.to_path_buf());
+                home.as_deref()
+                    .is_some_and(|home| home.starts_with(&resolved))
+                    || resolved == Path::new("/")
+            };
+            (!(from_urn && holds_home(&path))).then_some(path)
+        });
         Self::new(roots).with_git_writable(policy.git_writable)
     }
 
@@ -73,9 +190,45 @@ impl PathPolicy {
     pub fn roots(&self) -> &[PathBuf] {
         &self.roots
     }
+
+    /// `path` as a command in the sandbox sees it, on the host: a path in the private `/tmp` or
+    /// cache is the private folder's, unless it lies in a writable root (a project under
+    /// `/tmp` is the project).
+    fn host_view(&self, path: &Path) -> PathBuf {
+        let Some(private) = &self.private else {
+            return path.to_path_buf();
+        };
+        let in_root = |path: &Path| {
+            let resolved = resolve_path(path).unwrap_or_else(|_| path.to_path_buf());
+            self.roots
+                .iter()
+                .filter(|root| **root != private.tmp && **root != private.cache)
+                .any(|root| resolved.starts_with(root))
+        };
+        if in_root(path) {
+            return path.to_path_buf();
+        }
+        for (seen, host) in private.views() {
+            if let Ok(rest) = path.strip_prefix(seen) {
+                return host.join(rest);
+            }
+        }
+        path.to_path_buf()
+    }
+}
+
+/// Whether `path` names a chat file (`*.chat`): a chat holds its own authority (frontmatter,
+/// approvals, references), so no tool writes one.
+pub fn is_chat_file(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|extension| extension.eq_ignore_ascii_case("chat"))
 }
 
 impl PathGuard for PathPolicy {
+    fn host_path(&self, path: &Path) -> PathBuf {
+        self.host_view(path)
+    }
+
     fn check_write(&self, path: &Path) -> Result<PathBuf, String> {
         if !path.is_absolute() {
             return Err(format!(
@@ -83,7 +236,25 @@ impl PathGuard for PathPolicy {
                 path.display()
             ));
         }
+        let path = &self.host_view(path);
         let resolved = resolve_path(path)?;
+        if is_chat_file(path) || is_chat_file(&resolved) {
+            return Err(format!(
+                "{} is a chat file, which no tool may write: a chat's frontmatter, approvals and references decide what it may do (edit it yourself in your editor)",
+                path.display()
+            ));
+        }
+        if let Some(place) = self
+            .protected
+            .iter()
+            .find(|protected| resolved.starts_with(protected))
+        {
+            return Err(format!(
+                "{} is in {}, which no tool may write: it holds flemmad's configuration, records or what your shell runs later",
+                path.display(),
+                place.display()
+            ));
+        }
         if !self.git_writable && is_in_git_dir(&resolved) {
             return Err(format!(
                 "{} is inside a .git directory, which tools may not write: a hook or `core.fsmonitor` written there would run outside the sandbox at your next git command (set sandbox.policy.git_writable = true in your config.toml to allow it)",
@@ -93,7 +264,7 @@ impl PathGuard for PathPolicy {
         if self.roots.iter().any(|root| resolved.starts_with(root)) {
             Ok(resolved)
         } else {
-            let shown = if resolved == path {
+            let shown = if resolved == *path {
                 path.display().to_string()
             } else {
                 format!("{} (resolves to {})", path.display(), resolved.display())
@@ -282,34 +453,70 @@ fn detect_bwrap() -> Result<PathBuf, String> {
     }
 }
 
-/// The `bwrap` wrapper: the whole filesystem read-only, the policy's roots writable (except the
-/// `.git` directories in them, unless the policy allows it), `/dev` and `/proc` fresh, the
-/// hidden paths (the daemon's runtime directory and other sockets) covered by empty
-/// directories, its own pid namespace (so killing bwrap kills everything inside) and session
-/// (no `TIOCSTI` into the user's terminal), the network shared or not.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What one sandboxed call may use. `None` is no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallLimits {
+    /// Processes alive at once inside the sandbox.
+    pub processes: Option<u32>,
+    /// Memory (resident, all its processes together; each process's data segment too).
+    pub memory_bytes: Option<u64>,
+}
+
+/// The `bwrap` wrapper: the whole filesystem read-only, the policy's roots writable, and inside
+/// them read-only what holds authority or runs later outside the sandbox — every `.git` (unless
+/// the policy allows it), every chat file, the protected places — with the folders leading to
+/// them made mount points, so that none can be renamed away and replaced; a `.git` cannot be
+/// created at a root. Its own `/tmp` and cache ([`PrivatePlaces`]), `/dev` and `/proc`, the
+/// hidden paths (the daemon's runtime directory, other programs' sockets, credentials) covered
+/// by empty ones, its own pid namespace (killing bwrap kills everything inside) and session (no
+/// `TIOCSTI` into the user's terminal), no capability (as root too), the network shared or not.
+#[derive(Debug, Clone)]
 pub struct Bwrap {
     program: PathBuf,
     writable: Vec<PathBuf>,
     git_writable: bool,
     hidden: Vec<PathBuf>,
     network: bool,
+    protected: Vec<PathBuf>,
+    private: Option<PrivatePlaces>,
+    limits: CallLimits,
+    /// What the last calls found in the roots (each call looks again at what changed).
+    scan: std::sync::Arc<std::sync::Mutex<RootScan>>,
 }
 
 impl Bwrap {
     /// The wrapper for `policy` when bwrap is usable, or the reason it is not. Only the
     /// outermost existing roots are bound: a root inside another (the store inside the
     /// project) is writable already, and binding it again would follow a symlink a sandboxed
-    /// command could have put there.
+    /// command could have put there. The policy's protected paths and private places are the
+    /// sandbox's too.
     pub fn for_policy(policy: &PathPolicy, network: bool) -> Result<Self, String> {
-        let program = bwrap_availability()?;
-        Ok(Self {
+        Ok(Self::with_program(bwrap_availability()?, policy, network))
+    }
+
+    fn with_program(program: PathBuf, policy: &PathPolicy, network: bool) -> Self {
+        let private = policy.private().cloned();
+        let writable = policy
+            .roots()
+            .iter()
+            .filter(|root| {
+                private
+                    .as_ref()
+                    .is_none_or(|p| **root != p.tmp && **root != p.cache)
+            })
+            .cloned()
+            .collect::<Vec<_>>();
+        Self {
             program,
-            writable: outermost_directories(policy.roots()),
+            writable: outermost_directories(&writable),
             git_writable: policy.git_writable(),
             hidden: Vec::new(),
             network,
-        })
+            protected: policy.protected().to_vec(),
+            private,
+            limits: CallLimits::default(),
+            scan: Default::default(),
+        }
     }
 
     /// Hides `paths` inside the sandbox — a directory is empty there, a file reads as empty: the
@@ -318,6 +525,17 @@ impl Bwrap {
     pub fn with_hidden(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
         self.hidden.extend(paths);
         self
+    }
+
+    /// The same wrapper with `limits` on each call.
+    pub fn with_limits(mut self, limits: CallLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits of each call.
+    pub fn limits(&self) -> CallLimits {
+        self.limits
     }
 
     /// Whether sandboxed commands have the network.
@@ -330,47 +548,176 @@ impl Bwrap {
         &self.writable
     }
 
-    /// The argv running `inner` inside the sandbox with working directory `cwd`.
+    /// The sandbox's private places, when it has them.
+    pub fn private(&self) -> Option<&PrivatePlaces> {
+        self.private.as_ref()
+    }
+
+    /// The argv running `inner` inside the sandbox with working directory `cwd`. The `.git`
+    /// placeholders it mounts at the roots stay in place (empty folders: git looks past them);
+    /// a call that ends should use [`Bwrap::command`], which removes them.
     pub fn wrap(&self, inner: &[String], cwd: &Path) -> Vec<String> {
-        let mut argv: Vec<OsString> = vec![self.program.clone().into_os_string()];
+        let mut command = self.command(inner, cwd);
+        command.placeholders.keep();
+        std::mem::take(&mut command.argv)
+    }
+
+    /// The command running `inner` inside the sandbox with working directory `cwd`: its argv,
+    /// and the `.git` placeholders, removed when it is dropped (once no other call of this
+    /// process uses them).
+    pub fn command(&self, inner: &[String], cwd: &Path) -> SandboxedCommand {
+        let found = match self.scan.lock() {
+            Ok(mut scan) => scan.look(&self.writable, SCAN_BUDGET),
+            Err(_) => Found::default(),
+        };
+        let plan = self.plan(&found, cwd);
+        let placeholders = Placeholders::take(plan.placeholders.clone());
+        SandboxedCommand {
+            argv: plan.argv(&self.program, inner, cwd, self.network),
+            placeholders,
+        }
+    }
+
+    /// The mounts for one call, given what lies in the roots.
+    fn plan(&self, found: &Found, cwd: &Path) -> MountPlan {
+        let mut plan = MountPlan::default();
+        if let Some(private) = &self.private {
+            plan.binds
+                .push(("--bind", private.tmp.clone(), "/tmp".into()));
+            for target in &private.cache_targets {
+                plan.binds
+                    .push(("--bind", private.cache.clone(), target.clone()));
+            }
+        }
+        for root in &self.writable {
+            plan.binds.push(("--bind", root.clone(), root.clone()));
+        }
+        // What stays read-only inside the roots, by path (a parent before its children).
+        let mut kept: std::collections::BTreeMap<PathBuf, Keep> = Default::default();
+        let read_only = |path: &Path, kept: &mut std::collections::BTreeMap<PathBuf, Keep>| {
+            if self.writable.iter().any(|root| path.starts_with(root)) {
+                kept.insert(path.to_path_buf(), Keep::ReadOnly);
+            }
+        };
+        if !self.git_writable {
+            for git in &found.git {
+                read_only(git, &mut kept);
+            }
+            if let Some(private) = &self.private {
+                for root in self.writable.iter().filter(|root| root.parent().is_some()) {
+                    let git = root.join(".git");
+                    if git.symlink_metadata().is_err() {
+                        kept.insert(git.clone(), Keep::Placeholder(private.empty.clone()));
+                        plan.placeholders.push(git);
+                    }
+                }
+            }
+        }
+        for chat in &found.chats {
+            read_only(chat, &mut kept);
+        }
+        for path in &self.protected {
+            if path.symlink_metadata().is_ok() {
+                read_only(path, &mut kept);
+            }
+        }
+        if kept.len() > MOST_KEPT {
+            tracing::warn!(
+                kept = kept.len(),
+                "more chats and .git folders in the writable roots than one sandbox mounts ({MOST_KEPT}): the rest stay writable"
+            );
+        }
+        let mut covered: Vec<PathBuf> = Vec::new();
+        let mut pinned: std::collections::BTreeSet<PathBuf> = Default::default();
+        for (path, keep) in kept.into_iter().take(MOST_KEPT) {
+            if covered.iter().any(|ro| path.starts_with(ro)) {
+                continue;
+            }
+            // The folders between the root and the path become mount points: a mount point
+            // cannot be renamed or removed, so the path cannot be moved away and replaced.
+            let Some(root) = self.writable.iter().find(|root| path.starts_with(root)) else {
+                continue;
+            };
+            let mut between: Vec<PathBuf> = path
+                .ancestors()
+                .skip(1)
+                .take_while(|dir| dir.starts_with(root) && *dir != root.as_path())
+                .map(Path::to_path_buf)
+                .collect();
+            between.reverse();
+            for dir in between {
+                if pinned.insert(dir.clone()) {
+                    plan.binds.push(("--bind", dir.clone(), dir));
+                }
+            }
+            match keep {
+                Keep::ReadOnly => plan.binds.push(("--ro-bind", path.clone(), path.clone())),
+                Keep::Placeholder(empty) => plan.binds.push(("--ro-bind", empty, path.clone())),
+            }
+            covered.push(path);
+        }
+        for hidden in &self.hidden {
+            // A link's target is what gets covered (`/var/run` is `/run`), once.
+            let Ok(hidden) = hidden.canonicalize() else {
+                continue;
+            };
+            let holds_writable = self.writable.iter().any(|root| root.starts_with(&hidden))
+                || cwd.starts_with(&hidden);
+            if holds_writable || plan.covers.iter().any(|(done, _)| *done == hidden) {
+                continue;
+            }
+            match hidden.metadata() {
+                Ok(meta) => plan.covers.push((hidden, meta.is_dir())),
+                Err(_) => continue,
+            }
+        }
+        plan
+    }
+}
+
+/// How a path inside a writable root is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Keep {
+    /// Bound read-only onto itself.
+    ReadOnly,
+    /// An empty read-only folder mounted where nothing may be created.
+    Placeholder(PathBuf),
+}
+
+/// The mounts of one sandboxed call.
+#[derive(Debug, Default)]
+struct MountPlan {
+    /// `(option, source, target)`, in order.
+    binds: Vec<(&'static str, PathBuf, PathBuf)>,
+    /// Hidden paths: `(path, is a folder)`.
+    covers: Vec<(PathBuf, bool)>,
+    /// The `.git` placeholders this call creates at the roots.
+    placeholders: Vec<PathBuf>,
+}
+
+impl MountPlan {
+    fn argv(&self, program: &Path, inner: &[String], cwd: &Path, network: bool) -> Vec<String> {
+        let mut argv: Vec<OsString> = vec![program.as_os_str().to_owned()];
         let mut add = |parts: &[&str]| argv.extend(parts.iter().map(OsString::from));
         add(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
         add(&["--unshare-pid", "--die-with-parent", "--new-session"]);
-        if !self.network {
+        add(&["--cap-drop", "ALL"]);
+        if !network {
             add(&["--unshare-net"]);
         }
-        let mut mount = |option: &str, source: &Path, target: &Path| {
-            argv.push(option.into());
+        for (option, source, target) in &self.binds {
+            argv.push(OsString::from(option));
             argv.push(source.as_os_str().to_owned());
             argv.push(target.as_os_str().to_owned());
-        };
-        for root in &self.writable {
-            mount("--bind", root, root);
         }
-        if !self.git_writable {
-            for git in git_paths(&self.writable, cwd) {
-                mount("--ro-bind", &git, &git);
+        for (hidden, is_dir) in &self.covers {
+            if *is_dir {
+                argv.push("--tmpfs".into());
+            } else {
+                argv.push("--ro-bind".into());
+                argv.push("/dev/null".into());
             }
-        }
-        for hidden in &self.hidden {
-            let holds_writable = self.writable.iter().any(|root| root.starts_with(hidden))
-                || cwd.starts_with(hidden);
-            if holds_writable {
-                continue;
-            }
-            // Followed like bwrap follows it: a link's target is what gets covered.
-            match hidden.metadata() {
-                Ok(meta) if meta.is_dir() => {
-                    argv.push("--tmpfs".into());
-                    argv.push(hidden.as_os_str().to_owned());
-                }
-                Ok(_) => {
-                    argv.push("--ro-bind".into());
-                    argv.push("/dev/null".into());
-                    argv.push(hidden.as_os_str().to_owned());
-                }
-                Err(_) => {}
-            }
+            argv.push(hidden.as_os_str().to_owned());
         }
         argv.push("--chdir".into());
         argv.push(cwd.as_os_str().to_owned());
@@ -380,6 +727,219 @@ impl Bwrap {
             .map(|a| a.to_string_lossy().into_owned())
             .collect()
     }
+}
+
+/// A command ready to run in the sandbox: its argv and the `.git` placeholders it mounts.
+#[derive(Debug)]
+pub struct SandboxedCommand {
+    pub argv: Vec<String>,
+    placeholders: Placeholders,
+}
+
+/// The `.git` placeholders of the running calls of this process, counted by path: the last
+/// call to end removes the (empty) folder bwrap created for the mount.
+#[derive(Debug, Default)]
+struct Placeholders {
+    paths: Vec<PathBuf>,
+}
+
+fn placeholder_counts() -> &'static std::sync::Mutex<std::collections::HashMap<PathBuf, usize>> {
+    static COUNTS: OnceLock<std::sync::Mutex<std::collections::HashMap<PathBuf, usize>>> =
+        OnceLock::new();
+    COUNTS.get_or_init(Default::default)
+}
+
+impl Placeholders {
+    fn take(paths: Vec<PathBuf>) -> Self {
+        if let Ok(mut counts) = placeholder_counts().lock() {
+            for path in &paths {
+                *counts.entry(path.clone()).or_default() += 1;
+            }
+        }
+        Self { paths }
+    }
+
+    /// Leaves the placeholders in place (a long-lived process uses them).
+    fn keep(&mut self) {
+        self.paths.clear();
+    }
+}
+
+impl Drop for Placeholders {
+    fn drop(&mut self) {
+        let Ok(mut counts) = placeholder_counts().lock() else {
+            return;
+        };
+        for path in self.paths.drain(..) {
+            let count = counts.entry(path.clone()).or_default();
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.remove(&path);
+                // Only an empty folder goes (a `.git` someone made since stays).
+                let _ = std::fs::remove_dir(&path);
+            }
+        }
+    }
+}
+
+/// How long one call looks through the writable roots for `.git` folders and chats, at most
+/// (the first look reads every folder; later ones only those whose modification time changed).
+pub const SCAN_BUDGET: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// What lies in the writable roots that must stay as it is.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// Every `.git` (folder or file), and the git folders a `.git` file names inside the roots.
+    pub git: Vec<PathBuf>,
+    /// Every chat file (`*.chat`).
+    pub chats: Vec<PathBuf>,
+    /// Whether every folder was looked at (else the time ran out).
+    pub complete: bool,
+}
+
+/// Folders never walked (a root of `/` would reach them): the kernel's views, not files.
+const PSEUDO_FILESYSTEMS: [&str; 4] = ["/proc", "/sys", "/dev", "/run"];
+
+/// At most this many paths are kept read-only in one call (each is a mount).
+pub const MOST_KEPT: usize = 4096;
+
+/// What a folder of the roots held when it was last read.
+#[derive(Debug, Clone)]
+struct FolderEntry {
+    modified: Option<std::time::SystemTime>,
+    folders: Vec<PathBuf>,
+    git: Vec<PathBuf>,
+    chats: Vec<PathBuf>,
+}
+
+/// The writable roots' folders as last read, so a call reads again only the folders whose
+/// modification time changed (an entry added, removed or renamed in them): a call that finds
+/// nothing new costs a `stat` per folder.
+#[derive(Debug, Default)]
+pub struct RootScan {
+    folders: std::collections::HashMap<PathBuf, FolderEntry>,
+    warned: bool,
+}
+
+impl RootScan {
+    /// Walks `roots` (links not followed, `.git` folders not entered) for `.git` entries and
+    /// chat files, for `budget` at most.
+    pub fn look(&mut self, roots: &[PathBuf], budget: std::time::Duration) -> Found {
+        let started = std::time::Instant::now();
+        let mut found = Found {
+            complete: true,
+            ..Found::default()
+        };
+        let mut visited: std::collections::HashSet<PathBuf> = Default::default();
+        let mut stack: Vec<PathBuf> = roots.to_vec();
+        while let Some(dir) = stack.pop() {
+            if started.elapsed() > budget {
+                found.complete = false;
+                break;
+            }
+            if !visited.insert(dir.clone()) {
+                continue;
+            }
+            let modified = dir.symlink_metadata().ok().and_then(|m| m.modified().ok());
+            let fresh = match self.folders.get(&dir) {
+                Some(entry) if entry.modified.is_some() && entry.modified == modified => {
+                    entry.clone()
+                }
+                _ => {
+                    let entry = read_folder(&dir, modified, roots);
+                    self.folders.insert(dir.clone(), entry.clone());
+                    entry
+                }
+            };
+            found.git.extend(fresh.git);
+            found.chats.extend(fresh.chats);
+            stack.extend(
+                fresh
+                    .folders
+                    .into_iter()
+                    .filter(|folder| !PSEUDO_FILESYSTEMS.iter().any(|p| folder == Path::new(p))),
+            );
+        }
+        self.folders.retain(|dir, _| visited.contains(dir));
+        if !found.complete && !self.warned {
+            self.warned = true;
+            tracing::warn!(
+                roots = ?roots,
+                "the writable roots are too large to look through in {budget:?}: the .git folders and chats not reached are not made read-only"
+            );
+        }
+        found.git.sort();
+        found.git.dedup();
+        found.chats.sort();
+        found
+    }
+}
+
+/// Walks `roots` once (see [`RootScan::look`]).
+pub fn scan_roots(roots: &[PathBuf], budget: std::time::Duration) -> Found {
+    RootScan::default().look(roots, budget)
+}
+
+/// One folder's subfolders, `.git` entries and chats.
+fn read_folder(
+    dir: &Path,
+    modified: Option<std::time::SystemTime>,
+    roots: &[PathBuf],
+) -> FolderEntry {
+    let mut entry = FolderEntry {
+        modified,
+        folders: Vec::new(),
+        git: Vec::new(),
+        chats: Vec::new(),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return entry;
+    };
+    for item in entries.flatten() {
+        let Ok(kind) = item.file_type() else {
+            continue;
+        };
+        let name = item.file_name();
+        let path = item.path();
+        if name == ".git" {
+            if kind.is_file() {
+                entry.git.extend(named_git_dirs(&path, roots));
+            }
+            if kind.is_dir() || kind.is_file() {
+                entry.git.push(path);
+            }
+        } else if kind.is_dir() {
+            entry.folders.push(path);
+        } else if kind.is_file() && is_chat_file(&path) {
+            entry.chats.push(path);
+        }
+    }
+    entry
+}
+
+/// For a `.git` file (a worktree or submodule: `gitdir: <path>`), the git folder it names and
+/// that one's common folder, when they lie inside `roots`.
+fn named_git_dirs(git: &Path, roots: &[PathBuf]) -> Vec<PathBuf> {
+    let inside = |path: &Path| roots.iter().any(|root| path.starts_with(root));
+    let Some(gitdir) = std::fs::read_to_string(git).ok().and_then(|text| {
+        let dir = text.trim().strip_prefix("gitdir:")?.trim().to_owned();
+        let base = git.parent().unwrap_or(Path::new("/"));
+        resolve_path(&base.join(dir)).ok()
+    }) else {
+        return Vec::new();
+    };
+    if !gitdir.is_dir() {
+        return Vec::new();
+    }
+    let common = std::fs::read_to_string(gitdir.join("commondir"))
+        .ok()
+        .and_then(|c| resolve_path(&gitdir.join(c.trim())).ok())
+        .filter(|dir| dir.is_dir());
+    [Some(gitdir), common]
+        .into_iter()
+        .flatten()
+        .filter(|dir| inside(dir))
+        .collect()
 }
 
 /// Where credentials live in a home directory (SSH and GnuPG keys, cloud and registry tokens,
@@ -416,55 +976,6 @@ fn outermost_directories(roots: &[PathBuf]) -> Vec<PathBuf> {
         })
         .map(|root| (*root).clone())
         .collect()
-}
-
-/// The `.git` entries a sandboxed command could otherwise write: each writable root's own
-/// `.git`, the `.git` of the repository holding the working directory, and for a worktree's
-/// `.git` file the git directory it names (and that one's common directory) — each only when
-/// it lies inside a writable root.
-fn git_paths(writable: &[PathBuf], cwd: &Path) -> Vec<PathBuf> {
-    let inside = |path: &Path| writable.iter().any(|root| path.starts_with(root));
-    let mut candidates: Vec<PathBuf> = writable.iter().map(|root| root.join(".git")).collect();
-    if let Some(repository) = cwd
-        .ancestors()
-        .map(|dir| dir.join(".git"))
-        .find(|git| git.symlink_metadata().is_ok())
-    {
-        candidates.push(repository);
-    }
-    let mut found: Vec<PathBuf> = Vec::new();
-    let push = |path: PathBuf, found: &mut Vec<PathBuf>| {
-        if inside(&path) && !found.contains(&path) {
-            found.push(path);
-        }
-    };
-    for git in candidates {
-        let Ok(meta) = git.symlink_metadata() else {
-            continue;
-        };
-        if meta.is_dir() {
-            push(git, &mut found);
-        } else if meta.is_file() {
-            // A worktree: `gitdir: <path>`, whose `commondir` names the shared repository.
-            let named = std::fs::read_to_string(&git).ok().and_then(|text| {
-                let dir = text.trim().strip_prefix("gitdir:")?.trim().to_owned();
-                let base = git.parent().unwrap_or(Path::new("/"));
-                resolve_path(&base.join(dir)).ok()
-            });
-            push(git, &mut found);
-            if let Some(gitdir) = named.filter(|dir| dir.is_dir()) {
-                let common = std::fs::read_to_string(gitdir.join("commondir"))
-                    .ok()
-                    .and_then(|c| resolve_path(&gitdir.join(c.trim())).ok())
-                    .filter(|dir| dir.is_dir());
-                push(gitdir, &mut found);
-                if let Some(common) = common {
-                    push(common, &mut found);
-                }
-            }
-        }
-    }
-    found
 }
 
 #[cfg(test)]
@@ -524,6 +1035,10 @@ mod tests {
         assert!(open.check_write(&root.join(".git/config")).is_ok());
     }
 
+    fn bwrap_for(policy: &PathPolicy, hidden: Vec<PathBuf>) -> Bwrap {
+        Bwrap::with_program(PathBuf::from("bwrap"), policy, false).with_hidden(hidden)
+    }
+
     #[test]
     fn bwrap_binds_outermost_roots_and_keeps_git_read_only() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -532,18 +1047,13 @@ mod tests {
         std::fs::create_dir_all(root.join(".flemma/x.chat")).expect("store");
         std::fs::create_dir_all(root.join("run")).expect("runtime dir");
         let policy = PathPolicy::new([root.clone(), root.join(".flemma/x.chat")]);
-        let bwrap = Bwrap {
-            program: PathBuf::from("bwrap"),
-            writable: outermost_directories(policy.roots()),
-            git_writable: false,
-            hidden: vec![root.join("run"), root.clone()],
-            network: false,
-        };
+        let bwrap = bwrap_for(&policy, vec![root.join("run"), root.clone()]);
         let argv = bwrap.wrap(&["true".into()], &root);
         let text = argv.join(" ");
         let shown = root.display().to_string();
         assert!(text.contains("--new-session"), "{text}");
         assert!(text.contains("--unshare-net"), "{text}");
+        assert!(text.contains("--cap-drop ALL"), "{text}");
         assert!(text.contains(&format!("--bind {shown} {shown}")), "{text}");
         assert!(
             !text.contains(".flemma"),
@@ -558,6 +1068,121 @@ mod tests {
             !text.contains(&format!("--tmpfs {shown} ")),
             "a hidden path holding the working directory is not hidden: {text}"
         );
+    }
+
+    #[test]
+    fn nested_git_and_chats_are_read_only_and_their_folders_pinned() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        let private = PrivatePlaces::create(&root.join("private"), vec![]).expect("private");
+        std::fs::create_dir_all(root.join("p/vendor/lib/.git")).expect("nested git");
+        std::fs::create_dir_all(root.join("p/chats")).expect("chats");
+        std::fs::write(root.join("p/chats/a.chat"), "@You:\nhi\n").expect("chat");
+        std::fs::write(root.join("p/b.CHAT"), "").expect("chat");
+        let policy = PathPolicy::new([root.join("p")]).with_private(private.clone());
+        let bwrap = bwrap_for(&policy, vec![]);
+        let found = scan_roots(bwrap.writable(), SCAN_BUDGET);
+        assert!(found.complete);
+        assert_eq!(found.git, vec![root.join("p/vendor/lib/.git")]);
+        assert_eq!(
+            found.chats,
+            vec![root.join("p/b.CHAT"), root.join("p/chats/a.chat")]
+        );
+        let plan = bwrap.plan(&found, &root.join("p"));
+        let binds: Vec<(String, String)> = plan
+            .binds
+            .iter()
+            .map(|(option, source, target)| {
+                (
+                    option.to_string(),
+                    if source == target {
+                        target.strip_prefix(&root).map_or_else(
+                            |_| target.display().to_string(),
+                            |p| p.display().to_string(),
+                        )
+                    } else {
+                        format!("{} -> {}", source.display(), target.display())
+                    },
+                )
+            })
+            .collect();
+        let bind = |option: &str, path: &str| (option.to_string(), path.to_string());
+        let private_tmp = format!("{} -> /tmp", private.tmp.display());
+        let placeholder = format!(
+            "{} -> {}",
+            private.empty.display(),
+            root.join("p/.git").display()
+        );
+        assert_eq!(
+            binds,
+            vec![
+                bind("--bind", &private_tmp),
+                bind("--bind", "p"),
+                bind("--ro-bind", &placeholder),
+                bind("--ro-bind", "p/b.CHAT"),
+                bind("--bind", "p/chats"),
+                bind("--ro-bind", "p/chats/a.chat"),
+                bind("--bind", "p/vendor"),
+                bind("--bind", "p/vendor/lib"),
+                bind("--ro-bind", "p/vendor/lib/.git"),
+            ]
+        );
+        assert_eq!(plan.placeholders, vec![root.join("p/.git")]);
+    }
+
+    #[test]
+    fn private_places_are_where_the_tools_see_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        let home = root.join("home");
+        let private = PrivatePlaces::create(&root.join("private"), vec![home.join(".cache")])
+            .expect("private");
+        let policy = PathPolicy::new([root.join("project")]).with_private(private.clone());
+        assert_eq!(
+            policy.host_path(Path::new("/tmp/notes.txt")),
+            private.tmp.join("notes.txt")
+        );
+        assert_eq!(
+            policy.host_path(&home.join(".cache/pip/x")),
+            private.cache.join("pip/x")
+        );
+        assert!(policy.check_write(Path::new("/tmp/notes.txt")).is_ok());
+        // The file tools never write a chat, nor the protected places.
+        let protected = policy.clone().protect([home.join(".config/flemma")]);
+        let chat = protected
+            .check_write(&root.join("project/other.chat"))
+            .expect_err("a chat");
+        assert!(chat.contains("chat file"), "{chat}");
+        std::fs::create_dir_all(home.join(".config/flemma")).expect("config");
+        let config = PathPolicy::new([home.clone()])
+            .protect([home.join(".config/flemma")])
+            .check_write(&home.join(".config/flemma/config.toml"))
+            .expect_err("protected");
+        assert!(config.contains("no tool may write"), "{config}");
+    }
+
+    #[test]
+    fn a_urn_naming_the_home_or_above_is_not_writable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().canonicalize().expect("canonical");
+        let env = |name: &str| (name == "HOME").then(|| home.display().to_string());
+        let places = PolicyPlaces {
+            cwd: PathBuf::from("/"),
+            chat_path: Some(home.join("notes.chat")),
+            store_dir: Some(home.join(".flemma/notes.chat")),
+        };
+        let policy = SandboxPolicy {
+            rw_paths: vec![
+                "urn:flemma:cwd".into(),
+                "urn:flemma:buffer:path".into(),
+                "urn:flemma:store".into(),
+            ],
+            network: false,
+            allow_privileged: false,
+            git_writable: false,
+        };
+        let policy = PathPolicy::from_config(&policy, &places, &env);
+        assert_eq!(policy.roots(), &[home.join(".flemma/notes.chat")]);
     }
 
     #[test]

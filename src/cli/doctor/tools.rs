@@ -19,25 +19,71 @@ pub(super) fn check_sandbox(config: Option<&Config>, findings: &mut Vec<Finding>
         );
         return;
     }
-    findings.push(match flemma_tools::sandbox::bwrap_availability() {
-        Ok(program) => Finding::new(
-            CHECK,
-            Status::Ok,
-            format!("bwrap works ({})", program.display()),
-        ),
+    let program = match flemma_tools::sandbox::bwrap_availability() {
+        Ok(program) => program,
         Err(reason) => {
             let status = if backend == SandboxBackend::Bwrap {
                 Status::Fail
             } else {
                 Status::Warn
             };
-            Finding::new(
-                CHECK,
-                status,
-                format!("no sandbox backend: {reason}; tools run unsandboxed and bash is never auto-approved as sandboxed"),
-            )
-            .hint("install bubblewrap (apt-get install bubblewrap) and allow unprivileged user namespaces")
+            findings.push(
+                Finding::new(
+                    CHECK,
+                    status,
+                    format!("no sandbox backend: {reason}; tools run unsandboxed and bash is never auto-approved as sandboxed"),
+                )
+                .hint("install bubblewrap (apt-get install bubblewrap) and allow unprivileged user namespaces"),
+            );
+            return;
         }
+    };
+    let defaults;
+    let config = match config {
+        Some(config) => config,
+        None => match flemma_config::resolve(&[]) {
+            Ok(resolved) => {
+                defaults = resolved.config;
+                &defaults
+            }
+            Err(_) => return,
+        },
+    };
+    findings.push(match crate::tool_setup::probe_sandbox(config) {
+        Ok(probe) => {
+            let limit = |value: Option<u64>, unit: &str| match value {
+                Some(n) => format!("{n}{unit}"),
+                None => "no limit".to_owned(),
+            };
+            let held = [
+                (probe.capabilities_dropped, "no capability"),
+                (probe.private_tmp, "a private /tmp and cache"),
+                (probe.chat_read_only, "chat files read-only"),
+            ];
+            let failed: Vec<&str> = held.iter().filter(|(ok, _)| !ok).map(|(_, what)| *what).collect();
+            let message = format!(
+                "bwrap works ({}): no capability, a private /tmp and cache, chat files, .git and flemmad's own files read-only; limits per call: {} processes, {} of memory",
+                program.display(),
+                limit(probe.limits.processes.map(u64::from), ""),
+                limit(probe.limits.memory_bytes.map(|b| b / (1024 * 1024)), " MiB"),
+            );
+            if failed.is_empty() {
+                Finding::new(CHECK, Status::Ok, message)
+            } else {
+                Finding::new(
+                    CHECK,
+                    Status::Fail,
+                    format!("bwrap runs ({}) but a trial command did not get: {}", program.display(), failed.join(", ")),
+                )
+                .hint("report this with the output of `bwrap --version`: the sandbox is weaker than docs/security.md says")
+            }
+        }
+        Err(reason) => Finding::new(
+            CHECK,
+            Status::Fail,
+            format!("bwrap is installed ({}) but a trial command could not run in the sandbox: {reason}", program.display()),
+        )
+        .hint("check that user namespaces are allowed (`bwrap --ro-bind / / true`)"),
     });
 }
 

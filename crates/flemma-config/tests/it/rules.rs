@@ -55,7 +55,14 @@ fn defaults_follow_the_seeds() {
     assert_eq!(config.tools.store.preview.bytes, 2048);
     assert_eq!(config.tools.store.backup, Backup::Version);
     assert!(config.sandbox.enabled);
-    assert_eq!(config.sandbox.policy.rw_paths.len(), 6);
+    // The seeds also list `/tmp`, `$TMPDIR` and the cache: flemmad's sandbox gives each chat
+    // private ones instead (docs/security.md, invariant I), so they are not host paths here.
+    assert_eq!(
+        config.sandbox.policy.rw_paths,
+        ["urn:flemma:cwd", "urn:flemma:buffer:path", "urn:flemma:store"]
+    );
+    assert_eq!(config.sandbox.limits.processes, 512);
+    assert_eq!(config.sandbox.limits.memory, 8192);
     assert!(config.editing.compact_headers);
     assert_eq!(config.editing.coalesce_ms, 100);
     assert_eq!(config.secrets.gcloud.path, "gcloud");

@@ -348,6 +348,7 @@ impl Engine {
                 .is_some_and(|v| v == Value::Bool(true)),
             _ => false,
         };
+        self.tool_ran = true;
         if wants_background && info.is_async && !info.disables_background {
             let job_id = self.job_id_for(id);
             self.write_job_placeholder(id, &job_id, out);

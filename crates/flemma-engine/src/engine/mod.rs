@@ -141,6 +141,9 @@ pub struct Engine {
     line_ending: Option<LineEnding>,
     /// Set for an untrusted chat ([`Engine::untrusted`]): where its calls come from.
     provenance: Option<Provenance>,
+    /// A tool of this chat ran since the last change someone else made: a change now may be
+    /// the tool's (`docs/security.md`, invariant I).
+    tool_ran: bool,
     /// The time of the input being handled (for what is timed deep inside a transition, such
     /// as a job's start).
     now: Millis,
@@ -186,6 +189,7 @@ impl Engine {
             settled: 0,
             line_ending,
             provenance: None,
+            tool_ran: false,
             now: 0,
         }
     }

@@ -190,9 +190,6 @@ impl Engine {
     /// The pending calls (id, name, input) before a change someone else made: the ones it
     /// marks `(approved)` unchanged were approved while flemmad watched.
     pub(super) fn pending_before_change(&self) -> Vec<(String, String, Value)> {
-        if self.provenance.is_none() {
-            return Vec::new();
-        }
         self.placeholders(Some(Status::Pending))
             .into_iter()
             .filter_map(|(_, _, result)| {
@@ -203,17 +200,40 @@ impl Engine {
     }
 
     /// After a change: the calls of `before` it approved, unchanged, were approved by whoever
-    /// edits the chat while flemmad watches it (the user in the editor, or on disk).
+    /// edits the chat while flemmad watches it (the user in the editor, or on disk) — unless a
+    /// tool of this chat ran since the last such change (`tool_may_have_written`): an approval
+    /// is a user's act, never text a tool wrote, so such a call goes back to pending and waits
+    /// for an approval flemmad sees given (the editor's Approve action, `flemmad approve`).
     pub(super) fn learn_approved_in_change(
         &mut self,
         before: Vec<(String, String, Value)>,
+        tool_may_have_written: bool,
         out: &mut Vec<Effect>,
     ) {
         for (id, name, input) in before {
             let approved = self.doc.tool_result(&id).is_some_and(|(_, _, r)| {
                 r.suffix.as_ref().and_then(|s| s.status()) == Some(Status::Approved)
             });
-            if approved && self.call(&id) == Some((name, input)) {
+            if !approved || self.call(&id) != Some((name.clone(), input)) {
+                continue;
+            }
+            if tool_may_have_written {
+                if let Some(edit) = self.doc.set_tool_result_status(&id, Some(Status::Pending)) {
+                    self.apply(vec![edit], out);
+                }
+                emit(
+                    out,
+                    events::TOOL_UNCONFIRMED,
+                    json!({
+                        "toolId": id,
+                        "toolName": name,
+                        "reason": "approved-while-a-tool-ran",
+                        "message": format!(
+                            "`{id}` ({name}) was marked `(approved)` in the chat while a tool of this chat ran, so flemmad cannot tell it from a tool's write: it waits for your approval (the editor's Approve action, or `flemmad approve`)"
+                        ),
+                    }),
+                );
+            } else if self.provenance.is_some() {
                 self.learn(Seen::Approved, &id, out);
             }
         }

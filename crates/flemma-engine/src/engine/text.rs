@@ -74,7 +74,11 @@ impl Engine {
         }
         let pending = self.pending_before_change();
         self.apply_to_view(&edits, Assoc::Before);
-        self.learn_approved_in_change(pending, out);
+        let tool_may_have_written = self.tool_ran;
+        self.learn_approved_in_change(pending, tool_may_have_written, out);
+        if self.running.is_empty() && self.jobs.active_count() == 0 {
+            self.tool_ran = false;
+        }
         if let Some(timer) = self.resume_timer.take() {
             out.push(Effect::CancelTimer { id: timer });
             emit(out, events::AUTOPILOT_RESUME_CANCELLED, events::empty());

@@ -54,18 +54,14 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
         }
         text.push_str(&line);
     };
-    let is_error = match finished.ending {
+    let is_error = match &finished.ending {
         Ending::Exited(0) => false,
         Ending::Exited(code) => {
             append(format!("[exit code: {code}]"));
             true
         }
-        Ending::TimedOut(limit) => {
-            append(format!("[error: {}s timeout exceeded]", limit.as_secs()));
-            true
-        }
-        Ending::Cancelled => {
-            append("[error: cancelled]".into());
+        stopped => {
+            append(stopped.stopped_line().unwrap_or_default());
             true
         }
     };

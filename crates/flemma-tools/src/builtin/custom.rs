@@ -5,20 +5,17 @@
 
 use std::fs::File;
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
-use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use flemma_config::CustomTool;
 use serde_json::Value;
 
 use crate::context::{FullOutput, Outcome, RunContext};
-use crate::process::{kill_group, read_both_ends};
+use crate::process::{Ending, read_both_ends};
 use crate::spec::{Capability, ToolSpec};
 
-/// How often the runner looks at the process, the clock and the cancel flag.
-const POLL: Duration = Duration::from_millis(20);
 /// Most stderr text put into an error result.
 const MAX_STDERR_BYTES: u64 = 16 * 1024;
 
@@ -63,62 +60,27 @@ pub fn run(ctx: &RunContext, tool: &CustomTool, input: &Value) -> Outcome {
         return Outcome::error(format!("{name}: could not share its output file"));
     };
     let inner = vec!["bash".to_string(), "-c".to_string(), tool.command.clone()];
-    let argv = match &ctx.sandbox {
-        Some(sandbox) => sandbox.wrap(&inner, &ctx.cwd),
-        None => inner,
+    let spawned = crate::process::ToolProcess::spawn(ctx, inner, |cmd| {
+        cmd.env("FLEMMA_TOOL_NAME", name)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::from(out_for_child))
+            .stderr(Stdio::from(err_for_child));
+    });
+    let mut process = match spawned {
+        Ok(process) => process,
+        Err(e) => return Outcome::error(format!("{name}: {e}")),
     };
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .current_dir(&ctx.cwd)
-        .env_clear()
-        .envs(crate::process::tool_environment())
-        .env("PAGER", "cat")
-        .env("GIT_PAGER", "cat")
-        .env("FLEMMA_TOOL_NAME", name)
-        .envs(ctx.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::from(out_for_child))
-        .stderr(Stdio::from(err_for_child))
-        .process_group(0);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            return Outcome::error(format!("{name}: could not start `{}`: {e}", argv[0]));
-        }
-    };
-    let pgid = child.id();
-    if let Some(mut pipe) = child.stdin.take() {
+    if let Some(mut pipe) = process.take_stdin() {
         // On a thread: a tool that never reads its stdin must not block the call, and a pipe it
         // closed without reading (EPIPE) is not an error.
         std::thread::spawn(move || {
             let _ = pipe.write_all(&stdin);
         });
     }
-    let started = Instant::now();
-    let ending = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ending::Exited(status),
-            Ok(None) => {}
-            Err(e) => {
-                kill_group(pgid);
-                let _ = child.wait();
-                return Outcome::error(format!("{name}: could not wait for the command: {e}"));
-            }
-        }
-        if ctx.cancel.is_cancelled() {
-            kill_group(pgid);
-            let _ = child.wait();
-            break Ending::Cancelled;
-        }
-        if started.elapsed() >= timeout {
-            kill_group(pgid);
-            let _ = child.wait();
-            break Ending::TimedOut;
-        }
-        std::thread::sleep(POLL);
+    let ending = match process.wait(ctx, timeout) {
+        Ok(ending) => ending,
+        Err(e) => return Outcome::error(format!("{name}: {e}")),
     };
-    // The group may have left children behind after the shell exited: they are ours too.
-    kill_group(pgid);
     let mut out_file = out_file;
     let (stdout, stdout_bytes) = match read_both_ends(&mut out_file) {
         Ok(read) => read,
@@ -135,12 +97,6 @@ pub fn run(ctx: &RunContext, tool: &CustomTool, input: &Value) -> Outcome {
         outcome.full_output = Some(FullOutput(Arc::new(out_path)));
     }
     outcome
-}
-
-enum Ending {
-    Exited(std::process::ExitStatus),
-    TimedOut,
-    Cancelled,
 }
 
 fn finish(
@@ -163,31 +119,39 @@ fn finish(
         text
     };
     match ending {
-        Ending::Exited(status) if status.success() => {
+        Ending::Exited(0) => {
             if stdout.trim().is_empty() {
                 Outcome::ok(format!("[{name} printed nothing]"))
             } else {
                 Outcome::ok(stdout)
             }
         }
-        Ending::Exited(status) => {
+        Ending::Exited(code) => {
             let mut text = with_stderr(stdout);
             if !text.is_empty() {
                 text.push('\n');
             }
-            match (status.code(), status.signal()) {
-                (Some(code), _) => text.push_str(&format!("[exit code: {code}]")),
-                (None, Some(sig)) => text.push_str(&format!("[{name} was killed by signal {sig}]")),
-                (None, None) => text.push_str(&format!("[{name} ended abnormally]")),
+            if code > 128 {
+                text.push_str(&format!("[{name} was killed by signal {}]", code - 128));
+            } else {
+                text.push_str(&format!("[exit code: {code}]"));
             }
             Outcome::error(text)
         }
-        Ending::TimedOut => {
+        Ending::TimedOut(_) => {
             let mut text = with_stderr(stdout);
             if !text.is_empty() {
                 text.push('\n');
             }
             text.push_str(&format!("[error: {}s timeout exceeded]", timeout.as_secs()));
+            Outcome::error(text)
+        }
+        Ending::OverLimit(why) => {
+            let mut text = with_stderr(stdout);
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&format!("[error: stopped: {why}]"));
             Outcome::error(text)
         }
         Ending::Cancelled => {

@@ -4,12 +4,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use flemma_tools::builtin::bash;
-use flemma_tools::sandbox::{Bwrap, PathPolicy, PolicyPlaces, bwrap_availability};
+use flemma_tools::sandbox::{
+    Bwrap, CallLimits, PathPolicy, PolicyPlaces, PrivatePlaces, bwrap_availability,
+};
 use flemma_tools::{PathGuard, RunContext};
 use serde_json::json;
 
 #[test]
-fn policy_from_default_config_allows_chat_dir_store_and_tmp_only() {
+fn policy_from_default_config_allows_chat_dir_and_store_only() {
     // Outside /tmp, which the default policy allows as a whole (a checkout under /tmp puts the
     // target directory there too; /var/tmp is outside it).
     let target_tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
@@ -33,8 +35,9 @@ fn policy_from_default_config_allows_chat_dir_store_and_tmp_only() {
     };
     let policy = PathPolicy::from_config(&config.sandbox.policy, &places, &env);
     assert!(policy.check_write(&root.join("notes/a.txt")).is_ok());
-    assert!(policy.check_write(&root.join("home/.cache/x")).is_ok());
-    assert!(policy.check_write(&PathBuf::from("/tmp/flemma-x")).is_ok());
+    // The host's cache and /tmp are not the sandbox's: it has private ones (tool_setup).
+    assert!(policy.check_write(&root.join("home/.cache/x")).is_err());
+    assert!(policy.check_write(&PathBuf::from("/tmp/flemma-x")).is_err());
     let refused = policy
         .check_write(&root.join("home/.bashrc"))
         .expect_err("outside");
@@ -114,4 +117,102 @@ fn lsp_is_declared_only_when_a_server_is_on_path() {
         "read_skill",
         &config
     ));
+}
+
+/// Invariant I against a real bwrap: what holds a chat's authority stays as it is whatever a
+/// sandboxed command does — the chat and its neighbours (written, renamed, their folder renamed
+/// and replaced), a nested repository's `.git` (and its folder), a `.git` at the root, the
+/// protected places; `/tmp` is the chat's own; no capability, as root too.
+#[test]
+fn a_sandboxed_command_cannot_touch_what_holds_authority() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let project = root.join("project");
+    let chats = project.join("chats");
+    std::fs::create_dir_all(chats.join(".flemma")).expect("chats");
+    std::fs::create_dir_all(project.join("vendor/lib/.git")).expect("nested repository");
+    std::fs::write(project.join("vendor/lib/.git/config"), "[core]\n").expect("git config");
+    std::fs::create_dir_all(project.join("config/flemma")).expect("protected");
+    std::fs::write(project.join("config/flemma/config.toml"), "").expect("config");
+    let chat = chats.join("talk.chat");
+    std::fs::write(&chat, "@You:\nhi\n").expect("chat");
+    std::fs::write(chats.join("other.chat"), "@You:\nother\n").expect("chat");
+    let private = PrivatePlaces::create(&root.join("private"), vec![]).expect("private");
+    let policy = PathPolicy::new([project.clone()])
+        .protect([chat.clone(), project.join("config/flemma")])
+        .with_private(private.clone());
+    let sandbox = match Bwrap::for_policy(&policy, false) {
+        Ok(sandbox) => sandbox.with_limits(CallLimits {
+            processes: Some(64),
+            memory_bytes: None,
+        }),
+        Err(reason) => {
+            assert!(bwrap_availability().is_err());
+            eprintln!("note: bwrap not usable here, sandbox test skipped: {reason}");
+            return;
+        }
+    };
+    let mut ctx = RunContext::new(&chats, Arc::new(policy));
+    ctx.sandbox = Some(Arc::new(sandbox));
+    let run = |command: &str| {
+        bash::run(
+            &ctx,
+            &json!({"label": "t", "command": command, "timeout": 20}),
+        )
+    };
+    let attacks = [
+        "echo evil > talk.chat",
+        "sed -i s/hi/evil/ talk.chat",
+        "mv talk.chat moved.chat",
+        "rm -f other.chat",
+        "cd .. && mv chats chats-away && mkdir chats && echo evil > chats/talk.chat",
+        "cd ../vendor && mv lib lib-away && mkdir -p lib/.git && echo evil > lib/.git/config",
+        "echo '[core] fsmonitor = evil' >> ../vendor/lib/.git/config",
+        "mkdir -p ../.git/hooks && echo evil > ../.git/config",
+        "echo evil > ../config/flemma/config.toml",
+        "mv ../config ../config-away",
+        "mount -o remount,rw / || cat /proc/self/status",
+    ];
+    for attack in attacks {
+        run(attack);
+    }
+    assert_eq!(std::fs::read_to_string(&chat).expect("chat"), "@You:\nhi\n");
+    assert_eq!(
+        std::fs::read_to_string(chats.join("other.chat")).expect("chat"),
+        "@You:\nother\n"
+    );
+    assert!(!chats.join("moved.chat").exists());
+    assert!(!project.join("chats-away").exists());
+    assert!(!project.join("vendor/lib-away").exists());
+    assert_eq!(
+        std::fs::read_to_string(project.join("vendor/lib/.git/config")).expect("config"),
+        "[core]\n"
+    );
+    assert!(
+        !project.join(".git").exists(),
+        "no .git at the root, not even the placeholder once the call ended"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("config/flemma/config.toml")).expect("config"),
+        ""
+    );
+    // Writing elsewhere in the project still works.
+    let ok = run("echo fine > notes.txt && cat notes.txt");
+    assert_eq!(ok.text, "fine\n", "{ok:?}");
+    // No capability inside, as root too.
+    let caps = run("grep CapEff /proc/self/status");
+    assert!(caps.text.contains("0000000000000000"), "{caps:?}");
+    // `/tmp` is the chat's own: what a command writes there is in the private folder.
+    let tmp = run("echo mine > /tmp/flemma-private-probe && ls /tmp");
+    assert!(!tmp.is_error, "{tmp:?}");
+    assert!(private.tmp.join("flemma-private-probe").exists());
+    assert!(!std::path::Path::new("/tmp/flemma-private-probe").exists());
+    // The limits stop a call that starts too many processes.
+    let forks = run("for i in $(seq 1 200); do sleep 30 & done; wait");
+    assert!(forks.is_error, "{forks:?}");
+    assert!(
+        forks.text.contains("sandbox.limits.processes"),
+        "{}",
+        forks.text
+    );
 }
