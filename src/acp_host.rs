@@ -122,7 +122,7 @@ impl Backend for AcpHost {
     }
 
     fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, String> {
-        crate::fsutil::replace_if_unchanged(path, expected, text).map_err(|e| format!("{e:#}"))
+        crate::fsutil::replace_chat_if_unchanged(path, expected, text).map_err(|e| format!("{e:#}"))
     }
 
     fn events(&self, path: &Path) -> tokio::sync::mpsc::UnboundedReceiver<TurnEvent> {

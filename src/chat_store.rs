@@ -146,7 +146,7 @@ impl ChatStore for FileStore {
         current: &'a Snapshot,
         next: &'a str,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(async move { fsutil::replace_if_unchanged(&self.path, &current.text, next) })
+        Box::pin(async move { fsutil::replace_chat_if_unchanged(&self.path, &current.text, next) })
     }
 
     fn describe(&self) -> String {

@@ -395,7 +395,8 @@ const HOME_START_UP: [&str; 22] = [
 ];
 
 /// The chat's private `/tmp` and cache for its sandbox, under
-/// `$XDG_CACHE_HOME/flemma/sandbox/<chat key>` (folders unused for a month are removed).
+/// `$XDG_CACHE_HOME/flemma/sandbox/<chat key>`, made by the first sandboxed call (the folders
+/// of chats unused for a month are removed, once per process).
 fn private_places(chat: Option<&Path>) -> Option<PrivatePlaces> {
     let cache = crate::trust::env_dir("XDG_CACHE_HOME", ".cache")?;
     let sandboxes = cache.join("flemma").join("sandbox");
@@ -407,14 +408,9 @@ fn private_places(chat: Option<&Path>) -> Option<PrivatePlaces> {
     if !targets.contains(&cache) {
         targets.push(cache.clone());
     }
-    prune_sandboxes(&sandboxes, &key);
-    match PrivatePlaces::create(&sandboxes.join(&key), targets) {
-        Ok(places) => Some(places),
-        Err(error) => {
-            tracing::warn!(%error, dir = %sandboxes.display(), "the sandbox's private /tmp cannot be made; sandboxed commands get none");
-            None
-        }
-    }
+    static PRUNED: std::sync::Once = std::sync::Once::new();
+    PRUNED.call_once(|| prune_sandboxes(&sandboxes, &key));
+    Some(PrivatePlaces::at(&sandboxes.join(&key), targets))
 }
 
 /// Removes the private folders of chats whose sandbox was not used for 30 days.

@@ -148,7 +148,7 @@ pub fn edit_placeholders(
         })?;
         let next = flemma_syntax::apply_edits(&text, &edits)
             .map_err(|error| CliError::failed(command, format!("cannot edit the chat: {error}")))?;
-        let replaced = fsutil::replace_if_unchanged(path, &text, &next)
+        let replaced = fsutil::replace_chat_if_unchanged(path, &text, &next)
             .map_err(|error| CliError::failed(command, format!("{error:#}")))?;
         if replaced {
             return Ok(ids);

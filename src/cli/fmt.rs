@@ -103,7 +103,7 @@ pub fn run(args: FmtArgs) -> anyhow::Result<ExitCode> {
     }
     let edits: Vec<_> = changes.iter().map(|(e, _)| e.clone()).collect();
     let formatted = flemma_syntax::apply_edits(text, &edits)?;
-    fsutil::write_atomic(&args.file, &formatted)?;
+    fsutil::write_chat(&args.file, &formatted)?;
     eprintln!("{}: {change_count} change(s) written", args.file.display());
     Ok(ExitCode::SUCCESS)
 }

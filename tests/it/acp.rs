@@ -66,6 +66,7 @@ impl Project {
             ("XDG_CONFIG_HOME", "config"),
             ("XDG_RUNTIME_DIR", "run"),
             ("XDG_STATE_HOME", "state"),
+            ("XDG_CACHE_HOME", "cache"),
         ] {
             env.push((key.into(), self.root.join(dir).display().to_string()));
         }
@@ -1338,4 +1339,40 @@ async fn a_tool_run_after_the_editor_left_reads_the_disk() {
     assert!(!text.contains("unsaved"), "{text}");
     assert!(report["fs"].as_array().unwrap().is_empty(), "{report}");
     daemon.kill().await.unwrap();
+}
+
+/// Issue 26, finding 6: a repository that ships `.flemma/sessions` (or `.flemma`) as a link
+/// to somewhere else — `/tmp`, whose `../..` is `/` — gets no session: the sessions folder is
+/// made following no link, and `session/new` says so. Nothing is written through the link.
+#[tokio::test]
+async fn a_sessions_folder_that_is_a_link_is_refused() {
+    let Some((python, project, mock)) = setup("acp sessions link").await else {
+        return;
+    };
+    let elsewhere = tempfile::Builder::new()
+        .prefix("flemmad-acp-elsewhere-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    for link in [".flemma/sessions", ".flemma"] {
+        let flemma = project.cwd().join(".flemma");
+        let _ = std::fs::remove_dir_all(&flemma);
+        let _ = std::fs::remove_file(&flemma);
+        if link == ".flemma/sessions" {
+            std::fs::create_dir_all(&flemma).unwrap();
+        }
+        std::os::unix::fs::symlink(elsewhere.path(), project.cwd().join(link)).unwrap();
+        let report = project
+            .client(&python, &mock.base_url(), json!([{"op": "new"}]))
+            .await;
+        let error = report["steps"][0]["error"].to_string();
+        assert!(
+            error.contains("symbolic link"),
+            "{link}: the session is refused, saying why: {report}"
+        );
+        assert_eq!(
+            std::fs::read_dir(elsewhere.path()).unwrap().count(),
+            0,
+            "{link}: nothing was written through the link"
+        );
+    }
 }

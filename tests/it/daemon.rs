@@ -48,6 +48,7 @@ impl Home {
             .args(args)
             .env("XDG_RUNTIME_DIR", self.runtime())
             .env("XDG_STATE_HOME", self.root.path().join("state"))
+            .env("XDG_CACHE_HOME", self.root.path().join("cache"))
             .env("XDG_CONFIG_HOME", self.root.path().join("config"))
             .env("RUST_LOG", "flemmad=debug,info")
             .env_remove("LISTEN_FDS")

@@ -46,6 +46,7 @@ pub(crate) fn serve(env: &[(&'static str, String)], dir: &Path) -> Daemon {
         .arg("serve")
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .env("XDG_STATE_HOME", dir.join("state"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
         .env_remove("FLEMMA_CONFIG")
         .env_remove("LISTEN_FDS")
         .env_remove("LISTEN_PID")

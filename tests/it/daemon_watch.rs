@@ -8,7 +8,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::os::unix::fs::MetadataExt as _;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -44,6 +43,7 @@ pub(crate) fn flemmad(chat: &Chat, base: &str) -> Command {
         .env("XDG_CONFIG_HOME", &chat.config_home)
         .env("XDG_RUNTIME_DIR", dir.join("run"))
         .env("XDG_STATE_HOME", dir.join("state"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
         .env_remove("FLEMMA_CONFIG")
         .env_remove("LISTEN_FDS")
         .env_remove("LISTEN_PID")
@@ -214,21 +214,19 @@ fn wait_for(path: &Path, needle: &str) -> String {
     }
 }
 
-fn inode(path: &Path) -> u64 {
-    std::fs::metadata(path).map(|m| m.ino()).unwrap_or(0)
-}
-
-/// Appends `text` the way a program does (in place, same inode), then waits for the daemon's
-/// next write of the file (a rename: a new inode) that holds it; returns how long that took.
+/// Appends `text` the way a program does (in place), then waits for the daemon's next write
+/// of the file that holds it (the daemon writes in place too: the text changes after the
+/// append); returns how long that took.
 fn append_and_time_the_merge(path: &Path, text: &str) -> Duration {
     let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
     file.write_all(text.as_bytes()).unwrap();
     drop(file);
     let written = Instant::now();
-    let ours = inode(path);
+    let ours = read(path);
     let deadline = written + TIMEOUT;
     loop {
-        if inode(path) != ours && read(path).contains(text.trim()) {
+        let now = read(path);
+        if now != ours && now.contains(text.trim()) {
             return written.elapsed();
         }
         assert!(

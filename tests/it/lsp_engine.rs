@@ -55,6 +55,11 @@ impl Mock {
             "XDG_STATE_HOME",
             state.unwrap_or_default().display().to_string(),
         ));
+        let cache = chat.path.parent().map(|dir| dir.join("cache"));
+        env.push((
+            "XDG_CACHE_HOME",
+            cache.unwrap_or_default().display().to_string(),
+        ));
         env.push(("PATH", "/usr/bin:/bin".into()));
         env
     }
@@ -505,6 +510,7 @@ fn serve(mock: &Mock, chat: &Chat) -> Serve {
         .envs(mock.env(chat))
         .env("XDG_RUNTIME_DIR", &runtime)
         .env("XDG_STATE_HOME", home.path().join("state"))
+        .env("XDG_CACHE_HOME", home.path().join("cache"))
         .env("RUST_LOG", "flemmad=debug,info")
         .env_remove("FLEMMA_CONFIG")
         .env_remove("LISTEN_FDS")

@@ -57,24 +57,37 @@ pub struct PrivatePlaces {
 
 impl PrivatePlaces {
     /// The places under `base` (`<cache>/flemma/sandbox/<chat key>`), seen at `/tmp` and at
-    /// `cache_targets`. The folders are created (`0700`) when missing.
-    pub fn create(base: &Path, cache_targets: Vec<PathBuf>) -> std::io::Result<Self> {
-        use std::os::unix::fs::DirBuilderExt;
-        let places = Self {
+    /// `cache_targets`. Nothing is created until a call needs them ([`PrivatePlaces::ensure`]).
+    pub fn at(base: &Path, cache_targets: Vec<PathBuf>) -> Self {
+        Self {
             tmp: base.join("tmp"),
             cache: base.join("cache"),
             cache_targets,
             empty: base.join("empty"),
-        };
-        for dir in [&places.tmp, &places.cache, &places.empty] {
+        }
+    }
+
+    /// [`PrivatePlaces::at`], with the folders created.
+    pub fn create(base: &Path, cache_targets: Vec<PathBuf>) -> std::io::Result<Self> {
+        let places = Self::at(base, cache_targets);
+        places.ensure()?;
+        Ok(places)
+    }
+
+    /// Creates the folders (`0700`) when missing, and marks them used now (the shell prunes
+    /// the places of chats unused for long).
+    pub fn ensure(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        for dir in [&self.tmp, &self.cache, &self.empty] {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(dir)?;
         }
-        // Marks the folder as used now (old ones are pruned by age).
-        let _ = std::fs::File::create(base.join("last-used"));
-        Ok(places)
+        if let Some(base) = self.tmp.parent() {
+            let _ = std::fs::File::create(base.join("last-used"));
+        }
+        Ok(())
     }
 
     /// The pairs (where a command sees it, where it is on the host), the deepest first (a
@@ -566,6 +579,11 @@ impl Bwrap {
     /// and the `.git` placeholders, removed when it is dropped (once no other call of this
     /// process uses them).
     pub fn command(&self, inner: &[String], cwd: &Path) -> SandboxedCommand {
+        if let Some(private) = &self.private {
+            if let Err(error) = private.ensure() {
+                tracing::warn!(%error, tmp = %private.tmp.display(), "the sandbox's private /tmp cannot be made");
+            }
+        }
         let found = match self.scan.lock() {
             Ok(mut scan) => scan.look(&self.writable, SCAN_BUDGET),
             Err(_) => Found::default(),

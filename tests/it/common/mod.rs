@@ -132,6 +132,7 @@ pub fn flemmad_command(chat: &Chat, base: &str) -> tokio::process::Command {
         .env("XDG_CONFIG_HOME", &chat.config_home)
         .env("XDG_RUNTIME_DIR", dir.join("run"))
         .env("XDG_STATE_HOME", dir.join("state"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
         .env_remove("FLEMMA_CONFIG")
         .env("PATH", "/usr/bin:/bin")
         .kill_on_drop(true);

@@ -80,6 +80,7 @@ impl Client {
             .arg("--stdio")
             .args(extra_args)
             .env("XDG_STATE_HOME", state.path())
+            .env("XDG_CACHE_HOME", state.path().join("cache"))
             // A daemon running on this machine must not answer for the server under test
             // (unless `env` names the runtime directory of one the test started).
             .env("XDG_RUNTIME_DIR", state.path())

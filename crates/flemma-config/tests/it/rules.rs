@@ -59,7 +59,11 @@ fn defaults_follow_the_seeds() {
     // private ones instead (docs/security.md, invariant I), so they are not host paths here.
     assert_eq!(
         config.sandbox.policy.rw_paths,
-        ["urn:flemma:cwd", "urn:flemma:buffer:path", "urn:flemma:store"]
+        [
+            "urn:flemma:cwd",
+            "urn:flemma:buffer:path",
+            "urn:flemma:store"
+        ]
     );
     assert_eq!(config.sandbox.limits.processes, 512);
     assert_eq!(config.sandbox.limits.memory, 8192);
