@@ -160,6 +160,13 @@ struct DocumentState {
     running: bool,
     driver: Option<DriverState>,
     last_stop: Option<String>,
+    /// How many drivers started for the document.
+    epoch: u64,
+    /// The calls decided (approved or rejected) and how, with the driver that handles the
+    /// decision (`epoch`): the first decision on a call is the one that counts, whichever front
+    /// end sends it, even before a driver has seen it. Forgotten when that driver ends (its
+    /// text says it then).
+    decided: HashMap<String, (&'static str, u64)>,
 }
 
 #[derive(Debug)]
@@ -253,33 +260,32 @@ impl EngineHost {
         let method = request.method();
         let path = document.path;
         self.check_exists(method, document)?;
+        if matches!(
+            request,
+            R::Send(_) | R::Approve(_) | R::Reject(_) | R::ApproveAll(_) | R::Execute(_)
+        ) {
+            self.check_driver(path)?;
+        }
         Ok(match request {
             R::Send(_) => FlemmaResponse::Accepted(self.send(path)?),
             R::Cancel(_) => FlemmaResponse::Accepted(self.cancel(path)?),
             R::Approve(p) => {
-                self.check_decision(document, |doc| {
-                    flemma_ide::actions::check_pending(doc, &p.tool_id).map(|()| Vec::new())
-                })?;
+                let tool_ids = self.decide(document, Some(&p.tool_id), "approved")?;
                 let input = Input::Approve {
                     tool_id: p.tool_id.clone(),
                 };
-                FlemmaResponse::Accepted(self.decision(path, input, vec![p.tool_id])?)
+                FlemmaResponse::Accepted(self.decision(path, input, tool_ids)?)
             }
             R::Reject(p) => {
-                self.check_decision(document, |doc| {
-                    flemma_ide::actions::check_pending(doc, &p.tool_id).map(|()| Vec::new())
-                })?;
+                let tool_ids = self.decide(document, Some(&p.tool_id), "rejected")?;
                 let input = Input::Reject {
                     tool_id: p.tool_id.clone(),
                     reason: p.reason.filter(|reason| !reason.trim().is_empty()),
                 };
-                FlemmaResponse::Accepted(self.decision(path, input, vec![p.tool_id])?)
+                FlemmaResponse::Accepted(self.decision(path, input, tool_ids)?)
             }
             R::ApproveAll(_) => {
-                let checked = self.check_decision(document, |doc| {
-                    flemma_ide::actions::approve_all(doc).map(|(ids, _)| ids)
-                })?;
-                let tool_ids = checked.unwrap_or_else(|| self.pending(path));
+                let tool_ids = self.decide(document, None, "approved")?;
                 FlemmaResponse::Accepted(self.decision(path, Input::ApproveAll, tool_ids)?)
             }
             R::Background(p) => FlemmaResponse::Accepted(self.background(path, &p.tool_id)?),
@@ -313,43 +319,135 @@ impl EngineHost {
         )))
     }
 
-    /// Checks a tool decision on the document's text: the caller's buffer, else the file when
-    /// no editor has it open. `Ok(None)`: not checked here (another editor holds the document,
-    /// or a driver runs for it and decides); else the tool ids `check` found.
-    fn check_decision(
+    /// Refuses a command that would start a driver for a chat another process drives (one
+    /// driver per chat, across processes: `crate::driver_lock`).
+    fn check_driver(&self, path: &Path) -> Result<(), RequestError> {
+        if self.is_running(path) {
+            return Ok(());
+        }
+        match crate::driver_lock::DriverLock::owner(path) {
+            Some(owner) if owner.pid != std::process::id() => Err(RequestError::refused(format!(
+                "{} is being driven by {owner}: nothing was done here; wait for it to finish, or stop it where it runs",
+                path.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Decides `tool_id` (or, with `None`, every pending call) as `how` (`approved`,
+    /// `rejected`): **the first decision on a call is the one that counts**, whichever front end
+    /// sends it and however close together. Under the documents' lock, each call is checked on
+    /// what knows it best — a running driver's pending calls, else the caller's buffer, else the
+    /// file (read under the lock, so a driver that ended has written it) — and against the
+    /// decisions already taken; the decision is recorded with the driver that will handle it.
+    /// A recorded decision whose driver ended with the call still pending was lost (the driver
+    /// was already finishing): a new one may be taken. Returns the ids decided.
+    fn decide(
         &self,
         document: DocumentRef<'_>,
-        check: impl Fn(
-            &flemma_syntax::Document,
-        ) -> Result<Vec<String>, flemma_ide::actions::ActionError>,
-    ) -> Result<Option<Vec<String>>, RequestError> {
-        let refused = |error: flemma_ide::actions::ActionError| {
-            RequestError::invalid_params(error.to_string())
+        tool_id: Option<&String>,
+        how: &'static str,
+    ) -> Result<Vec<String>, RequestError> {
+        use flemma_ide::actions::{ActionError, check_pending, pending_ids};
+        let path = document.path;
+        let another_editor = document.buffer.is_none() && self.has_editor(path);
+        let mut states = lock(&self.shared.states);
+        let state = states.entry(path.to_owned()).or_default();
+        let handler = state.epoch + u64::from(!state.running);
+        // What the text says: the running driver's pending calls, or a document to check.
+        let waiting: Option<Vec<String>> = state
+            .driver
+            .as_ref()
+            .filter(|_| state.running)
+            .map(|driver| driver.pending.clone());
+        let parsed;
+        let text: Option<&flemma_syntax::Document> = match (document.buffer, &waiting) {
+            (Some(buffer), None) => Some(buffer),
+            (None, None) if !state.running && !another_editor => {
+                let read = crate::fsutil::read_chat(path)
+                    .map_err(|error| RequestError::invalid_params(format!("{error:#}")))?;
+                parsed = flemma_syntax::Document::parse(read);
+                Some(&parsed)
+            }
+            _ => None,
         };
-        if let Some(buffer) = document.buffer {
-            return check(buffer).map(Some).map_err(refused);
+        let refused = |error: ActionError| RequestError::invalid_params(error.to_string());
+        let pending_now = |id: &str| -> Result<bool, RequestError> {
+            match (&waiting, text) {
+                (Some(waiting), _) => Ok(waiting.iter().any(|w| w == id)),
+                (None, Some(doc)) => Ok(check_pending(doc, id).is_ok()),
+                (None, None) => Ok(true),
+            }
+        };
+        let ids: Vec<String> = match tool_id {
+            Some(id) => vec![id.clone()],
+            None => match (&waiting, text) {
+                (Some(waiting), _) => waiting.clone(),
+                (None, Some(doc)) => pending_ids(doc),
+                (None, None) => Vec::new(),
+            },
+        };
+        if tool_id.is_none() && ids.is_empty() && (waiting.is_some() || text.is_some()) {
+            return Err(refused(ActionError::NothingPending));
         }
-        if self.has_editor(document.path) || self.is_running(document.path) {
-            return Ok(None);
+        let mut decided = Vec::new();
+        let mut first_refusal = None;
+        for id in &ids {
+            let refusal = match state.decided.get(id.as_str()) {
+                Some((was, by)) => {
+                    let lost = !state.running && *by <= state.epoch && pending_now(id)?;
+                    (!lost).then(|| {
+                        RequestError::refused(format!(
+                            "`{id}` was already {was}: the first decision on a call (approve, reject or cancel) is the one that counts; edit the chat yourself to change it"
+                        ))
+                    })
+                }
+                None if pending_now(id)? => None,
+                None => Some(match (text, &waiting) {
+                    (Some(doc), None) => match check_pending(doc, id) {
+                        Err(error) => refused(error),
+                        Ok(()) => {
+                            RequestError::refused(format!("`{id}` is not waiting for approval"))
+                        }
+                    },
+                    _ => RequestError::refused(format!(
+                        "`{id}` is not waiting for approval (it was decided already, or it is not in the chat); pending: {}",
+                        waiting
+                            .as_ref()
+                            .filter(|w| !w.is_empty())
+                            .map_or_else(|| "none".to_owned(), |w| w.join(", "))
+                    )),
+                }),
+            };
+            match refusal {
+                Some(refusal) => {
+                    first_refusal.get_or_insert(refusal);
+                }
+                None => decided.push(id.clone()),
+            }
         }
-        let text = crate::fsutil::read_chat(document.path)
-            .map_err(|error| RequestError::invalid_params(format!("{error:#}")))?;
-        check(&flemma_syntax::Document::parse(text))
-            .map(Some)
-            .map_err(refused)
+        if let (true, Some(refusal)) = (decided.is_empty(), first_refusal) {
+            return Err(refusal);
+        }
+        for id in &decided {
+            state.decided.insert(id.clone(), (how, handler));
+        }
+        // The oldest decisions are long in the text: a document keeps the last thousand.
+        if state.decided.len() > 1024 {
+            let oldest = state
+                .decided
+                .iter()
+                .min_by_key(|(_, (_, by))| *by)
+                .map(|(id, _)| id.clone());
+            if let Some(id) = oldest {
+                state.decided.remove(&id);
+            }
+        }
+        Ok(decided)
     }
 
     fn has_editor(&self, path: &Path) -> bool {
         lock(&self.shared.editors).contains_key(path)
-    }
-
-    /// The calls the running driver knows to be pending (empty when none runs).
-    fn pending(&self, path: &Path) -> Vec<String> {
-        lock(&self.shared.states)
-            .get(path)
-            .and_then(|state| state.driver.as_ref())
-            .map(|driver| driver.pending.clone())
-            .unwrap_or_default()
     }
 
     /// `approve`, `reject`, `approveAll`: the placeholders' statuses change; with autopilot the
@@ -933,8 +1031,16 @@ async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
 /// Sets up and runs one driver for `path` until nothing runs any more.
 async fn drive(inner: Rc<Inner>, path: PathBuf, first: Input, send: bool) {
     let shared = inner.shared.clone();
-    shared.set_state(&path, |state| state.running = true);
-    let outcome = run_driver(&inner, &path, first, send).await;
+    shared.set_state(&path, |state| {
+        state.running = true;
+        state.epoch += 1;
+    });
+    // One driver per chat across processes: held while this one runs.
+    let outcome =
+        match crate::driver_lock::DriverLock::acquire(&path, &crate::driver_lock::process_role()) {
+            Ok(_lock) => run_driver(&inner, &path, first, send).await,
+            Err(busy) => Err(busy.to_string()),
+        };
     inner.slots.borrow_mut().remove(&path);
     let (reason, message) = match &outcome {
         Ok(reason) => stop_label(reason),

@@ -1,5 +1,5 @@
 //! `flemmad cancel FILE`: stops what runs for a chat — through the daemon when one runs, else
-//! by interrupting the `flemmad send` that holds the chat's send lock (as Ctrl-C would).
+//! by interrupting the `flemmad send` that holds the chat's driver lock (as Ctrl-C would).
 
 use std::path::PathBuf;
 
@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::CliError;
 use super::via_daemon;
-use crate::send_lock::{LockError, SendLock};
+use crate::driver_lock::DriverLock;
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {
@@ -20,40 +20,34 @@ pub fn run(args: CancelArgs) -> Result<(), CliError> {
         return outcome;
     }
     // No daemon: a `flemmad send` of this chat in another process holds its lock.
-    match SendLock::acquire(&args.file) {
-        Ok(_free) => Err(CliError::failed(
+    match DriverLock::owner(&args.file) {
+        None => Err(CliError::failed(
             "cancel",
             format!(
                 "nothing runs for {}: no daemon answers and no `flemmad send` of it runs",
                 args.file.display()
             ),
         )),
-        Err(LockError::Busy { owner, .. }) => {
-            let pid = owner
-                .strip_prefix("pid ")
-                .and_then(|pid| pid.parse::<i32>().ok())
-                .and_then(rustix::process::Pid::from_raw);
-            let Some(pid) = pid else {
-                return Err(CliError::failed(
-                    "cancel",
-                    format!(
-                        "a `flemmad send` of {} runs but its pid is unknown; press Ctrl-C in its terminal",
-                        args.file.display()
-                    ),
-                ));
-            };
+        Some(owner) if owner.role != "send" => Err(CliError::failed(
+            "cancel",
+            format!(
+                "{} is driven by {owner}, which does not answer here; cancel it where it runs (its editor's Cancel)",
+                args.file.display()
+            ),
+        )),
+        Some(owner) => {
+            let pid = i32::try_from(owner.pid)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+                .ok_or_else(|| CliError::failed("cancel", format!("{owner} has no valid pid")))?;
             rustix::process::kill_process(pid, rustix::process::Signal::INT).map_err(|error| {
-                CliError::failed(
-                    "cancel",
-                    format!("cannot interrupt the `flemmad send` ({owner}): {error}"),
-                )
+                CliError::failed("cancel", format!("cannot interrupt {owner}: {error}"))
             })?;
             eprintln!(
-                "flemmad cancel: interrupted the `flemmad send` of {} ({owner}); it marks what ran `aborted` and exits 130",
+                "flemmad cancel: interrupted {owner} of {}; it marks what ran `aborted` and exits 130",
                 args.file.display()
             );
             Ok(())
         }
-        Err(error) => Err(CliError::failed("cancel", error)),
     }
 }

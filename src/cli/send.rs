@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::CliError;
 use crate::chat;
+use crate::driver_lock::{DriverLock, LockError};
 use crate::engine_driver::{Driver, Report};
 use crate::engine_setup::{self, SetupError, SetupOptions};
-use crate::send_lock::{LockError, SendLock};
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
@@ -78,9 +78,9 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
 
 async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
     let path = args.file.clone();
-    // Held until the cycle stops: a second send of the same file is refused at once, before
-    // it reads a file the first one is still writing.
-    let lock = SendLock::acquire(&path);
+    // Held until the cycle stops: a second driver of the same file (another send, a daemon)
+    // is refused at once, before it reads a file the first one is still writing.
+    let lock = DriverLock::acquire(&path, "send");
     let refuse = |error: LockError| CliError::blocked("send", String::new(), &error.to_string());
     if let Err(busy @ LockError::Busy { .. }) = lock {
         return Err(refuse(busy));

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::CliError;
 use crate::chat;
-use crate::send_lock::SendLock;
+use crate::driver_lock::DriverLock;
 use crate::tool_setup::ToolSetup;
 
 #[derive(Debug, Args)]
@@ -287,6 +287,5 @@ fn jobs(doc: &Document, send_running: bool) -> Vec<JobStatus> {
 /// The pid of the `flemmad send` that holds the chat's lock (its lock file names it while it
 /// runs and is emptied when it ends; a pid whose process is gone is ignored).
 fn running_send(chat: &Path) -> Option<u32> {
-    let pid = SendLock::owner(chat)?;
-    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+    DriverLock::owner(chat).map(|owner| owner.pid)
 }

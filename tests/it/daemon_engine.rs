@@ -796,3 +796,238 @@ async fn a_send_through_rpc_sock_cannot_widen_what_an_untrusted_chat_may_do() {
     assert!(read(&chat.path).contains("**Tool Result:** `t1` (pending)"));
     assert!(mock.requests().is_empty());
 }
+
+/// Issue 27, fault 1: `flemmad send F` through the daemon and `flemmad send --no-daemon F` at
+/// once both asked the provider, and the second reply lost its `@Assistant:`. One driver per
+/// chat, across processes: whichever comes second is refused, naming the first, and the
+/// provider is asked once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sends_on_one_chat_never_both_run() {
+    for daemon_first in [true, false] {
+        let mock = MockProvider::start().await.unwrap();
+        let base = mock.base_url();
+        let chat = agentic_chat("@You:\nTell me a long story.\n");
+        let daemon = Served::start(&chat, &base).await;
+        mock.push(Turn::text("Far, far away. ".repeat(25)).bytes_per_sec(3000));
+        mock.push(Turn::text("A second reply."));
+        let file = chat.path.display().to_string();
+        let (first, second): (Vec<&str>, Vec<&str>) = if daemon_first {
+            (vec!["send", &file], vec!["send", "--no-daemon", &file])
+        } else {
+            (vec!["send", "--no-daemon", &file], vec!["send", &file])
+        };
+        let running = flemmad(&chat, &base, &first)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for(&chat.path, "Far, far away. Far, far away.").await;
+        let out = run(flemmad(&chat, &base, &second)).await;
+        let err = stderr(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "daemon first: {daemon_first}: the second send is refused\n{err}\n{}",
+            daemon.log_tail()
+        );
+        let named = if daemon_first {
+            "the daemon (`flemmad serve`"
+        } else {
+            "`flemmad send` (pid"
+        };
+        assert!(
+            err.contains("being driven by") && err.contains(named),
+            "daemon first: {daemon_first}: {err}"
+        );
+        let out = tokio::time::timeout(TIMEOUT, running.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(mock.requests().len(), 1, "daemon first: {daemon_first}");
+        let text = read(&chat.path);
+        assert_eq!(text.matches("@Assistant:").count(), 1, "{text}");
+        no_error_diagnostics(&text);
+    }
+}
+
+/// A chat with `n` calls waiting for approval (`flemmad send` stopped on them, exit 3); each
+/// call prints `ran c<i>`.
+async fn pending_calls(mock: &MockProvider, chat: &Chat, base: &str, n: usize) {
+    let mut turn = Turn::default();
+    for i in 0..n {
+        turn = turn.tool_call_with_id(
+            "bash",
+            format!("c{i}"),
+            json!({"label": "run", "command": format!("echo ran c{i}"), "timeout": null}),
+        );
+    }
+    mock.push(turn);
+    let out = run(send_command(chat, base)).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+}
+
+/// Whether call `id` ran and how its block reads.
+fn outcome_of(text: &str, id: &str) -> (bool, bool) {
+    let header = format!("**Tool Result:** `{id}`");
+    let at = text
+        .find(&header)
+        .unwrap_or_else(|| panic!("no {id}:\n{text}"));
+    let block = &text[at..];
+    let block = &block[..block[header.len()..]
+        .find("**Tool Result:**")
+        .map_or(block.len(), |end| end + header.len())];
+    let block = block.split("\n@").next().unwrap_or(block);
+    (
+        block.contains(&format!("ran {id}")),
+        block.contains("User feedback") || block.contains("rejected"),
+    )
+}
+
+/// Issue 27, fault 2: `flemma/approve` then `flemma/reject` of one pending call in one write
+/// both answered `ok`, the command ran and the file recorded it as rejected. The first decision
+/// counts; the second is refused saying what happened; what ran and what the file says agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_and_reject_in_one_write_resolve_the_call_once() {
+    for approve_first in [true, false] {
+        let mock = MockProvider::start().await.unwrap();
+        let base = mock.base_url();
+        let chat = agentic_chat("@You:\nRun it.\n");
+        let daemon = Served::start(&chat, &base).await;
+        pending_calls(&mock, &chat, &base, 1).await;
+        mock.push(Turn::text("Done."));
+        let path = chat.path.display().to_string();
+        let approve = json!({"jsonrpc": "2.0", "id": 1, "method": "flemma/approve", "params": {"uri": path, "toolId": "c0"}});
+        let reject = json!({"jsonrpc": "2.0", "id": 2, "method": "flemma/reject", "params": {"uri": path, "toolId": "c0", "reason": "no"}});
+        let (a, b) = if approve_first {
+            (approve, reject)
+        } else {
+            (reject, approve)
+        };
+        let mut rpc = daemon.rpc();
+        write!(rpc.writer, "{a}\n{b}\n").unwrap();
+        let mut answers = Vec::new();
+        while answers.len() < 2 {
+            let message = tokio::task::block_in_place(|| rpc.read());
+            if message.get("id").is_some() {
+                answers.push(message);
+            }
+        }
+        answers.sort_by_key(|m| m["id"].as_u64());
+        let ok: Vec<&Value> = answers
+            .iter()
+            .filter(|m| m.get("result").is_some())
+            .collect();
+        assert_eq!(ok.len(), 1, "exactly one decision counts: {answers:?}");
+        let refused = answers.iter().find(|m| m.get("error").is_some()).unwrap();
+        let message = refused["error"]["message"].as_str().unwrap();
+        let first = if approve_first {
+            "approved"
+        } else {
+            "rejected"
+        };
+        assert!(
+            message.contains(&format!("`c0` was already {first}")),
+            "{message}"
+        );
+        // Wait for the engine to settle and read what happened.
+        let text = if approve_first {
+            wait_for(&chat.path, "```\nran c0\n").await
+        } else {
+            wait_for(&chat.path, "User feedback: no").await
+        };
+        let (ran, rejected) = outcome_of(&text, "c0");
+        assert_eq!(ran, approve_first, "{text}");
+        assert_eq!(rejected, !approve_first, "{text}");
+    }
+}
+
+/// Issue 27, fault 2 at scale: 1,000 mixed approve/reject requests from 8 connections on
+/// 10 pending calls: each call is decided exactly once, and the file says what ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_decisions_from_eight_clients_resolve_each_call_once() {
+    const CALLS: usize = 10;
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = agentic_chat("@You:\nRun them.\n");
+    let daemon = Served::start(&chat, &base).await;
+    pending_calls(&mock, &chat, &base, CALLS).await;
+    for _ in 0..4 {
+        mock.push(Turn::text("Done."));
+    }
+    let path = chat.path.display().to_string();
+    let socket = daemon.rpc_socket.clone();
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
+            let socket = socket.clone();
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let stream = UnixStream::connect(&socket).unwrap();
+                stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut writer = stream;
+                let mut wins = Vec::new();
+                for n in 0..125u64 {
+                    let seed = t * 7919 + n * 104_729;
+                    let id = format!("c{}", seed % CALLS as u64);
+                    let (method, how) = if (seed / 3) % 2 == 0 {
+                        ("flemma/approve", "approved")
+                    } else {
+                        ("flemma/reject", "rejected")
+                    };
+                    let request = json!({"jsonrpc": "2.0", "id": n, "method": method, "params": {"uri": path, "toolId": id}});
+                    writeln!(writer, "{request}").unwrap();
+                    loop {
+                        let mut line = String::new();
+                        assert!(reader.read_line(&mut line).unwrap() > 0);
+                        let message: Value = serde_json::from_str(&line).unwrap();
+                        if message["id"] == n {
+                            if message.get("result").is_some() {
+                                wins.push((id.clone(), how));
+                            }
+                            break;
+                        }
+                    }
+                }
+                wins
+            })
+        })
+        .collect();
+    let mut wins: Vec<(String, &str)> = Vec::new();
+    for thread in threads {
+        wins.extend(thread.join().unwrap());
+    }
+    let mut per_call: std::collections::HashMap<String, Vec<&str>> = Default::default();
+    for (id, how) in &wins {
+        per_call.entry(id.clone()).or_default().push(how);
+    }
+    for i in 0..CALLS {
+        let id = format!("c{i}");
+        let decided = per_call.get(&id).cloned().unwrap_or_default();
+        assert_eq!(decided.len(), 1, "{id} was decided {decided:?}");
+    }
+    // Every call resolved: the engine sends the results and stops.
+    let deadline = Instant::now() + TIMEOUT;
+    let text = loop {
+        let text = read(&chat.path);
+        if (0..CALLS).all(|i| {
+            let (ran, rejected) = outcome_of(&text, &format!("c{i}"));
+            ran || rejected
+        }) {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every call resolved:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for (id, decided) in &per_call {
+        let (ran, rejected) = outcome_of(&text, id);
+        assert_eq!(
+            (ran, rejected),
+            (decided[0] == "approved", decided[0] == "rejected"),
+            "{id}: decided {decided:?}\n{text}"
+        );
+    }
+}

@@ -35,3 +35,18 @@ pub fn background_notice(job_id: &str) -> String {
 pub fn max_turns(n: u64) -> String {
     format!("Autopilot stopped – exceeded {n} consecutive turns.")
 }
+
+/// The refusal of a second decision on a call: what the first one was.
+pub fn already_resolved(tool_id: &str, status: flemma_syntax::Status, running: bool) -> String {
+    let what = match status {
+        flemma_syntax::Status::Approved if running => "approved and is running".to_owned(),
+        flemma_syntax::Status::Approved => "approved".to_owned(),
+        flemma_syntax::Status::Rejected => "rejected".to_owned(),
+        flemma_syntax::Status::Denied => "denied by the approval policy".to_owned(),
+        flemma_syntax::Status::Aborted => "aborted".to_owned(),
+        other => format!("`{other}`"),
+    };
+    format!(
+        "`{tool_id}` was already {what}: the first decision on a call (approve, reject or cancel) is the one that counts; edit the chat yourself to change it"
+    )
+}

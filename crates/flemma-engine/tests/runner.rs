@@ -6,6 +6,7 @@ mod cycle;
 mod jobs;
 mod properties;
 mod provenance;
+mod resolutions;
 mod session;
 mod session_properties;
 mod session_world;

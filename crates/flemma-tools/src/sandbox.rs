@@ -588,16 +588,23 @@ impl Bwrap {
             Ok(mut scan) => scan.look(&self.writable, SCAN_BUDGET),
             Err(_) => Found::default(),
         };
-        let plan = self.plan(&found, cwd);
-        let placeholders = Placeholders::take(plan.placeholders.clone());
+        // Planned and counted at once: another call's placeholder is one here too, never a
+        // `.git` to bind (it goes when the last call that uses it ends).
+        let (plan, placeholders) = Placeholders::take(|active| self.plan(&found, cwd, active));
         SandboxedCommand {
             argv: plan.argv(&self.program, inner, cwd, self.network),
             placeholders,
         }
     }
 
-    /// The mounts for one call, given what lies in the roots.
-    fn plan(&self, found: &Found, cwd: &Path) -> MountPlan {
+    /// The mounts for one call, given what lies in the roots and the `.git` placeholders other
+    /// calls of this process have mounted (`active`).
+    fn plan(
+        &self,
+        found: &Found,
+        cwd: &Path,
+        active: &std::collections::HashMap<PathBuf, usize>,
+    ) -> MountPlan {
         let mut plan = MountPlan::default();
         if let Some(private) = &self.private {
             plan.binds
@@ -618,13 +625,13 @@ impl Bwrap {
             }
         };
         if !self.git_writable {
-            for git in &found.git {
+            for git in found.git.iter().filter(|git| !active.contains_key(*git)) {
                 read_only(git, &mut kept);
             }
             if let Some(private) = &self.private {
                 for root in self.writable.iter().filter(|root| root.parent().is_some()) {
                     let git = root.join(".git");
-                    if git.symlink_metadata().is_err() {
+                    if active.contains_key(&git) || git.symlink_metadata().is_err() {
                         kept.insert(git.clone(), Keep::Placeholder(private.empty.clone()));
                         plan.placeholders.push(git);
                     }
@@ -768,13 +775,20 @@ fn placeholder_counts() -> &'static std::sync::Mutex<std::collections::HashMap<P
 }
 
 impl Placeholders {
-    fn take(paths: Vec<PathBuf>) -> Self {
-        if let Ok(mut counts) = placeholder_counts().lock() {
-            for path in &paths {
-                *counts.entry(path.clone()).or_default() += 1;
-            }
+    /// Plans a call with the placeholders in use (`plan` gets them) and counts the ones it
+    /// mounts, under one lock.
+    fn take(
+        plan: impl FnOnce(&std::collections::HashMap<PathBuf, usize>) -> MountPlan,
+    ) -> (MountPlan, Self) {
+        let mut counts = placeholder_counts()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let plan = plan(&counts);
+        for path in &plan.placeholders {
+            *counts.entry(path.clone()).or_default() += 1;
         }
-        Self { paths }
+        let paths = plan.placeholders.clone();
+        (plan, Self { paths })
     }
 
     /// Leaves the placeholders in place (a long-lived process uses them).
@@ -1106,7 +1120,7 @@ mod tests {
             found.chats,
             vec![root.join("p/b.CHAT"), root.join("p/chats/a.chat")]
         );
-        let plan = bwrap.plan(&found, &root.join("p"));
+        let plan = bwrap.plan(&found, &root.join("p"), &Default::default());
         let binds: Vec<(String, String)> = plan
             .binds
             .iter()

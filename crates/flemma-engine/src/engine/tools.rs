@@ -140,11 +140,27 @@ impl Engine {
         reason: Option<String>,
         out: &mut Vec<Effect>,
     ) -> bool {
-        let found = self.doc.tool_result(tool_id).and_then(|(_, segment, r)| {
-            let current = r.suffix.as_ref().and_then(|s| s.status())?;
-            current
-                .is_lifecycle()
-                .then(|| (segment.range, r.suffix.clone()))
+        let current = self.doc.tool_result(tool_id).map(|(_, segment, r)| {
+            (
+                segment.range,
+                r.suffix.clone(),
+                r.suffix.as_ref().and_then(|s| s.status()),
+            )
+        });
+        // One resolution per call: the first approve, reject or cancel wins; a later one is
+        // refused, saying what happened (docs/engine.md).
+        if let Some((_, _, Some(done))) = &current {
+            if *done != Status::Pending {
+                let running = self.running.iter().any(|t| t.tool_id == tool_id)
+                    || self.waiting.iter().any(|t| t == tool_id);
+                out.push(Effect::Refused {
+                    message: texts::already_resolved(tool_id, *done, running),
+                });
+                return false;
+            }
+        }
+        let found = current.and_then(|(range, suffix, status)| {
+            (status == Some(Status::Pending)).then_some((range, suffix))
         });
         let Some((range, suffix)) = found else {
             let pending: Vec<String> = self

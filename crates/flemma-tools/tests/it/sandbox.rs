@@ -216,3 +216,47 @@ fn a_sandboxed_command_cannot_touch_what_holds_authority() {
         forks.text
     );
 }
+
+/// Calls running at once in one root share its `.git` placeholder: none fails because another
+/// ended (and removed it), and none is left once they all ended (found by the issue 27 test of
+/// ten calls approved at once).
+#[test]
+fn calls_at_once_share_the_git_placeholder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let project = root.join("project");
+    std::fs::create_dir_all(&project).expect("project");
+    let private = PrivatePlaces::create(&root.join("private"), vec![]).expect("private");
+    let policy = PathPolicy::new([project.clone()]).with_private(private);
+    let sandbox = match Bwrap::for_policy(&policy, false) {
+        Ok(sandbox) => Arc::new(sandbox),
+        Err(reason) => {
+            assert!(bwrap_availability().is_err());
+            eprintln!("note: bwrap not usable here, sandbox test skipped: {reason}");
+            return;
+        }
+    };
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let mut ctx = RunContext::new(&project, Arc::new(policy.clone()));
+            ctx.sandbox = Some(sandbox.clone());
+            std::thread::spawn(move || {
+                let mut outcomes = Vec::new();
+                for n in 0..6 {
+                    let sleep = if (i + n) % 2 == 0 { "0.05" } else { "0" };
+                    outcomes.push(bash::run(
+                        &ctx,
+                        &json!({"label": "t", "command": format!("sleep {sleep}; echo ok"), "timeout": 20}),
+                    ));
+                }
+                outcomes
+            })
+        })
+        .collect();
+    for thread in threads {
+        for outcome in thread.join().expect("thread") {
+            assert_eq!(outcome.text, "ok\n", "{outcome:?}");
+        }
+    }
+    assert!(!project.join(".git").exists(), "the placeholder went");
+}

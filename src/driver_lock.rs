@@ -1,0 +1,182 @@
+//! One driver per chat, across processes (docs/engine.md): whoever drives a chat — `flemmad
+//! send` in-process, a daemon's or an in-process language server's engine host, `flemmad acp` —
+//! holds an exclusive non-blocking `flock` on `$XDG_STATE_HOME/flemma/locks/<chat key>.lock`
+//! for as long as it drives, with its pid and role written in it. A second driver is refused at
+//! once, naming the first (it would pay for a second reply and interleave the two in the file).
+//!
+//! The lock lies in flemmad's state folder, which no tool of any chat can write (a lock beside
+//! the chat, in its store, could be removed by a sandboxed command and taken twice). It is
+//! opened following no symlink, must be a regular file with one link, and its owner is read
+//! with a cap. A process that dies releases it (the kernel drops the `flock`).
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{Read as _, Seek as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use flemma_tools::nofollow::Dir;
+
+/// Who holds a chat's lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub pid: u32,
+    /// `send`, `serve`, `lsp`, `acp`: the command of the process that drives.
+    pub role: String,
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.role.as_str() {
+            "serve" => write!(f, "the daemon (`flemmad serve`, pid {})", self.pid),
+            "send" => write!(f, "`flemmad send` (pid {})", self.pid),
+            role => write!(f, "`flemmad {role}` (pid {})", self.pid),
+        }
+    }
+}
+
+/// Why the lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("{chat} is already being driven by {}; wait for it to finish, or stop it{stop}", owner.as_ref().map_or_else(|| "another flemmad (pid unknown)".to_owned(), ToString::to_string))]
+    Busy {
+        chat: String,
+        owner: Option<Owner>,
+        stop: String,
+    },
+    #[error(
+        "cannot create the lock file {path}: {source}; nothing was sent (check the permissions of flemmad's state folder)"
+    )]
+    Create {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("refused to use the lock file {path}: {source}; nothing was sent")]
+    Refused {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Held while a driver runs; released when dropped (or when the process dies).
+#[derive(Debug)]
+pub struct DriverLock {
+    file: File,
+}
+
+/// The most of a lock file read for its owner.
+const OWNER_CAP: u64 = 64;
+
+/// The role this process writes in the locks it takes: its command (`send`, `serve`, …).
+pub fn process_role() -> String {
+    std::env::args()
+        .nth(1)
+        .filter(|arg| !arg.starts_with('-'))
+        .unwrap_or_else(|| "flemmad".to_owned())
+}
+
+impl DriverLock {
+    /// The folder of the locks: `$XDG_STATE_HOME/flemma/locks` (`None` without a home).
+    fn folder_path() -> Option<PathBuf> {
+        Some(
+            crate::trust::env_dir("XDG_STATE_HOME", ".local/state")?
+                .join("flemma")
+                .join("locks"),
+        )
+    }
+
+    /// The lock file of `chat`.
+    pub fn path_for(chat: &Path) -> Option<PathBuf> {
+        Some(Self::folder_path()?.join(lock_name(chat)))
+    }
+
+    fn folder(create: bool) -> std::io::Result<Dir> {
+        let path = Self::folder_path().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "neither XDG_STATE_HOME nor HOME is set",
+            )
+        })?;
+        let base = path
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("/"));
+        Dir::open_beneath(base, Path::new("flemma/locks"), create.then_some(0o700))
+    }
+
+    /// Takes the lock of `chat` without waiting, as `role`.
+    pub fn acquire(chat: &Path, role: &str) -> Result<Self, LockError> {
+        let name = lock_name(chat);
+        let shown =
+            Self::path_for(chat).map_or_else(|| name.clone(), |path| path.display().to_string());
+        let create = |source: std::io::Error| {
+            if source.kind() == std::io::ErrorKind::InvalidInput {
+                LockError::Refused {
+                    path: shown.clone(),
+                    source,
+                }
+            } else {
+                LockError::Create {
+                    path: shown.clone(),
+                    source,
+                }
+            }
+        };
+        let folder = Self::folder(true).map_err(create)?;
+        let mut file = folder
+            .open_for_write(OsStr::new(&name), 0o600, false)
+            .map_err(create)?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(errno) if errno == rustix::io::Errno::WOULDBLOCK => {
+                let owner = read_owner(&mut file);
+                return Err(LockError::Busy {
+                    chat: chat.display().to_string(),
+                    stop: owner
+                        .as_ref()
+                        .filter(|owner| owner.role == "send")
+                        .map_or_else(String::new, |owner| format!(" (kill -INT {})", owner.pid)),
+                    owner,
+                });
+            }
+            Err(errno) => return Err(create(errno.into())),
+        }
+        let _ = file.set_len(0);
+        let _ = file.rewind();
+        let _ = writeln!(file, "{} {role}", std::process::id());
+        let _ = file.flush();
+        Ok(Self { file })
+    }
+
+    /// Who drives `chat` now, as its lock says (a holder writes itself in, and clears it when
+    /// it lets go; a process that was killed is recognised as gone); read without following a
+    /// link and at most a few bytes.
+    pub fn owner(chat: &Path) -> Option<Owner> {
+        let folder = Self::folder(false).ok()?;
+        let name = lock_name(chat);
+        let mut file = folder.open_regular(OsStr::new(&name)).ok()??;
+        read_owner(&mut file).filter(|owner| Path::new(&format!("/proc/{}", owner.pid)).exists())
+    }
+}
+
+/// The lock file's name for `chat`: its key in flemmad's folders.
+fn lock_name(chat: &Path) -> String {
+    let chat = std::path::absolute(chat).unwrap_or_else(|_| chat.to_path_buf());
+    format!("{}.lock", crate::trust::chat_key(&chat))
+}
+
+/// The owner in an open lock file (at most [`OWNER_CAP`] bytes read).
+fn read_owner(file: &mut File) -> Option<Owner> {
+    let mut text = String::new();
+    let _ = (&mut *file).take(OWNER_CAP).read_to_string(&mut text);
+    let mut parts = text.split_whitespace();
+    let pid = parts.next()?.parse::<u32>().ok()?;
+    let role = parts.next().unwrap_or("flemmad").to_owned();
+    Some(Owner { pid, role })
+}
+
+impl Drop for DriverLock {
+    fn drop(&mut self) {
+        // Releasing is closing; clear the owner so a stale one is never shown.
+        let _ = self.file.set_len(0);
+    }
+}
