@@ -33,6 +33,7 @@ mod lsp_stream_latency;
 mod lsp_two_writers;
 mod quickstart;
 mod sandbox_holds;
+mod start_nothing;
 mod trust;
 
 /// Every test file in this directory is a module of this binary.

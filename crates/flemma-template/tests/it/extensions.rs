@@ -401,7 +401,6 @@ fn fs_host_captures_stdout_and_feeds_stdin() {
         .run_filter(
             &["tr".to_string(), "a-z".to_string(), "A-Z".to_string()],
             b"shout",
-            std::path::Path::new("/"),
             Duration::from_secs(10),
         )
         .expect("tr runs");
@@ -409,12 +408,7 @@ fn fs_host_captures_stdout_and_feeds_stdin() {
     // Larger than a pipe buffer in both directions.
     let big = vec![b'x'; 1 << 20];
     let output = FsHost
-        .run_filter(
-            &["cat".to_string()],
-            &big,
-            std::path::Path::new("/"),
-            Duration::from_secs(10),
-        )
+        .run_filter(&["cat".to_string()], &big, Duration::from_secs(10))
         .expect("cat runs");
     assert_eq!(output.len(), big.len());
 }
@@ -476,7 +470,6 @@ fn file_readable_goes_through_the_host() {
             &self,
             _argv: &[String],
             _input: &[u8],
-            _dir: &std::path::Path,
             _timeout: Duration,
         ) -> std::io::Result<Vec<u8>> {
             Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
