@@ -31,6 +31,7 @@ mod lsp_layers;
 mod lsp_proxy;
 mod lsp_stream_latency;
 mod lsp_two_writers;
+mod provider_data;
 mod quickstart;
 mod sandbox_holds;
 mod start_nothing;
