@@ -36,6 +36,7 @@ mod quickstart;
 mod sandbox_holds;
 mod start_nothing;
 mod trust;
+mod untrusted_limits;
 
 /// Every test file in this directory is a module of this binary.
 #[test]
