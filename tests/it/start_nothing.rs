@@ -121,8 +121,6 @@ impl Repo {
     /// The user's configuration: `parser` for YAML frontmatter, the MCP server `fetch`
     /// (`command`, `args`) auto-approved, and `extra` TOML.
     fn configure(&self, parser: &[&str], command: &str, args: &[&str], extra: &str) {
-        let dir = self.chat.config_home.join("flemma");
-        std::fs::create_dir_all(&dir).unwrap();
         let config = format!(
             r#"provider = "anthropic"
 model = "claude-sonnet-4-5"
@@ -145,7 +143,7 @@ args = {args}
             parser = json!(parser),
             args = json!(args),
         );
-        std::fs::write(dir.join("config.toml"), config).unwrap();
+        common::write_user_config(&self.chat, &config);
     }
 
     /// The markers the repository's programs left (none is the point).
@@ -358,13 +356,10 @@ async fn an_mcp_server_named_flemma_is_refused_from_the_configuration_and_a_chat
     let mock = MockProvider::start().await.unwrap();
     // The user's configuration.
     let chat = common::chat("@You:\nhi\n");
-    let dir = chat.config_home.join("flemma");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
+    common::write_user_config(
+        &chat,
         "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n[tools.mcp.servers.flemma]\ncommand = \"true\"\n",
-    )
-    .unwrap();
+    );
     let out = common::send(&chat, &mock.base_url()).await;
     let err = common::stderr(&out);
     assert_ne!(out.status.code(), Some(0), "{err}");
@@ -376,13 +371,10 @@ async fn an_mcp_server_named_flemma_is_refused_from_the_configuration_and_a_chat
     let chat = common::trusted_chat(
         "```json\n{\"flemma\": {\"tools\": {\"mcp\": {\"servers\": {\"flemma\": {\"command\": \"true\"}}}}}}\n```\n@You:\nhi\n",
     );
-    let dir = chat.config_home.join("flemma");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
+    common::write_user_config(
+        &chat,
         "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n[tools.mcp]\ntrust_chat_servers = true\n",
-    )
-    .unwrap();
+    );
     let out = common::send(&chat, &mock.base_url()).await;
     let err = common::stderr(&out);
     assert_ne!(out.status.code(), Some(0), "{err}");

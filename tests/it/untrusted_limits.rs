@@ -10,7 +10,7 @@
 use flemma_mock_provider::{MockProvider, MockUsage, Turn};
 use serde_json::json;
 
-use crate::common::{self, Chat};
+use crate::common;
 
 const USER: &str = "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nmax_concurrent = 1\n\n[tools.autopilot]\nmax_turns = 1\n";
 
@@ -27,12 +27,6 @@ fn frontmatter() -> String {
         "```json\n{}\n```\n@You:\nCheck the jobs.\n",
         json!({ "flemma": flemma })
     )
-}
-
-fn configure(chat: &Chat) {
-    let dir = chat.config_home.join("flemma");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.toml"), USER).unwrap();
 }
 
 fn usage() -> MockUsage {
@@ -63,7 +57,7 @@ async fn send(trusted: bool, script: fn(&MockProvider)) -> (MockProvider, String
     } else {
         common::chat(&frontmatter())
     };
-    configure(&chat);
+    common::write_user_config(&chat, USER);
     script(&mock);
     let out = common::send(&chat, &mock.base_url()).await;
     (mock, common::stderr(&out))
