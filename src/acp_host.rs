@@ -2,7 +2,7 @@
 //! place `flemmad acp` touches the engine host. Chats are files (the host writes them on disk,
 //! as for `flemmad send`); the host's events of a chat become [`TurnEvent`]s.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use flemma_acp::{Backend, McpServerSpec, TurnEvent};
@@ -168,13 +168,20 @@ impl Backend for AcpHost {
         self.call(path, "flemma/cancel", json!({})).is_ok()
     }
 
-    fn mcp_servers(&self, path: &Path, cwd: &Path, servers: Vec<McpServerSpec>) -> Vec<String> {
+    fn mcp_servers(&self, path: &Path, servers: Vec<McpServerSpec>) -> Vec<String> {
+        let mut refused = Vec::new();
         let defs = servers
             .into_iter()
-            .map(|server| server_def(server, cwd))
+            .filter_map(|server| match server_def(server) {
+                Ok(def) => Some(def),
+                Err(reason) => {
+                    refused.push(format!("the editor's MCP server is not used: {reason}"));
+                    None
+                }
+            })
             .collect();
         crate::editor_sessions::set_mcp_servers(path, defs);
-        Vec::new()
+        refused
     }
 
     fn client_files(&self, path: &Path, files: flemma_acp::ClientFiles) {
@@ -186,9 +193,12 @@ impl Backend for AcpHost {
     }
 }
 
-/// An editor's MCP server as a tool source of the session's chat (run in the session's cwd;
-/// the editor's own servers, outside the tool sandbox, as the editor would run them).
-fn server_def(server: McpServerSpec, cwd: &Path) -> ServerDef {
+/// An editor's MCP server as a tool source of the session's chat: the editor's own servers,
+/// outside the tool sandbox, as the editor would run them, but in the neutral directory, not
+/// the session's project (which would choose the code `npx x` or `python -m x` runs; the
+/// project is what the session works on, through the tools). Refused when its name is
+/// reserved (`flemma`) or not a tool-name prefix.
+fn server_def(server: McpServerSpec) -> Result<ServerDef, String> {
     let hide = |pairs: Vec<(String, String)>| -> Vec<(String, Hidden)> {
         pairs
             .into_iter()
@@ -207,7 +217,7 @@ fn server_def(server: McpServerSpec, cwd: &Path) -> ServerDef {
                 command: command.display().to_string(),
                 args,
                 env: hide(env),
-                cwd: cwd.to_path_buf(),
+                cwd: PathBuf::from(flemma_tools::launch::NEUTRAL_DIR),
                 sandbox: false,
             },
         ),
@@ -219,11 +229,11 @@ fn server_def(server: McpServerSpec, cwd: &Path) -> ServerDef {
             },
         ),
     };
-    ServerDef {
-        name: flemma_config::mcp_server_name(&name),
+    Ok(ServerDef {
+        name: flemma_config::check_mcp_server_name(&name)?,
         transport,
         origin: Origin::Session("acp".into()),
-    }
+    })
 }
 
 #[cfg(test)]

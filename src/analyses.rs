@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use flemma_ide::{Analysis, AnalysisHost, ChangeError, ConfigInput, DocumentId};
+use flemma_ide::{Analysis, AnalysisHost, ChangeError, ConfigInput, DocumentId, Purpose};
 use flemma_template::{FsHost, TemplateCache};
 
 /// The analysis host of the documents the engine works on, one per process: the drivers
@@ -15,12 +15,13 @@ use flemma_template::{FsHost, TemplateCache};
 pub type Analyses = Arc<Mutex<AnalysisHost>>;
 
 /// The analysis host of a process's engine, sharing `template_cache` with its other hosts.
+/// Its analyses are for sending ([`Purpose::Send`]): an untrusted chat's frontmatter parser
+/// runs here (in a neutral directory), never in a host that only shows a chat.
 pub fn analyses(template_cache: TemplateCache) -> Analyses {
-    Arc::new(Mutex::new(AnalysisHost::with_template_cache(
-        Arc::new(FsHost),
-        ConfigInput::default(),
-        template_cache,
-    )))
+    let mut host =
+        AnalysisHost::with_template_cache(Arc::new(FsHost), ConfigInput::default(), template_cache);
+    host.set_purpose(Purpose::Send);
+    Arc::new(Mutex::new(host))
 }
 
 pub fn lock(analyses: &Analyses) -> MutexGuard<'_, AnalysisHost> {
@@ -101,10 +102,9 @@ mod tests {
             &self,
             argv: &[String],
             input: &[u8],
-            dir: &Path,
             timeout: Duration,
         ) -> std::io::Result<Vec<u8>> {
-            FsHost.run_filter(argv, input, dir, timeout)
+            FsHost.run_filter(argv, input, timeout)
         }
     }
 

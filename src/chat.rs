@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use flemma_config::{ConfigLayer, LayerKind};
-use flemma_ide::{Analysis, AnalysisHost, ConfigInput, Diagnostic, DocumentId};
+use flemma_ide::{Analysis, AnalysisHost, ConfigInput, Diagnostic, DocumentId, Purpose};
 use flemma_syntax::{Document, Encoding, LineIndex, Severity};
 use flemma_template::FsHost;
 
@@ -84,9 +84,11 @@ pub enum LoadError {
     Failed { command: String, message: String },
 }
 
-/// Reads and analyses the chat at `path` for `command`.
+/// Reads and analyses the chat at `path` for `command`, whose `purpose` says what may run
+/// (an untrusted chat's frontmatter parser only for [`Purpose::Send`]).
 pub fn load(
     command: &str,
+    purpose: Purpose,
     path: &Path,
     config_path: Option<&Path>,
 ) -> Result<LoadedChat, LoadError> {
@@ -96,6 +98,7 @@ pub fn load(
     })?;
     let id = DocumentId::new(std::path::absolute(path).unwrap_or_else(|_| path.to_owned()));
     let mut host = AnalysisHost::new(Arc::new(FsHost), config_input(config_path));
+    host.set_purpose(purpose);
     host.set_text(id.clone(), text);
     let analysis = host.analysis(&id).map_err(|error| LoadError::Failed {
         command: command.to_owned(),

@@ -59,11 +59,14 @@ impl McpTools {
             .unwrap_or_default();
         let env = |name: &str| std::env::var(name).ok();
         let defined = flemma_mcp::definition::defined(resolved, &dir, &env);
+        let mut notes = defined.notes;
         let mut defs = defined.servers;
         defs.extend(extra.iter().cloned());
+        // The reserved name `flemma` is refused from every source, here where they meet.
+        let defs = flemma_mcp::definition::allowed_names(defs, &mut notes);
         if defs.is_empty() {
             return Self {
-                notes: defined.notes,
+                notes,
                 ..Self::default()
             };
         }
@@ -74,7 +77,7 @@ impl McpTools {
         }
         Self {
             servers,
-            notes: defined.notes,
+            notes,
             session_servers: extra.iter().map(|def| def.name.clone()).collect(),
             options: Some(CallOptions {
                 timeout: Duration::from_secs(

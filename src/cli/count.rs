@@ -17,7 +17,7 @@ pub struct CountArgs {
 }
 
 pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> {
-    let loaded = chat::load("count", &args.file, config_path)?;
+    let loaded = chat::load("count", flemma_ide::Purpose::Send, &args.file, config_path)?;
     let report = loaded.report(true);
     // The same rules as `send`: what cannot be sent is not counted (no request is made).
     if !loaded.analysis.send_blockers().is_empty() {

@@ -44,7 +44,12 @@ pub fn run(args: ParseArgs, config_path: Option<&std::path::Path>) -> Result<(),
 /// `parse --eval`: the conversation on stdout (or the JSON form), the diagnostics on stderr
 /// exactly as `send` reports them; exit 1 when one blocks sending.
 fn run_eval(args: &ParseArgs, config_path: Option<&std::path::Path>) -> Result<(), CliError> {
-    let loaded = crate::chat::load("parse", &args.file, config_path)?;
+    let loaded = crate::chat::load(
+        "parse",
+        flemma_ide::Purpose::Inspect,
+        &args.file,
+        config_path,
+    )?;
     let mut stdout = std::io::stdout().lock();
     if args.json {
         let json = flemma_ide::to_protocol::evaluated_document(

@@ -27,7 +27,12 @@ pub struct StatusArgs {
 }
 
 pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError> {
-    let loaded = chat::load("status", &args.file, config_path)?;
+    let loaded = chat::load(
+        "status",
+        flemma_ide::Purpose::Inspect,
+        &args.file,
+        config_path,
+    )?;
     let Some(resolved) = &loaded.analysis.config else {
         return Err(CliError::blocked(
             "status",

@@ -49,7 +49,7 @@ fn setup(
 ) -> Result<(Setup, flemma_config::ResolvedConfig), String> {
     match chat {
         Some(path) => {
-            let loaded = chat::load("tools", path, config_path)
+            let loaded = chat::load("tools", flemma_ide::Purpose::Send, path, config_path)
                 .map_err(|e| crate::cli::CliError::from(e).report)?;
             let report = loaded.report(false);
             if loaded.analysis.has_blocking_diagnostics() {

@@ -760,6 +760,93 @@ async fn editors_mcp_servers(through_daemon: bool) {
     }
 }
 
+/// The editor's stdio servers start in a neutral directory, never the session's project
+/// (docs/security.md, invariant III): a project that ships `mcp_server_fetch.py` does not
+/// replace the editor's `python -m mcp_server_fetch`. And a server the editor names `flemma`
+/// is refused (its tools would be `flemma.*`, the harness's own, which `$standard` approves):
+/// its tool is neither offered nor run.
+#[tokio::test]
+async fn the_editors_servers_start_outside_the_project_and_flemma_is_refused() {
+    let Some(python) = python("acp neutral mcp cwd") else {
+        return;
+    };
+    let Some(mcp_python) =
+        crate::common::sdk_python("FLEMMA_TEST_MCP_PYTHON", "mcp", "acp neutral mcp cwd")
+    else {
+        return;
+    };
+    let server = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/flemma-mcp/tests/servers/demo_server.py");
+    let project = Project::new();
+    let marker = project.root.join("the-project-module-ran");
+    std::fs::write(
+        project.cwd().join("mcp_server_fetch.py"),
+        format!(
+            "open({:?}, 'w').write('ran')\n",
+            marker.display().to_string()
+        ),
+    )
+    .unwrap();
+    let real = project.root.join("real");
+    std::fs::create_dir_all(&real).unwrap();
+    std::fs::write(
+        real.join("mcp_server_fetch.py"),
+        format!(
+            "import runpy\nrunpy.run_path({:?}, run_name='__main__')\n",
+            server.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(
+        Turn::text("Asking both.")
+            .tool_call_with_id("fetch__echo", "m1", json!({"text": "from the real module"}))
+            .tool_call_with_id(
+                "flemma__echo",
+                "m2",
+                json!({"text": "from the flemma server"}),
+            ),
+    );
+    mock.push(Turn::text("Done."));
+    let fetch = json!({"name": "fetch", "command": mcp_python.to_string_lossy(), "args": ["-m", "mcp_server_fetch"], "env": [{"name": "PYTHONPATH", "value": real.to_string_lossy()}]});
+    let flemma = json!({"name": "flemma", "command": mcp_python.to_string_lossy(), "args": [server], "env": []});
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new", "mcpServers": [fetch, flemma]},
+                {"op": "prompt", "text": "Use the servers.", "permission": "allow_once"}
+            ]),
+        )
+        .await;
+    assert!(
+        !marker.exists(),
+        "the project's module ran\n{}",
+        project.log()
+    );
+    let offered = mock.requests()[0].body.to_string();
+    assert!(offered.contains("fetch__echo"), "{offered}");
+    assert!(!offered.contains("flemma__echo"), "{offered}");
+    let text = chat_of(&report);
+    assert!(
+        text.contains("from the real module"),
+        "{text}\n{}",
+        project.log()
+    );
+    let flemma_result = text
+        .split("**Tool Result:** `m2`")
+        .nth(1)
+        .unwrap_or_else(|| panic!("a result for m2: {text}"));
+    let flemma_result = flemma_result.split("**Tool").next().unwrap_or_default();
+    assert!(
+        !flemma_result.contains("from the flemma server"),
+        "the reserved server ran: {text}"
+    );
+    let log = project.log();
+    assert!(log.contains("'flemma' is reserved"), "{log}");
+}
+
 /// With a daemon running, `flemmad acp` is a pipe to its `acp.sock` and the prompts run in the
 /// daemon's engine (the chat is still the file): streamed text, a permission request and its
 /// approval.

@@ -32,9 +32,12 @@ mod lsp_layers;
 mod lsp_proxy;
 mod lsp_stream_latency;
 mod lsp_two_writers;
+mod provider_data;
 mod quickstart;
 mod sandbox_holds;
+mod start_nothing;
 mod trust;
+mod untrusted_limits;
 
 /// Every test file in this directory is a module of this binary.
 #[test]

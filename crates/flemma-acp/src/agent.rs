@@ -460,11 +460,7 @@ fn mcp(state: &State, session: &Session, servers: Vec<McpServer>) {
         return;
     }
     let (specs, mut unused) = mcp_specs(servers);
-    unused.extend(
-        state
-            .backend
-            .mcp_servers(&session.path, &session.cwd, specs),
-    );
+    unused.extend(state.backend.mcp_servers(&session.path, specs));
     for note in unused {
         tracing::warn!(chat = %session.id, "{note}");
     }

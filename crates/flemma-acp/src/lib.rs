@@ -90,9 +90,10 @@ pub trait Backend: Send + Sync + 'static {
     fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String>;
     /// Cancels what runs for the chat; `false` when nothing ran.
     fn cancel(&self, path: &Path) -> bool;
-    /// The session's MCP servers become tool sources of the chat at `path` (stdio servers run
-    /// in `cwd`, the session's). Returns one line per server that is not used, and why.
-    fn mcp_servers(&self, path: &Path, cwd: &Path, servers: Vec<McpServerSpec>) -> Vec<String>;
+    /// The session's MCP servers become tool sources of the chat at `path` (stdio servers
+    /// start in a neutral directory, never the session's project: `docs/security.md`).
+    /// Returns one line per server that is not used, and why (a reserved name: `flemma`).
+    fn mcp_servers(&self, path: &Path, servers: Vec<McpServerSpec>) -> Vec<String>;
     /// The session's tools read and write files of the chat at `path` through the client
     /// (it advertised `fs.readTextFile` or `fs.writeTextFile`).
     fn client_files(&self, path: &Path, files: ClientFiles);

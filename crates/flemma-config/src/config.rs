@@ -606,6 +606,30 @@ pub fn mcp_server_name(configured: &str) -> String {
 /// approves.
 pub const RESERVED_MCP_SERVER: &str = "flemma";
 
+/// The tool-name form of an MCP server's name from any source (the configuration, a chat, an
+/// ACP editor's `mcpServers`), or why it is refused: `flemma` is reserved (its tools would be
+/// `flemma.*`, the harness's own, which `$standard` approves), and the name may only hold
+/// letters, digits, `_`, `-` and `.` (it becomes the prefix of tool names the model sees and
+/// the chat records).
+pub fn check_mcp_server_name(configured: &str) -> Result<String, String> {
+    let normal = mcp_server_name(configured);
+    if normal == RESERVED_MCP_SERVER {
+        return Err(format!(
+            "the MCP server name '{configured}' is reserved: its tools would be `flemma.*`, the harness's own tools, which `$standard` approves; rename the server"
+        ));
+    }
+    if normal.is_empty()
+        || !normal
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+    {
+        return Err(format!(
+            "the MCP server name '{configured}' may only contain letters, digits, '_', '-' and '.'; rename the server"
+        ));
+    }
+    Ok(normal)
+}
+
 /// Template extensions: Rhai modules and custom frontmatter parsers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -241,6 +241,7 @@ fn untrusted(path: &str) -> String {
             Narrowing::Only(value) => format!("only `{value}`"),
             Narrowing::Subset => "only removals".to_owned(),
             Narrowing::Check(_, accepted) => format!("only {accepted}"),
+            Narrowing::Bound(bound) => bound.column().to_owned(),
         },
         _ => String::new(),
     }

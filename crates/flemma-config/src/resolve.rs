@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use crate::config::{Config, Provider, RESERVED_MCP_SERVER, default_model, mcp_server_name};
+use crate::config::{Config, Provider, check_mcp_server_name, default_model, mcp_server_name};
 use crate::error::{ConfigError, ConfigErrors, suggest};
 use crate::layer::{
     ConfigLayer, Entry, FunctionRef, LayerKind, ListOp, display_path, insert_at, is_preset_ref,
@@ -166,12 +166,14 @@ impl ResolvedConfig {
 }
 
 impl Narrowing {
-    /// Whether an untrusted layer may set `value` (a value entry).
-    fn accepts(&self, value: &Value) -> bool {
+    /// Whether an untrusted layer may set `value` (a value entry) over `below`, the value the
+    /// layers below it give.
+    fn accepts(&self, value: &Value, below: Option<&Value>) -> bool {
         match self {
             Narrowing::Never | Narrowing::Subset => false,
             Narrowing::Only(only) => value == only,
             Narrowing::Check(check, _) => check(value),
+            Narrowing::Bound(bound) => below.is_some_and(|below| bound.accepts(value, below)),
         }
     }
 
@@ -184,6 +186,7 @@ impl Narrowing {
                 "an untrusted chat may only remove items from it, not add any".to_owned()
             }
             Narrowing::Check(_, accepted) => format!("an untrusted chat may only set {accepted}"),
+            Narrowing::Bound(bound) => bound.allowed().to_owned(),
         }
     }
 }
@@ -294,7 +297,8 @@ pub fn resolve_with_tools(
                     values.insert(path.as_slice(), (value, layer.kind()));
                 }
                 (Entry::Value(value), Some(rule)) => {
-                    if rule.accepts(value) {
+                    let below = values.get(path.as_slice()).map(|(below, _)| *below);
+                    if rule.accepts(value, below) {
                         values.insert(path.as_slice(), (value, layer.kind()));
                     } else {
                         ignore(&mut ignored, &rule);
@@ -853,24 +857,13 @@ fn check_mcp_servers(
             "tools.mcp.servers.{}",
             display_path(std::slice::from_ref(name))
         );
-        let normal = mcp_server_name(name);
-        if normal == RESERVED_MCP_SERVER {
-            errors.push(ConfigError::new(
-                path.clone(),
-                format!("the MCP server name '{name}' is reserved: its tools would be `flemma.*`, which `$standard` approves; rename the server"),
-            ));
-            continue;
-        }
-        if !normal
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
-        {
-            errors.push(ConfigError::new(
-                path.clone(),
-                format!("the MCP server name '{name}' may only contain letters, digits, '_', '-' and '.'; rename the server"),
-            ));
-            continue;
-        }
+        let normal = match check_mcp_server_name(name) {
+            Ok(normal) => normal,
+            Err(message) => {
+                errors.push(ConfigError::new(path.clone(), message));
+                continue;
+            }
+        };
         if let Some(other) = seen.insert(normal.clone(), name) {
             errors.push(ConfigError::new(
                 path.clone(),

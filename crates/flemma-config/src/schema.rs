@@ -107,6 +107,59 @@ pub(crate) enum Narrowing {
     /// Only to values this check accepts, described for the reference (a Vertex location
     /// that names a region, so the endpoint stays Google's).
     Check(fn(&Value) -> bool, &'static str),
+    /// Only to a number on the cheaper side of the value the layers below give it: options
+    /// that raise cost or load (turns, concurrent tools, timeouts, prices). Ignored when the
+    /// layers below give none (nothing to compare with, as for a price of the built-in
+    /// catalogue).
+    Bound(Bound),
+}
+
+/// Which side of the value below is the cheaper one: the value below is a ceiling or a floor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// At most the value below (`tools.autopilot.max_turns`, timeouts, a model's limits).
+    Ceiling,
+    /// At most the value below, where 0 means no limit (`tools.max_concurrent`): 0 is
+    /// refused, and any positive value narrows an unlimited one.
+    CeilingZeroUnlimited,
+    /// At least the value below (prices: a chat cannot make its requests look cheaper).
+    Floor,
+}
+
+impl Bound {
+    /// Whether `value` is on the cheaper side of `below`.
+    pub(crate) fn accepts(self, value: &Value, below: &Value) -> bool {
+        let (Some(value), Some(below)) = (value.as_f64(), below.as_f64()) else {
+            return false;
+        };
+        match self {
+            Bound::Ceiling => value <= below,
+            Bound::CeilingZeroUnlimited => value > 0.0 && (below == 0.0 || value <= below),
+            Bound::Floor => value >= below,
+        }
+    }
+
+    /// The reference's last column.
+    pub(crate) fn column(self) -> &'static str {
+        match self {
+            Bound::Ceiling => "only lower",
+            Bound::CeilingZeroUnlimited => "only lower (not 0)",
+            Bound::Floor => "only higher",
+        }
+    }
+
+    /// What an untrusted chat may do, for warnings.
+    pub(crate) fn allowed(self) -> &'static str {
+        match self {
+            Bound::Ceiling => "an untrusted chat may only lower it, since it raises cost or load",
+            Bound::CeilingZeroUnlimited => {
+                "an untrusted chat may only lower it, to 1 or more (0 means unlimited), since it raises load"
+            }
+            Bound::Floor => {
+                "an untrusted chat may only raise it, so that the cost a send reports is not lowered"
+            }
+        }
+    }
 }
 
 /// A named member of an object node.
@@ -232,6 +285,7 @@ fn count(doc: &'static str, default: Option<i64>) -> Node {
     integer(0, i64::MAX, doc, default)
 }
 
+/// A price: an untrusted chat may only raise it (the cost a send reports stays honest).
 fn price(doc: &'static str) -> Node {
     Node::new(
         Kind::Number {
@@ -241,6 +295,7 @@ fn price(doc: &'static str) -> Node {
         doc,
         None,
     )
+    .widens(Narrowing::Bound(Bound::Floor))
 }
 
 fn boolean(doc: &'static str, default: Option<bool>) -> Node {
@@ -559,8 +614,18 @@ fn build_root() -> Node {
                 "cache_write",
                 price("Price per million cache-write tokens (USD)."),
             ),
-            field("context_window", count("Context window in tokens.", None)),
-            field("max_output_tokens", count("Output limit in tokens.", None)),
+            field(
+                "context_window",
+                count("Context window in tokens.", None).widens(Narrowing::Bound(Bound::Ceiling)),
+            ),
+            field(
+                "max_output_tokens",
+                count(
+                    "Output limit in tokens (a `max_tokens` percentage is taken of it).",
+                    None,
+                )
+                .widens(Narrowing::Bound(Bound::Ceiling)),
+            ),
             field(
                 "thinking",
                 boolean("Whether the model supports thinking.", None),
@@ -630,10 +695,15 @@ fn build_root() -> Node {
     let mut autopilot = object(
         "Autopilot: run approved tools and send their results automatically. `tools.autopilot = false` is short for `tools.autopilot.enabled = false`.",
         vec![
-            field("enabled", boolean("Whether autopilot runs.", Some(true))),
+            field(
+                "enabled",
+                boolean("Whether autopilot runs.", Some(true))
+                    .widens(Narrowing::Only(json!(false))),
+            ),
             field(
                 "max_turns",
-                integer(1, i64::MAX, "Maximum automatic turns per send.", Some(100)),
+                integer(1, i64::MAX, "Maximum automatic turns per send.", Some(100))
+                    .widens(Narrowing::Bound(Bound::Ceiling)),
             ),
             field(
                 "resume_delay",
@@ -747,11 +817,13 @@ fn build_root() -> Node {
                 count(
                     "Tools executed at the same time per document (0 = unlimited).",
                     Some(2),
-                ),
+                )
+                .widens(Narrowing::Bound(Bound::CeilingZeroUnlimited)),
             ),
             field(
                 "default_timeout",
-                integer(1, i64::MAX, "Default tool timeout in seconds.", Some(30)),
+                integer(1, i64::MAX, "Default tool timeout in seconds.", Some(30))
+                    .widens(Narrowing::Bound(Bound::Ceiling)),
             ),
             field("autopilot", autopilot),
             field("store", store),
@@ -785,7 +857,7 @@ fn build_root() -> Node {
                             "servers",
                             list(
                                 ItemKind::Text,
-                                "Language server command lines (for example `rust-analyzer`, `pyright-langserver --stdio`); the tool is offered when at least one is on `PATH`.",
+                                "Language server command lines (for example `rust-analyzer`, `pyright-langserver --stdio`); the tool is offered when at least one is on `PATH` (its absolute entries). A server starts in `/`, with the working directory as its workspace.",
                                 &[],
                             )
                             .widens(Narrowing::Subset),
@@ -1083,11 +1155,11 @@ fn build_root() -> Node {
                                     key: KeyRule::Any,
                                     value: Box::new(Node::new(
                                         Kind::Strings,
-                                        "The command (program, then arguments) that reads the frontmatter code on stdin and prints one JSON object on stdout.",
+                                        "The command (program, then arguments) that reads the frontmatter code on stdin and prints one JSON object on stdout; it runs in `/`, found on the absolute entries of `PATH`.",
                                         None,
                                     )),
                                 },
-                                "Commands keyed by frontmatter language (the fence's info string): `yaml = [\"yq\", \"-o\", \"json\"]`. Their JSON output is treated exactly like JSON frontmatter (variables, and options under `flemma`).",
+                                "Commands keyed by frontmatter language (the fence's info string): `yaml = [\"yq\", \"-o\", \"json\"]`. Their JSON output is treated exactly like JSON frontmatter (variables, and options under `flemma`). They never run for an untrusted chat that is only opened (an editor, `parse`, `status`): its frontmatter is evaluated when it is sent.",
                                 None,
                             ),
                         ),
@@ -1175,7 +1247,7 @@ fn mcp_schema() -> Node {
             field(
                 "command",
                 string(
-                    "The program that runs the server over stdio (found on `PATH`); runs outside the sandbox unless `sandbox = true`.",
+                    "The program that runs the server over stdio (found on the absolute entries of `PATH`; with a `/`, taken against `cwd`); runs outside the sandbox unless `sandbox = true`.",
                     None,
                 ),
             ),
@@ -1193,7 +1265,7 @@ fn mcp_schema() -> Node {
             field(
                 "cwd",
                 string(
-                    "Working directory of the server; default the chat's directory, a relative path is taken against it.",
+                    "Working directory of the server; default `/`, never the chat's folder by itself (a repository there would choose the code `python -m x` or `npx` runs); a relative path is taken against the chat's folder.",
                     None,
                 ),
             ),
@@ -1264,7 +1336,8 @@ fn mcp_schema() -> Node {
                     i64::MAX,
                     "Seconds an MCP tool call may take before it is cancelled (default `tools.default_timeout`).",
                     None,
-                ),
+                )
+                .widens(Narrowing::Bound(Bound::Ceiling)),
             ),
             field(
                 "startup_timeout",
@@ -1273,7 +1346,8 @@ fn mcp_schema() -> Node {
                     i64::MAX,
                     "Seconds a server may take to start and answer `initialize` and `tools/list`.",
                     Some(30),
-                ),
+                )
+                .widens(Narrowing::Bound(Bound::Ceiling)),
             ),
             field(
                 "trust_chat_servers",

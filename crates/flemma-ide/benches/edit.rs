@@ -38,7 +38,6 @@ impl Host for NoFiles {
         &self,
         _: &[String],
         _: &[u8],
-        _: &Path,
         _: std::time::Duration,
     ) -> std::io::Result<Vec<u8>> {
         Err(std::io::Error::other("the bench runs no filters"))

@@ -236,10 +236,24 @@ fn syntax_rule(doc: &Document, diagnostic: &flemma_syntax::Diagnostic) -> (bool,
     }
 }
 
+/// What a host's analyses are for, which decides what may run while a chat is evaluated
+/// (`docs/security.md`, invariant III).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Purpose {
+    /// Looking at chats (an editor, `parse`, `status`): an untrusted chat's frontmatter
+    /// parsers (`templating.frontmatter_parsers`) do not run, and a warning says that its
+    /// frontmatter is evaluated when it is sent. Opening a chat starts nothing.
+    #[default]
+    Inspect,
+    /// Sending them (the engine, `count`): every chat's frontmatter parsers run.
+    Send,
+}
+
 /// The documents a front end has open and the configuration they are analysed under.
 #[derive(Debug)]
 pub struct AnalysisHost {
     io: Arc<dyn Host>,
+    purpose: Purpose,
     template_cache: TemplateCache,
     config: Arc<Configuration>,
     documents: HashMap<DocumentId, DocumentState>,
@@ -282,6 +296,7 @@ pub struct AnalysisJob {
     revision: u64,
     document: Arc<Document>,
     io: Arc<dyn Host>,
+    purpose: Purpose,
     template_cache: TemplateCache,
     config: Arc<Configuration>,
 }
@@ -300,15 +315,7 @@ impl AnalysisJob {
     /// Computes the analysis. Setting `cancel` stops the evaluation early; the analysis is then
     /// incomplete (a blocking "cancelled" diagnostic) and only good for throwing away.
     pub fn run(&self, cancel: Option<Arc<AtomicBool>>) -> Analysis {
-        analyze(
-            &self.id,
-            self.document.clone(),
-            &self.io,
-            &self.template_cache,
-            &self.config.input,
-            &self.config.base,
-            cancel,
-        )
+        analyze(self, cancel)
     }
 }
 
@@ -338,10 +345,22 @@ impl AnalysisHost {
     ) -> Self {
         Self {
             io,
+            purpose: Purpose::default(),
             template_cache,
             config: Configuration::new(config),
             documents: HashMap::new(),
             changes: 0,
+        }
+    }
+
+    /// This host's analyses are for `purpose` (a new host inspects: opening a chat starts
+    /// nothing). Every analysis is recomputed.
+    pub fn set_purpose(&mut self, purpose: Purpose) {
+        self.purpose = purpose;
+        let revision = self.next_revision();
+        for state in self.documents.values_mut() {
+            state.analysis = None;
+            state.revision = revision;
         }
     }
 
@@ -528,6 +547,7 @@ impl AnalysisHost {
             revision: state.revision,
             document: state.document.clone(),
             io: self.io.clone(),
+            purpose: self.purpose,
             template_cache: self.template_cache.clone(),
             config: state.config.clone().unwrap_or_else(|| self.config.clone()),
         })
@@ -614,22 +634,23 @@ impl Host for DocumentHost {
         &self,
         argv: &[String],
         input: &[u8],
-        dir: &Path,
         timeout: Duration,
     ) -> std::io::Result<Vec<u8>> {
-        self.io.run_filter(argv, input, dir, timeout)
+        self.io.run_filter(argv, input, timeout)
     }
 }
 
-fn analyze(
-    id: &DocumentId,
-    document: Arc<Document>,
-    io: &Arc<dyn Host>,
-    template_cache: &TemplateCache,
-    config: &ConfigInput,
-    base: &BaseResolution,
-    cancel: Option<Arc<AtomicBool>>,
-) -> Analysis {
+fn analyze(job: &AnalysisJob, cancel: Option<Arc<AtomicBool>>) -> Analysis {
+    let AnalysisJob {
+        id,
+        document,
+        io,
+        template_cache,
+        purpose,
+        ..
+    } = job;
+    let (config, base) = (&job.config.input, &job.config.base);
+    let document = document.clone();
     let doc = &*document;
     let mut diagnostics = Vec::new();
     for d in doc.diagnostics() {
@@ -658,9 +679,24 @@ fn analyze(
     }
     let mut config_errors = base.errors.clone();
 
+    // Trust is decided by the chat's path and the layers below its frontmatter, before the
+    // frontmatter runs.
+    let trust = match &base.trust {
+        Some(settings) => flemma_config::chat_trust(
+            id.path(),
+            settings,
+            &config.trusted_folders,
+            config.home_dir.as_deref(),
+        ),
+        None => ChatTrust::untrusted("the configuration below its frontmatter does not resolve"),
+    };
+    let mut templating = base.templating.clone();
+    // An untrusted chat that is only looked at starts nothing: its frontmatter parser waits
+    // for a send.
+    templating.run_parsers = trust.trusted || *purpose == Purpose::Send;
     let options = EvalOptions {
         path: Some(id.path().to_owned()),
-        templating: base.templating.clone(),
+        templating,
         config_layers: config.layers.clone(),
         cache: Some(template_cache.clone()),
         cancel,
@@ -673,15 +709,14 @@ fn analyze(
     let evaluation = flemma_template::evaluate(doc, host, &options);
     let mut template_diagnostics: Vec<Diagnostic> =
         evaluation.diagnostics.iter().map(from_template).collect();
-    let trust = match &base.trust {
-        Some(settings) => flemma_config::chat_trust(
+    if !options.templating.run_parsers {
+        template_diagnostics.extend(crate::untrusted::deferred_parser(
+            doc,
             id.path(),
-            settings,
-            &config.trusted_folders,
-            config.home_dir.as_deref(),
-        ),
-        None => ChatTrust::untrusted("the configuration below its frontmatter does not resolve"),
-    };
+            &trust,
+            &options.templating.frontmatter_parsers,
+        ));
+    }
     if trust.trusted && evaluation.frontmatter_layer.get("templating").is_some() {
         template_diagnostics.push(Diagnostic {
             range: doc.frontmatter().map_or(TextRange::empty(0), |f| f.language_range),

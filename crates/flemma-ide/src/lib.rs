@@ -21,6 +21,6 @@ pub mod untrusted;
 
 pub use analysis::{
     Analysis, AnalysisHost, AnalysisJob, CONFIG_WARNING, ChangeError, ConfigInput, DocumentId,
-    NOTHING_TO_SEND,
+    NOTHING_TO_SEND, Purpose,
 };
 pub use diagnostic::{Diagnostic, Source};

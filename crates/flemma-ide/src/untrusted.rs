@@ -20,6 +20,10 @@ pub const UNSEEN_APPROVAL: &str = "unseen-approval";
 /// from the model.
 pub const UNSEEN_TOOL_CALL: &str = "unseen-tool-call";
 
+/// The code of the warning on the frontmatter of an untrusted chat whose parser
+/// (`templating.frontmatter_parsers`) did not run because the chat was only opened.
+pub const DEFERRED_PARSER: &str = "untrusted-frontmatter-deferred";
+
 /// The command that trusts the folder of the chat at `chat`: `flemmad trust '/the dir'`.
 pub fn trust_command(chat: &Path) -> String {
     let dir = chat.parent().unwrap_or(chat).display().to_string();
@@ -46,6 +50,38 @@ fn shell_quote(text: &str) -> String {
     } else {
         format!("'{}'", text.replace('\'', "'\\''"))
     }
+}
+
+/// The warning on a frontmatter whose language has a configured parser that did not run (the
+/// untrusted chat at `chat` is only being looked at): its frontmatter is evaluated when the
+/// chat is sent. Nothing when the frontmatter's language has no parser.
+pub(crate) fn deferred_parser(
+    doc: &Document,
+    chat: &Path,
+    trust: &ChatTrust,
+    parsers: &std::collections::BTreeMap<String, Vec<String>>,
+) -> Option<Diagnostic> {
+    let frontmatter = doc.frontmatter()?;
+    let language = doc.slice(frontmatter.language_range).trim();
+    let program = parsers.get(language)?.first()?;
+    Some(Diagnostic {
+        range: frontmatter.language_range,
+        file: None,
+        line_in_file: None,
+        severity: Severity::Warning,
+        source: Source::Config,
+        code: DEFERRED_PARSER.to_owned(),
+        message: format!(
+            "the {language} frontmatter is evaluated when the chat is sent: its parser `{program}` does not run while an untrusted chat is only opened, so its variables and options are unknown here — `{}` to evaluate it now",
+            trust_command(chat)
+        ),
+        hint: Some(format!(
+            "opening a chat starts no program; the chat is untrusted because {}",
+            trust.reason
+        )),
+        include_stack: Vec::new(),
+        blocking: false,
+    })
 }
 
 /// One warning per option the untrusted frontmatter set and resolution ignored, on the

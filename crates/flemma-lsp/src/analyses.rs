@@ -61,7 +61,9 @@ struct Known {
 
 impl Known {
     fn of(analysis: &Analysis) -> Self {
-        use flemma_ide::untrusted::{UNSEEN_APPROVAL, UNSEEN_TOOL_CALL, UNTRUSTED_OPTION};
+        use flemma_ide::untrusted::{
+            DEFERRED_PARSER, UNSEEN_APPROVAL, UNSEEN_TOOL_CALL, UNTRUSTED_OPTION,
+        };
         Self {
             tools: analysis
                 .config
@@ -69,7 +71,13 @@ impl Known {
                 .map(|config| config.enabled_tools()),
             untrusted: !analysis.trust.trusted
                 && analysis.diagnostics.iter().any(|d| {
-                    [UNTRUSTED_OPTION, UNSEEN_APPROVAL, UNSEEN_TOOL_CALL].contains(&d.code.as_str())
+                    [
+                        UNTRUSTED_OPTION,
+                        UNSEEN_APPROVAL,
+                        UNSEEN_TOOL_CALL,
+                        DEFERRED_PARSER,
+                    ]
+                    .contains(&d.code.as_str())
                 }),
         }
     }

@@ -150,7 +150,29 @@ impl Connection {
                 cwd,
                 sandbox,
             } => {
-                let mut argv: Vec<String> = std::iter::once(command.clone())
+                if !cwd.is_dir() {
+                    return Err(format!(
+                        "its working directory {} does not exist",
+                        cwd.display()
+                    ));
+                }
+                // Found on the absolute entries of the PATH it gets (a relative one would
+                // name a folder of the working directory's choosing): see flemma_tools::launch.
+                let search_path = env
+                    .iter()
+                    .rev()
+                    .find(|(key, _)| key == "PATH")
+                    .map(|(_, value)| std::ffi::OsString::from(value.expose()))
+                    .or_else(|| std::env::var_os("PATH"))
+                    .unwrap_or_default();
+                let program = flemma_tools::launch::find_program(command, Some(&search_path), cwd)
+                    .ok_or_else(|| {
+                        format!(
+                            "cannot start `{command}`: {}",
+                            flemma_tools::launch::not_found(command, cwd)
+                        )
+                    })?;
+                let mut argv: Vec<String> = std::iter::once(program.display().to_string())
                     .chain(args.iter().cloned())
                     .collect();
                 if *sandbox {
@@ -163,12 +185,6 @@ impl Connection {
                         }
                     }
                 }
-                if !cwd.is_dir() {
-                    return Err(format!(
-                        "its working directory {} does not exist",
-                        cwd.display()
-                    ));
-                }
                 let full: Vec<std::ffi::OsString> = match &launch.shim {
                     Some(flemmad) => crate::shim::wrap(flemmad, &argv),
                     None => argv.iter().map(Into::into).collect(),
@@ -178,6 +194,7 @@ impl Connection {
                 for (key, value) in env {
                     cmd.env(key, value.expose());
                 }
+                cmd.env("PATH", flemma_tools::launch::absolute_entries(&search_path));
                 let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
                 wrapped
                     .wrap(process_wrap::tokio::ProcessGroup::leader())

@@ -1,7 +1,8 @@
 //! Which servers a chat uses, from its resolved configuration: who may define a server (the
 //! user config file; a chat's frontmatter or client settings only when the user file sets
-//! `tools.mcp.trust_chat_servers = true`), the working directory, and `${VAR}` expansion into
-//! values that never print.
+//! `tools.mcp.trust_chat_servers = true`), the working directory (the configuration's, else
+//! [`flemma_tools::launch::NEUTRAL_DIR`], never the chat's folder by itself), and `${VAR}`
+//! expansion into values that never print.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -107,8 +108,9 @@ pub struct Defined {
 /// trusts chats.
 const DEFINING: [&str; 7] = ["command", "args", "env", "cwd", "url", "headers", "sandbox"];
 
-/// The servers `resolved` defines for a chat in `chat_dir` (relative `cwd`s are taken against
-/// it; without a chat, against `fallback_dir`). `env` reads flemmad's environment for `${VAR}`.
+/// The servers `resolved` defines for a chat in `chat_dir` (a configured relative `cwd` is
+/// taken against it; without one a server starts in the neutral directory). `env` reads
+/// flemmad's environment for `${VAR}`.
 pub fn defined(
     resolved: &ResolvedConfig,
     chat_dir: &Path,
@@ -161,6 +163,24 @@ pub fn defined(
     out
 }
 
+/// `defs` without the servers whose name is refused (`flemma`, which would make their tools
+/// `flemma.*`, the harness's own; a name that is no tool-name prefix), one line in `notes`
+/// for each: whatever the source (the configuration, an ACP editor), such a server never
+/// starts.
+pub fn allowed_names(defs: Vec<ServerDef>, notes: &mut Vec<String>) -> Vec<ServerDef> {
+    defs.into_iter()
+        .filter(
+            |def| match flemma_config::check_mcp_server_name(&def.name) {
+                Ok(_) => true,
+                Err(reason) => {
+                    notes.push(format!("MCP server `{}` is not used: {reason}", def.name));
+                    false
+                }
+            },
+        )
+        .collect()
+}
+
 fn transport(
     server: &McpServer,
     chat_dir: &Path,
@@ -177,9 +197,12 @@ fn transport(
             command: command.clone(),
             args: server.args.clone(),
             env: expand(&server.env),
+            // The configuration's directory (a relative one taken against the chat's), else
+            // the neutral one: a chat's folder never chooses the code a server runs
+            // (`python3 -m x` imports `./x.py`).
             cwd: match &server.cwd {
                 Some(dir) => chat_dir.join(dir),
-                None => chat_dir.to_path_buf(),
+                None => PathBuf::from(flemma_tools::launch::NEUTRAL_DIR),
             },
             sandbox: server.sandbox,
         },
@@ -258,6 +281,17 @@ headers = { Authorization = "Bearer ${TOKEN}" }
             panic!("a stdio server")
         };
         assert_eq!(cwd, Path::new("/chats/tools"));
+        // Without a configured `cwd`, the neutral directory, never the chat's folder.
+        let user = "[tools.mcp.servers.plain]\ncommand = \"plain-mcp\"\n";
+        let plain = super::defined(
+            &resolved(user, None),
+            Path::new("/chats"),
+            &super::tests::env,
+        );
+        let Transport::Stdio { cwd, .. } = &plain.servers[0].transport else {
+            panic!("a stdio server")
+        };
+        assert_eq!(cwd, Path::new(flemma_tools::launch::NEUTRAL_DIR));
         assert_eq!(env[0].1.expose(), "s3cret");
         let Transport::Http { headers, .. } = &defined.servers[1].transport else {
             panic!("an http server")

@@ -106,15 +106,18 @@ impl CredentialEnvironment {
         self.vars.get(name).map(String::as_str)
     }
 
-    /// Finds an executable by name on this environment's `PATH` (a name with a `/` is taken as
-    /// a path).
+    /// Finds an executable by name on the absolute entries of this environment's `PATH` (`.`,
+    /// empty and relative entries would name folders of whatever the working directory is: a
+    /// project's `./gcloud`); a name with a `/` is taken as a path (made absolute: the program
+    /// runs in `/`).
     pub fn find_executable(&self, name: &str) -> Option<PathBuf> {
         if name.contains('/') {
-            let path = PathBuf::from(name);
+            let path = std::path::absolute(name).ok()?;
             return is_executable(&path).then_some(path);
         }
         let path_var = self.var("PATH")?;
         std::env::split_paths(path_var)
+            .filter(|dir| dir.is_absolute())
             .map(|dir| dir.join(name))
             .find(|candidate| is_executable(candidate))
     }
@@ -413,6 +416,8 @@ impl CredentialResolver {
         let mut command = Command::new(&path);
         command
             .args(args)
+            // Never a project's folder (docs/security.md, invariant III).
+            .current_dir("/")
             .env_clear()
             .envs(&self.environment.vars)
             .stdin(Stdio::null())
@@ -596,6 +601,31 @@ echo "No matching secret" >&2; exit 1"#,
         tokio::time::pause();
         tokio::time::advance(duration).await;
         tokio::time::resume();
+    }
+
+    #[test]
+    fn relative_path_entries_find_no_executable() {
+        let dir = tempfile::tempdir().unwrap();
+        script(dir.path(), "gcloud", "exit 0");
+        // The same folder as a relative entry (from this process's directory): never searched.
+        let cwd = std::env::current_dir().unwrap();
+        let up = "../".repeat(cwd.components().count().saturating_sub(1));
+        let relative_dir = format!(
+            "{up}{}",
+            dir.path().display().to_string().trim_start_matches('/')
+        );
+        assert!(
+            Path::new(&relative_dir).join("gcloud").is_file(),
+            "{relative_dir}"
+        );
+        let relative = CredentialEnvironment::from_vars([("PATH", format!(".::{relative_dir}"))]);
+        assert_eq!(relative.find_executable("gcloud"), None);
+        let absolute =
+            CredentialEnvironment::from_vars([("PATH", dir.path().display().to_string())]);
+        assert_eq!(
+            absolute.find_executable("gcloud"),
+            Some(dir.path().join("gcloud"))
+        );
     }
 
     #[tokio::test]

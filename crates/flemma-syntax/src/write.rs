@@ -89,13 +89,43 @@ fn header_gap(compact: bool) -> &'static str {
     if compact { "" } else { "\n" }
 }
 
-/// `**Tool Use:** `name` (`id`)` and a `json` fence holding `input_json` verbatim.
-pub fn tool_use_block(name: &str, id: &str, input_json: &str, compact: bool) -> String {
-    format!(
+/// The longest tool-use id and tool name flemmad writes.
+pub const MAX_TOOL_TOKEN: usize = 256;
+
+/// Whether `id` may be written as a tool-use id: 1 to [`MAX_TOOL_TOKEN`] characters of
+/// `A–Z a–z 0–9 _ . : -`. That is every id the providers send (Anthropic `toolu_…`, OpenAI
+/// `call_…` and `fc_…`, Gemini's own, `functions.name:0` from Chat Completions servers) and
+/// flemmad's own (`urn:flemma:tool:name:…`); anything else — a backtick, a line break — could
+/// make what a provider sent into structure of the chat.
+pub fn is_tool_id(id: &str) -> bool {
+    (1..=MAX_TOOL_TOKEN).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+}
+
+/// Whether `name` may be written as a tool name: 1 to [`MAX_TOOL_TOKEN`] characters of
+/// `A–Z a–z 0–9 _ . -` (the dotted form: `flemma.jobs.status`, `github.search_issues`, after
+/// the wire's `__` is decoded).
+pub fn is_tool_name(name: &str) -> bool {
+    (1..=MAX_TOOL_TOKEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// `**Tool Use:** `name` (`id`)` and a `json` fence holding `input_json` verbatim; `None` when
+/// the name or the id is not one flemmad writes ([`is_tool_name`], [`is_tool_id`]): no name
+/// or id can put structure into the chat.
+pub fn tool_use_block(name: &str, id: &str, input_json: &str, compact: bool) -> Option<String> {
+    if !is_tool_name(name) || !is_tool_id(id) {
+        return None;
+    }
+    Some(format!(
         "**Tool Use:** `{name}` (`{id}`)\n{}{}",
         header_gap(compact),
         fenced("json", input_json)
-    )
+    ))
 }
 
 /// Compact JSON with object keys sorted (the form tool inputs are written in).
@@ -277,12 +307,49 @@ mod tests {
     #[test]
     fn tool_use_compact_and_loose() {
         assert_eq!(
-            tool_use_block("bash", "toolu_1", r#"{"command":"ls"}"#, true),
-            "**Tool Use:** `bash` (`toolu_1`)\n```json\n{\"command\":\"ls\"}\n```\n"
+            tool_use_block("bash", "toolu_1", r#"{"command":"ls"}"#, true).as_deref(),
+            Some("**Tool Use:** `bash` (`toolu_1`)\n```json\n{\"command\":\"ls\"}\n```\n")
         );
         assert_eq!(
-            tool_use_block("bash", "toolu_1", "{}", false),
-            "**Tool Use:** `bash` (`toolu_1`)\n\n```json\n{}\n```\n"
+            tool_use_block("bash", "toolu_1", "{}", false).as_deref(),
+            Some("**Tool Use:** `bash` (`toolu_1`)\n\n```json\n{}\n```\n")
+        );
+    }
+
+    #[test]
+    fn ids_and_names_that_would_be_structure_are_refused() {
+        for id in [
+            "toolu_01ABC",
+            "call_x",
+            "fc_0a78",
+            "functions.add:0",
+            "urn:flemma:tool:a.b:0123456789ab",
+            "8hd01vsf",
+        ] {
+            assert!(is_tool_id(id), "{id}");
+        }
+        for name in ["bash", "flemma.jobs.status", "demo-x.get__x", "a_b"] {
+            assert!(is_tool_name(name), "{name}");
+        }
+        for bad in [
+            "",
+            "a`b",
+            "a\nb",
+            "x\r",
+            "a b",
+            "@You:",
+            "a:b\n@You:\nhi",
+            &"x".repeat(MAX_TOOL_TOKEN + 1),
+        ] {
+            assert!(tool_use_block(bad, "t1", "{}", true).is_none(), "{bad:?}");
+            assert!(
+                tool_use_block("bash", bad, "{}", true).is_none() || is_tool_id(bad),
+                "{bad:?}"
+            );
+        }
+        assert!(
+            tool_use_block("a:b", "t1", "{}", true).is_none(),
+            "a `:` would read back as `.`"
         );
     }
 

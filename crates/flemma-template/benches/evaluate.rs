@@ -39,7 +39,6 @@ impl Host for NoFiles {
         &self,
         argv: &[String],
         _input: &[u8],
-        _dir: &Path,
         _timeout: Duration,
     ) -> std::io::Result<Vec<u8>> {
         Err(std::io::Error::new(

@@ -447,12 +447,19 @@ impl<'a> Evaluator<'a> {
 
     /// A frontmatter in a language of `templating.frontmatter_parsers`: the configured command
     /// turns it into a JSON object, then it is applied like JSON frontmatter. Without a
-    /// configured parser nothing happens here (the syntax parser reports the language).
+    /// configured parser, or with `run_parsers` off, nothing happens here (the syntax parser
+    /// reports the language; the caller says why the parser did not run).
     fn custom_frontmatter(&mut self, frontmatter: &Frontmatter) {
         let language = self.doc.slice(frontmatter.language_range).trim();
         let Some(argv) = self.templating.frontmatter_parsers.get(language).cloned() else {
             return;
         };
+        if !self.templating.run_parsers {
+            // Deferred (an untrusted chat only being looked at): nothing runs, no variable is
+            // set, and the messages' cached results are not those of the parsed frontmatter.
+            "frontmatter parser deferred".hash(&mut self.head);
+            return;
+        }
         let setting = format!("templating.frontmatter_parsers.{language}");
         let fail = |range: TextRange, message: String| {
             self.diagnose(range, Severity::Error, Category::Frontmatter, message, true);
@@ -469,7 +476,6 @@ impl<'a> Evaluator<'a> {
         let output = match self.host.run_filter(
             &argv,
             code.as_bytes(),
-            &self.origin.dir,
             self.templating.parser_timeout,
         ) {
             Ok(output) => output,

@@ -82,15 +82,17 @@ pub trait Host: Send + Sync + std::fmt::Debug {
         let _ = dir;
         Vec::new()
     }
-    /// Runs a frontmatter parser: `argv[0]` with the arguments `argv[1..]` in `dir`, `input` on
-    /// its stdin; returns its stdout. Fails when the program cannot start, exits unsuccessfully
+    /// Runs a frontmatter parser: `argv[0]` with the arguments `argv[1..]`, `input` on its
+    /// stdin; returns its stdout. Fails when the program cannot start, exits unsuccessfully
     /// (the error includes its stderr) or runs longer than `timeout` (it is killed; the error
-    /// kind is [`std::io::ErrorKind::TimedOut`]).
+    /// kind is [`std::io::ErrorKind::TimedOut`]). It never runs in the chat's folder: that
+    /// folder may be someone else's repository, and a working directory there lets it choose
+    /// the code (`python3 -m yaml2json` imports `./yaml2json.py`); [`FsHost`] runs it in
+    /// [`NEUTRAL_DIR`].
     fn run_filter(
         &self,
         argv: &[String],
         input: &[u8],
-        dir: &Path,
         timeout: Duration,
     ) -> std::io::Result<Vec<u8>>;
 }
@@ -163,10 +165,9 @@ impl Host for FsHost {
         &self,
         argv: &[String],
         input: &[u8],
-        dir: &Path,
         timeout: Duration,
     ) -> std::io::Result<Vec<u8>> {
-        run_process(argv, input, dir, timeout)
+        run_process(argv, input, timeout)
     }
 }
 
@@ -220,28 +221,54 @@ pub(crate) fn human_bytes(bytes: u64) -> String {
     }
 }
 
-/// Runs `argv` with `input` on stdin, capturing stdout and stderr, killing it after `timeout`.
-fn run_process(
-    argv: &[String],
-    input: &[u8],
-    dir: &Path,
-    timeout: Duration,
-) -> std::io::Result<Vec<u8>> {
+/// The working directory of frontmatter parsers: `/`, which always exists, holds no project
+/// and cannot be written by you or a sandboxed tool (the MCP and language servers flemmad
+/// starts use the same, `flemma_tools::launch::NEUTRAL_DIR`).
+pub const NEUTRAL_DIR: &str = "/";
+
+/// Runs `argv` in [`NEUTRAL_DIR`] with `input` on stdin, capturing stdout and stderr, killing
+/// it after `timeout`. The program is looked up in the absolute entries of `PATH` only (`.`,
+/// an empty or a relative entry would name a folder of the working directory's choosing), and
+/// the parser gets that `PATH`.
+fn run_process(argv: &[String], input: &[u8], timeout: Duration) -> std::io::Result<Vec<u8>> {
     let Some((program, args)) = argv.split_first() else {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "the command is empty",
         ));
     };
-    let mut command = Command::new(program);
+    let search_path: std::ffi::OsString = std::env::join_paths(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .filter(|dir| dir.is_absolute()),
+    )
+    .unwrap_or_default();
+    let is_executable = |path: &Path| {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let executable = if program.contains('/') {
+        Some(Path::new(NEUTRAL_DIR).join(program))
+    } else {
+        std::env::split_paths(&search_path)
+            .map(|dir| dir.join(program))
+            .find(|candidate| is_executable(candidate))
+    };
+    let Some(executable) = executable.filter(|path| is_executable(path)) else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "`{program}` is not on PATH (only its absolute entries are searched) nor an absolute path"
+            ),
+        ));
+    };
+    let mut command = Command::new(executable);
     command
         .args(args)
+        .current_dir(NEUTRAL_DIR)
+        .env("PATH", &search_path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if dir.is_dir() {
-        command.current_dir(dir);
-    }
     let mut child = command.spawn()?;
     // Stdin, stdout and stderr are served by threads so that a large output cannot block a
     // child that has not read all of its input yet.

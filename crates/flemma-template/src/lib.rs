@@ -186,6 +186,10 @@ pub struct TemplatingOptions {
     pub frontmatter_parsers: BTreeMap<String, Vec<String>>,
     /// How long a frontmatter parser may run before it is killed (default 5 s).
     pub parser_timeout: Duration,
+    /// Whether the frontmatter parsers run in this evaluation (default `true`). Off, a
+    /// frontmatter in a parser's language sets nothing and runs nothing (the analysis of an
+    /// untrusted chat that is only opened: `docs/security.md`).
+    pub run_parsers: bool,
 }
 
 impl Default for TemplatingOptions {
@@ -194,6 +198,7 @@ impl Default for TemplatingOptions {
             modules: Vec::new(),
             frontmatter_parsers: BTreeMap::new(),
             parser_timeout: Duration::from_secs(5),
+            run_parsers: true,
         }
     }
 }

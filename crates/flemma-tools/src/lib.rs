@@ -6,6 +6,7 @@ pub mod approval;
 pub mod builtin;
 pub mod context;
 pub mod harness;
+pub mod launch;
 pub mod nofollow;
 pub mod process;
 pub mod registry;

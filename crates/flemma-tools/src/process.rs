@@ -480,27 +480,20 @@ pub fn read_both_ends(file: &mut File) -> std::io::Result<(String, u64)> {
     Ok((text, size))
 }
 
-/// Whether `program` is an executable file in one of `PATH`'s directories.
+/// Whether `program` is an executable file in one of `PATH`'s absolute directories.
 pub fn on_path(program: &str) -> bool {
     find_on_path(program).is_some()
 }
 
-/// The full path of `program` on `PATH`.
+/// The full path of `program` on `PATH`, its relative entries (`.`, empty ones) ignored; a
+/// name with a `/` is taken against [`crate::launch::NEUTRAL_DIR`] (see
+/// [`crate::launch::find_program`]).
 pub fn find_on_path(program: &str) -> Option<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    if program.contains('/') {
-        let path = Path::new(program);
-        return path.is_file().then(|| path.to_path_buf());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|candidate| {
-            candidate
-                .metadata()
-                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
-        })
+    crate::launch::find_program(
+        program,
+        std::env::var_os("PATH").as_deref(),
+        Path::new(crate::launch::NEUTRAL_DIR),
+    )
 }
 
 #[cfg(test)]

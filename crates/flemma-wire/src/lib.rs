@@ -26,6 +26,7 @@ mod anthropic_build;
 mod anthropic_decode;
 mod chat_build;
 mod chat_decode;
+pub mod check;
 mod gemini_build;
 mod gemini_decode;
 mod prepare;
@@ -426,34 +427,41 @@ pub(crate) trait SseFormat {
     fn end(&mut self, out: &mut Vec<StreamEvent>);
 }
 
-/// SSE framing plus a provider format: the [`StreamDecoder`] every provider uses.
+/// SSE framing plus a provider format: the [`StreamDecoder`] every provider uses. Its events
+/// pass [`check::ReplyCheck`]: a tool call whose id or name the chat cannot hold refuses the
+/// reply.
 struct SseStream<F> {
     sse: SseDecoder,
     format: F,
+    check: check::ReplyCheck,
 }
 
 impl<F> SseStream<F> {
     fn new(sse: SseDecoder, format: F) -> Self {
-        Self { sse, format }
+        Self {
+            sse,
+            format,
+            check: check::ReplyCheck::default(),
+        }
     }
 }
 
 impl<F: SseFormat> StreamDecoder for SseStream<F> {
     fn feed(&mut self, bytes: &[u8]) -> Vec<StreamEvent> {
         let mut out = Vec::new();
-        let Self { sse, format } = self;
+        let Self { sse, format, .. } = self;
         sse.feed_with(bytes, &mut |event, data| {
             format.handle(event, data, &mut out)
         });
-        out
+        self.check.filter(out)
     }
 
     fn finish(&mut self) -> Vec<StreamEvent> {
         let mut out = Vec::new();
-        let Self { sse, format } = self;
+        let Self { sse, format, .. } = self;
         sse.finish_with(&mut |event, data| format.handle(event, data, &mut out));
         format.end(&mut out);
-        out
+        self.check.filter(out)
     }
 }
 

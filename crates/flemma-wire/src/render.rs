@@ -143,7 +143,7 @@ impl ReplyRenderer {
             }
             StreamEvent::ToolCallEnd { index, arguments } => {
                 let call = self.calls.remove(index).unwrap_or_default();
-                Some(self.tool_use(&call, arguments))
+                self.tool_use(&call, arguments)
             }
             StreamEvent::ToolCallArgsDelta { .. }
             | StreamEvent::Usage { .. }
@@ -241,7 +241,10 @@ impl ReplyRenderer {
         out
     }
 
-    fn tool_use(&mut self, call: &PendingCall, arguments: &str) -> String {
+    /// The tool use block of a finished call; `None` (nothing written) when its name or id is
+    /// not one the writer accepts. The stream decoder refuses such a reply before it gets here
+    /// (`crate::check`); this is the writer's own defence.
+    fn tool_use(&mut self, call: &PendingCall, arguments: &str) -> Option<String> {
         let input = if arguments.trim().is_empty() {
             "{}".to_string()
         } else if self.verbatim_arguments {
@@ -259,16 +262,12 @@ impl ReplyRenderer {
             // Decoded by the stream decoder already (`ToolNames`), exactly.
             call.name.clone()
         };
+        let block = tool_use_block(&name, &call.id, &input, self.compact_headers)?;
         let mut out = self.block_separator();
-        out.push_str(&tool_use_block(
-            &name,
-            &call.id,
-            &input,
-            self.compact_headers,
-        ));
+        out.push_str(&block);
         self.written = true;
         self.line_open = false;
-        out
+        Some(out)
     }
 }
 

@@ -62,6 +62,13 @@ fn chat_in(dir: tempfile::TempDir, text: &str) -> Chat {
     }
 }
 
+/// Writes the user configuration file of `chat`'s config home (`flemma/config.toml`).
+pub fn write_user_config(chat: &Chat, toml: &str) {
+    let dir = chat.config_home.join("flemma");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), toml).unwrap();
+}
+
 /// Trusts `dir` with `flemmad trust` under the config home `config_home` (the tests' own
 /// `XDG_CONFIG_HOME`): its chats' frontmatter may then widen what they do, as before the trust
 /// model (docs/security.md).

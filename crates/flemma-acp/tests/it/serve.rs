@@ -87,7 +87,7 @@ impl Backend for Scripted {
     fn cancel(&self, _path: &Path) -> bool {
         false
     }
-    fn mcp_servers(&self, _path: &Path, _cwd: &Path, _servers: Vec<McpServerSpec>) -> Vec<String> {
+    fn mcp_servers(&self, _path: &Path, _servers: Vec<McpServerSpec>) -> Vec<String> {
         Vec::new()
     }
     fn chats_in(&self, _dir: &Path) -> Vec<flemma_acp::list::ChatEntry> {

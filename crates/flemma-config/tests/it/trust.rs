@@ -330,6 +330,82 @@ fn trust_paths_must_be_absolute() {
     );
 }
 
+/// What raises cost or load only narrows: lower turns, concurrency, timeouts and model limits
+/// below the value of the layers below, higher prices; 0 for `max_concurrent` is unlimited,
+/// so it is refused; where the layers below set nothing (a catalogue price) the chat's value
+/// is ignored, having nothing to be compared with.
+#[test]
+fn what_raises_cost_or_load_only_narrows() {
+    let user = ConfigLayer::from_toml_str(
+        "[tools]\nmax_concurrent = 4\n[models.\"m\"]\ninput = 3.0\ncontext_window = 1000\n",
+        LayerKind::UserFile,
+    )
+    .unwrap();
+    let raise = json!({
+        "tools": {"max_concurrent": 0, "default_timeout": 600, "autopilot": {"max_turns": 1000}, "mcp": {"startup_timeout": 300}},
+        "models": {"m": {"input": 0, "context_window": 5000}, "other": {"output": 0}},
+    });
+    let result = resolved(vec![
+        ConfigLayer::defaults(),
+        user.clone(),
+        untrusted(raise.clone()),
+    ]);
+    let mut ignored = ignored_paths(&result);
+    ignored.sort();
+    assert_eq!(
+        ignored,
+        [
+            "models.m.context_window",
+            "models.m.input",
+            "models.other.output",
+            "tools.autopilot.max_turns",
+            "tools.default_timeout",
+            "tools.max_concurrent",
+            "tools.mcp.startup_timeout",
+        ],
+        "{:?}",
+        result.ignored()
+    );
+    let config = &result.config;
+    assert_eq!(config.tools.max_concurrent, 4);
+    assert_eq!(config.tools.autopilot.max_turns, 100);
+    assert_eq!(config.tools.default_timeout, 30);
+    assert_eq!(config.models["m"].input, Some(3.0));
+    // Trusted, the same frontmatter does what it says.
+    let trusting = resolved(vec![ConfigLayer::defaults(), user.clone(), trusted(raise)]);
+    assert!(trusting.ignored().is_empty());
+    assert_eq!(trusting.config.tools.max_concurrent, 0);
+    assert_eq!(trusting.config.models["m"].input, Some(0.0));
+
+    let narrow = json!({
+        "tools": {"max_concurrent": 2, "default_timeout": 10, "autopilot": {"max_turns": 3, "enabled": false}},
+        "models": {"m": {"input": 5.0, "context_window": 500}},
+    });
+    let result = resolved(vec![ConfigLayer::defaults(), user, untrusted(narrow)]);
+    assert!(result.ignored().is_empty(), "{:?}", result.ignored());
+    let config = &result.config;
+    assert_eq!(config.tools.max_concurrent, 2);
+    assert_eq!(config.tools.default_timeout, 10);
+    assert_eq!(config.tools.autopilot.max_turns, 3);
+    assert_eq!(config.models["m"].input, Some(5.0));
+    assert_eq!(config.models["m"].context_window, Some(500));
+    // Any positive concurrency narrows an unlimited one; turning autopilot on over the user's
+    // `false` widens.
+    let unlimited = ConfigLayer::from_toml_str(
+        "[tools]\nmax_concurrent = 0\n[tools.autopilot]\nenabled = false\n",
+        LayerKind::UserFile,
+    )
+    .unwrap();
+    let result = resolved(vec![
+        ConfigLayer::defaults(),
+        unlimited,
+        untrusted(json!({"tools": {"max_concurrent": 8, "autopilot": {"enabled": true}}})),
+    ]);
+    assert_eq!(ignored_paths(&result), ["tools.autopilot.enabled"]);
+    assert_eq!(result.config.tools.max_concurrent, 8);
+    assert!(!result.config.tools.autopilot.enabled);
+}
+
 /// The reference shows, for each option, what an untrusted chat may do with it.
 #[test]
 fn the_reference_marks_what_widens_power() {
@@ -346,4 +422,11 @@ fn the_reference_marks_what_widens_power() {
     assert!(row("tools.auto_approve").ends_with("| only removals |"));
     assert!(row("model").ends_with("|  |"), "{}", row("model"));
     assert!(row("parameters.thinking").ends_with("|  |"));
+    assert!(row("tools.autopilot.max_turns").ends_with("| only lower |"));
+    assert!(row("tools.max_concurrent").ends_with("| only lower (not 0) |"));
+    assert!(
+        row("models.<key>.input").ends_with("| only higher |"),
+        "{}",
+        row("models.<key>.input")
+    );
 }

@@ -171,3 +171,103 @@ fn calls_flemmad_did_not_see_get_a_warning_in_an_untrusted_chat() {
             .all(|d| d.code != UNSEEN_APPROVAL && d.code != UNSEEN_TOOL_CALL)
     );
 }
+
+/// The file system, with frontmatter parsers that only count their runs and print
+/// `{"title": "parsed"}`.
+#[derive(Debug, Default)]
+struct CountingParsers(std::sync::atomic::AtomicUsize);
+
+impl flemma_template::Host for CountingParsers {
+    fn read_file(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+        FsHost.read_file(path, limit)
+    }
+    fn home_dir(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+    fn now(&self) -> std::time::SystemTime {
+        std::time::SystemTime::now()
+    }
+    fn environment(&self) -> flemma_template::PersonalityContext {
+        flemma_template::PersonalityContext::default()
+    }
+    fn run_filter(
+        &self,
+        _argv: &[String],
+        _input: &[u8],
+        _timeout: std::time::Duration,
+    ) -> std::io::Result<Vec<u8>> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(br#"{"title": "parsed"}"#.to_vec())
+    }
+}
+
+/// Opening an untrusted chat runs no frontmatter parser (invariant III): its analysis says the
+/// frontmatter is evaluated when sent; a host that analyses for sending, or a trusted chat,
+/// runs it.
+#[test]
+fn an_untrusted_chats_frontmatter_parser_runs_only_for_a_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = ConfigLayer::from_toml_str(
+        "[templating.frontmatter_parsers]\nyaml = [\"yaml2json\"]\n",
+        LayerKind::UserFile,
+    )
+    .unwrap();
+    let text = "```yaml\ntitle: x\n```\n@You:\n{{ title }}\n";
+    let id = DocumentId::new(dir.path().join("talk.chat"));
+    let run = |config: ConfigInput, purpose: flemma_ide::Purpose| {
+        let parsers = Arc::new(CountingParsers::default());
+        let mut host = AnalysisHost::new(parsers.clone(), config);
+        host.set_purpose(purpose);
+        host.set_text(id.clone(), text);
+        let analysis = host.analysis(&id).unwrap();
+        (
+            analysis,
+            parsers.0.load(std::sync::atomic::Ordering::SeqCst),
+        )
+    };
+    let untrusted = ConfigInput::default().with_layer(Ok(user.clone()));
+    let (opened, runs) = run(untrusted.clone(), flemma_ide::Purpose::Inspect);
+    assert_eq!(runs, 0);
+    let deferred: Vec<_> = opened
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == flemma_ide::untrusted::DEFERRED_PARSER)
+        .collect();
+    assert_eq!(deferred.len(), 1, "{:?}", opened.diagnostics);
+    assert!(!deferred[0].blocking && deferred[0].severity == Severity::Warning);
+    assert!(
+        deferred[0]
+            .message
+            .contains("evaluated when the chat is sent")
+    );
+    assert_eq!(
+        opened.document.slice(deferred[0].range),
+        "yaml",
+        "on the fence's language"
+    );
+    assert!(
+        opened.send_blockers().is_empty(),
+        "{:?}",
+        opened.send_blockers()
+    );
+
+    let (sent, runs) = run(untrusted, flemma_ide::Purpose::Send);
+    assert_eq!(runs, 1);
+    assert!(
+        !sent
+            .diagnostics
+            .iter()
+            .any(|d| d.code == flemma_ide::untrusted::DEFERRED_PARSER)
+    );
+    assert_eq!(
+        flemma_conversation::Part::joined_text(&sent.evaluation.conversation.messages[0].parts),
+        "parsed"
+    );
+    let trusted = ConfigInput {
+        trusted_folders: vec![dir.path().to_owned()],
+        ..ConfigInput::default()
+    }
+    .with_layer(Ok(user));
+    let (_, runs) = run(trusted, flemma_ide::Purpose::Inspect);
+    assert_eq!(runs, 1, "a trusted chat's parser runs as it is opened");
+}

@@ -658,13 +658,7 @@ impl flemma_template::Host for VirtualDisk {
             Vec::new()
         }
     }
-    fn run_filter(
-        &self,
-        _: &[String],
-        _: &[u8],
-        _: &std::path::Path,
-        _: Duration,
-    ) -> std::io::Result<Vec<u8>> {
+    fn run_filter(&self, _: &[String], _: &[u8], _: Duration) -> std::io::Result<Vec<u8>> {
         Err(std::io::ErrorKind::Unsupported.into())
     }
 }

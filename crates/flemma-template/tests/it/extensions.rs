@@ -265,21 +265,24 @@ fn a_configured_parser_turns_the_frontmatter_into_variables_and_options() {
     );
 }
 
+/// The argv reaches the program as configured, and the program runs in `/`, never in the
+/// chat's directory (docs/security.md, invariant III: a repository there would choose the
+/// code `python3 -m yaml2json` imports).
 #[test]
-fn the_parser_receives_arguments_and_runs_in_the_chat_directory() {
+fn the_parser_receives_arguments_and_runs_in_the_neutral_directory() {
     let host = TestHost::new();
     host.write("data.json", "{\"from_file\": \"yes\"}");
-    // `sh -c`: the argv reaches the program as configured; `cat` reads relative to the cwd.
+    let script = "cat >/dev/null; [ -e data.json ] && exit 3; printf '{\"cwd\": \"%s\", \"arg\": \"%s\"}' \"$(pwd)\" \"$0\"";
     let evaluation = host.eval_with(
-        "```toml\nignored = 1\n```\n@You:\n{{ from_file }}\n",
+        "```toml\nignored = 1\n```\n@You:\n{{ cwd }} {{ arg }}\n",
         with_parser(
             "toml",
-            &["sh", "-c", "cat >/dev/null; cat data.json"],
+            &["sh", "-c", script, "given"],
             Duration::from_secs(10),
         ),
     );
     assert_clean(&evaluation);
-    assert_eq!(text_of(&evaluation, 0), "yes");
+    assert_eq!(text_of(&evaluation, 0), "/ given");
 }
 
 #[test]
@@ -401,7 +404,6 @@ fn fs_host_captures_stdout_and_feeds_stdin() {
         .run_filter(
             &["tr".to_string(), "a-z".to_string(), "A-Z".to_string()],
             b"shout",
-            std::path::Path::new("/"),
             Duration::from_secs(10),
         )
         .expect("tr runs");
@@ -409,12 +411,7 @@ fn fs_host_captures_stdout_and_feeds_stdin() {
     // Larger than a pipe buffer in both directions.
     let big = vec![b'x'; 1 << 20];
     let output = FsHost
-        .run_filter(
-            &["cat".to_string()],
-            &big,
-            std::path::Path::new("/"),
-            Duration::from_secs(10),
-        )
+        .run_filter(&["cat".to_string()], &big, Duration::from_secs(10))
         .expect("cat runs");
     assert_eq!(output.len(), big.len());
 }
@@ -476,7 +473,6 @@ fn file_readable_goes_through_the_host() {
             &self,
             _argv: &[String],
             _input: &[u8],
-            _dir: &std::path::Path,
             _timeout: Duration,
         ) -> std::io::Result<Vec<u8>> {
             Err(std::io::Error::from(std::io::ErrorKind::Unsupported))

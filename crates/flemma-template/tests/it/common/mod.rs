@@ -88,10 +88,9 @@ impl Host for TestHost {
         &self,
         argv: &[String],
         input: &[u8],
-        dir: &Path,
         timeout: Duration,
     ) -> std::io::Result<Vec<u8>> {
-        flemma_template::FsHost.run_filter(argv, input, dir, timeout)
+        flemma_template::FsHost.run_filter(argv, input, timeout)
     }
 }
 

@@ -167,8 +167,10 @@ fn reader_loop(
 }
 
 impl Client {
-    /// Starts `command` in `root`, initializes it with `root` as the workspace and waits for
-    /// its answer (at most `timeout`).
+    /// Starts `command`, initializes it with `root` as the workspace and waits for its answer
+    /// (at most `timeout`). The process itself starts in [`crate::launch::NEUTRAL_DIR`], its
+    /// program found on `PATH`'s absolute entries: the project is the server's workspace,
+    /// never the place its code comes from.
     pub fn start(
         command: &[String],
         root: &Path,
@@ -183,11 +185,19 @@ impl Client {
         let name = Path::new(program)
             .file_name()
             .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
-        let mut child = Command::new(program)
+        let neutral = Path::new(crate::launch::NEUTRAL_DIR);
+        let search_path = std::env::var_os("PATH").unwrap_or_default();
+        let executable = crate::launch::find_program(program, Some(&search_path), neutral)
+            .ok_or_else(|| ClientError::Start {
+                command: shown.clone(),
+                reason: crate::launch::not_found(program, neutral),
+            })?;
+        let mut child = Command::new(executable)
             .args(args)
-            .current_dir(root)
+            .current_dir(neutral)
             .env_clear()
             .envs(crate::process::tool_environment())
+            .env("PATH", crate::launch::absolute_entries(&search_path))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
