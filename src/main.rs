@@ -18,6 +18,7 @@ mod runtime;
 mod send_lock;
 mod tool_setup;
 mod trust;
+mod usage_report;
 mod watcher;
 
 use std::process::ExitCode;

@@ -28,7 +28,7 @@ const RECORDS_CAP: u64 = 16 << 20;
 /// How much of the trusted-folders file is read.
 const FOLDERS_CAP: u64 = 1 << 20;
 
-fn env_dir(variable: &str, fallback: &str) -> Option<PathBuf> {
+pub(crate) fn env_dir(variable: &str, fallback: &str) -> Option<PathBuf> {
     std::env::var_os(variable)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

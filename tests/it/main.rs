@@ -14,6 +14,7 @@ mod cli_progress;
 mod cli_safety;
 mod cli_send;
 mod cli_tools;
+mod cli_usage;
 mod common;
 mod daemon;
 mod daemon_engine;

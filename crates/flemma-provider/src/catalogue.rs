@@ -9,20 +9,8 @@
 
 use flemma_conversation::Usage;
 
-use crate::{CacheRetention, ProviderKind, ThinkingOff};
-
-/// Prices for prompts above a size threshold (Gemini Pro and Anthropic 1M-context pricing).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LongContextPrices {
-    /// Prompts with more input tokens than this use these prices.
-    pub above_input_tokens: u64,
-    /// Input price per million tokens.
-    pub input: f64,
-    /// Output price per million tokens.
-    pub output: f64,
-    /// Cache read price per million tokens.
-    pub cache_read: f64,
-}
+pub use crate::LongContextPrices;
+use crate::{CacheRetention, Prices, ProviderKind, ThinkingOff};
 
 /// What flemmad knows about one model.
 #[derive(Debug, Clone, PartialEq)]
@@ -651,6 +639,21 @@ impl ModelSpec {
             long_context: row.long_context,
         }
     }
+
+    /// The model's prices for a request whose cache writes are kept `retention` long (the
+    /// 5-minute write price for `short` and `none`, the 1-hour one for `long`).
+    pub fn prices(&self, retention: CacheRetention) -> Prices {
+        Prices {
+            input: self.input,
+            output: self.output,
+            cache_read: self.cache_read,
+            cache_write: match retention {
+                CacheRetention::Long => self.cache_write_1h,
+                CacheRetention::Short | CacheRetention::None => self.cache_write_5m,
+            },
+            long_context: self.long_context,
+        }
+    }
 }
 
 impl Default for Catalogue {
@@ -839,33 +842,10 @@ pub fn cost(usage: &Usage, model: &ModelSpec) -> f64 {
     cost_with(usage, model, CacheRetention::Short)
 }
 
-/// The cost in US dollars of one request.
-///
-/// `usage.input_tokens` counts every prompt token, so the uncached part is
-/// `input − cache_read − cache_write`; cache reads are billed at the cache-read price (Anthropic
-/// 0.1×, OpenAI cached-input discount, Gemini context cache), cache writes at the 5-minute or
-/// 1-hour write price (Anthropic 1.25× / 2×; other providers bill them as input);
-/// `usage.output_tokens` includes thinking, billed as output (Gemini thoughts too).
+/// The cost in US dollars of one request: [`Prices::cost`] with the model's prices for
+/// `retention` (the one cost function; see [`crate::pricing`]).
 pub fn cost_with(usage: &Usage, model: &ModelSpec, retention: CacheRetention) -> f64 {
-    let (input_price, output_price, read_price) = match model.long_context {
-        Some(tier) if usage.input_tokens > tier.above_input_tokens => {
-            (tier.input, tier.output, tier.cache_read)
-        }
-        _ => (model.input, model.output, model.cache_read),
-    };
-    let write_price = match retention {
-        CacheRetention::Long => model.cache_write_1h,
-        CacheRetention::Short | CacheRetention::None => model.cache_write_5m,
-    };
-    let uncached = usage
-        .input_tokens
-        .saturating_sub(usage.cache_read_tokens)
-        .saturating_sub(usage.cache_write_tokens);
-    let per_million = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
-    per_million(uncached, input_price)
-        + per_million(usage.cache_read_tokens, read_price)
-        + per_million(usage.cache_write_tokens, write_price)
-        + per_million(usage.output_tokens, output_price)
+    model.prices(retention).cost(usage)
 }
 
 #[cfg(test)]

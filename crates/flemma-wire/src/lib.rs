@@ -20,6 +20,7 @@ pub use gemini_build::{
     FOREIGN_CALL_SIGNATURE, gemini_level_budget, gemini_level_name, is_gemini_call_id,
 };
 pub use prepare::MISSING_RESULT_TEXT;
+pub use pricing::{CacheEffect, LongContextPrices, Prices};
 pub use responses_build::{openai_budget_effort, openai_level_effort};
 
 mod anthropic_build;
@@ -29,6 +30,7 @@ mod chat_decode;
 mod gemini_build;
 mod gemini_decode;
 mod prepare;
+pub mod pricing;
 mod responses_build;
 mod responses_decode;
 pub mod sse;
