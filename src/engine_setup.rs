@@ -134,11 +134,16 @@ pub async fn prepare(
     engine.autopilot = engine.autopilot && !options.no_autopilot;
     engine.verbatim_tool_arguments = matches!(
         setup.kind,
-        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Moonshot
+        ProviderKind::OpenAi
+            | ProviderKind::OpenAiCompatible
+            | ProviderKind::Moonshot
+            | ProviderKind::Codex
     );
+    // A subscription has no cost per request.
     engine.prices = setup
         .model
         .as_ref()
+        .filter(|m| !m.subscription)
         .map(|m| m.prices(config.parameters.cache_retention));
     engine.id_seed = job_id_seed();
     engine.provider = Some(setup.kind.name().to_owned());

@@ -104,7 +104,10 @@ pub fn windows(limits: &RateLimits, now: i64) -> String {
         .map(|w| {
             let mut text = format!("{} window {}% used", label(w), trim_percent(w.used_percent));
             if let Some(at) = w.resets_at {
-                text.push_str(&format!(", resets {}", resets(at, now)));
+                text.push_str(&format!(
+                    ", resets {}",
+                    flemma_provider::codex::resets(at, now)
+                ));
             }
             text
         })
@@ -121,25 +124,6 @@ pub fn label(window: &RateLimitWindow) -> String {
         resets_at: window.resets_at,
     }
     .label()
-}
-
-/// `in 3h 12m` (or `now` once the time passed).
-pub fn resets(at: i64, now: i64) -> String {
-    let seconds = at - now;
-    if seconds <= 0 {
-        return "now".to_owned();
-    }
-    format!("in {}", span((seconds + 59) / 60))
-}
-
-/// A length of time in words: `4m`, `3h 12m`, `5d 2h`.
-pub fn span(minutes: i64) -> String {
-    let minutes = minutes.max(0);
-    match (minutes / 1440, minutes / 60 % 24) {
-        (0, 0) => format!("{minutes}m"),
-        (0, hours) => format!("{hours}h {}m", minutes % 60),
-        (days, hours) => format!("{days}d {hours}h"),
-    }
 }
 
 fn percent(part: u64, whole: u64) -> String {
@@ -261,7 +245,5 @@ mod tests {
             windows(&limits, 1000),
             "5-hour window 42% used, resets in 3h 12m; weekly window 12.5% used, resets in 5d 2h"
         );
-        assert_eq!(resets(100, 200), "now");
-        assert_eq!(resets(250, 200), "in 1m");
     }
 }

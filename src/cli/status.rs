@@ -198,7 +198,12 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     if let Some(limits) = &status.rate_limits {
         let when = limits.observed_at.map_or_else(
             || "now".to_owned(),
-            |at| format!("as of {} ago", crate::usage_report::span((now - at) / 60)),
+            |at| {
+                format!(
+                    "as of {} ago",
+                    flemma_provider::codex::span((now - at) / 60)
+                )
+            },
         );
         writeln!(
             out,

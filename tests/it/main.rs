@@ -4,6 +4,7 @@ mod acp;
 mod cli_agentic;
 mod cli_agreement;
 mod cli_approval_function;
+mod cli_codex;
 mod cli_faults;
 mod cli_figures;
 mod cli_lsp_tool;

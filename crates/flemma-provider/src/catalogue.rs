@@ -44,6 +44,9 @@ pub struct ModelSpec {
     pub reasoning_efforts: &'static [&'static str],
     /// Higher prices for long prompts.
     pub long_context: Option<LongContextPrices>,
+    /// Paid by a subscription (`codex`: a ChatGPT plan), not per token: the prices are the API's
+    /// for the same model, shown for comparison, and no cost is reported.
+    pub subscription: bool,
 }
 
 /// A config entry that changes or adds a model (`[[models]]` in the user config; the lead maps
@@ -113,6 +116,7 @@ struct Row {
     thinking_off: ThinkingOff,
     reasoning_efforts: &'static [&'static str],
     long_context: Option<LongContextPrices>,
+    subscription: bool,
 }
 
 const fn row(
@@ -136,7 +140,14 @@ const fn row(
         thinking_off: ThinkingOff::Omit,
         reasoning_efforts: &[],
         long_context: None,
+        subscription: false,
     }
+}
+
+/// A model of a subscription (`codex`): its prices are the API's, for comparison only.
+const fn subscription(mut base: Row) -> Row {
+    base.subscription = true;
+    base
 }
 
 const fn long(mut base: Row, above: u64, prices: (f64, f64, f64)) -> Row {
@@ -167,7 +178,7 @@ const fn efforts(mut base: Row, values: &'static [&'static str]) -> Row {
     base
 }
 
-use ProviderKind::{Anthropic, Gemini, Moonshot, OpenAi};
+use ProviderKind::{Anthropic, Codex, Gemini, Moonshot, OpenAi};
 
 /// GPT-5.2 and later: `xhigh` above `high`, no `minimal`.
 const GPT_52_EFFORTS: &[&str] = &["low", "medium", "high", "xhigh"];
@@ -184,6 +195,38 @@ const KIMI_K3_EFFORTS: &[&str] = &["low", "high", "max"];
 /// July 2026) for the models released since (Claude Opus 4.8, Sonnet 5, Fable 5; GPT-5.6;
 /// Gemini 3.5/3.6; Kimi K3). Retired models are not listed (they get the "did you mean" warning).
 const BUILTIN: &[Row] = &[
+    // Codex (a ChatGPT subscription): the models of the Codex backend, with their API prices
+    // for comparison (the plan pays); its context is 272k whatever the API offers.
+    subscription(efforts(
+        row(Codex, "gpt-5.5", (5.0, 30.0, 0.5), 272_000, 128_000, true),
+        GPT_52_EFFORTS,
+    )),
+    subscription(efforts(
+        row(Codex, "gpt-5.4", (2.5, 15.0, 0.25), 272_000, 128_000, true),
+        GPT_52_EFFORTS,
+    )),
+    subscription(efforts(
+        row(
+            Codex,
+            "gpt-5.4-mini",
+            (0.75, 4.5, 0.075),
+            272_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    )),
+    subscription(efforts(
+        row(
+            Codex,
+            "gpt-5.3-codex-spark",
+            (1.75, 14.0, 0.175),
+            128_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    )),
     // Anthropic. Fable 5 always thinks; Sonnet 5 thinks unless told `{"type":"disabled"}`;
     // from the 4.6 generation on, thinking is adaptive (budgets are refused by 4.7 and later).
     off(
@@ -637,6 +680,7 @@ impl ModelSpec {
             thinking_off: row.thinking_off,
             reasoning_efforts: row.reasoning_efforts,
             long_context: row.long_context,
+            subscription: row.subscription,
         }
     }
 
@@ -704,6 +748,7 @@ impl Catalogue {
                         thinking_off: ThinkingOff::Omit,
                         reasoning_efforts: &[],
                         long_context: None,
+                        subscription: entry.provider == ProviderKind::Codex,
                     });
                     self.models.len() - 1
                 }
