@@ -145,6 +145,7 @@ pub async fn prepare(
         .as_ref()
         .filter(|m| !m.subscription)
         .map(|m| m.prices(config.parameters.cache_retention));
+    engine.context_window = setup.model.as_ref().map(|m| m.context_window);
     engine.id_seed = job_id_seed();
     engine.provider = Some(setup.kind.name().to_owned());
     engine.model = Some(setup.options.model.clone());

@@ -434,7 +434,7 @@ fn build_root() -> Node {
                 "cache_retention",
                 choice(
                     &["short", "long", "none"],
-                    "Prompt caching: `short` (provider default, 5 minutes on Anthropic), `long` (1 hour), `none`.",
+                    "Prompt caching: `short` (provider default, 5 minutes on Anthropic), `long` (1 hour on Anthropic), `none`. What each provider does with it: docs/configuration.md, \"The prompt cache\".",
                     Some("short"),
                 ),
             ),

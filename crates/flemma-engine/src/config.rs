@@ -22,6 +22,9 @@ pub struct EngineConfig {
     /// The provider and model requests go to (named in `request:sending`, for status bars).
     pub provider: Option<String>,
     pub model: Option<String>,
+    /// The model's context window in tokens, when the catalogue knows it (`usage:updated`
+    /// tells it beside the tokens the last request had in context, for ACP's `usage_update`).
+    pub context_window: Option<u64>,
 }
 
 impl EngineConfig {
@@ -38,6 +41,7 @@ impl EngineConfig {
             id_seed: 0,
             provider: None,
             model: None,
+            context_window: None,
         }
     }
 }
@@ -56,6 +60,7 @@ impl Default for EngineConfig {
             id_seed: 0,
             provider: None,
             model: None,
+            context_window: None,
         }
     }
 }

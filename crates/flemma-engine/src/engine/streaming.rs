@@ -183,6 +183,9 @@ impl Engine {
                 "costUsd": self.cost(),
                 "cacheSavedUsd": self.cache_saved(),
                 "rateLimits": self.rate_limits,
+                // What the model had in context at the end of this request.
+                "contextTokens": stream.usage.input_tokens + stream.usage.output_tokens,
+                "contextWindow": self.config.context_window,
             }),
         );
     }
