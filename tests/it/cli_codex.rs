@@ -346,4 +346,26 @@ async fn count_is_a_local_estimate_and_says_so() {
         "{stdout}"
     );
     assert!(mock.requests().is_empty(), "no request, no login needed");
+
+    // A Chat Completions server has no counting endpoint either.
+    let local = common::chat(&format!(
+        "{}@You:\nHow many tokens is this question?\n",
+        common::frontmatter("openai-compatible", "llama3.2")
+    ));
+    let out = flemmad_command(&local, &mock.base_url())
+        .arg("count")
+        .arg(&local.path)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with('≈')
+            && stdout.contains(
+                " input tokens (estimated locally: openai-compatible has no token counting endpoint)"
+            ),
+        "{stdout}"
+    );
+    assert!(mock.requests().is_empty());
 }

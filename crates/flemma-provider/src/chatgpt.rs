@@ -192,8 +192,34 @@ impl ChatGptLogin {
         if !self.stale(&file, refused) {
             return Ok(file.tokens());
         }
-        let fresh = self.refresh(http, &file.refresh_token).await?;
+        let fresh = match self.refresh(http, &file.refresh_token).await {
+            Ok(fresh) => fresh,
+            Err(refused @ LoginError::RefreshRefused { .. }) => {
+                return self.refreshed_elsewhere(&file, refused).await;
+            }
+            Err(error) => return Err(error),
+        };
         self.write_back(&fresh)
+    }
+
+    /// The refresh token was refused: another program (the Codex CLI, another flemmad) may
+    /// have used it a moment earlier and be writing its new tokens. Their tokens are used
+    /// when they appear within a second; else the refusal stands.
+    async fn refreshed_elsewhere(
+        &self,
+        before: &AuthFile,
+        refused: LoginError,
+    ) -> Result<ChatGptTokens, LoginError> {
+        for _ in 0..5 {
+            if let Ok(now) = self.read()
+                && now.refresh_token != before.refresh_token
+                && !self.stale(&now, None)
+            {
+                return Ok(now.tokens());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Err(refused)
     }
 
     fn stale(&self, file: &AuthFile, refused: Option<&Secret>) -> bool {

@@ -148,3 +148,53 @@ fn the_login_says_what_is_missing() {
     let error = login.check().unwrap_err().to_string();
     assert!(error.contains("no `tokens.access_token`"), "{error}");
 }
+
+/// The Codex CLI refreshed the login a moment before flemmad, and writes the file a moment
+/// after: flemmad's refresh is refused (the refresh token was used), and it takes the tokens
+/// the Codex CLI writes instead of failing.
+#[tokio::test]
+async fn a_refresh_that_lost_the_race_takes_the_winners_tokens() {
+    let mock = MockProvider::start().await.unwrap();
+    let setup = setup(&mock);
+    let login = mock.chatgpt_login(true);
+    std::fs::write(&setup.file, login.auth_json()).unwrap();
+    // The Codex CLI's refresh, its answer not written yet.
+    let answer: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/oauth/token", mock.base_url()))
+        .json(&serde_json::json!({
+            "client_id": "app_EMoamEEZ73f0CkXaXp7hrann",
+            "grant_type": "refresh_token",
+            "refresh_token": login.refresh_token,
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let winner = flemma_mock_provider::ChatGptLogin {
+        id_token: answer["id_token"].as_str().unwrap().to_owned(),
+        access_token: answer["access_token"].as_str().unwrap().to_owned(),
+        refresh_token: answer["refresh_token"].as_str().unwrap().to_owned(),
+        account_id: login.account_id.clone(),
+    };
+    let file = setup.file.clone();
+    let written = winner.auth_json();
+    let writer = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        std::fs::write(file, written).unwrap();
+    });
+    mock.push(Turn::text("ok"));
+    let (result, _) = ask(&setup).await;
+    writer.await.unwrap();
+    assert_eq!(result, Ok(()));
+    assert_eq!(
+        mock.chatgpt_refreshes().len(),
+        2,
+        "the Codex CLI's and flemmad's"
+    );
+    assert_eq!(
+        mock.requests()[0].header("authorization"),
+        Some(format!("Bearer {}", winner.access_token).as_str())
+    );
+}
