@@ -324,19 +324,24 @@ async fn a_spent_window_says_when_it_resets() {
     assert_eq!(windows[1]["usedPercent"], json!(40.0));
 }
 
-/// The Codex backend has no counting endpoint: `count` estimates locally and says so.
-#[tokio::test]
-async fn count_is_a_local_estimate_and_says_so() {
-    let mock = MockProvider::start().await.unwrap();
-    let chat = codex_chat("@You:\nHow many tokens is this question?\n", None);
-    let out = flemmad_command(&chat, &mock.base_url())
+/// `flemmad count` of a chat: what it printed.
+async fn count(chat: &Chat, base: &str) -> String {
+    let out = flemmad_command(chat, base)
         .arg("count")
         .arg(&chat.path)
         .output()
         .await
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The Codex backend has no counting endpoint: `count` estimates locally and says so.
+#[tokio::test]
+async fn count_is_a_local_estimate_and_says_so() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = codex_chat("@You:\nHow many tokens is this question?\n", None);
+    let stdout = count(&chat, &mock.base_url()).await;
     assert!(
         stdout.starts_with('≈')
             && stdout.contains(
@@ -352,14 +357,7 @@ async fn count_is_a_local_estimate_and_says_so() {
         "{}@You:\nHow many tokens is this question?\n",
         common::frontmatter("openai-compatible", "llama3.2")
     ));
-    let out = flemmad_command(&local, &mock.base_url())
-        .arg("count")
-        .arg(&local.path)
-        .output()
-        .await
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = count(&local, &mock.base_url()).await;
     assert!(
         stdout.starts_with('≈')
             && stdout.contains(
