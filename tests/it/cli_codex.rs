@@ -367,3 +367,25 @@ async fn count_is_a_local_estimate_and_says_so() {
     );
     assert!(mock.requests().is_empty());
 }
+
+/// `flemmad models codex` lists the catalogue's Codex models (the backend's own list depends
+/// on the Codex CLI's version), their API prices for comparison only.
+#[tokio::test]
+async fn models_lists_the_codex_catalogue() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = codex_chat("@You:\nHi.\n", None);
+    let out = flemmad_command(&chat, &mock.base_url())
+        .args(["models", "codex"])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "gpt-5.5  $5.00 in / $30.00 out per Mtok at API prices (your ChatGPT plan pays)"
+        ) && stdout.contains("gpt-5.3-codex-spark"),
+        "{stdout}"
+    );
+    assert!(mock.requests().is_empty());
+}
