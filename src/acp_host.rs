@@ -51,6 +51,22 @@ pub fn turn_event(name: &str, data: &Value) -> Option<TurnEvent> {
         flemma_engine::events::REQUEST_FINISHED | flemma_engine::events::TOOL_APPROVAL_REQUIRED => {
             TurnEvent::FileChanged
         }
+        flemma_engine::events::USAGE_UPDATED => {
+            let number = |key: &str| data.get(key).and_then(Value::as_u64);
+            let mut flemma = serde_json::Map::new();
+            for key in ["usage", "cacheSavedUsd", "rateLimits"] {
+                if let Some(value) = data.get(key).filter(|v| !v.is_null()) {
+                    flemma.insert(key.to_owned(), value.clone());
+                }
+            }
+            TurnEvent::Usage {
+                used: number("contextTokens")?,
+                // Told only when the model's context window is known.
+                size: number("contextWindow")?,
+                cost_usd: data.get("costUsd").and_then(Value::as_f64),
+                meta: serde_json::Map::from_iter([("flemma".to_owned(), Value::Object(flemma))]),
+            }
+        }
         STOPPED_EVENT => TurnEvent::Stopped {
             reason: text("reason")?,
             message: text("message"),
@@ -265,6 +281,26 @@ mod tests {
                 message: Some("boom".into())
             })
         );
+        // Without the model's context window there is nothing to tell ACP.
         assert_eq!(turn_event("usage:updated", &json!({})), None);
+        let usage = turn_event(
+            "usage:updated",
+            &json!({"contextTokens": 2225, "contextWindow": 272000, "costUsd": null,
+                    "rateLimits": {"windows": [{"name": "primary", "usedPercent": 42.0}]}}),
+        );
+        let Some(TurnEvent::Usage {
+            used,
+            size,
+            cost_usd,
+            meta,
+        }) = usage
+        else {
+            panic!("{usage:?}");
+        };
+        assert_eq!((used, size, cost_usd), (2225, 272000, None));
+        assert_eq!(
+            meta["flemma"]["rateLimits"]["windows"][0]["usedPercent"],
+            42.0
+        );
     }
 }

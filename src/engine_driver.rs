@@ -68,6 +68,8 @@ pub struct DriverState {
     pub jobs: Vec<(String, String, String, &'static str)>,
     pub usage: flemma_conversation::Usage,
     pub cost: Option<f64>,
+    pub cache_saved: Option<f64>,
+    pub rate_limits: Option<flemma_conversation::RateLimits>,
 }
 
 impl DriverState {
@@ -101,6 +103,8 @@ impl DriverState {
                 .collect(),
             usage: engine.usage(),
             cost: engine.cost(),
+            cache_saved: engine.cache_saved(),
+            rate_limits: engine.rate_limits().cloned(),
         }
     }
 }
@@ -654,7 +658,12 @@ impl Driver {
                     &provider.endpoint,
                     token,
                     &mut |event| match event {
-                        ClientEvent::Event(event) => send(EngineInput::Stream { request, event }),
+                        ClientEvent::Event(event) => {
+                            if let StreamEvent::RateLimits { limits } = &event {
+                                crate::usage_report::remember(provider.kind.name(), limits);
+                            }
+                            send(EngineInput::Stream { request, event })
+                        }
                         ClientEvent::Retrying {
                             attempt,
                             delay,

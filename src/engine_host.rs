@@ -839,13 +839,8 @@ fn jobs_of(driver: Option<&DriverState>) -> Vec<EngineJob> {
 
 fn usage_of(driver: Option<&DriverState>) -> UsageTotals {
     driver
-        .map(|d| UsageTotals {
-            input_tokens: d.usage.input_tokens,
-            output_tokens: d.usage.output_tokens,
-            thinking_tokens: d.usage.thinking_tokens,
-            cache_read_tokens: d.usage.cache_read_tokens,
-            cache_write_tokens: d.usage.cache_write_tokens,
-            cost: d.cost,
+        .map(|d| {
+            crate::usage_report::totals(&d.usage, d.cost, d.cache_saved, d.rate_limits.as_ref())
         })
         .unwrap_or_default()
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use flemma_engine::{Engine, EngineConfig, Event, Input, Prices};
+use flemma_engine::{Engine, EngineConfig, Event, Input};
 use flemma_ide::{Analysis, ConfigInput, Diagnostic, DocumentId, NOTHING_TO_SEND};
 use flemma_provider::ProviderKind;
 use flemma_provider::credentials::CredentialEnvironment;
@@ -134,14 +134,18 @@ pub async fn prepare(
     engine.autopilot = engine.autopilot && !options.no_autopilot;
     engine.verbatim_tool_arguments = matches!(
         setup.kind,
-        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Moonshot
+        ProviderKind::OpenAi
+            | ProviderKind::OpenAiCompatible
+            | ProviderKind::Moonshot
+            | ProviderKind::Codex
     );
-    engine.prices = setup.model.as_ref().map(|m| Prices {
-        input: m.input,
-        output: m.output,
-        cache_read: m.cache_read,
-        cache_write: m.cache_write_5m,
-    });
+    // A subscription has no cost per request.
+    engine.prices = setup
+        .model
+        .as_ref()
+        .filter(|m| !m.subscription)
+        .map(|m| m.prices(config.parameters.cache_retention));
+    engine.context_window = setup.model.as_ref().map(|m| m.context_window);
     engine.id_seed = job_id_seed();
     engine.provider = Some(setup.kind.name().to_owned());
     engine.model = Some(setup.options.model.clone());

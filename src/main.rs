@@ -18,6 +18,7 @@ mod provider_setup;
 mod runtime;
 mod tool_setup;
 mod trust;
+mod usage_report;
 mod watcher;
 
 use std::process::ExitCode;

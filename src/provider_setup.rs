@@ -145,6 +145,7 @@ pub fn client(
         environment,
         flemma_provider::credentials::ResolverOptions {
             gcloud_path: Some(config.secrets.gcloud.path.clone()),
+            chatgpt_auth_file: config.secrets.chatgpt.auth_file.clone(),
             ..Default::default()
         },
     );

@@ -1,4 +1,6 @@
-//! `flemmad count FILE`: count the input tokens of a chat with the provider's counting endpoint.
+//! `flemmad count FILE`: count the input tokens of a chat with the provider's counting endpoint,
+//! or estimate them locally for providers without one (the Codex backend, Chat Completions
+//! servers; `flemma_wire::estimate`), and say which it is.
 
 use std::path::{Path, PathBuf};
 
@@ -37,22 +39,38 @@ pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> 
     let config = &resolved.config;
     let environment = CredentialEnvironment::from_process();
     let setup = provider_setup(config, Some(&args.file), &environment)?;
-    let client = client(config, &setup, environment)?;
-    let counted = crate::runtime::get()?.block_on(client.count_tokens(
-        setup.kind,
-        &loaded.analysis.evaluation.conversation,
-        &setup.options,
-        &setup.endpoint,
-        CancellationToken::new(),
-    ));
-    let tokens = counted.map_err(|error| CliError::failed("count", error))?;
+    let conversation = &loaded.analysis.evaluation.conversation;
+    let (tokens, how) = if setup.kind.counts_tokens() {
+        let client = client(config, &setup, environment)?;
+        let counted = crate::runtime::get()?.block_on(client.count_tokens(
+            setup.kind,
+            conversation,
+            &setup.options,
+            &setup.endpoint,
+            CancellationToken::new(),
+        ));
+        let tokens = counted.map_err(|error| CliError::failed("count", error))?;
+        (tokens, String::new())
+    } else {
+        let tokens =
+            flemma_provider::estimate_input_tokens(setup.kind, conversation, &setup.options)
+                .map_err(|error| CliError::failed("count", error))?;
+        (
+            tokens,
+            format!(
+                " (estimated locally: {} has no token counting endpoint)",
+                setup.kind
+            ),
+        )
+    };
+    let approximately = if how.is_empty() { "" } else { "≈" };
     match setup.model.as_ref().map(|m| m.context_window) {
         Some(window) if window > 0 => println!(
-            "{tokens} input tokens ({:.1}% of {}'s {window}-token context window)",
+            "{approximately}{tokens} input tokens{how} ({:.1}% of {}'s {window}-token context window)",
             tokens as f64 * 100.0 / window as f64,
             setup.options.model
         ),
-        _ => println!("{tokens} input tokens"),
+        _ => println!("{approximately}{tokens} input tokens{how}"),
     }
     Ok(())
 }

@@ -125,7 +125,9 @@ pub enum Command {
     ///
     /// Evaluates the file like `send` does, then asks the provider (Anthropic
     /// /v1/messages/count_tokens, OpenAI /v1/responses/input_tokens, Gemini/Vertex
-    /// :countTokens). Chat Completions servers have no counting endpoint.
+    /// :countTokens). The Codex backend and Chat Completions servers have no counting
+    /// endpoint: their count is a local estimate, printed as `≈N input tokens (estimated
+    /// locally…)`.
     Count(count::CountArgs),
     /// List the models a provider serves (with catalogue prices when known).
     Models(models::ModelsArgs),

@@ -43,16 +43,31 @@ pub fn run(args: ModelsArgs, config_path: Option<&Path>) -> Result<(), CliError>
     };
     let environment = CredentialEnvironment::from_process();
     let setup = provider_setup(&config, None, &environment)?;
-    let client = client(&config, &setup, environment)?;
-    let models = crate::runtime::get()?
-        .block_on(client.list_models(
-            setup.kind,
-            &setup.options,
-            &setup.endpoint,
-            CancellationToken::new(),
-        ))
-        .map_err(|error| CliError::failed("models", error))?;
     let catalogue = flemma_provider::catalogue::Catalogue::builtin();
+    let models = if setup.kind == flemma_provider::ProviderKind::Codex {
+        // The Codex backend's own list depends on the Codex CLI's version: the catalogue's.
+        catalogue
+            .models()
+            .iter()
+            .filter(|m| m.provider == setup.kind)
+            .map(|m| flemma_provider::ModelInfo {
+                id: m.id.clone(),
+                display_name: None,
+                context_window: Some(m.context_window),
+                max_output_tokens: Some(m.max_output_tokens),
+            })
+            .collect()
+    } else {
+        let client = client(&config, &setup, environment)?;
+        crate::runtime::get()?
+            .block_on(client.list_models(
+                setup.kind,
+                &setup.options,
+                &setup.endpoint,
+                CancellationToken::new(),
+            ))
+            .map_err(|error| CliError::failed("models", error))?
+    };
     for model in &models {
         let spec = catalogue.lookup(setup.kind, &model.id);
         if args.json {
@@ -69,7 +84,12 @@ pub fn run(args: ModelsArgs, config_path: Option<&Path>) -> Result<(), CliError>
             println!("{}", serde_json::to_string(&entry)?);
         } else {
             let prices = spec.map_or(String::new(), |s| {
-                format!("  ${:.2} in / ${:.2} out per Mtok", s.input, s.output)
+                let paid = if s.subscription {
+                    " at API prices (your ChatGPT plan pays)"
+                } else {
+                    ""
+                };
+                format!("  ${:.2} in / ${:.2} out per Mtok{paid}", s.input, s.output)
             });
             println!("{}{}", model.id, prices);
         }

@@ -194,12 +194,14 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
         "longest wait between an edit and its write"
     );
     let engine = driver.engine();
-    let usage = engine.usage();
     let summary = summary(
         started.elapsed(),
-        usage.input_tokens,
-        usage.output_tokens,
-        engine.cost(),
+        &crate::usage_report::totals(
+            &engine.usage(),
+            engine.cost(),
+            engine.cache_saved(),
+            engine.rate_limits(),
+        ),
     );
     match stopped {
         StopReason::Idle | StopReason::StepDone => {
@@ -268,17 +270,13 @@ fn preview(input: &serde_json::Value) -> String {
     cut
 }
 
-/// The last line of a send: time, tokens and (when the model's prices are known) cost.
-pub(super) fn summary(
-    elapsed: Duration,
-    input_tokens: u64,
-    output_tokens: u64,
-    cost: Option<f64>,
-) -> String {
+/// The last line of a send: time, and the usage line (tokens, the cache, the cost when the
+/// model's prices are known, a subscription's rate limits).
+pub(super) fn summary(elapsed: Duration, totals: &flemma_protocol::engine::UsageTotals) -> String {
     format!(
-        "{:.1}s, {input_tokens} input, {output_tokens} output tokens{}",
+        "{:.1}s, {}",
         elapsed.as_secs_f64(),
-        cost.map_or(String::new(), |cost| format!(", ${cost:.4}"))
+        crate::usage_report::line(totals, crate::usage_report::unix_now())
     )
 }
 

@@ -101,6 +101,7 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             .as_ref()
             .and_then(|engine| serde_json::to_value(&engine.usage).ok()),
         mcp_servers: mcp.servers.iter().map(mcp_server_status).collect(),
+        rate_limits: rate_limits(resolved.config.provider, engine.as_ref()),
     };
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -183,20 +184,67 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     for job in &status.jobs {
         writeln!(out, "  {} ({}): {}", job.job_id, job.tool_id, job.state)?;
     }
+    let now = crate::usage_report::unix_now();
     match &engine {
         Some(engine) => writeln!(
             out,
-            "\nusage (this daemon): {} input, {} output tokens{}",
-            engine.usage.input_tokens,
-            engine.usage.output_tokens,
-            engine
-                .usage
-                .cost
-                .map_or(String::new(), |cost| format!(", ${cost:.4}"))
+            "\nusage (this daemon): {}",
+            crate::usage_report::line(
+                &flemma_protocol::engine::UsageTotals {
+                    // Said below, with when they were reported.
+                    rate_limits: None,
+                    ..engine.usage.clone()
+                },
+                now
+            )
         )?,
         None => writeln!(out, "\nusage: not recorded in the file")?,
     }
+    if let Some(limits) = &status.rate_limits {
+        let when = limits.observed_at.map_or_else(
+            || "now".to_owned(),
+            |at| {
+                format!(
+                    "as of {} ago",
+                    flemma_provider::codex::span((now - at) / 60)
+                )
+            },
+        );
+        writeln!(
+            out,
+            "rate limits ({}, {when}): {}",
+            limits.provider,
+            crate::usage_report::windows(
+                &flemma_protocol::engine::RateLimits {
+                    windows: limits.windows.clone()
+                },
+                now
+            )
+        )?;
+    }
     Ok(())
+}
+
+/// The rate limits of the chat's subscription: what a daemon running it last saw, else what
+/// any send of this user kept ([`crate::usage_report::remember`]).
+fn rate_limits(
+    provider: flemma_config::Provider,
+    engine: Option<&flemma_protocol::engine::EngineStatus>,
+) -> Option<flemma_protocol::status::ObservedRateLimits> {
+    let name = provider.as_str();
+    if let Some(limits) = engine.and_then(|e| e.usage.rate_limits.as_ref()) {
+        return Some(flemma_protocol::status::ObservedRateLimits {
+            provider: name.to_owned(),
+            observed_at: None,
+            windows: limits.windows.clone(),
+        });
+    }
+    let kept = crate::usage_report::last(name)?;
+    Some(flemma_protocol::status::ObservedRateLimits {
+        provider: kept.provider,
+        observed_at: Some(kept.observed_at),
+        windows: kept.rate_limits.windows,
+    })
 }
 
 fn mcp_server_status(server: &flemma_mcp::ServerStatus) -> McpServerStatus {

@@ -305,12 +305,7 @@ pub fn run_with(
         .ok()
         .and_then(|usage| serde_json::from_value(usage).ok())
         .unwrap_or_default();
-    let summary = super::send::summary(
-        started.elapsed(),
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cost,
-    );
+    let summary = super::send::summary(started.elapsed(), &usage);
     let message = message.unwrap_or_default();
     match reason.as_str() {
         "idle" | "step-done" => {

@@ -259,6 +259,24 @@ async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same()
         chunks > 1,
         "the reply streams as it arrives: {chunks} chunk(s)"
     );
+    // After the request: the context used of the model's window (claude-sonnet-4-5's 200k),
+    // the session's cost, the usage and the cache in `_meta`.
+    let usage = updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["sessionUpdate"] == "usage_update")
+        .unwrap_or_else(|| panic!("no usage_update in {updates}"));
+    assert!(usage["used"].as_u64().unwrap() > 0, "{usage}");
+    assert_eq!(usage["size"], 200_000, "{usage}");
+    assert_eq!(usage["cost"]["currency"], "USD", "{usage}");
+    assert!(usage["cost"]["amount"].as_f64().unwrap() > 0.0, "{usage}");
+    assert!(
+        usage["_meta"]["flemma"]["usage"]["input_tokens"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "{usage}"
+    );
 
     // The chat: the recorded cwd, the prompt under @You:, the reply, a new @You:.
     let written = std::fs::read_to_string(&path).unwrap();

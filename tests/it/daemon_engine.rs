@@ -1030,4 +1030,56 @@ async fn a_thousand_decisions_from_eight_clients_resolve_each_call_once() {
             "{id}: decided {decided:?}\n{text}"
         );
     }
+
+/// Provider `codex` through the daemon: the CLI's summary and `flemmad status` show the
+/// subscription's windows the daemon's driver saw, and `flemma/status` (VS Code's status bar)
+/// carries them in its usage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_rate_limits_reach_the_cli_and_flemma_status_through_the_daemon() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = common::chat(
+        "```json\n{\"flemma\": {\"provider\": \"codex\", \"model\": \"gpt-5.5\"}}\n```\n@You:\nHi.\n",
+    );
+    let home = common::codex_home(&chat);
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("auth.json"),
+        mock.chatgpt_login(false).auth_json(),
+    )
+    .unwrap();
+    let daemon = Served::start(&chat, &base).await;
+    mock.set_codex_usage(42.0, 7.5);
+    mock.push(Turn::text("Hello."));
+    let out = run(send_command(&chat, &base)).await;
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        stderr(&out),
+        daemon.log_tail()
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("subscription: 5-hour window 42% used, resets in 2h 1")
+            && err.contains("weekly window 7.5% used"),
+        "{err}"
+    );
+
+    let path = chat.path.display().to_string();
+    let status = daemon.rpc().call("flemma/status", json!({"uri": path}))["result"].clone();
+    let windows = &status["usage"]["rateLimits"]["windows"];
+    assert_eq!(windows[0]["usedPercent"], 42.0, "{status}");
+    assert_eq!(windows[0]["windowMinutes"], 300, "{status}");
+    assert_eq!(windows[1]["usedPercent"], 7.5, "{status}");
+    assert!(
+        status["usage"].get("cost").is_none(),
+        "a subscription: {status}"
+    );
+
+    let out = run(flemmad(&chat, &base, &["status", &path])).await;
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        shown.contains("rate limits (codex, now): 5-hour window 42% used"),
+        "{shown}"
+    );
 }

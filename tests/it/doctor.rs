@@ -124,6 +124,38 @@ fn a_clean_machine_without_a_key_needs_attention_for_the_credential_only() {
     assert!(!text.contains("vscode:"), "{text}");
 }
 
+/// Provider `codex`: the check is the ChatGPT login `codex login` writes (`~/.codex/auth.json`),
+/// never a key.
+#[test]
+fn codex_is_checked_by_its_chatgpt_login() {
+    let m = machine();
+    m.write(Path::new("flemma/config.toml"), "provider = \"codex\"\n");
+    let out = m.doctor(&[]);
+    let text = stdout(&out);
+    let login = m.home.join(".codex/auth.json");
+    assert!(
+        text.contains(&format!(
+            "fail credentials: not logged in to ChatGPT: {} does not exist",
+            login.display()
+        )) && text.contains("fix: run `codex login`"),
+        "{text}"
+    );
+    std::fs::create_dir_all(login.parent().unwrap()).unwrap();
+    std::fs::write(
+        &login,
+        r#"{"tokens": {"access_token": "not-a-jwt", "refresh_token": "r", "account_id": "a"}}"#,
+    )
+    .unwrap();
+    let text = stdout(&m.doctor(&[]));
+    assert!(
+        text.contains(&format!(
+            "ok   credentials: codex (the configured provider) uses the ChatGPT login in {}",
+            login.display()
+        )),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_key_in_the_environment_is_found_by_name_and_never_printed() {
     let key = "sk-ant-doctor-very-secret-0123456789";

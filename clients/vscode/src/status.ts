@@ -1,5 +1,6 @@
-// The status bar model: which model answers, whether a reply is streaming or tools run, and the
-// document's cost, folded from `flemma/event` notifications ({name, uri, data}). Pure.
+// The status bar model: which model answers, whether a reply is streaming or tools run, the
+// document's cost, and a subscription's rate limits (provider `codex`), folded from
+// `flemma/event` notifications ({name, uri, data}). Pure.
 //
 // The event shapes are protocol/events.md's (the engine's lifecycle events) plus the server's
 // `engine:stopped` {reason}: `request:finished` {status, costUsd} is one request's cost,
@@ -16,6 +17,8 @@ export interface DocumentStatus {
   cost: number | undefined;
   /** The number of running background jobs, when known. */
   jobs: number | undefined;
+  /** A subscription's windows as the last response reported them (`5h 42% · week 8%`). */
+  limits: string | undefined;
 }
 
 export interface FlemmaEvent {
@@ -29,6 +32,7 @@ export const INITIAL_STATUS: DocumentStatus = {
   activity: 'idle',
   cost: undefined,
   jobs: undefined,
+  limits: undefined,
 };
 
 function field(data: unknown, ...names: string[]): unknown {
@@ -60,6 +64,31 @@ function costOf(data: unknown, previous: number | undefined, isTotal: boolean): 
   const cost = num(field(data, 'costUsd'));
   if (cost === undefined) return previous;
   return isTotal ? cost : (previous ?? 0) + cost;
+}
+
+/** A window's length: `5h`, `week`, `day`, `90m`; its name when unknown. */
+function windowLabel(window: unknown): string {
+  const minutes = num(field(window, 'windowMinutes'));
+  if (minutes === 10080) return 'week';
+  if (minutes === 1440) return 'day';
+  if (minutes !== undefined && minutes > 0) return minutes % 60 === 0 ? `${minutes / 60}h` : `${minutes}m`;
+  return str(field(window, 'name')) ?? '?';
+}
+
+/**
+ * A subscription's rate limits (`{windows: [{name, usedPercent, windowMinutes?, resetsAt?}]}`,
+ * protocol/events.md) in a few characters: `5h 42% · week 8%`; undefined without windows.
+ */
+export function formatLimits(limits: unknown): string | undefined {
+  const windows = field(limits, 'windows');
+  if (!Array.isArray(windows)) return undefined;
+  const shown = windows
+    .map((w) => {
+      const used = num(field(w, 'usedPercent'));
+      return used === undefined ? undefined : `${windowLabel(w)} ${Math.round(used)}%`;
+    })
+    .filter((text): text is string => text !== undefined);
+  return shown.length > 0 ? shown.join(' · ') : undefined;
 }
 
 /** The activity once the engine stopped for `reason` (`engine:stopped`). */
@@ -94,7 +123,13 @@ export function reduceStatus(status: DocumentStatus, event: FlemmaEvent): Docume
       };
     }
     case 'usage:updated':
-      return { ...status, cost: costOf(d, status.cost, true) };
+      return {
+        ...status,
+        cost: costOf(d, status.cost, true),
+        limits: formatLimits(field(d, 'rateLimits')) ?? status.limits,
+      };
+    case 'rate-limits:updated':
+      return { ...status, limits: formatLimits(field(d, 'rateLimits')) ?? status.limits };
     case 'tool:executing':
       return { ...status, activity: 'tools' };
     case 'tool:approval-required':
@@ -126,6 +161,7 @@ export function statusText(status: DocumentStatus): string {
   if (status.activity !== 'idle') parts.push(status.activity);
   if (status.jobs !== undefined && status.jobs > 0) parts.push(`${status.jobs} job${status.jobs === 1 ? '' : 's'}`);
   if (status.cost !== undefined) parts.push(formatCost(status.cost));
+  if (status.limits !== undefined) parts.push(status.limits);
   return `${icon} ${parts.join(' · ')}`;
 }
 
@@ -156,6 +192,8 @@ export function statusSummary(answer: unknown): string {
     const cost = num(field(usage, 'cost'));
     parts.push(`${input} input, ${output} output tokens${cost === undefined ? '' : `, ${formatCost(cost)}`}`);
   }
+  const limits = formatLimits(field(usage, 'rateLimits'));
+  if (limits !== undefined) parts.push(`subscription: ${limits}`);
   const lastStop = str(field(answer, 'lastStop'));
   if (lastStop !== undefined && lastStop !== state) parts.push(`last stop: ${lastStop}`);
   return parts.join(' · ');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { INITIAL_STATUS, formatCost, reduceStatus, statusSummary, statusText, type FlemmaEvent } from '../src/status';
+import { INITIAL_STATUS, formatCost, formatLimits, reduceStatus, statusSummary, statusText, type FlemmaEvent } from '../src/status';
 
 const uri = 'file:///t.chat';
 const fold = (events: FlemmaEvent[]) => events.reduce(reduceStatus, INITIAL_STATUS);
@@ -82,4 +82,31 @@ test('the status command answer in one line', () => {
   );
   assert.equal(statusSummary({ path: '/t.chat', state: 'idle', usage: { inputTokens: 0, outputTokens: 0 }, lastStop: 'error: no key' }), 't.chat: idle · last stop: error: no key');
   assert.equal(statusSummary(null), 'no status (the server answered null)');
+});
+
+test("a subscription's rate limits show in the status bar and the summary", () => {
+  const rateLimits = {
+    windows: [
+      { name: 'primary', usedPercent: 42.4, windowMinutes: 300, resetsAt: 1800000000 },
+      { name: 'secondary', usedPercent: 7.5, windowMinutes: 10080 },
+    ],
+  };
+  const s = fold([
+    { name: 'request:sending', uri, data: { provider: 'codex', model: 'gpt-5.5' } },
+    { name: 'rate-limits:updated', uri, data: { rateLimits } },
+    { name: 'request:finished', uri, data: { status: 'completed', costUsd: null } },
+    { name: 'usage:updated', uri, data: { costUsd: null, rateLimits } },
+  ]);
+  assert.equal(statusText(s), '$(comment-discussion) codex/gpt-5.5 · 5h 42% · week 8%');
+  assert.equal(formatLimits({ windows: [{ name: 'odd', usedPercent: 100 }] }), 'odd 100%');
+  assert.equal(formatLimits({ windows: [] }), undefined);
+  assert.equal(formatLimits('junk'), undefined);
+  // A total without limits keeps the last ones.
+  assert.equal(reduceStatus(s, { name: 'usage:updated', uri, data: { costUsd: null, rateLimits: null } }).limits, '5h 42% · week 8%');
+  const summary = statusSummary({
+    path: '/p/t.chat',
+    state: 'idle',
+    usage: { inputTokens: 10, outputTokens: 2, rateLimits },
+  });
+  assert.equal(summary, 't.chat: idle · 10 input, 2 output tokens · subscription: 5h 42% · week 8%');
 });

@@ -15,7 +15,7 @@ use agent_client_protocol::v1::schema::{
     NewSessionResponse, PermissionOption, PermissionOptionKind, PromptCapabilities, PromptRequest,
     PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, SessionCapabilities,
     SessionId, SessionInfo, SessionListCapabilities, SessionNotification, SessionUpdate,
-    StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields,
+    StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
@@ -745,6 +745,18 @@ impl Turn<'_> {
                     self.sync_tools()?;
                 }
                 TurnEvent::FileChanged => self.sync_tools()?,
+                TurnEvent::Usage {
+                    used,
+                    size,
+                    cost_usd,
+                    meta,
+                } => {
+                    let cost = cost_usd
+                        .map(|amount| agent_client_protocol::v1::schema::Cost::new(amount, "USD"));
+                    self.notify(SessionUpdate::UsageUpdate(
+                        UsageUpdate::new(used, size).cost(cost).meta(meta),
+                    ))?;
+                }
                 TurnEvent::Stopped { reason, message } => {
                     self.sync_tools()?;
                     // Everything is written at a stop: nothing is held any longer.

@@ -21,7 +21,7 @@ pub use agent::serve;
 pub use files::ClientFiles;
 
 /// What happens to a chat while a prompt runs, as the backend tells it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum TurnEvent {
     /// Reply text as it streams in.
     Text(String),
@@ -34,6 +34,15 @@ pub enum TurnEvent {
     /// The file may hold new tool calls or results (a reply finished, calls wait for
     /// approval).
     FileChanged,
+    /// A request finished: the tokens in context (`used`) of the model's context window
+    /// (`size`), the session's cost when known, and what else the engine tells (the cache,
+    /// a subscription's rate limits), for the client's `_meta`.
+    Usage {
+        used: u64,
+        size: u64,
+        cost_usd: Option<f64>,
+        meta: serde_json::Map<String, serde_json::Value>,
+    },
     /// The engine stopped: `idle`, `awaiting-approval`, `step-done`, `max-turns`,
     /// `cancelled`, `user-content-in-approved`, `refused` or `error` (with a message).
     Stopped {

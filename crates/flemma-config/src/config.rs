@@ -58,17 +58,20 @@ pub enum Provider {
     Gemini,
     /// Google Vertex AI.
     Vertex,
+    /// The Codex backend through a ChatGPT subscription (`codex login`).
+    Codex,
 }
 
 impl Provider {
     /// Every provider, in documentation order.
-    pub const ALL: [Provider; 6] = [
+    pub const ALL: [Provider; 7] = [
         Provider::Anthropic,
         Provider::Openai,
         Provider::OpenaiCompatible,
         Provider::Moonshot,
         Provider::Gemini,
         Provider::Vertex,
+        Provider::Codex,
     ];
 
     /// The configuration name (`openai-compatible`).
@@ -80,6 +83,7 @@ impl Provider {
             Provider::Moonshot => "moonshot",
             Provider::Gemini => "gemini",
             Provider::Vertex => "vertex",
+            Provider::Codex => "codex",
         }
     }
 
@@ -115,6 +119,7 @@ pub fn default_model(provider: Provider) -> &'static str {
         Provider::OpenaiCompatible => "llama3.2",
         Provider::Moonshot => "kimi-k2.6",
         Provider::Gemini | Provider::Vertex => "gemini-3.1-pro-preview",
+        Provider::Codex => "gpt-5.5",
     }
 }
 
@@ -434,6 +439,9 @@ pub struct Providers {
     /// Vertex AI.
     #[serde(default)]
     pub vertex: ProviderConnection,
+    /// The Codex backend (ChatGPT subscription).
+    #[serde(default)]
+    pub codex: ProviderConnection,
 }
 
 impl Providers {
@@ -446,6 +454,7 @@ impl Providers {
             Provider::Moonshot => &self.moonshot,
             Provider::Gemini => &self.gemini,
             Provider::Vertex => &self.vertex,
+            Provider::Codex => &self.codex,
         }
     }
 }
@@ -874,6 +883,18 @@ pub struct Editing {
 pub struct Secrets {
     /// The gcloud resolver.
     pub gcloud: GcloudSecrets,
+    /// The ChatGPT login of the Codex CLI (provider `codex`).
+    pub chatgpt: ChatgptSecrets,
+}
+
+/// Where the ChatGPT login is read (and its refreshed tokens written back).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatgptSecrets {
+    /// The `auth.json` `codex login` writes (unset: `$CODEX_HOME/auth.json`, else
+    /// `~/.codex/auth.json`).
+    #[serde(default)]
+    pub auth_file: Option<String>,
 }
 
 /// The gcloud resolver settings.

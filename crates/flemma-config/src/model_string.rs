@@ -150,7 +150,7 @@ fn parameter_value(text: &str) -> ParameterValue {
 pub(crate) fn provider_table(provider: Provider) -> &'static str {
     match provider {
         Provider::Anthropic => "anthropic",
-        Provider::Openai => "openai",
+        Provider::Openai | Provider::Codex => "openai",
         Provider::OpenaiCompatible | Provider::Moonshot => "openai_compatible",
         Provider::Gemini => "gemini",
         Provider::Vertex => "vertex",

@@ -398,6 +398,9 @@ fn base_url(provider: &'static str) -> Field {
         "gemini" => {
             "Base URL of the Gemini API (default `https://generativelanguage.googleapis.com`, or `GEMINI_BASE_URL`)."
         }
+        "codex" => {
+            "Base URL of the Codex backend of a ChatGPT subscription (default `https://chatgpt.com/backend-api/codex`, or `CODEX_BASE_URL`)."
+        }
         _ => "Base URL of the Vertex AI API (default derived from `parameters.vertex.location`).",
     };
     field(
@@ -486,7 +489,7 @@ fn build_root() -> Node {
                 "cache_retention",
                 choice(
                     &["short", "long", "none"],
-                    "Prompt caching: `short` (provider default, 5 minutes on Anthropic), `long` (1 hour), `none`.",
+                    "Prompt caching: `short` (provider default, 5 minutes on Anthropic), `long` (1 hour on Anthropic), `none`. What each provider does with it: docs/configuration.md, \"The prompt cache\".",
                     Some("short"),
                 ),
             ),
@@ -1097,7 +1100,7 @@ fn build_root() -> Node {
             field(
                 "model",
                 string(
-                    "Model id, or a model string: `provider/model` (`anthropic/claude-opus-4-8`) also selects the provider, `;key=value` sets a parameter (`vertex/gemini-2.5-pro;project_id=my-project;thinking=low`, the provider's own table first, then the general `parameters`), `;key=nil` clears one, and `$name` selects the model preset `[presets.\"$name\"]`. Unset, or set in a lower layer than `provider`, means the provider's default model (anthropic `claude-sonnet-4-6`, openai `gpt-5.4`, gemini/vertex `gemini-3.1-pro-preview`, moonshot `kimi-k2.6`, openai-compatible `llama3.2`).",
+                    "Model id, or a model string: `provider/model` (`anthropic/claude-opus-4-8`) also selects the provider, `;key=value` sets a parameter (`vertex/gemini-2.5-pro;project_id=my-project;thinking=low`, the provider's own table first, then the general `parameters`), `;key=nil` clears one, and `$name` selects the model preset `[presets.\"$name\"]`. Unset, or set in a lower layer than `provider`, means the provider's default model (anthropic `claude-sonnet-4-6`, openai `gpt-5.4`, gemini/vertex `gemini-3.1-pro-preview`, moonshot `kimi-k2.6`, openai-compatible `llama3.2`, codex `gpt-5.5`).",
                     None,
                 ),
             ),
@@ -1190,16 +1193,31 @@ fn build_root() -> Node {
                 "secrets",
                 object(
                     "Credential resolvers.",
-                    vec![field(
-                        "gcloud",
-                        object(
-                            "The gcloud resolver (Vertex AI access tokens).",
-                            vec![field(
-                                "path",
-                                string("The gcloud executable.", Some("gcloud")),
-                            )],
+                    vec![
+                        field(
+                            "gcloud",
+                            object(
+                                "The gcloud resolver (Vertex AI access tokens).",
+                                vec![field(
+                                    "path",
+                                    string("The gcloud executable.", Some("gcloud")),
+                                )],
+                            ),
                         ),
-                    )],
+                        field(
+                            "chatgpt",
+                            object(
+                                "The ChatGPT login of the Codex CLI (provider `codex`).",
+                                vec![field(
+                                    "auth_file",
+                                    string(
+                                        "The `auth.json` `codex login` writes; flemmad reads the tokens there and writes refreshed ones back. Unset: `$CODEX_HOME/auth.json`, else `~/.codex/auth.json`.",
+                                        None,
+                                    ),
+                                )],
+                            ),
+                        ),
+                    ],
                 )
                 .widens(Narrowing::Never),
             ),

@@ -1,13 +1,6 @@
 //! The part of the resolved configuration the engine reads.
 
-/// Prices in dollars per million tokens, for the per-document cost total.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Prices {
-    pub input: f64,
-    pub output: f64,
-    pub cache_read: f64,
-    pub cache_write: f64,
-}
+pub use flemma_wire::Prices;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {
@@ -21,13 +14,17 @@ pub struct EngineConfig {
     /// Write tool-call argument strings verbatim (providers that send strings: OpenAI
     /// Responses, Chat Completions, Moonshot). The shell sets it from the provider.
     pub verbatim_tool_arguments: bool,
-    /// Prices of the model, when the catalogue knows them.
+    /// Prices of the model (for its cache retention), when the catalogue knows them: every
+    /// cost the engine reports is [`Prices::cost`].
     pub prices: Option<Prices>,
     /// Seed of the job id source.
     pub id_seed: u64,
     /// The provider and model requests go to (named in `request:sending`, for status bars).
     pub provider: Option<String>,
     pub model: Option<String>,
+    /// The model's context window in tokens, when the catalogue knows it (`usage:updated`
+    /// tells it beside the tokens the last request had in context, for ACP's `usage_update`).
+    pub context_window: Option<u64>,
 }
 
 impl EngineConfig {
@@ -44,6 +41,7 @@ impl EngineConfig {
             id_seed: 0,
             provider: None,
             model: None,
+            context_window: None,
         }
     }
 }
@@ -62,6 +60,7 @@ impl Default for EngineConfig {
             id_seed: 0,
             provider: None,
             model: None,
+            context_window: None,
         }
     }
 }

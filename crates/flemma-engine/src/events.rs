@@ -19,6 +19,8 @@ pub const AUTOPILOT_RESUME_SCHEDULED: &str = "autopilot:resume-scheduled";
 pub const AUTOPILOT_RESUME_CANCELLED: &str = "autopilot:resume-cancelled";
 pub const AUTOPILOT_RESUMED: &str = "autopilot:resumed";
 pub const USAGE_UPDATED: &str = "usage:updated";
+/// The subscription's rate limits, as a response reported them (`rateLimits`).
+pub const RATE_LIMITS_UPDATED: &str = "rate-limits:updated";
 pub const DOCUMENT_RECOVERED: &str = "document:recovered";
 
 pub fn emit(out: &mut Vec<Effect>, name: &'static str, data: Value) {

@@ -486,29 +486,74 @@ fn usage_and_cost_are_summed_per_document() {
         prices: Some(Prices {
             input: 3.0,
             output: 15.0,
-            cache_read: 0.0,
-            cache_write: 0.0,
+            cache_read: 0.3,
+            cache_write: 3.75,
+            long_context: None,
         }),
         ..EngineConfig::default()
     };
     let mut d = Driver::with(config, "@You:\nq\n");
     d.send(Input::Advance);
+    // Issue 31's request: 120 uncached input tokens and 2,048 read from the cache (2,168 in
+    // all, as the decoders normalise it), 57 output. Cached tokens are billed once, at the
+    // cache price: $0.0018, not the $0.0080 of billing them as input too.
     let usage = flemma_conversation::Usage {
-        input_tokens: 1000,
-        output_tokens: 100,
+        input_tokens: 2168,
+        output_tokens: 57,
+        cache_read_tokens: 2048,
         ..Default::default()
     };
     d.reply(
         1,
         vec![text("a"), flemma_conversation::StreamEvent::Usage { usage }],
     );
-    assert_eq!(d.engine.usage().input_tokens, 1000);
+    assert_eq!(d.engine.usage().input_tokens, 2168);
     let cost = d.engine.cost().unwrap_or_default();
-    assert!((cost - 0.0045).abs() < 1e-9, "{cost}");
-    let updated = d
-        .event("usage:updated")
-        .map(|e| e.data["usage"]["input_tokens"].clone());
-    assert_eq!(updated, Some(1000.into()));
+    let expected = (120.0 * 3.0 + 2048.0 * 0.3 + 57.0 * 15.0) / 1e6;
+    assert!((cost - expected).abs() < 1e-12, "{cost}");
+    let saved = d.engine.cache_saved().unwrap_or_default();
+    assert!((saved - 2048.0 * 2.7 / 1e6).abs() < 1e-12, "{saved}");
+    let updated = d.event("usage:updated").map(|e| e.data.clone());
+    let updated = updated.expect("usage:updated");
+    assert_eq!(updated["usage"]["input_tokens"], 2168);
+    assert_eq!(updated["costUsd"].as_f64(), Some(cost));
+    assert_eq!(updated["cacheSavedUsd"].as_f64(), Some(saved));
+}
+
+#[test]
+fn rate_limits_of_a_response_are_kept_and_told() {
+    let mut d = Driver::with(EngineConfig::default(), "@You:\nq\n");
+    d.send(Input::Advance);
+    let limits = flemma_conversation::RateLimits {
+        windows: vec![flemma_conversation::RateLimitWindow {
+            name: "primary".into(),
+            used_percent: 42.0,
+            window_minutes: Some(300),
+            resets_at: Some(1_800_000_000),
+        }],
+    };
+    d.reply(
+        1,
+        vec![
+            flemma_conversation::StreamEvent::RateLimits {
+                limits: limits.clone(),
+            },
+            text("a"),
+        ],
+    );
+    assert_eq!(d.engine.rate_limits(), Some(&limits));
+    let told = d.event("rate-limits:updated").map(|e| e.data.clone());
+    assert_eq!(
+        told.expect("rate-limits:updated")["rateLimits"]["windows"][0]["usedPercent"],
+        42.0
+    );
+    let updated = d.event("usage:updated").map(|e| e.data.clone());
+    assert_eq!(
+        updated.expect("usage:updated")["rateLimits"]["windows"][0]["windowMinutes"],
+        300
+    );
+    // The reply's text holds nothing of it.
+    assert!(!d.engine.text().contains("42"), "{}", d.engine.text());
 }
 
 #[test]

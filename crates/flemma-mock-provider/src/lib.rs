@@ -29,15 +29,19 @@
 //! * Google OAuth: `POST /token`, the token endpoint of a service-account key
 //!   (`"token_uri": "{base}/token"`): a JWT bearer assertion in, an access token out
 //!   ([`oauth`]).
+//! * Codex (a ChatGPT subscription): `POST /backend-api/codex/responses` and the token refresh
+//!   `POST /oauth/token` ([`chatgpt`]: its login, rate-limit windows and refusals).
 //! * Control: `POST /_mock/turns` (JSON array of turns), `GET /_mock/requests`,
 //!   `DELETE /_mock/requests`.
 
+pub mod chatgpt;
 mod formats;
 mod ids;
 pub mod oauth;
 mod script;
 mod server;
 
+pub use chatgpt::ChatGptLogin;
 pub use formats::ChatReasoningField;
 pub use script::{Failure, LAST_JOB_ID, MockStop, MockUsage, Step, Turn};
 pub use server::{MockConfig, MockProvider, RecordedRequest, WireFormat};

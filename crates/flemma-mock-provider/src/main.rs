@@ -17,7 +17,9 @@ use flemma_mock_provider::{ChatReasoningField, MockConfig, MockProvider, Turn};
 /// /v1/chat/completions; POST /v1beta/models/{m}:streamGenerateContent?alt=sse,
 /// :generateContent, :countTokens, GET /v1beta/models (Gemini); POST
 /// /{v1|v1beta1}/projects/{p}/locations/{l}/publishers/google/models/{m}:streamGenerateContent
-/// (Vertex; Claude on Vertex: …/publishers/anthropic/models/{m}:streamRawPredict). Control API: POST /_mock/turns (JSON array of turns, appended to the queue), GET
+/// (Vertex; Claude on Vertex: …/publishers/anthropic/models/{m}:streamRawPredict); POST
+/// /backend-api/codex/responses and the token refresh POST /oauth/token (Codex, a ChatGPT
+/// subscription: log in from a test with `MockProvider::chatgpt_login`). Control API: POST /_mock/turns (JSON array of turns, appended to the queue), GET
 /// /_mock/requests (recorded requests), DELETE /_mock/requests.
 ///
 /// A turn in JSON: {"steps":[{"thinking":{"text":"…","signature":"…"}},{"text":"Hi"},

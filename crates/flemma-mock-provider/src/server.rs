@@ -37,6 +37,8 @@ pub enum WireFormat {
     Gemini,
     /// Vertex AI (Gemini models).
     Vertex,
+    /// The Codex backend of a ChatGPT subscription (OpenAI Responses, [`crate::chatgpt`]).
+    Codex,
 }
 
 /// One request received by a provider endpoint (control-API requests are not recorded).
@@ -105,6 +107,8 @@ struct Shared {
     /// The bodies of `POST /token` requests, and how many tokens were issued.
     token_requests: Mutex<Vec<String>>,
     tokens_issued: Mutex<u64>,
+    /// The ChatGPT account behind the Codex backend.
+    chatgpt: Mutex<crate::chatgpt::Account>,
 }
 
 /// Locks a mutex, recovering the data if a panicking thread poisoned it.
@@ -140,6 +144,7 @@ impl MockProvider {
             requests: Mutex::new(Vec::new()),
             token_requests: Mutex::new(Vec::new()),
             tokens_issued: Mutex::new(0),
+            chatgpt: Mutex::new(crate::chatgpt::Account::default()),
         });
         let (stop, stopped) = watch::channel(false);
         let server = tokio::spawn(accept_loop(listener, Arc::clone(&shared), stopped));
@@ -179,6 +184,27 @@ impl MockProvider {
     /// The form bodies of the token requests (`POST /token`) received so far.
     pub fn token_requests(&self) -> Vec<String> {
         lock(&self.shared.token_requests).clone()
+    }
+
+    /// Logs in to the ChatGPT account of the Codex backend (as `codex login` does): the tokens
+    /// to write into `auth.json` ([`crate::ChatGptLogin::auth_json`]); earlier logins stop
+    /// working. `expired`: the access token has already expired, so the client must refresh
+    /// it first.
+    pub fn chatgpt_login(&self, expired: bool) -> crate::ChatGptLogin {
+        lock(&self.shared.chatgpt).log_in(expired)
+    }
+
+    /// Sets how much of the account's 5-hour (`primary`) and weekly (`secondary`) windows is
+    /// used, in percent; at 100 the Codex backend refuses requests with HTTP 429.
+    pub fn set_codex_usage(&self, primary: f64, secondary: f64) {
+        let mut account = lock(&self.shared.chatgpt);
+        account.windows[0].used_percent = primary;
+        account.windows[1].used_percent = secondary;
+    }
+
+    /// The bodies of the token refreshes (`POST /oauth/token`) received so far.
+    pub fn chatgpt_refreshes(&self) -> Vec<String> {
+        lock(&self.shared.chatgpt).refreshes.clone()
     }
 
     /// Forgets the recorded requests.
@@ -254,6 +280,8 @@ enum Route {
     ClearRequests,
     /// Google's OAuth token endpoint (a service-account key's `token_uri`).
     Token,
+    /// The ChatGPT token refresh of the Codex CLI.
+    ChatGptToken,
     /// Anything else.
     NotFound,
 }
@@ -293,6 +321,10 @@ fn route(method: &Method, path: &str, headers: &hyper::HeaderMap) -> Route {
     match path {
         "/_mock/turns" if post => return Route::PushTurns,
         "/token" if post => return Route::Token,
+        "/oauth/token" if post => return Route::ChatGptToken,
+        "/backend-api/codex/responses" if post => {
+            return generate_route(WireFormat::Codex, None, None);
+        }
         "/_mock/requests" if get => return Route::ListRequests,
         "/_mock/requests" if method == Method::DELETE => return Route::ClearRequests,
         "/v1/messages" if post => return generate_route(WireFormat::Anthropic, None, None),
@@ -372,7 +404,10 @@ fn presented_key(format: WireFormat, headers: &hyper::HeaderMap, query: &str) ->
     };
     match format {
         WireFormat::Anthropic => header("x-api-key").or_else(bearer),
-        WireFormat::OpenAiResponses | WireFormat::ChatCompletions | WireFormat::Vertex => bearer(),
+        WireFormat::OpenAiResponses
+        | WireFormat::ChatCompletions
+        | WireFormat::Vertex
+        | WireFormat::Codex => bearer(),
         WireFormat::Gemini => header("x-goog-api-key").or_else(|| {
             query
                 .split('&')
@@ -412,6 +447,7 @@ async fn handle(
     let (format, endpoint) = match route {
         Route::Provider { format, endpoint } => (format, endpoint),
         Route::PushTurns => return Ok(plain(push_turns(&shared, &raw))),
+        Route::ChatGptToken => return Ok(plain(lock(&shared.chatgpt).refresh(&raw_body))),
         Route::Token => {
             lock(&shared.token_requests).push(raw_body.clone());
             let host = headers
@@ -504,6 +540,9 @@ fn serve_provider(
     } else {
         format
     };
+    if format == WireFormat::Codex {
+        return serve_codex(shared, endpoint, request);
+    }
     if let Some(expected) = &shared.config.require_key {
         match presented_key(auth_format, request.headers, request.query) {
             None => return plain(formats::unauthorized(auth_format, KeyProblem::Missing, "")),
@@ -521,7 +560,7 @@ fn serve_provider(
         Endpoint::CountTokens => {
             return plain(match format {
                 WireFormat::Anthropic => formats::anthropic::count_tokens(request.body_len),
-                WireFormat::OpenAiResponses | WireFormat::ChatCompletions => {
+                WireFormat::OpenAiResponses | WireFormat::ChatCompletions | WireFormat::Codex => {
                     formats::responses::input_tokens(request.body_len)
                 }
                 WireFormat::Gemini | WireFormat::Vertex => {
@@ -533,7 +572,7 @@ fn serve_provider(
             return plain(match format {
                 WireFormat::Anthropic => formats::anthropic::models(),
                 WireFormat::Gemini | WireFormat::Vertex => formats::gemini::models(),
-                WireFormat::OpenAiResponses | WireFormat::ChatCompletions => {
+                WireFormat::OpenAiResponses | WireFormat::ChatCompletions | WireFormat::Codex => {
                     formats::chat::models()
                 }
             });
@@ -577,6 +616,87 @@ fn serve_provider(
         anthropic_on_vertex: request.anthropic_on_vertex,
     };
     generate(&shared.config, format, turn, &ctx)
+}
+
+/// The Codex backend: the account's credentials, the body as it takes it, a spent window;
+/// then the next turn as a Responses stream with the account's rate-limit headers.
+fn serve_codex(
+    shared: &Shared,
+    endpoint: Endpoint,
+    request: &ProviderRequest<'_>,
+) -> Response<ReplyBody> {
+    let header = |name: &str| {
+        request
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let bearer = header("authorization").and_then(|v| v.strip_prefix("Bearer ").map(str::to_owned));
+    let account = lock(&shared.chatgpt);
+    if let Some(refused) =
+        account.refuse_credentials(bearer.as_deref(), header("chatgpt-account-id").as_deref())
+    {
+        return plain(refused);
+    }
+    if endpoint
+        != (Endpoint::Generate {
+            model: None,
+            stream: None,
+        })
+    {
+        return plain(Reply::json(404, vec![], &json!({"detail": "Not Found"})));
+    }
+    if let Some(refused) = crate::chatgpt::refuse_body(request.body, &account.reasoning) {
+        return plain(refused);
+    }
+    if let Some(spent) = account.refuse_spent() {
+        return plain(spent);
+    }
+    let headers = account.rate_limit_headers();
+    drop(account);
+    let turn = lock(&shared.turns)
+        .pop_front()
+        .map(|turn| turn.with_last_job_id(&request.body.to_string()));
+    if let Some(turn) = &turn {
+        // The reasoning this answer gives out may come back in later requests.
+        let mut account = lock(&shared.chatgpt);
+        for step in &turn.steps {
+            match step {
+                crate::Step::Thinking { signature, .. } => {
+                    account.reasoning.insert(signature.clone());
+                }
+                crate::Step::RedactedThinking(data) => {
+                    account.reasoning.insert(data.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+    let ctx = RequestContext {
+        body: request.body,
+        body_len: request.body_len,
+        model: request
+            .body
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("mock-model")
+            .to_string(),
+        stream: true,
+        chat_reasoning_field: shared.config.chat_reasoning_field,
+        gemini_sse: false,
+        anthropic_on_vertex: false,
+    };
+    let mut response = generate(&shared.config, WireFormat::Codex, turn, &ctx);
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            hyper::header::HeaderName::from_bytes(name.as_bytes()),
+            hyper::header::HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
 }
 
 fn generate(

@@ -84,8 +84,40 @@ pub struct UsageTotals {
     pub thinking_tokens: u64,
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
+    /// US dollars, when the model's prices are known (a subscription has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
+    /// US dollars the prompt cache saved (cache reads at the input price minus what they cost,
+    /// less the surcharge of cache writes), when the model's prices are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_saved: Option<f64>,
+    /// The subscription's rate limits as the last response reported them (`codex`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limits: Option<RateLimits>,
+}
+
+/// A subscription's rate limits: each window and how much of it is used.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimits {
+    /// The windows (`primary`, the shorter one, first).
+    pub windows: Vec<RateLimitWindow>,
+}
+
+/// One rate-limit window (the Codex backend: `primary` is 5 hours, `secondary` a week).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimitWindow {
+    /// The provider's name of the window (`primary`, `secondary`).
+    pub name: String,
+    /// How much of the window is used, in percent (100: spent).
+    pub used_percent: f64,
+    /// The window's length in minutes (300: five hours, 10080: a week).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_minutes: Option<u64>,
+    /// When the window resets, in seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<i64>,
 }
 
 /// What `flemma/send`, `cancel`, `approve`, `reject`, `approveAll`, `background` and

@@ -34,6 +34,25 @@ pub struct ChatStatus {
     /// Token and cost totals, when known (the file does not record them; a running daemon
     /// does). Null here.
     pub usage: Option<Value>,
+    /// The subscription's rate limits (provider `codex`), as the provider last reported them
+    /// to a daemon running this chat, else to any send of this user; absent for providers
+    /// without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limits: Option<ObservedRateLimits>,
+}
+
+/// A subscription's rate limits and when they were reported.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedRateLimits {
+    /// The provider that reported them (`codex`).
+    pub provider: String,
+    /// When, in seconds since the Unix epoch (absent when a running daemon reported them:
+    /// they are current).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_at: Option<i64>,
+    /// The windows (`primary`: 5 hours; `secondary`: a week).
+    pub windows: Vec<crate::engine::RateLimitWindow>,
 }
 
 /// One MCP server of the chat.

@@ -9,20 +9,8 @@
 
 use flemma_conversation::Usage;
 
-use crate::{CacheRetention, ProviderKind, ThinkingOff};
-
-/// Prices for prompts above a size threshold (Gemini Pro and Anthropic 1M-context pricing).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LongContextPrices {
-    /// Prompts with more input tokens than this use these prices.
-    pub above_input_tokens: u64,
-    /// Input price per million tokens.
-    pub input: f64,
-    /// Output price per million tokens.
-    pub output: f64,
-    /// Cache read price per million tokens.
-    pub cache_read: f64,
-}
+pub use crate::LongContextPrices;
+use crate::{CacheRetention, Prices, ProviderKind, ThinkingOff};
 
 /// What flemmad knows about one model.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,6 +44,9 @@ pub struct ModelSpec {
     pub reasoning_efforts: &'static [&'static str],
     /// Higher prices for long prompts.
     pub long_context: Option<LongContextPrices>,
+    /// Paid by a subscription (`codex`: a ChatGPT plan), not per token: the prices are the API's
+    /// for the same model, shown for comparison, and no cost is reported.
+    pub subscription: bool,
 }
 
 /// A config entry that changes or adds a model (`[[models]]` in the user config; the lead maps
@@ -125,6 +116,7 @@ struct Row {
     thinking_off: ThinkingOff,
     reasoning_efforts: &'static [&'static str],
     long_context: Option<LongContextPrices>,
+    subscription: bool,
 }
 
 const fn row(
@@ -148,7 +140,14 @@ const fn row(
         thinking_off: ThinkingOff::Omit,
         reasoning_efforts: &[],
         long_context: None,
+        subscription: false,
     }
+}
+
+/// A model of a subscription (`codex`): its prices are the API's, for comparison only.
+const fn subscription(mut base: Row) -> Row {
+    base.subscription = true;
+    base
 }
 
 const fn long(mut base: Row, above: u64, prices: (f64, f64, f64)) -> Row {
@@ -179,7 +178,7 @@ const fn efforts(mut base: Row, values: &'static [&'static str]) -> Row {
     base
 }
 
-use ProviderKind::{Anthropic, Gemini, Moonshot, OpenAi};
+use ProviderKind::{Anthropic, Codex, Gemini, Moonshot, OpenAi};
 
 /// GPT-5.2 and later: `xhigh` above `high`, no `minimal`.
 const GPT_52_EFFORTS: &[&str] = &["low", "medium", "high", "xhigh"];
@@ -196,6 +195,38 @@ const KIMI_K3_EFFORTS: &[&str] = &["low", "high", "max"];
 /// July 2026) for the models released since (Claude Opus 4.8, Sonnet 5, Fable 5; GPT-5.6;
 /// Gemini 3.5/3.6; Kimi K3). Retired models are not listed (they get the "did you mean" warning).
 const BUILTIN: &[Row] = &[
+    // Codex (a ChatGPT subscription): the models of the Codex backend, with their API prices
+    // for comparison (the plan pays); its context is 272k whatever the API offers.
+    subscription(efforts(
+        row(Codex, "gpt-5.5", (5.0, 30.0, 0.5), 272_000, 128_000, true),
+        GPT_52_EFFORTS,
+    )),
+    subscription(efforts(
+        row(Codex, "gpt-5.4", (2.5, 15.0, 0.25), 272_000, 128_000, true),
+        GPT_52_EFFORTS,
+    )),
+    subscription(efforts(
+        row(
+            Codex,
+            "gpt-5.4-mini",
+            (0.75, 4.5, 0.075),
+            272_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    )),
+    subscription(efforts(
+        row(
+            Codex,
+            "gpt-5.3-codex-spark",
+            (1.75, 14.0, 0.175),
+            128_000,
+            128_000,
+            true,
+        ),
+        GPT_52_EFFORTS,
+    )),
     // Anthropic. Fable 5 always thinks; Sonnet 5 thinks unless told `{"type":"disabled"}`;
     // from the 4.6 generation on, thinking is adaptive (budgets are refused by 4.7 and later).
     off(
@@ -649,6 +680,22 @@ impl ModelSpec {
             thinking_off: row.thinking_off,
             reasoning_efforts: row.reasoning_efforts,
             long_context: row.long_context,
+            subscription: row.subscription,
+        }
+    }
+
+    /// The model's prices for a request whose cache writes are kept `retention` long (the
+    /// 5-minute write price for `short` and `none`, the 1-hour one for `long`).
+    pub fn prices(&self, retention: CacheRetention) -> Prices {
+        Prices {
+            input: self.input,
+            output: self.output,
+            cache_read: self.cache_read,
+            cache_write: match retention {
+                CacheRetention::Long => self.cache_write_1h,
+                CacheRetention::Short | CacheRetention::None => self.cache_write_5m,
+            },
+            long_context: self.long_context,
         }
     }
 }
@@ -701,6 +748,7 @@ impl Catalogue {
                         thinking_off: ThinkingOff::Omit,
                         reasoning_efforts: &[],
                         long_context: None,
+                        subscription: entry.provider == ProviderKind::Codex,
                     });
                     self.models.len() - 1
                 }
@@ -839,33 +887,10 @@ pub fn cost(usage: &Usage, model: &ModelSpec) -> f64 {
     cost_with(usage, model, CacheRetention::Short)
 }
 
-/// The cost in US dollars of one request.
-///
-/// `usage.input_tokens` counts every prompt token, so the uncached part is
-/// `input − cache_read − cache_write`; cache reads are billed at the cache-read price (Anthropic
-/// 0.1×, OpenAI cached-input discount, Gemini context cache), cache writes at the 5-minute or
-/// 1-hour write price (Anthropic 1.25× / 2×; other providers bill them as input);
-/// `usage.output_tokens` includes thinking, billed as output (Gemini thoughts too).
+/// The cost in US dollars of one request: [`Prices::cost`] with the model's prices for
+/// `retention` (the one cost function; see [`crate::pricing`]).
 pub fn cost_with(usage: &Usage, model: &ModelSpec, retention: CacheRetention) -> f64 {
-    let (input_price, output_price, read_price) = match model.long_context {
-        Some(tier) if usage.input_tokens > tier.above_input_tokens => {
-            (tier.input, tier.output, tier.cache_read)
-        }
-        _ => (model.input, model.output, model.cache_read),
-    };
-    let write_price = match retention {
-        CacheRetention::Long => model.cache_write_1h,
-        CacheRetention::Short | CacheRetention::None => model.cache_write_5m,
-    };
-    let uncached = usage
-        .input_tokens
-        .saturating_sub(usage.cache_read_tokens)
-        .saturating_sub(usage.cache_write_tokens);
-    let per_million = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
-    per_million(uncached, input_price)
-        + per_million(usage.cache_read_tokens, read_price)
-        + per_million(usage.cache_write_tokens, write_price)
-        + per_million(usage.output_tokens, output_price)
+    model.prices(retention).cost(usage)
 }
 
 #[cfg(test)]

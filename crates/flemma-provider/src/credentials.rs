@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio::time::Instant;
 
+use crate::chatgpt::{ChatGptLogin, LoginError};
 use crate::service_account::ServiceAccountKey;
 
 /// How long a `gcloud` access token is kept (tokens live one hour; refresh a little early).
@@ -137,6 +138,9 @@ pub struct ResolverOptions {
     pub gcloud_path: Option<String>,
     /// How long one subprocess may run.
     pub subprocess_timeout: Duration,
+    /// `secrets.chatgpt.auth_file`: the Codex CLI's `auth.json` (default:
+    /// `$CODEX_HOME/auth.json`, else `~/.codex/auth.json`).
+    pub chatgpt_auth_file: Option<String>,
 }
 
 impl Default for ResolverOptions {
@@ -144,6 +148,7 @@ impl Default for ResolverOptions {
         ResolverOptions {
             gcloud_path: None,
             subprocess_timeout: DEFAULT_SUBPROCESS_TIMEOUT,
+            chatgpt_auth_file: None,
         }
     }
 }
@@ -186,16 +191,29 @@ pub struct CredentialResolver {
     environment: CredentialEnvironment,
     options: ResolverOptions,
     cache: Mutex<HashMap<String, CachedSecret>>,
+    /// The Codex CLI's ChatGPT login (provider `codex`), when a home directory tells where.
+    chatgpt: Option<ChatGptLogin>,
 }
 
 impl CredentialResolver {
     /// A resolver over the given environment.
     pub fn new(environment: CredentialEnvironment, options: ResolverOptions) -> Self {
+        let chatgpt =
+            ChatGptLogin::from_environment(options.chatgpt_auth_file.as_deref(), &environment);
         CredentialResolver {
             environment,
             options,
             cache: Mutex::new(HashMap::new()),
+            chatgpt,
         }
+    }
+
+    /// The ChatGPT login provider `codex` authenticates with.
+    pub fn chatgpt(&self) -> Result<&ChatGptLogin, LoginError> {
+        self.chatgpt.as_ref().ok_or_else(|| LoginError::Unusable {
+            path: PathBuf::from("~/.codex/auth.json"),
+            message: "neither CODEX_HOME nor HOME is set, so it cannot be found".into(),
+        })
     }
 
     /// Resolves `kind` for `service` (`resolve("anthropic", "api_key")`): the cache first, then
@@ -690,8 +708,8 @@ echo "You do not currently have an active account selected." >&2; exit 1"#,
                 format!("{}:/usr/bin:/bin", dir.path().display()),
             )]),
             ResolverOptions {
-                gcloud_path: None,
                 subprocess_timeout: Duration::from_millis(200),
+                ..ResolverOptions::default()
             },
         );
         let started = std::time::Instant::now();

@@ -148,6 +148,20 @@ pub enum ProviderError {
     /// No credential could be found.
     #[error(transparent)]
     Credentials(#[from] CredentialError),
+    /// The ChatGPT login (provider `codex`) cannot be used.
+    #[error(transparent)]
+    Login(#[from] crate::chatgpt::LoginError),
+    /// A subscription's usage is spent or not included (the Codex backend's HTTP 429): not
+    /// retried, it says when the window resets.
+    #[error("{provider}: {message}")]
+    UsageLimit {
+        /// Provider name.
+        provider: &'static str,
+        /// What is spent, and when it resets.
+        message: String,
+        /// When the spent window resets, in seconds since the Unix epoch.
+        resets_at: Option<i64>,
+    },
     /// The request could not be built, or a response body could not be read.
     #[error(transparent)]
     Build(#[from] BuildError),
@@ -205,10 +219,12 @@ pub fn explain_http_error(
         };
     };
     let error = json.get("error").unwrap_or(&json);
+    // `{"detail": "…"}`: the Codex backend's answer to a body it does not take.
     let message = error
         .get("message")
         .and_then(|m| m.as_str())
         .or_else(|| error.as_str())
+        .or_else(|| json.get("detail").and_then(|d| d.as_str()))
         .map(str::to_string);
     let Some(message) = message else {
         return ProviderError::UnexpectedResponse {
@@ -276,6 +292,63 @@ pub fn explain_http_error(
             message: described,
             advice: advice_for(status),
         },
+    }
+}
+
+/// Explains the Codex backend's refusal of a request because the plan's usage is spent or
+/// does not include Codex: what is spent and when it resets (`now`: for "in 2h 14m").
+pub fn explain_usage_refusal(
+    kind: ProviderKind,
+    refusal: &crate::codex::UsageRefusal,
+    limits: Option<&flemma_conversation::RateLimits>,
+    now: std::time::SystemTime,
+) -> ProviderError {
+    use crate::codex::UsageRefusal;
+    let plan = |plan: &Option<String>| match plan {
+        Some(plan) => format!("ChatGPT {plan} plan"),
+        None => "ChatGPT plan".to_owned(),
+    };
+    match refusal {
+        UsageRefusal::NotIncluded { plan: name } => ProviderError::UsageLimit {
+            provider: kind.name(),
+            message: format!(
+                "your {} does not include Codex. Use a plan that does, or another provider (`openai` with an API key)",
+                plan(name)
+            ),
+            resets_at: None,
+        },
+        UsageRefusal::LimitReached {
+            plan: name,
+            resets_at,
+        } => {
+            let spent = limits.and_then(flemma_conversation::RateLimits::spent);
+            let window = spent.map_or(String::new(), |w| {
+                format!(" (its {} window is {}% used)", w.label(), w.used_percent)
+            });
+            let resets_at = resets_at.or(spent.and_then(|w| w.resets_at));
+            let now = now
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            let when = match resets_at {
+                Some(at) => format!(
+                    "it resets {} (at {})",
+                    crate::codex::resets(at, now),
+                    humantime::format_rfc3339_seconds(
+                        std::time::UNIX_EPOCH
+                            + Duration::from_secs(u64::try_from(at).unwrap_or_default())
+                    )
+                ),
+                None => "the backend did not say when it resets".to_owned(),
+            };
+            ProviderError::UsageLimit {
+                provider: kind.name(),
+                message: format!(
+                    "the usage limit of your {} is reached{window}; {when}. Send again then, or switch to another provider meanwhile",
+                    plan(name)
+                ),
+                resets_at,
+            }
+        }
     }
 }
 

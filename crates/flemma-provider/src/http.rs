@@ -9,7 +9,10 @@ use reqwest::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
 use crate::credentials::{CredentialEnvironment, CredentialResolver, Secret, env_var_name};
-use crate::explain::{ProviderError, explain_http_error, explain_not_found, redact, stop_warning};
+use crate::explain::{
+    ProviderError, explain_http_error, explain_not_found, explain_usage_refusal, redact,
+    stop_warning,
+};
 use crate::retry::{RetryPolicy, is_retryable_status, retry_hint};
 use crate::{
     ModelInfo, ProviderKind, RequestOptions, ToolNames, WireRequest, build_request,
@@ -93,6 +96,7 @@ pub fn base_url_env_var(kind: ProviderKind) -> &'static str {
         ProviderKind::Moonshot => "MOONSHOT_BASE_URL",
         ProviderKind::Gemini => "GEMINI_BASE_URL",
         ProviderKind::Vertex => "VERTEX_BASE_URL",
+        ProviderKind::Codex => "CODEX_BASE_URL",
     }
 }
 
@@ -105,14 +109,17 @@ pub fn default_base_url(kind: ProviderKind, vertex_location: &str) -> String {
         ProviderKind::Moonshot => "https://api.moonshot.ai/v1".to_string(),
         ProviderKind::Gemini => "https://generativelanguage.googleapis.com".to_string(),
         ProviderKind::Vertex => vertex_default_base_url(vertex_location),
+        ProviderKind::Codex => "https://chatgpt.com/backend-api/codex".to_string(),
     }
 }
 
 /// The `(service, kind)` of the credential a provider needs (`("anthropic", "api_key")`,
-/// `("vertex", "access_token")`).
+/// `("vertex", "access_token")`; `codex` uses the ChatGPT login instead, see
+/// [`crate::chatgpt`]).
 pub fn credential_for(kind: ProviderKind) -> (&'static str, &'static str) {
     match kind {
         ProviderKind::Vertex => ("vertex", "access_token"),
+        ProviderKind::Codex => ("codex", "chatgpt_subscription"),
         other => (other.name(), "api_key"),
     }
 }
@@ -173,6 +180,14 @@ struct Sent {
     response: reqwest::Response,
     secret: Option<Secret>,
     retries: u32,
+}
+
+/// What a request authenticates with.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Auth {
+    secret: Option<Secret>,
+    /// `chatgpt-account-id` (provider `codex`).
+    account: Option<String>,
 }
 
 impl ProviderClient {
@@ -346,21 +361,55 @@ impl ProviderClient {
     }
 
     /// The credential for a request: the endpoint's own, else the resolver chain
-    /// (OpenAI-compatible servers may have none).
+    /// (OpenAI-compatible servers may have none), else for `codex` the ChatGPT login (its
+    /// tokens refreshed first when they expired, or when the backend `refused` them).
     async fn credential(
         &self,
         kind: ProviderKind,
         endpoint: &Endpoint,
-    ) -> Result<Option<Secret>, ProviderError> {
+        refused: Option<&Secret>,
+    ) -> Result<Auth, ProviderError> {
         if let Some(secret) = &endpoint.credential {
-            return Ok(Some(secret.clone()));
+            return Ok(Auth {
+                secret: Some(secret.clone()),
+                account: None,
+            });
+        }
+        if kind == ProviderKind::Codex {
+            let tokens = self
+                .credentials
+                .chatgpt()?
+                .tokens(&self.http, refused)
+                .await?;
+            return Ok(Auth {
+                secret: Some(tokens.access_token),
+                account: tokens.account_id,
+            });
         }
         let (service, credential_kind) = credential_for(kind);
         match self.credentials.resolve(service, credential_kind).await {
-            Ok(secret) => Ok(Some(secret)),
-            Err(_) if kind == ProviderKind::OpenAiCompatible => Ok(None),
+            Ok(secret) => Ok(Auth {
+                secret: Some(secret),
+                account: None,
+            }),
+            Err(_) if kind == ProviderKind::OpenAiCompatible => Ok(Auth::default()),
             Err(error) => Err(error.into()),
         }
+    }
+
+    /// How an error names the credential a provider used.
+    fn credential_name(&self, kind: ProviderKind) -> String {
+        if kind == ProviderKind::Codex {
+            return match self.credentials.chatgpt() {
+                Ok(login) => format!(
+                    "the ChatGPT login in {} (run `codex login` again)",
+                    login.path().display()
+                ),
+                Err(_) => "the ChatGPT login (run `codex login`)".to_owned(),
+            };
+        }
+        let (service, credential_kind) = credential_for(kind);
+        env_var_name(service, credential_kind)
     }
 
     /// Sends a request until it gets a 2xx response, retrying as [`RetryPolicy`] says.
@@ -372,10 +421,10 @@ impl ProviderClient {
         cancel: &CancellationToken,
         observer: &mut dyn FnMut(ClientEvent),
     ) -> Result<Sent, ProviderError> {
-        let mut secret = self.credential(kind, endpoint).await?;
+        let mut auth = self.credential(kind, endpoint, None).await?;
         let mut refreshed = false;
         let (service, credential_kind) = credential_for(kind);
-        let credential_name = env_var_name(service, credential_kind);
+        let credential_name = self.credential_name(kind);
         let url = format!("{}{}", endpoint.base_url, wire.path_and_query);
         let method = reqwest::Method::from_bytes(wire.method.as_bytes())
             .map_err(|error| ProviderError::Client(error.to_string()))?;
@@ -385,15 +434,19 @@ impl ProviderClient {
             for (name, value) in &wire.headers {
                 request = request.header(name, value);
             }
-            if let Some(secret) = &secret {
+            if let Some(secret) = &auth.secret {
                 request = match kind {
                     ProviderKind::Anthropic => request.header("x-api-key", secret.expose()),
                     ProviderKind::Gemini => request.header("x-goog-api-key", secret.expose()),
                     ProviderKind::OpenAi
                     | ProviderKind::OpenAiCompatible
                     | ProviderKind::Moonshot
-                    | ProviderKind::Vertex => request.bearer_auth(secret.expose()),
+                    | ProviderKind::Vertex
+                    | ProviderKind::Codex => request.bearer_auth(secret.expose()),
                 };
+            }
+            if let Some(account) = &auth.account {
+                request = request.header("chatgpt-account-id", account);
             }
             if !wire.body.is_empty() {
                 // The wire's headers name the content type; said again it would be sent twice.
@@ -411,11 +464,14 @@ impl ProviderClient {
                 () = cancel.cancelled() => return Err(ProviderError::Cancelled),
                 outcome = request.send() => outcome,
             };
+            if let Ok(response) = &outcome {
+                report_rate_limits(kind, response.headers(), observer);
+            }
             let (reason, hint, error) = match outcome {
                 Ok(response) if response.status().is_success() => {
                     return Ok(Sent {
                         response,
-                        secret,
+                        secret: auth.secret,
                         retries,
                     });
                 }
@@ -433,8 +489,19 @@ impl ProviderClient {
                             &endpoint.base_url,
                             &url,
                             &body,
-                            secret.as_ref(),
+                            auth.secret.as_ref(),
                             wire.method == "GET",
+                        ));
+                    }
+                    if kind == ProviderKind::Codex
+                        && status == 429
+                        && let Some(refusal) = crate::codex::usage_refusal(&body)
+                    {
+                        return Err(explain_usage_refusal(
+                            kind,
+                            &refusal,
+                            crate::codex::rate_limits(&header_pairs(&headers)).as_ref(),
+                            SystemTime::now(),
                         ));
                     }
                     let hint = retry_hint(&headers, &body, SystemTime::now());
@@ -444,18 +511,21 @@ impl ProviderClient {
                         &headers,
                         &body,
                         &credential_name,
-                        secret.as_ref(),
+                        auth.secret.as_ref(),
                         hint,
                     );
                     if matches!(error, ProviderError::Authentication { .. }) {
-                        // A cached token may have expired (gcloud): resolve it again, and when
-                        // that gives a different credential, try once more at once.
+                        // A cached token may have expired (gcloud) or been revoked (a ChatGPT
+                        // login another program refreshed): resolve it again, and when that
+                        // gives a different credential, try once more at once.
                         self.credentials.invalidate(service, credential_kind);
                         if !refreshed && endpoint.credential.is_none() {
                             refreshed = true;
-                            let fresh = self.credential(kind, endpoint).await?;
-                            if fresh.is_some() && fresh != secret {
-                                secret = fresh;
+                            let fresh = self
+                                .credential(kind, endpoint, auth.secret.as_ref())
+                                .await?;
+                            if fresh.secret.is_some() && fresh.secret != auth.secret {
+                                auth = fresh;
                                 observer(ClientEvent::Retrying {
                                     attempt: retries + 1,
                                     delay: std::time::Duration::ZERO,
@@ -504,6 +574,31 @@ impl ProviderClient {
                 () = tokio::time::sleep(delay) => {}
             }
         }
+    }
+}
+
+/// The headers of a response as name–value pairs (values that are not text are left out).
+fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect()
+}
+
+/// Tells the observer the rate limits a response reports (the Codex backend's windows), as
+/// a [`StreamEvent::RateLimits`] before any of its content.
+fn report_rate_limits(
+    kind: ProviderKind,
+    headers: &HeaderMap,
+    observer: &mut dyn FnMut(ClientEvent),
+) {
+    if kind != ProviderKind::Codex {
+        return;
+    }
+    if let Some(limits) = crate::codex::rate_limits(&header_pairs(headers)) {
+        observer(ClientEvent::Event(StreamEvent::RateLimits { limits }));
     }
 }
 

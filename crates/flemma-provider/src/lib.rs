@@ -6,6 +6,7 @@
 pub use flemma_wire::*;
 
 pub mod catalogue;
+pub mod chatgpt;
 pub mod credentials;
 pub mod explain;
 pub mod http;

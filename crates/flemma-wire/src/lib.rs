@@ -16,10 +16,12 @@ pub use tools::{
 };
 
 pub use anthropic_build::{DEFAULT_ANTHROPIC_VERSION, anthropic_level_budget};
+pub use estimate::estimate_input_tokens;
 pub use gemini_build::{
     FOREIGN_CALL_SIGNATURE, gemini_level_budget, gemini_level_name, is_gemini_call_id,
 };
 pub use prepare::MISSING_RESULT_TEXT;
+pub use pricing::{CacheEffect, LongContextPrices, Prices};
 pub use responses_build::{openai_budget_effort, openai_level_effort};
 
 mod anthropic_build;
@@ -27,9 +29,12 @@ mod anthropic_decode;
 mod chat_build;
 mod chat_decode;
 pub mod check;
+pub mod codex;
+pub mod estimate;
 mod gemini_build;
 mod gemini_decode;
 mod prepare;
+pub mod pricing;
 mod responses_build;
 mod responses_decode;
 pub mod sse;
@@ -50,17 +55,20 @@ pub enum ProviderKind {
     Gemini,
     /// Google Vertex AI (same model family and body as Gemini).
     Vertex,
+    /// The Codex backend of a ChatGPT subscription: OpenAI Responses as that backend takes it.
+    Codex,
 }
 
 impl ProviderKind {
     /// Every provider kind, in a stable order.
-    pub const ALL: [ProviderKind; 6] = [
+    pub const ALL: [ProviderKind; 7] = [
         ProviderKind::Anthropic,
         ProviderKind::OpenAi,
         ProviderKind::OpenAiCompatible,
         ProviderKind::Moonshot,
         ProviderKind::Gemini,
         ProviderKind::Vertex,
+        ProviderKind::Codex,
     ];
 
     /// Parses the provider name used in configuration (`anthropic`, `openai`,
@@ -75,12 +83,23 @@ impl ProviderKind {
         flemma_config::Provider::from(*self).as_str()
     }
 
+    /// Whether the provider has a token counting endpoint ([`count_tokens_request`]); the
+    /// others get a local estimate ([`estimate_input_tokens`]).
+    pub fn counts_tokens(&self) -> bool {
+        !matches!(
+            self,
+            ProviderKind::OpenAiCompatible | ProviderKind::Moonshot | ProviderKind::Codex
+        )
+    }
+
     /// The provider word written in `<thinking PROVIDER:signature="…">` for signatures this
     /// kind produces and accepts back; empty for kinds without signed thinking.
     pub fn signature_provider(&self) -> &'static str {
         match self {
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::OpenAi => "openai",
+            // Encrypted reasoning of a ChatGPT account goes back to the Codex backend only.
+            ProviderKind::Codex => "codex",
             ProviderKind::Gemini | ProviderKind::Vertex => "vertex",
             ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => "",
         }
@@ -97,6 +116,7 @@ impl From<flemma_config::Provider> for ProviderKind {
             Provider::Moonshot => ProviderKind::Moonshot,
             Provider::Gemini => ProviderKind::Gemini,
             Provider::Vertex => ProviderKind::Vertex,
+            Provider::Codex => ProviderKind::Codex,
         }
     }
 }
@@ -111,6 +131,7 @@ impl From<ProviderKind> for flemma_config::Provider {
             ProviderKind::Moonshot => Provider::Moonshot,
             ProviderKind::Gemini => Provider::Gemini,
             ProviderKind::Vertex => Provider::Vertex,
+            ProviderKind::Codex => Provider::Codex,
         }
     }
 }
@@ -359,6 +380,15 @@ pub fn build_request(
                 body: to_bytes(&serde_json::Value::Object(body))?,
             }
         }
+        ProviderKind::Codex => {
+            let body = responses_build::codex_body(&prepared, options, &mut warnings);
+            WireRequest {
+                method: "POST",
+                path_and_query: "/responses".into(),
+                headers: responses_build::codex_headers(),
+                body: to_bytes(&serde_json::Value::Object(body))?,
+            }
+        }
         ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
             let body = chat_build::body(kind, &prepared, options, &mut warnings);
             WireRequest {
@@ -483,9 +513,10 @@ pub fn decoder_for(kind: ProviderKind, names: ToolNames) -> Box<dyn StreamDecode
             format.names = names;
             Box::new(SseStream::new(SseDecoder::default(), format))
         }
-        ProviderKind::OpenAi => {
+        ProviderKind::OpenAi | ProviderKind::Codex => {
             let mut format = responses_decode::ResponsesDecoder::default();
             format.names = names;
+            format.signature_provider = kind.signature_provider();
             Box::new(SseStream::new(SseDecoder::default(), format))
         }
         ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
@@ -526,6 +557,9 @@ pub fn count_tokens_request(
                 kind.name()
             )))
         }
+        ProviderKind::Codex => Err(BuildError::Unsupported(
+            "the Codex backend has no token counting endpoint".into(),
+        )),
         ProviderKind::Gemini | ProviderKind::Vertex => {
             let path = gemini_build::model_path(kind, options)?;
             let mut body = gemini_build::body(kind, &prepared, options);
@@ -589,9 +623,12 @@ pub fn list_models_request(kind: ProviderKind, options: &RequestOptions) -> Wire
                 .filter(|(name, _)| name != "content-type")
                 .collect(),
         ),
-        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
-            ("/models".to_string(), Vec::new())
-        }
+        // The Codex backend's list depends on the client's version; `flemmad models codex`
+        // shows the catalogue instead.
+        ProviderKind::OpenAi
+        | ProviderKind::OpenAiCompatible
+        | ProviderKind::Moonshot
+        | ProviderKind::Codex => ("/models".to_string(), Vec::new()),
         ProviderKind::Gemini => ("/v1beta/models?pageSize=1000".to_string(), Vec::new()),
         ProviderKind::Vertex => ("/v1beta1/publishers/google/models".to_string(), Vec::new()),
     };

@@ -147,6 +147,7 @@ impl ReplyRenderer {
             }
             StreamEvent::ToolCallArgsDelta { .. }
             | StreamEvent::Usage { .. }
+            | StreamEvent::RateLimits { .. }
             | StreamEvent::Stop { .. }
             | StreamEvent::Error { .. } => None,
         }

@@ -98,7 +98,12 @@ fn push_assistant_text(items: &mut Vec<Value>, text: &str) {
     items.push(json!({"role": "assistant", "content": text}));
 }
 
-fn assistant_items(parts: &[Part], items: &mut Vec<Value>, warnings: &mut Vec<String>) {
+fn assistant_items(
+    kind: ProviderKind,
+    parts: &[Part],
+    items: &mut Vec<Value>,
+    warnings: &mut Vec<String>,
+) {
     let mut texts: Vec<String> = Vec::new();
     for part in parts {
         if let Part::Thinking {
@@ -107,14 +112,15 @@ fn assistant_items(parts: &[Part], items: &mut Vec<Value>, warnings: &mut Vec<St
             redacted,
         } = part
         {
-            match classify_thinking(ProviderKind::OpenAi, text, signature.as_ref(), *redacted) {
+            match classify_thinking(kind, text, signature.as_ref(), *redacted) {
                 ThinkingUse::Native { text, signature } => {
                     match decode_reasoning_item(&signature) {
                         Some(item) => items.push(item),
                         None => {
-                            warnings.push(
-                            "an openai thinking signature is not a base64 reasoning item; its text was sent as plain context".into(),
-                        );
+                            warnings.push(format!(
+                                "a {} thinking signature is not a base64 reasoning item; its text was sent as plain context",
+                                kind.signature_provider()
+                            ));
                             if !text.trim().is_empty() {
                                 texts.push(crate::prepare::foreign_thinking_text(&text));
                             }
@@ -166,6 +172,51 @@ pub(crate) fn body(
     options: &RequestOptions,
     warnings: &mut Vec<String>,
 ) -> Map<String, Value> {
+    let mut body = common_body(ProviderKind::OpenAi, prepared, options, warnings);
+    body.insert("max_output_tokens".into(), json!(options.max_tokens));
+    if let (Some(temperature), None) = (options.temperature, effort(options)) {
+        body.insert("temperature".into(), json!(temperature));
+    }
+    body.insert("store".into(), json!(false));
+    body.insert("stream".into(), json!(true));
+    body
+}
+
+/// What the Codex backend is told when the chat has no system prompt: it requires
+/// `instructions`.
+pub const CODEX_DEFAULT_INSTRUCTIONS: &str = "You are a helpful assistant.";
+
+/// The body for the Codex backend (a ChatGPT subscription), as the Codex CLI sends it:
+/// `instructions` always, `store: false`, every reasoning item back with its encrypted content
+/// (the backend keeps nothing), `tool_choice: "auto"` and parallel calls, and none of the
+/// parameters it refuses (`max_output_tokens`, `temperature`: the backend sets them).
+pub(crate) fn codex_body(
+    prepared: &Prepared,
+    options: &RequestOptions,
+    warnings: &mut Vec<String>,
+) -> Map<String, Value> {
+    let mut body = common_body(ProviderKind::Codex, prepared, options, warnings);
+    if options.temperature.is_some() {
+        warnings.push(
+            "the Codex backend sets the temperature itself; `temperature` was not sent".into(),
+        );
+    }
+    body.insert("tool_choice".into(), json!("auto"));
+    body.insert("parallel_tool_calls".into(), json!(true));
+    body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+    body.insert("store".into(), json!(false));
+    body.insert("stream".into(), json!(true));
+    body
+}
+
+/// What OpenAI's and the Codex backend's bodies share: model, instructions, input, tools,
+/// reasoning (with encrypted reasoning asked back), the prompt cache key.
+fn common_body(
+    kind: ProviderKind,
+    prepared: &Prepared,
+    options: &RequestOptions,
+    warnings: &mut Vec<String>,
+) -> Map<String, Value> {
     let mut input: Vec<Value> = Vec::new();
     for turn in &prepared.turns {
         match turn.role {
@@ -189,13 +240,15 @@ pub(crate) fn body(
                     input.push(json!({"role": "user", "content": content}));
                 }
             }
-            Role::Assistant => assistant_items(&turn.parts, &mut input, warnings),
+            Role::Assistant => assistant_items(kind, &turn.parts, &mut input, warnings),
         }
     }
     let mut body = Map::new();
     body.insert("model".into(), json!(options.model));
     if !prepared.system.is_empty() {
         body.insert("instructions".into(), json!(prepared.system));
+    } else if kind == ProviderKind::Codex {
+        body.insert("instructions".into(), json!(CODEX_DEFAULT_INSTRUCTIONS));
     }
     body.insert("input".into(), Value::Array(input));
     let tools: Vec<Value> = sorted_tools(&options.tools)
@@ -225,24 +278,33 @@ pub(crate) fn body(
         );
         body.insert("include".into(), json!(["reasoning.encrypted_content"]));
     }
-    body.insert("max_output_tokens".into(), json!(options.max_tokens));
-    if let (Some(temperature), None) = (options.temperature, &effort) {
-        body.insert("temperature".into(), json!(temperature));
-    }
     if let (Some(key), false) = (
         &options.prompt_cache_key,
         options.cache_retention == CacheRetention::None,
     ) {
         body.insert("prompt_cache_key".into(), json!(key));
     }
-    body.insert("store".into(), json!(false));
-    body.insert("stream".into(), json!(true));
     body
 }
 
 /// Headers besides authentication.
 pub(crate) fn headers() -> Vec<(String, String)> {
     vec![("content-type".to_string(), "application/json".to_string())]
+}
+
+/// The Codex backend's headers besides authentication (the bearer token and
+/// `chatgpt-account-id`, added by the edge): a streamed answer, the Responses beta, and who
+/// asks (`originator`).
+pub(crate) fn codex_headers() -> Vec<(String, String)> {
+    [
+        ("content-type", "application/json"),
+        ("accept", "text/event-stream"),
+        ("openai-beta", "responses=experimental"),
+        ("originator", "flemmad"),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_string(), value.to_string()))
+    .collect()
 }
 
 /// The `/responses/input_tokens` request.

@@ -45,9 +45,12 @@ struct OpenCall {
     ended: bool,
 }
 
-/// Incremental decoder of an OpenAI Responses SSE stream.
+/// Incremental decoder of an OpenAI Responses SSE stream (OpenAI's, or the Codex backend's).
 #[derive(Debug, Default)]
 pub(crate) struct ResponsesDecoder {
+    /// The provider word of the reasoning signatures (`openai`; `codex` for the Codex
+    /// backend, whose encrypted reasoning goes back there only).
+    pub(crate) signature_provider: &'static str,
     /// The offered tools, to decode tool-call names exactly.
     pub(crate) names: crate::ToolNames,
     /// Function calls keyed by output index.
@@ -301,7 +304,11 @@ impl ResponsesDecoder {
                     let json = item.to_string();
                     out.push(StreamEvent::ThinkingSignature {
                         signature: ThinkingSignature {
-                            provider: "openai".into(),
+                            provider: if self.signature_provider.is_empty() {
+                                "openai".into()
+                            } else {
+                                self.signature_provider.into()
+                            },
                             value: base64::engine::general_purpose::STANDARD.encode(json),
                         },
                     });

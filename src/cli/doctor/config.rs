@@ -76,9 +76,33 @@ pub(super) fn check_credentials(
         machine.environment.clone(),
         ResolverOptions {
             gcloud_path: Some(config.secrets.gcloud.path.clone()),
+            chatgpt_auth_file: config.secrets.chatgpt.auth_file.clone(),
             ..ResolverOptions::default()
         },
     );
+    if kind == ProviderKind::Codex {
+        let login = resolver.chatgpt().and_then(|login| {
+            let expired = login.check()?;
+            Ok((login.path().display().to_string(), expired))
+        });
+        findings.push(match login {
+            Ok((path, expired)) => Finding::new(
+                CHECK,
+                Status::Ok,
+                format!(
+                    "codex (the configured provider) uses the ChatGPT login in {path}{}",
+                    if expired {
+                        "; its access token has expired and the next request refreshes it"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            Err(error) => Finding::new(CHECK, Status::Fail, error.to_string())
+                .hint("run `codex login` (the Codex CLI) and sign in with your ChatGPT account"),
+        });
+        return Ok(());
+    }
     let found =
         crate::runtime::get()?.block_on(resolver.resolve_with_source(service, credential_kind));
     findings.push(match found {

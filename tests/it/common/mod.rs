@@ -120,7 +120,18 @@ pub fn provider_env(base: &str) -> Vec<(&'static str, String)> {
         ("VERTEX_ACCESS_TOKEN", "ya29.test".to_owned()),
         ("MOONSHOT_BASE_URL", format!("{base}/v1")),
         ("MOONSHOT_API_KEY", "moonshot-test".to_owned()),
+        ("CODEX_BASE_URL", format!("{base}/backend-api/codex")),
+        (
+            "CODEX_REFRESH_TOKEN_URL_OVERRIDE",
+            format!("{base}/oauth/token"),
+        ),
     ]
+}
+
+/// The Codex CLI's home of a chat's tests (`CODEX_HOME`, set by [`flemmad_command`]): a
+/// test never reads the real `~/.codex`.
+pub fn codex_home(chat: &Chat) -> PathBuf {
+    chat.path.parent().unwrap().join("codex-home")
 }
 
 pub fn send_command(chat: &Chat, base: &str) -> tokio::process::Command {
@@ -140,6 +151,7 @@ pub fn flemmad_command(chat: &Chat, base: &str) -> tokio::process::Command {
         .env("XDG_RUNTIME_DIR", dir.join("run"))
         .env("XDG_STATE_HOME", dir.join("state"))
         .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("CODEX_HOME", dir.join("codex-home"))
         .env_remove("FLEMMA_CONFIG")
         .env("PATH", "/usr/bin:/bin")
         .kill_on_drop(true);

@@ -1203,6 +1203,39 @@ fn a_model_string_in_the_config_file_too() {
 }
 
 #[test]
+fn codex_model_strings_and_presets_select_the_subscription() {
+    // `codex/…` selects provider codex; its own parameters are OpenAI's (the Responses API).
+    let frontmatter = layer_json(
+        LayerKind::Frontmatter,
+        json!({"model": "codex/gpt-5.5;thinking=high;reasoning_summary=concise"}),
+    );
+    let resolved = with_defaults(vec![frontmatter]);
+    assert_eq!(resolved.config.provider, Provider::Codex);
+    assert_eq!(resolved.config.model, "gpt-5.5");
+    assert_eq!(
+        resolved.config.parameters.thinking,
+        Thinking::Level(ThinkingLevel::High)
+    );
+    assert_eq!(
+        resolved.source_of("parameters.openai.reasoning_summary"),
+        Some(LayerKind::Frontmatter)
+    );
+    // A preset, and the provider alone: its default model.
+    let user = ConfigLayer::from_toml_str(
+        "[presets.\"$sub\"]\nmodel = \"codex/gpt-5.4-mini\"\n",
+        LayerKind::UserFile,
+    )
+    .unwrap();
+    let frontmatter = layer_json(LayerKind::Frontmatter, json!({"model": "$sub"}));
+    let resolved = with_defaults(vec![user, frontmatter]);
+    assert_eq!(resolved.config.provider, Provider::Codex);
+    assert_eq!(resolved.config.model, "gpt-5.4-mini");
+    let frontmatter = layer_json(LayerKind::Frontmatter, json!({"provider": "codex"}));
+    let resolved = with_defaults(vec![frontmatter]);
+    assert_eq!(resolved.config.model, "gpt-5.5");
+}
+
+#[test]
 fn nil_clears_a_parameter_set_below() {
     let user = layer_json(
         LayerKind::UserFile,

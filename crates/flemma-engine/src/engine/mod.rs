@@ -127,6 +127,10 @@ pub struct Engine {
     usage: Usage,
     requests: u64,
     cost: f64,
+    /// Dollars the prompt cache saved, summed over the requests.
+    cache_saved: f64,
+    /// The subscription's rate limits as the last response reported them.
+    rate_limits: Option<flemma_conversation::RateLimits>,
     loops: LoopDetector,
     ids: IdSource,
     /// The messages before this index are settled: they hold no placeholder and every tool use
@@ -184,6 +188,8 @@ impl Engine {
             usage: Usage::default(),
             requests: 0,
             cost: 0.0,
+            cache_saved: 0.0,
+            rate_limits: None,
             loops: LoopDetector::default(),
             ids,
             settled: 0,
@@ -258,6 +264,17 @@ impl Engine {
     /// Dollars spent, when prices are configured.
     pub fn cost(&self) -> Option<f64> {
         self.config.prices.map(|_| self.cost)
+    }
+
+    /// Dollars the prompt cache saved over the requests, when prices are configured
+    /// ([`flemma_wire::Prices::cache_effect`]).
+    pub fn cache_saved(&self) -> Option<f64> {
+        self.config.prices.map(|_| self.cache_saved)
+    }
+
+    /// The subscription's rate limits as the last response reported them.
+    pub fn rate_limits(&self) -> Option<&flemma_conversation::RateLimits> {
+        self.rate_limits.as_ref()
     }
 
     /// Whether something runs or is scheduled (a request, tools, jobs, the resume timer): the

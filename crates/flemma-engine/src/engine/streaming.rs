@@ -11,6 +11,18 @@ impl Engine {
         event: StreamEvent,
         out: &mut Vec<Effect>,
     ) {
+        if let StreamEvent::RateLimits { limits } = &event {
+            // The account's, not the reply's: kept even from a request that ends refused.
+            if self.stream.as_ref().is_some_and(|s| s.request == request) {
+                self.rate_limits = Some(limits.clone());
+                emit(
+                    out,
+                    events::RATE_LIMITS_UPDATED,
+                    json!({"rateLimits": limits}),
+                );
+            }
+            return;
+        }
         let Some(stream) = self.stream.as_mut().filter(|s| s.request == request) else {
             return; // a late event of a cancelled request
         };
@@ -144,26 +156,37 @@ impl Engine {
     pub(super) fn account(&mut self, stream: &ActiveStream, status: &str, out: &mut Vec<Effect>) {
         self.usage.add(&stream.usage);
         self.requests += 1;
-        let cost = self.config.prices.map(|p| {
-            let u = &stream.usage;
-            (u.input_tokens as f64 * p.input
-                + u.output_tokens as f64 * p.output
-                + u.cache_read_tokens as f64 * p.cache_read
-                + u.cache_write_tokens as f64 * p.cache_write)
-                / 1_000_000.0
-        });
-        if let Some(cost) = cost {
-            self.cost += cost;
-        }
+        let cost = self.config.prices.map(|p| p.cost(&stream.usage));
+        let saved = self
+            .config
+            .prices
+            .map(|p| p.cache_effect(&stream.usage).saved);
+        self.cost += cost.unwrap_or_default();
+        self.cache_saved += saved.unwrap_or_default();
         emit(
             out,
             events::REQUEST_FINISHED,
-            json!({"requestId": stream.request.0, "status": status, "usage": stream.usage, "costUsd": cost}),
+            json!({
+                "requestId": stream.request.0,
+                "status": status,
+                "usage": stream.usage,
+                "costUsd": cost,
+                "cacheSavedUsd": saved,
+            }),
         );
         emit(
             out,
             events::USAGE_UPDATED,
-            json!({"usage": self.usage, "requests": self.requests, "costUsd": self.cost()}),
+            json!({
+                "usage": self.usage,
+                "requests": self.requests,
+                "costUsd": self.cost(),
+                "cacheSavedUsd": self.cache_saved(),
+                "rateLimits": self.rate_limits,
+                // What the model had in context at the end of this request.
+                "contextTokens": stream.usage.input_tokens + stream.usage.output_tokens,
+                "contextWindow": self.config.context_window,
+            }),
         );
     }
 }

@@ -102,7 +102,7 @@ pub(crate) struct RequestContext<'a> {
 pub(crate) fn render_turn(format: WireFormat, turn: &Turn, ctx: &RequestContext<'_>) -> Reply {
     match format {
         WireFormat::Anthropic => anthropic::render(turn, ctx),
-        WireFormat::OpenAiResponses => responses::render(turn, ctx),
+        WireFormat::OpenAiResponses | WireFormat::Codex => responses::render(turn, ctx),
         WireFormat::ChatCompletions => chat::render(turn, ctx),
         WireFormat::Gemini => gemini::render(turn, ctx, false),
         WireFormat::Vertex => gemini::render(turn, ctx, true),
@@ -118,7 +118,7 @@ pub(crate) fn http_error(
 ) -> Reply {
     match format {
         WireFormat::Anthropic => anthropic::http_error(status, retry_after, retry_after_ms),
-        WireFormat::OpenAiResponses | WireFormat::ChatCompletions => {
+        WireFormat::OpenAiResponses | WireFormat::ChatCompletions | WireFormat::Codex => {
             chat::http_error(status, retry_after, retry_after_ms)
         }
         WireFormat::Gemini | WireFormat::Vertex => {
@@ -154,6 +154,8 @@ pub(crate) fn validate_generation(
             };
             Some(anthropic::invalid_request(message))
         }
+        // The Codex backend's own checks are `crate::chatgpt::refuse_body`.
+        WireFormat::Codex => None,
         WireFormat::OpenAiResponses | WireFormat::ChatCompletions => {
             let body = if missing("model") {
                 chat::error_body(
@@ -202,7 +204,7 @@ pub(crate) enum KeyProblem {
 pub(crate) fn unauthorized(format: WireFormat, problem: KeyProblem, presented: &str) -> Reply {
     match format {
         WireFormat::Anthropic => anthropic::unauthorized(problem),
-        WireFormat::OpenAiResponses | WireFormat::ChatCompletions => {
+        WireFormat::OpenAiResponses | WireFormat::ChatCompletions | WireFormat::Codex => {
             chat::unauthorized(problem, presented)
         }
         WireFormat::Gemini => gemini::unauthorized_gemini(problem),
@@ -217,7 +219,7 @@ pub(crate) fn last_user_text(format: WireFormat, body: &Value) -> String {
         WireFormat::ChatCompletions => {
             last_message_text(body.get("messages"), "role", "user", "content")
         }
-        WireFormat::OpenAiResponses => match body.get("input") {
+        WireFormat::OpenAiResponses | WireFormat::Codex => match body.get("input") {
             Some(Value::String(text)) => Some(text.clone()),
             other => last_message_text(other, "role", "user", "content"),
         },

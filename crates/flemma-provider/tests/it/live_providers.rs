@@ -65,6 +65,7 @@ fn endpoint(kind: ProviderKind, mock: &MockProvider) -> Endpoint {
         ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
             Endpoint::new(format!("{base}/v1"))
         }
+        ProviderKind::Codex => Endpoint::new(format!("{base}/backend-api/codex")),
         _ => Endpoint::new(base),
     }
 }
@@ -76,6 +77,7 @@ fn options(kind: ProviderKind) -> RequestOptions {
         ProviderKind::OpenAiCompatible => "llama3.2",
         ProviderKind::Moonshot => "kimi-k2",
         ProviderKind::Gemini | ProviderKind::Vertex => "gemini-2.5-flash",
+        ProviderKind::Codex => "gpt-5.5",
     };
     RequestOptions {
         model: model.to_string(),
@@ -294,7 +296,7 @@ fn turns(kind: ProviderKind, body: &Value) -> Vec<Value> {
         ProviderKind::Anthropic | ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
             "messages"
         }
-        ProviderKind::OpenAi => "input",
+        ProviderKind::OpenAi | ProviderKind::Codex => "input",
         ProviderKind::Gemini | ProviderKind::Vertex => "contents",
     };
     body[key].as_array().cloned().unwrap_or_default()
@@ -622,6 +624,7 @@ async fn unauthorized_names_the_credential_and_is_not_retried() {
             ProviderKind::Gemini => "GEMINI_API_KEY",
             ProviderKind::Moonshot => "MOONSHOT_API_KEY",
             ProviderKind::Vertex => "VERTEX_ACCESS_TOKEN",
+            ProviderKind::Codex => "the ChatGPT login",
         };
         let message = error.to_string();
         assert!(

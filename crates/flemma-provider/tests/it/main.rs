@@ -1,5 +1,6 @@
 //! The crate's one integration-test binary (one link instead of one per file).
 
+mod chatgpt_login;
 mod live_providers;
 mod option_paths;
 

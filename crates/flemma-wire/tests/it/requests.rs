@@ -608,7 +608,7 @@ fn bodies_are_byte_stable_and_a_second_turn_extends_the_first() {
 fn messages_of(kind: ProviderKind, body: &[u8]) -> Vec<Value> {
     let v: Value = serde_json::from_slice(body).unwrap();
     let key = match kind {
-        ProviderKind::OpenAi => "input",
+        ProviderKind::OpenAi | ProviderKind::Codex => "input",
         ProviderKind::Gemini | ProviderKind::Vertex => "contents",
         _ => "messages",
     };
@@ -765,7 +765,7 @@ fn provider_names_round_trip() {
     assert_eq!(ProviderKind::from_name("claude"), None);
     assert_eq!(
         "openai_compatible".parse::<ProviderKind>().map_err(|e| e.to_string()),
-        Err("`openai_compatible` is not a provider (expected one of: anthropic, openai, openai-compatible, moonshot, gemini, vertex)".to_string())
+        Err("`openai_compatible` is not a provider (expected one of: anthropic, openai, openai-compatible, moonshot, gemini, vertex, codex)".to_string())
     );
     for kind in ProviderKind::ALL {
         assert_eq!(ProviderKind::from_name(kind.name()), Some(kind));
