@@ -1030,6 +1030,7 @@ async fn a_thousand_decisions_from_eight_clients_resolve_each_call_once() {
             "{id}: decided {decided:?}\n{text}"
         );
     }
+}
 
 /// Provider `codex` through the daemon: the CLI's summary and `flemmad status` show the
 /// subscription's windows the daemon's driver saw, and `flemma/status` (VS Code's status bar)
