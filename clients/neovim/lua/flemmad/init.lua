@@ -44,15 +44,18 @@ M.defaults = {
     rulers = true, -- role lines drawn as `─ You ───…`
     turn = true, -- a gutter sign on the lines of the message under the cursor
     folds = true, -- folding from the server (vim.lsp.foldexpr) with its previews
-    -- Blocks closed once, when the chat is opened and as replies bring them (as Flemma does):
-    fold_thinking = true,
-    fold_tool_uses = true,
-    fold_tool_results = true, -- results and job results (never a call waiting for approval)
+    -- 1 (Flemma's): messages open, their thinking, tool calls and results closed (also those
+    -- a reply brings; never a call waiting for approval); 0: an outline; 99: all open.
+    foldlevel = 1,
     inlay_hints = true, -- the preview of a pending call inside its placeholder
     pending_preview = true, -- the command, diff or content of each pending call under it
     progress = true, -- the spinner line while a reply streams or a tool runs
     follow = true, -- the window follows a reply while the cursor is at the end
     land = true, -- at the end of a reply: the cursor on the new @You: or the first pending call
+    -- A chat longer than this (lines) keeps typing cheap: no folding from the server (Neovim
+    -- asks for all of a chat's folds after every change), and its messages (rulers, motions)
+    -- are asked for when it opens, when a reply ends and for a motion, not after each edit.
+    max_lines = 50000,
   },
   -- After every reply: "float" (a line at the top right of the window, for `timeout` ms),
   -- "notify" (vim.notify, INFO) or false. `:Flemma usage` tells it on demand.

@@ -523,7 +523,9 @@ handlers["request:finished"] = function(bufnr, data)
     s.session.cost = (s.session.cost or 0) + data.costUsd
   end
   draw_progress(bufnr)
-  require("flemmad.ui").close_folds(bufnr)
+  if s.first_line then
+    require("flemmad.ui").close_blocks(bufnr, s.first_line)
+  end
 end
 
 handlers["usage:updated"] = function(bufnr, data)
@@ -576,8 +578,11 @@ handlers["engine:stopped"] = function(bufnr, data)
   s.cycle, s.reply, s.tool = false, nil, nil
   stop_timer(s)
   draw_progress(bufnr)
-  -- New thinking blocks and results arrive open: close them as when the chat was opened.
-  require("flemmad.ui").close_folds(bufnr)
+  -- What the cycle wrote arrives folded as when the chat was opened.
+  if s.first_line then
+    require("flemmad.ui").close_blocks(bufnr, s.first_line)
+    s.first_line = nil
+  end
   if reason == "error" or reason == "refused" then
     flemmad.notify(
       (reason == "refused" and "the model refused to answer" or "the reply failed")
@@ -643,6 +648,7 @@ function M.attach(bufnr)
       if not s.cycle then
         return
       end
+      s.first_line = math.min(s.first_line or math.huge, start_row + 1)
       if s.reply then
         s.reply.chars = s.reply.chars + inserted_chars(buf, start_row, start_col, new_row, new_col)
       end

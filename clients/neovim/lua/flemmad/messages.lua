@@ -10,16 +10,14 @@ local cache = {}
 -- Called with the bufnr after each refresh (the UI redraws rulers, the turn, previews).
 local listeners = {}
 
--- The LSP symbol kinds the server gives the pieces of a chat.
-local NAMESPACE = 3 -- a message
-local TOOL_USE = 12 -- Function
-local THINKING = 15 -- String
-local JOB = 19 -- Object
+-- The LSP symbol kinds the server gives a message and a tool result (the other blocks of a
+-- message — thinking, tool uses, job results — are its other children).
+local NAMESPACE = 3
 local RESULT = 24 -- Event
 
---- `{ start, finish, role, results = { { id, status, line } }, blocks = { { kind, id, status,
---- line } } }` for each message symbol (blocks: "thinking", "use", "result", "job"); lines are
---- 1-based, `finish` is the message's last line (its trailing blank lines included).
+--- `{ start, finish, role, results = { { id, status, line } }, blocks = { { line, waiting } } }`
+--- for each message symbol; lines are 1-based, `finish` is the message's last line (its
+--- trailing blank lines included).
 local function parse(symbols)
   local out = {}
   for _, symbol in ipairs(symbols or {}) do
@@ -38,21 +36,15 @@ local function parse(symbols)
       message.blocks = {}
       for _, child in ipairs(symbol.children or {}) do
         local line = child.selectionRange.start.line + 1
-        local name = type(child.name) == "string" and child.name or ""
-        local block = nil
-        if child.kind == RESULT then
-          block = { kind = "result", id = name:match("^result (.+)$"), status = child.detail, line = line }
-          table.insert(message.results, block)
-        elseif child.kind == TOOL_USE then
-          block = { kind = "use", id = child.detail, line = line }
-        elseif child.kind == JOB then
-          block = { kind = "job", id = name:match("^job (.+)$"), line = line }
-        elseif child.kind == THINKING then
-          block = { kind = "thinking", line = line }
+        local id = type(child.name) == "string" and child.name:match("^result (.+)$")
+        if child.kind == RESULT and id then
+          table.insert(message.results, { id = id, status = child.detail, line = line })
         end
-        if block then
-          table.insert(message.blocks, block)
-        end
+        table.insert(message.blocks, {
+          line = line,
+          -- A call still waiting (or approved, not run yet) is no block to close.
+          waiting = child.kind == RESULT and (child.detail == "pending" or child.detail == "approved"),
+        })
       end
       table.insert(out, message)
     end
@@ -80,14 +72,26 @@ function M.current(bufnr)
   return entry ~= nil and entry.tick == vim.api.nvim_buf_get_changedtick(bufnr)
 end
 
+-- When the user last pressed a key: the messages of a big chat are a big answer to decode, so
+-- they are asked for when the user pauses, never between two keys.
+local last_key = 0
+vim.on_key(function()
+  last_key = vim.uv.hrtime()
+end, vim.api.nvim_create_namespace("flemmad.keys"))
+local PAUSE_NS = 300 * 1e6
+
 --- Asks the server for the buffer's messages (one request at a time; a change meanwhile asks
---- again when the answer comes).
+--- again when the answer comes), once the user pauses typing.
 function M.refresh(bufnr)
   if not vim.api.nvim_buf_is_valid(bufnr) then
     return
   end
   local entry = cache[bufnr] or { messages = {} }
   cache[bufnr] = entry
+  if vim.uv.hrtime() - last_key < PAUSE_NS then
+    M.schedule(bufnr, 300)
+    return
+  end
   if entry.waiting then
     entry.again = true
     return
@@ -109,11 +113,39 @@ function M.refresh(bufnr)
     end
     if entry.again or (vim.api.nvim_buf_is_valid(bufnr) and vim.api.nvim_buf_get_changedtick(bufnr) ~= tick) then
       entry.again = false
-      vim.defer_fn(function()
-        M.refresh(bufnr)
-      end, 50)
+      M.schedule(bufnr)
     end
   end, bufnr)
+end
+
+--- Refreshes the messages after a change, soon: not while the user types in insert mode (when
+--- they leave it), at most every `delay` ms (longer while the engine writes the buffer), so a
+--- big chat costs no request per key.
+function M.schedule(bufnr, delay)
+  local entry = cache[bufnr] or { messages = {} }
+  cache[bufnr] = entry
+  local mode = vim.api.nvim_get_mode().mode
+  if mode:sub(1, 1) == "i" or mode:sub(1, 1) == "R" then
+    entry.dirty = true
+    return
+  end
+  if entry.timer then
+    return
+  end
+  entry.timer = true
+  vim.defer_fn(function()
+    entry.timer = nil
+    M.refresh(bufnr)
+  end, delay or 150)
+end
+
+--- After insert mode: the refresh put off while typing.
+function M.insert_left(bufnr)
+  local entry = cache[bufnr]
+  if entry and entry.dirty then
+    entry.dirty = false
+    M.schedule(bufnr)
+  end
 end
 
 --- The messages of the buffer's current text, asking the server now when they are older
@@ -143,10 +175,18 @@ function M.forget(bufnr)
   cache[bufnr] = nil
 end
 
---- The message holding `line` (1-based), or nil.
+--- The message holding `line` (1-based), or nil (a binary search: messages are in order).
 function M.at(bufnr, line)
-  for _, message in ipairs(M.get(bufnr)) do
-    if message.start <= line and line <= message.finish then
+  local list = M.get(bufnr)
+  local low, high = 1, #list
+  while low <= high do
+    local mid = math.floor((low + high) / 2)
+    local message = list[mid]
+    if line < message.start then
+      high = mid - 1
+    elseif line > message.finish then
+      low = mid + 1
+    else
       return message
     end
   end

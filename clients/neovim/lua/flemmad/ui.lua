@@ -1,6 +1,6 @@
 -- What a chat buffer looks like (Neovim 0.11 and later): the server's semantic tokens linked to
 -- the plugin's highlight groups, role rulers, a gutter on the message under the cursor, folding
--- from the server with its previews (thinking closed), inlay hints (a pending call's preview).
+-- from the server with its previews (blocks closed), inlay hints (a pending call's preview).
 local M = {}
 
 local flemmad = require("flemmad")
@@ -81,16 +81,33 @@ M.windows_of = windows_of
 
 -- ---- rulers and the current turn -----------------------------------------------------------
 
---- Draws each role line as a ruler (`─ You ───…`) over its `@Role:` text.
+--- The lines of `bufnr` shown in its windows, with a margin: what rulers and the turn's gutter
+--- are drawn for (a 10 MB chat costs what a screen costs).
+local function visible(bufnr, margin)
+  local first, last = math.huge, 0
+  for _, win in ipairs(windows_of(bufnr)) do
+    first = math.min(first, vim.fn.line("w0", win))
+    last = math.max(last, vim.fn.line("w$", win))
+  end
+  if last == 0 then
+    return 1, 0
+  end
+  return math.max(1, first - margin), math.min(vim.api.nvim_buf_line_count(bufnr), last + margin)
+end
+
+--- Draws the role lines in view as rulers (`─ You ───…`) over their `@Role:` text.
 function M.draw_rulers(bufnr)
   vim.api.nvim_buf_clear_namespace(bufnr, ns_rulers, 0, -1)
   if not flemmad.options().ui.rulers then
     return
   end
-  local count = vim.api.nvim_buf_line_count(bufnr)
+  local first, last = visible(bufnr, 100)
   local width = vim.o.columns
   for _, message in ipairs(messages.get(bufnr)) do
-    if message.start <= count then
+    if message.start > last then
+      break
+    end
+    if message.start >= first then
       local line = vim.api.nvim_buf_get_lines(bufnr, message.start - 1, message.start, false)[1] or ""
       -- Only over the role line itself (the messages may be of a slightly older text).
       if line:match("^@" .. vim.pesc(message.role) .. ":%s*$") then
@@ -111,9 +128,12 @@ function M.draw_rulers(bufnr)
   end
 end
 
+-- bufnr -> the lines the turn's gutter was last drawn on ("first:last"), to skip a redraw
+-- that would draw the same (most cursor moves stay in one message).
+local turn_drawn = {}
+
 --- A gutter sign on the visible lines of the message under the cursor.
-function M.draw_turn(bufnr)
-  vim.api.nvim_buf_clear_namespace(bufnr, ns_turn, 0, -1)
+function M.draw_turn(bufnr, force)
   if not flemmad.options().ui.turn then
     return
   end
@@ -123,13 +143,17 @@ function M.draw_turn(bufnr)
   end
   local line = vim.api.nvim_win_get_cursor(win)[1]
   local message = messages.at(bufnr, line)
-  if message == nil then
+  local first, last = 1, 0
+  if message then
+    local top, bottom = visible(bufnr, 100)
+    first, last = math.max(message.start, top), math.min(message.finish, bottom)
+  end
+  local key = first .. ":" .. last
+  if turn_drawn[bufnr] == key and not force then
     return
   end
-  local count = vim.api.nvim_buf_line_count(bufnr)
-  local top, bottom = vim.fn.line("w0", win), vim.fn.line("w$", win)
-  local first = math.max(message.start, top - 100)
-  local last = math.min(message.finish, bottom + 100, count)
+  turn_drawn[bufnr] = key
+  vim.api.nvim_buf_clear_namespace(bufnr, ns_turn, 0, -1)
   for n = first, last do
     pcall(vim.api.nvim_buf_set_extmark, bufnr, ns_turn, n - 1, 0, {
       sign_text = "▎",
@@ -141,91 +165,62 @@ end
 
 -- ---- folds -----------------------------------------------------------------------------------
 
--- bufnr -> { [identity] = true }: the blocks already closed once (a block the user opens
--- stays open); `thinking` blocks are told apart by their order in the chat.
-local closed = {}
-
---- The blocks the options close, with their identities, in document order.
-local function closable(bufnr)
-  local ui = flemmad.options().ui
-  local out, thinking = {}, 0
-  for _, message in ipairs(messages.get(bufnr)) do
-    for _, block in ipairs(message.blocks or {}) do
-      local key, close = nil, false
-      if block.kind == "thinking" then
-        thinking = thinking + 1
-        key, close = "thinking " .. thinking, ui.fold_thinking
-      elseif block.kind == "use" then
-        key, close = "use " .. tostring(block.id), ui.fold_tool_uses
-      elseif block.kind == "result" then
-        -- A call still waiting (or approved, not run) stays open: its result lands there.
-        local final = block.status ~= "pending" and block.status ~= "approved"
-        key, close = "result " .. tostring(block.id), ui.fold_tool_results and final
-      elseif block.kind == "job" then
-        key, close = "job " .. tostring(block.id), ui.fold_tool_results
-      end
-      if key and close then
-        table.insert(out, { key = key, line = block.line })
-      end
-    end
-  end
-  return out
-end
-
---- Closes, in every window of the buffer, the blocks the options close (thinking, tool uses,
---- tool results) that were never closed before — once the buffer's folds from the server are
---- known (it retries for a few seconds while they come).
-function M.close_folds(bufnr, tries)
+--- Closes, in every window of the buffer, the blocks (thinking, tool calls and results) that
+--- start at or after line `from` — what a reply just wrote, which 'foldlevel' may leave open
+--- when its lines took the place of an open fold — once the buffer's messages and folds from
+--- the server are of its text (it retries a few seconds while they come). A window whose
+--- cursor is in a block leaves that one open.
+function M.close_blocks(bufnr, from, tries)
   tries = tries or 40
-  local ui = flemmad.options().ui
-  if not ui.folds or not vim.api.nvim_buf_is_valid(bufnr) then
+  if not flemmad.options().ui.folds or not vim.api.nvim_buf_is_valid(bufnr) or M.big(bufnr) then
     return
   end
-  local done = closed[bufnr] or {}
-  closed[bufnr] = done
   local wins = windows_of(bufnr)
   local waiting = not messages.current(bufnr)
   if not waiting then
-    local count = vim.api.nvim_buf_line_count(bufnr)
-    for _, block in ipairs(closable(bufnr)) do
-      if not done[block.key] and block.line <= count then
-        local ready = false
-        for _, win in ipairs(wins) do
-          vim.api.nvim_win_call(win, function()
-            -- The folding state of the buffer is set up by the first foldexpr evaluation.
-            vim.lsp.foldexpr(block.line)
-            if vim.fn.foldlevel(block.line) >= 2 then
-              ready = true
-              if vim.fn.foldclosed(block.line) == -1 then
+    for _, message in ipairs(messages.get(bufnr)) do
+      for _, block in ipairs(message.finish >= from and message.blocks or {}) do
+        if block.line >= from and not block.waiting then
+          for _, win in ipairs(wins) do
+            vim.api.nvim_win_call(win, function()
+              if vim.fn.foldlevel(block.line) < 2 then
+                waiting = true -- the folds are not of this text yet
+              elseif vim.fn.foldclosed(block.line) == -1 then
+                local cursor = vim.api.nvim_win_get_cursor(win)[1]
                 pcall(vim.cmd, block.line .. "foldclose")
+                if cursor ~= block.line and vim.fn.foldclosed(cursor) == block.line then
+                  pcall(vim.cmd, block.line .. "foldopen")
+                end
               end
-            end
-          end)
-        end
-        if ready then
-          done[block.key] = true
-        else
-          waiting = true
+            end)
+          end
         end
       end
     end
   end
   if waiting and tries > 0 and #wins > 0 then
     vim.defer_fn(function()
-      M.close_folds(bufnr, tries - 1)
+      M.close_blocks(bufnr, from, tries - 1)
     end, 100)
   end
 end
 
---- Window options of a chat window: folding from the server with its previews, the sign
---- column kept (the turn's gutter does not make the text jump).
+--- Window options of a chat window: folding from the server with its previews — at
+--- `ui.foldlevel` 1 (Flemma's) the messages open and their blocks (thinking, tool calls and
+--- results) closed, also those a reply brings; a call waiting for approval has no fold —, the
+--- sign column kept (the turn's gutter does not make the text jump).
+--- Whether `bufnr` is longer than `ui.max_lines` (see there).
+function M.big(bufnr)
+  return vim.api.nvim_buf_line_count(bufnr) > flemmad.options().ui.max_lines
+end
+
 local function window(win, bufnr)
   local ui = flemmad.options().ui
-  if ui.folds then
+  if ui.folds and not M.big(bufnr) then
     vim.wo[win][0].foldmethod = "expr"
     vim.wo[win][0].foldexpr = "v:lua.vim.lsp.foldexpr()"
     vim.wo[win][0].foldtext = "v:lua.vim.lsp.foldtext()"
-    vim.wo[win][0].foldlevel = 99
+    vim.wo[win][0].foldlevel = ui.foldlevel
     vim.wo[win][0].foldenable = true
     -- A closed fold shows its preview alone (no trail of fill characters).
     vim.api.nvim_win_call(win, function()
@@ -253,7 +248,6 @@ local function on_attach(bufnr)
   end
   messages.refresh(bufnr)
   require("flemmad.live").attach(bufnr)
-  M.close_folds(bufnr)
 end
 
 --- A chat buffer (FileType): its windows set up, and the client's features once it attaches.
@@ -293,15 +287,37 @@ function M.setup(group)
     callback = function(args)
       local method = args.data and args.data.method
       if attached[args.buf] and (method == "textDocument/didChange" or method == "textDocument/didOpen") then
-        messages.refresh(args.buf)
+        local live = require("flemmad.live").state(args.buf)
+        local engine = live and live.cycle
+        if engine or not M.big(args.buf) then
+          messages.schedule(args.buf, engine and 500 or 150)
+        end
       end
     end,
   })
-  vim.api.nvim_create_autocmd({ "CursorMoved", "CursorMovedI", "WinScrolled", "BufEnter" }, {
+  vim.api.nvim_create_autocmd({ "CursorMoved", "CursorMovedI", "BufEnter" }, {
     group = group,
     callback = function(args)
       if attached[args.buf] then
         M.draw_turn(args.buf)
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd("WinScrolled", {
+    group = group,
+    callback = function()
+      local bufnr = vim.api.nvim_get_current_buf()
+      if attached[bufnr] then
+        M.draw_rulers(bufnr)
+        M.draw_turn(bufnr)
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd("InsertLeave", {
+    group = group,
+    callback = function(args)
+      if attached[args.buf] then
+        messages.insert_left(args.buf)
       end
     end,
   })
@@ -310,7 +326,7 @@ function M.setup(group)
     callback = function(args)
       if attached[args.buf] then
         attached[args.buf] = nil
-        closed[args.buf] = nil
+        turn_drawn[args.buf] = nil
         messages.forget(args.buf)
         require("flemmad.live").detach(args.buf)
       end
@@ -318,7 +334,7 @@ function M.setup(group)
   })
   messages.on_refresh(function(bufnr)
     M.draw_rulers(bufnr)
-    M.draw_turn(bufnr)
+    M.draw_turn(bufnr, true)
     require("flemmad.live").draw_previews(bufnr)
   end)
 end
