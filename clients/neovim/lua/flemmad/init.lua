@@ -38,6 +38,7 @@ M.defaults = {
     message_next = "]m",
     message_prev = "[m",
     text_object = "m", -- `im` / `am`
+    fold_toggle = false, -- Flemma's is "<Space>" (often the leader key, so off here)
   },
   -- Neovim 0.11 and later: what the plugin shows.
   ui = {
@@ -385,6 +386,7 @@ local function map_keys(bufnr)
   map("n", k.background, with_tool("flemma.background", false), "move the tool call to the background")
   map("n", k.execute, with_tool("flemma.execute", false), "execute the tool call now")
   map("n", k.status, function() M.show_status(bufnr) end, "show the chat's status")
+  map("n", k.fold_toggle, "za", "toggle the fold under the cursor")
   if methods then
     require("flemmad.messages").map_keys(bufnr, k)
   end

@@ -463,11 +463,13 @@ local function land(bufnr, reason, tool_ids)
     return
   end
   local line = M.landing(bufnr, reason, tool_ids)
+  local last = vim.api.nvim_buf_line_count(bufnr)
   for _, win in ipairs(windows_of(bufnr)) do
     if s.follow[win] then
       vim.api.nvim_win_set_cursor(win, { line, 0 })
       vim.api.nvim_win_call(win, function()
-        vim.cmd("normal! zv")
+        -- At the end: the reply above it in view, not empty lines below.
+        vim.cmd(line >= last - 1 and "normal! zvzb" or "normal! zv")
       end)
     end
   end
