@@ -319,6 +319,20 @@ check(told("flemmad: estimate: ") ~= nil and told("flemmad: estimate: "):find("i
   ":Flemma estimate counts the buffer's tokens with the provider", told("flemmad: estimate: "))
 says("Flemma switch anthropic/claude-opus-4-1", "claude-opus-4-1")
 says("Flemma autopilot off", "flemmad: autopilot off")
+-- With autopilot off (the client's settings), a reply's call gets no placeholder: nothing waits.
+T.queue_turns({ { steps = {
+  { text = "One more command." },
+  { tool_call = { name = "bash", input = { label = "print a word", command = "echo quiet" } } },
+} } })
+vim.api.nvim_buf_set_lines(buf, -1, -1, false, { "Run one more." })
+local before_off = #vim.tbl_filter(function(e) return e.name == "engine:stopped" end, events)
+vim.cmd("Flemma send")
+check(wait(30000, function() return event("engine:stopped", before_off + 1) ~= nil end)
+    and text(buf):find("echo quiet", 1, true) ~= nil,
+  "a reply with a call arrives with autopilot off")
+local after_call = text(buf):sub((text(buf):find("echo quiet", 1, true)))
+check(after_call:find("**Tool Result:**", 1, true) == nil,
+  "with autopilot off its call gets no placeholder (the setting reached the server)", after_call)
 says("Flemma usage:recall", "this chat: ")
 says("Flemma approve", "no pending tool call at or above the cursor")
 
