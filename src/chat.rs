@@ -96,6 +96,18 @@ pub fn load(
         command: command.to_owned(),
         error,
     })?;
+    load_text(command, purpose, path, text, config_path)
+}
+
+/// [`load`] with the chat's text given (an editor's unsaved buffer): `path` still says where
+/// the chat lives, for its references, templates and trust.
+pub fn load_text(
+    command: &str,
+    purpose: Purpose,
+    path: &Path,
+    text: String,
+    config_path: Option<&Path>,
+) -> Result<LoadedChat, LoadError> {
     let id = DocumentId::new(std::path::absolute(path).unwrap_or_else(|_| path.to_owned()));
     let mut host = AnalysisHost::new(Arc::new(FsHost), config_input(config_path));
     host.set_purpose(purpose);

@@ -529,6 +529,13 @@ impl ToolPolicy for SetupPolicy {
             disables_background: tool.spec.has(Capability::DisablesBackground),
         })
     }
+
+    fn check(&self, name: &str, input: &Value) -> Result<(), String> {
+        self.0
+            .registry
+            .check_input(name, input)
+            .map_err(|error| error.to_string())
+    }
 }
 
 /// The frontmatter's Rhai `auto_approve` function as a link of the approval chain.

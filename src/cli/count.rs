@@ -16,10 +16,25 @@ use crate::provider_setup::{client, provider_setup};
 pub struct CountArgs {
     /// The .chat file to count.
     pub file: PathBuf,
+    /// Count the text read from stdin as the chat's (an editor's unsaved buffer); FILE still
+    /// says where the chat lives, for its references and configuration.
+    #[arg(long)]
+    pub stdin: bool,
 }
 
 pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> {
-    let loaded = chat::load("count", flemma_ide::Purpose::Send, &args.file, config_path)?;
+    let loaded = if args.stdin {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|error| {
+            CliError::unreadable(
+                "count",
+                &anyhow::anyhow!("cannot read the chat from stdin: {error}"),
+            )
+        })?;
+        chat::load_text("count", flemma_ide::Purpose::Send, &args.file, text, config_path)?
+    } else {
+        chat::load("count", flemma_ide::Purpose::Send, &args.file, config_path)?
+    };
     let report = loaded.report(true);
     // The same rules as `send`: what cannot be sent is not counted (no request is made).
     if !loaded.analysis.send_blockers().is_empty() {

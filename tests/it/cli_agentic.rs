@@ -268,6 +268,47 @@ async fn bad_calls_get_error_results_and_the_model_goes_on() {
     no_error_diagnostics(&text);
 }
 
+/// Issue 31, fault 3: a `bash` call without its required `label` (bash asks for approval
+/// here) gets its error result at once: it is never pending, `send` does not stop for an
+/// approval, and the model reads what did not fit.
+#[tokio::test]
+async fn an_invalid_call_is_never_put_up_for_approval() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = agentic_chat("@You:\nList the numbers.\n");
+    let base = mock.base_url();
+    mock.push(Turn::default().tool_call_with_id(
+        "bash",
+        "u1",
+        json!({"command": "seq 1 3", "timeout": null}),
+    ));
+    mock.push(Turn::text("I forgot the label."));
+    let (out, events) = send_events(&chat, &base).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = read(&chat.path);
+    assert!(!text.contains("(pending)"), "{text}");
+    assert!(
+        text.contains(
+            "**Tool Result:** `u1` (error)\n```\nthe input does not fit the schema of `bash`"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("label: is required but missing"), "{text}");
+    assert!(text.contains("I forgot the label."), "{text}");
+    assert!(
+        !names(&events).contains(&"tool:approval-required"),
+        "{:?}",
+        names(&events)
+    );
+    let second = &mock.requests()[1].body;
+    assert!(
+        second
+            .to_string()
+            .contains("does not fit the schema of `bash`"),
+        "{second}"
+    );
+    no_error_diagnostics(&text);
+}
+
 #[tokio::test]
 async fn the_same_failing_call_six_times_stops_autopilot() {
     let mock = MockProvider::start().await.unwrap();

@@ -78,3 +78,48 @@ async fn count_asks_the_provider_counting_endpoint() {
         );
     }
 }
+
+/// `count --stdin` counts an editor's unsaved buffer (the Neovim plugin's estimate): the text
+/// read from stdin, evaluated as the chat at FILE (its directory for references).
+#[tokio::test]
+async fn count_stdin_counts_the_text_given_as_the_chats() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat(&format!(
+        "{}@You:\nOn disk.\n",
+        frontmatter("anthropic", "claude-sonnet-4-5")
+    ));
+    std::fs::write(chat.path.parent().unwrap().join("notes.md"), "from a file").unwrap();
+    let unsaved = format!(
+        "{}@You:\nIn the buffer, with @./notes.md\n",
+        frontmatter("anthropic", "claude-sonnet-4-5")
+    );
+    let mut command = flemmad_command(&chat, &mock.base_url());
+    command
+        .args(["count", "--stdin"])
+        .arg(&chat.path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, unsaved.as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("input tokens"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let counted = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.path.contains("count_tokens"))
+        .expect("a counting request");
+    let body = counted.body.to_string();
+    assert!(body.contains("In the buffer"), "{body}");
+    assert!(body.contains("from a file"), "{body}");
+    assert!(!body.contains("On disk"), "{body}");
+}

@@ -52,6 +52,44 @@ async fn a_model_string_selects_the_provider_model_and_parameters() {
     );
 }
 
+/// Issue 31, fault 2: Flemma's schema aliases (`thinking`, `timeout`, `max_tokens`,
+/// `temperature` at the top level) send as the options they stand for, in the frontmatter as
+/// Flemma accepts them, and in the config file.
+#[tokio::test]
+async fn flemmas_top_level_aliases_send() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = json_chat(
+        json!({"thinking": "low", "max_tokens": 4000, "timeout": 30}),
+        "@You:\nHello.\n",
+    );
+    mock.push(Turn::text("Hi."));
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let body = &mock.requests()[0].body;
+    assert_eq!(body["max_tokens"], 4000, "{body}");
+    assert_eq!(body["output_config"]["effort"], "low", "{body}");
+
+    // `temperature` in the config file, `thinking = false` beside it in the frontmatter.
+    config_file(&chat, "temperature = 0.5\n");
+    let text = read(&chat.path);
+    let rest = &text[text.find("@You:").unwrap()..];
+    std::fs::write(
+        &chat.path,
+        format!("```json\n{{\"flemma\": {{\"thinking\": false}}}}\n```\n{rest}Again.\n"),
+    )
+    .unwrap();
+    mock.push(Turn::text("Hi again."));
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let body = &mock.requests()[1].body;
+    assert_eq!(body["temperature"], 0.5, "{body}");
+    // This model's way of no thinking: no thinking and no effort in the request.
+    assert!(
+        body["thinking"].is_null() && body["output_config"].is_null(),
+        "{body}"
+    );
+}
+
 #[tokio::test]
 async fn a_model_string_in_the_config_file_and_nil_in_the_frontmatter() {
     let mock = MockProvider::start().await.unwrap();

@@ -144,7 +144,8 @@ fn diagnostics_are_published_after_an_edit_with_code_source_and_version() {
         .filter(|d| d["code"] == "template-tool")
         .collect();
     assert_eq!(pending.len(), 2, "{first}");
-    assert_eq!(pending[0]["severity"], 1);
+    // A hint (4): waiting for the user is the flow, not an error (issue 31).
+    assert_eq!(pending[0]["severity"], 4);
     assert_eq!(pending[0]["source"], "flemma");
     assert_eq!(
         pending[0]["data"],
@@ -300,6 +301,149 @@ fn symbols_and_folding_ranges() {
     assert!(lines.contains(&(3, 12)), "{lines:?}");
     assert!(lines.contains(&(4, 7)), "{lines:?}");
     client.shutdown();
+}
+
+/// Issue 31: the chat's structure as semantic tokens (role markers, tool blocks with their
+/// status, the job result), positioned in each client's encoding.
+#[test]
+fn semantic_tokens_mark_roles_tool_blocks_and_statuses() {
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = Client::start(flavor, &[]);
+        let (initialized, _) = client.initialize(std::path::Path::new("/work/demo"));
+        let legend = &initialized["capabilities"]["semanticTokensProvider"]["legend"];
+        let types: Vec<&str> = legend["tokenTypes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        let modifiers: Vec<&str> = legend["tokenModifiers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        client.open(URI, CHAT);
+        let tokens = client
+            .request(
+                "textDocument/semanticTokens/full",
+                json!({"textDocument": {"uri": URI}}),
+            )
+            .unwrap();
+        let data: Vec<u64> = tokens["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .collect();
+        // Decode: the text each token covers, its type and its modifiers.
+        let text = client.text(URI).to_owned();
+        let (mut line, mut character) = (0, 0);
+        let mut decoded = Vec::new();
+        for token in data.chunks(5) {
+            if token[0] > 0 {
+                (line, character) = (line + token[0], token[1]);
+            } else {
+                character += token[1];
+            }
+            let start = offset_of(
+                &text,
+                &json!({"line": line, "character": character}),
+                client.units,
+            );
+            let end = offset_of(
+                &text,
+                &json!({"line": line, "character": character + token[2]}),
+                client.units,
+            );
+            let names: Vec<&str> = (0..modifiers.len())
+                .filter(|n| token[4] & (1 << n) != 0)
+                .map(|n| modifiers[n])
+                .collect();
+            decoded.push((
+                text[start..end].to_owned(),
+                types[token[3] as usize],
+                names.join(","),
+            ));
+        }
+        let decoded: Vec<(&str, &str, &str)> = decoded
+            .iter()
+            .map(|(t, k, m)| (t.as_str(), *k, m.as_str()))
+            .collect();
+        assert_eq!(
+            decoded,
+            [
+                ("@You:", "keyword", "user,role"),
+                ("@Assistant:", "keyword", "assistant,role"),
+                ("**Tool Use:** `bash` (`t中🙂1`)", "function", "toolUse"),
+                ("**Tool Use:** `bash` (`t2`)", "function", "toolUse"),
+                ("@You:", "keyword", "user,role"),
+                (
+                    "**Tool Result:** `t中🙂1` (pending)",
+                    "function",
+                    "toolResult,pending"
+                ),
+                (
+                    "**Tool Result:** `t2` (pending job=job_ab12)",
+                    "function",
+                    "toolResult,pending"
+                ),
+                ("**Job Result:** `job_ab12`", "function", "jobResult"),
+            ],
+            "{flavor:?}"
+        );
+        client.shutdown();
+    }
+}
+
+/// Issue 31: a client that shows `collapsedText` gets what each fold hides (thinking is a
+/// `comment` fold, so it can be closed by kind); one that does not gets none.
+#[test]
+fn folding_ranges_carry_their_previews_for_clients_that_show_them() {
+    let chat = "@Assistant:\n<thinking>\nlet me think\n</thinking>\nDone.\n\n@You:\n**Tool Result:** `t1`\n```\n1\n2\n3\n```\n";
+    let folds_of = |client: &mut Client| -> Vec<Value> {
+        client.open(URI, chat);
+        client
+            .request(
+                "textDocument/foldingRange",
+                json!({"textDocument": {"uri": URI}}),
+            )
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let mut neovim_like = Client::start(Flavor::Helix, &[]);
+    neovim_like.extra_text_document_capabilities =
+        json!({"foldingRange": {"lineFoldingOnly": true, "foldingRange": {"collapsedText": true}}});
+    neovim_like.initialize(std::path::Path::new("/work/demo"));
+    let folds = folds_of(&mut neovim_like);
+    let thinking = folds
+        .iter()
+        .find(|f| f["startLine"] == 1)
+        .expect("a fold on the thinking block");
+    assert_eq!(thinking["kind"], "comment");
+    assert_eq!(
+        thinking["collapsedText"],
+        "<thinking> … </thinking> (3 lines)"
+    );
+    let result = folds
+        .iter()
+        .find(|f| f["startLine"] == 7)
+        .expect("a fold on the tool result");
+    assert_eq!(
+        result["collapsedText"],
+        "⬢ Tool Result: t1: 1↵2↵3 (6 lines)"
+    );
+    neovim_like.shutdown();
+
+    let mut vscode = start(Flavor::VsCode, &[]);
+    let folds = folds_of(&mut vscode);
+    assert!(
+        !folds.is_empty() && folds.iter().all(|f| f.get("collapsedText").is_none()),
+        "{folds:?}"
+    );
+    vscode.shutdown();
 }
 
 fn code_actions(client: &mut Client, needle: &str) -> Vec<Value> {

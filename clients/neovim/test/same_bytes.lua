@@ -1,12 +1,16 @@
 -- same_bytes.sh's Neovim half: the conversation as a user has it in Neovim. <C-]> sends; when
 -- the engine stops, the user types the next message on the line under the last @You: and sends
--- again; <leader>fa on the placeholder approves the bash call; when the engine is idle again,
+-- again; <M-a> on the placeholder approves the bash call; when the engine is idle again,
 -- :w. What the server says it did arrives as flemma/event notifications (engine:stopped).
 local stops = {}
-vim.lsp.handlers["flemma/event"] = function(_, event)
+-- The plugin's handler of the client's flemma/event notifications, wrapped.
+local flemmad = require("flemmad")
+local on_event = flemmad.on_event
+flemmad.on_event = function(err, event, ctx)
   if type(event) == "table" and event.name == "engine:stopped" then
     table.insert(stops, event.data and event.data.reason or "?")
   end
+  return on_event(err, event, ctx)
 end
 local function fail(what)
   io.stdout:write("not ok - " .. what .. "\n")
@@ -50,7 +54,7 @@ press("iRun echo hi.<Esc>")
 press("<C-]>")
 stopped(2, "awaiting-approval")
 vim.api.nvim_win_set_cursor(0, { last_line_of("**Tool Result:** `" .. vim.env.TOOL_ID .. "` (pending)"), 0 })
-press("<leader>fa")
+press("<M-a>")
 stopped(3, "idle")
 vim.cmd("silent write")
 vim.cmd("qall!")

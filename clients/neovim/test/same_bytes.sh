@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One scripted conversation (a reply; the user's next message; a reply calling bash, approved;
 # the last reply) through `flemmad send` and through a real Neovim (same_bytes.lua: <C-]>, typing,
-# <leader>fa, :w), each against its own flemma-mock-provider replaying the same turns: the two
+# <M-a>, :w), each against its own flemma-mock-provider replaying the same turns: the two
 # files must be the same bytes. Run by smoke.sh:
 #   same_bytes.sh WORK FLEMMAD MOCK NVIM INIT
 # (WORK holds smoke.sh's `flemmad-lsp` wrapper; INIT is the Neovim set-up to use).

@@ -3,16 +3,10 @@
 -- with FLEMMAD naming the server command and CHATS the directory of the chats smoke.sh wrote.
 -- It goes through Neovim's own LSP UI (vim.lsp.buf.*, vim.diagnostic, the key maps) and checks
 -- what a user would see: the buffer's text, the hover window, the cursor, the diagnostics.
-local failures, checks = 0, 0
-local function check(ok, what, detail)
-  checks = checks + 1
-  if ok then
-    io.stdout:write("ok - " .. what .. "\n")
-  else
-    failures = failures + 1
-    io.stdout:write("not ok - " .. what .. (detail and ("\n  " .. tostring(detail)) or "") .. "\n")
-  end
-end
+local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
+local T = dofile(here .. "helpers.lua")
+local check, wait, text, line_of, press = T.check, T.wait, T.text, T.line_of, T.press
+local queue_turns, read_file = T.queue_turns, T.read_file
 
 -- What the user is told: vim.notify, kept for the checks.
 local notified = {}
@@ -33,29 +27,6 @@ local function notified_with(needle)
   return nil
 end
 
-local function wait(ms, predicate)
-  vim.wait(ms, predicate, 20)
-  return predicate()
-end
-
-local function text(bufnr)
-  return table.concat(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false), "\n")
-end
-
---- The 1-based line of the first line of `bufnr` that starts with `prefix`.
-local function line_of(bufnr, prefix)
-  for n, line in ipairs(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)) do
-    if line:sub(1, #prefix) == prefix then
-      return n
-    end
-  end
-  return nil
-end
-
-local function press(keys)
-  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), "x", false)
-end
-
 local function floating_windows()
   local found = {}
   for _, win in ipairs(vim.api.nvim_list_wins()) do
@@ -69,58 +40,6 @@ end
 local function close_floats()
   for _, win in ipairs(floating_windows()) do
     vim.api.nvim_win_close(win, true)
-  end
-end
-
---- One HTTP request to flemma-mock-provider's control API ($MOCK_URL); returns the status code
---- and the body, or nil and why.
-local function mock_http(method, path, body)
-  local host, port = (vim.env.MOCK_URL or ""):match("^http://([%d%.]+):(%d+)")
-  if host == nil then
-    return nil, "MOCK_URL is not an http://127.0.0.1:PORT address: " .. tostring(vim.env.MOCK_URL)
-  end
-  body = body or ""
-  local tcp = vim.loop.new_tcp()
-  local chunks, done, failure = {}, false, nil
-  tcp:connect(host, tonumber(port), function(err)
-    if err then
-      failure, done = err, true
-      return
-    end
-    tcp:write(string.format(
-      "%s %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-      method, path, host, port, #body, body))
-    tcp:read_start(function(read_err, chunk)
-      if read_err then
-        failure = read_err
-      end
-      if chunk then
-        table.insert(chunks, chunk)
-      else
-        tcp:close()
-        done = true
-      end
-    end)
-  end)
-  if not vim.wait(5000, function() return done end, 10) then
-    tcp:close()
-    return nil, "the mock provider did not answer " .. method .. " " .. path .. " within 5 s"
-  end
-  if failure then
-    return nil, method .. " " .. path .. ": " .. tostring(failure)
-  end
-  local response = table.concat(chunks)
-  local status = tonumber(response:match("^HTTP/1%.%d (%d+)"))
-  return status, response:match("\r\n\r\n(.*)$") or ""
-end
-
---- Appends scripted turns (Lua tables in the mock's JSON shape) to the mock's queue, so the next
---- requests get exactly these answers instead of the echo.
-local function queue_turns(turns)
-  local status, body = mock_http("POST", "/_mock/turns", vim.fn.json_encode(turns))
-  if status ~= 200 then
-    io.stdout:write("not ok - queueing the mock provider's turns: " .. tostring(body) .. "\n")
-    vim.cmd("cquit 1")
   end
 end
 
@@ -141,19 +60,8 @@ local function choose_code_action(title, offered)
   end
 end
 
-local function read_file(path)
-  local file = io.open(path, "r")
-  if file == nil then
-    return nil
-  end
-  local content = file:read("*a")
-  file:close()
-  return content
-end
-
 local flemmad = require("flemmad")
 local chats = vim.env.CHATS
-local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
 -- The config vim.lsp.enable("flemmad") reads on 0.11.
 local lsp_config = dofile(here .. "../lsp/flemmad.lua")
 
@@ -195,8 +103,7 @@ local attached = wait(10000, function()
 end)
 check(attached, "flemmad lsp starts and attaches to the chat buffer")
 if not attached then
-  io.stdout:write(string.format("%d passed, %d failed\n", checks - failures, failures))
-  vim.cmd("cquit 1")
+  T.finish()
 end
 local client = flemmad.client(bufnr)
 check(client.name == "flemmad", "the client is named flemmad")
@@ -281,10 +188,10 @@ check(vim.tbl_contains(offered, "Reject `toolu_01AAA`"), "the code actions offer
 -- pending tool, which lets the cycle go on (the tools run, the next request goes out).
 vim.ui.input = function(_, on_confirm) on_confirm("do not delete the build") end
 vim.api.nvim_win_set_cursor(0, { line_of(bufnr, "**Tool Result:** `toolu_01CCC`") + 1, 0 })
-press("<leader>fr")
+press("<M-r>")
 check(wait(10000, function()
   return text(bufnr):find("**Tool Result:** `toolu_01CCC` (rejected)\n```\nUser feedback: do not delete the build\n```", 1, true) ~= nil
-end), "<leader>fr rejects the pending tool under the cursor with the reason typed", text(bufnr))
+end), "<M-r> rejects the pending tool under the cursor with the reason typed", text(bufnr))
 local function diagnosed(needle)
   return vim.tbl_filter(function(d) return d.message:find(needle, 1, true) ~= nil end,
     diagnostics_with(bufnr, "template-tool"))
@@ -296,7 +203,7 @@ check(read_file(chats .. "/hello.md") == nil and line_of(bufnr, "**Tool Result:*
   "nothing runs while a tool waits for approval (hello.md is not written yet)")
 
 queue_turns({ { steps = { { text = "hello.md is written and the tests pass; I left the build alone." } } } })
-press("<leader>fA")
+press("<M-A>")
 local cycle_done = {
   "**Tool Result:** `toolu_01AAA`\n```\nCreated hello.md (1 lines, 2 bytes)\n",
   "**Tool Result:** `toolu_01BBB` (job=job_ab12)\n```\n3 passed\n```",
@@ -313,7 +220,7 @@ local function cycle_missing()
   return t:find("\n@You:%s*$") == nil and "an empty @You: at the end" or nil
 end
 check(wait(30000, function() return cycle_missing() == nil end),
-  "<leader>fA approves the last pending tool and the cycle goes on: both tools run, the rejection"
+  "<M-A> approves the last pending tool and the cycle goes on: both tools run, the rejection"
     .. " is sent as an error, the reply and an empty @You: land in the buffer",
   "missing: " .. tostring(cycle_missing()) .. "\n" .. text(bufnr))
 check(read_file(chats .. "/hello.md") == "hi", "the write tool wrote hello.md in the chat's directory",
@@ -321,9 +228,9 @@ check(read_file(chats .. "/hello.md") == "hi", "the write tool wrote hello.md in
 check(wait(10000, function() return #diagnosed("waiting for approval") == 0 and #diagnosed("has not run yet") == 0 end),
   "with every tool resolved, no diagnostic says a tool waits or has not run", vim.inspect(diagnostics_with(bufnr, "template-tool")))
 vim.api.nvim_win_set_cursor(0, { line_of(bufnr, "**Tool Use:** `bash` (`toolu_01BBB`)"), 0 })
-press("<leader>fa")
+press("<M-a>")
 check(wait(5000, function() return notified_with("no pending tool call at or above the cursor") ~= nil end),
-  "<leader>fa on a tool use that is not pending says so")
+  "<M-a> on a tool use that is not pending says so")
 
 -- 7. A second chat: the same client; keys typed that change no diagnostic publish none (each
 -- publish costs Neovim a read of every line); an unclosed fence typed into it is a diagnostic.
@@ -492,20 +399,15 @@ if not send_only then
 vim.cmd("buffer " .. bufnr)
 vim.api.nvim_win_set_cursor(0, { line_of(bufnr, "**Tool Use:** `bash` (`toolu_01BBB`)"), 0 })
 notified = {}
-press("<leader>fb")
+press("<M-b>")
 check(wait(10000, function()
-  local told = notified_with("LSP[flemmad] flemma: `flemma.background` failed: nothing runs for ")
+  local told = notified_with("flemmad: `flemma.background` failed: nothing runs for ")
   return told ~= nil and told:find("tools.chat: there is no running tool to move to the background", 1, true) ~= nil
-end), "<leader>fb sends flemma.background [uri, id]; why the server refused it for a finished tool is told",
+end), "<M-b> sends flemma.background [uri, id]; why the server refused it for a finished tool is told",
   vim.inspect(notified))
 check(#vim.tbl_filter(function(m) return m:find("failed", 1, true) ~= nil end, notified) == 1,
   "once (the server says it; the client does not repeat it)", vim.inspect(notified))
 
 end
 
-io.stdout:write(string.format("%d passed, %d failed\n", checks - failures, failures))
-if failures > 0 then
-  vim.cmd("cquit 1")
-else
-  vim.cmd("qall!")
-end
+T.finish()

@@ -39,12 +39,15 @@ trap cleanup EXIT
 # The mock answers from the turns smoke.lua queues; with none queued, "You said: <last message>".
 flemma_start_mock "$work"
 
-# What the editor launches: `flemmad lsp` (init.lua runs "$FLEMMAD lsp"), in process.
+# What the editor launches: `flemmad lsp` (init.lua runs "$FLEMMAD lsp"), in process; other
+# commands (the plugin's `count --stdin` for :Flemma estimate) as they are.
 cat > "$work/flemmad-lsp" <<WRAP
 #!/bin/sh
-[ "\$1" = lsp ] || { echo "expected: flemmad lsp" >&2; exit 2; }
-shift
-exec "$flemmad" lsp --no-daemon "\$@"
+if [ "\$1" = lsp ]; then
+  shift
+  exec "$flemmad" lsp --no-daemon "\$@"
+fi
+exec "$flemmad" "\$@"
 WRAP
 chmod 755 "$work/flemmad-lsp"
 
@@ -98,6 +101,15 @@ CHAT
   cat > "$work/chats/notes.chat" <<'CHAT'
 @You:
 Here is the snippet:
+CHAT
+  # The plugin's pass (0.11): Flemma's top-level `thinking` alias, bash always asks.
+  cat > "$work/chats/plugin.chat" <<'CHAT'
+```json
+{ "flemma": { "provider": "anthropic", "model": "claude-sonnet-4-5", "thinking": false,
+  "tools": { "auto_approve_sandboxed": false } } }
+```
+@You:
+Count to eighty.
 CHAT
   # Thinking off (the mock's turns carry no thinking block) and bash always asks, sandbox or not.
   cat > "$work/chats/send.chat" <<'CHAT'
@@ -162,6 +174,12 @@ echo "-- the same conversation through \`flemmad send\` and through Neovim gives
 bash "$here/same_bytes.sh" "$work" "$flemmad" "$mock" "$nvim" "$full_init" || { server_log; exit 1; }
 
 if [ "$modern" = 1 ]; then
+  echo "-- the plugin as a Flemma user sees it: highlights, rulers, a reply followed, usage, folds, approval, motions, :Flemma"
+  cd "$work"
+  write_chats
+  cd "$work/chats"
+  run_nvim "$here/init-0.11.lua" plugin.lua || { server_log; exit 1; }
+
   echo "-- the 0.11 set-up with flemmad missing says so, once, with the fix"
   cd "$work"
   write_chats

@@ -7,7 +7,7 @@ use crate::schema::{self, ItemKind, KeyRule, Kind, Narrowing, Node, Power};
 /// The JSON Schema (draft 2020-12) of `config.toml`, LSP settings and the JSON frontmatter
 /// `flemma` object (they share one schema).
 pub fn json_schema() -> Value {
-    let mut root = node_schema(schema::root());
+    let mut root = node_schema(schema::root(), "");
     if let Value::Object(map) = &mut root {
         let mut head = Map::new();
         head.insert(
@@ -24,7 +24,7 @@ pub fn json_schema() -> Value {
 /// The JSON Schema of a ```` ```json ```` frontmatter block: the `flemma` key holds configuration
 /// (the same schema as `config.toml`), every other top-level key is a template variable.
 pub fn frontmatter_json_schema() -> Value {
-    let mut config = node_schema(schema::root());
+    let mut config = node_schema(schema::root(), "");
     if let Value::Object(map) = &mut config {
         map.insert(
             "description".into(),
@@ -41,7 +41,14 @@ pub fn frontmatter_json_schema() -> Value {
     })
 }
 
-fn node_schema(node: &Node) -> Value {
+fn node_schema(node: &Node, path: &str) -> Value {
+    let child = |name: &str| {
+        if path.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{path}.{name}")
+        }
+    };
     let mut out = match &node.kind {
         Kind::Object {
             fields,
@@ -50,7 +57,16 @@ fn node_schema(node: &Node) -> Value {
         } => {
             let mut properties = Map::new();
             for field in fields {
-                properties.insert(field.name.to_string(), node_schema(&field.node));
+                properties.insert(
+                    field.name.to_string(),
+                    node_schema(&field.node, &child(field.name)),
+                );
+            }
+            for (alias, target) in schema::ALIASES {
+                let (parent, name) = alias.rsplit_once('.').unwrap_or(("", alias));
+                if parent == path {
+                    properties.insert(name.to_owned(), alias_schema(target));
+                }
             }
             let mut object = json!({
                 "type": "object",
@@ -72,7 +88,7 @@ fn node_schema(node: &Node) -> Value {
             if let Some(name) = array_shorthand
                 && let Some(field) = node.field(name)
             {
-                let mut shorthand = node_schema(&field.node);
+                let mut shorthand = node_schema(&field.node, &child(name));
                 if let Value::Object(map) = &mut shorthand {
                     map.remove("description");
                     map.remove("default");
@@ -88,7 +104,7 @@ fn node_schema(node: &Node) -> Value {
         Kind::Map { key, value } => {
             let mut map = json!({
                 "type": "object",
-                "additionalProperties": node_schema(value),
+                "additionalProperties": node_schema(value, &child("<key>")),
             });
             if *key == KeyRule::Preset {
                 map["propertyNames"] = json!({"pattern": "^\\$[a-z][a-z0-9_-]*$"});
@@ -127,11 +143,17 @@ fn node_schema(node: &Node) -> Value {
             };
             json!({"type": "array", "items": item})
         }
-        Kind::Records(record) => json!({"type": "array", "items": node_schema(record)}),
+        Kind::Records(record) => {
+            json!({"type": "array", "items": node_schema(record, path)})
+        }
         Kind::Strings => json!({"type": "array", "items": {"type": "string"}}),
         Kind::AnyObject => json!({"type": "object"}),
         Kind::OneOf(alternatives) => {
-            json!({"anyOf": alternatives.iter().map(node_schema).collect::<Vec<_>>()})
+            let alternatives: Vec<Value> = alternatives
+                .iter()
+                .map(|alternative| node_schema(alternative, path))
+                .collect();
+            json!({ "anyOf": alternatives })
         }
     };
     if let Value::Object(map) = &mut out {
@@ -141,6 +163,24 @@ fn node_schema(node: &Node) -> Value {
         if let Some(default) = &node.default {
             map.insert("default".into(), default.clone());
         }
+    }
+    out
+}
+
+/// The schema of an alias: the option's, described as its alias (no default of its own).
+fn alias_schema(target: &str) -> Value {
+    let Ok((_, node)) = crate::layer::locate(target) else {
+        return json!({});
+    };
+    let mut out = node_schema(node, target);
+    if let Value::Object(map) = &mut out {
+        map.remove("default");
+        map.insert(
+            "description".into(),
+            json!(format!(
+                "Alias of `{target}` (as in Flemma's schema): setting it sets `{target}`."
+            )),
+        );
     }
     out
 }
@@ -167,6 +207,12 @@ pub fn options_markdown() -> String {
         out.push_str(&format!("\n### `{}`\n\n{}\n\n", field.name, field.node.doc));
         out.push_str(HEADER);
         rows(&mut out, field.name, &field.node);
+    }
+    out.push_str(
+        "\n### Aliases\n\nFlemma's schema declares these keys as aliases; every layer (config file, editor settings, JSON or Rhai frontmatter) accepts them and sets the option they stand for.\n\n| Alias | Sets |\n|---|---|\n",
+    );
+    for (alias, target) in schema::ALIASES {
+        out.push_str(&format!("| `{alias}` | `{target}` |\n"));
     }
     out
 }

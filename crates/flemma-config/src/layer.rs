@@ -408,6 +408,22 @@ impl ConfigLayer {
                         None => {
                             let mut full = segments.clone();
                             full.push(key.clone());
+                            // An alias (`thinking`): set the option it stands for.
+                            if let Some(mut target) = schema::unalias(&full)
+                                && let Some(target_node) =
+                                    descend(schema::root(), &target.clone(), &mut Vec::new())
+                            {
+                                // Problems are placed where the alias is written.
+                                let (written, meant) = (display_path(&full), display_path(&target));
+                                let start = errors.len();
+                                self.apply(&mut target, target_node, child, errors);
+                                for error in &mut errors[start..] {
+                                    if let Some(rest) = error.path.strip_prefix(&meant) {
+                                        error.path = format!("{written}{rest}");
+                                    }
+                                }
+                                continue;
+                            }
                             let path = display_path(&full);
                             match crate::flemma_only::instead_of(&path) {
                                 Some(instead) => self.warn(ConfigError::new(
@@ -651,7 +667,8 @@ fn split_path(path: &str) -> Result<Vec<String>, ConfigError> {
 
 /// Finds the schema node for a path; map keys may contain dots (`models.gemini-2.5-pro.input`).
 pub(crate) fn locate(path: &str) -> Result<(Vec<String>, &'static Node), ConfigError> {
-    let raw = split_path(path)?;
+    let written = split_path(path)?;
+    let raw = schema::unalias(&written).unwrap_or(written);
     let mut resolved = Vec::new();
     match descend(schema::root(), &raw, &mut resolved) {
         Some(node) => Ok((resolved, node)),
@@ -1150,14 +1167,10 @@ pub fn option_shape(path: &str) -> Result<OptionShape, ConfigError> {
 
 // ---- frontmatter aliases and file locations ------------------------------------------------
 
-const PARAMETER_ALIASES: [&str; 6] = [
-    "thinking",
-    "temperature",
-    "max_tokens",
-    "timeout",
-    "connect_timeout",
-    "cache_retention",
-];
+/// Parameters `flemma.opt` also reaches by their short names, beyond the schema's aliases
+/// (`schema::ALIASES`: `thinking`, `timeout`, `max_tokens`, `temperature`, which every layer
+/// accepts and `locate` resolves).
+const OPT_PARAMETER_SHORT_NAMES: [&str; 2] = ["connect_timeout", "cache_retention"];
 
 const PROVIDER_PARAMETER_TABLES: [&str; 5] = [
     "anthropic",
@@ -1173,7 +1186,7 @@ const PROVIDER_PARAMETER_TABLES: [&str; 5] = [
 pub fn opt_path(path: &str) -> Result<String, ConfigError> {
     let segments = split_path(path)?;
     let mapped: Vec<String> = match segments.as_slice() {
-        [only] if PARAMETER_ALIASES.contains(&only.as_str()) => {
+        [only] if OPT_PARAMETER_SHORT_NAMES.contains(&only.as_str()) => {
             vec!["parameters".into(), only.clone()]
         }
         [only] if only == "tools" => vec!["tools".into(), "enabled".into()],
@@ -1193,7 +1206,12 @@ pub fn opt_path(path: &str) -> Result<String, ConfigError> {
                 .map(|(path, _)| path)
                 .chain(table_paths())
                 .collect();
-            candidates.extend(PARAMETER_ALIASES.iter().map(|alias| alias.to_string()));
+            candidates.extend(
+                OPT_PARAMETER_SHORT_NAMES
+                    .iter()
+                    .map(|name| name.to_string()),
+            );
+            candidates.extend(schema::ALIASES.iter().map(|(alias, _)| alias.to_string()));
             for table in PROVIDER_PARAMETER_TABLES {
                 candidates.push(table.to_string());
             }

@@ -58,3 +58,12 @@ pub use trust::{CallHistory, CallRef, ChatTrust, Seen, chat_trust, is_trust_path
 pub fn flemma_only_option(path: &str) -> Option<&'static str> {
     flemma_only::instead_of(path)
 }
+
+/// The option an alias Flemma's schema declares stands for (`thinking` →
+/// `parameters.thinking`), or `None` when `path` is no alias.
+pub fn alias_target(path: &str) -> Option<&'static str> {
+    schema::ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == path)
+        .map(|(_, target)| *target)
+}

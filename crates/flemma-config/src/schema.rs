@@ -371,6 +371,35 @@ pub const SEARCH_EXCLUDES: [&str; 8] = [
 
 const THINKING_LEVELS: [&str; 5] = ["minimal", "low", "medium", "high", "max"];
 
+/// The aliases Flemma's schema declares: a key that stands for an option elsewhere, accepted
+/// wherever the table that holds it is set (the config file, editor settings, a JSON or Rhai
+/// frontmatter), and stored as the option it stands for (so resolution, trust and provenance
+/// see only the option). Each: the alias's path and the option's.
+pub(crate) const ALIASES: [(&str, &str); 5] = [
+    ("thinking", "parameters.thinking"),
+    ("timeout", "parameters.timeout"),
+    ("max_tokens", "parameters.max_tokens"),
+    ("temperature", "parameters.temperature"),
+    ("tools.approve", "tools.auto_approve"),
+];
+
+/// `segments` with a leading alias replaced by the option it stands for (`["thinking"]` →
+/// `["parameters", "thinking"]`); `None` when they start with no alias.
+pub(crate) fn unalias(segments: &[String]) -> Option<Vec<String>> {
+    ALIASES.iter().find_map(|(alias, target)| {
+        let alias: Vec<&str> = alias.split('.').collect();
+        let starts =
+            segments.len() >= alias.len() && segments.iter().zip(&alias).all(|(s, a)| s == a);
+        starts.then(|| {
+            target
+                .split('.')
+                .map(str::to_owned)
+                .chain(segments[alias.len()..].iter().cloned())
+                .collect()
+        })
+    })
+}
+
 /// The root of the option schema (built once).
 pub(crate) fn root() -> &'static Node {
     static ROOT: OnceLock<Node> = OnceLock::new();

@@ -20,6 +20,9 @@ impl ToolPolicy for Policy {
     fn capabilities(&self, _name: &str) -> Option<ToolInfo> {
         Some(ToolInfo::default())
     }
+    fn check(&self, _name: &str, _input: &Value) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A chat of about `bytes` bytes: turns with text and a resolved tool call each, ending with a

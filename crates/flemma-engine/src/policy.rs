@@ -31,6 +31,9 @@ pub trait ToolPolicy: Send + Sync {
     fn decide(&self, name: &str, input: &Value) -> Decision;
     /// `None`: no such tool (the call gets an error result naming it).
     fn capabilities(&self, name: &str) -> Option<ToolInfo>;
+    /// Whether `input` fits the tool's schema, checked before anyone is asked to approve the
+    /// call: `Err` says what does not fit, and the call gets that as its error result at once.
+    fn check(&self, name: &str, input: &Value) -> Result<(), String>;
 }
 
 /// The harness tool the engine answers itself, and the harness parameter that sends a call to

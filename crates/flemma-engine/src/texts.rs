@@ -25,6 +25,11 @@ pub fn invalid_input(name: &str) -> String {
     )
 }
 
+/// The result of a call whose input does not fit its tool's schema (`problem` says where).
+pub fn input_does_not_fit(problem: &str) -> String {
+    format!("{problem}. Call the tool again with an input that fits its schema.")
+}
+
 pub fn background_notice(job_id: &str) -> String {
     format!(
         "Running as a background job `{job_id}`. Use `{}` with this job ID to check progress. Do not retry — the result will be delivered to you automatically when the job completes.",

@@ -44,6 +44,17 @@ impl ToolPolicy for FakePolicy {
             _ => None,
         }
     }
+
+    /// `bash` needs a `command` string; every other input fits.
+    fn check(&self, name: &str, input: &Value) -> Result<(), String> {
+        match name {
+            "bash" if !input.get("command").is_some_and(Value::is_string) => Err(
+                "the input does not fit the schema of `bash`: (root): missing required property `command`"
+                    .into(),
+            ),
+            _ => Ok(()),
+        }
+    }
 }
 
 pub fn engine_with(config: EngineConfig, text: &str) -> Engine {

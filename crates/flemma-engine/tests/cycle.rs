@@ -279,6 +279,51 @@ fn a_pending_call_stops_the_cycle_with_one_approval_batch_and_approve_resumes() 
     assert_eq!(d.engine.request(), Some(RequestId(2)));
 }
 
+/// Issue 31, fault 3: an input that does not fit the tool's schema is checked before approval:
+/// the call gets its error result at once and never waits; the valid call beside it does.
+#[test]
+fn an_input_that_does_not_fit_gets_its_error_at_once_and_never_waits_for_approval() {
+    let mut d = Driver::new("@You:\nRun it.\n");
+    d.send(Input::Advance);
+    let mut events = call(0, "t1", "bash", r#"{"label":"no command"}"#);
+    events.extend(call(1, "t2", "bash", r#"{"command":"make"}"#));
+    let lines = d.reply(1, events);
+    assert_eq!(
+        lines[2..],
+        [
+            "emit tool:approval-required",
+            "stopped AwaitingApproval { tool_ids: [\"t2\"] }"
+        ]
+    );
+    assert!(
+        d.shell.contains(
+            "**Tool Result:** `t1` (error)\n```\nthe input does not fit the schema of `bash`: (root): missing required property `command`. Call the tool again with an input that fits its schema.\n```"
+        ),
+        "{}",
+        d.shell
+    );
+    assert!(
+        d.shell.contains("**Tool Result:** `t2` (pending)"),
+        "{}",
+        d.shell
+    );
+    let pending: Vec<String> = d
+        .engine
+        .pending_calls()
+        .into_iter()
+        .map(|c| c.tool_id)
+        .collect();
+    assert_eq!(pending, ["t2"]);
+    // Once the valid call is approved, it runs; the invalid one never does.
+    let lines = d.send(Input::Approve {
+        tool_id: "t2".into(),
+    });
+    assert_eq!(
+        lines,
+        ["emit tool:executing", r#"start bash t2 {"command":"make"}"#]
+    );
+}
+
 #[test]
 fn unknown_tools_invalid_input_and_denied_calls_get_error_results() {
     let mut d = Driver::new("@You:\nGo.\n");

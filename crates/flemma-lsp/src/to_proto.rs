@@ -5,8 +5,9 @@ use std::path::Path;
 use flemma_ide::Diagnostic;
 use flemma_ide::features::completion::{CompletionItem, CompletionKind};
 use flemma_ide::features::folding::{Fold, FoldKind};
+use flemma_ide::features::highlights::{Highlight, HighlightKind};
 use flemma_ide::features::symbols::{Symbol, SymbolKind};
-use flemma_syntax::{Encoding, LineIndex, Severity, TextEdit, TextRange};
+use flemma_syntax::{Encoding, LineIndex, Role, Severity, TextEdit, TextRange};
 use serde_json::json;
 
 use crate::session::OpenDocument;
@@ -132,8 +133,14 @@ pub(crate) fn symbol(
     }
 }
 
-/// Folds are whole lines; one-line folds are dropped.
-pub(crate) fn folding_range(index: &LineIndex, data: Fold) -> Option<lsp_types::FoldingRange> {
+/// Folds are whole lines; one-line folds are dropped. Thinking is a `comment` fold (so an
+/// editor can close every thinking block by kind: Neovim's `vim.lsp.foldclose("comment")`),
+/// the frontmatter `imports`; the preview goes out as `collapsedText` when the client shows it.
+pub(crate) fn folding_range(
+    index: &LineIndex,
+    data: Fold,
+    collapsed_text: bool,
+) -> Option<lsp_types::FoldingRange> {
     let start_line = index.line_of(data.range.start) as u32;
     let end_line = index.line_of(data.range.end) as u32;
     (end_line > start_line).then(|| lsp_types::FoldingRange {
@@ -141,12 +148,138 @@ pub(crate) fn folding_range(index: &LineIndex, data: Fold) -> Option<lsp_types::
         end_line,
         kind: Some(match data.kind {
             FoldKind::Frontmatter => lsp_types::FoldingRangeKind::Imports,
-            FoldKind::Message | FoldKind::Thinking | FoldKind::ToolBlock => {
-                lsp_types::FoldingRangeKind::Region
-            }
+            FoldKind::Thinking => lsp_types::FoldingRangeKind::Comment,
+            FoldKind::Message | FoldKind::ToolBlock => lsp_types::FoldingRangeKind::Region,
         }),
+        collapsed_text: collapsed_text.then_some(data.preview),
         ..Default::default()
     })
+}
+
+/// The semantic token types flemmad uses: standard ones, which themes already colour.
+const TOKEN_TYPES: [&str; 5] = ["keyword", "function", "comment", "macro", "string"];
+
+/// The modifiers: which piece of a chat a token is (a role, a block, a status). Custom
+/// modifiers are part of the protocol's legend; clients that know none still colour the type.
+const TOKEN_MODIFIERS: [&str; 18] = [
+    "user",
+    "assistant",
+    "system",
+    "role",
+    "toolUse",
+    "toolResult",
+    "jobResult",
+    "pending",
+    "approved",
+    "rejected",
+    "denied",
+    "aborted",
+    "error",
+    "thinking",
+    "frontmatter",
+    "template",
+    "reference",
+    "abortMarker",
+];
+
+pub(crate) fn semantic_token_legend() -> lsp_types::SemanticTokensLegend {
+    lsp_types::SemanticTokensLegend {
+        token_types: TOKEN_TYPES
+            .iter()
+            .map(|t| lsp_types::SemanticTokenType::new(t))
+            .collect(),
+        token_modifiers: TOKEN_MODIFIERS
+            .iter()
+            .map(|m| lsp_types::SemanticTokenModifier::new(m))
+            .collect(),
+    }
+}
+
+/// A highlight's token type and modifiers, by their names in the legend.
+fn token_of(kind: &HighlightKind) -> (&'static str, Vec<&'static str>) {
+    match kind {
+        HighlightKind::Role(role) => (
+            "keyword",
+            vec![
+                "role",
+                match role {
+                    Role::You => "user",
+                    Role::Assistant => "assistant",
+                    Role::System => "system",
+                    Role::Other(_) => "role",
+                },
+            ],
+        ),
+        HighlightKind::ToolUse => ("function", vec!["toolUse"]),
+        HighlightKind::ToolResult(status) => {
+            let mut modifiers = vec!["toolResult"];
+            if let Some(status) = status {
+                modifiers.push(status.as_str());
+            }
+            ("function", modifiers)
+        }
+        HighlightKind::JobResult => ("function", vec!["jobResult"]),
+        HighlightKind::Thinking => ("comment", vec!["thinking"]),
+        HighlightKind::Frontmatter => ("macro", vec!["frontmatter"]),
+        HighlightKind::Template => ("macro", vec!["template"]),
+        HighlightKind::FileReference => ("string", vec!["reference"]),
+        HighlightKind::Aborted => ("comment", vec!["abortMarker"]),
+    }
+}
+
+/// The highlights as LSP semantic tokens (relative, one token per line of a range, lengths in
+/// the negotiated encoding). `highlights` are in order and disjoint.
+pub(crate) fn semantic_tokens(
+    index: &LineIndex,
+    text: &str,
+    highlights: Vec<Highlight>,
+    encoding: Encoding,
+) -> lsp_types::SemanticTokens {
+    let mut data = Vec::new();
+    let (mut last_line, mut last_start) = (0u32, 0u32);
+    for highlight in highlights {
+        let (token_type, modifiers) = token_of(&highlight.kind);
+        let token_type = TOKEN_TYPES
+            .iter()
+            .position(|t| *t == token_type)
+            .unwrap_or(0) as u32;
+        let modifiers = modifiers
+            .iter()
+            .filter_map(|m| TOKEN_MODIFIERS.iter().position(|known| known == m))
+            .fold(0u32, |bits, n| bits | (1 << n));
+        let range = highlight.range;
+        let first = index.line_of(range.start);
+        let last = index.line_of(range.end);
+        for line in first..=last {
+            let start = index.line_start(line).max(range.start);
+            let line_end = text[start..].find('\n').map_or(text.len(), |n| start + n);
+            let end = line_end.min(range.end);
+            let piece = text[start..end].trim_end_matches('\r');
+            if piece.is_empty() {
+                continue;
+            }
+            let from = index.position(text, start, encoding);
+            let to = index.position(text, start + piece.len(), encoding);
+            let delta_line = from.line - last_line;
+            let delta_start = if delta_line == 0 {
+                from.character - last_start
+            } else {
+                from.character
+            };
+            data.push(lsp_types::SemanticToken {
+                delta_line,
+                delta_start,
+                length: to.character - from.character,
+                token_type,
+                token_modifiers_bitset: modifiers,
+            });
+            (last_line, last_start) = (from.line, from.character);
+        }
+    }
+    lsp_types::SemanticTokens {
+        result_id: None,
+        data,
+    }
 }
 
 pub(crate) fn completion_item(

@@ -1041,13 +1041,13 @@ impl<'a> Evaluator<'a> {
                 make(vec![Part::text(content)], false)
             }
             Some(Status::Pending) if content.trim().is_empty() => {
+                // A call waiting for the user is the flow, not a mistake: a hint (it still
+                // blocks a send).
                 self.diagnose(
                     result.header,
-                    Severity::Error,
+                    Severity::Hint,
                     Category::Tool,
-                    format!(
-                        "tool `{id}` is waiting for approval: approve or reject it, then send again"
-                    ),
+                    format!("tool `{id}` is waiting for approval: approve or reject it"),
                     true,
                 );
                 Vec::new()
@@ -1055,10 +1055,10 @@ impl<'a> Evaluator<'a> {
             Some(Status::Approved) if content.trim().is_empty() => {
                 self.diagnose(
                     result.header,
-                    Severity::Error,
+                    Severity::Hint,
                     Category::Tool,
                     format!(
-                        "tool `{id}` is approved but has not run yet: let it run (or paste its output into the fence and remove `approved`), then send again"
+                        "tool `{id}` is approved but has not run yet: it runs once no call waits for approval (or paste its output into the fence and remove `approved`)"
                     ),
                     true,
                 );

@@ -410,7 +410,11 @@ pub fn layer_to_json(layer: &ConfigLayer) -> serde_json::Value {
     if let Some(serde_json::Value::Object(properties)) =
         flemma_config::json_schema().get("properties")
     {
-        for key in properties.keys() {
+        // The options, not Flemma's aliases of them (a layer stores an alias as its option).
+        for key in properties
+            .keys()
+            .filter(|key| flemma_config::alias_target(key).is_none())
+        {
             if let Some(value) = layer.get(key) {
                 out.insert(key.clone(), value);
             }

@@ -190,6 +190,22 @@ impl Registry {
             .map(|(_, n)| n.clone())
     }
 
+    /// Whether `input` fits the schema of the tool `name`, harness parameters aside: what
+    /// [`Registry::execute`] checks first, asked before a call is put up for approval.
+    pub fn check_input(&self, name: &str, input: &Value) -> Result<(), InvocationError> {
+        let tool = self.tool_or_error(name)?;
+        let mut input = input.clone();
+        harness::strip(&mut input);
+        fits(tool, name, &input)
+    }
+
+    fn tool_or_error(&self, name: &str) -> Result<&Registered, InvocationError> {
+        self.get(name).ok_or_else(|| InvocationError::UnknownTool {
+            name: name.to_string(),
+            suggestion: self.suggest(name),
+        })
+    }
+
     /// Runs a call as the engine does: unknown tools and inputs that do not fit are invocation
     /// errors; anything else is an [`Outcome`] whose text is exactly the tool-result content.
     pub fn execute(
@@ -200,20 +216,12 @@ impl Registry {
         store: &ResultStore,
         call_id: &str,
     ) -> Result<Outcome, InvocationError> {
-        let Some(tool) = self.get(name) else {
-            return Err(InvocationError::UnknownTool {
-                name: name.to_string(),
-                suggestion: self.suggest(name),
-            });
-        };
+        let tool = self.tool_or_error(name)?;
         let mut parameters = harness::strip(&mut input);
         if tool.spec.has(crate::spec::Capability::DisablesSaveTo) {
             parameters.save_to = None;
         }
-        validate(&tool.spec.input_schema, &input).map_err(|mismatch| InvocationError::Schema {
-            tool: name.to_string(),
-            mismatch,
-        })?;
+        fits(tool, name, &input)?;
         let outcome = (tool.runner)(ctx, &input);
         Ok(finish(
             outcome,
@@ -224,6 +232,14 @@ impl Registry {
             call_id,
         ))
     }
+}
+
+/// Whether `input` (harness parameters stripped) fits the tool's schema.
+fn fits(tool: &Registered, name: &str, input: &Value) -> Result<(), InvocationError> {
+    validate(&tool.spec.input_schema, input).map_err(|mismatch| InvocationError::Schema {
+        tool: name.to_string(),
+        mismatch,
+    })
 }
 
 /// Whether a conditional tool's condition holds (unconditional tools always hold).

@@ -59,6 +59,9 @@ pub struct Client {
     /// Typed into the buffer just before the next applyEdit is checked (the user was faster):
     /// `(uri, byte offset — clamped to a char boundary then, text)`.
     pub type_before_next_apply: Option<(String, usize, String)>,
+    /// `textDocument` capabilities added to the flavor's before `initialize` (what another
+    /// client would offer, e.g. Neovim's `foldingRange.collapsedText`).
+    pub extra_text_document_capabilities: Value,
     _state: tempfile::TempDir,
 }
 
@@ -136,11 +139,23 @@ impl Client {
             apply_edits_refused: 0,
             progress_tokens: Vec::new(),
             type_before_next_apply: None,
+            extra_text_document_capabilities: Value::Null,
             _state: state,
         }
     }
 
     pub fn capabilities(&self) -> Value {
+        let mut capabilities = self.flavor_capabilities();
+        if let (Some(extra), Some(text)) = (
+            self.extra_text_document_capabilities.as_object(),
+            capabilities["textDocument"].as_object_mut(),
+        ) {
+            text.extend(extra.clone());
+        }
+        capabilities
+    }
+
+    fn flavor_capabilities(&self) -> Value {
         match self.flavor {
             Flavor::Helix => json!({
                 "general": {"positionEncodings": ["utf-8", "utf-32", "utf-16"]},

@@ -1,12 +1,15 @@
--- flemmad for Neovim's built-in LSP client (Neovim 0.7 and later).
+-- flemmad for Neovim: the plugin (Neovim 0.11 and later) and its minimal core (0.7 and later).
 --
---   require("flemmad").setup({ cmd = { "flemmad", "lsp" }, config = {}, keymaps = true })
+--   require("flemmad").setup({ ... })   -- see M.defaults and docs/editors/neovim.md
 --
--- Detects `*.chat` as filetype `chat`, attaches one `flemmad lsp` client to every chat buffer and
--- maps send / cancel / approve / reject / approve all / background / execute onto the server's
--- `flemma.*` commands through `workspace/executeCommand`. With `start = false` it leaves starting
--- the client to you (Neovim 0.11's `vim.lsp.enable("flemmad")` with clients/neovim/lsp/flemmad.lua)
--- and only sets the filetype and the keys. See docs/editors/neovim.md.
+-- Everywhere: `*.chat` is filetype `chat`, one `flemmad lsp` client serves every chat buffer,
+-- and keys send, cancel, approve, reject, approve all, background and execute through the
+-- server's `flemma.*` commands. On 0.11 and later also what a Flemma user expects on screen:
+-- highlights (the server's semantic tokens), role rulers and a gutter on the current turn,
+-- thinking folded with previews, a progress line while a reply streams with the window
+-- following it, usage after every reply, pending calls previewed where the cursor lands,
+-- `]m`/`[m` and `im`/`am`, and the `:Flemma` command. With `start = false` it leaves starting
+-- the client to you (0.11's `vim.lsp.enable("flemmad")` with clients/neovim/lsp/flemmad.lua).
 local M = {}
 
 M.defaults = {
@@ -21,26 +24,121 @@ M.defaults = {
   -- talk to whichever client named `name` is attached to the buffer.
   start = true,
   name = "flemmad",
+  -- Flemma's keys where Flemma has them; a key set to false is not mapped.
   keys = {
-    send = "<C-]>",
-    cancel = "<leader>fc",
-    approve = "<leader>fa",
-    reject = "<leader>fr",
-    approve_all = "<leader>fA",
-    background = "<leader>fb",
-    execute = "<leader>fe",
+    send = "<C-]>", -- normal and insert mode
+    cancel = "<C-c>",
+    approve = "<M-a>", -- the pending call at or above the cursor
+    reject = "<M-r>", -- asks for a reason
+    approve_all = "<M-A>",
+    background = "<M-b>",
+    execute = "<M-CR>",
     status = "<leader>fs",
+    -- Neovim 0.11 and later:
+    message_next = "]m",
+    message_prev = "[m",
+    text_object = "m", -- `im` / `am`
+    fold_toggle = false, -- Flemma's is "<Space>" (often the leader key, so off here)
   },
+  -- Neovim 0.11 and later: what the plugin shows.
+  ui = {
+    rulers = true, -- role lines drawn as `─ You ───…`
+    turn = true, -- a gutter sign on the lines of the message under the cursor
+    folds = true, -- folding from the server (vim.lsp.foldexpr) with its previews
+    -- 1 (Flemma's): messages open, their thinking, tool calls and results closed (also those
+    -- a reply brings; never a call waiting for approval); 0: an outline; 99: all open.
+    foldlevel = 1,
+    inlay_hints = true, -- the preview of a pending call inside its placeholder
+    pending_preview = true, -- the command, diff or content of each pending call under it
+    progress = true, -- the spinner line while a reply streams or a tool runs
+    follow = true, -- the window follows a reply while the cursor is at the end
+    land = true, -- at the end of a reply: the cursor on the new @You: or the first pending call
+    -- A chat longer than this (lines) keeps typing cheap: no folding from the server (Neovim
+    -- asks for all of a chat's folds after every change), and its messages (rulers, motions)
+    -- are asked for when it opens, when a reply ends and for a motion, not after each edit.
+    max_lines = 50000,
+  },
+  -- After every reply: "float" (a line at the top right of the window, for `timeout` ms),
+  -- "notify" (vim.notify, INFO) or false. `:Flemma usage` tells it on demand.
+  usage = { show = "float", timeout = 10000 },
 }
 
 local options = vim.deepcopy(M.defaults)
 local client_id = nil
 -- Neovim 0.11 made client functions methods (`client:request`); the dot form warns there.
 local methods = vim.fn.has("nvim-0.11") == 1
+M.full = methods
 
-local function notify(message, level)
-  vim.notify("flemmad: " .. message, level or vim.log.levels.INFO)
+function M.options()
+  return options
 end
+
+-- ---- messages to the user: short, one line, never a hit-enter prompt -----------------------
+
+local history = {}
+
+--- Tells the user `message` (vim.notify with a level), cut to one line that fits the command
+--- line when vim.notify is Neovim's own (which would otherwise ask for Enter); the whole text
+--- stays in `:Flemma messages`.
+function M.notify(message, level)
+  level = level or vim.log.levels.INFO
+  message = "flemmad: " .. tostring(message)
+  table.insert(history, { level = level, message = message })
+  if #history > 100 then
+    table.remove(history, 1)
+  end
+  local shown = message:gsub("%s*\n%s*", " ")
+  local info = debug.getinfo(vim.notify, "S")
+  local builtin = info and info.source and info.source:find("vim/_editor", 1, true) ~= nil
+  if builtin then
+    local room = math.max(20, (vim.v.echospace or vim.o.columns) - 1)
+    if vim.fn.strdisplaywidth(shown) > room then
+      shown = vim.fn.strcharpart(shown, 0, room - 1) .. "…"
+      while vim.fn.strdisplaywidth(shown) > room do
+        shown = vim.fn.strcharpart(shown, 0, vim.fn.strchars(shown) - 2) .. "…"
+      end
+    end
+  end
+  vim.notify(shown, level, { title = "flemmad" })
+end
+
+--- The messages told so far (oldest first): `{ level, message }` with their whole text.
+function M.history()
+  return history
+end
+
+local notify = M.notify
+
+--- `window/showMessage` from flemmad: told as ours (short, with its level).
+function M.on_show_message(_, params)
+  if type(params) ~= "table" or type(params.message) ~= "string" then
+    return
+  end
+  local levels = { vim.log.levels.ERROR, vim.log.levels.WARN, vim.log.levels.INFO, vim.log.levels.DEBUG }
+  local message = params.message:gsub("^flemma: ", "")
+  notify(message, levels[params.type] or vim.log.levels.INFO)
+end
+
+--- `flemma/event` from flemmad: the live view of the document (0.11 and later).
+function M.on_event(_, params, ctx)
+  if methods and type(params) == "table" then
+    require("flemmad.live").on_event(params, ctx)
+  end
+end
+
+--- The handlers a flemmad client needs (lsp/flemmad.lua and setup() give them to it).
+function M.handlers()
+  return {
+    ["flemma/event"] = function(...)
+      return require("flemmad").on_event(...)
+    end,
+    ["window/showMessage"] = function(...)
+      return require("flemmad").on_show_message(...)
+    end,
+  }
+end
+
+-- ---- the client and its commands ------------------------------------------------------------
 
 --- The tool id a command at `line` (1-based) is about: the nearest tool header at or above it
 --- (`**Tool Result:** `id`` or `**Tool Use:** `name` (`id`)`). `pending_only` limits it to
@@ -88,12 +186,10 @@ function M.client(bufnr)
   return nil
 end
 
-
---- Sends `flemma.*` `command` for the buffer with `arguments` after its uri; an answer goes to
---- `on_answer` when given. The server tells why a command failed itself (`window/showMessage`,
---- shown as `LSP[flemmad] flemma: …`); a failure without its answer (the client stopped) is
---- told here.
-local function request(command, bufnr, arguments, on_answer)
+--- Sends an LSP request of the buffer's flemmad client; `on_answer(result)` on success. A
+--- refusal is told by the server itself (`window/showMessage`); a failure without its answer
+--- (the client stopped) is told here. Returns false when there is no client.
+function M.request(method, params, bufnr, on_answer, what)
   bufnr = bufnr or vim.api.nvim_get_current_buf()
   local c = M.client(bufnr)
   if c == nil then
@@ -103,25 +199,96 @@ local function request(command, bufnr, arguments, on_answer)
   local function on_result(err, result)
     if err then
       if type(err.code) ~= "number" or err.code >= 0 then -- Neovim's own (JSON-RPC errors are negative)
-        notify(command .. " failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+        notify((what or method) .. " failed: " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
       end
     elseif on_answer then
       on_answer(result)
     end
   end
-  local params = { command = command, arguments = { vim.uri_from_bufnr(bufnr), (table.unpack or unpack)(arguments) } }
   if methods then
-    c:request("workspace/executeCommand", params, on_result, bufnr)
+    c:request(method, params, on_result, bufnr)
   else
-    c.request("workspace/executeCommand", params, on_result, bufnr)
+    c.request(method, params, on_result, bufnr)
   end
   return true
 end
 
---- Runs a `flemma.*` command for the buffer with positional arguments after its uri.
-function M.execute(command, bufnr, ...)
-  return request(command, bufnr, { ... }, nil)
+--- Sends `flemma.*` `command` for the buffer with `arguments` after its uri.
+local function command_request(command, bufnr, arguments, on_answer)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  local params = { command = command, arguments = { vim.uri_from_bufnr(bufnr), (table.unpack or unpack)(arguments) } }
+  return M.request("workspace/executeCommand", params, bufnr, on_answer, command)
 end
+
+local function chat_name(bufnr)
+  return vim.fn.fnamemodify(vim.api.nvim_buf_get_name(bufnr), ":t")
+end
+
+--- What a command did, in one line, from the server's answer.
+function M.told(command, bufnr, answer, arguments)
+  local name = chat_name(bufnr)
+  local ids = type(answer) == "table" and type(answer.toolIds) == "table" and answer.toolIds or {}
+  local id = arguments[1]
+  local lines = {
+    ["flemma.send"] = function()
+      if type(answer) == "table" and answer.started == false then
+        return "sent to " .. name .. "'s running cycle"
+      end
+      return "sending " .. name
+    end,
+    ["flemma.cancel"] = function()
+      return "cancelled what ran in " .. name
+    end,
+    ["flemma.approve"] = function()
+      return "approved " .. tostring(id)
+    end,
+    ["flemma.reject"] = function()
+      return "rejected " .. tostring(id) .. (arguments[2] and " with your reason" or "")
+    end,
+    ["flemma.approveAll"] = function()
+      if #ids == 0 then
+        return "no call waits for approval in " .. name
+      end
+      return string.format("approved %d call%s: %s", #ids, #ids == 1 and "" or "s", table.concat(ids, ", "))
+    end,
+    ["flemma.background"] = function()
+      return "moved " .. tostring(id) .. " to the background"
+    end,
+    ["flemma.execute"] = function()
+      return "executing " .. tostring(id)
+    end,
+    ["flemma.switch"] = function()
+      return type(answer) == "table" and answer.message or ("switched to " .. tostring(id))
+    end,
+  }
+  local line = lines[command]
+  return line and line() or (command .. " done")
+end
+
+--- Runs a `flemma.*` command for the buffer with positional arguments after its uri, and tells
+--- what it did.
+function M.execute(command, bufnr, ...)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  local arguments = { ... }
+  return command_request(command, bufnr, arguments, function(answer)
+    notify(M.told(command, bufnr, answer, arguments))
+    if methods then
+      require("flemmad.live").after_command(bufnr, command, answer)
+    end
+  end)
+end
+
+--- Runs a `flemma.*` command and hands its answer to `on_answer` (nothing is told).
+function M.ask(command, bufnr, arguments, on_answer)
+  return command_request(command, bufnr, arguments or {}, on_answer)
+end
+
+local function thousands(n)
+  local s = tostring(math.floor(n or 0))
+  local out = s:reverse():gsub("(%d%d%d)", "%1,"):reverse()
+  return (out:gsub("^,", ""))
+end
+M.thousands = thousands
 
 --- One line for a `flemma.status` answer: the state, what waits or runs, tokens and cost.
 function M.status_line(status)
@@ -153,12 +320,15 @@ function M.status_line(status)
   if type(status.lastStop) == "string" and status.lastStop ~= status.state then
     table.insert(parts, "last stop: " .. status.lastStop)
   end
+  if type(status.switched) == "table" then
+    table.insert(parts, "switched to " .. tostring(status.switched.provider) .. "/" .. tostring(status.switched.model))
+  end
   return table.concat(parts, " · ")
 end
 
---- Asks the server for the buffer's status and tells it (vim.notify).
+--- Asks the server for the buffer's status and tells it.
 function M.show_status(bufnr)
-  return request("flemma.status", bufnr, {}, function(status)
+  return command_request("flemma.status", bufnr, {}, function(status)
     notify(M.status_line(status))
   end)
 end
@@ -176,17 +346,19 @@ local function with_tool(command, pending_only)
   end
 end
 
-local function reject()
-  local bufnr = vim.api.nvim_get_current_buf()
-  local id = M.tool_id_at(bufnr, vim.api.nvim_win_get_cursor(0)[1], true)
+--- Asks for a reason and rejects the pending call `id` (the one at or above the cursor when
+--- nil); `Esc` keeps it pending.
+function M.reject(bufnr, id)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  id = id or M.tool_id_at(bufnr, vim.api.nvim_win_get_cursor(0)[1], true)
   if id == nil then
     notify("no pending tool call at or above the cursor", vim.log.levels.WARN)
     return
   end
   vim.ui.input({ prompt = "Reject " .. id .. " (reason, optional): " }, function(reason)
     if reason == nil then
-      return -- cancelled: the tool stays pending
-    elseif reason == "" then
+      notify(id .. " still waits for approval")
+    elseif vim.trim(reason) == "" then
       M.execute("flemma.reject", bufnr, id)
     else
       M.execute("flemma.reject", bufnr, id, reason)
@@ -194,24 +366,30 @@ local function reject()
   end)
 end
 
+M.approve = with_tool("flemma.approve", true)
+
 local function map_keys(bufnr)
   local k = options.keys
-  local function map(lhs, rhs, desc)
+  local function map(modes, lhs, rhs, desc)
     if lhs then
-      vim.keymap.set({ "n" }, lhs, rhs, { buffer = bufnr, desc = "flemmad: " .. desc })
+      vim.keymap.set(modes, lhs, rhs, { buffer = bufnr, desc = "flemmad: " .. desc })
     end
   end
-  map(k.send, function() M.execute("flemma.send", bufnr) end, "send")
-  if k.send then
-    vim.keymap.set("i", k.send, function() M.execute("flemma.send", bufnr) end, { buffer = bufnr, desc = "flemmad: send" })
+  local function send()
+    M.execute("flemma.send", bufnr)
   end
-  map(k.cancel, function() M.execute("flemma.cancel", bufnr) end, "cancel")
-  map(k.approve, with_tool("flemma.approve", true), "approve the pending tool call")
-  map(k.reject, reject, "reject the pending tool call")
-  map(k.approve_all, function() M.execute("flemma.approveAll", bufnr) end, "approve all pending tool calls")
-  map(k.background, with_tool("flemma.background", false), "move the tool call to the background")
-  map(k.execute, with_tool("flemma.execute", false), "execute the tool call now")
-  map(k.status, function() M.show_status(bufnr) end, "show the chat's status")
+  map({ "n", "i" }, k.send, send, "send")
+  map("n", k.cancel, function() M.execute("flemma.cancel", bufnr) end, "cancel")
+  map("n", k.approve, M.approve, "approve the pending tool call")
+  map("n", k.reject, function() M.reject(bufnr) end, "reject the pending tool call")
+  map("n", k.approve_all, function() M.execute("flemma.approveAll", bufnr) end, "approve all pending tool calls")
+  map("n", k.background, with_tool("flemma.background", false), "move the tool call to the background")
+  map("n", k.execute, with_tool("flemma.execute", false), "execute the tool call now")
+  map("n", k.status, function() M.show_status(bufnr) end, "show the chat's status")
+  map("n", k.fold_toggle, "za", "toggle the fold under the cursor")
+  if methods then
+    require("flemmad.messages").map_keys(bufnr, k)
+  end
 end
 
 local told_not_started = false
@@ -254,6 +432,7 @@ local function attach(bufnr)
     root_dir = (vim.uv or vim.loop).cwd(),
     -- an empty Lua table would go out as a JSON array: send an object
     init_options = next(options.config) == nil and vim.empty_dict() or options.config,
+    handlers = M.handlers(),
   }
   if vim.lsp.start ~= nil then
     -- 0.8+: starts the client once and reuses it (same name and root) for every chat buffer
@@ -274,6 +453,17 @@ local function attach(bufnr)
     end
   end
   vim.lsp.buf_attach_client(bufnr, client_id)
+end
+
+--- The flemmad command line the plugin runs for CLI-only work (`count --stdin` for
+--- `:Flemma estimate`): the client's command without its `lsp` arguments.
+function M.flemmad_command(bufnr)
+  local c = M.client(bufnr)
+  local cmd = c and c.config and c.config.cmd or options.cmd
+  if type(cmd) ~= "table" or cmd[1] == nil then
+    return nil
+  end
+  return cmd[1]
 end
 
 function M.setup(opts)
@@ -302,8 +492,15 @@ function M.setup(opts)
       if options.keymaps then
         map_keys(args.buf)
       end
+      if methods then
+        require("flemmad.ui").buffer(args.buf)
+      end
     end,
   })
+  if methods then
+    require("flemmad.ui").setup(group)
+    require("flemmad.command").setup()
+  end
 end
 
 --- The id of the running client (nil before the first chat buffer), for tests and statuslines.

@@ -458,11 +458,12 @@ fn unknown_key_suggests_the_closest_option() {
 
 #[test]
 fn misplaced_key_suggests_its_real_location() {
+    // (`thinking` at the top level is one of Flemma's aliases; `connect_timeout` is not.)
     let error =
-        ConfigLayer::from_toml_str("thinking = \"low\"\n", LayerKind::UserFile).unwrap_err();
+        ConfigLayer::from_toml_str("connect_timeout = 5\n", LayerKind::UserFile).unwrap_err();
     assert_eq!(
         error.errors()[0].suggestion.as_deref(),
-        Some("parameters.thinking")
+        Some("parameters.connect_timeout")
     );
 }
 
@@ -722,6 +723,54 @@ fn seed_parameter_overrides_via_opt_paths() {
         Some(ReasoningEffort::High)
     );
     assert_eq!(config.parameters.vertex.thinking_budget, Some(4096));
+}
+
+/// Flemma's schema declares top-level `thinking`, `timeout`, `max_tokens`, `temperature` and
+/// `tools.approve` as aliases: a chat Flemma sends (`{"flemma": {"thinking": "low"}}`) must
+/// resolve, in every layer that takes a table, to the option each stands for.
+#[test]
+fn flemmas_schema_aliases_set_the_options_they_stand_for_in_every_layer() {
+    let flemma = json!({
+        "thinking": "low",
+        "timeout": 42,
+        "max_tokens": 900,
+        "temperature": 0.25,
+        "tools": {"approve": ["bash"]},
+    });
+    for kind in [
+        LayerKind::Frontmatter,
+        LayerKind::Client,
+        LayerKind::UserFile,
+    ] {
+        let resolved = with_defaults(vec![layer_json(kind, flemma.clone())]);
+        let parameters = &resolved.config.parameters;
+        assert_eq!(
+            parameters.thinking,
+            Thinking::Level(ThinkingLevel::Low),
+            "{kind:?}"
+        );
+        assert_eq!(parameters.timeout, 42, "{kind:?}");
+        assert_eq!(parameters.max_tokens, MaxTokens::Tokens(900), "{kind:?}");
+        assert_eq!(parameters.temperature, Some(0.25), "{kind:?}");
+        assert_eq!(approve_list(&resolved), ["bash"], "{kind:?}");
+    }
+    // Stored as the option: the layer's own view and the provenance name it.
+    let layer = layer_json(LayerKind::Frontmatter, json!({"thinking": false}));
+    assert_eq!(layer.get("parameters.thinking"), Some(json!(false)));
+    assert_eq!(layer.get("thinking"), Some(json!(false)));
+    // A wrong value is refused as the option's would be.
+    let error = ConfigLayer::from_json(&json!({"thinking": "loud"}), LayerKind::Frontmatter)
+        .unwrap_err()
+        .errors()[0]
+        .clone();
+    assert!(error.to_string().contains("parameters.thinking"), "{error}");
+    // `set` and `opt_path` take them too.
+    let mut runtime = ConfigLayer::new(LayerKind::Runtime);
+    runtime.set("temperature", json!(0.5)).unwrap();
+    runtime.set("tools.approve", json!(["read"])).unwrap();
+    assert_eq!(runtime.get("parameters.temperature"), Some(json!(0.5)));
+    assert_eq!(opt_path("timeout").unwrap(), "parameters.timeout");
+    assert_eq!(opt_path("tools.approve").unwrap(), "tools.auto_approve");
 }
 
 #[test]

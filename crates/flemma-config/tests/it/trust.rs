@@ -430,3 +430,20 @@ fn the_reference_marks_what_widens_power() {
         row("models.<key>.input")
     );
 }
+
+/// Flemma's alias `tools.approve` is `tools.auto_approve`, and as untrusted as it.
+#[test]
+fn an_alias_widens_no_more_than_the_option_it_stands_for() {
+    let plain = resolved(vec![ConfigLayer::defaults()]);
+    let result = resolved(vec![
+        ConfigLayer::defaults(),
+        untrusted(json!({"tools": {"approve": ["+bash"]}, "thinking": "low"})),
+    ]);
+    assert_eq!(result.auto_approve(), plain.auto_approve());
+    assert_eq!(ignored_paths(&result), ["tools.auto_approve"]);
+    assert_eq!(
+        result.config.parameters.thinking,
+        Thinking::Level(ThinkingLevel::Low),
+        "a neutral alias still applies"
+    );
+}

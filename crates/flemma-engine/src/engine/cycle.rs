@@ -79,10 +79,19 @@ impl Engine {
                     tool_result_placeholder(&id, Status::Aborted, &[], compact)
                 } else if self.policy.capabilities(&name).is_none() {
                     failed(&mut self.loops, &mut self.halt, texts::unknown_tool(&name))
-                } else if let Some(input) = input {
-                    let decision = self.policy.decide(&name, &input);
+                } else if let Some(Err(problem)) =
+                    input.as_ref().map(|input| self.policy.check(&name, input))
+                {
+                    // Validated before approval: an input that does not fit never waits.
+                    failed(
+                        &mut self.loops,
+                        &mut self.halt,
+                        texts::input_does_not_fit(&problem),
+                    )
+                } else if let Some(input) = input.as_ref() {
+                    let decision = self.policy.decide(&name, input);
                     let status = match decision.verdict {
-                        Verdict::Approve if !self.came_from_model(&id, &name, &input) => {
+                        Verdict::Approve if !self.came_from_model(&id, &name, input) => {
                             held.push(id.clone());
                             Status::Pending
                         }

@@ -1,4 +1,4 @@
-//! One module per editor feature (hover, definition, symbols, folding, inlay hints, completion,
+//! One module per editor feature (hover, definition, symbols, folding, highlights, inlay hints, completion,
 //! code actions), each answering with plain data in byte offsets.
 //!
 //! Every feature is a function over a [`flemma_syntax::Document`] plus small plain inputs (job
@@ -15,6 +15,7 @@ pub mod code_actions;
 pub mod completion;
 pub mod definition;
 pub mod folding;
+pub mod highlights;
 pub mod hover;
 pub mod inlay_hints;
 pub mod symbols;

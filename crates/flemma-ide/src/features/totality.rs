@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 use super::fixture::MemoryFs;
 use super::{Approvals, JobState, code_actions, completion, definition, folding, hover};
-use super::{inlay_hints, symbols};
+use super::{highlights, inlay_hints, symbols};
 
 fn chat_piece() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -71,6 +71,9 @@ proptest! {
         let completion_context = completion::CompletionContext { chat_dir: Path::new("/c"), fs: &fs, tools: &tools };
         for symbol in symbols::document_symbols(&doc) { check_range(&text, symbol.range); check_range(&text, symbol.selection); }
         for fold in folding::folding_ranges(&doc) { check_range(&text, fold.range); }
+        let marked = highlights::highlights(&doc);
+        for highlight in &marked { check_range(&text, highlight.range); }
+        prop_assert!(marked.windows(2).all(|w| w[0].range.end <= w[1].range.start), "highlights overlap");
         for hint in inlay_hints::inlay_hints(&doc, None) { check_range(&text, TextRange::empty(hint.offset)); }
         let len = text.len().max(1);
         for offset in offsets {

@@ -6,7 +6,8 @@ use flemma_syntax::Encoding;
 use lsp_types::{
     CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions,
     ExecuteCommandOptions, FoldingRangeProviderCapability, HoverProviderCapability,
-    InitializeResult, OneOf, ServerCapabilities, ServerInfo, TextDocumentSyncCapability,
+    InitializeResult, OneOf, SemanticTokensFullOptions, SemanticTokensOptions,
+    SemanticTokensServerCapabilities, ServerCapabilities, ServerInfo, TextDocumentSyncCapability,
     TextDocumentSyncKind, TextDocumentSyncOptions,
 };
 
@@ -31,6 +32,14 @@ pub(crate) fn result(encoding: Encoding) -> InitializeResult {
             document_symbol_provider: Some(OneOf::Left(true)),
             folding_range_provider: Some(FoldingRangeProviderCapability::Simple(true)),
             inlay_hint_provider: Some(OneOf::Left(true)),
+            semantic_tokens_provider: Some(
+                SemanticTokensServerCapabilities::SemanticTokensOptions(SemanticTokensOptions {
+                    legend: to_proto::semantic_token_legend(),
+                    full: Some(SemanticTokensFullOptions::Bool(true)),
+                    range: None,
+                    ..Default::default()
+                }),
+            ),
             completion_provider: Some(CompletionOptions {
                 trigger_characters: Some(
                     COMPLETION_TRIGGERS

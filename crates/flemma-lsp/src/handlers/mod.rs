@@ -13,6 +13,7 @@ pub(crate) mod folding_range;
 pub(crate) mod hover;
 pub(crate) mod initialize;
 pub(crate) mod inlay_hint;
+pub(crate) mod semantic_tokens;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -60,6 +61,9 @@ pub(crate) fn on_request(session: &mut Session, request: Request) {
         }
         r::InlayHintRequest::METHOD => {
             dispatch::<r::InlayHintRequest>(session, request, inlay_hint::handle)
+        }
+        r::SemanticTokensFullRequest::METHOD => {
+            dispatch::<r::SemanticTokensFullRequest>(session, request, semantic_tokens::handle)
         }
         r::Completion::METHOD => dispatch::<r::Completion>(session, request, completion::handle),
         r::CodeActionRequest::METHOD => {

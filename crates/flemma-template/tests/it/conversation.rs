@@ -167,11 +167,11 @@ fn unresolved_placeholders_block() {
     for (suffix, message) in [
         (
             " (pending)",
-            "tool `toolu_1` is waiting for approval: approve or reject it, then send again",
+            "tool `toolu_1` is waiting for approval: approve or reject it",
         ),
         (
             " (approved)",
-            "tool `toolu_1` is approved but has not run yet: let it run (or paste its output into the fence and remove `approved`), then send again",
+            "tool `toolu_1` is approved but has not run yet: it runs once no call waits for approval (or paste its output into the fence and remove `approved`)",
         ),
     ] {
         let text = tool_chat(suffix, "");
@@ -180,6 +180,11 @@ fn unresolved_placeholders_block() {
         assert_eq!(errors.len(), 1, "{suffix}: {:#?}", evaluation.diagnostics);
         assert_eq!(errors[0].category, Category::Tool);
         assert_eq!(errors[0].message, message);
+        assert_eq!(
+            errors[0].severity,
+            Severity::Hint,
+            "the flow, not a mistake"
+        );
         assert!(covered(&text, errors[0]).starts_with("**Tool Result:**"));
     }
     let evaluation = host.eval(&tool_chat(" (approved)", "typed text\n"));
