@@ -100,6 +100,14 @@ impl DriverLock {
             .parent()
             .and_then(Path::parent)
             .unwrap_or(Path::new("/"));
+        if create {
+            use std::os::unix::fs::DirBuilderExt as _;
+            // The state folder itself is the user's (followed if it is a link).
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(base)?;
+        }
         Dir::open_beneath(base, Path::new("flemma/locks"), create.then_some(0o700))
     }
 

@@ -393,23 +393,19 @@ impl EngineHost {
         let mut decided = Vec::new();
         let mut first_refusal = None;
         for id in &ids {
-            let refusal = match state.decided.get(id.as_str()) {
-                Some((was, by)) => {
-                    let lost = !state.running && *by <= state.epoch && pending_now(id)?;
-                    (!lost).then(|| {
-                        RequestError::refused(format!(
-                            "`{id}` was already {was}: the first decision on a call (approve, reject or cancel) is the one that counts; edit the chat yourself to change it"
-                        ))
-                    })
-                }
-                None if pending_now(id)? => None,
-                None => Some(match (text, &waiting) {
-                    (Some(doc), None) => match check_pending(doc, id) {
+            let already = |was: &str| {
+                RequestError::refused(format!(
+                    "`{id}` was already {was}: the first decision on a call (approve, reject or cancel) is the one that counts; edit the chat yourself to change it"
+                ))
+            };
+            let refusal = match (state.decided.get(id.as_str()), pending_now(id)?) {
+                // The text says it is decided: say what it says.
+                (before, false) => Some(match (text, &waiting, before) {
+                    (Some(doc), None, _) => match check_pending(doc, id) {
                         Err(error) => refused(error),
-                        Ok(()) => {
-                            RequestError::refused(format!("`{id}` is not waiting for approval"))
-                        }
+                        Ok(()) => already(before.map_or("decided", |b| b.0)),
                     },
+                    (_, _, Some((was, _))) => already(was),
                     _ => RequestError::refused(format!(
                         "`{id}` is not waiting for approval (it was decided already, or it is not in the chat); pending: {}",
                         waiting
@@ -418,6 +414,12 @@ impl EngineHost {
                             .map_or_else(|| "none".to_owned(), |w| w.join(", "))
                     )),
                 }),
+                // Still pending, decided before: in flight, unless its driver ended without it.
+                (Some((was, by)), true) => {
+                    let lost = !state.running && *by <= state.epoch;
+                    (!lost).then(|| already(was))
+                }
+                (None, true) => None,
             };
             match refusal {
                 Some(refusal) => {

@@ -44,8 +44,9 @@ pub fn run(args: CancelArgs) -> Result<(), CliError> {
                 CliError::failed("cancel", format!("cannot interrupt {owner}: {error}"))
             })?;
             eprintln!(
-                "flemmad cancel: interrupted {owner} of {}; it marks what ran `aborted` and exits 130",
-                args.file.display()
+                "flemmad cancel: interrupted the `flemmad send` of {} (pid {}); it marks what ran `aborted` and exits 130",
+                args.file.display(),
+                owner.pid
             );
             Ok(())
         }

@@ -31,7 +31,13 @@ pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> 
                 &anyhow::anyhow!("cannot read the chat from stdin: {error}"),
             )
         })?;
-        chat::load_text("count", flemma_ide::Purpose::Send, &args.file, text, config_path)?
+        chat::load_text(
+            "count",
+            flemma_ide::Purpose::Send,
+            &args.file,
+            text,
+            config_path,
+        )?
     } else {
         chat::load("count", flemma_ide::Purpose::Send, &args.file, config_path)?
     };

@@ -323,16 +323,18 @@ async fn nothing_of_authority_changes(user: User) {
             path.display()
         );
     }
-    // flemmad's own record of the chat's calls is the one new file it may make there.
-    let records = world.home().join(".local/state/flemma/calls");
+    // flemmad's own records of the chat (its calls, its driver's lock) are the new files it
+    // may make there.
+    let state = world.home().join(".local/state/flemma");
     let appeared: Vec<&PathBuf> = after
         .iter()
         .filter(|(path, bytes)| {
-            let own_record = path.parent() == Some(records.as_path())
-                && path.extension().is_some_and(|e| e == "jsonl")
+            let own = ["calls", "locks"]
+                .iter()
+                .any(|folder| path.parent() == Some(state.join(folder).as_path()))
                 && path.file_stem().is_some_and(|s| s.len() == 64)
                 && !String::from_utf8_lossy(bytes).contains("evil");
-            !before.contains_key(*path) && !own_record
+            !before.contains_key(*path) && !own
         })
         .map(|(path, _)| path)
         .collect();
