@@ -282,7 +282,10 @@ impl<'a> Evaluator<'a> {
         let whole = TextRange::new(0, text.len());
         let mut script = Script::default();
         script.push_code(&text, 0, whole);
-        let ast = match self.cache.compile(&self.engine, &script.code) {
+        let compiling = std::time::Instant::now();
+        let compiled = self.cache.compile(&self.engine, &script.code);
+        self.clock.charge(compiling.elapsed());
+        let ast = match compiled {
             Ok(ast) => ast,
             Err(error) => {
                 let range = script.locate(error.position(), TextRange::default());
@@ -347,7 +350,10 @@ impl<'a> Evaluator<'a> {
         let code = self.doc.slice(frontmatter.code);
         let mut script = Script::default();
         script.push_code(code, frontmatter.code.start, frontmatter.code);
-        let ast = match self.engine.compile(&script.code) {
+        let compiling = std::time::Instant::now();
+        let compiled = self.engine.compile(&script.code);
+        self.clock.charge(compiling.elapsed());
+        let ast = match compiled {
             Ok(ast) => ast,
             Err(error) => {
                 let range = script.locate(error.position(), frontmatter.code);
@@ -898,6 +904,7 @@ impl<'a> Evaluator<'a> {
             return (tidy(parts), false);
         }
         let mut diagnostics = Vec::new();
+        let compiling = std::time::Instant::now();
         let (script, compiled) = script::build_and_compile(
             &self.engine,
             doc.text(),
@@ -907,6 +914,8 @@ impl<'a> Evaluator<'a> {
             &self.cache,
             &mut diagnostics,
         );
+        // Compiling is template work too: it counts against the evaluation's budget.
+        self.clock.charge(compiling.elapsed());
         lock(&self.state).diagnostics.extend(diagnostics);
         let literal = || tidy(vec![Part::text(doc.slice(message.content))]);
         let ast = match compiled {

@@ -39,6 +39,7 @@ use flemma_syntax::{Document, Severity, TextRange};
 use serde::Serialize;
 use serde::ser::SerializeStruct;
 
+mod bounded;
 mod cache;
 mod convert;
 mod engine;
@@ -66,9 +67,10 @@ pub struct Limits {
     pub max_operations: u64,
     /// Longest string a script may build, in bytes.
     pub max_string_size: usize,
-    /// Largest array.
+    /// Largest array (default 10,000: an operation over a whole array — a comparison, a copy,
+    /// `to_string` — then takes milliseconds, which is what the time budget may be overrun by).
     pub max_array_size: usize,
-    /// Largest object map.
+    /// Largest object map (default 10,000, for the same reason).
     pub max_map_size: usize,
     /// Deepest function call nesting.
     pub max_call_levels: usize,
@@ -96,8 +98,8 @@ impl Default for Limits {
         Self {
             max_operations: 5_000_000,
             max_string_size: 4 * 1024 * 1024,
-            max_array_size: 100_000,
-            max_map_size: 100_000,
+            max_array_size: 10_000,
+            max_map_size: 10_000,
             max_call_levels: 48,
             max_expr_depth: 64,
             max_include_depth: 16,

@@ -444,6 +444,14 @@ fn include(
             environment.max_include_depth
         )));
     }
+    // What a template writes is a string of at most `Limits::max_string_size`: a larger one
+    // is refused before it is compiled (compiling is not interrupted by the time budget).
+    crate::bounded::string_fits(context, bytes.len()).map_err(|_| {
+        fail(format!(
+            "'{path}' is larger than {}, the most a template may write; include a part of it, or attach it with include(\"{path}\", #{{binary: true}})",
+            crate::host::human_bytes(context.engine().max_string_size() as u64)
+        ))
+    })?;
     let text = String::from_utf8(bytes).map_err(|_| {
         fail(format!(
             "'{path}' is not UTF-8 text; attach it with include(\"{path}\", #{{binary: true}})"

@@ -63,6 +63,12 @@ fn huge_strings_arrays_and_recursion_are_refused() {
     assert_stopped(&evaluation, elapsed, "too large");
     let (evaluation, elapsed) = timed(&host, "@You:\n{% let s = \"x\"; loop { s += s; } %}\n");
     assert_stopped(&evaluation, elapsed, "too large");
+    // One `replace` would build terabytes: refused before it is built.
+    let (evaluation, elapsed) = timed(
+        &host,
+        "@You:\n{% let s = \"x\"; s.pad(4000000, \"x\"); let t = \"y\"; t.pad(4000, \"y\"); s.replace(\"x\", t); %}\n",
+    );
+    assert_stopped(&evaluation, elapsed, "too large");
     let (evaluation, elapsed) = timed(&host, "@You:\n{% let a = []; loop { a.push(1); } %}\n");
     assert!(elapsed < BOUND);
     assert_eq!(blocking(&evaluation).len(), 1);
@@ -227,5 +233,158 @@ fn reads_are_capped_per_file_and_per_evaluation() {
     assert!(
         message.contains("b.txt") && message.contains("add up to more than 250 bytes"),
         "{message}"
+    );
+}
+
+/// The worst templates we could write within the limits: each loops over one operation that
+/// is as slow as the limits allow (a whole 10,000-item array or map compared, copied or
+/// printed; a 4 MiB string replaced, padded or joined; the largest `split`, `each` and `date`).
+/// Each setup sits inside the loop's script, so it is inside the budget too.
+fn worst_templates(host: &TestHost) -> Vec<(&'static str, String)> {
+    host.write("big.md", "a".repeat(3 * 1024 * 1024));
+    let array = "let a = []; a.pad(10000, \"xxxxxxxxxxxxxxxx\");";
+    let numbers = "let a = []; a.pad(10000, 123456789);";
+    let map = "let m = #{}; for i in 0..10000 { m[`k${i}`] = i; }";
+    let string = "let s = \"x\"; s.pad(4194000, \"x\");";
+    [
+        ("array ==", format!("{array} loop {{ a == a; }}")),
+        ("array copy", format!("{array} loop {{ let b = a; }}")),
+        ("array contains", format!("{array} loop {{ a.contains(\"y\"); }}")),
+        ("array to_string", format!("{numbers} loop {{ let t = a.to_string(); }}")),
+        ("array sort", "let a = []; for i in 0..10000 { a.push(`${i * 7919 % 10007}`); } loop { let b = a; b.sort(); }".to_owned()),
+        ("nested arrays", "let a = []; a.pad(99, 1); let b = []; b.pad(99, a); loop { let c = b; c == b; }".to_owned()),
+        ("map copy", format!("{map} loop {{ let c = m; }}")),
+        ("map print", format!("{map} loop {{ let t = `${{m}}`; }}")),
+        ("map keys", format!("{map} loop {{ let k = m.keys(); }}")),
+        ("string replace", format!("{string} loop {{ s.replace(\"x\", \"y\"); s.replace(\"y\", \"x\"); }}")),
+        ("string replace pairs", format!("{string} loop {{ s.replace(\"xx\", \"yy\"); s.replace(\"yy\", \"xx\"); }}")),
+        ("string join", "let s = \"x\"; s.pad(2097000, \"x\"); loop { let t = s + s; }".to_owned()),
+        ("string pad", "loop { let s = \"\"; s.pad(4194000, \"abcdefghij\"); }".to_owned()),
+        ("string contains", format!("{string} loop {{ s.contains(\"y\"); }}")),
+        ("string split", "let s = \"a,\"; s.pad(19998, \"a,\"); loop { let p = s.split(\",\"); }".to_owned()),
+        ("string upper", format!("{string} loop {{ let t = s; t.make_upper(); }}")),
+        ("each", "let a = []; a.pad(1666, 1); loop { let e = each(a); }".to_owned()),
+        ("date", "let f = \"%B\"; f.pad(690000, \"%B\"); loop { let d = date(f); }".to_owned()),
+        ("include", "loop { let t = include(\"big.md\"); }".to_owned()),
+        ("counting", "let i = 0; loop { i += 1; }".to_owned()),
+    ]
+    .into_iter()
+    .map(|(name, code)| (name, format!("@You:\n{{% {code} %}}\n")))
+    .collect()
+}
+
+/// What a budget may be overrun by here: one operation, on a loaded 2-core CI machine in a
+/// test build. Checking the clock every 512 operations, one of these templates ran 4–7 s past
+/// the 3 s budget of an evaluation (issue 26), and single runs took seconds.
+const OVERRUN: Duration = Duration::from_millis(450);
+
+/// Each worst template stops at its run's 90 ms budget (or a size limit) within one operation.
+#[test]
+fn the_worst_templates_stop_at_the_run_budget() {
+    let host = TestHost::new();
+    let budget = flemma_template::Limits::default().time_budget;
+    let mut slowest = Duration::ZERO;
+    for (name, text) in worst_templates(&host) {
+        let started = Instant::now();
+        let evaluation = host.eval(&text);
+        let elapsed = started.elapsed();
+        println!("{name}: {elapsed:?}");
+        slowest = slowest.max(elapsed);
+        let errors = blocking(&evaluation);
+        assert_eq!(errors.len(), 1, "{name}: {:#?}", evaluation.diagnostics);
+        assert!(
+            ["time budget of 90 ms", "too large", "add up to more than"]
+                .iter()
+                .any(|why| errors[0].message.contains(why)),
+            "{name}: {}",
+            errors[0].message
+        );
+        assert!(
+            elapsed < budget + OVERRUN,
+            "{name}: {elapsed:?}, over the {budget:?} budget by more than {OVERRUN:?}"
+        );
+    }
+    println!("slowest: {slowest:?}");
+}
+
+/// A chat made of the worst templates, many times over, stops at the evaluation's 3 s budget
+/// within one operation: the later templates are not run (one diagnostic says so).
+#[test]
+fn a_chat_of_the_worst_templates_stops_at_the_evaluation_budget() {
+    let host = TestHost::new();
+    let limits = flemma_template::Limits::default();
+    let messages: Vec<String> = worst_templates(&host)
+        .into_iter()
+        .filter(|(name, _)| *name != "include")
+        .map(|(_, text)| text)
+        .collect();
+    let text = messages
+        .iter()
+        .cycle()
+        .take(80)
+        .map(|message| format!("{message}\n@Assistant:\nok\n\n"))
+        .collect::<String>();
+    let started = Instant::now();
+    let evaluation = host.eval(&text);
+    let elapsed = started.elapsed();
+    println!("80 worst templates: {elapsed:?}");
+    assert!(
+        evaluation
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("were not evaluated")),
+        "the budget ran out before the last template: {:#?}",
+        evaluation.diagnostics.last()
+    );
+    assert!(
+        elapsed < limits.evaluation_budget + OVERRUN,
+        "{elapsed:?}, over the {:?} budget by more than {OVERRUN:?}",
+        limits.evaluation_budget
+    );
+}
+
+/// The functions the sandbox measures before building (`replace`, `pad`, `split`, `split_rev`,
+/// `to_chars`) give the standard package's results.
+#[test]
+fn measured_functions_give_the_standard_results() {
+    let host = TestHost::new();
+    let evaluation = host.eval(concat!(
+        "@You:\n{% let s = \"a,b,,c\"; %}",
+        "{{ s.split(\",\") }}|{{ s.split(',') }}|{{ s.split(\",\", 2) }}|{{ s.split(',', 3) }}|",
+        "{{ s.split_rev(\",\") }}|{{ s.split_rev(',', 2) }}|{{ s.split(\"\") }}|",
+        "{{ \" a  b \".split() }}|{{ \"\".split(\",\") }}|{{ s.split(\";\") }}|{{ \"héllo\".to_chars() }}|",
+        "{% let r = \"banana\"; r.replace(\"an\", \"AN\"); %}{{ r }}|",
+        "{% let r = \"banana\"; r.replace('a', \"<>\"); %}{{ r }}|",
+        "{% let r = \"banana\"; r.replace(\"na\", '_'); %}{{ r }}|",
+        "{% let r = \"ab\"; r.replace(\"\", \"-\"); %}{{ r }}|",
+        "{% let p = \"hé\"; p.pad(6, \"xyz\"); %}{{ p }}|",
+        "{% let p = \"hé\"; p.pad(4, '*'); %}{{ p }}|",
+        "{% let p = \"hello\"; p.pad(3, '*'); %}{{ p }}\n",
+    ));
+    common::assert_clean(&evaluation);
+    let text = common::text_of(&evaluation, 0);
+    let parts: Vec<&str> = text.split('|').collect();
+    assert_eq!(
+        parts,
+        [
+            r#"["a","b","","c"]"#,
+            r#"["a","b","","c"]"#,
+            r#"["a","b,,c"]"#,
+            r#"["a","b",",c"]"#,
+            r#"["c","","b","a"]"#,
+            r#"["c","a,b,"]"#,
+            r#"["","a",",","b",",",",","c",""]"#,
+            r#"["a","b"]"#,
+            r#"[""]"#,
+            r#"["a,b,,c"]"#,
+            r#"["h","é","l","l","o"]"#,
+            "bANANa",
+            "b<>n<>n<>",
+            "ba__",
+            "-a-b-",
+            "héxyzx",
+            "hé**",
+            "hello",
+        ]
     );
 }
