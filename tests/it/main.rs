@@ -32,6 +32,7 @@ mod lsp_proxy;
 mod lsp_stream_latency;
 mod lsp_two_writers;
 mod quickstart;
+mod reads;
 mod sandbox_holds;
 mod trust;
 

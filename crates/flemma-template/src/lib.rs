@@ -54,7 +54,10 @@ mod script;
 
 pub use cache::TemplateCache;
 pub use engine::Attachment;
-pub use host::{FileKind, FsHost, Host, PersonalityContext, git_branch_of, read_regular_file};
+pub use host::{
+    FileKind, FsHost, Host, PersonalityContext, git_branch_of, read_regular_file,
+    read_regular_file_within,
+};
 pub use lua::lua_frontmatter_to_rhai;
 pub use personality::PERSONALITIES;
 
@@ -136,6 +139,33 @@ pub struct EvalOptions {
     /// Called as the evaluation advances through the messages (for a progress line on a
     /// terminal; a long chat takes a while).
     pub progress: Option<ProgressCallback>,
+    /// Where the files the chat names may be read (its file references, `include()`, template
+    /// modules named relative to it, the result of `read`). Whatever it says, `/proc`, `/sys`,
+    /// `/dev` and the credentials in the home directory are never read
+    /// (`flemma_config::reach::never_read`).
+    pub reads: ReadScope,
+}
+
+/// Where an evaluation reads the files a chat names (`docs/security.md`, invariant II).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadScope {
+    /// `None`: any file the user can read (a trusted chat). `Some`: only files whose real path
+    /// (links followed) lies in one of these folders (an untrusted chat: its project and its
+    /// folder); they are resolved through the host first.
+    pub within: Option<Vec<PathBuf>>,
+    /// Why a file elsewhere is not read, and how to allow it: the end of the warning that
+    /// names it (`it is outside …`).
+    pub why: String,
+}
+
+impl ReadScope {
+    /// Only inside `folders`, for the reason `why` (said when a file elsewhere is named).
+    pub fn within(folders: Vec<PathBuf>, why: impl Into<String>) -> Self {
+        Self {
+            within: Some(folders),
+            why: why.into(),
+        }
+    }
 }
 
 /// How far an evaluation has come.

@@ -155,8 +155,9 @@ fn many_slow_templates_stop_at_the_evaluation_budget() {
     );
 }
 
-/// Files are read only when regular: a device or a FIFO is refused at once (a FIFO with no
-/// writer would block the reader forever), and the reference's literal text is sent.
+/// Files are read only when regular: a FIFO (or a socket) is refused at once (one with no
+/// writer would block the reader forever), and the reference's literal text is sent; devices
+/// are in `/dev`, which is never read at all (not even opened).
 #[test]
 fn devices_and_fifos_are_not_read() {
     let host = TestHost::new();
@@ -166,9 +167,11 @@ fn devices_and_fifos_are_not_read() {
         .status()
         .map(|s| s.success());
     assert_eq!(made.ok(), Some(true), "mkfifo");
+    std::os::unix::fs::symlink("/dev/zero", host.path("zero")).expect("a link");
     let text = format!(
-        "@You:\nA @//dev/zero and @/{} and {{{{ include(\"/dev/zero\") }}}}\n",
-        fifo.display()
+        "@You:
+A @//dev/zero and @/{fifo} and @./zero and {{{{ include(\"/dev/zero\") }}}}\n{{{{ include(\"{fifo}\") }}}}\n",
+        fifo = fifo.display()
     );
     let (evaluation, elapsed) = timed(&host, &text);
     assert!(elapsed < BOUND, "took {elapsed:?}");
@@ -177,18 +180,17 @@ fn devices_and_fifos_are_not_read() {
         .iter()
         .map(|d| d.message.as_str())
         .collect();
+    let count = |what: &str| messages.iter().filter(|m| m.contains(what)).count();
+    assert_eq!(count("not a regular file"), 2, "{messages:#?}");
     assert_eq!(
-        messages
-            .iter()
-            .filter(|m| m.contains("not a regular file"))
-            .count(),
+        count("in /dev, which flemmad never reads"),
         3,
         "{messages:#?}"
     );
     assert_eq!(
         blocking(&evaluation).len(),
         1,
-        "the include blocks: {messages:#?}"
+        "the include of the FIFO blocks: {messages:#?}"
     );
 }
 
