@@ -774,14 +774,21 @@ impl<'a> Evaluator<'a> {
     }
 
     /// The key of `message` after the chain key `previous`: its text and the names of the tools
-    /// its results answer (a `read` result is rendered differently). Not its offset: a message
-    /// evaluates the same wherever it stands (its diagnostics are kept relative to it).
+    /// its results answer (a `read` result is rendered differently, by the `path` it read). Not
+    /// its offset: a message evaluates the same wherever it stands (its diagnostics are kept
+    /// relative to it).
     fn message_key(&self, previous: u64, message: &flemma_syntax::Message) -> u64 {
         let mut hasher = key_hasher();
         previous.hash(&mut hasher);
         self.doc.slice(message.range).hash(&mut hasher);
         for (_, result) in message.tool_results() {
-            self.tools.name_of(&result.tool_use_id).hash(&mut hasher);
+            let name = self.tools.name_of(&result.tool_use_id);
+            name.hash(&mut hasher);
+            if name == Some("read") {
+                self.tools
+                    .input_path_of(self.doc, &result.tool_use_id)
+                    .hash(&mut hasher);
+            }
         }
         hasher.finish()
     }

@@ -38,9 +38,12 @@ fn standard_package() -> Shared<rhai::Module> {
 /// per-run budget again for every message.
 ///
 /// The running script's deadline is checked at every operation (`on_progress`), so a script
-/// stops within one operation of it; no single operation is slow (`bounded_functions` refuses
-/// the ones whose result would be too large before building it). The check reads the clock
-/// and one atomic: cheap next to the operation itself.
+/// stops within one operation of it; no single operation is slow (`bounded` refuses the ones
+/// whose result would be too large before building it). The check reads the clock and one
+/// atomic: cheap next to the operation itself. A run past its deadline that has used less than
+/// half of its budget on the CPU (the machine kept it waiting: a loaded machine, a busy core) is
+/// given until it has: a three-line frontmatter is not stopped because the thread running it
+/// was preempted for 100 ms.
 #[derive(Debug, Clone)]
 pub(crate) struct RunClock(Arc<ClockInner>);
 
@@ -56,6 +59,8 @@ struct ClockInner {
 #[derive(Debug)]
 struct ClockState {
     run_started: Instant,
+    /// The thread's CPU time when the run started.
+    run_cpu_started: Duration,
     /// What the running script may take (the per-run budget, or less when the evaluation's
     /// budget has less left).
     run_budget: Duration,
@@ -73,6 +78,7 @@ impl RunClock {
             deadline: AtomicU64::new(nanos(limits.time_budget)),
             state: Mutex::new(ClockState {
                 run_started: epoch,
+                run_cpu_started: thread_cpu_time(),
                 run_budget: limits.time_budget,
                 per_run: limits.time_budget,
                 left: limits.evaluation_budget,
@@ -96,6 +102,7 @@ impl RunClock {
             return false;
         }
         state.run_started = Instant::now();
+        state.run_cpu_started = thread_cpu_time();
         state.run_budget = state.per_run.min(state.left);
         let deadline = state.run_started.duration_since(self.0.epoch) + state.run_budget;
         self.0.deadline.store(nanos(deadline), Ordering::Relaxed);
@@ -133,6 +140,15 @@ impl RunClock {
             return None;
         }
         let state = self.state();
+        // Past the deadline: stopped if the run itself used half of its budget, else given
+        // until it could have (the next check comes then, not at every operation).
+        let used = thread_cpu_time().saturating_sub(state.run_cpu_started);
+        let half = state.run_budget / 2;
+        if used < half {
+            let next = self.0.epoch.elapsed() + (half - used);
+            self.0.deadline.store(nanos(next), Ordering::Relaxed);
+            return None;
+        }
         Some(if state.run_budget < state.per_run {
             format!(
                 "the templates of this chat used their whole time budget ({} ms for all of them together)",
@@ -145,6 +161,15 @@ impl RunClock {
             )
         })
     }
+}
+
+/// The CPU time the calling thread has used.
+fn thread_cpu_time() -> Duration {
+    let time = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(time.tv_sec).unwrap_or(0),
+        u32::try_from(time.tv_nsec).unwrap_or(0),
+    )
 }
 
 fn nanos(duration: Duration) -> u64 {

@@ -390,3 +390,50 @@ fn measured_functions_give_the_standard_results() {
         ]
     );
 }
+
+/// A run that the machine kept waiting (here: a file that takes 200 ms to arrive, as a thread
+/// preempted on a loaded machine would) is not stopped for the wait: the budget stops a run
+/// that used half of it on the CPU. A three-line frontmatter must not fail on a busy CI machine.
+#[test]
+fn a_run_kept_waiting_is_not_stopped_for_the_wait() {
+    #[derive(Debug)]
+    struct Slow(TestHost);
+    impl flemma_template::Host for Slow {
+        fn read_file(&self, path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
+            std::thread::sleep(Duration::from_millis(200));
+            self.0.read_file(path, limit)
+        }
+        fn home_dir(&self) -> Option<std::path::PathBuf> {
+            self.0.home_dir()
+        }
+        fn now(&self) -> std::time::SystemTime {
+            self.0.now()
+        }
+        fn environment(&self) -> flemma_template::PersonalityContext {
+            self.0.environment()
+        }
+        fn run_filter(
+            &self,
+            argv: &[String],
+            input: &[u8],
+            dir: &std::path::Path,
+            timeout: Duration,
+        ) -> std::io::Result<Vec<u8>> {
+            self.0.run_filter(argv, input, dir, timeout)
+        }
+    }
+    let host = TestHost::new();
+    host.write("slow.md", "arrived");
+    let text = "@You:\n{{ include(\"slow.md\") }} {% let x = 1; x += 1; %}{{ x }}\n";
+    let path = host.write("chat.chat", text);
+    let evaluation = flemma_template::evaluate(
+        &flemma_syntax::parse(text),
+        Arc::new(Slow(host)),
+        &EvalOptions {
+            path: Some(path),
+            ..EvalOptions::default()
+        },
+    );
+    common::assert_clean(&evaluation);
+    assert_eq!(common::text_of(&evaluation, 0), "arrived 2");
+}
