@@ -136,13 +136,12 @@ impl ToolSetup {
                     .with_limits(call_limits(&config.sandbox.limits))
             })
         };
-        let read_scope = ReadScope::new(
-            cwd.clone(),
-            [Some(cwd.clone()), chat_dir, Some(store.dir().to_path_buf())]
-                .into_iter()
-                .flatten(),
-        );
+        let read_roots = [Some(cwd.clone()), chat_dir, Some(store.dir().to_path_buf())];
         let mut ctx = RunContext::new(cwd, Arc::new(policy));
+        // `~/` in the tools' paths: the home directory, for the runners and the approval policy.
+        ctx.home = std::env::var_os("HOME")
+            .filter(|home| !home.is_empty())
+            .map(PathBuf::from);
         ctx.editor = chat
             .as_deref()
             .and_then(crate::editor_sessions::editor_files);
@@ -154,6 +153,7 @@ impl ToolSetup {
             "FLEMMA_TOOLS_STORE_PATH".into(),
             store.dir().display().to_string(),
         ));
+        let read_scope = ReadScope::new(ctx.paths(), read_roots.into_iter().flatten());
         let sandbox = match bwrap {
             Ok(bwrap) => {
                 if let Some(private) = bwrap.private() {

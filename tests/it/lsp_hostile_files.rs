@@ -107,7 +107,7 @@ fn the_server_does_not_read_its_own_stdin() {
     let (diagnostics, _) = check(
         dir.path(),
         "@You:\nWhat is in @//dev/stdin ?\n",
-        "not a regular file",
+        "it is in /dev, which flemmad never reads",
         "@//dev/stdin",
     );
     assert!(!diagnostics.is_empty());
@@ -119,7 +119,7 @@ fn endless_devices_are_not_read() {
     let (_, peak) = check(
         dir.path(),
         "@You:\n@//dev/zero and {{ include(\"/dev/zero\") }}\n",
-        "not a regular file",
+        "it is in /dev, which flemmad never reads",
         "/dev/zero",
     );
     assert!(peak < 300 * 1024, "the server grew to {peak} KiB");

@@ -36,6 +36,7 @@ mod lsp_stream_latency;
 mod lsp_two_writers;
 mod provider_data;
 mod quickstart;
+mod reads;
 mod sandbox_holds;
 mod start_nothing;
 mod trust;

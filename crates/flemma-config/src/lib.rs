@@ -30,6 +30,7 @@ mod flemma_only;
 mod generate;
 mod layer;
 mod model_string;
+pub mod reach;
 mod resolve;
 mod schema;
 mod trust;

@@ -8,7 +8,9 @@
 //! In an untrusted chat an `(approved)` status, and a tool call without a result, count only
 //! when flemmad itself saw them: the [`CallHistory`] the binary keeps answers that.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use crate::reach::normalize;
 
 use serde_json::Value;
 
@@ -84,21 +86,6 @@ pub fn chat_trust(
 /// Whether a `trust.paths` entry is usable: an absolute path or one under `~/`.
 pub fn is_trust_path(pattern: &str) -> bool {
     pattern.starts_with('/') || pattern.starts_with("~/") || pattern == "~"
-}
-
-/// `.` and `..` removed without the file system (`..` at the root stays at the root).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// Whether the `trust.paths` entry `pattern` covers `chat`: the folder (or file) it names and

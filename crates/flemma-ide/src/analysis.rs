@@ -15,8 +15,8 @@ use flemma_config::{
 };
 use flemma_syntax::{DiagnosticCode, Document, Role, Severity, TextEdit, TextRange};
 use flemma_template::{
-    Category, EvalOptions, Evaluation, Host, PersonalityContext, TemplateCache, TemplateDiagnostic,
-    TemplatingOptions,
+    Category, EvalOptions, Evaluation, Host, PersonalityContext, ReadScope, TemplateCache,
+    TemplateDiagnostic, TemplatingOptions,
 };
 
 use crate::diagnostic::{Diagnostic, Source};
@@ -610,6 +610,14 @@ impl Host for DocumentHost {
     fn read_file(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
         self.io.read_file(path, limit)
     }
+    fn read_file_checked(
+        &self,
+        path: &Path,
+        limit: u64,
+        allow: &dyn Fn(&Path) -> Result<(), String>,
+    ) -> std::io::Result<Vec<u8>> {
+        self.io.read_file_checked(path, limit, allow)
+    }
     fn home_dir(&self) -> Option<PathBuf> {
         self.io.home_dir()
     }
@@ -626,6 +634,9 @@ impl Host for DocumentHost {
     }
     fn is_readable(&self, path: &Path) -> bool {
         self.io.is_readable(path)
+    }
+    fn file_kind(&self, path: &Path) -> flemma_template::FileKind {
+        self.io.file_kind(path)
     }
     fn real_path(&self, path: &Path) -> Option<PathBuf> {
         self.io.real_path(path)
@@ -700,6 +711,7 @@ fn analyze(job: &AnalysisJob, cancel: Option<Arc<AtomicBool>>) -> Analysis {
         config_layers: config.layers.clone(),
         cache: Some(template_cache.clone()),
         cancel,
+        reads: read_scope(id.path(), &trust, config.home_dir.as_deref(), io.as_ref()),
         ..EvalOptions::default()
     };
     let host = Arc::new(DocumentHost {
@@ -790,6 +802,26 @@ fn analyze(job: &AnalysisJob, cancel: Option<Arc<AtomicBool>>) -> Analysis {
         config: resolved,
         diagnostics,
     }
+}
+
+/// Where the chat at `chat` reads the files it names (`docs/security.md`, invariant II): a
+/// trusted chat anywhere, an untrusted one only in its project and its folder
+/// (`flemma_config::reach::chat_project`; a folder is a git work tree when it holds a `.git`).
+fn read_scope(chat: &Path, trust: &ChatTrust, home: Option<&Path>, io: &dyn Host) -> ReadScope {
+    if trust.trusted {
+        return ReadScope::default();
+    }
+    let project = flemma_config::reach::chat_project(chat, home, |dir| {
+        io.file_kind(&dir.join(".git")) != flemma_template::FileKind::Missing
+    });
+    let folder = chat.parent().unwrap_or(chat).to_path_buf();
+    let why = format!(
+        "it is outside this chat's project ({}), and the chat is untrusted ({}): an untrusted chat reads files only in its project; `{}` to allow",
+        project.display(),
+        trust.reason,
+        crate::untrusted::trust_command(chat),
+    );
+    ReadScope::within(vec![project, folder], why)
 }
 
 fn from_template(d: &TemplateDiagnostic) -> Diagnostic {

@@ -37,8 +37,8 @@ const NO_RESULT: &str = flemma_conversation::MISSING_TOOL_RESULT;
 /// up in the document is a scan of every message, which made evaluation quadratic).
 #[derive(Debug, Default)]
 struct ToolIndex<'a> {
-    /// The last tool use with each id: its name and header range.
-    uses: HashMap<&'a str, (&'a str, TextRange), foldhash::fast::RandomState>,
+    /// The last tool use with each id: its name, header range and input fence content.
+    uses: HashMap<&'a str, (&'a str, TextRange, Option<TextRange>), foldhash::fast::RandomState>,
     /// The ids that have a result somewhere.
     results: std::collections::HashSet<&'a str, foldhash::fast::RandomState>,
 }
@@ -50,7 +50,11 @@ impl<'a> ToolIndex<'a> {
             for (_, tool_use) in message.tool_uses() {
                 index.uses.insert(
                     tool_use.id.as_str(),
-                    (tool_use.name.as_str(), tool_use.header),
+                    (
+                        tool_use.name.as_str(),
+                        tool_use.header,
+                        tool_use.fence.as_ref().map(|fence| fence.content),
+                    ),
                 );
             }
             for (_, result) in message.tool_results() {
@@ -61,11 +65,18 @@ impl<'a> ToolIndex<'a> {
     }
 
     fn name_of(&self, id: &str) -> Option<&'a str> {
-        self.uses.get(id).map(|(name, _)| *name)
+        self.uses.get(id).map(|(name, _, _)| *name)
     }
 
     fn header_of(&self, id: &str) -> Option<TextRange> {
-        self.uses.get(id).map(|(_, header)| *header)
+        self.uses.get(id).map(|(_, header, _)| *header)
+    }
+
+    /// The `path` the tool use `id` gave as input (what `read` read).
+    fn input_path_of(&self, doc: &Document, id: &str) -> Option<String> {
+        let (_, _, input) = self.uses.get(id)?;
+        let input: serde_json::Value = serde_json::from_str(doc.slice((*input)?)).ok()?;
+        input.get("path")?.as_str().map(str::to_owned)
     }
 
     fn has_result(&self, id: &str) -> bool {
@@ -92,7 +103,7 @@ pub(crate) struct Evaluator<'a> {
     clock: RunClock,
     cancel: Option<Arc<AtomicBool>>,
     /// What the evaluation may still read (shared with `include()` and personalities).
-    read_budget: files::ReadBudget,
+    reader: files::Reader,
     /// Whether the spent time budget was reported already.
     budget_spent_reported: AtomicBool,
     templating: TemplatingOptions,
@@ -136,9 +147,9 @@ impl<'a> Evaluator<'a> {
         );
         let state = SharedState::default();
         let opt = opt::new_state();
-        let read_budget = files::ReadBudget::new(&options.limits);
+        let reader = files::Reader::new(&options.limits, &options.reads, &*host);
         let environment = Environment {
-            read_budget: read_budget.clone(),
+            reader: reader.clone(),
             host: host.clone(),
             home: home.clone(),
             now,
@@ -182,7 +193,7 @@ impl<'a> Evaluator<'a> {
             home,
             clock,
             cancel: options.cancel.clone(),
-            read_budget,
+            reader,
             budget_spent_reported: AtomicBool::new(false),
             templating: options.templating.clone(),
             cache,
@@ -247,12 +258,31 @@ impl<'a> Evaluator<'a> {
             }
             lock(&self.state).diagnostics.push(diagnostic);
         };
-        let text = match self
-            .read_budget
-            .read(&*self.host, &resolved)
-            .map(String::from_utf8)
-        {
+        // A module the user's configuration names by an absolute (or `~/`) path is the user's
+        // own file, read for any chat; one named relative to the chat is found through the
+        // chat's folder, and read only where the chat may read.
+        let reader = if path.is_absolute() {
+            self.reader.anywhere()
+        } else {
+            self.reader.clone()
+        };
+        let text = match reader.read(&*self.host, &resolved).map(String::from_utf8) {
             Ok(Ok(text)) => text,
+            Err(files::ReadError::Refused(why)) => {
+                let mut diagnostic = origin.diagnostic(
+                    TextRange::default(),
+                    Severity::Warning,
+                    Category::Module,
+                    format!(
+                        "the template module {} was not loaded: {why}",
+                        resolved.display()
+                    ),
+                    false,
+                );
+                diagnostic.line_in_file = None;
+                lock(&self.state).diagnostics.push(diagnostic);
+                return;
+            }
             Ok(Err(_)) => {
                 return fail(
                     &origin,
@@ -282,7 +312,10 @@ impl<'a> Evaluator<'a> {
         let whole = TextRange::new(0, text.len());
         let mut script = Script::default();
         script.push_code(&text, 0, whole);
-        let ast = match self.cache.compile(&self.engine, &script.code) {
+        let compiling = std::time::Instant::now();
+        let compiled = self.cache.compile(&self.engine, &script.code);
+        self.clock.charge(compiling.elapsed());
+        let ast = match compiled {
             Ok(ast) => ast,
             Err(error) => {
                 let range = script.locate(error.position(), TextRange::default());
@@ -347,7 +380,10 @@ impl<'a> Evaluator<'a> {
         let code = self.doc.slice(frontmatter.code);
         let mut script = Script::default();
         script.push_code(code, frontmatter.code.start, frontmatter.code);
-        let ast = match self.engine.compile(&script.code) {
+        let compiling = std::time::Instant::now();
+        let compiled = self.engine.compile(&script.code);
+        self.clock.charge(compiling.elapsed());
+        let ast = match compiled {
             Ok(ast) => ast,
             Err(error) => {
                 let range = script.locate(error.position(), frontmatter.code);
@@ -744,14 +780,21 @@ impl<'a> Evaluator<'a> {
     }
 
     /// The key of `message` after the chain key `previous`: its text and the names of the tools
-    /// its results answer (a `read` result is rendered differently). Not its offset: a message
-    /// evaluates the same wherever it stands (its diagnostics are kept relative to it).
+    /// its results answer (a `read` result is rendered differently, by the `path` it read). Not
+    /// its offset: a message evaluates the same wherever it stands (its diagnostics are kept
+    /// relative to it).
     fn message_key(&self, previous: u64, message: &flemma_syntax::Message) -> u64 {
         let mut hasher = key_hasher();
         previous.hash(&mut hasher);
         self.doc.slice(message.range).hash(&mut hasher);
         for (_, result) in message.tool_results() {
-            self.tools.name_of(&result.tool_use_id).hash(&mut hasher);
+            let name = self.tools.name_of(&result.tool_use_id);
+            name.hash(&mut hasher);
+            if name == Some("read") {
+                self.tools
+                    .input_path_of(self.doc, &result.tool_use_id)
+                    .hash(&mut hasher);
+            }
         }
         hasher.finish()
     }
@@ -904,6 +947,7 @@ impl<'a> Evaluator<'a> {
             return (tidy(parts), false);
         }
         let mut diagnostics = Vec::new();
+        let compiling = std::time::Instant::now();
         let (script, compiled) = script::build_and_compile(
             &self.engine,
             doc.text(),
@@ -913,6 +957,8 @@ impl<'a> Evaluator<'a> {
             &self.cache,
             &mut diagnostics,
         );
+        // Compiling is template work too: it counts against the evaluation's budget.
+        self.clock.charge(compiling.elapsed());
         lock(&self.state).diagnostics.extend(diagnostics);
         let literal = || tidy(vec![Part::text(doc.slice(message.content))]);
         let ast = match compiled {
@@ -976,9 +1022,15 @@ impl<'a> Evaluator<'a> {
                 Ok(path) => path,
                 Err(message) => return warn(format!("{message}; the literal text is sent")),
             };
-        let bytes = match self.read_budget.read(&*self.host, &path) {
+        let bytes = match self.reader.read(&*self.host, &path) {
             Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            Err(files::ReadError::Refused(why)) => {
+                return warn(format!(
+                    "{} was not read: {why}; the literal text is sent",
+                    path.display()
+                ));
+            }
+            Err(files::ReadError::Io(error)) if error.kind() == std::io::ErrorKind::NotFound => {
                 return warn(format!(
                     "cannot read {} ({error}); the literal text is sent. Check the path (relative to the chat file)",
                     path.display()
@@ -1026,7 +1078,7 @@ impl<'a> Evaluator<'a> {
             None | Some(Status::Error) => {
                 let name = self.tools.name_of(id);
                 let parts = if name == Some("read") {
-                    self.template_result(fence.content)
+                    self.read_result(id, fence.content)
                 } else if name.is_some_and(is_mcp_tool) {
                     self.stored_images_result(fence.content)
                 } else {
@@ -1106,12 +1158,67 @@ impl<'a> Evaluator<'a> {
         parts
     }
 
-    /// The result of a tool that emits templates (`read`): `@./file` references become
-    /// attachments.
-    fn template_result(&self, range: TextRange) -> Vec<Part> {
-        self.result_with_references(range, |segment, reference| {
-            Some(self.file_reference(segment, reference))
-        })
+    /// The result of `read`: for a binary file (an image, a PDF) `read` writes one file
+    /// reference (`flemma_syntax::write::file_reference`) naming the file it read, which
+    /// becomes the attachment; that alone. Any other reference stays text: a text file `read`
+    /// returns may hold `@~/.ssh/id_rsa` (a repository's README, written by anyone), and so may
+    /// a result whose reference names another file than the call's `path`.
+    fn read_result(&self, id: &str, range: TextRange) -> Vec<Part> {
+        let read = self.tools.input_path_of(self.doc, id);
+        let text = strip_line_break(self.doc.slice(range));
+        let range = TextRange::new(range.start, range.start + text.len());
+        let segments = flemma_syntax::scan_templated(self.doc.text(), range);
+        let mut references = segments
+            .iter()
+            .filter(|segment| !self.doc.slice(segment.range).trim().is_empty());
+        let own = match (references.next(), references.next()) {
+            (Some(segment), None) => match &segment.kind {
+                SegmentKind::FileReference(reference)
+                    if read
+                        .as_deref()
+                        .is_some_and(|read| self.names_read_file(&reference.path, read)) =>
+                {
+                    Some((segment, reference))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        match own {
+            Some((segment, reference)) => self.file_reference(segment, reference),
+            None => vec![Part::text(text)],
+        }
+    }
+
+    /// Whether the reference path `written` (as `read` writes it) names the file of the `read`
+    /// call's `path` input `read`: the same path, resolved the way each is (`~/` the home
+    /// directory, a relative reference against the chat's folder, a relative input against the
+    /// working directory, which is the chat's folder unless `read` wrote the absolute path: then
+    /// that path ends with the input; `$FLEMMA_TOOLS_STORE_PATH/x` likewise ends with `x`).
+    fn names_read_file(&self, written: &str, read: &str) -> bool {
+        let home = self.home.as_deref();
+        let Ok(reference) = files::resolve_reference(written, &self.origin.dir, home) else {
+            return false;
+        };
+        if read.starts_with('/') || read == "~" || read.starts_with("~/") {
+            let read = if read == "~" { "~/" } else { read };
+            return files::resolve_reference(read, &self.origin.dir, home)
+                .is_ok_and(|read| read == reference);
+        }
+        let relative = match read.strip_prefix('$') {
+            // `$VAR/rest` and `${VAR}/rest`: the store's path, which the chat does not know.
+            Some(variable) => match variable.split_once('/') {
+                Some((_, rest)) => rest,
+                None => return false,
+            },
+            None => read,
+        };
+        let relative = files::normalize(Path::new(relative));
+        if relative.as_os_str().is_empty() {
+            return false;
+        }
+        reference == files::normalize(&self.origin.dir.join(&relative))
+            || (written.starts_with('/') && reference.ends_with(&relative))
     }
 
     /// The result of an MCP tool: the text, with each reference to an image the tool saved in
@@ -1133,7 +1240,7 @@ impl<'a> Evaluator<'a> {
         if !real.starts_with(&store) {
             return None;
         }
-        let bytes = self.read_budget.read(&*self.host, &real).ok()?;
+        let bytes = self.reader.read(&*self.host, &real).ok()?;
         // The bytes decide, not the name: an empty path leaves the type to the magic numbers.
         let mime = files::detect_mime(Path::new(""), &bytes);
         if !matches!(

@@ -1,14 +1,14 @@
 //! The sandboxed Rhai engine and the pure helper functions every template sees.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use flemma_conversation::Part;
 use rhai::module_resolvers::DummyModuleResolver;
 use rhai::packages::{Package, StandardPackage};
-use rhai::{Array, Dynamic, Engine, FLOAT, INT, ImmutableString, Map, Shared};
+use rhai::{Array, Dynamic, Engine, FLOAT, INT, ImmutableString, Map, NativeCallContext, Shared};
 
 use crate::Limits;
 use crate::files::normalize;
@@ -36,12 +36,31 @@ fn standard_package() -> Shared<rhai::Module> {
 /// never runs out of time while a `loop {}` still ends after the budget; and all runs together
 /// get `Limits::evaluation_budget`, so that a chat of many slow templates cannot take the
 /// per-run budget again for every message.
+///
+/// The running script's deadline is checked at every operation (`on_progress`), so a script
+/// stops within one operation of it; no single operation is slow (`bounded` refuses the ones
+/// whose result would be too large before building it). The check reads the clock and one
+/// atomic: cheap next to the operation itself. A run past its deadline that has used less than
+/// half of its budget on the CPU (the machine kept it waiting: a loaded machine, a busy core) is
+/// given until it has: a three-line frontmatter is not stopped because the thread running it
+/// was preempted for 100 ms.
 #[derive(Debug, Clone)]
-pub(crate) struct RunClock(Arc<Mutex<ClockState>>);
+pub(crate) struct RunClock(Arc<ClockInner>);
+
+#[derive(Debug)]
+struct ClockInner {
+    /// What deadlines are counted from.
+    epoch: Instant,
+    /// Nanoseconds after `epoch` when the running script must stop.
+    deadline: AtomicU64,
+    state: Mutex<ClockState>,
+}
 
 #[derive(Debug)]
 struct ClockState {
     run_started: Instant,
+    /// The thread's CPU time when the run started.
+    run_cpu_started: Duration,
     /// What the running script may take (the per-run budget, or less when the evaluation's
     /// budget has less left).
     run_budget: Duration,
@@ -53,17 +72,24 @@ struct ClockState {
 
 impl RunClock {
     pub(crate) fn new(limits: &Limits) -> Self {
-        Self(Arc::new(Mutex::new(ClockState {
-            run_started: Instant::now(),
-            run_budget: limits.time_budget,
-            per_run: limits.time_budget,
-            left: limits.evaluation_budget,
-            total: limits.evaluation_budget,
-        })))
+        let epoch = Instant::now();
+        Self(Arc::new(ClockInner {
+            epoch,
+            deadline: AtomicU64::new(nanos(limits.time_budget)),
+            state: Mutex::new(ClockState {
+                run_started: epoch,
+                run_cpu_started: thread_cpu_time(),
+                run_budget: limits.time_budget,
+                per_run: limits.time_budget,
+                left: limits.evaluation_budget,
+                total: limits.evaluation_budget,
+            }),
+        }))
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, ClockState> {
         self.0
+            .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -76,7 +102,10 @@ impl RunClock {
             return false;
         }
         state.run_started = Instant::now();
+        state.run_cpu_started = thread_cpu_time();
         state.run_budget = state.per_run.min(state.left);
+        let deadline = state.run_started.duration_since(self.0.epoch) + state.run_budget;
+        self.0.deadline.store(nanos(deadline), Ordering::Relaxed);
         true
     }
 
@@ -87,15 +116,37 @@ impl RunClock {
         state.left = state.left.saturating_sub(took);
     }
 
+    /// Takes `took` (work of the evaluation outside a script run, such as compiling a
+    /// template) off the evaluation's budget.
+    pub(crate) fn charge(&self, took: Duration) {
+        let mut state = self.state();
+        state.left = state.left.saturating_sub(took);
+    }
+
     /// The evaluation's whole budget.
     pub(crate) fn total(&self) -> Duration {
         self.state().total
     }
 
+    /// Whether the running script is past its deadline (one clock read: called at every
+    /// operation).
+    fn past_deadline(&self) -> bool {
+        nanos(self.0.epoch.elapsed()) > self.0.deadline.load(Ordering::Relaxed)
+    }
+
     /// Why the running script must stop now, when its budget is spent.
     fn overrun(&self) -> Option<String> {
+        if !self.past_deadline() {
+            return None;
+        }
         let state = self.state();
-        if state.run_started.elapsed() <= state.run_budget {
+        // Past the deadline: stopped if the run itself used half of its budget, else given
+        // until it could have (the next check comes then, not at every operation).
+        let used = thread_cpu_time().saturating_sub(state.run_cpu_started);
+        let half = state.run_budget / 2;
+        if used < half {
+            let next = self.0.epoch.elapsed() + (half - used);
+            self.0.deadline.store(nanos(next), Ordering::Relaxed);
             return None;
         }
         Some(if state.run_budget < state.per_run {
@@ -110,6 +161,19 @@ impl RunClock {
             )
         })
     }
+}
+
+/// The CPU time the calling thread has used.
+fn thread_cpu_time() -> Duration {
+    let time = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(time.tv_sec).unwrap_or(0),
+        u32::try_from(time.tv_nsec).unwrap_or(0),
+    )
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A sandboxed engine: the standard package (strings, maths, arrays, maps, iterators), no
@@ -141,9 +205,7 @@ pub(crate) fn sandboxed_engine(
     });
     let interrupted = impure.clone();
     engine.on_progress(move |operations| {
-        if operations % 512 != 0 {
-            return None;
-        }
+        let _ = operations;
         if cancel
             .as_ref()
             .is_some_and(|flag| flag.load(Ordering::Relaxed))
@@ -159,6 +221,7 @@ pub(crate) fn sandboxed_engine(
         None
     });
     register_helpers(&mut engine, now, impure);
+    crate::bounded::register(&mut engine);
     engine
 }
 
@@ -172,7 +235,18 @@ fn register_helpers(engine: &mut Engine, now: SystemTime, impure: Arc<AtomicBool
     engine.register_fn("values", |map: Map| -> Array {
         map.into_values().collect()
     });
-    engine.register_fn("each", each);
+    engine.register_fn("each", |ctx: NativeCallContext, array: Array| {
+        // Six entries a map: refused before building what the size check would refuse after.
+        crate::bounded::pieces(&ctx, array.len())?;
+        let max = ctx.engine().max_map_size();
+        if max > 0 && array.len().saturating_mul(6) > max {
+            return Err(Box::new(rhai::EvalAltResult::ErrorDataTooLarge(
+                "Size of object map".to_owned(),
+                rhai::Position::NONE,
+            )));
+        }
+        Ok(each(array))
+    });
     engine.register_fn("format_number", |n: INT| format_number(n as FLOAT, 0));
     engine.register_fn("format_number", |n: FLOAT| format_number(n, 2));
     engine.register_fn("format_number", |n: INT, decimals: INT| {
@@ -205,7 +279,11 @@ fn register_helpers(engine: &mut Engine, now: SystemTime, impure: Arc<AtomicBool
     let read = clock_read.clone();
     engine.register_fn("date", move || format_date(read(), "%Y-%m-%d"));
     let read = clock_read.clone();
-    engine.register_fn("date", move |format: &str| format_date(read(), format));
+    engine.register_fn("date", move |ctx: NativeCallContext, format: &str| {
+        // A two-byte directive expands to at most 12 bytes (`%Y` of a far year; `%B` is 9).
+        crate::bounded::string_fits(&ctx, format.len().saturating_mul(6))?;
+        Ok::<_, Box<rhai::EvalAltResult>>(format_date(read(), format))
+    });
     engine.register_fn("unix_time", clock_read);
     engine.register_fn("path_basename", path_basename);
     engine.register_fn("path_dirname", path_dirname);

@@ -4,34 +4,123 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use flemma_config::reach::never_read;
 use flemma_conversation::Part;
 
-use crate::Host;
 use crate::host::human_bytes;
+use crate::{Host, ReadScope};
 
-/// What one evaluation may still read: each file at most `Limits::max_file_bytes`, all of them
-/// together at most `Limits::max_read_bytes`. Shared by everything that reads during the
-/// evaluation (file references, `include()`, template modules, project context files).
+/// What one evaluation reads, and how much: only files its [`ReadScope`] allows, never those
+/// of [`never_read`] (judged on the path as written and on its real path, links followed), each
+/// at most `Limits::max_file_bytes`, all of them together at most `Limits::max_read_bytes`.
+/// Shared by everything that reads during the evaluation (file references, `include()`,
+/// template modules, project context files, the images of tool results).
 #[derive(Debug, Clone)]
-pub(crate) struct ReadBudget {
+pub(crate) struct Reader {
     per_file: u64,
     total: u64,
     left: Arc<AtomicU64>,
+    scope: Arc<Scope>,
 }
 
-impl ReadBudget {
-    pub(crate) fn new(limits: &crate::Limits) -> Self {
+/// Where an evaluation reads, resolved once.
+#[derive(Debug)]
+struct Scope {
+    /// The real paths of the folders files must lie in (`None`: anywhere).
+    within: Option<Vec<PathBuf>>,
+    /// Why a file outside them is not read.
+    why: String,
+    /// The home directory, as given and as its real path.
+    homes: Vec<PathBuf>,
+}
+
+/// Why a file was not read.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    /// The chat may not read it: why (`it is in /proc, which flemmad never reads…`).
+    Refused(String),
+    /// Reading it failed (missing, not a regular file, too large…).
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Refused(why) => f.write_str(why),
+            ReadError::Io(error) => error.fmt(f),
+        }
+    }
+}
+
+impl Reader {
+    /// The reader of one evaluation through `host`: `scope`'s folders and the home directory
+    /// are resolved to their real paths here.
+    pub(crate) fn new(limits: &crate::Limits, scope: &ReadScope, host: &dyn Host) -> Self {
+        let real = |path: &Path| host.real_path(path).unwrap_or_else(|| normalize(path));
+        let mut homes: Vec<PathBuf> = host.home_dir().into_iter().collect();
+        if let Some(home) = homes.first().and_then(|home| host.real_path(home)) {
+            if !homes.contains(&home) {
+                homes.push(home);
+            }
+        }
         Self {
             per_file: limits.max_file_bytes,
             total: limits.max_read_bytes,
             left: Arc::new(AtomicU64::new(limits.max_read_bytes)),
+            scope: Arc::new(Scope {
+                within: scope
+                    .within
+                    .as_ref()
+                    .map(|folders| folders.iter().map(|folder| real(folder)).collect()),
+                why: scope.why.clone(),
+                homes,
+            }),
         }
     }
 
-    /// Reads the regular file `path` through `host` within the budget. The error says what
-    /// was not read and why (not a regular file, larger than one file may be, or past what the
-    /// evaluation may read in all).
-    pub(crate) fn read(&self, host: &dyn Host, path: &Path) -> std::io::Result<Vec<u8>> {
+    /// The same reader, budget included, reading anywhere but what is never read (for the
+    /// files the user's configuration names: template modules by absolute path).
+    pub(crate) fn anywhere(&self) -> Self {
+        Self {
+            scope: Arc::new(Scope {
+                within: None,
+                why: String::new(),
+                homes: self.scope.homes.clone(),
+            }),
+            ..self.clone()
+        }
+    }
+
+    /// Why `path` may not be read, judged on the path as written (`real: false`: only what is
+    /// never read) or on its real path (`real: true`: also the scope's folders).
+    fn judge(&self, path: &Path, real: bool) -> Result<(), String> {
+        let homes: Vec<&Path> = self.scope.homes.iter().map(PathBuf::as_path).collect();
+        if let Some(never) = never_read(path, &homes) {
+            return Err(never.to_string());
+        }
+        match &self.scope.within {
+            Some(folders) if real && !folders.iter().any(|folder| path.starts_with(folder)) => {
+                Err(self.scope.why.clone())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Why the file at `path` may not be read (what `file_readable()` answers `false` for).
+    pub(crate) fn refusal(&self, host: &dyn Host, path: &Path) -> Option<String> {
+        self.judge(path, false)
+            .and_then(|()| match host.real_path(path) {
+                Some(real) => self.judge(&real, true),
+                None => Ok(()),
+            })
+            .err()
+    }
+
+    /// Reads the regular file `path` through `host`, if the chat may read it and within the
+    /// budget. The error says what was not read and why (never read, outside the scope, not a
+    /// regular file, larger than one file may be, or past what the evaluation may read in all).
+    pub(crate) fn read(&self, host: &dyn Host, path: &Path) -> Result<Vec<u8>, ReadError> {
+        self.judge(path, false).map_err(ReadError::Refused)?;
         let left = self.left.load(Ordering::Relaxed);
         let (limit, by_total) = if left < self.per_file {
             (left, true)
@@ -50,14 +139,22 @@ impl ReadBudget {
                     human_bytes(self.per_file)
                 )
             };
-            std::io::Error::new(std::io::ErrorKind::FileTooLarge, why)
+            ReadError::Io(std::io::Error::new(std::io::ErrorKind::FileTooLarge, why))
         };
-        let bytes = match host.read_file(path, limit) {
+        let refusal = std::cell::RefCell::new(None);
+        let allow = |real: &Path| {
+            self.judge(real, true)
+                .inspect_err(|why| *refusal.borrow_mut() = Some(why.clone()))
+        };
+        let bytes = match host.read_file_checked(path, limit, &allow) {
             Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::FileTooLarge => {
-                return Err(too_large());
+            Err(error) => {
+                return Err(match refusal.into_inner() {
+                    Some(why) => ReadError::Refused(why),
+                    None if error.kind() == std::io::ErrorKind::FileTooLarge => too_large(),
+                    None => ReadError::Io(error),
+                });
             }
-            Err(error) => return Err(error),
         };
         let size = bytes.len() as u64;
         if size > limit {

@@ -51,6 +51,21 @@ pub trait Host: Send + Sync + std::fmt::Debug {
     /// `/dev/stdin` or read `/dev/zero` forever), a longer file too (error kind
     /// `FileTooLarge`).
     fn read_file(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>>;
+    /// Reads like [`Host::read_file`], only if `allow` accepts the real path of the file (every
+    /// link resolved) — judged on the file the host opened, where it can tell, so that a link
+    /// swapped in after a check is not followed. When `allow` refuses, fails with its reason
+    /// (error kind `PermissionDenied`) and reads nothing. The default resolves the path with
+    /// [`Host::real_path`] (or takes it as it is) before reading.
+    fn read_file_checked(
+        &self,
+        path: &Path,
+        limit: u64,
+        allow: &dyn Fn(&Path) -> Result<(), String>,
+    ) -> std::io::Result<Vec<u8>> {
+        let real = self.real_path(path).unwrap_or_else(|| path.to_path_buf());
+        allow(&real).map_err(refused)?;
+        self.read_file(path, limit)
+    }
     /// The user's home directory (for `@~/…`).
     fn home_dir(&self) -> Option<PathBuf>;
     /// The current time (for `now()`, `date()` and personalities).
@@ -107,6 +122,15 @@ pub struct FsHost;
 impl Host for FsHost {
     fn read_file(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
         read_regular_file(path, limit)
+    }
+
+    fn read_file_checked(
+        &self,
+        path: &Path,
+        limit: u64,
+        allow: &dyn Fn(&Path) -> Result<(), String>,
+    ) -> std::io::Result<Vec<u8>> {
+        read_regular_file_within(path, limit, allow)
     }
 
     fn home_dir(&self) -> Option<PathBuf> {
@@ -174,12 +198,30 @@ impl Host for FsHost {
 /// Reads the regular file at `path` (links followed), at most `limit` bytes: opened without
 /// blocking (a FIFO never waits for a writer), refused unless regular, read with a cap.
 pub fn read_regular_file(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    read_regular_file_within(path, limit, &|_| Ok(()))
+}
+
+/// [`read_regular_file`], only if `allow` accepts the file's real path: judged before opening
+/// (the path with every link resolved, so that no device is even opened) and again on the file
+/// opened (`/proc/self/fd`), so that a link swapped in between is not read through. When
+/// `allow` refuses, fails with its reason (error kind `PermissionDenied`).
+pub fn read_regular_file_within(
+    path: &Path,
+    limit: u64,
+    allow: &dyn Fn(&Path) -> Result<(), String>,
+) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+    let real = std::fs::canonicalize(path)?;
+    allow(&real).map_err(refused)?;
+    let flags =
+        rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::NOFOLLOW;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(flags.bits() as i32)
-        .open(path)?;
+        .open(&real)?;
+    if let Some(opened) = opened_path(&file) {
+        allow(&opened).map_err(refused)?;
+    }
     let metadata = file.metadata()?;
     if !metadata.is_file() {
         let what = if metadata.is_dir() {
@@ -207,6 +249,17 @@ pub fn read_regular_file(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
         return Err(too_large());
     }
     Ok(bytes)
+}
+
+/// The error of a read `allow` refused.
+fn refused(why: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::PermissionDenied, why)
+}
+
+/// The path of the file `file` is open on, as the kernel knows it (`None` without `/proc`).
+fn opened_path(file: &std::fs::File) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd as _;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
 }
 
 /// `32 MiB`, `512 KiB`, `100 bytes`.

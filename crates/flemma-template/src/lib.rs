@@ -39,6 +39,7 @@ use flemma_syntax::{Document, Severity, TextRange};
 use serde::Serialize;
 use serde::ser::SerializeStruct;
 
+mod bounded;
 mod cache;
 mod convert;
 mod engine;
@@ -53,7 +54,10 @@ mod script;
 
 pub use cache::TemplateCache;
 pub use engine::Attachment;
-pub use host::{FileKind, FsHost, Host, PersonalityContext, git_branch_of, read_regular_file};
+pub use host::{
+    FileKind, FsHost, Host, PersonalityContext, git_branch_of, read_regular_file,
+    read_regular_file_within,
+};
 pub use lua::lua_frontmatter_to_rhai;
 pub use personality::PERSONALITIES;
 
@@ -66,9 +70,10 @@ pub struct Limits {
     pub max_operations: u64,
     /// Longest string a script may build, in bytes.
     pub max_string_size: usize,
-    /// Largest array.
+    /// Largest array (default 10,000: an operation over a whole array — a comparison, a copy,
+    /// `to_string` — then takes milliseconds, which is what the time budget may be overrun by).
     pub max_array_size: usize,
-    /// Largest object map.
+    /// Largest object map (default 10,000, for the same reason).
     pub max_map_size: usize,
     /// Deepest function call nesting.
     pub max_call_levels: usize,
@@ -96,8 +101,8 @@ impl Default for Limits {
         Self {
             max_operations: 5_000_000,
             max_string_size: 4 * 1024 * 1024,
-            max_array_size: 100_000,
-            max_map_size: 100_000,
+            max_array_size: 10_000,
+            max_map_size: 10_000,
             max_call_levels: 48,
             max_expr_depth: 64,
             max_include_depth: 16,
@@ -134,6 +139,33 @@ pub struct EvalOptions {
     /// Called as the evaluation advances through the messages (for a progress line on a
     /// terminal; a long chat takes a while).
     pub progress: Option<ProgressCallback>,
+    /// Where the files the chat names may be read (its file references, `include()`, template
+    /// modules named relative to it, the result of `read`). Whatever it says, `/proc`, `/sys`,
+    /// `/dev` and the credentials in the home directory are never read
+    /// (`flemma_config::reach::never_read`).
+    pub reads: ReadScope,
+}
+
+/// Where an evaluation reads the files a chat names (`docs/security.md`, invariant II).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadScope {
+    /// `None`: any file the user can read (a trusted chat). `Some`: only files whose real path
+    /// (links followed) lies in one of these folders (an untrusted chat: its project and its
+    /// folder); they are resolved through the host first.
+    pub within: Option<Vec<PathBuf>>,
+    /// Why a file elsewhere is not read, and how to allow it: the end of the warning that
+    /// names it (`it is outside …`).
+    pub why: String,
+}
+
+impl ReadScope {
+    /// Only inside `folders`, for the reason `why` (said when a file elsewhere is named).
+    pub fn within(folders: Vec<PathBuf>, why: impl Into<String>) -> Self {
+        Self {
+            within: Some(folders),
+            why: why.into(),
+        }
+    }
 }
 
 /// How far an evaluation has come.

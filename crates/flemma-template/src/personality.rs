@@ -79,7 +79,7 @@ fn gather(environment: &Environment) -> Ambient {
     for dir in directories {
         for name in ["AGENTS.md", "CLAUDE.md"] {
             let path = dir.join(name);
-            if let Ok(bytes) = environment.read_budget.read(&*environment.host, &path) {
+            if let Ok(bytes) = environment.reader.read(&*environment.host, &path) {
                 if let Ok(text) = String::from_utf8(bytes) {
                     project_files.push((path, text));
                 }

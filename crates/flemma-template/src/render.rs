@@ -54,7 +54,7 @@ pub(crate) fn lock(state: &SharedState) -> MutexGuard<'_, RenderState> {
 pub(crate) struct Environment {
     pub host: Arc<dyn crate::Host>,
     /// What the evaluation may still read.
-    pub read_budget: files::ReadBudget,
+    pub reader: files::Reader,
     pub home: Option<PathBuf>,
     pub now: SystemTime,
     pub chat_path: Option<PathBuf>,
@@ -155,7 +155,9 @@ pub(crate) fn register(engine: &mut Engine, state: &SharedState, environment: &E
     let (s, e) = (state.clone(), environment.clone());
     engine.register_fn("file_readable", move |path: &str| {
         e.impure.store(true, Ordering::Relaxed);
-        resolve_in_template(&s, &e, path).map(|resolved| e.host.is_readable(&resolved))
+        resolve_in_template(&s, &e, path).map(|resolved| {
+            e.reader.refusal(&*e.host, &resolved).is_none() && e.host.is_readable(&resolved)
+        })
     });
     let (s, e) = (state.clone(), environment.clone());
     engine.register_fn("include", move |context: NativeCallContext, path: &str| {
@@ -404,16 +406,31 @@ fn include(
     let mime = options.remove("mime").map(|value| value.to_string());
     let resolved =
         files::resolve_reference(path, &origin.dir, environment.home.as_deref()).map_err(fail)?;
-    let bytes = environment
-        .read_budget
-        .read(&*environment.host, &resolved)
-        .map_err(|error| {
-        fail(format!(
-            "cannot include '{path}' ({}): {error}; check the path (relative paths start at {})",
-            resolved.display(),
-            origin.dir.display()
-        ))
-    })?;
+    let bytes = match environment.reader.read(&*environment.host, &resolved) {
+        Ok(bytes) => bytes,
+        Err(files::ReadError::Refused(why)) => {
+            // Said, and nothing included: the rest of the template still runs.
+            let diagnostic = origin.diagnostic(
+                call_range,
+                Severity::Warning,
+                Category::Include,
+                format!(
+                    "'{path}' ({}) was not included: {why}; nothing was included in its place",
+                    resolved.display()
+                ),
+                false,
+            );
+            lock(state).diagnostics.push(diagnostic);
+            return Ok(Dynamic::from(ImmutableString::new()));
+        }
+        Err(files::ReadError::Io(error)) => {
+            return Err(fail(format!(
+                "cannot include '{path}' ({}): {error}; check the path (relative paths start at {})",
+                resolved.display(),
+                origin.dir.display()
+            )));
+        }
+    };
     if binary {
         let mime = mime.unwrap_or_else(|| files::detect_mime(&resolved, &bytes));
         let part = files::attachment(path, &mime, bytes).map_err(fail)?;
@@ -444,6 +461,14 @@ fn include(
             environment.max_include_depth
         )));
     }
+    // What a template writes is a string of at most `Limits::max_string_size`: a larger one
+    // is refused before it is compiled (compiling is not interrupted by the time budget).
+    crate::bounded::string_fits(context, bytes.len()).map_err(|_| {
+        fail(format!(
+            "'{path}' is larger than {}, the most a template may write; include a part of it, or attach it with include(\"{path}\", #{{binary: true}})",
+            crate::host::human_bytes(context.engine().max_string_size() as u64)
+        ))
+    })?;
     let text = String::from_utf8(bytes).map_err(|_| {
         fail(format!(
             "'{path}' is not UTF-8 text; attach it with include(\"{path}\", #{{binary: true}})"

@@ -1,12 +1,13 @@
 //! The approval chain: resolvers by priority, highest first; the first that decides wins; when
 //! none does, the call needs approval.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use flemma_config::{AutoApprove, ResolvedConfig};
 
+use crate::context::ToolPaths;
 use crate::spec::{Capability, ToolSpec};
 
 /// What the chain decides for a call.
@@ -61,28 +62,46 @@ pub struct ApprovalChain {
 
 /// Where the reading tools (`read`, `grep`, `find`, `ls`) look without asking when only a
 /// preset (`$standard`, `$readonly`) approves them: the project (the working directory), the
-/// chat's directory and its store. A path elsewhere (`~/.ssh/id_rsa`) needs approval, unless
-/// `tools.auto_approve` names the tool itself. Paths are resolved, links followed, before the
-/// check.
+/// chat's directory and its store — but never a credential place of the home directory
+/// (`flemma_config::reach::HOME_CREDENTIALS`), even when the project is the home directory. A
+/// path elsewhere (`~/.ssh/id_rsa`) needs approval, unless `tools.auto_approve` names the tool
+/// itself. Paths resolve as the tools resolve them ([`ToolPaths`]: `~/` is the home
+/// directory), links followed, before the check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadScope {
-    base: PathBuf,
+    paths: ToolPaths,
     roots: Vec<PathBuf>,
+    /// The home directory as given and as its real path.
+    homes: Vec<PathBuf>,
 }
 
 impl ReadScope {
-    /// Relative paths resolve against `base` (the working directory); `roots` are the places
-    /// reads stay approved in.
-    pub fn new(base: PathBuf, roots: impl IntoIterator<Item = PathBuf>) -> Self {
+    /// Paths resolve as `paths` says (relative ones against the working directory); `roots`
+    /// are the places reads stay approved in.
+    pub fn new(paths: ToolPaths, roots: impl IntoIterator<Item = PathBuf>) -> Self {
         let roots = roots
             .into_iter()
             .filter_map(|root| crate::sandbox::resolve_path(&root).ok())
             .collect();
-        Self { base, roots }
+        let mut homes: Vec<PathBuf> = paths.home.iter().cloned().collect();
+        if let Some(real) = paths
+            .home
+            .as_deref()
+            .and_then(|home| crate::sandbox::resolve_path(home).ok())
+            .filter(|real| !homes.contains(real))
+        {
+            homes.push(real);
+        }
+        Self {
+            paths,
+            roots,
+            homes,
+        }
     }
 
     /// The path a call of a reading tool looks at, when it lies outside the scope (or cannot
-    /// be resolved); `None` for a path inside, or a tool that reads no path.
+    /// be resolved, or is a credential place); `None` for a path inside, or a tool that reads
+    /// no path.
     pub fn outside(&self, tool: &str, input: &Value) -> Option<String> {
         if !matches!(tool, "read" | "grep" | "find" | "ls") {
             return None;
@@ -92,14 +111,32 @@ impl ReadScope {
             .and_then(Value::as_str)
             .filter(|p| !p.is_empty())
             .unwrap_or(".");
-        let path = std::path::Path::new(written);
-        let absolute = if path.is_absolute() {
-            path.to_path_buf()
-        } else {
-            self.base.join(path)
+        let homes: Vec<&Path> = self.homes.iter().map(PathBuf::as_path).collect();
+        // `grep` reads what is below its path too: a search that would reach a credential
+        // place (`grep -r key ~`, or `.` when the project is the home directory) waits.
+        let reaches_credentials = |path: &Path| {
+            tool == "grep"
+                && homes.iter().any(|home| {
+                    flemma_config::reach::HOME_CREDENTIALS
+                        .iter()
+                        .any(|place| home.join(place).starts_with(path))
+                })
         };
-        match crate::sandbox::resolve_path(&absolute) {
-            Ok(resolved) if self.roots.iter().any(|root| resolved.starts_with(root)) => None,
+        let inside = |path: &Path| {
+            self.roots.iter().any(|root| path.starts_with(root))
+                && flemma_config::reach::never_read(path, &homes).is_none()
+                && !reaches_credentials(path)
+        };
+        match self.paths.resolve(written).map(|path| {
+            let resolved = crate::sandbox::resolve_path(&path);
+            (path, resolved)
+        }) {
+            Ok((path, Ok(resolved)))
+                if inside(&resolved)
+                    && flemma_config::reach::never_read(&path, &homes).is_none() =>
+            {
+                None
+            }
             _ => Some(written.to_owned()),
         }
     }
@@ -191,7 +228,7 @@ impl ApprovalChain {
                         None => return decided(Verdict::Approve, CONFIG_URN),
                         Some(path) => {
                             outside_note = Some(format!(
-                                "{path} is outside the project and the chat's store; a preset approves `{}` only inside them",
+                                "{path} is outside the project and the chat's store, or holds credentials; a preset approves `{}` only inside them, and never in a credential place",
                                 tool.name
                             ));
                         }
@@ -312,7 +349,14 @@ mod tests {
         let secret = outside.path().join("id_rsa");
         std::fs::write(&secret, "key").expect("write");
         std::os::unix::fs::symlink(&secret, project.join("link")).expect("symlink");
-        let scope = ReadScope::new(project.clone(), [project.clone()]);
+        let scope = ReadScope::new(
+            ToolPaths {
+                cwd: project.clone(),
+                home: None,
+                store: None,
+            },
+            [project.clone()],
+        );
         let read = crate::builtin::read::spec();
         let grep = crate::builtin::grep::spec();
         let mut chain = ApprovalChain::new(&config(""), None, vec![], true);
@@ -350,6 +394,70 @@ mod tests {
                 .verdict,
             Verdict::Approve
         );
+    }
+
+    /// `~/` is the home directory for the policy as for the tool: `read ~/.ssh/id_rsa` waits
+    /// for approval, instead of passing as a file under a folder named `~` of the project; and
+    /// a credential place waits even when the project is the home directory itself.
+    #[test]
+    fn reads_are_judged_on_the_path_they_read() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let home = home.path().canonicalize().expect("canonical");
+        let project = home.join("project");
+        std::fs::create_dir_all(home.join(".ssh")).expect("dirs");
+        std::fs::create_dir_all(&project).expect("dirs");
+        std::fs::write(home.join(".ssh/id_rsa"), "key").expect("key");
+        std::fs::write(home.join("notes.txt"), "notes").expect("notes");
+        let read = crate::builtin::read::spec();
+        let chain_for = |cwd: &std::path::Path| {
+            let mut chain = ApprovalChain::new(&config(""), None, vec![], true);
+            chain.set_read_scope(ReadScope::new(
+                ToolPaths {
+                    cwd: cwd.to_path_buf(),
+                    home: Some(home.clone()),
+                    store: None,
+                },
+                [cwd.to_path_buf()],
+            ));
+            chain
+        };
+        let in_project = chain_for(&project);
+        let verdict =
+            |chain: &ApprovalChain, path: &str| chain.decide(&read, &json!({"path": path})).verdict;
+        assert_eq!(verdict(&in_project, "README.md"), Verdict::Approve);
+        assert_eq!(
+            verdict(&in_project, "~/.ssh/id_rsa"),
+            Verdict::RequireApproval
+        );
+        assert_eq!(
+            verdict(&in_project, "~/notes.txt"),
+            Verdict::RequireApproval
+        );
+        assert_eq!(verdict(&in_project, "~"), Verdict::RequireApproval);
+        // The project is the home directory: all of it but the credentials.
+        let in_home = chain_for(&home);
+        assert_eq!(verdict(&in_home, "~/notes.txt"), Verdict::Approve);
+        assert_eq!(verdict(&in_home, "notes.txt"), Verdict::Approve);
+        for path in [
+            "~/.ssh/id_rsa",
+            ".ssh/id_rsa",
+            ".ssh",
+            "project/../.ssh/id_rsa",
+        ] {
+            assert_eq!(verdict(&in_home, path), Verdict::RequireApproval, "{path}");
+        }
+        std::os::unix::fs::symlink(home.join(".ssh/id_rsa"), home.join("key")).expect("link");
+        assert_eq!(verdict(&in_home, "key"), Verdict::RequireApproval);
+        // A search below the home directory would read the credentials too.
+        let grep = crate::builtin::grep::spec();
+        let search = |path: &str| {
+            in_home
+                .decide(&grep, &json!({"pattern": "x", "path": path}))
+                .verdict
+        };
+        assert_eq!(search("."), Verdict::RequireApproval);
+        assert_eq!(search("~"), Verdict::RequireApproval);
+        assert_eq!(search("project"), Verdict::Approve);
     }
 
     #[test]

@@ -82,6 +82,80 @@ pub struct RunContext {
     pub fetch_private_addresses: bool,
     /// The editor's view of files, when the chat's session has one (`EditorFiles`).
     pub editor: Option<Arc<dyn EditorFiles>>,
+    /// The user's home directory: `~/` in the tools' paths (`None`: unknown, and a path
+    /// starting with `~/` is refused).
+    pub home: Option<PathBuf>,
+}
+
+/// How a built-in tool's path argument becomes a path: `~` and `~/…` are the home directory, a
+/// leading `$FLEMMA_TOOLS_STORE_PATH` (or `${FLEMMA_TOOLS_STORE_PATH}`) is the chat's store (as
+/// it is for `bash` and `flemma.save_to`, Flemma 0.13.1), any other relative path lies under
+/// the working directory. The one place a tool's path is resolved, for the runners
+/// ([`RunContext::resolve`]) and the approval policy (`approval::ReadScope`) alike, so that a
+/// call is judged on the path it really reads or writes: `read ~/.ssh/id_rsa` is the key in the
+/// home directory, not a file under a folder named `~` of the project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolPaths {
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// The home directory (`None`: unknown).
+    pub home: Option<PathBuf>,
+    /// The chat's store directory (`None`: unknown).
+    pub store: Option<PathBuf>,
+}
+
+impl ToolPaths {
+    /// The path `written` names; an error says why it cannot be resolved (`~/` without a known
+    /// home directory).
+    pub fn resolve(&self, written: &str) -> Result<PathBuf, String> {
+        let path = Path::new(written);
+        if let Some(rest) = home_relative(written) {
+            return match &self.home {
+                Some(home) if rest.is_empty() => Ok(home.clone()),
+                Some(home) => Ok(home.join(rest)),
+                None => Err(format!(
+                    "{written} starts with `~`, the home directory, which is not known here (HOME is not set); give the absolute path"
+                )),
+            };
+        }
+        if let Some(rest) = store_relative(written)
+            && let Some(store) = &self.store
+        {
+            return Ok(PathBuf::from(format!("{}{rest}", store.display())));
+        }
+        Ok(if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.cwd.join(path)
+        })
+    }
+
+    /// How a process started in the working directory (`rg`, `fd`) is given the path
+    /// `written`: as written when it means the same path there (what the process prints then
+    /// reads as the model wrote it), else the resolved path.
+    pub fn for_process(&self, written: &str) -> Result<String, String> {
+        if home_relative(written).is_none() && store_relative(written).is_none() {
+            return Ok(written.to_owned());
+        }
+        self.resolve(written)
+            .map(|path| path.to_string_lossy().into_owned())
+    }
+}
+
+/// What follows `~` in `~` or `~/…` (`~user/…` is not expanded).
+fn home_relative(written: &str) -> Option<&str> {
+    match written.strip_prefix('~')? {
+        "" => Some(""),
+        rest => rest.strip_prefix('/'),
+    }
+}
+
+/// What follows a leading store variable (`$FLEMMA_TOOLS_STORE_PATH/x` → `/x`).
+fn store_relative(written: &str) -> Option<&str> {
+    let rest = written
+        .strip_prefix("${FLEMMA_TOOLS_STORE_PATH}")
+        .or_else(|| written.strip_prefix("$FLEMMA_TOOLS_STORE_PATH"))?;
+    (rest.is_empty() || rest.starts_with('/')).then_some(rest)
 }
 
 impl RunContext {
@@ -99,6 +173,7 @@ impl RunContext {
             runtime: None,
             fetch_private_addresses: false,
             editor: None,
+            home: None,
         }
     }
 
@@ -112,36 +187,56 @@ impl RunContext {
         self.editor.as_deref().filter(|editor| editor.writes())
     }
 
-    /// Resolves `path` (relative to `cwd`). A leading `$FLEMMA_TOOLS_STORE_PATH` (or
-    /// `${FLEMMA_TOOLS_STORE_PATH}`) is the conversation's store directory, as it is for `bash`
-    /// and `flemma.save_to` (Flemma 0.13.1), so `read`, `write` and `edit` reach the store too.
-    pub fn resolve(&self, path: &str) -> PathBuf {
-        let expanded = self.expand_store_path(path);
-        let path = Path::new(expanded.as_deref().unwrap_or(path));
-        if path.is_absolute() {
-            self.guard.host_path(path)
-        } else {
-            self.cwd.join(path)
+    /// How this call's paths resolve ([`ToolPaths`]).
+    pub fn paths(&self) -> ToolPaths {
+        ToolPaths {
+            cwd: self.cwd.clone(),
+            home: self.home.clone(),
+            store: self
+                .env
+                .iter()
+                .find(|(name, _)| name == "FLEMMA_TOOLS_STORE_PATH")
+                .map(|(_, value)| PathBuf::from(value)),
         }
     }
-}
 
-impl RunContext {
-    /// `path` with its leading store variable replaced, when it has one and the store is known.
-    fn expand_store_path(&self, path: &str) -> Option<String> {
-        const VARIABLE: &str = "FLEMMA_TOOLS_STORE_PATH";
-        let rest = path
-            .strip_prefix("${FLEMMA_TOOLS_STORE_PATH}")
-            .or_else(|| path.strip_prefix("$FLEMMA_TOOLS_STORE_PATH"))?;
-        if !(rest.is_empty() || rest.starts_with('/')) {
-            return None;
+    /// The path `path` names ([`ToolPaths::resolve`]: `~/` the home directory, the store
+    /// variable the store, relative to `cwd`).
+    /// The sandbox's private `/tmp` and cache are where its commands see them
+    /// ([`PathGuard::host_path`]).
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, String> {
+        self.paths()
+            .resolve(path)
+            .map(|resolved| self.guard.host_path(&resolved))
+    }
+
+    /// The path `written` names, for a tool that reads it (`read`, `grep`, `find`, `ls`, the
+    /// `lsp` tool): refused when it lies in `/proc`, `/sys` or `/dev`, as written or once its
+    /// links are followed (these tools run in flemmad's own process: `/proc/self/environ`
+    /// holds every API key). Credential paths are left to the approval policy.
+    pub fn readable(&self, written: &str) -> Result<PathBuf, String> {
+        let path = self.resolve(written)?;
+        let real = crate::sandbox::resolve_path(&path).unwrap_or_else(|_| path.clone());
+        match flemma_config::reach::never_read(&path, &[])
+            .or_else(|| flemma_config::reach::never_read(&real, &[]))
+        {
+            Some(never) => Err(format!("{written} is not read: {never}")),
+            None => Ok(path),
         }
-        let store = self
-            .env
-            .iter()
-            .find(|(name, _)| name == VARIABLE)
-            .map(|(_, value)| value)?;
-        Some(format!("{store}{rest}"))
+    }
+
+    /// [`RunContext::readable`] again, on the file `file` the tool opened for the path
+    /// `written` (as the kernel names it in `/proc/self/fd`): a link swapped in after the
+    /// first check is not read through.
+    pub fn check_opened(&self, written: &str, file: &std::fs::File) -> Result<(), String> {
+        use std::os::fd::AsRawFd as _;
+        let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) else {
+            return Ok(());
+        };
+        match flemma_config::reach::never_read(&opened, &[]) {
+            Some(never) => Err(format!("{written} is not read: {never}")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -187,5 +282,89 @@ impl Outcome {
             is_error: true,
             full_output: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_paths_expand_home_and_store() {
+        let paths = ToolPaths {
+            cwd: PathBuf::from("/work/project"),
+            home: Some(PathBuf::from("/home/me")),
+            store: Some(PathBuf::from("/work/project/.flemma/c.chat")),
+        };
+        let resolve = |written: &str| paths.resolve(written).map(|p| p.display().to_string());
+        assert_eq!(
+            resolve("~/.ssh/id_rsa").as_deref(),
+            Ok("/home/me/.ssh/id_rsa")
+        );
+        assert_eq!(resolve("~").as_deref(), Ok("/home/me"));
+        assert_eq!(resolve("~user/x").as_deref(), Ok("/work/project/~user/x"));
+        assert_eq!(
+            resolve("src/main.rs").as_deref(),
+            Ok("/work/project/src/main.rs")
+        );
+        assert_eq!(resolve("/etc/hosts").as_deref(), Ok("/etc/hosts"));
+        assert_eq!(
+            resolve("$FLEMMA_TOOLS_STORE_PATH/out.txt").as_deref(),
+            Ok("/work/project/.flemma/c.chat/out.txt")
+        );
+        assert_eq!(
+            resolve("${FLEMMA_TOOLS_STORE_PATH}").as_deref(),
+            Ok("/work/project/.flemma/c.chat")
+        );
+        assert_eq!(
+            paths.for_process("src").as_deref(),
+            Ok("src"),
+            "a plain path reaches a process as written"
+        );
+        assert_eq!(
+            paths.for_process("~/notes").as_deref(),
+            Ok("/home/me/notes")
+        );
+        let homeless = ToolPaths {
+            home: None,
+            ..paths.clone()
+        };
+        let refused = homeless.resolve("~/x.txt");
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("HOME is not set")),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn the_reading_tools_never_read_proc_sys_or_dev() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::os::unix::fs::symlink("/proc/self", dir.path().join("me")).expect("link");
+        #[derive(Debug)]
+        struct NoWrites;
+        impl PathGuard for NoWrites {
+            fn check_write(&self, _: &Path) -> Result<PathBuf, String> {
+                Err("no".into())
+            }
+        }
+        let ctx = RunContext::new(dir.path(), Arc::new(NoWrites));
+        for path in [
+            "/proc/self/environ",
+            "me/environ",
+            "/sys/kernel",
+            "/dev/zero",
+            "/dev/fd/0",
+        ] {
+            let refused = ctx.readable(path);
+            assert!(
+                refused
+                    .as_ref()
+                    .is_err_and(|e| e.contains("which flemmad never reads")),
+                "{path}: {refused:?}"
+            );
+        }
+        assert!(ctx.readable("notes.txt").is_ok());
     }
 }

@@ -398,7 +398,7 @@ fn save(
         "$FLEMMA_TOOLS_STORE_PATH",
         &store.dir().display().to_string(),
     );
-    let path = ctx.guard.check_write(&ctx.resolve(&expanded))?;
+    let path = ctx.guard.check_write(&ctx.resolve(&expanded)?)?;
     store
         .write_with(&path, &mut |f| full.copy_to(f))
         .map_err(|e| e.to_string())?;

@@ -974,27 +974,10 @@ fn named_git_dirs(git: &Path, roots: &[PathBuf]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Where credentials live in a home directory (SSH and GnuPG keys, cloud and registry tokens,
-/// password stores): hidden from sandboxed commands, which otherwise read the whole home
-/// (`cat ~/.ssh/id_rsa` would send the key to the provider as a tool result).
-pub const HOME_CREDENTIALS: [&str; 16] = [
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    ".config/gcloud",
-    ".config/gh",
-    ".config/hub",
-    ".kube",
-    ".docker",
-    ".password-store",
-    ".netrc",
-    ".git-credentials",
-    ".pgpass",
-    ".pypirc",
-    ".cargo/credentials.toml",
-    ".local/share/keyrings",
-];
+/// Where credentials live in a home directory: hidden from sandboxed commands, which otherwise
+/// read the whole home (`cat ~/.ssh/id_rsa` would send the key to the provider as a tool
+/// result). Defined with what flemmad never reads for a chat (`flemma_config::reach`).
+pub use flemma_config::reach::HOME_CREDENTIALS;
 
 /// The existing directories of `roots` that lie inside no other one.
 fn outermost_directories(roots: &[PathBuf]) -> Vec<PathBuf> {

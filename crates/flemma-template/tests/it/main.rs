@@ -6,6 +6,7 @@ mod extensions;
 mod frontmatter;
 mod include;
 mod incremental;
+mod reads;
 mod sandbox;
 mod templates;
 

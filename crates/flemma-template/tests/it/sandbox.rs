@@ -63,6 +63,12 @@ fn huge_strings_arrays_and_recursion_are_refused() {
     assert_stopped(&evaluation, elapsed, "too large");
     let (evaluation, elapsed) = timed(&host, "@You:\n{% let s = \"x\"; loop { s += s; } %}\n");
     assert_stopped(&evaluation, elapsed, "too large");
+    // One `replace` would build terabytes: refused before it is built.
+    let (evaluation, elapsed) = timed(
+        &host,
+        "@You:\n{% let s = \"x\"; s.pad(4000000, \"x\"); let t = \"y\"; t.pad(4000, \"y\"); s.replace(\"x\", t); %}\n",
+    );
+    assert_stopped(&evaluation, elapsed, "too large");
     let (evaluation, elapsed) = timed(&host, "@You:\n{% let a = []; loop { a.push(1); } %}\n");
     assert!(elapsed < BOUND);
     assert_eq!(blocking(&evaluation).len(), 1);
@@ -149,8 +155,9 @@ fn many_slow_templates_stop_at_the_evaluation_budget() {
     );
 }
 
-/// Files are read only when regular: a device or a FIFO is refused at once (a FIFO with no
-/// writer would block the reader forever), and the reference's literal text is sent.
+/// Files are read only when regular: a FIFO (or a socket) is refused at once (one with no
+/// writer would block the reader forever), and the reference's literal text is sent; devices
+/// are in `/dev`, which is never read at all (not even opened).
 #[test]
 fn devices_and_fifos_are_not_read() {
     let host = TestHost::new();
@@ -160,9 +167,11 @@ fn devices_and_fifos_are_not_read() {
         .status()
         .map(|s| s.success());
     assert_eq!(made.ok(), Some(true), "mkfifo");
+    std::os::unix::fs::symlink("/dev/zero", host.path("zero")).expect("a link");
     let text = format!(
-        "@You:\nA @//dev/zero and @/{} and {{{{ include(\"/dev/zero\") }}}}\n",
-        fifo.display()
+        "@You:
+A @//dev/zero and @/{fifo} and @./zero and {{{{ include(\"/dev/zero\") }}}}\n{{{{ include(\"{fifo}\") }}}}\n",
+        fifo = fifo.display()
     );
     let (evaluation, elapsed) = timed(&host, &text);
     assert!(elapsed < BOUND, "took {elapsed:?}");
@@ -171,18 +180,17 @@ fn devices_and_fifos_are_not_read() {
         .iter()
         .map(|d| d.message.as_str())
         .collect();
+    let count = |what: &str| messages.iter().filter(|m| m.contains(what)).count();
+    assert_eq!(count("not a regular file"), 2, "{messages:#?}");
     assert_eq!(
-        messages
-            .iter()
-            .filter(|m| m.contains("not a regular file"))
-            .count(),
+        count("in /dev, which flemmad never reads"),
         3,
         "{messages:#?}"
     );
     assert_eq!(
         blocking(&evaluation).len(),
         1,
-        "the include blocks: {messages:#?}"
+        "the include of the FIFO blocks: {messages:#?}"
     );
 }
 
@@ -228,4 +236,203 @@ fn reads_are_capped_per_file_and_per_evaluation() {
         message.contains("b.txt") && message.contains("add up to more than 250 bytes"),
         "{message}"
     );
+}
+
+/// The worst templates we could write within the limits: each loops over one operation that
+/// is as slow as the limits allow (a whole 10,000-item array or map compared, copied or
+/// printed; a 4 MiB string replaced, padded or joined; the largest `split`, `each` and `date`).
+/// Each setup sits inside the loop's script, so it is inside the budget too.
+fn worst_templates(host: &TestHost) -> Vec<(&'static str, String)> {
+    host.write("big.md", "a".repeat(3 * 1024 * 1024));
+    let array = "let a = []; a.pad(10000, \"xxxxxxxxxxxxxxxx\");";
+    let numbers = "let a = []; a.pad(10000, 123456789);";
+    let map = "let m = #{}; for i in 0..10000 { m[`k${i}`] = i; }";
+    let string = "let s = \"x\"; s.pad(4194000, \"x\");";
+    [
+        ("array ==", format!("{array} loop {{ a == a; }}")),
+        ("array copy", format!("{array} loop {{ let b = a; }}")),
+        ("array contains", format!("{array} loop {{ a.contains(\"y\"); }}")),
+        ("array to_string", format!("{numbers} loop {{ let t = a.to_string(); }}")),
+        ("array sort", "let a = []; for i in 0..10000 { a.push(`${i * 7919 % 10007}`); } loop { let b = a; b.sort(); }".to_owned()),
+        ("nested arrays", "let a = []; a.pad(99, 1); let b = []; b.pad(99, a); loop { let c = b; c == b; }".to_owned()),
+        ("map copy", format!("{map} loop {{ let c = m; }}")),
+        ("map print", format!("{map} loop {{ let t = `${{m}}`; }}")),
+        ("map keys", format!("{map} loop {{ let k = m.keys(); }}")),
+        ("string replace", format!("{string} loop {{ s.replace(\"x\", \"y\"); s.replace(\"y\", \"x\"); }}")),
+        ("string replace pairs", format!("{string} loop {{ s.replace(\"xx\", \"yy\"); s.replace(\"yy\", \"xx\"); }}")),
+        ("string join", "let s = \"x\"; s.pad(2097000, \"x\"); loop { let t = s + s; }".to_owned()),
+        ("string pad", "loop { let s = \"\"; s.pad(4194000, \"abcdefghij\"); }".to_owned()),
+        ("string contains", format!("{string} loop {{ s.contains(\"y\"); }}")),
+        ("string split", "let s = \"a,\"; s.pad(19998, \"a,\"); loop { let p = s.split(\",\"); }".to_owned()),
+        ("string upper", format!("{string} loop {{ let t = s; t.make_upper(); }}")),
+        ("each", "let a = []; a.pad(1666, 1); loop { let e = each(a); }".to_owned()),
+        ("date", "let f = \"%B\"; f.pad(690000, \"%B\"); loop { let d = date(f); }".to_owned()),
+        ("include", "loop { let t = include(\"big.md\"); }".to_owned()),
+        ("counting", "let i = 0; loop { i += 1; }".to_owned()),
+    ]
+    .into_iter()
+    .map(|(name, code)| (name, format!("@You:\n{{% {code} %}}\n")))
+    .collect()
+}
+
+/// What a budget may be overrun by here: one operation, on a loaded 2-core CI machine in a
+/// test build. Checking the clock every 512 operations, one of these templates ran 4–7 s past
+/// the 3 s budget of an evaluation (issue 26), and single runs took seconds.
+const OVERRUN: Duration = Duration::from_millis(450);
+
+/// Each worst template stops at its run's 90 ms budget (or a size limit) within one operation.
+#[test]
+fn the_worst_templates_stop_at_the_run_budget() {
+    let host = TestHost::new();
+    let budget = flemma_template::Limits::default().time_budget;
+    let mut slowest = Duration::ZERO;
+    for (name, text) in worst_templates(&host) {
+        let started = Instant::now();
+        let evaluation = host.eval(&text);
+        let elapsed = started.elapsed();
+        println!("{name}: {elapsed:?}");
+        slowest = slowest.max(elapsed);
+        let errors = blocking(&evaluation);
+        assert_eq!(errors.len(), 1, "{name}: {:#?}", evaluation.diagnostics);
+        assert!(
+            ["time budget of 90 ms", "too large", "add up to more than"]
+                .iter()
+                .any(|why| errors[0].message.contains(why)),
+            "{name}: {}",
+            errors[0].message
+        );
+        assert!(
+            elapsed < budget + OVERRUN,
+            "{name}: {elapsed:?}, over the {budget:?} budget by more than {OVERRUN:?}"
+        );
+    }
+    println!("slowest: {slowest:?}");
+}
+
+/// A chat made of the worst templates, many times over, stops at the evaluation's 3 s budget
+/// within one operation: the later templates are not run (one diagnostic says so).
+#[test]
+fn a_chat_of_the_worst_templates_stops_at_the_evaluation_budget() {
+    let host = TestHost::new();
+    let limits = flemma_template::Limits::default();
+    let messages: Vec<String> = worst_templates(&host)
+        .into_iter()
+        .filter(|(name, _)| *name != "include")
+        .map(|(_, text)| text)
+        .collect();
+    let text = messages
+        .iter()
+        .cycle()
+        .take(80)
+        .map(|message| format!("{message}\n@Assistant:\nok\n\n"))
+        .collect::<String>();
+    let started = Instant::now();
+    let evaluation = host.eval(&text);
+    let elapsed = started.elapsed();
+    println!("80 worst templates: {elapsed:?}");
+    assert!(
+        evaluation
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("were not evaluated")),
+        "the budget ran out before the last template: {:#?}",
+        evaluation.diagnostics.last()
+    );
+    assert!(
+        elapsed < limits.evaluation_budget + OVERRUN,
+        "{elapsed:?}, over the {:?} budget by more than {OVERRUN:?}",
+        limits.evaluation_budget
+    );
+}
+
+/// The functions the sandbox measures before building (`replace`, `pad`, `split`, `split_rev`,
+/// `to_chars`) give the standard package's results.
+#[test]
+fn measured_functions_give_the_standard_results() {
+    let host = TestHost::new();
+    let evaluation = host.eval(concat!(
+        "@You:\n{% let s = \"a,b,,c\"; %}",
+        "{{ s.split(\",\") }}|{{ s.split(',') }}|{{ s.split(\",\", 2) }}|{{ s.split(',', 3) }}|",
+        "{{ s.split_rev(\",\") }}|{{ s.split_rev(',', 2) }}|{{ s.split(\"\") }}|",
+        "{{ \" a  b \".split() }}|{{ \"\".split(\",\") }}|{{ s.split(\";\") }}|{{ \"héllo\".to_chars() }}|",
+        "{% let r = \"banana\"; r.replace(\"an\", \"AN\"); %}{{ r }}|",
+        "{% let r = \"banana\"; r.replace('a', \"<>\"); %}{{ r }}|",
+        "{% let r = \"banana\"; r.replace(\"na\", '_'); %}{{ r }}|",
+        "{% let r = \"ab\"; r.replace(\"\", \"-\"); %}{{ r }}|",
+        "{% let p = \"hé\"; p.pad(6, \"xyz\"); %}{{ p }}|",
+        "{% let p = \"hé\"; p.pad(4, '*'); %}{{ p }}|",
+        "{% let p = \"hello\"; p.pad(3, '*'); %}{{ p }}\n",
+    ));
+    common::assert_clean(&evaluation);
+    let text = common::text_of(&evaluation, 0);
+    let parts: Vec<&str> = text.split('|').collect();
+    assert_eq!(
+        parts,
+        [
+            r#"["a","b","","c"]"#,
+            r#"["a","b","","c"]"#,
+            r#"["a","b,,c"]"#,
+            r#"["a","b",",c"]"#,
+            r#"["c","","b","a"]"#,
+            r#"["c","a,b,"]"#,
+            r#"["","a",",","b",",",",","c",""]"#,
+            r#"["a","b"]"#,
+            r#"[""]"#,
+            r#"["a,b,,c"]"#,
+            r#"["h","é","l","l","o"]"#,
+            "bANANa",
+            "b<>n<>n<>",
+            "ba__",
+            "-a-b-",
+            "héxyzx",
+            "hé**",
+            "hello",
+        ]
+    );
+}
+
+/// A run that the machine kept waiting (here: a file that takes 200 ms to arrive, as a thread
+/// preempted on a loaded machine would) is not stopped for the wait: the budget stops a run
+/// that used half of it on the CPU. A three-line frontmatter must not fail on a busy CI machine.
+#[test]
+fn a_run_kept_waiting_is_not_stopped_for_the_wait() {
+    #[derive(Debug)]
+    struct Slow(TestHost);
+    impl flemma_template::Host for Slow {
+        fn read_file(&self, path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
+            std::thread::sleep(Duration::from_millis(200));
+            self.0.read_file(path, limit)
+        }
+        fn home_dir(&self) -> Option<std::path::PathBuf> {
+            self.0.home_dir()
+        }
+        fn now(&self) -> std::time::SystemTime {
+            self.0.now()
+        }
+        fn environment(&self) -> flemma_template::PersonalityContext {
+            self.0.environment()
+        }
+        fn run_filter(
+            &self,
+            argv: &[String],
+            input: &[u8],
+            timeout: Duration,
+        ) -> std::io::Result<Vec<u8>> {
+            self.0.run_filter(argv, input, timeout)
+        }
+    }
+    let host = TestHost::new();
+    host.write("slow.md", "arrived");
+    let text = "@You:\n{{ include(\"slow.md\") }} {% let x = 1; x += 1; %}{{ x }}\n";
+    let path = host.write("chat.chat", text);
+    let evaluation = flemma_template::evaluate(
+        &flemma_syntax::parse(text),
+        Arc::new(Slow(host)),
+        &EvalOptions {
+            path: Some(path),
+            ..EvalOptions::default()
+        },
+    );
+    common::assert_clean(&evaluation);
+    assert_eq!(common::text_of(&evaluation, 0), "arrived 2");
 }

@@ -139,7 +139,10 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
         Err(e) => return Outcome::error(e),
     };
     let shown = req.path.as_str();
-    let path = ctx.resolve(&req.path);
+    let path = match ctx.resolve(&req.path) {
+        Ok(path) => path,
+        Err(error) => return Outcome::error(error),
+    };
     if path.is_dir() {
         return Outcome::error(format!(
             "{shown} is a directory — edit changes one existing file"

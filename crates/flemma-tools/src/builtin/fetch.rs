@@ -226,7 +226,10 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
     let Some(output) = request.output else {
         return Outcome::ok(markdown);
     };
-    let path = match ctx.guard.check_write(&ctx.resolve(output)) {
+    let path = match ctx
+        .resolve(output)
+        .and_then(|path| ctx.guard.check_write(&path))
+    {
         Ok(p) => p,
         Err(reason) => {
             return failure(

@@ -67,11 +67,21 @@ pub fn run_with(ctx: &RunContext, input: &Value, options: &FindOptions) -> Outco
     else {
         return Outcome::error("find needs `pattern`: a glob such as `*.rs`");
     };
-    let path = input
+    let written = input
         .get("path")
         .and_then(Value::as_str)
         .filter(|p| !p.is_empty())
         .unwrap_or(".");
+    let resolved = match ctx.readable(written) {
+        Ok(path) => path,
+        Err(refused) => return Outcome::error(refused),
+    };
+    // `~/…` and the store variable mean nothing to `fd`: it gets the path they name.
+    let path = match ctx.paths().for_process(written) {
+        Ok(path) => path,
+        Err(error) => return Outcome::error(error),
+    };
+    let path = path.as_str();
     let limit = match input.get("limit") {
         None | Some(Value::Null) => DEFAULT_LIMIT,
         Some(v) => match v.as_u64().filter(|&n| n > 0) {
@@ -79,7 +89,7 @@ pub fn run_with(ctx: &RunContext, input: &Value, options: &FindOptions) -> Outco
             None => return Outcome::error("`limit` must be a positive integer"),
         },
     };
-    if !ctx.resolve(path).is_dir() {
+    if !resolved.is_dir() {
         return Outcome::error(format!(
             "{path} is not a directory — give the directory to search in `path`"
         ));

@@ -102,11 +102,20 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
 }
 
 pub fn run_with(ctx: &RunContext, input: &Value, options: &GrepOptions) -> Outcome {
-    let req = match parse(input) {
+    let mut req = match parse(input) {
         Ok(r) => r,
         Err(e) => return Outcome::error(e),
     };
-    if !ctx.resolve(&req.path).exists() {
+    let resolved = match ctx.readable(&req.path) {
+        Ok(path) => path,
+        Err(refused) => return Outcome::error(refused),
+    };
+    // `~/…` and the store variable mean nothing to `rg`: it gets the path they name.
+    match ctx.paths().for_process(&req.path) {
+        Ok(path) => req.path = path,
+        Err(error) => return Outcome::error(error),
+    }
+    if !resolved.exists() {
         return Outcome::error(format!(
             "{} does not exist — give a file or directory to search",
             req.path

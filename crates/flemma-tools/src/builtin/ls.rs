@@ -37,7 +37,10 @@ name; `max_depth` (default 1, at most 10) levels deep; at most `limit` (default 
 
 pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
     let shown = input.get("path").and_then(Value::as_str).unwrap_or(".");
-    let root = ctx.resolve(shown);
+    let root = match ctx.readable(shown) {
+        Ok(root) => root,
+        Err(refused) => return Outcome::error(refused),
+    };
     let depth = input
         .get("max_depth")
         .and_then(Value::as_u64)

@@ -297,7 +297,10 @@ pub fn run(pool: &LspPool, ctx: &RunContext, input: &Value) -> Outcome {
         column: number(input, "column"),
         new_name,
     };
-    let absolute = ctx.resolve(path);
+    let absolute = match ctx.readable(path) {
+        Ok(absolute) => absolute,
+        Err(refused) => return fail(refused),
+    };
     let absolute = std::fs::canonicalize(&absolute).unwrap_or(absolute);
     let Some(index) = pool.server_for(&absolute) else {
         let configured: Vec<String> = pool.servers().iter().map(ServerConfig::describe).collect();

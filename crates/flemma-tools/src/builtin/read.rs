@@ -46,7 +46,10 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
     let Some(shown) = input.get("path").and_then(Value::as_str) else {
         return Outcome::error("read needs a `path` string");
     };
-    let path = ctx.resolve(shown);
+    let path = match ctx.readable(shown) {
+        Ok(path) => path,
+        Err(refused) => return Outcome::error(refused),
+    };
     let metadata = match std::fs::metadata(&path) {
         Ok(metadata) => metadata,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -69,6 +72,9 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
         Ok(file) => file,
         Err(error) => return Outcome::error(format!("{shown} cannot be read: {error}")),
     };
+    if let Err(refused) = ctx.check_opened(shown, &file) {
+        return Outcome::error(refused);
+    }
     let mut reader = BufReader::new(file);
     let mut head = Vec::with_capacity(SNIFF_BYTES);
     if let Err(error) = (&mut reader)
@@ -84,9 +90,14 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
                 .unwrap_or("application/octet-stream")
                 .to_string()
         });
-        // A plain relative path is kept as the model wrote it; `~/…`, `$VAR/…` and absolute
-        // ones are written as the resolved path, which the chat's reference reads back exactly.
-        let plain = !shown.starts_with(['/', '~', '$']);
+        // A plain relative path is kept as the model wrote it when it is relative to the chat's
+        // folder too; `~/…`, `$VAR/…`, absolute ones and paths under another working directory
+        // are written as the resolved path, which the chat's reference reads back exactly. The
+        // conversation builder attaches this reference, and no other, because it names the
+        // file of the call's `path` (flemma-template's `read_result`).
+        let chat_dir = ctx.chat_path.as_deref().and_then(std::path::Path::parent);
+        let plain = !shown.starts_with(['/', '~', '$'])
+            && chat_dir.is_none_or(|dir| dir == ctx.cwd.as_path());
         let reference = if plain {
             shown.to_string()
         } else {

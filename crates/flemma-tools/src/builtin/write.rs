@@ -39,7 +39,10 @@ pub fn run(ctx: &RunContext, input: &Value) -> Outcome {
     ) else {
         return Outcome::error("write needs `path` and `content` strings");
     };
-    let path = match ctx.guard.check_write(&ctx.resolve(shown)) {
+    let path = match ctx
+        .resolve(shown)
+        .and_then(|path| ctx.guard.check_write(&path))
+    {
         Ok(path) => path,
         Err(reason) => return Outcome::error(format!("Refused to write {shown}: {reason}")),
     };

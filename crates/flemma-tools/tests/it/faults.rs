@@ -242,7 +242,8 @@ fn write_creates_parents_diffs_and_notices_identical_content() {
 #[test]
 fn read_directory_fifo_missing_binary_and_sparse() {
     let (_dir, root) = temp();
-    let ctx = context(&root);
+    let mut ctx = context(&root);
+    ctx.chat_path = Some(root.join("talk.chat"));
     let call = |path: &str| {
         read::run(
             &ctx,
@@ -273,6 +274,12 @@ fn read_directory_fifo_missing_binary_and_sparse() {
     // An absolute path is written `@//…`, which the chat reads back as that path.
     let absolute = root.join("p.png");
     let png = read::run(&ctx, &json!({"label": "t", "path": absolute}));
+    assert_eq!(png.text, format!("@/{};type=image/png", absolute.display()));
+    // So is a relative path when the tool runs elsewhere than the chat's folder (where the
+    // chat resolves `@./p.png`).
+    let mut elsewhere = context(&root);
+    elsewhere.chat_path = Some(root.join("d/talk.chat"));
+    let png = read::run(&elsewhere, &json!({"label": "t", "path": "p.png"}));
     assert_eq!(png.text, format!("@/{};type=image/png", absolute.display()));
     // 3 GB sparse file that starts with text lines, then NULs without a newline.
     let big = std::fs::File::create(root.join("big.log")).expect("big");
