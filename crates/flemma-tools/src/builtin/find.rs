@@ -68,6 +68,14 @@ pub fn run_with(ctx: &RunContext, input: &Value, options: &FindOptions) -> Outco
     else {
         return Outcome::error("find needs `pattern`: a glob such as `*.rs`");
     };
+    let glob = match Glob::new(pattern) {
+        Ok(glob) => glob,
+        Err(error) => {
+            return Outcome::error(format!(
+                "{error} — `*` and `?` stay within a name, `**` is a whole path segment (`src/**/mod.rs`), `[` and `{{` must be closed, `\\` makes a character literal"
+            ));
+        }
+    };
     let path = input
         .get("path")
         .and_then(Value::as_str)
@@ -89,14 +97,6 @@ pub fn run_with(ctx: &RunContext, input: &Value, options: &FindOptions) -> Outco
         return Outcome::error(
             "find cannot run: none of `fd`, `fdfind`, `git` or `find` is on the PATH — install fd (`apt-get install fd-find`)",
         );
-    };
-    let glob = match Glob::new(pattern) {
-        Ok(glob) => glob,
-        Err(error) => {
-            return Outcome::error(format!(
-                "{error} — `*` and `?` stay within a name, `**` is a whole path segment (`src/**/mod.rs`), `[` and `{{` must be closed, `\\` makes a character literal"
-            ));
-        }
     };
     let mut cmd = command(ctx, &program);
     match backend {
