@@ -4,13 +4,16 @@
 //! compiles a schema once ([`InputSchema`], kept with the registered tool) and says a mismatch
 //! the way flemmad always has: where (`edits[1].old`, `(root)`) and what is wrong.
 //!
-//! One rule of our own stays: a required field whose `type` admits `null` may be left out
-//! (strict schemas list every field as required; models without strict mode, and people, omit
-//! the null ones). No reference is fetched: a `$ref` outside the schema does not compile.
+//! Our own rules: a required field whose `type` admits `null` may be left out (strict schemas
+//! list every field as required; models without strict mode, and people, omit the null ones);
+//! `date-time` and `time` also take naive times (what Python servers accept). No reference is
+//! fetched: a `$ref` outside the schema does not compile.
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::paths::LocationSegment;
 use jsonschema::{ValidationError, Validator};
+use std::sync::OnceLock;
+
 use serde_json::Value;
 
 /// At most this many mismatches are reported for one input.
@@ -58,6 +61,10 @@ impl InputSchema {
         let compiled = jsonschema::options()
             .offline()
             .should_validate_formats(true)
+            .with_format("date-time", |value: &str| {
+                naive_or_strict("date-time", value)
+            })
+            .with_format("time", |value: &str| naive_or_strict("time", value))
             .build(&schema)
             .map_err(|error| error.to_string());
         Self { schema, compiled }
@@ -248,6 +255,30 @@ impl InputSchema {
             .map(|properties| properties.keys().cloned().collect())
             .unwrap_or_default()
     }
+}
+
+/// `date-time` and `time` as the servers that write them take them: RFC 3339, also without an
+/// offset (a naive time) and with a space between date and time. pydantic writes these formats
+/// for `datetime` and `time` parameters and accepts all of those forms; refusing them would
+/// refuse calls the server takes. Checked by the crate's own format, on the value completed.
+fn naive_or_strict(format: &'static str, value: &str) -> bool {
+    static DATE_TIME: OnceLock<Option<Validator>> = OnceLock::new();
+    static TIME: OnceLock<Option<Validator>> = OnceLock::new();
+    let cell = if format == "time" { &TIME } else { &DATE_TIME };
+    let Some(strict) = cell.get_or_init(|| {
+        jsonschema::options()
+            .should_validate_formats(true)
+            .build(&serde_json::json!({"format": format}))
+            .ok()
+    }) else {
+        return true;
+    };
+    let fits = |text: String| strict.is_valid(&Value::String(text));
+    let mut text = value.to_owned();
+    if format == "date-time" && text.as_bytes().get(10) == Some(&b' ') {
+        text.replace_range(10..11, "T");
+    }
+    fits(text.clone()) || fits(text + "Z")
 }
 
 fn is_type_error(kind: &ValidationErrorKind) -> bool {
@@ -518,6 +549,10 @@ mod tests {
                 r#"when: "yesterday" is not a "date-time""#,
             ),
             (
+                json!({"when": "2026-01-02T25:04:05"}),
+                r#"when: "2026-01-02T25:04:05" is not a "date-time""#,
+            ),
+            (
                 json!({"tags": ["a"]}),
                 r#"tags: ["a"] has less than 2 items"#,
             ),
@@ -555,6 +590,19 @@ mod tests {
                 "tags": ["a", "b"], "one": 1.5, "all": "abc", "c": 5, "p": {"x": 1}});
             assert_eq!(compiled.check(&fits), Ok(()));
         }
+        // Times as Python servers take them: also naive, and with a space.
+        let times = InputSchema::compile(&json!({"properties": {
+            "d": {"type": "string", "format": "date-time"},
+            "t": {"type": "string", "format": "time"}
+        }}));
+        for fits in [
+            json!({"d": "2026-01-02T03:04:05Z", "t": "12:30:00+02:00"}),
+            json!({"d": "2026-01-02T03:04:05", "t": "12:30:00"}),
+            json!({"d": "2026-01-02 03:04:05.5", "t": "12:30:00.25"}),
+        ] {
+            assert_eq!(times.check(&fits), Ok(()), "{fits}");
+        }
+        assert!(times.check(&json!({"t": "12:61:00"})).is_err());
         let tuple = json!({
             "$schema": "http://json-schema.org/draft-07/schema#",
             "type": "array", "items": [{"type": "string"}, {"type": "integer"}]
