@@ -40,6 +40,8 @@ pub struct McpTools {
     /// The servers a session gave (an ACP editor's `mcpServers`): their tools are offered to
     /// the model without `tools.mcp.include` (the editor asked for them).
     pub session_servers: Vec<String>,
+    /// The tools `tools.mcp.exclude` kept out: gone from `servers`, never registered.
+    pub excluded: Vec<Excluded>,
 }
 
 impl McpTools {
@@ -71,7 +73,26 @@ impl McpTools {
             };
         }
         let startup = Duration::from_secs(mcp.startup_timeout);
-        let servers = hub().ensure(&defs, startup, sandbox).await;
+        let mut servers = hub().ensure(&defs, startup, sandbox).await;
+        // Exclusion runs first: an excluded tool is not this chat's at all.
+        let mut excluded = Vec::new();
+        for server in &mut servers {
+            server
+                .tools
+                .retain(|tool| match mcp.excluded_by(&tool.full_name) {
+                    Some(pattern) => {
+                        excluded.push(Excluded {
+                            name: tool.full_name.clone(),
+                            pattern: pattern.to_owned(),
+                        });
+                        false
+                    }
+                    None => true,
+                });
+            if let ServerState::Ready { tools, .. } = &mut server.state {
+                *tools = server.tools.len();
+            }
+        }
         for server in &servers {
             tracing::debug!(server = %server.name, state = ?server.state, tools = server.tools.len(), "MCP server");
         }
@@ -79,6 +100,7 @@ impl McpTools {
             servers,
             notes,
             session_servers: extra.iter().map(|def| def.name.clone()).collect(),
+            excluded,
             options: Some(CallOptions {
                 timeout: Duration::from_secs(
                     mcp.timeout.unwrap_or(resolved.config.tools.default_timeout),
@@ -86,6 +108,11 @@ impl McpTools {
                 startup_timeout: startup,
             }),
         }
+    }
+
+    /// Why the tool `name` is not registered, when `tools.mcp.exclude` is the reason.
+    pub fn exclusion(&self, name: &str) -> Option<&Excluded> {
+        self.excluded.iter().find(|excluded| excluded.name == name)
     }
 
     /// One line per problem: ignored servers, unset variables, servers that did not start.
@@ -102,9 +129,9 @@ impl McpTools {
         out
     }
 
-    /// Registers every discovered tool in `registry`; returns all their names and those
-    /// offered to the model (by `tools.mcp.include` and the chat's `tools.enabled`, less
-    /// the exclusions).
+    /// Registers every discovered tool in `registry` (the excluded ones are gone already);
+    /// returns all their names and those offered to the model (by `tools.mcp.include` and the
+    /// chat's `tools.enabled`, less its `!` items).
     pub fn register(&self, registry: &mut Registry, config: &flemma_config::Config) -> McpNames {
         let mut names = McpNames::default();
         let Some(options) = &self.options else {
@@ -148,6 +175,23 @@ impl McpTools {
 pub struct McpNames {
     pub all: Vec<String>,
     pub offered: Vec<String>,
+}
+
+/// A discovered MCP tool that is not registered, and the `tools.mcp.exclude` glob that says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excluded {
+    pub name: String,
+    pub pattern: String,
+}
+
+impl std::fmt::Display for Excluded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` is excluded by tools.mcp.exclude (\"{}\"): it is not registered; remove the pattern from tools.mcp.exclude to use it",
+            self.name, self.pattern
+        )
+    }
 }
 
 /// The server a registered tool comes from (`None` for a built-in or custom tool).

@@ -10,7 +10,7 @@ use flemma_tools::registry::Registered;
 use serde_json::{Value, json};
 
 use crate::chat;
-use crate::mcp_setup::McpTools;
+use crate::mcp_setup::{Excluded, McpTools};
 use crate::tool_setup::{ToolSetup, to_definition};
 
 type Setup = ToolSetup;
@@ -111,10 +111,13 @@ pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
         None => list(&setup, &mcp, args.json),
         Some(ToolsAction::Run { name, input }) => {
             let setup = setup.clone();
+            let excluded = mcp.exclusion(&name).cloned();
             runtime.block_on(async move {
-                tokio::task::spawn_blocking(move || run_one(&setup, &name, &input))
-                    .await
-                    .map_err(|error| anyhow::anyhow!("the tool thread failed: {error}"))?
+                tokio::task::spawn_blocking(move || {
+                    run_one(&setup, excluded.as_ref(), &name, &input)
+                })
+                .await
+                .map_err(|error| anyhow::anyhow!("the tool thread failed: {error}"))?
             })
         }
     };
@@ -253,7 +256,7 @@ fn source(mcp: &McpTools, tool: &str) -> Option<String> {
 /// Whether a `tools.enabled` item is an MCP name or glob (matched after discovery).
 fn is_mcp_item(mcp: &McpTools, item: &str) -> bool {
     item.starts_with('!')
-        || item.contains('*')
+        || flemma_config::is_glob(item)
         || mcp
             .servers
             .iter()
@@ -318,7 +321,16 @@ fn describe_inputs(schema: &Value) -> String {
         .join(", ")
 }
 
-fn run_one(setup: &Setup, name: &str, input: &str) -> anyhow::Result<ExitCode> {
+fn run_one(
+    setup: &Setup,
+    excluded: Option<&Excluded>,
+    name: &str,
+    input: &str,
+) -> anyhow::Result<ExitCode> {
+    if let Some(excluded) = excluded {
+        eprintln!("flemmad tools run: {excluded}");
+        return Ok(ExitCode::from(2));
+    }
     let input: Value = match serde_json::from_str(input) {
         Ok(value @ Value::Object(_)) => value,
         Ok(other) => {

@@ -268,11 +268,8 @@ args = ["{}", "--crash"]"#,
     assert_eq!(echo["offered"], true);
     assert_eq!(echo["input_schema"]["properties"]["text"]["type"], "string");
     assert!(echo["description"].as_str().unwrap().contains("exactly"));
-    assert_eq!(
-        tool("demo.env").expect("listed")["offered"],
-        false,
-        "excluded"
-    );
+    // `tools.mcp.exclude` runs first: the tool is not registered at all.
+    assert!(tool("demo.env").is_none(), "excluded: {report}");
     assert_eq!(
         tool("demo.fail").expect("listed")["offered"],
         false,
@@ -280,11 +277,25 @@ args = ["{}", "--crash"]"#,
     );
     assert_eq!(tool("bash").expect("built-in")["source"], Value::Null);
     let servers = report["mcp_servers"].as_array().unwrap();
+    let demo = servers.iter().find(|s| s["name"] == "demo").unwrap();
+    assert_eq!(demo["state"], "running");
+    let demo_tools: Vec<&str> = demo["tool_names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(demo_tools.contains(&"demo.echo"), "{demo_tools:?}");
     assert!(
-        servers
-            .iter()
-            .any(|s| s["name"] == "demo" && s["state"] == "running")
+        !demo_tools.contains(&"demo.env"),
+        "excluded: {demo_tools:?}"
     );
+    assert_eq!(demo["tools"], json!(demo_tools.len()));
+    let out = run(tools(&[])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(listing.contains("demo.fail"), "{listing}");
+    assert!(!listing.contains("demo.env"), "excluded: {listing}");
     assert!(
         servers
             .iter()
@@ -301,6 +312,95 @@ args = ["{}", "--crash"]"#,
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("text: is required"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(tools(&["run", "demo.env", r#"{"name": "HOME"}"#])).await;
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).as_ref()
+        ),
+        (Some(2), ""),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains(
+            r#"`demo.env` is excluded by tools.mcp.exclude ("demo.env"): it is not registered"#
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn tools_run_checks_inputs_against_the_schemas_the_python_sdk_writes() {
+    let Some(python) = python("tools_run_checks_inputs_against_the_schemas_the_python_sdk_writes")
+    else {
+        return;
+    };
+    let chat = agentic(
+        "@You:
+hi
+",
+    );
+    let server = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/flemma-mcp/tests/servers/typed_server.py");
+    let dir = chat.config_home.join("flemma");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            r#"[tools.mcp]
+include = ["typed.*"]
+exclude = ["typed.sec*"]
+
+[tools.mcp.servers.typed]
+command = "{}"
+args = ["{}"]
+"#,
+            python.display(),
+            server.display()
+        ),
+    )
+    .unwrap();
+    let tools_run = |name: &str, input: &str| {
+        let mut command = flemmad_command(&chat, "http://127.0.0.1:9");
+        command
+            .args(["tools", "run", name, input, "--chat"])
+            .arg(&chat.path);
+        command
+    };
+    // An optional integer (`anyOf` integer, null) given a string, and a nested model (`$ref`
+    // into `$defs`) given a string for an integer: refused by flemmad with the path, before
+    // the server sees them.
+    let out = run(tools_run("typed.count", r#"{"n": "not-a-number"}"#)).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "the input does not fit the schema of `typed.count`: n: expected integer or null, got string"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(tools_run("typed.plot", r#"{"p": {"x": "a"}}"#)).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("p.x: expected integer, got string; p.y: is required but missing"),
+        "{}",
+        stderr(&out)
+    );
+    // What fits runs: the server answers with what it received.
+    let out = run(tools_run("typed.plot", r#"{"p": {"x": 1, "y": 2}}"#)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let received: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(received, json!({"p": {"x": 1, "y": 2}, "maybe": null}));
+    // An excluded tool is refused, not run.
+    let out = run(tools_run("typed.secret", "{}")).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("excluded by tools.mcp.exclude (\"typed.sec*\")"),
         "{}",
         stderr(&out)
     );

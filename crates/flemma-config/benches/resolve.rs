@@ -61,5 +61,32 @@ fn bench_resolve(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_resolve);
+/// One glob decision of each use: a tool name against `flemma.*` (as an approval does), a
+/// chat against a `[trust] paths` glob (as every analysis does). Each compiles its pattern.
+fn bench_globs(c: &mut Criterion) {
+    use std::hint::black_box;
+    c.bench_function("tool-name glob: flemma.* against flemma.jobs.status", |b| {
+        b.iter(|| flemma_config::glob_match(black_box("flemma.*"), black_box("flemma.jobs.status")))
+    });
+    c.bench_function("tool-name glob: demo.{echo,pid} against demo.env", |b| {
+        b.iter(|| flemma_config::glob_match(black_box("demo.{echo,pid}"), black_box("demo.env")))
+    });
+    let settings = flemma_config::TrustSettings {
+        paths: vec!["~/notes/**".into(), "/srv/*/prompts".into()],
+        restricted: false,
+    };
+    let home = std::path::Path::new("/home/me");
+    c.bench_function("trust: a chat against two path globs", |b| {
+        b.iter(|| {
+            flemma_config::chat_trust(
+                black_box(std::path::Path::new("/srv/team/prompts/deep/a.chat")),
+                &settings,
+                &[],
+                Some(home),
+            )
+        })
+    });
+}
+
+criterion_group!(benches, bench_resolve, bench_globs);
 criterion_main!(benches);

@@ -550,7 +550,7 @@ pub struct Mcp {
     pub enabled: Option<bool>,
     /// Globs over full tool names offered to the model.
     pub include: Vec<String>,
-    /// Globs over full tool names never offered.
+    /// Globs over full tool names never registered (absent from listings, completion and runs).
     pub exclude: Vec<String>,
     /// Seconds per call (`None`: `tools.default_timeout`).
     #[serde(default)]
@@ -568,6 +568,12 @@ impl Mcp {
     /// Whether MCP servers are used: `enabled`, else whether any server is configured.
     pub fn is_enabled(&self) -> bool {
         self.enabled.unwrap_or(!self.servers.is_empty())
+    }
+
+    /// The `exclude` glob that keeps the MCP tool `full_name` from being registered at all
+    /// (`None`: it is not excluded).
+    pub fn excluded_by(&self, full_name: &str) -> Option<&str> {
+        crate::glob::first_match(&self.exclude, full_name)
     }
 }
 

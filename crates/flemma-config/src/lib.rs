@@ -28,6 +28,7 @@ mod config;
 mod error;
 mod flemma_only;
 mod generate;
+mod glob;
 mod layer;
 mod model_string;
 pub mod reach;
@@ -40,13 +41,14 @@ pub use error::{ConfigError, ConfigErrors, Location};
 pub use generate::{
     DOCS_BEGIN, DOCS_END, frontmatter_json_schema, json_schema, options_markdown, splice_docs,
 };
+pub use glob::{
+    GlobError, PathGlob, check_tool_glob, first_match, glob_match, is_glob, literal_prefix,
+};
 pub use layer::{
     ConfigLayer, FunctionRef, LayerKind, ListOp, OptionShape, default_config_path, opt_path,
     option_shape,
 };
-pub use resolve::{
-    AutoApprove, IgnoredOption, ResolvedConfig, glob_match, resolve, resolve_with_tools,
-};
+pub use resolve::{AutoApprove, IgnoredOption, ResolvedConfig, resolve, resolve_with_tools};
 pub use schema::{
     BACKGROUND_PARAMETER, BUILTIN_TOOLS, JOBS_STATUS_TOOL, SAVE_TO_PARAMETER, SEARCH_EXCLUDES,
     UNCONDITIONAL_TOOLS,

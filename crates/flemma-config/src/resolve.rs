@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::config::{Config, Provider, check_mcp_server_name, default_model, mcp_server_name};
 use crate::error::{ConfigError, ConfigErrors, suggest};
+use crate::glob::{check_tool_glob, glob_match, is_glob, literal_prefix};
 use crate::layer::{
     ConfigLayer, Entry, FunctionRef, LayerKind, ListOp, display_path, insert_at, is_preset_ref,
     locate,
@@ -57,31 +58,6 @@ impl AutoApprove {
             AutoApprove::Function(_) => false,
         }
     }
-}
-
-/// Matches `*` wildcards (any run of characters, dots included); other characters are literal.
-pub fn glob_match(pattern: &str, name: &str) -> bool {
-    if !pattern.contains('*') {
-        return pattern == name;
-    }
-    let parts: Vec<&str> = pattern.split('*').collect();
-    let (first, rest) = match parts.split_first() {
-        Some(split) => split,
-        None => return false,
-    };
-    let Some(mut remaining) = name.strip_prefix(first) else {
-        return false;
-    };
-    let Some((last, middle)) = rest.split_last() else {
-        return remaining.is_empty();
-    };
-    for part in middle {
-        match remaining.find(part) {
-            Some(index) => remaining = &remaining[index + part.len()..],
-            None => return false,
-        }
-    }
-    remaining.len() >= last.len() && remaining.ends_with(last)
 }
 
 /// The merged configuration plus where each value came from.
@@ -539,6 +515,7 @@ pub fn resolve_with_tools(
 
     check_custom_tools(&custom_names, &mut errors);
     check_trust_paths(&tree, &mut errors);
+    check_mcp_globs(&tree, &mut errors);
     ignored.sort_by(|a, b| a.path.cmp(&b.path));
 
     if !errors.is_empty() {
@@ -652,7 +629,7 @@ impl ListResolution {
         };
         let covered = |item: &String| {
             items.contains(item)
-                || (!item.contains('*') && items.iter().any(|allowed| glob_match(allowed, item)))
+                || (!is_glob(item) && items.iter().any(|allowed| glob_match(allowed, item)))
         };
         let (kept, dropped): (Vec<String>, Vec<String>) =
             wide_items.into_iter().partition(|item| covered(item));
@@ -810,9 +787,11 @@ fn op_items(op: &ListOp) -> Vec<&String> {
 pub(crate) fn names_mcp_tool(item: &str, servers: &[String]) -> bool {
     servers.iter().any(|server| {
         let prefix = format!("{server}.");
-        match item.split_once('*') {
-            Some((literal, _)) => prefix.starts_with(literal) || literal.starts_with(&prefix),
-            None => item.starts_with(&prefix),
+        if is_glob(item) {
+            let literal = literal_prefix(item);
+            prefix.starts_with(literal) || literal.starts_with(&prefix)
+        } else {
+            item.starts_with(&prefix)
         }
     })
 }
@@ -913,7 +892,11 @@ fn check_names(
                             .in_layer(*kind),
                         );
                     }
-                } else if !item.contains('*')
+                } else if let Err(error) = check_tool_glob(item) {
+                    errors.push(
+                        ConfigError::new(path, glob_error(item, path, &error)).in_layer(*kind),
+                    );
+                } else if !is_glob(item)
                     && !known.contains(item)
                     && !names_mcp_tool(item, mcp_servers)
                 {
@@ -984,7 +967,11 @@ fn expand_tools(
             // Matched against the server's tools once it has listed them.
             out.push(item.clone());
         }
-        if item.contains('*') {
+        if is_glob(&item) {
+            if check_tool_glob(&item).is_err() {
+                // Said by `check_names`.
+                continue;
+            }
             let matches: Vec<&String> = known
                 .iter()
                 .filter(|name| glob_match(&item, name))
@@ -1018,10 +1005,38 @@ fn tool_names(value: &Value) -> Vec<String> {
         .collect()
 }
 
+/// What a configuration error says of an item of `path` that is not a valid glob.
+fn glob_error(item: &str, path: &str, error: &crate::glob::GlobError) -> String {
+    format!(
+        "'{item}' in '{path}' is not a valid glob ({}); see \"Globs\" in docs/configuration.md",
+        error.reason
+    )
+}
+
+/// The globs of `tools.mcp.include` and `tools.mcp.exclude` are valid.
+fn check_mcp_globs(tree: &Value, errors: &mut Vec<ConfigError>) {
+    for (pointer, path) in [
+        ("/tools/mcp/include", "tools.mcp.include"),
+        ("/tools/mcp/exclude", "tools.mcp.exclude"),
+    ] {
+        let items = tree.pointer(pointer).and_then(Value::as_array);
+        for item in items.into_iter().flatten().filter_map(Value::as_str) {
+            if let Err(error) = check_tool_glob(item) {
+                errors.push(ConfigError::new(path, glob_error(item, path, &error)));
+            }
+        }
+    }
+}
+
 fn check_trust_paths(tree: &Value, errors: &mut Vec<ConfigError>) {
     let paths = tree.pointer("/trust/paths").and_then(Value::as_array);
     for pattern in paths.into_iter().flatten().filter_map(Value::as_str) {
-        if !crate::trust::is_trust_path(pattern) {
+        if let Err(error) = crate::glob::PathGlob::new(pattern) {
+            errors.push(ConfigError::new(
+                "trust.paths",
+                glob_error(pattern, "trust.paths", &error),
+            ));
+        } else if !crate::trust::is_trust_path(pattern) {
             errors.push(ConfigError::new(
                 "trust.paths",
                 format!(

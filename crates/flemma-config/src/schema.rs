@@ -1104,7 +1104,7 @@ fn build_root() -> Node {
                 "paths",
                 list(
                     ItemKind::Text,
-                    "Chats whose frontmatter is trusted: absolute paths or `~/…`, with `*` (within a name), `**` (any folders) and `?`; a path without a wildcard trusts that folder and everything below it (`[\"~/notes/**\"]`, `[\"~/work/prompts\"]`).",
+                    "Chats whose frontmatter is trusted: absolute paths or `~/…`, with the path globs of \"Globs\" above (`*` within a name, `**` any folders, `?`, `[…]`, `{a,b}`) matching the chat or a folder it is in; a path without a wildcard trusts that folder and everything below it (`[\"~/notes/**\"]`, `[\"~/work/prompts\"]`).",
                     &[],
                 ),
             ),
@@ -1372,7 +1372,7 @@ fn mcp_schema() -> Node {
                 "exclude",
                 list(
                     ItemKind::Text,
-                    "Globs over full tool names of MCP tools never offered; exclude wins over `include` and `tools.enabled`.",
+                    "Globs over full tool names of MCP tools that are not registered at all: absent from `flemmad tools`, completion and `tools run`, whatever `include` and `tools.enabled` say.",
                     &[],
                 ),
             ),

@@ -89,11 +89,17 @@ pub fn is_trust_path(pattern: &str) -> bool {
 }
 
 /// Whether the `trust.paths` entry `pattern` covers `chat`: the folder (or file) it names and
-/// everything below it, with `*` (within a name), `**` (any folders) and `?` (one character of
-/// a name) matching the chat's path or the path of a folder it is in.
+/// everything below it; a glob (`crate::PathGlob`'s rules: `*` within a name, `**` any
+/// folders) matching the chat's path or the path of a folder it is in. A pattern that is not
+/// a valid glob covers nothing (the configuration says so).
 fn path_matches(pattern: &str, chat: &Path, home: Option<&Path>) -> bool {
+    let is_glob = crate::glob::is_glob(pattern);
     let expanded = match pattern.strip_prefix('~') {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => match home {
+            // The home directory's own characters are literal.
+            Some(home) if is_glob => {
+                format!("{}{rest}", crate::glob::escape(&home.to_string_lossy()))
+            }
             Some(home) => format!("{}{rest}", home.display()),
             None => return false,
         },
@@ -102,42 +108,14 @@ fn path_matches(pattern: &str, chat: &Path, home: Option<&Path>) -> bool {
     if !expanded.starts_with('/') {
         return false;
     }
-    if !expanded.contains(['*', '?']) {
+    if !is_glob {
         return chat.starts_with(normalize(Path::new(&expanded)));
     }
+    let Ok(glob) = crate::glob::PathGlob::new(&expanded) else {
+        return false;
+    };
     // The chat or a folder it is in.
-    chat.ancestors()
-        .filter_map(Path::to_str)
-        .any(|text| glob(expanded.as_bytes(), text.as_bytes()))
-}
-
-/// `*` any run of characters but `/`; `**` any run of characters (a `**/` also matches no
-/// folder at all); `?` one character but `/`.
-fn glob(pattern: &[u8], text: &[u8]) -> bool {
-    match pattern {
-        [] => text.is_empty(),
-        [b'*', b'*', b'/', rest @ ..] => {
-            glob(rest, text)
-                || (0..text.len()).any(|i| text[i] == b'/' && glob(rest, &text[i + 1..]))
-        }
-        [b'*', b'*', rest @ ..] => (0..=text.len()).any(|i| glob(rest, &text[i..])),
-        [b'*', rest @ ..] => {
-            let mut i = 0;
-            loop {
-                if glob(rest, &text[i..]) {
-                    return true;
-                }
-                if i == text.len() || text[i] == b'/' {
-                    return false;
-                }
-                i += 1;
-            }
-        }
-        [b'?', rest @ ..] => {
-            matches!(text.first(), Some(c) if *c != b'/') && glob(rest, &text[1..])
-        }
-        [c, rest @ ..] => text.first() == Some(c) && glob(rest, &text[1..]),
-    }
+    chat.ancestors().any(|path| glob.matches(path))
 }
 
 /// How flemmad saw a tool call of a chat.
@@ -244,15 +222,5 @@ mod tests {
         let trust = chat_trust(Path::new("/a.chat"), &s, &[PathBuf::from("/")], None);
         assert!(!trust.trusted);
         assert!(trust.reason.contains("Restricted Mode"), "{}", trust.reason);
-    }
-
-    #[test]
-    fn globs() {
-        assert!(glob(b"/a/**/b", b"/a/b"));
-        assert!(glob(b"/a/**/b", b"/a/x/y/b"));
-        assert!(!glob(b"/a/*/b", b"/a/x/y/b"));
-        assert!(glob(b"/a/**", b"/a/x/y/b"));
-        assert!(glob(b"/a/*.chat", b"/a/t.chat"));
-        assert!(!glob(b"/a/*.chat", b"/a/t/u.chat"));
     }
 }

@@ -49,11 +49,28 @@ pub(crate) struct Analyses {
     known: HashMap<String, Known>,
 }
 
+/// The tool names a document's configuration gives completion: the tools it enables, and the
+/// `tools.mcp.exclude` globs that keep discovered MCP tools out.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KnownTools {
+    pub(crate) enabled: Vec<String>,
+    pub(crate) mcp_exclude: Vec<String>,
+}
+
+impl KnownTools {
+    pub(crate) fn of(resolved: &flemma_config::ResolvedConfig) -> Self {
+        Self {
+            enabled: resolved.enabled_tools(),
+            mcp_exclude: resolved.config.tools.mcp.exclude.clone(),
+        }
+    }
+}
+
 /// What the last finished analysis of a document said that requests answer from.
 #[derive(Debug, Clone, Default)]
 struct Known {
-    /// The tools it enables (completion).
-    tools: Option<Vec<String>>,
+    /// The tools it enables and excludes (completion).
+    tools: Option<KnownTools>,
     /// The chat is untrusted and something in it was ignored or held for that (the "Trust this
     /// folder" code action).
     untrusted: bool,
@@ -65,10 +82,7 @@ impl Known {
             DEFERRED_PARSER, UNSEEN_APPROVAL, UNSEEN_TOOL_CALL, UNTRUSTED_OPTION,
         };
         Self {
-            tools: analysis
-                .config
-                .as_ref()
-                .map(|config| config.enabled_tools()),
+            tools: analysis.config.as_ref().map(KnownTools::of),
             untrusted: !analysis.trust.trusted
                 && analysis.diagnostics.iter().any(|d| {
                     [
@@ -112,8 +126,9 @@ impl Analyses {
         (analyses, done_rx)
     }
 
-    /// The tools the last finished analysis of `uri` enables (`None` before the first one).
-    pub(crate) fn tools(&self, uri: &str) -> Option<Vec<String>> {
+    /// The tools the last finished analysis of `uri` enables and excludes (`None` before the
+    /// first one).
+    pub(crate) fn tools(&self, uri: &str) -> Option<KnownTools> {
         self.known.get(uri).and_then(|known| known.tools.clone())
     }
 

@@ -1,8 +1,11 @@
-//! Which MCP tools a chat is offered: `tools.mcp.include` and the chat's `tools.enabled`
-//! (names and globs kept verbatim by the configuration until discovery) turn a tool on;
-//! `tools.mcp.exclude` and `!` items of `tools.enabled` turn it off, and exclusion wins.
+//! Which MCP tools a chat has and is offered. `tools.mcp.exclude` runs first: a tool it
+//! matches is not registered at all (absent from listings, completion and `tools run`; the
+//! binary drops it at discovery with `flemma_config::Mcp::excluded_by`).
+//! `tools.mcp.include` and the chat's `tools.enabled` (names and globs kept verbatim by the
+//! configuration until discovery) turn a registered tool on; `!` items of `tools.enabled` turn
+//! it off again (it stays registered, like a built-in the chat disables), and exclusion wins.
 
-use flemma_config::{Config, glob_match};
+use flemma_config::{Config, first_match, glob_match};
 
 /// The selection rules of one resolved configuration.
 #[derive(Debug, Clone, Copy)]
@@ -22,9 +25,10 @@ impl<'a> Selection<'a> {
         }
     }
 
-    /// Whether the tool `full_name` is excluded (never offered).
+    /// Whether the tool `full_name` is turned off: excluded, or removed by a `!` item of
+    /// `tools.enabled` (never offered).
     pub fn excludes(&self, full_name: &str) -> bool {
-        self.exclude.iter().any(|p| glob_match(p, full_name))
+        first_match(self.exclude, full_name).is_some()
             || self
                 .enabled
                 .iter()

@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -17,7 +17,7 @@ use crate::harness;
 use crate::spec::ToolSpec;
 use crate::store::ResultStore;
 use crate::truncate::{self, Keep};
-use crate::validate::{SchemaMismatch, validate};
+use crate::validate::{InputSchema, Mismatches};
 
 /// A runner: input validated, harness parameters stripped. A closure, so custom tools (their
 /// command line) and the engine (its job table) can register runners that carry data; built-ins
@@ -31,6 +31,21 @@ pub struct Registered {
     pub runner: Runner,
     /// Which end of an overflowing output is kept.
     pub keep: Keep,
+    /// The input schema compiled on the tool's first call, shared by the registry's clones.
+    schema: Arc<OnceLock<InputSchema>>,
+}
+
+impl Registered {
+    /// The tool's input schema, compiled once.
+    pub fn input_schema(&self) -> &InputSchema {
+        self.schema.get_or_init(|| {
+            let compiled = InputSchema::compile(&self.spec.input_schema);
+            if let Some(reason) = compiled.unusable() {
+                tracing::warn!(tool = %self.spec.name, %reason, "the input schema does not compile; inputs go to the tool unchecked");
+            }
+            compiled
+        })
+    }
 }
 
 impl std::fmt::Debug for Registered {
@@ -56,10 +71,10 @@ pub enum InvocationError {
         name: String,
         suggestion: Option<String>,
     },
-    #[error("the input does not fit the schema of `{tool}`: {mismatch}")]
+    #[error("the input does not fit the schema of `{tool}`: {mismatches}")]
     Schema {
         tool: String,
-        mismatch: SchemaMismatch,
+        mismatches: Mismatches,
     },
 }
 
@@ -148,6 +163,7 @@ impl Registry {
             spec,
             runner: Arc::new(runner),
             keep,
+            schema: Arc::default(),
         });
         self.tools.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
     }
@@ -236,10 +252,12 @@ impl Registry {
 
 /// Whether `input` (harness parameters stripped) fits the tool's schema.
 fn fits(tool: &Registered, name: &str, input: &Value) -> Result<(), InvocationError> {
-    validate(&tool.spec.input_schema, input).map_err(|mismatch| InvocationError::Schema {
-        tool: name.to_string(),
-        mismatch,
-    })
+    tool.input_schema()
+        .check(input)
+        .map_err(|mismatches| InvocationError::Schema {
+            tool: name.to_string(),
+            mismatches,
+        })
 }
 
 /// Whether a conditional tool's condition holds (unconditional tools always hold).

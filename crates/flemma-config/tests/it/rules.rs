@@ -933,6 +933,45 @@ fn auto_approve_function_and_its_limits() {
 // ---- tools registry, globs, conditional and custom tools -----------------------------------
 
 #[test]
+fn an_invalid_glob_is_an_error_naming_the_option() {
+    let cases = [
+        (
+            json!({"tools": {"enabled": ["+slack.[ab"]}}),
+            "tools.enabled",
+            "slack.[ab",
+        ),
+        (
+            json!({"tools": {"auto_approve": ["+slack.{a"]}}),
+            "tools.auto_approve",
+            "slack.{a",
+        ),
+        (
+            json!({"tools": {"mcp": {"exclude": ["gh.[x"]}}}),
+            "tools.mcp.exclude",
+            "gh.[x",
+        ),
+        (
+            json!({"trust": {"paths": ["~/notes/[x"]}}),
+            "trust.paths",
+            "~/notes/[x",
+        ),
+    ];
+    for (value, path, item) in cases {
+        let layer = layer_json(LayerKind::UserFile, value);
+        let error = first_error(resolve(&[ConfigLayer::defaults(), layer]));
+        assert_eq!(error.path, path);
+        assert!(
+            error
+                .message
+                .starts_with(&format!("'{item}' in '{path}' is not a valid glob (")),
+            "{}",
+            error.message
+        );
+        assert!(error.message.contains("\"Globs\""), "{}", error.message);
+    }
+}
+
+#[test]
 fn globs_in_tool_lists_expand_against_registered_tools() {
     let extra = vec![
         "slack.post".to_string(),

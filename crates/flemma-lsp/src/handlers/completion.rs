@@ -5,6 +5,7 @@ use flemma_ide::features::completion::{CompletionContext, completions};
 use lsp_types::{CompletionParams, CompletionResponse};
 
 use super::{HandlerResult, chat_dir, document};
+use crate::analyses::KnownTools;
 use crate::session::Session;
 use crate::{from_proto, to_proto};
 
@@ -18,21 +19,25 @@ pub(crate) fn handle(
     // finished analysis (a newer one may still run; completion never waits for it); before
     // the first one, those of the configuration below the frontmatter.
     // MCP items of the list (`github.*`, `!github.x`) are patterns, not names; the names of the
-    // MCP tools the process knows come from the backend.
-    let mut tools: Vec<String> = session
+    // MCP tools the process knows come from the backend, less those `tools.mcp.exclude` keeps
+    // out of the chat.
+    let known = session
         .analyses
         .tools(uri.as_str())
         .or_else(|| {
             flemma_config::resolve(&session.host.config().layers)
                 .ok()
-                .map(|resolved| resolved.enabled_tools())
+                .map(|resolved| KnownTools::of(&resolved))
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let mut tools: Vec<String> = known
+        .enabled
         .into_iter()
-        .filter(|name| !name.contains('*') && !name.starts_with('!'))
+        .filter(|name| !flemma_config::is_glob(name) && !name.starts_with('!'))
         .collect();
     for (name, _) in session.backend.discovered_tools() {
-        if !tools.contains(&name) {
+        if !tools.contains(&name) && flemma_config::first_match(&known.mcp_exclude, &name).is_none()
+        {
             tools.push(name);
         }
     }

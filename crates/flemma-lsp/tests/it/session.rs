@@ -737,8 +737,8 @@ fn hover_definition_and_completion_see_the_disk_through_the_hosts_io() {
     thread.join().unwrap().unwrap();
 }
 
-/// A backend whose process knows the tools of a running MCP server.
-struct WithMcpTools;
+/// A backend whose process knows the tools `(name, description)` of a running MCP server.
+struct WithMcpTools(Vec<(&'static str, &'static str)>);
 
 impl Backend for WithMcpTools {
     fn call(
@@ -753,17 +753,37 @@ impl Backend for WithMcpTools {
         )))
     }
     fn discovered_tools(&self) -> Vec<(String, String)> {
-        vec![(
-            "github.search_issues".into(),
-            "Search the issues of a repository.".into(),
-        )]
+        self.0
+            .iter()
+            .map(|(name, description)| (name.to_string(), description.to_string()))
+            .collect()
     }
+}
+
+/// The labels of the completion at `line`, `character` of `/tmp/t.chat`.
+fn completion_labels(client: &Connection, id: i32, line: u32, character: u32) -> Vec<String> {
+    let completion = request(
+        client,
+        id,
+        "textDocument/completion",
+        json!({"textDocument": {"uri": "file:///tmp/t.chat"}, "position": {"line": line, "character": character}}),
+    );
+    let items = completion.response_result.unwrap();
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["label"].as_str().map(str::to_owned))
+        .collect()
 }
 
 #[test]
 fn discovered_mcp_tools_are_completed_and_hovered() {
     let (client, thread) = session_with(
-        WithMcpTools,
+        WithMcpTools(vec![(
+            "github.search_issues",
+            "Search the issues of a repository.",
+        )]),
         json!({"processId": null, "capabilities": {"general": {"positionEncodings": ["utf-8"]}}}),
     );
     let text = "@Assistant:\n**Tool Use:** `gi` (`t1`)\n```json\n{}\n```\n\n@Assistant:\n**Tool Use:** `github.search_issues` (`t2`)\n```json\n{}\n```\n";
@@ -772,20 +792,11 @@ fn discovered_mcp_tools_are_completed_and_hovered() {
         "textDocument/didOpen",
         json!({"textDocument": {"uri": "file:///tmp/t.chat", "languageId": "chat", "version": 0, "text": text}}),
     );
-    let completion = request(
-        &client,
-        2,
-        "textDocument/completion",
-        json!({"textDocument": {"uri": "file:///tmp/t.chat"}, "position": {"line": 1, "character": 16}}),
+    let labels = completion_labels(&client, 2, 1, 16);
+    assert!(
+        labels.iter().any(|l| l == "github.search_issues"),
+        "{labels:?}"
     );
-    let items = completion.response_result.unwrap();
-    let labels: Vec<&str> = items
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|i| i["label"].as_str())
-        .collect();
-    assert!(labels.contains(&"github.search_issues"), "{labels:?}");
     let hover = request(
         &client,
         3,
@@ -801,6 +812,37 @@ fn discovered_mcp_tools_are_completed_and_hovered() {
         "{value}"
     );
     request(&client, 4, "shutdown", Value::Null);
+    notify(&client, "exit", Value::Null);
+    thread.join().unwrap().unwrap();
+}
+
+#[test]
+fn an_mcp_tool_the_chat_excludes_is_not_completed() {
+    let (client, thread) = session_with(
+        WithMcpTools(vec![
+            ("github.delete_repo", "Delete a repository."),
+            ("github.search_issues", "Search issues."),
+        ]),
+        json!({"processId": null, "capabilities": {"general": {"positionEncodings": ["utf-8"]}}}),
+    );
+    let text = "```json\n{\"flemma\": {\"tools\": {\"mcp\": {\"exclude\": [\"github.delete_*\"]}}}}\n```\n@Assistant:\n**Tool Use:** `gi` (`t1`)\n```json\n{}\n```\n";
+    notify(
+        &client,
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": "file:///tmp/t.chat", "languageId": "chat", "version": 0, "text": text}}),
+    );
+    // Completion answers from the last finished analysis (the frontmatter's exclusion in it).
+    next_diagnostics(&client);
+    let labels = completion_labels(&client, 2, 4, 16);
+    assert!(
+        labels.iter().any(|l| l == "github.search_issues"),
+        "{labels:?}"
+    );
+    assert!(
+        !labels.iter().any(|l| l == "github.delete_repo"),
+        "excluded: {labels:?}"
+    );
+    request(&client, 3, "shutdown", Value::Null);
     notify(&client, "exit", Value::Null);
     thread.join().unwrap().unwrap();
 }

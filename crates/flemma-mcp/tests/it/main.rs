@@ -2,6 +2,7 @@
 //! SDK (PyPI `mcp`, `tests/servers/demo_server.py`) over stdio and streamable HTTP.
 
 mod http;
+mod schemas;
 mod stdio;
 mod support;
 

@@ -30,6 +30,12 @@ pub fn demo_server() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/servers/demo_server.py")
 }
 
+/// `tests/servers/typed_server.py` (tools with optional, nested, enum, list and union
+/// parameters).
+pub fn typed_server() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/servers/typed_server.py")
+}
+
 /// The demo server over stdio, in `cwd`, with `env`.
 pub fn stdio_def(
     name: &str,
@@ -38,7 +44,19 @@ pub fn stdio_def(
     cwd: &std::path::Path,
     env: Vec<(String, flemma_mcp::Hidden)>,
 ) -> ServerDef {
-    let mut args = vec![demo_server().display().to_string()];
+    script_def(name, python, &demo_server(), extra_args, cwd, env)
+}
+
+/// The server `script` over stdio, in `cwd`, with `env`.
+pub fn script_def(
+    name: &str,
+    python: &std::path::Path,
+    script: &std::path::Path,
+    extra_args: &[&str],
+    cwd: &std::path::Path,
+    env: Vec<(String, flemma_mcp::Hidden)>,
+) -> ServerDef {
+    let mut args = vec![script.display().to_string()];
     args.extend(extra_args.iter().map(|s| s.to_string()));
     ServerDef {
         name: name.to_string(),

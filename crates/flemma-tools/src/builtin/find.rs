@@ -2,6 +2,7 @@
 //! a Git work tree), else `find`. The excluded directory names come from `tools.find.exclude`.
 //! Output: one path per line, sorted, relative to the working directory.
 
+use flemma_config::{GlobError, PathGlob};
 use serde_json::{Value, json};
 
 use super::grep::lines::{End, command, find_program, run_lines};
@@ -67,6 +68,14 @@ pub fn run_with(ctx: &RunContext, input: &Value, options: &FindOptions) -> Outco
     else {
         return Outcome::error("find needs `pattern`: a glob such as `*.rs`");
     };
+    let glob = match Glob::new(pattern) {
+        Ok(glob) => glob,
+        Err(error) => {
+            return Outcome::error(format!(
+                "{error} — `*` and `?` stay within a name, `**` is a whole path segment (`src/**/mod.rs`), `[` and `{{` must be closed, `\\` makes a character literal"
+            ));
+        }
+    };
     let written = input
         .get("path")
         .and_then(Value::as_str)
@@ -99,7 +108,6 @@ pub fn run_with(ctx: &RunContext, input: &Value, options: &FindOptions) -> Outco
             "find cannot run: none of `fd`, `fdfind`, `git` or `find` is on the PATH — install fd (`apt-get install fd-find`)",
         );
     };
-    let glob = Glob::new(pattern);
     let mut cmd = command(ctx, &program);
     match backend {
         Backend::Fd => {
@@ -230,21 +238,22 @@ pub fn pick_backend(ctx: &RunContext, path: &str) -> Option<(Backend, std::path:
     find_program(ctx, "find").map(|f| (Backend::Find, f))
 }
 
-/// A file glob: `*` and `?` within one path segment, `**` across segments, `[...]` classes
-/// (`!` or `^` negates), `{a,b}` alternatives. Without a `/` it matches the last segment only.
+/// A file glob (`flemma_config::PathGlob`'s rules: `*` and `?` within one path segment, `**`
+/// across segments, `[...]` classes, `{a,b}` alternatives). Without a `/` it matches the last
+/// segment only; a leading `./` is dropped.
 #[derive(Debug, Clone)]
 pub struct Glob {
-    alternatives: Vec<String>,
+    glob: PathGlob,
     whole_path: bool,
 }
 
 impl Glob {
-    pub fn new(pattern: &str) -> Self {
+    pub fn new(pattern: &str) -> Result<Self, GlobError> {
         let pattern = pattern.strip_prefix("./").unwrap_or(pattern);
-        Self {
-            alternatives: expand_braces(pattern),
+        Ok(Self {
+            glob: PathGlob::new(pattern)?,
             whole_path: pattern.contains('/'),
-        }
+        })
     }
 
     pub fn matches(&self, rel_path: &str) -> bool {
@@ -253,82 +262,7 @@ impl Glob {
         } else {
             rel_path.rsplit('/').next().unwrap_or(rel_path)
         };
-        let s: Vec<char> = subject.chars().collect();
-        self.alternatives.iter().any(|alt| {
-            let p: Vec<char> = alt.chars().collect();
-            glob_chars(&p, &s)
-        })
-    }
-}
-
-fn expand_braces(pattern: &str) -> Vec<String> {
-    let Some(open) = pattern.find('{') else {
-        return vec![pattern.to_string()];
-    };
-    let Some(close_rel) = pattern[open..].find('}') else {
-        return vec![pattern.to_string()];
-    };
-    let close = open + close_rel;
-    let (head, body, tail) = (
-        &pattern[..open],
-        &pattern[open + 1..close],
-        &pattern[close + 1..],
-    );
-    body.split(',')
-        .flat_map(|alt| expand_braces(&format!("{head}{alt}{tail}")))
-        .collect()
-}
-
-fn glob_chars(p: &[char], s: &[char]) -> bool {
-    match p.first() {
-        None => s.is_empty(),
-        Some('*') if p.get(1) == Some(&'*') => {
-            // `**/` also matches no directory at all.
-            let rest = if p.get(2) == Some(&'/') {
-                &p[3..]
-            } else {
-                &p[2..]
-            };
-            (0..=s.len()).any(|i| glob_chars(rest, &s[i..]))
-                || (p.get(2) == Some(&'/') && glob_chars(&p[2..], s))
-        }
-        Some('*') => {
-            let mut i = 0;
-            loop {
-                if glob_chars(&p[1..], &s[i..]) {
-                    return true;
-                }
-                if i == s.len() || s[i] == '/' {
-                    return false;
-                }
-                i += 1;
-            }
-        }
-        Some('?') => s.first().is_some_and(|&c| c != '/') && glob_chars(&p[1..], &s[1..]),
-        Some('[') => {
-            let Some(end) = p.iter().skip(2).position(|&c| c == ']').map(|i| i + 2) else {
-                return s.first() == Some(&'[') && glob_chars(&p[1..], &s[1..]);
-            };
-            let Some(&c) = s.first() else { return false };
-            let class = &p[1..end];
-            let (negated, class) = match class.first() {
-                Some('!' | '^') => (true, &class[1..]),
-                _ => (false, class),
-            };
-            let mut hit = false;
-            let mut i = 0;
-            while i < class.len() {
-                if i + 2 < class.len() && class[i + 1] == '-' {
-                    hit |= class[i] <= c && c <= class[i + 2];
-                    i += 3;
-                } else {
-                    hit |= class[i] == c;
-                    i += 1;
-                }
-            }
-            hit != negated && c != '/' && glob_chars(&p[end + 1..], &s[1..])
-        }
-        Some(&c) => s.first() == Some(&c) && glob_chars(&p[1..], &s[1..]),
+        self.glob.matches(subject)
     }
 }
 
@@ -338,7 +272,7 @@ mod tests {
 
     #[test]
     fn globs() {
-        let g = |p: &str, s: &str| Glob::new(p).matches(s);
+        let g = |p: &str, s: &str| Glob::new(p).expect("a valid glob").matches(s);
         assert!(g("*.rs", "src/main.rs"));
         assert!(!g("*.rs", "src/main.rsx"));
         assert!(g("main.?s", "a/main.rs"));

@@ -336,6 +336,38 @@ fn ls_dirs_first_depth_and_limit() {
 }
 
 #[test]
+fn every_built_in_schema_compiles_and_takes_its_own_example_inputs() {
+    let config = flemma_config::resolve(&[flemma_config::ConfigLayer::from_toml_str(
+        "[tools.lsp]\nservers = [\"clangd\"]\n",
+        flemma_config::LayerKind::UserFile,
+    )
+    .expect("a config layer")])
+    .expect("resolves")
+    .config;
+    let registry = Registry::for_config(&config);
+    assert!(
+        registry.get("lsp").is_some(),
+        "the lsp tool's schema is checked too"
+    );
+    for tool in registry.all() {
+        assert_eq!(tool.input_schema().unusable(), None, "{}", tool.spec.name);
+    }
+    // Strict schemas: the nullable fields may be null or left out; the others may not.
+    let read = registry.get("read").expect("read");
+    let schema = read.input_schema();
+    assert!(
+        schema
+            .check(&json!({"label": "t", "path": "a", "offset": null, "limit": null}))
+            .is_ok()
+    );
+    assert!(schema.check(&json!({"label": "t", "path": "a"})).is_ok());
+    let missing = schema
+        .check(&json!({"path": "a"}))
+        .expect_err("label is required");
+    assert_eq!(missing.to_string(), "label: is required but missing");
+}
+
+#[test]
 fn registry_rejects_bad_invocations_and_strips_harness_parameters() {
     let (_dir, root) = temp();
     let ctx = context(&root);

@@ -142,4 +142,13 @@ fn bad_input_is_explained() {
             .text
             .contains("none of `fd`, `fdfind`, `git` or `find`")
     );
+    let unclosed = t.run(q("src/[ab.rs"));
+    assert!(unclosed.is_error);
+    assert!(
+        unclosed
+            .text
+            .starts_with("`src/[ab.rs` is not a valid glob: unclosed character class"),
+        "{}",
+        unclosed.text
+    );
 }

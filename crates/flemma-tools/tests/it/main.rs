@@ -7,6 +7,7 @@ mod editor_files;
 mod faults;
 mod fetch;
 mod find;
+mod globs;
 mod grep;
 mod sandbox;
 mod search_support;
