@@ -470,6 +470,27 @@ async fn a_server_with_sandbox_true_runs_inside_the_sandbox() {
     let out = write(&chat, &inside).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(inside.exists());
+
+    // A program under /tmp does not exist inside the sandbox (it has a /tmp of its own): the
+    // server is refused with the reason, not started to fail with "No such file".
+    let in_tmp = tempfile::Builder::new()
+        .prefix("flemmad-mcp-tmp-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let program = in_tmp.path().join("python3");
+    std::os::unix::fs::symlink(&python, &program).unwrap();
+    let chat = agentic("@You:\nhi\n");
+    configure(&chat, &program, "");
+    let mut text = std::fs::read_to_string(chat.config_home.join("flemma/config.toml")).unwrap();
+    text.push_str("sandbox = true\n");
+    std::fs::write(chat.config_home.join("flemma/config.toml"), text).unwrap();
+    let out = write(&chat, &inside).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("lies under /tmp, which the sandbox replaces"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[tokio::test]

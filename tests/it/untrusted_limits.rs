@@ -31,8 +31,8 @@ fn frontmatter() -> String {
 
 fn usage() -> MockUsage {
     MockUsage {
-        input_tokens: 1_000_000,
-        output_tokens: 1_000_000,
+        input_tokens: 100_000,
+        output_tokens: 100_000,
         ..MockUsage::default()
     }
 }
@@ -92,12 +92,13 @@ async fn an_untrusted_chat_cannot_raise_turns_or_concurrency_nor_zero_prices() {
         "one automatic turn (the user's max_turns = 1): {err}"
     );
     assert!(err.contains("exceeded 1 consecutive turns"), "{err}");
-    // The catalogue's prices: a million tokens each way at $3 + $15.
+    // The catalogue's prices: 100k tokens each way at $3 + $15 a million (under the
+    // 200k-token prompt that switches Sonnet to its long-context prices).
     let (_, err) = send(false, |mock| {
         mock.push(Turn::text("Nothing to do.").usage(usage()));
     })
     .await;
-    assert!(err.contains("$18.0000"), "{err}");
+    assert!(err.contains("$1.8000"), "{err}");
 
     // Trusted: the chat's values apply (so the above can fail).
     let (mock, err) = send(true, three_turns).await;

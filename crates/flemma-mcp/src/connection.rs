@@ -175,6 +175,12 @@ impl Connection {
                 let mut argv: Vec<String> = std::iter::once(program.display().to_string())
                     .chain(args.iter().cloned())
                     .collect();
+                if *sandbox && program.starts_with("/tmp") {
+                    return Err(format!(
+                        "`sandbox = true` but its program {} lies under /tmp, which the sandbox replaces with a private folder of its own (install the server elsewhere, or set sandbox = false for this server)",
+                        program.display()
+                    ));
+                }
                 if *sandbox {
                     match &launch.sandbox {
                         Some(wrap) => argv = (wrap.0)(&argv, cwd),
