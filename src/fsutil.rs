@@ -40,7 +40,7 @@ pub fn check_writable(path: &Path) -> anyhow::Result<()> {
         );
     }
     tempfile::Builder::new()
-        .prefix(".flemmad-check-")
+        .prefix(&format!("{}check-", flemma_tools::SCRATCH_PREFIX))
         .tempfile_in(dir)
         .map(drop)
         .map_err(|error| {
@@ -85,7 +85,7 @@ fn replace_if(
     check_not_read_only(path)?;
     let dir = dir_of(path);
     let mut tmp = tempfile::Builder::new()
-        .prefix(".flemmad-")
+        .prefix(flemma_tools::SCRATCH_PREFIX)
         .suffix(".tmp")
         .tempfile_in(dir)
         .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;

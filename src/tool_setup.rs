@@ -508,7 +508,9 @@ impl ToolPolicy for SetupPolicy {
                 },
                 resolver: match decision.note {
                     Some(note) => {
-                        tracing::warn!(tool = name, %note, "the approval chain could not approve as configured");
+                        // The note reaches the user with the decision (the pending list of
+                        // `send`, status, hover); the log only records it.
+                        tracing::debug!(tool = name, %note, "the approval chain could not approve as configured");
                         format!("{} ({note})", decision.resolver)
                     }
                     None => decision.resolver,

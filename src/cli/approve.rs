@@ -16,6 +16,9 @@ use crate::fsutil;
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("which").required(true).args(["tool_ids", "all"])))]
+#[command(
+    override_usage = "flemmad approve [OPTIONS] <FILE> <TOOL_IDS>...\n       flemmad approve [OPTIONS] <FILE> --all"
+)]
 pub struct ApproveArgs {
     /// The .chat file.
     pub file: PathBuf,

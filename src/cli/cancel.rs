@@ -13,10 +13,16 @@ use crate::driver_lock::DriverLock;
 pub struct CancelArgs {
     /// The .chat file.
     pub file: PathBuf,
+    /// Do not ask a running daemon: only interrupt a `flemmad send` of the chat running in
+    /// another process.
+    #[arg(long)]
+    pub no_daemon: bool,
 }
 
 pub fn run(args: CancelArgs) -> Result<(), CliError> {
-    if let Some(outcome) = via_daemon::cancel(&args.file) {
+    if !args.no_daemon
+        && let Some(outcome) = via_daemon::cancel(&args.file)
+    {
         return outcome;
     }
     // No daemon: a `flemmad send` of this chat in another process holds its lock.
@@ -24,8 +30,13 @@ pub fn run(args: CancelArgs) -> Result<(), CliError> {
         None => Err(CliError::failed(
             "cancel",
             format!(
-                "nothing runs for {}: no daemon answers and no `flemmad send` of it runs",
-                args.file.display()
+                "nothing runs for {}: {}",
+                args.file.display(),
+                if args.no_daemon {
+                    "no `flemmad send` of it runs (the daemon was not asked: --no-daemon)"
+                } else {
+                    "no daemon answers and no `flemmad send` of it runs"
+                }
             ),
         )),
         Some(owner) if owner.role != "send" => Err(CliError::failed(

@@ -55,6 +55,8 @@ pub struct Cli {
 pub enum Command {
     /// Parse a .chat file and print its tree and diagnostics.
     ///
+    /// Without --eval this is the file's syntax only: the configuration is not read (its
+    /// errors are reported by --eval, `send`, `status` and `doctor`).
     /// Without --json, prints an outline: one line per node with its line:column range.
     /// With --json, prints the stable JSON form documented in protocol/parse.md.
     /// With --eval, prints the conversation that would be sent (or, with --json, the form of
@@ -80,9 +82,10 @@ pub enum Command {
     /// (--quiet: only the summary); --events prints lifecycle events as JSON lines on stdout.
     ///
     /// Exit status: 0 idle (the file ends with an empty `@You:`); 3 a tool call waits for
-    /// approval (stderr lists each with the `flemmad approve` / `reject` commands); 1 an error
-    /// (explained; everything before stays in the file); 2 the file cannot be read or is
-    /// invalid; 130 interrupted with Ctrl-C (what ran is marked `aborted`).
+    /// approval (stderr lists each with the `flemmad approve` / `reject` commands); 1 an error,
+    /// an invalid chat or configuration included (explained; everything before stays in the
+    /// file); 2 the file cannot be read; 130 interrupted with Ctrl-C (what ran is marked
+    /// `aborted`).
     ///
     /// With a daemon running (`flemmad serve`), the daemon sends and this command follows the
     /// chat until the cycle stops, with the same output and exit codes (Ctrl-C cancels through

@@ -158,18 +158,18 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
             "nothing was sent; fix the errors above and send again",
         ));
     }
-    if !args.quiet {
-        eprintln!(
-            "flemmad: sending {} to {} ({})…",
-            path.display(),
-            prepared.provider_name,
-            prepared.model
-        );
-    }
     let absolute = prepared.parts.id.path().to_owned();
     let coalesce_ms = prepared.parts.coalesce.as_millis() as u64;
     let parts = prepared.parts;
     let mut progress = Progress::new(flemma_lsp::path_to_uri(&absolute), args.events, args.quiet);
+    // Said when a request really goes out: a step that only runs tools, or an `(approved)`
+    // sent back to pending, asks the provider nothing.
+    let requested = progress.announce_on_first_request(format!(
+        "sending {} to {} ({})…",
+        path.display(),
+        prepared.provider_name,
+        prepared.model
+    ));
     // Said once per send: on stderr by the diagnostics above, in the event stream here.
     if let Some(event) = engine_setup::trust_notice(&prepared.analysis) {
         progress.show(Report::Event(event));
@@ -194,15 +194,22 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
         "longest wait between an edit and its write"
     );
     let engine = driver.engine();
-    let summary = summary(
-        started.elapsed(),
-        &crate::usage_report::totals(
-            &engine.usage(),
-            engine.cost(),
-            engine.cache_saved(),
-            engine.rate_limits(),
-        ),
-    );
+    let summary = if requested.load(std::sync::atomic::Ordering::Relaxed) {
+        summary(
+            started.elapsed(),
+            &crate::usage_report::totals(
+                &engine.usage(),
+                engine.cost(),
+                engine.cache_saved(),
+                engine.rate_limits(),
+            ),
+        )
+    } else {
+        format!(
+            "{:.1}s, nothing was sent to the provider",
+            started.elapsed().as_secs_f64()
+        )
+    };
     match stopped {
         StopReason::Idle | StopReason::StepDone => {
             eprintln!("flemmad: done in {summary}");
@@ -304,6 +311,10 @@ pub(super) struct Progress {
     at_line_start: bool,
     /// Set when stderr is a terminal and not `--quiet`.
     live: Option<LiveLine>,
+    /// The line said when the first request goes out (`sending … to …`).
+    announce: Option<String>,
+    /// Whether a request went out.
+    requested: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Progress {
@@ -315,12 +326,34 @@ impl Progress {
             quiet,
             at_line_start: true,
             live: (terminal && !quiet).then(LiveLine::start),
+            announce: None,
+            requested: std::sync::Arc::default(),
         }
+    }
+
+    /// Says `line` when the first request goes out; the flag returned tells whether one did.
+    pub(super) fn announce_on_first_request(
+        &mut self,
+        line: String,
+    ) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        self.announce = Some(line);
+        self.requested.clone()
     }
 
     pub(super) fn show(&mut self, report: Report) {
         match report {
             Report::Event(event) => {
+                if event.name == "request:sending"
+                    && !self
+                        .requested
+                        .swap(true, std::sync::atomic::Ordering::Relaxed)
+                    && let Some(line) = self.announce.take()
+                {
+                    match &self.live {
+                        Some(live) => live.update(Some(&line), |_| {}),
+                        None => self.line(&line),
+                    }
+                }
                 if self.events {
                     let line = LifecycleEvent {
                         name: event.name.to_owned(),

@@ -24,6 +24,10 @@ pub struct StatusArgs {
     /// Print the stable JSON form (protocol/status.md).
     #[arg(long)]
     pub json: bool,
+    /// Do not ask a running daemon: only what the file and the configuration say (no
+    /// `daemon:` line, no live job states, no usage of the daemon).
+    #[arg(long)]
+    pub no_daemon: bool,
 }
 
 pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError> {
@@ -55,7 +59,11 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     let doc = &*loaded.analysis.document;
     let send_pid = running_send(&args.file);
     // A running daemon knows what its engine does with the chat (jobs, usage).
-    let engine = super::via_daemon::engine_status(&args.file);
+    let engine = if args.no_daemon {
+        None
+    } else {
+        super::via_daemon::engine_status(&args.file)
+    };
     let mut jobs = jobs(doc, send_pid.is_some());
     if let Some(engine) = &engine {
         for job in &mut jobs {

@@ -27,11 +27,19 @@ impl RuntimePaths {
     /// `$XDG_RUNTIME_DIR/flemma/`, or `/tmp/flemma-$UID/` when `XDG_RUNTIME_DIR` is unset or
     /// empty.
     pub fn from_env() -> Self {
-        let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
-            Some(runtime) => PathBuf::from(runtime).join("flemma"),
-            None => PathBuf::from(format!("/tmp/flemma-{}", current_uid())),
-        };
-        Self::in_dir(dir)
+        let runtime = std::env::var_os("XDG_RUNTIME_DIR");
+        Self::in_dir(Self::dir_for(
+            runtime.as_deref().map(Path::new),
+            current_uid(),
+        ))
+    }
+
+    /// The one rule for the daemon's folder, given `$XDG_RUNTIME_DIR` and the user's uid.
+    pub fn dir_for(xdg_runtime_dir: Option<&Path>, uid: u32) -> PathBuf {
+        match xdg_runtime_dir.filter(|dir| !dir.as_os_str().is_empty()) {
+            Some(runtime) => runtime.join("flemma"),
+            None => PathBuf::from(format!("/tmp/flemma-{uid}")),
+        }
     }
 
     pub fn in_dir(dir: PathBuf) -> Self {

@@ -314,6 +314,20 @@ async fn rpc_methods_send_stream_events_and_answer_status_and_usage() {
         "{shown}"
     );
     assert!(shown.contains("usage (this daemon):"), "{shown}");
+    // `--no-daemon`: only what the file and the configuration say.
+    let out = run(flemmad(&chat, &base, &["status", "--no-daemon", &path])).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(shown.contains("file:"), "{shown}");
+    assert!(!shown.contains("daemon:"), "{shown}");
+    // `cancel --no-daemon` does not ask the daemon: no `flemmad send` of the chat runs.
+    let out = run(flemmad(&chat, &base, &["cancel", "--no-daemon", &path])).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no `flemmad send` of it runs"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// send (waits for approval) → approve → (send): the same file with and without a daemon.

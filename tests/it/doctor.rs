@@ -124,6 +124,19 @@ fn a_clean_machine_without_a_key_needs_attention_for_the_credential_only() {
     assert!(!text.contains("vscode:"), "{text}");
 }
 
+/// Without `XDG_RUNTIME_DIR` the daemon serves in `/tmp/flemma-$UID/`: doctor looks there too.
+#[test]
+fn without_xdg_runtime_dir_the_daemon_is_looked_for_where_it_serves() {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = machine().with("XDG_RUNTIME_DIR", "");
+    let uid = std::fs::metadata(&m.home).unwrap().uid();
+    let text = stdout(&m.doctor(&[]));
+    let daemon: Vec<&str> = text.lines().filter(|l| l.contains("daemon:")).collect();
+    assert_eq!(daemon.len(), 1, "{text}");
+    assert!(daemon[0].contains(&format!("/tmp/flemma-{uid}")), "{text}");
+    assert!(!text.contains("no place"), "{text}");
+}
+
 /// Provider `codex`: the check is the ChatGPT login `codex login` writes (`~/.codex/auth.json`),
 /// never a key.
 #[test]

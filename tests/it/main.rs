@@ -27,6 +27,7 @@ mod doctor;
 mod flemma14_requests;
 mod flemma14_switch;
 mod flemma14_tools;
+mod help_snapshots;
 mod lsp;
 mod lsp_engine;
 mod lsp_hostile_files;

@@ -263,6 +263,20 @@ async fn an_untrusted_frontmatter_cannot_widen_what_the_chat_may_do() {
             attempt.name
         );
         assert!(err.contains("flemmad trust "), "{}: {err}", attempt.name);
+        // What was ignored is said as the chat wrote it: a closure is not named by Rhai's
+        // internal `anon$…`, and items added to a list are `+=`, not a value set.
+        match attempt.name {
+            "an approval function returning true" => assert!(
+                err.contains(
+                    "`tools.auto_approve = a function (a closure written in the frontmatter)`"
+                ) && !err.contains("anon$"),
+                "{err}"
+            ),
+            "tools.auto_approve beyond the user's own" => {
+                assert!(err.contains("`tools.auto_approve += [\"bash\"]`"), "{err}")
+            }
+            _ => {}
+        }
 
         let trusted = self::attempt(&attempt, true).await;
         let err = stderr(&trusted.output);

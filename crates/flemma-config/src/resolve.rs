@@ -82,11 +82,18 @@ pub struct IgnoredOption {
     /// What an untrusted chat's frontmatter may still do with this option (`may only set it to
     /// true`, `may only remove items`, `cannot set it`).
     pub allowed: String,
+    /// `value` lists items the chat added to a list (`+bash`, `.append("bash")`), not a value
+    /// it set.
+    pub added_items: bool,
 }
 
 impl std::fmt::Display for IgnoredOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "`{} = {}`", self.path, self.value)
+        if self.added_items {
+            write!(f, "`{} += {}`", self.path, self.value)
+        } else {
+            write!(f, "`{} = {}`", self.path, self.value)
+        }
     }
 }
 
@@ -266,6 +273,7 @@ pub fn resolve_with_tools(
                     path: display_path(path),
                     value: describe_entry(entry),
                     allowed: rule.allowed(),
+                    added_items: false,
                 });
             };
             match (entry, rule) {
@@ -455,8 +463,16 @@ pub fn resolve_with_tools(
             if !dropped.is_empty() {
                 ignored.push(IgnoredOption {
                     path: display.clone(),
-                    value: dropped.join(", "),
+                    value: format!(
+                        "[{}]",
+                        dropped
+                            .iter()
+                            .map(|item| format!("{item:?}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                     allowed: Narrowing::Subset.allowed(),
+                    added_items: true,
                 });
             }
             if narrowed != list {

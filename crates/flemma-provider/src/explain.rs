@@ -374,6 +374,12 @@ pub fn explain_not_found(
                 .map(str::to_string)
         })
         .unwrap_or_else(|| excerpt(text.trim()));
+    // An empty body would read `…/models?limit=1000: . Check…`.
+    let message = if message.trim().is_empty() {
+        "the server sent no explanation".to_owned()
+    } else {
+        message
+    };
     let openai_style = matches!(
         kind,
         ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Moonshot
@@ -709,6 +715,23 @@ mod tests {
         assert!(listing.contains("no such route"), "{listing}");
         assert!(!listing.contains("/v1`"), "{listing}");
         assert!(!listing.contains("flemmad models"), "{listing}");
+    }
+
+    #[test]
+    fn a_not_found_with_an_empty_body_says_the_server_gave_no_reason() {
+        let text = explain_not_found(
+            ProviderKind::OpenAiCompatible,
+            "http://127.0.0.1:8080/v1",
+            "http://127.0.0.1:8080/v1/models?limit=1000",
+            b"",
+            None,
+            true,
+        )
+        .to_string();
+        assert!(
+            text.contains("?limit=1000: the server sent no explanation. Check the base URL"),
+            "{text}"
+        );
     }
 
     #[test]

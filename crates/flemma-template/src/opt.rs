@@ -141,10 +141,15 @@ impl OptProxy {
             let id = state.functions.len() as u64 + 1;
             let reference = FunctionRef {
                 id,
-                description: format!(
-                    "Rhai function `{}` from the frontmatter",
-                    function.fn_name()
-                ),
+                // A closure's name is Rhai's internal `anon$…` hash: not a name to show.
+                description: if function.fn_name().starts_with("anon$") {
+                    "a closure written in the frontmatter".to_owned()
+                } else {
+                    format!(
+                        "Rhai function `{}` from the frontmatter",
+                        function.fn_name()
+                    )
+                },
             };
             state
                 .layer

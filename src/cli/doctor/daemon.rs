@@ -2,22 +2,17 @@
 
 use super::*;
 
-/// The daemon's sockets in `$XDG_RUNTIME_DIR/flemma/`: right owner and mode, and whether a
-/// daemon answers on them.
+/// The daemon's sockets in `$XDG_RUNTIME_DIR/flemma/` (`/tmp/flemma-$UID/` without it, as
+/// the daemon itself decides): right owner and mode, and whether a daemon answers on them.
 pub(super) fn check_daemon(machine: &Machine, findings: &mut Vec<Finding>) {
     const CHECK: &str = "daemon";
-    let Some(runtime_dir) = machine.var("XDG_RUNTIME_DIR") else {
-        findings.push(
-            Finding::new(
-                CHECK,
-                Status::Info,
-                "XDG_RUNTIME_DIR is not set, so there is no place for the daemon's sockets; editors run `flemmad lsp` on their own",
-            )
-            .hint("log in through a session that sets XDG_RUNTIME_DIR (systemd-logind does) to use the daemon"),
-        );
-        return;
-    };
-    let dir = Path::new(runtime_dir).join("flemma");
+    let dir = crate::daemon::socket::RuntimePaths::dir_for(
+        machine.var("XDG_RUNTIME_DIR").map(Path::new),
+        machine.uid,
+    );
+    let parent = dir
+        .parent()
+        .map_or_else(|| dir.display().to_string(), |p| p.display().to_string());
     let meta = match std::fs::symlink_metadata(&dir) {
         Ok(meta) => meta,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -38,7 +33,7 @@ pub(super) fn check_daemon(machine: &Machine, findings: &mut Vec<Finding>) {
                     Status::Fail,
                     format!("cannot read {}: {error}", dir.display()),
                 )
-                .hint(format!("check the permissions of {runtime_dir}")),
+                .hint(format!("check the permissions of {parent}")),
             );
             return;
         }

@@ -2,8 +2,8 @@
 
 use super::*;
 
-/// Each configured MCP server: does it start and list its tools (stdio servers in the current
-/// directory, as `flemmad tools` without a chat runs them).
+/// Each configured MCP server: does it start and list its tools (stdio servers in their `cwd`,
+/// `/` by default, as every run starts them).
 pub(super) fn check_mcp(config_path: Option<&Path>, findings: &mut Vec<Finding>) {
     const CHECK: &str = "mcp";
     let input = crate::chat::config_input(config_path);

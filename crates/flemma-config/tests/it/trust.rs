@@ -109,7 +109,9 @@ fn what_widens_power_is_ignored_from_an_untrusted_frontmatter() {
         .iter()
         .find(|i| i.path == "sandbox.policy.rw_paths")
         .unwrap();
-    assert_eq!(rw.value, "/");
+    assert_eq!(rw.value, "[\"/\"]");
+    assert!(rw.added_items);
+    assert_eq!(rw.to_string(), "`sandbox.policy.rw_paths += [\"/\"]`");
 
     // The same values from a trusted frontmatter take effect, as before the trust model.
     let mut evil = evil;
@@ -218,8 +220,11 @@ fn a_list_keeps_only_what_the_trusted_layers_give() {
     assert_eq!(
         ignored,
         [
-            ("tools.auto_approve".to_owned(), "edit, bash".to_owned()),
-            ("tools.enabled".to_owned(), "lsp".to_owned()),
+            (
+                "tools.auto_approve".to_owned(),
+                "[\"edit\", \"bash\"]".to_owned()
+            ),
+            ("tools.enabled".to_owned(), "[\"lsp\"]".to_owned()),
         ]
     );
     assert!(!result.config.tools.enabled.contains(&"bash".to_owned()));

@@ -94,6 +94,7 @@ fn walk(
             let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
             (is_dir, entry.file_name().to_string_lossy().into_owned())
         })
+        .filter(|(_, name)| !name.starts_with(crate::SCRATCH_PREFIX))
         .collect();
     entries.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     for (is_dir, name) in entries {

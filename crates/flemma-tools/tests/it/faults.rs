@@ -322,6 +322,9 @@ fn ls_dirs_first_depth_and_limit() {
     }
     std::fs::write(root.join("0.txt"), "").expect("file");
     std::fs::write(root.join("b/x.txt"), "").expect("file");
+    // flemmad's own scratch files (a chat's write in flight) are never listed.
+    std::fs::write(root.join(".flemmad-Ab12Cd.tmp"), "").expect("file");
+    std::fs::write(root.join("b/.flemmad-check-Xy34"), "").expect("file");
     let call = |input| ls::run(&ctx, &input);
     let one = call(json!({"label": "t", "path": null, "max_depth": null, "limit": null}));
     assert_eq!(one.text, "a/\nb/\n0.txt");
