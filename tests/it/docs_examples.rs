@@ -1,9 +1,12 @@
-//! docs/quickstart.md, run: every fenced `sh` block marked `<!-- tested -->` runs in order in
-//! one temporary directory holding a copy of `examples/`, with the built `flemmad` and
-//! `flemma-mock-provider` on `PATH` and nothing of the developer's environment (no key, no
-//! configuration). A block fails the test when it stops with another status than its marker
-//! says, or when the key lines of the `<!-- output -->` block after it are not in its output.
-//! The conventions are spelt out at the end of docs/quickstart.md.
+//! The docs, run: in `README.md`, `docs/*.md` and `docs/editors/*.md`, every fenced `sh` block
+//! and every transcript (a block whose first line starts with `$ `) marked `<!-- tested -->`
+//! runs in order, one page per temporary directory holding a copy of `examples/`, with the
+//! built `flemmad` and `flemma-mock-provider` on `PATH` (and in `target/debug/`) and nothing of
+//! the developer's environment (no key, no configuration). A block fails the test when it stops
+//! with another status than its marker says, or when the key lines of its output (a transcript's
+//! lines that are not commands, or the `<!-- output -->` block after it) are not in what it
+//! printed. Every shell block and transcript is marked, tested or `not tested: why`. The
+//! conventions are spelt out at the end of docs/quickstart.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -90,6 +93,37 @@ fn parse(markdown: &str) -> Result<Vec<Block>, String> {
     let mut n = 0;
     while n < lines.len() {
         let line = lines[n];
+        if line.trim() == "<!-- setup" {
+            let start = n + 1;
+            let mut script = String::new();
+            n += 1;
+            loop {
+                let Some(inner) = lines.get(n) else {
+                    return Err(format!(
+                        "line {start}: `<!-- setup` is never closed by `-->`"
+                    ));
+                };
+                n += 1;
+                if inner.trim() == "-->" {
+                    break;
+                }
+                script.push_str(inner);
+                script.push('\n');
+            }
+            if let Some((at, _)) = pending {
+                return Err(format!(
+                    "line {at}: a marker not followed directly by a fenced block"
+                ));
+            }
+            blocks.push(Block {
+                line: start,
+                exit: 0,
+                script,
+                expected: Vec::new(),
+            });
+            after_tested = false;
+            continue;
+        }
         if let Some(found) = marker(line) {
             let found = found.map_err(|e| format!("line {}: {e}", n + 1))?;
             if let Some((at, _)) = pending {
@@ -126,11 +160,34 @@ fn parse(markdown: &str) -> Result<Vec<Block>, String> {
             body.push(&inner[strip.min(indent)..]);
         }
         let marker = pending.take().map(|(_, m)| m);
+        let transcript = body.first().is_some_and(|first| first.starts_with("$ "));
         match marker {
+            Some(Marker::Tested { exit }) if transcript => {
+                // The commands run one after the other whatever their status (the last one's
+                // is the block's); the other lines are what they print.
+                let mut script = String::from("set +e\n");
+                let mut expected = Vec::new();
+                for line in &body {
+                    match line.strip_prefix("$ ") {
+                        Some(command) => {
+                            script.push_str(command);
+                            script.push('\n');
+                        }
+                        None if line.trim().is_empty() => {}
+                        None => expected.push(line.trim_end().to_owned()),
+                    }
+                }
+                blocks.push(Block {
+                    line: open_line,
+                    exit,
+                    script,
+                    expected,
+                });
+            }
             Some(Marker::Tested { exit }) => {
                 if !is_shell(info) {
                     return Err(format!(
-                        "line {open_line}: `<!-- tested -->` on a `{info}` block (only sh blocks run)"
+                        "line {open_line}: `<!-- tested -->` on a `{info}` block (only sh blocks and `$ ` transcripts run)"
                     ));
                 }
                 blocks.push(Block {
@@ -164,9 +221,10 @@ fn parse(markdown: &str) -> Result<Vec<Block>, String> {
                 }
             }
             Some(Marker::NotTested) => {}
-            None if is_shell(info) => {
+            None if is_shell(info) || transcript => {
                 return Err(format!(
-                    "line {open_line}: a `{info}` block without `<!-- tested -->` or `<!-- not tested: why -->` before it"
+                    "line {open_line}: a `{}` block without `<!-- tested -->` or `<!-- not tested: why -->` before it",
+                    if transcript { "$ transcript" } else { info }
                 ));
             }
             None => {}
@@ -241,6 +299,8 @@ fn copy_dir(from: &Path, to: &Path) {
 struct Sandbox {
     _dir: tempfile::TempDir,
     clone: PathBuf,
+    /// The folder pages show as `/tmp/demo` (`$DEMO` in their blocks).
+    demo: PathBuf,
     env: Vec<(String, String)>,
     state: PathBuf,
     cwd: PathBuf,
@@ -257,9 +317,15 @@ fn sandbox(examples: Option<&Path>, bins: &[(&str, PathBuf)]) -> Sandbox {
     }
     let bin = root.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
+    // On PATH, and where a clone's `cargo build` puts them (the README runs `target/debug/…`).
+    let built = clone.join("target/debug");
+    std::fs::create_dir_all(&built).unwrap();
     for (name, target) in bins {
         std::os::unix::fs::symlink(target, bin.join(name)).unwrap();
+        std::os::unix::fs::symlink(target, built.join(name)).unwrap();
     }
+    let demo = root.join("demo");
+    std::fs::create_dir_all(&demo).unwrap();
     let home = root.join("home");
     for sub in [".config", ".local/state", ".local/share", ".cache", "run"] {
         std::fs::create_dir_all(home.join(sub)).unwrap();
@@ -283,6 +349,7 @@ fn sandbox(examples: Option<&Path>, bins: &[(&str, PathBuf)]) -> Sandbox {
         ("XDG_RUNTIME_DIR".to_owned(), path("run")),
         ("LANG".to_owned(), "C.UTF-8".to_owned()),
         ("TERM".to_owned(), "dumb".to_owned()),
+        ("DEMO".to_owned(), demo.display().to_string()),
     ];
     let state = root.join("state.sh");
     std::fs::write(&state, "").unwrap();
@@ -292,6 +359,7 @@ fn sandbox(examples: Option<&Path>, bins: &[(&str, PathBuf)]) -> Sandbox {
     std::fs::create_dir_all(&logs).unwrap();
     Sandbox {
         clone,
+        demo,
         env,
         state,
         cwd,
@@ -300,9 +368,10 @@ fn sandbox(examples: Option<&Path>, bins: &[(&str, PathBuf)]) -> Sandbox {
     }
 }
 
-/// Runs the tested blocks of `markdown` in `sandbox`; the first failure, explained.
-fn run_document(markdown: &str, sandbox: &Sandbox) -> Result<usize, String> {
-    let blocks = parse(markdown)?;
+/// Runs the tested blocks of `markdown` (the page `page`) in `sandbox`; the first failure,
+/// explained.
+fn run_document(page: &str, markdown: &str, sandbox: &Sandbox) -> Result<usize, String> {
+    let blocks = parse(markdown).map_err(|e| format!("{page}: {e}"))?;
     let mut groups = Groups(Vec::new());
     for (index, block) in blocks.iter().enumerate() {
         // Each block is its own `bash -e`, starting from the environment and directory the
@@ -346,7 +415,7 @@ fn run_document(markdown: &str, sandbox: &Sandbox) -> Result<usize, String> {
         let printed = std::fs::read_to_string(&output_path).unwrap_or_default();
         let explain = |what: String| {
             format!(
-                "docs/quickstart.md:{line}: {what}\n--- the block:\n{script}--- what it printed:\n{printed}",
+                "{page}:{line}: {what}\n--- the block:\n{script}--- what it printed:\n{printed}",
                 line = block.line,
                 script = block.script,
             )
@@ -367,7 +436,12 @@ fn run_document(markdown: &str, sandbox: &Sandbox) -> Result<usize, String> {
             }
             None => return Err(explain("killed by a signal".to_owned())),
         }
-        if let Some(missing) = missing_line(&block.expected, &printed) {
+        let expected: Vec<String> = block
+            .expected
+            .iter()
+            .map(|line| line.replace("/tmp/demo", &sandbox.demo.display().to_string()))
+            .collect();
+        if let Some(missing) = missing_line(&expected, &printed) {
             return Err(explain(format!(
                 "the output lacks the line `{missing}` (or has it out of order)"
             )));
@@ -380,8 +454,23 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-#[test]
-fn every_tested_command_of_the_quickstart_works_as_shown() {
+/// The pages whose examples run: the README and every page under docs/.
+fn pages() -> Vec<String> {
+    let mut pages = vec!["README.md".to_owned()];
+    for dir in ["docs", "docs/editors"] {
+        let mut found: Vec<String> = std::fs::read_dir(repo().join(dir))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".md"))
+            .map(|name| format!("{dir}/{name}"))
+            .collect();
+        found.sort();
+        pages.extend(found);
+    }
+    pages
+}
+
+fn run_page(page: &str) -> Result<usize, String> {
     let flemmad = PathBuf::from(env!("CARGO_BIN_EXE_flemmad"));
     let mock = flemmad.with_file_name("flemma-mock-provider");
     assert!(
@@ -389,15 +478,38 @@ fn every_tested_command_of_the_quickstart_works_as_shown() {
         "{} is not built: run `cargo build -p flemma-mock-provider` (`cargo test --workspace` builds it)",
         mock.display()
     );
-    let markdown = std::fs::read_to_string(repo().join("docs/quickstart.md")).unwrap();
+    let markdown = std::fs::read_to_string(repo().join(page)).unwrap();
     let sandbox = sandbox(
         Some(&repo().join("examples")),
         &[("flemmad", flemmad), ("flemma-mock-provider", mock)],
     );
-    match run_document(&markdown, &sandbox) {
+    run_document(page, &markdown, &sandbox)
+}
+
+#[test]
+fn every_tested_command_of_the_quickstart_works_as_shown() {
+    match run_page("docs/quickstart.md") {
         Ok(ran) => assert!(ran >= 10, "only {ran} tested blocks in docs/quickstart.md"),
         Err(failure) => panic!("{failure}"),
     }
+}
+
+/// Every other page: its shell examples are marked, and the tested ones print what they show.
+#[test]
+fn every_tested_example_of_the_other_pages_works_as_shown() {
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    for page in pages() {
+        if page == "docs/quickstart.md" {
+            continue;
+        }
+        match run_page(&page) {
+            Ok(count) => ran += count,
+            Err(failure) => failures.push(failure),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(ran >= 10, "only {ran} tested blocks outside the quickstart");
 }
 
 #[test]
@@ -412,7 +524,7 @@ fn the_readme_links_the_quickstart_on_its_first_screen() {
 
 /// A document for the harness's own tests.
 fn run_snippet(markdown: &str) -> Result<usize, String> {
-    run_document(markdown, &sandbox(None, &[]))
+    run_document("docs/quickstart.md", markdown, &sandbox(None, &[]))
 }
 
 #[test]
@@ -443,6 +555,32 @@ fn the_harness_fails_on_a_wrong_status_or_a_missing_line() {
                    <!-- output -->\n```text\nsecond\ndone in …s\n```\n";
     let error = run_snippet(missing).unwrap_err();
     assert!(error.contains("lacks the line `done in …s`"), "{error}");
+}
+
+#[test]
+fn a_transcript_runs_its_commands_and_expects_the_other_lines() {
+    let doc = "<!-- tested -->\n```\n$ echo one; false\none\n$ echo two\ntwo\n```\n";
+    assert_eq!(run_snippet(doc), Ok(1));
+    let wrong = "<!-- tested -->\n```\n$ echo one\nuno\n```\n";
+    assert!(
+        run_snippet(wrong)
+            .unwrap_err()
+            .contains("lacks the line `uno`")
+    );
+    let unmarked = "```\n$ rm -rf /\n```\n";
+    assert!(
+        parse(unmarked)
+            .unwrap_err()
+            .contains("line 1: a `$ transcript` block without")
+    );
+}
+
+#[test]
+fn a_hidden_setup_runs_before_the_blocks_after_it() {
+    let doc = "<!-- setup\nprintf 'hi\\n' > note.txt\n-->\n<!-- tested -->\n```\n$ cat note.txt\nhi\n```\n";
+    assert_eq!(run_snippet(doc), Ok(2));
+    let unclosed = "<!-- setup\ntrue\n";
+    assert!(parse(unclosed).unwrap_err().contains("never closed"));
 }
 
 #[test]
