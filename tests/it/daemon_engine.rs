@@ -873,7 +873,7 @@ async fn pending_calls(mock: &MockProvider, chat: &Chat, base: &str, n: usize) {
         turn = turn.tool_call_with_id(
             "bash",
             format!("c{i}"),
-            json!({"label": "run", "command": format!("echo ran c{i}"), "timeout": null}),
+            json!({"label": "run", "command": format!("sleep 0.05; echo ran c{i}"), "timeout": null}),
         );
     }
     mock.push(turn);
