@@ -712,6 +712,21 @@ impl Driver {
         let spawned = std::thread::Builder::new()
             .name(format!("tool {name}"))
             .spawn(move || {
+                // The project's files before and after a call that can change them
+                // (`flemmad changes`, `flemmad rewind`).
+                let checkpoints = ctx
+                    .chat_path
+                    .as_deref()
+                    .filter(|_| crate::checkpoints::changes_files(&name, &input))
+                    .and_then(crate::checkpoints::Checkpoints::recording);
+                let record = |phase| {
+                    if let Some(checkpoints) = &checkpoints
+                        && let Err(error) = checkpoints.record(phase, &tool_id, &name)
+                    {
+                        tracing::info!(%error, tool_id, "no checkpoint for this call");
+                    }
+                };
+                record(crate::checkpoints::Phase::Before);
                 let (text, is_error) =
                     match tools
                         .registry
@@ -720,6 +735,7 @@ impl Driver {
                         Ok(outcome) => (outcome.text, outcome.is_error),
                         Err(error) => (error.to_string(), true),
                     };
+                record(crate::checkpoints::Phase::After);
                 let input = match job_id {
                     Some(job_id) => EngineInput::JobFinished {
                         job_id,

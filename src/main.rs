@@ -4,6 +4,7 @@ mod acp_host;
 mod analyses;
 mod chat;
 mod chat_store;
+mod checkpoints;
 mod cli;
 mod daemon;
 mod driver_lock;

@@ -2,6 +2,7 @@
 
 mod acp;
 mod authority;
+mod checkpoints;
 mod cli_agentic;
 mod cli_agreement;
 mod cli_approval_function;
