@@ -123,6 +123,7 @@ pub fn provider_setup(
     let client = ClientConfig {
         connect_timeout: Duration::from_secs(parameters.connect_timeout),
         timeout: Duration::from_secs(parameters.timeout),
+        idle_timeout: Duration::from_secs(parameters.idle_timeout),
         ..ClientConfig::default()
     };
     Ok(ProviderSetup {

@@ -503,6 +503,8 @@ struct LiveStatus {
     output_tokens: u64,
     /// Requests finished.
     requests: u64,
+    /// The model composes a tool call (its arguments stream).
+    composing: bool,
 }
 
 impl LiveStatus {
@@ -522,7 +524,12 @@ impl LiveStatus {
                 self.reply_tail.clear();
                 self.resume_in_ms = None;
             }
-            "request:finished" => self.requesting = false,
+            "request:finished" => {
+                self.requesting = false;
+                self.composing = false;
+            }
+            "request:composing" => self.composing = true,
+            "request:composed" => self.composing = false,
             "tool:executing" => self.tools.push((text("toolId"), text("toolName"))),
             "tool:completed" => {
                 let id = text("toolId");
@@ -576,6 +583,8 @@ fn render_live_line(status: &LiveStatus, elapsed: Duration, width: usize) -> Str
     let state = if !status.tools.is_empty() {
         let names: Vec<&str> = status.tools.iter().map(|(_, name)| name.as_str()).collect();
         format!("running {}", names.join(", "))
+    } else if status.requesting && status.composing {
+        "Composing a tool call".to_owned()
     } else if status.requesting && status.reply_chars == 0 {
         "waiting for the model".to_owned()
     } else if status.requesting {
@@ -741,6 +750,32 @@ mod tests {
 
     fn event(name: &'static str, data: serde_json::Value) -> flemma_engine::Event {
         flemma_engine::Event { name, data }
+    }
+
+    #[test]
+    fn the_live_line_says_when_a_tool_call_is_composed() {
+        let mut status = LiveStatus::default();
+        let at = Duration::from_secs(2);
+        status.apply(&event(
+            "request:sending",
+            serde_json::json!({"requestId": 1}),
+        ));
+        status.apply(&event(
+            "request:composing",
+            serde_json::json!({"toolId": "t1", "toolName": "bash"}),
+        ));
+        assert_eq!(
+            render_live_line(&status, at, 100),
+            "flemmad: Composing a tool call · 2s"
+        );
+        status.apply(&event(
+            "request:composed",
+            serde_json::json!({"toolId": "t1"}),
+        ));
+        assert_ne!(
+            render_live_line(&status, at, 100),
+            "flemmad: Composing a tool call · 2s"
+        );
     }
 
     #[test]

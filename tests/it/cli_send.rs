@@ -534,3 +534,78 @@ async fn a_base_url_without_v1_gets_a_404_that_names_the_url_and_the_missing_v1(
     );
     assert_eq!(read(&chat.path), original, "nothing written");
 }
+
+/// The watchdog (`parameters.idle_timeout`): a provider that stalls in the middle of its reply
+/// ends the send after that much silence (not after the whole-request timeout), with the reply
+/// so far kept under the abort marker and the error saying what happened and what to do.
+#[tokio::test]
+async fn a_stalled_stream_is_ended_by_the_watchdog_and_the_reply_so_far_kept() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat(
+        "```json\n{\"flemma\": {\"parameters\": {\"idle_timeout\": 1}}}\n```\n@You:\nTell me a story.\n",
+    );
+    mock.push(Turn::text("Once upon a time there was a model that stopped talking.").stall(60_000));
+    let started = std::time::Instant::now();
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("sent nothing for 1 s in the middle of the reply")
+            && err.contains("parameters.idle_timeout"),
+        "{err}"
+    );
+    let text = read(&chat.path);
+    assert!(text.contains("@Assistant:\nOnce upon"), "{text}");
+    assert!(
+        text.contains("\n\n<!-- flemma:aborted: Response cut off by a provider error: anthropic sent nothing for 1 s"),
+        "{text}"
+    );
+    assert!(text.ends_with(" -->\n\n@You:\n\n"), "{text:?}");
+}
+
+/// A tool call whose streamed arguments repeat one pattern, or pass 256 KB, stops the
+/// generation at once with the seed's error; the call never runs and the text before it stays.
+#[tokio::test]
+async fn runaway_tool_call_arguments_stop_the_generation() {
+    let mock = MockProvider::start().await.unwrap();
+    let counting: String = (0..50_000).map(|i| format!("{i:06}")).collect();
+    for (content, said) in [
+        (
+            "la-di-da ".repeat(5000),
+            "its arguments repeat the same pattern (",
+        ),
+        (counting, "its arguments passed 256 KB ("),
+    ] {
+        let chat = chat("@You:\nWrite the file.\n");
+        mock.push(Turn::text("Writing it.").tool_call(
+            "write",
+            json!({"label": "w", "path": "x.txt", "content": content}),
+        ));
+        let out = send(&chat, &mock.base_url()).await;
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("[error: the model's tool call ran away: ") && err.contains(said),
+            "{err}"
+        );
+        assert!(
+            err.contains("— generation stopped; rephrase the request, or try another model]"),
+            "{err}"
+        );
+        let text = read(&chat.path);
+        assert!(text.contains("@Assistant:\nWriting it."), "{text}");
+        assert!(!text.contains("**Tool Use:**"), "{text}");
+        assert!(
+            text.contains(
+                "<!-- flemma:aborted: Response cut off by a provider error: [error: the model's tool call ran away"
+            ),
+            "{text}"
+        );
+        assert!(!chat.path.parent().unwrap().join("x.txt").exists());
+    }
+}

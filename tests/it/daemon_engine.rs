@@ -1098,3 +1098,43 @@ async fn codex_rate_limits_reach_the_cli_and_flemma_status_through_the_daemon() 
         "{shown}"
     );
 }
+
+/// The watchdog through the daemon: a stalled stream ends the send the daemon runs after
+/// `parameters.idle_timeout`, with the same file as in process (the reply so far under the
+/// abort marker) and the error at the follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_stream_through_the_daemon_is_ended_by_the_watchdog() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = common::chat(
+        "```json\n{\"flemma\": {\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\", \"parameters\": {\"idle_timeout\": 1}}}\n```\n@You:\nTell me a story.\n",
+    );
+    let daemon = Served::start(&chat, &base).await;
+    mock.push(Turn::text("Once upon a time there was a model that stopped talking.").stall(60_000));
+    let started = Instant::now();
+    let out = run(send_command(&chat, &base)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}\n{}",
+        stderr(&out),
+        daemon.log_tail()
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("sent nothing for 1 s in the middle of the reply"),
+        "{err}"
+    );
+    let text = read(&chat.path);
+    assert!(text.contains("@Assistant:\nOnce upon"), "{text}");
+    assert!(
+        text.contains("<!-- flemma:aborted: Response cut off by a provider error: anthropic sent nothing for 1 s"),
+        "{text}"
+    );
+    assert!(text.ends_with(" -->\n\n@You:\n\n"), "{text:?}");
+}

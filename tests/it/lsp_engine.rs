@@ -765,3 +765,37 @@ fn a_whole_agentic_turn_is_driven_through_code_actions_only() {
         client.shutdown();
     }
 }
+
+/// While the model streams a tool call's arguments, the editor's progress says so (`Composing
+/// a tool call`), then goes back to what runs.
+#[test]
+fn progress_says_composing_a_tool_call_while_its_arguments_stream() {
+    let mock = Mock::start();
+    let command_text: String = (0..40).map(|i| format!("echo line {i:03}; ")).collect();
+    mock.provider().push(
+        Turn::text("Running it.")
+            .tool_call_with_id(
+                "bash",
+                "toolu_long1",
+                json!({"label": "many lines", "command": command_text, "timeout": null}),
+            )
+            .bytes_per_sec(3000),
+    );
+    let original = format!("{FRONTMATTER}@You:\nrun it\n");
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, &original);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    let composing = client.wait_notification("$/progress", |params| {
+        let value = &params["value"];
+        value["message"] == "Composing a tool call"
+            || value["title"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("Composing a tool call"))
+    });
+    assert_eq!(composing["value"]["kind"], "report", "{composing}");
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "awaiting-approval", "{stopped}");
+    client.shutdown();
+}

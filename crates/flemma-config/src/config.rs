@@ -138,6 +138,8 @@ pub struct Parameters {
     pub timeout: u64,
     /// Connection timeout in seconds.
     pub connect_timeout: u64,
+    /// Seconds of silence from the provider after which a reply is stopped (the watchdog).
+    pub idle_timeout: u64,
     /// Prompt caching.
     pub cache_retention: CacheRetention,
     /// Anthropic-only parameters.

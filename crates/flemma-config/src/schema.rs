@@ -515,6 +515,15 @@ fn build_root() -> Node {
                 integer(1, i64::MAX, "Connection timeout in seconds.", Some(10)),
             ),
             field(
+                "idle_timeout",
+                integer(
+                    1,
+                    i64::MAX,
+                    "The watchdog: seconds of silence from the provider after which a reply is stopped — no byte before its answer or in the middle of the stream. The reply received so far stays in the file with the abort marker, and the error says what happened (a stalled stream no longer waits for `timeout`).",
+                    Some(DEFAULT_IDLE_TIMEOUT),
+                ),
+            ),
+            field(
                 "cache_retention",
                 choice(
                     &["short", "long", "none"],
@@ -1418,6 +1427,9 @@ fn mcp_schema() -> Node {
         ],
     )
 }
+
+/// The default of `parameters.idle_timeout`, in seconds.
+pub const DEFAULT_IDLE_TIMEOUT: i64 = 300;
 
 /// `node` with no defaults anywhere below it (a preset's `parameters` set only what they name).
 fn without_defaults(mut node: Node) -> Node {

@@ -7,6 +7,11 @@ use crate::types::{Effect, Event};
 
 pub const REQUEST_SENDING: &str = "request:sending";
 pub const REQUEST_FINISHED: &str = "request:finished";
+/// The model started composing a tool call (its arguments stream until
+/// [`REQUEST_COMPOSED`]): progress says `Composing a tool call`.
+pub const REQUEST_COMPOSING: &str = "request:composing";
+/// The tool call the model was composing is complete.
+pub const REQUEST_COMPOSED: &str = "request:composed";
 pub const TOOL_EXECUTING: &str = "tool:executing";
 pub const TOOL_COMPLETED: &str = "tool:completed";
 pub const TOOL_APPROVAL_REQUIRED: &str = "tool:approval-required";

@@ -207,6 +207,11 @@ fn approved_tools_run_and_autopilot_sends_their_results() {
     assert_eq!(
         lines,
         [
+            // While a call's arguments stream, progress says `Composing a tool call`.
+            "emit request:composing",
+            "emit request:composed",
+            "emit request:composing",
+            "emit request:composed",
             "emit request:finished",
             "emit usage:updated",
             "emit tool:executing",
@@ -214,6 +219,11 @@ fn approved_tools_run_and_autopilot_sends_their_results() {
             "emit tool:executing",
             r#"start read t2 {"path":"a.txt"}"#,
         ]
+    );
+    let composing = d.event("request:composing").expect("composing");
+    assert_eq!(
+        composing.data,
+        serde_json::json!({"requestId": 1, "toolId": "t2", "toolName": "read"})
     );
     assert_eq!(
         d.shell,
@@ -245,7 +255,7 @@ fn a_pending_call_stops_the_cycle_with_one_approval_batch_and_approve_resumes() 
     events.extend(call(1, "t2", "bash", r#"{"command":"make test"}"#));
     let lines = d.reply(1, events);
     assert_eq!(
-        lines[2..],
+        lines[6..],
         [
             "emit tool:approval-required",
             "stopped AwaitingApproval { tool_ids: [\"t1\", \"t2\"] }"
@@ -289,7 +299,7 @@ fn an_input_that_does_not_fit_gets_its_error_at_once_and_never_waits_for_approva
     events.extend(call(1, "t2", "bash", r#"{"command":"make"}"#));
     let lines = d.reply(1, events);
     assert_eq!(
-        lines[2..],
+        lines[6..],
         [
             "emit tool:approval-required",
             "stopped AwaitingApproval { tool_ids: [\"t2\"] }"
@@ -628,6 +638,10 @@ fn the_worked_example_of_docs_engine_md() {
     assert_eq!(
         lines,
         [
+            "emit request:composing",
+            "emit request:composed",
+            "emit request:composing",
+            "emit request:composed",
             "emit request:finished",
             "emit usage:updated",
             "emit tool:executing",

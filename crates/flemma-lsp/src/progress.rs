@@ -19,6 +19,8 @@ pub(crate) struct EngineActivity {
     pub tools: Vec<(String, String)>,
     /// The work-done progress shown for it.
     pub progress: Option<lsp_types::ProgressToken>,
+    /// The model composes a tool call (its arguments stream).
+    pub composing: bool,
 }
 
 impl EngineActivity {
@@ -28,7 +30,9 @@ impl EngineActivity {
     }
 
     fn message(&self) -> String {
-        if self.streaming {
+        if self.streaming && self.composing {
+            "Composing a tool call".to_owned()
+        } else if self.streaming {
             "streaming the reply".to_owned()
         } else {
             let names: Vec<&str> = self.tools.iter().map(|(_, name)| name.as_str()).collect();
@@ -47,7 +51,12 @@ pub(crate) fn on_event(session: &mut Session, uri: &str, name: &str, data: &Valu
     let was_busy = activity.busy();
     match name {
         "request:sending" => activity.streaming = true,
-        "request:finished" => activity.streaming = false,
+        "request:finished" => {
+            activity.streaming = false;
+            activity.composing = false;
+        }
+        "request:composing" => activity.composing = true,
+        "request:composed" => activity.composing = false,
         "tool:executing" => activity
             .tools
             .push((text("toolId").to_owned(), text("toolName").to_owned())),
@@ -81,6 +90,7 @@ pub(crate) fn on_event(session: &mut Session, uri: &str, name: &str, data: &Valu
 pub(crate) fn stop(session: &mut Session, uri: &str, reason: &str) {
     if let Some(doc) = session.documents.get_mut(uri) {
         doc.engine.streaming = false;
+        doc.engine.composing = false;
         doc.engine.tools.clear();
     }
     end(session, uri, reason);

@@ -27,6 +27,10 @@ pub struct Turn {
     /// Keep the connection open this many milliseconds after the last event before ending the
     /// body (a server that does not close the stream after its terminal event).
     pub hold_open_ms: Option<u64>,
+    /// Go silent this many milliseconds once half of the body's events are sent, before the
+    /// rest (a model that stalls in the middle of its answer); ends early when the client goes
+    /// away.
+    pub stall_ms: Option<u64>,
     /// Anthropic only: pad `data:` JSON with runs of spaces before the final `}`, like the
     /// real API does.
     pub anthropic_padding: bool,
@@ -232,6 +236,12 @@ impl Turn {
     /// Keeps the connection open `ms` milliseconds after the last event.
     pub fn hold_open(mut self, ms: u64) -> Self {
         self.hold_open_ms = Some(ms);
+        self
+    }
+
+    /// Goes silent `ms` milliseconds in the middle of the body.
+    pub fn stall(mut self, ms: u64) -> Self {
+        self.stall_ms = Some(ms);
         self
     }
 

@@ -739,6 +739,7 @@ fn generate(
         bytes_per_sec: turn.bytes_per_sec.filter(|rate| *rate > 0),
         cut,
         hold_open: turn.hold_open_ms.map(Duration::from_millis),
+        stall: turn.stall_ms.map(Duration::from_millis),
     };
     to_response(reply, pacing)
 }
@@ -749,6 +750,8 @@ struct Pacing {
     bytes_per_sec: Option<u64>,
     cut: Option<usize>,
     hold_open: Option<Duration>,
+    /// Silence in the middle of the body (after half of its frames).
+    stall: Option<Duration>,
 }
 
 fn push_turns(shared: &Shared, raw: &[u8]) -> Reply {
@@ -780,8 +783,10 @@ fn plain(reply: Reply) -> Response<ReplyBody> {
 /// `bytes_per_sec`, cut (connection aborted) after `cut` bytes and held open after its last
 /// frame when asked.
 fn to_response(reply: Reply, pacing: Pacing) -> Response<ReplyBody> {
-    let unpaced =
-        pacing.bytes_per_sec.is_none() && pacing.cut.is_none() && pacing.hold_open.is_none();
+    let unpaced = pacing.bytes_per_sec.is_none()
+        && pacing.cut.is_none()
+        && pacing.hold_open.is_none()
+        && pacing.stall.is_none();
     let body = if unpaced && reply.frames.len() <= 1 {
         // One JSON or HTML document: sent with a content-length, like the real APIs do.
         let whole = reply.frames.into_iter().next().unwrap_or_default();
@@ -819,13 +824,21 @@ fn paced_body(frames: Vec<Bytes>, pacing: Pacing) -> ReplyBody {
         bytes_per_sec,
         cut,
         hold_open,
+        stall,
     } = pacing;
+    let stall_at = frames.len() / 2;
     let (sender, receiver) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
     tokio::spawn(async move {
         let start = tokio::time::Instant::now();
         let mut sent = 0usize;
         let piece_size = bytes_per_sec.map_or(usize::MAX, |bps| ((bps / 20).max(1)) as usize);
-        for frame in frames {
+        for (index, frame) in frames.into_iter().enumerate() {
+            if let Some(silence) = stall.filter(|_| index == stall_at) {
+                tokio::select! {
+                    () = tokio::time::sleep(silence) => {}
+                    () = sender.closed() => return,
+                }
+            }
             let mut rest = frame;
             while !rest.is_empty() {
                 let piece = rest.split_to(piece_size.min(rest.len()));

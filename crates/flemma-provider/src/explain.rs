@@ -122,6 +122,25 @@ pub enum ProviderError {
         /// What the transport said.
         message: String,
     },
+    /// A tool call's streamed arguments ran away (flemmad's check, not the provider's words):
+    /// the seed's text as it is.
+    #[error("{message}")]
+    Runaway {
+        /// `[error: the model's tool call ran away: …]`.
+        message: String,
+    },
+    /// The watchdog: the provider sent nothing for `parameters.idle_timeout` seconds.
+    #[error(
+        "{provider} sent nothing for {seconds} s {when} (the watchdog, `parameters.idle_timeout`); the reply was stopped and what arrived before is kept. Send again to retry, or raise `parameters.idle_timeout` for a model that thinks silently for longer"
+    )]
+    Silent {
+        /// Provider name.
+        provider: &'static str,
+        /// The watchdog's limit.
+        seconds: u64,
+        /// `before answering` or `in the middle of the reply`.
+        when: &'static str,
+    },
     /// The provider could not be reached (after retries).
     #[error(
         "could not reach {provider} at {url} ({message}). Check the network and the base URL (config or the *_BASE_URL variable)"

@@ -27,6 +27,9 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Time for a whole request including the streamed body (`timeout`, default 600 s).
     pub timeout: Duration,
+    /// The watchdog: the longest silence — waiting for the response, or between two pieces of
+    /// its body — before the reply is stopped (`idle_timeout`, default 300 s).
+    pub idle_timeout: Duration,
     /// When to retry.
     pub retry: RetryPolicy,
 }
@@ -36,6 +39,7 @@ impl Default for ClientConfig {
         ClientConfig {
             connect_timeout: Duration::from_secs(10),
             timeout: Duration::from_secs(600),
+            idle_timeout: Duration::from_secs(300),
             retry: RetryPolicy::default(),
         }
     }
@@ -173,6 +177,7 @@ pub struct ProviderClient {
     credentials: Arc<CredentialResolver>,
     retry: RetryPolicy,
     timeout: Duration,
+    idle_timeout: Duration,
 }
 
 /// A successful response and the retries it took.
@@ -209,6 +214,7 @@ impl ProviderClient {
             credentials,
             retry: config.retry,
             timeout: config.timeout,
+            idle_timeout: config.idle_timeout,
         })
     }
 
@@ -246,7 +252,14 @@ impl ProviderClient {
             let chunk = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Err(ProviderError::Cancelled),
-                chunk = response.chunk() => chunk,
+                chunk = tokio::time::timeout(self.idle_timeout, response.chunk()) => match chunk {
+                    Ok(chunk) => chunk,
+                    Err(_) => return Err(self.silent(kind, if first_byte {
+                        "before answering"
+                    } else {
+                        "in the middle of the reply"
+                    })),
+                },
             };
             let (events, done) = match chunk {
                 Ok(Some(bytes)) => {
@@ -271,6 +284,9 @@ impl ProviderClient {
             };
             for event in events {
                 match event {
+                    StreamEvent::Error { message } if flemma_wire::check::is_runaway(&message) => {
+                        return Err(ProviderError::Runaway { message });
+                    }
                     StreamEvent::Error { message } => {
                         return Err(ProviderError::Stream {
                             provider: kind.name(),
@@ -397,6 +413,15 @@ impl ProviderClient {
         }
     }
 
+    /// The watchdog's error: nothing came for `idle_timeout`.
+    fn silent(&self, kind: ProviderKind, when: &'static str) -> ProviderError {
+        ProviderError::Silent {
+            provider: kind.name(),
+            seconds: self.idle_timeout.as_secs().max(1),
+            when,
+        }
+    }
+
     /// How an error names the credential a provider used.
     fn credential_name(&self, kind: ProviderKind) -> String {
         if kind == ProviderKind::Codex {
@@ -462,7 +487,10 @@ impl ProviderClient {
             let outcome = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Err(ProviderError::Cancelled),
-                outcome = request.send() => outcome,
+                outcome = tokio::time::timeout(self.idle_timeout, request.send()) => match outcome {
+                    Ok(outcome) => outcome,
+                    Err(_) => return Err(self.silent(kind, "before answering")),
+                },
             };
             if let Ok(response) = &outcome {
                 report_rate_limits(kind, response.headers(), observer);

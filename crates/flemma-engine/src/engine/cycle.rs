@@ -556,6 +556,7 @@ impl Engine {
             tool_uses: 0,
             usage: Usage::default(),
             error: None,
+            composing: HashMap::new(),
         });
     }
 

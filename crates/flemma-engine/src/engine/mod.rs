@@ -59,6 +59,8 @@ struct ActiveStream {
     tool_uses: usize,
     usage: Usage,
     error: Option<String>,
+    /// The tool calls being composed (started, not ended), by their index in the reply.
+    composing: HashMap<usize, (String, String)>,
 }
 
 #[derive(Debug, Clone)]

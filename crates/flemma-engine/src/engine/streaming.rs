@@ -26,10 +26,28 @@ impl Engine {
         let Some(stream) = self.stream.as_mut().filter(|s| s.request == request) else {
             return; // a late event of a cancelled request
         };
+        let request_id = stream.request.0;
         match &event {
             StreamEvent::Usage { usage } => stream.usage.add(usage),
             StreamEvent::Error { message } => stream.error = Some(message.clone()),
-            StreamEvent::ToolCallEnd { .. } => stream.tool_uses += 1,
+            StreamEvent::ToolCallStart { index, id, name } => {
+                stream.composing.insert(*index, (id.clone(), name.clone()));
+                emit(
+                    out,
+                    events::REQUEST_COMPOSING,
+                    json!({"requestId": request_id, "toolId": id, "toolName": name}),
+                );
+            }
+            StreamEvent::ToolCallEnd { index, .. } => {
+                stream.tool_uses += 1;
+                if let Some((id, name)) = stream.composing.remove(index) {
+                    emit(
+                        out,
+                        events::REQUEST_COMPOSED,
+                        json!({"requestId": request_id, "toolId": id, "toolName": name}),
+                    );
+                }
+            }
             _ => {}
         }
         if let Some(text) = stream.renderer.push(&event) {

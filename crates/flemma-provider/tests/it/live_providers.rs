@@ -15,7 +15,7 @@ use flemma_provider::retry::RetryPolicy;
 use flemma_provider::{
     Conversation, ProviderKind, RequestOptions, StopReason, StreamEvent, Thinking, ThinkingLevel,
 };
-use flemma_syntax::write::{ABORT_MARKER, canonical_json};
+use flemma_syntax::write::{ABORT_MARKER, PROVIDER_ERROR_ABORT_PREFIX, canonical_json};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -1052,4 +1052,103 @@ async fn anthropic_redacted_thinking_follows_the_signed_block() {
         text.contains("```json\n{\"location\":\"Florence\"}\n```\n\n<thinking"),
         "{text}"
     );
+}
+
+/// The watchdog (`idle_timeout`): a provider that goes silent in the middle of its reply is
+/// stopped after that much silence, for every wire format, with what arrived kept.
+#[tokio::test]
+async fn a_stalled_stream_is_ended_by_the_watchdog() {
+    let mock = MockProvider::start().await.unwrap();
+    let resolver = CredentialResolver::new(credential_environment(), ResolverOptions::default());
+    let client = ProviderClient::new(
+        ClientConfig {
+            idle_timeout: Duration::from_millis(300),
+            ..ClientConfig::default()
+        },
+        Arc::new(resolver),
+    )
+    .expect("client builds");
+    for kind in KINDS {
+        mock.push(
+            Turn::text("The first words arrive and then nothing more comes at all for a long time")
+                .stall(30_000),
+        );
+        let started = std::time::Instant::now();
+        let reply = stream_with(
+            &client,
+            kind,
+            &conversation("Hi"),
+            &mock,
+            CancellationToken::new(),
+            false,
+        )
+        .await;
+        let error = reply.error();
+        assert!(
+            matches!(error, ProviderError::Silent { .. }),
+            "{kind:?}: {error:?}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains("sent nothing for 1 s in the middle of the reply"),
+            "{message}"
+        );
+        assert!(message.contains("parameters.idle_timeout"), "{message}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{kind:?}: {:?}",
+            started.elapsed()
+        );
+        assert!(
+            reply.rendered.contains("The first")
+                && reply.rendered.contains(&format!(
+                    "<!-- flemma:aborted: {PROVIDER_ERROR_ABORT_PREFIX} "
+                ))
+                && reply.rendered.contains("sent nothing for 1 s"),
+            "{kind:?}: {}",
+            reply.rendered
+        );
+    }
+}
+
+/// A tool call whose streamed arguments repeat one pattern, or pass 256 KB, stops the reply at
+/// once, for every wire format, with the seed's error; no call reaches its end.
+#[tokio::test]
+async fn runaway_tool_arguments_stop_the_reply() {
+    let mock = MockProvider::start().await.unwrap();
+    let counting: String = (0..50_000).map(|i| format!("{i:06}")).collect();
+    for kind in KINDS {
+        for (content, said) in [
+            (
+                "la-di-da ".repeat(5000),
+                "its arguments repeat the same pattern (",
+            ),
+            (counting.clone(), "its arguments passed 256 KB ("),
+        ] {
+            mock.push(
+                Turn::text("Writing it.")
+                    .tool_call("write", json!({"path": "x.txt", "content": content})),
+            );
+            let reply = stream(kind, &conversation("Hi"), &mock).await;
+            let message = reply.error().to_string();
+            assert!(
+                message.contains("[error: the model's tool call ran away: ")
+                    && message.contains(said),
+                "{kind:?}: {message}"
+            );
+            assert!(
+                message
+                    .contains("— generation stopped; rephrase the request, or try another model]"),
+                "{message}"
+            );
+            assert!(
+                !reply
+                    .events
+                    .iter()
+                    .any(|e| matches!(e, StreamEvent::ToolCallEnd { .. })),
+                "{kind:?}: the call never ends"
+            );
+            assert!(reply.rendered.contains("Writing it."), "{}", reply.rendered);
+        }
+    }
 }
