@@ -160,6 +160,8 @@ pub struct DriverParts {
     /// Set when the chat is not trusted: its engine runs its calls only as far as flemmad saw
     /// them happen (these records, and what it sees itself, which it records here).
     pub untrusted: Option<Arc<CallRecords>>,
+    /// What the chat's last driver left when it did not end cleanly (`crate::interruptions`).
+    pub recovery: flemma_engine::Recovery,
 }
 
 /// What arrives from the driver's tasks and threads.
@@ -246,7 +248,8 @@ impl Driver {
             watched_poll: millis(WATCHED_POLL_INTERVAL),
             watched: false,
         };
-        let mut engine = Engine::new(parts.engine, stored.text.clone(), policy);
+        let mut engine =
+            Engine::new(parts.engine, stored.text.clone(), policy).recovering(parts.recovery);
         if let Some(records) = &parts.untrusted {
             let chat = parts.id.path().to_owned();
             let seen = Arc::new(records.load(&chat));
@@ -328,7 +331,11 @@ impl Driver {
                     // A command that arrived meanwhile is handled before the driver ends.
                     Ok(reason) => match self.receiver.try_recv() {
                         Ok(message) => self.receive(message),
-                        Err(_) => return Ok(reason),
+                        Err(_) => {
+                            // Everything is written: nothing for the next driver to recover.
+                            crate::interruptions::clear(self.id.path());
+                            return Ok(reason);
+                        }
                     },
                     Err(message) => anyhow::bail!(message),
                 }
@@ -582,6 +589,7 @@ impl Driver {
             let _ = sender.send(Message::Session(Input::Replaced { store: id, outcome }));
             return;
         };
+        let chat = (id == FILE).then(|| self.id.path().to_owned());
         tokio::task::spawn_local(async move {
             let outcome = match store.replace_if_unchanged(&current, &next).await {
                 Ok(true) => ReplaceOutcome::Written,
@@ -590,7 +598,14 @@ impl Driver {
                     tracing::info!(%error, "the editor is gone; writing the file");
                     ReplaceOutcome::Gone(error.to_string())
                 }
-                Err(error) => ReplaceOutcome::Failed(format!("{error:#}")),
+                Err(error) => {
+                    let message = format!("{error:#}");
+                    // The driver stops writing here: the next one says why on what is left.
+                    if let Some(chat) = &chat {
+                        crate::interruptions::write_failed(chat, &message);
+                    }
+                    ReplaceOutcome::Failed(message)
+                }
             };
             let _ = sender.send(Message::Session(Input::Replaced { store: id, outcome }));
         });
@@ -703,6 +718,10 @@ impl Driver {
         input: serde_json::Value,
         job_id: Option<String>,
     ) {
+        if job_id.is_none() {
+            // Killed while it runs, it must not run again unasked (`crate::interruptions`).
+            crate::interruptions::call_started(self.id.path(), &tool_id);
+        }
         let cancel = Cancel::new();
         let mut ctx = self.tools.ctx.clone();
         ctx.cancel = cancel.clone();
