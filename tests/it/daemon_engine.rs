@@ -314,6 +314,13 @@ async fn rpc_methods_send_stream_events_and_answer_status_and_usage() {
         "{shown}"
     );
     assert!(shown.contains("usage (this daemon):"), "{shown}");
+    // And `--json` carries the same view as `daemon` (issue 27: it had only `usage`).
+    let out = run(flemmad(&chat, &base, &["status", &path, "--json"])).await;
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["daemon"]["state"], "idle", "{json}");
+    assert_eq!(json["daemon"]["lastStop"], "idle", "{json}");
+    assert_eq!(json["daemon"]["runningTools"], json!([]), "{json}");
+    assert_eq!(json["daemon"]["usage"], json["usage"], "{json}");
     // `--no-daemon`: only what the file and the configuration say.
     let out = run(flemmad(&chat, &base, &["status", "--no-daemon", &path])).await;
     assert!(out.status.success(), "{}", stderr(&out));
