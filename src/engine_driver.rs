@@ -200,6 +200,11 @@ pub struct Driver {
     /// The file as the driver's last read or write of it left it: the watcher's news of that
     /// very file is the driver's own write, not a change.
     on_disk: Option<FileIdentity>,
+    /// A write of the file is under way (on the blocking pool): what the watcher tells
+    /// meanwhile is judged once it is done, against the file as it left it.
+    writing_file: bool,
+    /// The watcher told of a change while the file was being written.
+    changed_while_writing: bool,
     /// How the session ended, once it did.
     outcome: Option<Result<StopReason, String>>,
     report: Box<dyn FnMut(Report) + Send>,
@@ -274,6 +279,8 @@ impl Driver {
             tools_running: HashMap::new(),
             timers: HashMap::new(),
             on_disk: None,
+            writing_file: false,
+            changed_while_writing: false,
             outcome: None,
             report,
             on_state: None,
@@ -353,13 +360,10 @@ impl Driver {
                     self.feed(Input::Tick);
                 }
                 () = changed_on_disk(file_watch.as_ref()) => {
-                    // The watcher also tells of the driver's own writes: only a file other
-                    // than the one last read or written is news.
-                    if self.session.writer() == FILE
-                        && (self.on_disk.is_none() || self.on_disk != FileIdentity::of(&self.path))
-                    {
-                        tracing::debug!(path = %self.path.display(), "changed on disk by someone else");
-                        self.feed(Input::StoreChanged);
+                    if self.writing_file {
+                        self.changed_while_writing = true;
+                    } else {
+                        self.changed_on_disk();
                     }
                 }
                 () = interrupt.cancelled(), if !interrupted => {
@@ -367,6 +371,17 @@ impl Driver {
                     self.feed(Input::Interrupt);
                 }
             }
+        }
+    }
+
+    /// The watcher told of a change. It also tells of the driver's own writes: only a file
+    /// other than the one last read or written is news.
+    fn changed_on_disk(&mut self) {
+        if self.session.writer() == FILE
+            && (self.on_disk.is_none() || self.on_disk != FileIdentity::of(&self.path))
+        {
+            tracing::debug!(path = %self.path.display(), "changed on disk by someone else");
+            self.feed(Input::StoreChanged);
         }
     }
 
@@ -412,6 +427,7 @@ impl Driver {
 
     /// Hands `input` to the session and performs what it asks.
     fn feed(&mut self, input: Input) {
+        let file_written = matches!(input, Input::Replaced { store: FILE, .. });
         match &input {
             Input::Engine(EngineInput::Stream {
                 request,
@@ -455,6 +471,12 @@ impl Driver {
             self.perform(effect);
         }
         self.report_state();
+        if file_written {
+            self.writing_file = false;
+            if std::mem::take(&mut self.changed_while_writing) {
+                self.changed_on_disk();
+            }
+        }
     }
 
     fn perform(&mut self, effect: Effect) {
@@ -590,6 +612,7 @@ impl Driver {
             return;
         };
         let chat = (id == FILE).then(|| self.id.path().to_owned());
+        self.writing_file |= id == FILE;
         tokio::task::spawn_local(async move {
             let outcome = match store.replace_if_unchanged(&current, &next).await {
                 Ok(true) => ReplaceOutcome::Written,
