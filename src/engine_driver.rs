@@ -201,7 +201,7 @@ pub struct Driver {
     /// very file is the driver's own write, not a change.
     on_disk: Option<FileIdentity>,
     /// A write of the file is under way (on the blocking pool): what the watcher tells
-    /// meanwhile is judged once it is done, against the file as it left it.
+    /// meanwhile is acted on once it is done.
     writing_file: bool,
     /// The watcher told of a change while the file was being written.
     changed_while_writing: bool,
@@ -473,8 +473,11 @@ impl Driver {
         self.report_state();
         if file_written {
             self.writing_file = false;
-            if std::mem::take(&mut self.changed_while_writing) {
-                self.changed_on_disk();
+            // Someone else's change made while the write was under way is already in the
+            // file's identity as the write left it: not a sign to go by. The file is read
+            // again (a read that finds the engine's text changes nothing).
+            if std::mem::take(&mut self.changed_while_writing) && self.session.writer() == FILE {
+                self.feed(Input::StoreChanged);
             }
         }
     }
