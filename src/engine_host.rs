@@ -998,7 +998,10 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                         drop(slots);
                         let task =
                             tokio::task::spawn_local(drive(inner.clone(), path, input, send));
-                        inner.tasks.borrow_mut().push(task);
+                        let mut tasks = inner.tasks.borrow_mut();
+                        // A finished driver's handle holds its task's memory: forget it.
+                        tasks.retain(|task| !task.is_finished());
+                        tasks.push(task);
                     }
                 }
             }

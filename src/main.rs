@@ -13,6 +13,7 @@ mod engine_driver;
 mod engine_host;
 mod engine_setup;
 mod fsutil;
+mod interruptions;
 mod lsp_backend;
 mod mcp_setup;
 mod provider_setup;
