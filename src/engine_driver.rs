@@ -653,6 +653,9 @@ impl Driver {
 
     /// Evaluates `text` (the chat when the request starts) and streams the reply.
     fn start_request(&mut self, request: RequestId, text: String) {
+        // Before the reply's first byte reaches the file: a process killed from now on leaves
+        // a cut reply that the next driver marks as such.
+        crate::interruptions::reply_started(self.id.path());
         let sender = self.sender.clone();
         let fail = |message: String| {
             let _ = sender.send(Message::Session(Input::Engine(EngineInput::StreamEnded {

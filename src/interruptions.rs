@@ -1,6 +1,6 @@
 //! What a driver leaves for the next one when it does not end cleanly (killed, or its writes
-//! failed): why it stopped writing the chat, when its write failed, and the foreground tool
-//! calls it started. The next driver's engine recovers with it (`flemma_engine::Recovery`):
+//! failed): that it was streaming a reply into the chat, why it stopped writing the chat,
+//! when its write failed, and the foreground tool calls it started. The next driver's engine recovers with it (`flemma_engine::Recovery`):
 //! a reply cut off by a failed write is marked as such, not as "the process ended", and a
 //! call that was running waits for the user's approval again instead of running twice
 //! (docs/engine.md, "Recovery").
@@ -19,6 +19,8 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Record {
+    #[serde(default)]
+    reply_streaming: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     write_failed: Option<String>,
     #[serde(default)]
@@ -28,6 +30,7 @@ struct Record {
 impl From<Record> for Recovery {
     fn from(record: Record) -> Self {
         Recovery {
+            reply_streaming: record.reply_streaming,
             write_failed: record.write_failed,
             started_calls: record.started_calls,
         }
@@ -94,6 +97,12 @@ fn update(chat: &Path, change: impl FnOnce(&mut Record)) {
     if let Err(error) = saved {
         tracing::warn!(chat = %chat.display(), "cannot save what the driver leaves for the next one ({error:#}); this process keeps it");
     }
+}
+
+/// A reply is about to stream into `chat`. Recorded until the driver ends cleanly: a final
+/// `@Assistant:` message is a cut reply only when the process writing it did not.
+pub fn reply_started(chat: &Path) {
+    update(chat, |record| record.reply_streaming = true);
 }
 
 /// A foreground tool call of `chat` is about to start.

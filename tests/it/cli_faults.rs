@@ -296,6 +296,27 @@ async fn sigkill_mid_stream_leaves_a_valid_chat_and_the_next_send_goes_on() {
     no_error_diagnostics(&after);
 }
 
+/// Issue 33, fault 3: a chat that ends with a finished `@Assistant:` message (written by hand)
+/// is no cut reply: no process was streaming into it. `send` has nothing to send, says how to
+/// go on, asks the provider nothing and leaves the file byte for byte.
+#[tokio::test]
+async fn a_hand_written_finished_reply_is_not_marked_cut_off_and_nothing_is_sent() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = faults_chat(
+        2,
+        "@You:\nWhat is 2 + 2?\n\n@Assistant:\n4. Nothing more to say.\n",
+    );
+    let original = read(&chat.path);
+    let out = run(send_command(&chat, &mock.base_url())).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("nothing to send"), "{err}");
+    assert!(err.contains("`@You:`"), "the fix is named: {err}");
+    assert!(!err.contains("cut off"), "{err}");
+    assert_eq!(read(&chat.path), original, "the file is left as it was");
+    assert!(mock.requests().is_empty(), "nothing went to the provider");
+}
+
 /// A tool that was running when its `flemmad` was killed may have done its work (issue 27):
 /// the next send does not run it again on its own. Its placeholder waits for approval again,
 /// marked `interrupted`, and the send says so and exits 3; approved, it runs a second time.

@@ -47,6 +47,11 @@ pub enum StreamOutcome {
 /// `Input::Load`'s recovery: the text alone cannot tell (docs/engine.md, "Recovery").
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recovery {
+    /// The last process was streaming a reply into the document and did not end cleanly. Only
+    /// then is a final `@Assistant:` message a reply it left cut off (marked so on load, and
+    /// continued by the next advance); without it, a chat that ends with an assistant message
+    /// is a finished answer (written by hand, or the closing `@You:` deleted): nothing to send.
+    pub reply_streaming: bool,
     /// Why the last writer stopped writing the document, when it knew (its write failed: a
     /// read-only or full disk). The abort marker of a reply it left cut off says so, instead
     /// of "the process writing it ended".

@@ -783,9 +783,42 @@ fn a_turn_deleted_while_its_tools_run_drops_their_output_and_stops_without_sendi
     assert_eq!(d.shell, "@You:\nq\n\n", "the text as the user left it");
 }
 
+/// A chat the last process was streaming a reply into when it ended (the shell's record).
+fn cut_reply(text: &str) -> Driver {
+    let mut d = Driver::new(text);
+    d.engine = d.engine.clone().recovering(Recovery {
+        reply_streaming: true,
+        ..Recovery::default()
+    });
+    d
+}
+
+/// Issue 33, fault 3: a chat that ends with a finished `@Assistant:` message (written by hand,
+/// or its closing `@You:` deleted) is not a cut reply when no process was streaming into it:
+/// loading leaves it as it is, and an advance has nothing to send.
+#[test]
+fn a_finished_reply_without_a_streaming_record_is_left_alone_and_nothing_is_sent() {
+    for text in [
+        "@You:\nTell me.\n\n@Assistant:\nOnce upon a time, the end.\n",
+        "@You:\nHello\n\n@Assistant:\n",
+        "@You:\nCode?\n\n@Assistant:\n````rust\nfn main() {\n",
+    ] {
+        let mut d = Driver::new(text);
+        assert!(d.send(Input::Load).is_empty(), "{text:?}");
+        assert_eq!(d.shell, text);
+        let lines = d.send(Input::Advance);
+        assert!(
+            lines.last().is_some_and(|l| l.starts_with("stopped Idle")),
+            "{lines:?}"
+        );
+        assert_eq!(d.engine.request(), None, "nothing is sent");
+        assert_eq!(d.shell, text, "the text as the user wrote it");
+    }
+}
+
 #[test]
 fn a_reply_cut_off_by_a_killed_process_is_marked_on_load_and_the_next_advance_continues_it() {
-    let mut d = Driver::new("@You:\nTell me.\n\n@Assistant:\nOnce upon a ti");
+    let mut d = cut_reply("@You:\nTell me.\n\n@Assistant:\nOnce upon a ti");
     assert_eq!(d.send(Input::Load), ["emit document:recovered"]);
     assert_eq!(
         d.shell,
@@ -803,6 +836,7 @@ fn a_reply_cut_off_by_a_killed_process_is_marked_on_load_and_the_next_advance_co
 fn a_reply_cut_off_because_writing_failed_says_so_on_load() {
     let mut d = Driver::new("@You:\nTell me.\n\n@Assistant:\nOnce upon a ti");
     d.engine = d.engine.clone().recovering(Recovery {
+        reply_streaming: true,
         write_failed: Some("No space left on device (os error 28)".into()),
         ..Recovery::default()
     });
@@ -876,7 +910,7 @@ fn a_call_that_was_running_when_its_process_ended_waits_for_approval_again() {
 
 #[test]
 fn a_cut_reply_inside_a_code_fence_gets_the_fence_closed_before_the_marker() {
-    let mut d = Driver::new("@You:\nCode?\n\n@Assistant:\nHere:\n````rust\nfn main() {\n");
+    let mut d = cut_reply("@You:\nCode?\n\n@Assistant:\nHere:\n````rust\nfn main() {\n");
     d.send(Input::Load);
     assert_eq!(
         d.shell,
@@ -887,10 +921,10 @@ fn a_cut_reply_inside_a_code_fence_gets_the_fence_closed_before_the_marker() {
 
 #[test]
 fn an_assistant_line_without_content_left_by_a_killed_process_is_removed_on_load() {
-    let mut d = Driver::new("@You:\nHello\n\n@Assistant:\n");
+    let mut d = cut_reply("@You:\nHello\n\n@Assistant:\n");
     d.send(Input::Load);
     assert_eq!(d.shell, "@You:\nHello\n");
-    let mut d = Driver::new("@You:\r\nHello\r\n\r\n@Assistant:\r\n");
+    let mut d = cut_reply("@You:\r\nHello\r\n\r\n@Assistant:\r\n");
     d.send(Input::Load);
     assert_eq!(d.shell, "@You:\r\nHello\r\n");
 }

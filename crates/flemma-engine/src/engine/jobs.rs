@@ -110,9 +110,10 @@ impl Engine {
         }
     }
 
-    /// A reply cut off by the end of the process that wrote it (killed mid-stream): the chat
-    /// ends with an `@Assistant:` message that is neither finished (a finished reply is always
-    /// followed by `@You:`, written with its last text) nor aborted. With content it gets an
+    /// A reply cut off by the end of the process that wrote it (killed mid-stream, as the
+    /// shell's [`crate::Recovery::reply_streaming`] says): the chat ends with an `@Assistant:`
+    /// message that is neither finished (a finished reply is always followed by `@You:`,
+    /// written with its last text) nor aborted. With content it gets an
     /// open code fence closed, the abort marker saying what happened and the closing `@You:`,
     /// so the next advance continues it; without content its `@Assistant:` line is removed.
     ///

@@ -314,7 +314,9 @@ impl Engine {
             Input::TextChanged { edits } => self.text_changed(edits, &mut out),
             Input::Load => {
                 let recovery = std::mem::take(&mut self.recovery);
-                self.recover_cut_reply(recovery.write_failed.as_deref(), &mut out);
+                if recovery.reply_streaming {
+                    self.recover_cut_reply(recovery.write_failed.as_deref(), &mut out);
+                }
                 self.recover_orphans(&mut out);
                 self.recover_interrupted_calls(&recovery.started_calls, &mut out);
             }
