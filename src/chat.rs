@@ -15,9 +15,7 @@ use flemma_template::FsHost;
 /// `$FLEMMA_CONFIG`, else `$XDG_CONFIG_HOME/flemma/config.toml` when it exists; with the
 /// folders trusted with `flemmad trust` and flemmad's record of untrusted chats' calls.
 pub fn config_input(explicit: Option<&Path>) -> ConfigInput {
-    let home_dir = std::env::var_os("HOME")
-        .filter(|home| !home.is_empty())
-        .map(PathBuf::from);
+    let home_dir = crate::user_dirs::home();
     let (trusted_folders, warning) = crate::trust::read_folders();
     if let Some(warning) = warning {
         tracing::warn!("{warning}");

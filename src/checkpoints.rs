@@ -48,7 +48,8 @@ pub fn changes_files(name: &str, input: &serde_json::Value) -> bool {
 
 /// A project too broad to record: `/` or the home directory itself.
 fn too_broad(project: &Path, home: Option<&Path>) -> bool {
-    project.parent().is_none() || home.is_some_and(|home| flemma_lsp::normalize(home) == project)
+    project.parent().is_none()
+        || home.is_some_and(|home| flemma_protocol::document::normalize(home) == project)
 }
 
 /// One recorded point: before or after a call.
@@ -101,12 +102,10 @@ pub struct RewindPlan {
 impl Checkpoints {
     /// The checkpoints of the chat at `chat` (absolute), whose project is `project`.
     pub fn for_chat(chat: &Path, project: &Path) -> Result<Self, CheckpointError> {
-        let state = crate::trust::env_dir("XDG_STATE_HOME", ".local/state")
-            .ok_or(CheckpointError::NoHome)?;
+        let state = crate::user_dirs::flemma_state().ok_or(CheckpointError::NoHome)?;
         let project_key = crate::trust::chat_key(project);
         Ok(Self {
             git_dir: state
-                .join("flemma")
                 .join("checkpoints")
                 .join(format!("{}.git", &project_key[..32])),
             project: project.to_path_buf(),
@@ -117,7 +116,7 @@ impl Checkpoints {
     /// The checkpoints of `chat` in its project (its git work tree, else its folder).
     pub fn of(chat: &Path) -> Result<Self, CheckpointError> {
         let chat = std::path::absolute(chat)?;
-        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let home = crate::user_dirs::home();
         let project = flemma_config::reach::chat_project(&chat, home.as_deref(), |dir| {
             dir.join(".git").exists()
         });
@@ -130,7 +129,7 @@ impl Checkpoints {
         let checkpoints = Self::of(chat)
             .map_err(|error| tracing::info!(%error, "no checkpoints"))
             .ok()?;
-        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let home = crate::user_dirs::home();
         (!too_broad(&checkpoints.project, home.as_deref())).then_some(checkpoints)
     }
 
@@ -209,13 +208,9 @@ impl Checkpoints {
         std::fs::create_dir_all(self.git_dir.join("info"))?;
         // flemmad's own folders when they lie in the project (its state holds this repository).
         let mut exclude = String::from("*.chat\n.flemma/\n.git\n");
-        for (variable, fallback) in [
-            ("XDG_STATE_HOME", ".local/state"),
-            ("XDG_CACHE_HOME", ".cache"),
-        ] {
-            if let Some(dir) = crate::trust::env_dir(variable, fallback)
-                && let Ok(inside) = dir.join("flemma").strip_prefix(&self.project)
-            {
+        let dirs = crate::user_dirs::UserDirs::from_process();
+        for dir in [dirs.state, dirs.cache].into_iter().flatten() {
+            if let Ok(inside) = dir.join("flemma").strip_prefix(&self.project) {
                 exclude.push_str(&format!("/{}/\n", inside.display()));
             }
         }

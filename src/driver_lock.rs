@@ -77,11 +77,7 @@ pub fn process_role() -> String {
 impl DriverLock {
     /// The folder of the locks: `$XDG_STATE_HOME/flemma/locks` (`None` without a home).
     fn folder_path() -> Option<PathBuf> {
-        Some(
-            crate::trust::env_dir("XDG_STATE_HOME", ".local/state")?
-                .join("flemma")
-                .join("locks"),
-        )
+        Some(crate::user_dirs::flemma_state()?.join("locks"))
     }
 
     /// The lock file of `chat`.

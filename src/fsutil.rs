@@ -228,9 +228,7 @@ struct JournalEntry {
 
 impl Journal {
     fn for_chat(chat: &Path) -> Option<Self> {
-        let dir = crate::trust::env_dir("XDG_STATE_HOME", ".local/state")?
-            .join("flemma")
-            .join("journal");
+        let dir = crate::user_dirs::flemma_state()?.join("journal");
         Some(Self::in_dir(&dir, chat))
     }
 

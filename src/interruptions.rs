@@ -47,9 +47,7 @@ fn memory() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Record>> {
 }
 
 fn file_of(chat: &Path) -> Option<PathBuf> {
-    let dir = crate::trust::env_dir("XDG_STATE_HOME", ".local/state")?
-        .join("flemma")
-        .join("interrupted");
+    let dir = crate::user_dirs::flemma_state()?.join("interrupted");
     Some(dir.join(format!("{}.json", crate::trust::chat_key(chat))))
 }
 

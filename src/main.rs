@@ -21,6 +21,7 @@ mod runtime;
 mod tool_setup;
 mod trust;
 mod usage_report;
+mod user_dirs;
 mod watcher;
 
 use std::process::ExitCode;

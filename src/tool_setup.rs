@@ -139,9 +139,7 @@ impl ToolSetup {
         let read_roots = [Some(cwd.clone()), chat_dir, Some(store.dir().to_path_buf())];
         let mut ctx = RunContext::new(cwd, Arc::new(policy));
         // `~/` in the tools' paths: the home directory, for the runners and the approval policy.
-        ctx.home = std::env::var_os("HOME")
-            .filter(|home| !home.is_empty())
-            .map(PathBuf::from);
+        ctx.home = crate::user_dirs::home();
         ctx.editor = chat
             .as_deref()
             .and_then(crate::editor_sessions::editor_files);
@@ -354,13 +352,12 @@ fn call_limits(limits: &flemma_config::SandboxLimits) -> CallLimits {
 /// (chat files are refused by name too), and the shell's and git's start-up files.
 fn authority_paths(chat: Option<&Path>) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = chat.into_iter().map(Path::to_path_buf).collect();
-    paths.extend(crate::trust::env_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("flemma")));
-    paths.extend(crate::trust::env_dir("XDG_STATE_HOME", ".local/state").map(|d| d.join("flemma")));
+    paths.extend(crate::user_dirs::flemma_config());
+    paths.extend(crate::user_dirs::flemma_state());
     if let Some(config) = std::env::var_os("FLEMMA_CONFIG").filter(|v| !v.is_empty()) {
         paths.push(PathBuf::from(config));
     }
-    if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        let home = PathBuf::from(home);
+    if let Some(home) = crate::user_dirs::home() {
         paths.extend(HOME_START_UP.iter().map(|name| home.join(name)));
     }
     paths
@@ -398,12 +395,12 @@ const HOME_START_UP: [&str; 22] = [
 /// `$XDG_CACHE_HOME/flemma/sandbox/<chat key>`, made by the first sandboxed call (the folders
 /// of chats unused for a month are removed, once per process).
 fn private_places(chat: Option<&Path>) -> Option<PrivatePlaces> {
-    let cache = crate::trust::env_dir("XDG_CACHE_HOME", ".cache")?;
+    let cache = crate::user_dirs::cache_home()?;
     let sandboxes = cache.join("flemma").join("sandbox");
     let key = chat.map_or_else(|| "no-chat".to_owned(), crate::trust::chat_key);
     let mut targets = Vec::new();
-    if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        targets.push(PathBuf::from(home).join(".cache"));
+    if let Some(home) = crate::user_dirs::home() {
+        targets.push(home.join(".cache"));
     }
     if !targets.contains(&cache) {
         targets.push(cache.clone());
@@ -449,13 +446,10 @@ fn hidden_from_sandbox() -> Vec<PathBuf> {
         tracing::debug!(%error, "the daemon's runtime directory cannot be prepared for hiding");
     }
     let mut hidden = Vec::new();
-    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
-        hidden.push(PathBuf::from(runtime));
-    }
+    hidden.extend(crate::user_dirs::runtime_dir());
     hidden.push(daemon);
     hidden.extend(SYSTEM_SOCKETS.iter().map(PathBuf::from));
-    if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        let home = PathBuf::from(home);
+    if let Some(home) = crate::user_dirs::home() {
         hidden.extend(
             flemma_tools::sandbox::HOME_CREDENTIALS
                 .iter()

@@ -28,27 +28,14 @@ const RECORDS_CAP: u64 = 16 << 20;
 /// How much of the trusted-folders file is read.
 const FOLDERS_CAP: u64 = 1 << 20;
 
-/// An XDG base folder: `$variable` when set to an absolute path, else `$HOME/fallback`.
-pub fn env_dir(variable: &str, fallback: &str) -> Option<PathBuf> {
-    std::env::var_os(variable)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| PathBuf::from(h).join(fallback))
-        })
-}
-
 /// `$XDG_CONFIG_HOME/flemma/trusted-folders` (`~/.config/flemma/trusted-folders`).
 pub fn folders_file() -> Option<PathBuf> {
-    env_dir("XDG_CONFIG_HOME", ".config").map(|dir| dir.join("flemma").join("trusted-folders"))
+    crate::user_dirs::flemma_config().map(|dir| dir.join("trusted-folders"))
 }
 
 /// `$XDG_STATE_HOME/flemma/calls` (`~/.local/state/flemma/calls`).
 fn records_dir() -> Option<PathBuf> {
-    env_dir("XDG_STATE_HOME", ".local/state").map(|dir| dir.join("flemma").join("calls"))
+    crate::user_dirs::flemma_state().map(|dir| dir.join("calls"))
 }
 
 /// Opens `path` for reading without following a symlink at its end.
@@ -126,7 +113,7 @@ fn read_folders_at(path: &Path) -> (Vec<PathBuf>, Option<String>) {
 fn spellings(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let absolute = std::path::absolute(dir)
         .with_context(|| format!("cannot make {} an absolute path", dir.display()))?;
-    let lexical = flemma_lsp::normalize(&absolute);
+    let lexical = flemma_protocol::document::normalize(&absolute);
     let mut out = vec![lexical.clone()];
     if let Ok(real) = std::fs::canonicalize(&lexical)
         && real != lexical
@@ -179,7 +166,7 @@ pub fn untrust_folder(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     }
     let absolute = std::path::absolute(dir)
         .with_context(|| format!("cannot make {} an absolute path", dir.display()))?;
-    let mut gone = vec![flemma_lsp::normalize(&absolute)];
+    let mut gone = vec![flemma_protocol::document::normalize(&absolute)];
     if let Ok(real) = std::fs::canonicalize(dir) {
         gone.push(real);
     }
@@ -225,7 +212,7 @@ fn records_file(dir: &Path, chat: &Path) -> PathBuf {
 /// A chat's name in flemmad's own folders: the SHA-256 of its path (made absolute and
 /// lexical), in hex.
 pub fn chat_key(chat: &Path) -> String {
-    let chat = flemma_lsp::normalize(chat);
+    let chat = flemma_protocol::document::normalize(chat);
     let digest = ring::digest::digest(&ring::digest::SHA256, chat.as_os_str().as_encoded_bytes());
     hex(digest.as_ref())
 }
@@ -355,7 +342,7 @@ impl CallRecords {
             "seen": seen.as_str(),
             "toolId": tool_id,
             "digest": fingerprint(name, input),
-            "chat": flemma_lsp::normalize(chat).display().to_string(),
+            "chat": flemma_protocol::document::normalize(chat).display().to_string(),
         });
         writeln!(file, "{line}").with_context(|| format!("cannot write {}", path.display()))?;
         Ok(())

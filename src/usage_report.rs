@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use flemma_protocol::engine::{RateLimitWindow, RateLimits, UsageTotals};
+use flemma_protocol::engine::{RateLimits, UsageTotals};
 
 /// The totals of a document's requests, in the protocol's form.
 pub fn totals(
@@ -25,23 +25,7 @@ pub fn totals(
         cache_write_tokens: usage.cache_write_tokens,
         cost,
         cache_saved,
-        rate_limits: rate_limits.map(to_protocol),
-    }
-}
-
-/// A subscription's rate limits in the protocol's form.
-pub fn to_protocol(limits: &flemma_conversation::RateLimits) -> RateLimits {
-    RateLimits {
-        windows: limits
-            .windows
-            .iter()
-            .map(|w| RateLimitWindow {
-                name: w.name.clone(),
-                used_percent: w.used_percent,
-                window_minutes: w.window_minutes,
-                resets_at: w.resets_at,
-            })
-            .collect(),
+        rate_limits: rate_limits.cloned(),
     }
 }
 
@@ -102,7 +86,11 @@ pub fn windows(limits: &RateLimits, now: i64) -> String {
         .windows
         .iter()
         .map(|w| {
-            let mut text = format!("{} window {}% used", label(w), trim_percent(w.used_percent));
+            let mut text = format!(
+                "{} window {}% used",
+                w.label(),
+                trim_percent(w.used_percent)
+            );
             if let Some(at) = w.resets_at {
                 text.push_str(&format!(
                     ", resets {}",
@@ -113,17 +101,6 @@ pub fn windows(limits: &RateLimits, now: i64) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-/// A window's length in words (`5-hour`, `weekly`); its name when the length is unknown.
-pub fn label(window: &RateLimitWindow) -> String {
-    flemma_conversation::RateLimitWindow {
-        name: window.name.clone(),
-        used_percent: window.used_percent,
-        window_minutes: window.window_minutes,
-        resets_at: window.resets_at,
-    }
-    .label()
 }
 
 fn percent(part: u64, whole: u64) -> String {
@@ -148,10 +125,8 @@ fn dollars(amount: f64) -> String {
 /// Where the rate limits a provider last reported are kept:
 /// `$XDG_STATE_HOME/flemma/rate-limits/<provider>.json`.
 fn file(provider: &str) -> Option<PathBuf> {
-    let state = crate::trust::env_dir("XDG_STATE_HOME", ".local/state")?;
     Some(
-        state
-            .join("flemma")
+        crate::user_dirs::flemma_state()?
             .join("rate-limits")
             .join(format!("{provider}.json")),
     )
@@ -175,7 +150,7 @@ pub fn remember(provider: &str, limits: &flemma_conversation::RateLimits) {
     let observed = Observed {
         provider: provider.to_owned(),
         observed_at: unix_now(),
-        rate_limits: to_protocol(limits),
+        rate_limits: limits.clone(),
     };
     let result = (|| -> anyhow::Result<()> {
         let dir = path.parent().unwrap_or(Path::new("."));
@@ -200,6 +175,7 @@ pub fn last(provider: &str) -> Option<Observed> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flemma_protocol::engine::RateLimitWindow;
 
     #[test]
     fn the_line_says_the_cache_and_the_cost() {

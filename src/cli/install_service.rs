@@ -52,10 +52,7 @@ fn systemd_quote(path: &Path) -> String {
 }
 
 fn units_dir() -> Option<PathBuf> {
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
+    let config = crate::user_dirs::config_home()?;
     Some(config.join("systemd").join("user"))
 }
 

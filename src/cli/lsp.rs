@@ -61,11 +61,7 @@ pub fn run(args: LspArgs, config: Option<&std::path::Path>) -> anyhow::Result<Ex
 
 /// Where the log goes: `$XDG_STATE_HOME/flemma/flemmad.log` (`~/.local/state` by default).
 fn log_path() -> Option<PathBuf> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
-    Some(state.join("flemma").join("flemmad.log"))
+    Some(crate::user_dirs::flemma_state()?.join("flemmad.log"))
 }
 
 /// Logging for LSP mode: to the log file, else (when it cannot be opened) to stderr; never

@@ -290,8 +290,8 @@ pub fn init_logging(cli: &Cli) {
     });
     let subscriber = tracing_subscriber::fmt().with_env_filter(filter);
     let file = setting("log.file").and_then(|file| {
-        let path = match (file.strip_prefix("~/"), std::env::var_os("HOME")) {
-            (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        let path = match (file.strip_prefix("~/"), crate::user_dirs::home()) {
+            (Some(rest), Some(home)) => home.join(rest),
             _ => PathBuf::from(&file),
         };
         std::fs::OpenOptions::new()

@@ -161,7 +161,11 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     let absolute = prepared.parts.id.path().to_owned();
     let coalesce_ms = prepared.parts.coalesce.as_millis() as u64;
     let parts = prepared.parts;
-    let mut progress = Progress::new(flemma_lsp::path_to_uri(&absolute), args.events, args.quiet);
+    let mut progress = Progress::new(
+        flemma_protocol::document::path_to_uri(&absolute),
+        args.events,
+        args.quiet,
+    );
     // Said when a request really goes out: a step that only runs tools, or an `(approved)`
     // sent back to pending, asks the provider nothing.
     let requested = progress.announce_on_first_request(format!(

@@ -254,7 +254,11 @@ pub fn run_with(
     }
     let started = Instant::now();
     cancel_on_ctrl_c(command, &uri);
-    let mut progress = Progress::new(flemma_lsp::path_to_uri(&path), follow.events, follow.quiet);
+    let mut progress = Progress::new(
+        flemma_protocol::document::path_to_uri(&path),
+        follow.events,
+        follow.quiet,
+    );
     let mut pending: Vec<PendingCall> = Vec::new();
     let (reason, message) = loop {
         let event = client.next_event().map_err(|error| match error {

@@ -24,19 +24,16 @@ pub struct RuntimePaths {
 }
 
 impl RuntimePaths {
-    /// `$XDG_RUNTIME_DIR/flemma/`, or `/tmp/flemma-$UID/` when `XDG_RUNTIME_DIR` is unset or
-    /// empty.
+    /// `$XDG_RUNTIME_DIR/flemma/`, or `/tmp/flemma-$UID/` when `XDG_RUNTIME_DIR` is unset,
+    /// empty or relative.
     pub fn from_env() -> Self {
-        let runtime = std::env::var_os("XDG_RUNTIME_DIR");
-        Self::in_dir(Self::dir_for(
-            runtime.as_deref().map(Path::new),
-            current_uid(),
-        ))
+        let runtime = crate::user_dirs::runtime_dir();
+        Self::in_dir(Self::dir_for(runtime.as_deref(), current_uid()))
     }
 
     /// The one rule for the daemon's folder, given `$XDG_RUNTIME_DIR` and the user's uid.
     pub fn dir_for(xdg_runtime_dir: Option<&Path>, uid: u32) -> PathBuf {
-        match xdg_runtime_dir.filter(|dir| !dir.as_os_str().is_empty()) {
+        match xdg_runtime_dir.filter(|dir| dir.is_absolute()) {
             Some(runtime) => runtime.join("flemma"),
             None => PathBuf::from(format!("/tmp/flemma-{uid}")),
         }

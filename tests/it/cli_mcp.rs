@@ -334,6 +334,41 @@ args = ["{}", "--crash"]"#,
     );
 }
 
+/// A chat named by its bare file name from its own folder: a server's `cwd` is taken against
+/// the chat's folder, never against "" (issue 28: `tools --chat c.chat` once started servers
+/// in an empty working directory — "its working directory  does not exist").
+#[tokio::test]
+async fn a_bare_chat_name_gives_servers_the_chats_folder() {
+    let Some(python) = python("a_bare_chat_name_gives_servers_the_chats_folder") else {
+        return;
+    };
+    let mock = MockProvider::start().await.unwrap();
+    let chat = agentic("@You:\nhi\n");
+    let folder = chat.path.parent().unwrap().to_path_buf();
+    let dir = chat.config_home.join("flemma");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "[tools.mcp.servers.here]\ncommand = \"{}\"\nargs = [\"{}\"]\ncwd = \"\"\n",
+            python.display(),
+            demo_server().display()
+        ),
+    )
+    .unwrap();
+    let mut command = flemmad_command(&chat, &mock.base_url());
+    command
+        .current_dir(&folder)
+        .args(["tools", "run", "here.cwd", "{}", "--chat"])
+        .arg(chat.path.file_name().unwrap());
+    let out = run(command).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        folder.canonicalize().unwrap().display().to_string()
+    );
+}
+
 #[tokio::test]
 async fn tools_run_checks_inputs_against_the_schemas_the_python_sdk_writes() {
     let Some(python) = python("tools_run_checks_inputs_against_the_schemas_the_python_sdk_writes")

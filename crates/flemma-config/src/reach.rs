@@ -7,7 +7,9 @@
 //! as written too).
 
 use std::fmt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use flemma_protocol::document::normalize;
 
 /// Where credentials live in a home directory (SSH and GnuPG keys, cloud and registry tokens,
 /// password stores): never read for a chat (references, `include()`, template modules), hidden
@@ -116,21 +118,6 @@ pub fn chat_project(
         .find(|dir| is_work_tree(dir))
         .unwrap_or(start)
         .to_path_buf()
-}
-
-/// `.` and `..` removed without the file system (`..` at the root stays at the root).
-pub(crate) fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::reach::normalize;
+use flemma_protocol::document::normalize;
 
 use serde_json::Value;
 

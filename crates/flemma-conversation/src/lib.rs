@@ -189,55 +189,10 @@ impl Usage {
     }
 }
 
-/// A subscription's rate limits as the provider last reported them: each window and how much
-/// of it is used (the Codex backend: a 5-hour and a weekly window).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RateLimits {
-    /// The windows, as the provider names them (`primary`, the shorter one, first).
-    pub windows: Vec<RateLimitWindow>,
-}
-
-/// One rate-limit window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RateLimitWindow {
-    /// The provider's name of the window (`primary`, `secondary`).
-    pub name: String,
-    /// How much of the window is used, in percent (100: spent).
-    pub used_percent: f64,
-    /// The window's length in minutes (300: five hours, 10080: a week).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window_minutes: Option<u64>,
-    /// When the window resets, in seconds since the Unix epoch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resets_at: Option<i64>,
-}
-
-impl RateLimits {
-    /// The window that is spent (used 100 % or more), if one is.
-    pub fn spent(&self) -> Option<&RateLimitWindow> {
-        self.windows.iter().find(|w| w.used_percent >= 100.0)
-    }
-}
-
-impl RateLimitWindow {
-    /// The window's length in words: `5-hour`, `weekly`, `daily`, `90-minute`, else its name.
-    pub fn label(&self) -> String {
-        match self.window_minutes {
-            Some(10_080) => "weekly".to_owned(),
-            Some(1_440) => "daily".to_owned(),
-            Some(minutes) if minutes > 0 && minutes % 1_440 == 0 => {
-                format!("{}-day", minutes / 1_440)
-            }
-            Some(minutes) if minutes > 0 && minutes % 60 == 0 => {
-                format!("{}-hour", minutes / 60)
-            }
-            Some(minutes) if minutes > 0 => format!("{minutes}-minute"),
-            _ => self.name.clone(),
-        }
-    }
-}
+/// A subscription's rate limits as the provider last reported them (the Codex backend: a
+/// 5-hour and a weekly window): the stable form of `flemma/usage` and `status --json`, one type
+/// from the provider's decoder to the editor.
+pub use flemma_protocol::engine::{RateLimitWindow, RateLimits};
 
 /// One event of a streamed reply, the same for every provider. Decoders in `flemma-provider`
 /// produce these; the reply renderer turns them into `.chat` text.

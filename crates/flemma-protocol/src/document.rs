@@ -49,16 +49,23 @@ pub fn path_to_uri(path: &Path) -> String {
     uri
 }
 
-/// `.` and `..` components removed without touching the file system.
+/// `.` removed and `..` resolved lexically, without the file system (the path may not exist;
+/// symlinks are kept): `/x/../../y` is `/y`, a relative `../a` keeps its `..`. The one rule
+/// for every crate (documents, template paths, a chat's reach).
 pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
             Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                // `/..` is `/`.
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(".."),
+            },
+            other => out.push(other.as_os_str()),
         }
     }
     out

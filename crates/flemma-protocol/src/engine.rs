@@ -96,7 +96,8 @@ pub struct UsageTotals {
     pub rate_limits: Option<RateLimits>,
 }
 
-/// A subscription's rate limits: each window and how much of it is used.
+/// A subscription's rate limits as the provider last reported them: each window and how much
+/// of it is used.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RateLimits {
@@ -118,6 +119,31 @@ pub struct RateLimitWindow {
     /// When the window resets, in seconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resets_at: Option<i64>,
+}
+
+impl RateLimits {
+    /// The window that is spent (used 100 % or more), if one is.
+    pub fn spent(&self) -> Option<&RateLimitWindow> {
+        self.windows.iter().find(|w| w.used_percent >= 100.0)
+    }
+}
+
+impl RateLimitWindow {
+    /// The window's length in words: `5-hour`, `weekly`, `daily`, `90-minute`, else its name.
+    pub fn label(&self) -> String {
+        match self.window_minutes {
+            Some(10_080) => "weekly".to_owned(),
+            Some(1_440) => "daily".to_owned(),
+            Some(minutes) if minutes > 0 && minutes % 1_440 == 0 => {
+                format!("{}-day", minutes / 1_440)
+            }
+            Some(minutes) if minutes > 0 && minutes % 60 == 0 => {
+                format!("{}-hour", minutes / 60)
+            }
+            Some(minutes) if minutes > 0 => format!("{minutes}-minute"),
+            _ => self.name.clone(),
+        }
+    }
 }
 
 /// What `flemma/send`, `cancel`, `approve`, `reject`, `approveAll`, `background` and

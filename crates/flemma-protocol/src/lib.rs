@@ -1,7 +1,7 @@
 //! `flemma-protocol`: the serde types of every stable JSON form flemmad speaks, and their JSON
 //! Schemas (written to `protocol/` by `cargo test -p flemma-protocol` when `UPDATE_GENERATED=1`).
 //!
-//! Depends on no flemma crate: the producers (`flemma-ide::to_protocol`, the binary) convert
+//! Depends on no flemma crate (`flemma-conversation` uses its rate-limit types): the producers (`flemma-ide::to_protocol`, the binary) convert
 //! their types into these.
 //!
 //! * [`parse_tree`]: `flemmad parse --json`.

@@ -1,6 +1,8 @@
 //! `@./file` references and binary includes: path resolution, MIME detection, attachment parts.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+pub(crate) use flemma_protocol::document::normalize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -186,26 +188,6 @@ pub(crate) fn resolve_reference(
     } else {
         Ok(normalize(&base.join(candidate)))
     }
-}
-
-/// Removes `.` and resolves `..` lexically (the files may not exist yet; symlinks are kept).
-pub(crate) fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => match out.components().next_back() {
-                Some(Component::Normal(_)) => {
-                    out.pop();
-                }
-                // `/..` is `/`.
-                Some(Component::RootDir | Component::Prefix(_)) => {}
-                _ => out.push(".."),
-            },
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 /// The MIME type of `bytes`, by content first (PNG, JPEG, GIF, WEBP, PDF), then by extension.

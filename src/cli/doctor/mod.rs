@@ -118,19 +118,13 @@ struct Machine {
 impl Machine {
     fn from_process() -> Self {
         let environment = CredentialEnvironment::from_process();
-        let home = environment
-            .var("HOME")
-            .filter(|home| !home.is_empty())
-            .map(PathBuf::from);
-        let config_home = environment
-            .var("XDG_CONFIG_HOME")
-            .map(PathBuf::from)
-            .filter(|dir| dir.is_absolute())
-            .or_else(|| home.as_ref().map(|home| home.join(".config")));
+        let dirs = crate::user_dirs::UserDirs::from_vars(|name| {
+            environment.var(name).map(std::ffi::OsString::from)
+        });
         Self {
             environment,
-            home,
-            config_home,
+            home: dirs.home,
+            config_home: dirs.config,
             uid: rustix::process::getuid().as_raw(),
         }
     }
