@@ -28,6 +28,10 @@ pub struct StatusArgs {
     /// `daemon:` line, no live job states, no usage of the daemon).
     #[arg(long)]
     pub no_daemon: bool,
+    /// Show what each unresolved `write` and `edit` would change, as a diff against the file
+    /// as it is now (the JSON form always has it).
+    #[arg(long)]
+    pub diff: bool,
 }
 
 pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError> {
@@ -188,6 +192,18 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             "  `{}` ({}): {}  [{decision}]",
             call.tool_name, call.tool_id, call.status
         )?;
+        if args.diff {
+            match (&call.diff, &call.diff_error) {
+                (Some(diff), _) if diff.is_empty() => writeln!(out, "    (no change)")?,
+                (Some(diff), _) => {
+                    for line in diff.lines() {
+                        writeln!(out, "    {line}")?;
+                    }
+                }
+                (None, Some(error)) => writeln!(out, "    (no diff: {error})")?,
+                (None, None) => {}
+            }
+        }
     }
     writeln!(out, "\njobs: {}", status.jobs.len())?;
     for job in &status.jobs {
@@ -295,12 +311,20 @@ fn unresolved(doc: &Document, tools: &ToolSetup) -> Vec<UnresolvedCall> {
     let mut calls = Vec::new();
     let mut call = |tool_id: &str, tool_name: &str, status: String| {
         let input = input_of(doc, tool_id);
+        let change = flemma_tools::review::proposed_change(tool_name, &input, &tools.ctx);
+        let (diff, diff_error) = match change {
+            Some(Ok(change)) => (Some(change.unified_diff()), None),
+            Some(Err(error)) => (None, Some(error)),
+            None => (None, None),
+        };
         calls.push(UnresolvedCall {
             tool_id: tool_id.to_owned(),
             tool_name: tool_name.to_owned(),
             status,
             approval: tools.decide(tool_name, &input).map(approval),
             input,
+            diff,
+            diff_error,
         });
     };
     for (_, _, tool_use) in doc.unresolved_tool_uses() {

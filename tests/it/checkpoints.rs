@@ -158,3 +158,64 @@ async fn changes_shows_each_call_and_rewind_puts_the_files_back() {
     // The user's repository is exactly as it was.
     assert_eq!(snapshot(&project.join(".git")), repository);
 }
+
+/// Review before approval (issue 35): `flemmad status --diff` shows what each pending `write`
+/// and `edit` would change, against the file as it is now, and writes nothing. An `edit` whose
+/// text is no longer in the file says so (the tool's own refusal); `bash` has no diff.
+#[tokio::test]
+async fn status_diff_shows_what_pending_writes_and_edits_would_change() {
+    let mock = MockProvider::start().await.unwrap();
+    let body = concat!(
+        "@You:\nTidy.\n\n@Assistant:\n",
+        "**Tool Use:** `write` (`w1`)\n```json\n{\"path\": \"new.txt\", \"content\": \"fresh\\n\"}\n```\n\n",
+        "**Tool Use:** `edit` (`e1`)\n```json\n{\"path\": \"notes.md\", \"oldText\": \"beta\", \"newText\": \"BETA\"}\n```\n\n",
+        "**Tool Use:** `edit` (`e2`)\n```json\n{\"path\": \"notes.md\", \"oldText\": \"gamma\", \"newText\": \"G\"}\n```\n\n",
+        "**Tool Use:** `bash` (`b1`)\n```json\n{\"command\": \"true\"}\n```\n\n",
+        "@You:\n",
+        "**Tool Result:** `w1` (pending)\n```\n```\n\n",
+        "**Tool Result:** `e1` (pending)\n```\n```\n\n",
+        "**Tool Result:** `e2` (pending)\n```\n```\n\n",
+        "**Tool Result:** `b1` (pending)\n```\n```\n",
+    );
+    let chat = chat(body);
+    let dir = chat.path.parent().unwrap();
+    std::fs::write(dir.join("notes.md"), "alpha\nbeta\n").unwrap();
+    let status = |extra: &[&str]| {
+        let mut command = flemmad_command(&chat, &mock.base_url());
+        command
+            .args(["status", "--no-daemon"])
+            .args(extra)
+            .arg(&chat.path);
+        command.output()
+    };
+    let out = status(&["--diff"]).await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for expected in [
+        "    --- a/new.txt\n    +++ b/new.txt\n    @@ -0,0 +1 @@\n    +fresh\n",
+        "    --- a/notes.md\n    +++ b/notes.md\n    @@ -1,2 +1,2 @@\n     alpha\n    -beta\n    +BETA\n",
+        "    (no diff: notes.md: edit #1",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in:\n{text}");
+    }
+    let bash = text
+        .lines()
+        .position(|l| l.contains("`bash` (b1)"))
+        .unwrap();
+    assert!(
+        text.lines()
+            .nth(bash + 1)
+            .is_none_or(|next| !next.starts_with("    ")),
+        "no diff for bash:\n{text}"
+    );
+    let out = status(&["--json"]).await.unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let calls = json["unresolved"].as_array().unwrap();
+    let call = |id: &str| calls.iter().find(|c| c["toolId"] == id).unwrap().clone();
+    assert!(call("e1")["diff"].as_str().unwrap().contains("+BETA"));
+    assert!(call("e2")["diffError"].as_str().unwrap().contains("gamma"));
+    assert_eq!(call("b1").get("diff"), None);
+    // Nothing was written.
+    assert!(!dir.join("new.txt").exists());
+    assert_eq!(read(&dir.join("notes.md")), "alpha\nbeta\n");
+}

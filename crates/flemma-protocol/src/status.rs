@@ -111,6 +111,14 @@ pub struct UnresolvedCall {
     pub input: Value,
     /// What the approval chain decides for this call (null: the tool is not enabled).
     pub approval: Option<Approval>,
+    /// A `write` or `edit`: what it would change in its file as the file is now, as a unified
+    /// diff (empty: no change). Absent for the other tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// A `write` or `edit` whose change cannot be shown: why (the tool's own refusal, such as
+    /// an `edit` whose text is no longer in the file; an unreadable file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_error: Option<String>,
 }
 
 /// A background job named by a `job=` tool result.

@@ -10,6 +10,7 @@ pub mod launch;
 pub mod nofollow;
 pub mod process;
 pub mod registry;
+pub mod review;
 pub mod sandbox;
 pub mod spec;
 pub mod store;

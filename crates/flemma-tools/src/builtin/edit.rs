@@ -77,14 +77,15 @@ pub struct Replacement {
     pub new: String,
 }
 
+/// An `edit` call's input, checked.
 #[derive(Debug)]
-struct Request {
-    path: String,
-    edits: Vec<Replacement>,
+pub(crate) struct Request {
+    pub(crate) path: String,
+    pub(crate) edits: Vec<Replacement>,
     dry_run: bool,
 }
 
-fn parse(input: &Value) -> Result<Request, String> {
+pub(crate) fn parse(input: &Value) -> Result<Request, String> {
     let path = input
         .get("path")
         .and_then(Value::as_str)
