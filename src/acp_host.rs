@@ -76,6 +76,33 @@ pub fn turn_event(name: &str, data: &Value) -> Option<TurnEvent> {
 }
 
 impl Backend for AcpHost {
+    fn proposed_change(&self, path: &Path, tool_id: &str) -> Option<flemma_acp::ProposedFile> {
+        let loaded = crate::chat::load(
+            "acp",
+            flemma_ide::Purpose::Inspect,
+            path,
+            self.host.config_path(),
+        )
+        .ok()?;
+        let doc = &*loaded.analysis.document;
+        let (_, _, tool) = doc.tool_use(tool_id)?;
+        let input = tool
+            .fence
+            .as_ref()
+            .and_then(|fence| serde_json::from_str(doc.slice(fence.content)).ok())
+            .unwrap_or(Value::Null);
+        let mut setup = crate::tool_setup::ToolSetup::for_chat(&loaded.analysis, path).ok()?;
+        // Against the disk: a read through the client from inside the agent's own turn would
+        // wait on the connection that is asking.
+        setup.ctx.editor = None;
+        let change = flemma_tools::review::proposed_change(&tool.name, &input, &setup.ctx)?.ok()?;
+        Some(flemma_acp::ProposedFile {
+            path: change.path,
+            before: change.before,
+            after: change.after,
+        })
+    }
+
     fn create_chat(&self, path: &Path, text: &str) -> Result<(), String> {
         use std::io::Write as _;
         let dir = path.parent().ok_or("a chat needs a folder")?;

@@ -195,6 +195,11 @@ enum HostCommand {
 }
 
 impl EngineHost {
+    /// The configuration file the host's chats use (`--config`), else the user's default.
+    pub fn config_path(&self) -> Option<&Path> {
+        self.config_path.as_deref()
+    }
+
     /// Starts the host's thread. `config_path` is the configuration file (`--config`), else
     /// the user's default.
     pub fn start(config_path: Option<PathBuf>) -> anyhow::Result<Arc<EngineHost>> {

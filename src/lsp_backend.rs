@@ -165,9 +165,7 @@ impl Backend for HostBackend {
         input: &serde_json::Value,
     ) -> Option<flemma_ide::features::ApprovalDecision> {
         use flemma_ide::features::{ApprovalDecision, Verdict};
-        let path = flemma_lsp::uri_to_path(uri)?;
-        let setup = crate::tool_setup::ToolSetup::for_chat(analysis, &path).ok()?;
-        let decision = setup.decide(tool, input)?;
+        let decision = tool_setup(uri, analysis)?.decide(tool, input)?;
         Some(ApprovalDecision {
             verdict: match decision.verdict {
                 flemma_tools::Verdict::Approve => Verdict::Approve,
@@ -176,6 +174,21 @@ impl Backend for HostBackend {
             },
             resolver: decision.resolver,
         })
+    }
+
+    fn proposed_change(
+        &mut self,
+        uri: &str,
+        analysis: &flemma_ide::Analysis,
+        tool: &str,
+        input: &serde_json::Value,
+    ) -> Option<Result<String, String>> {
+        let mut setup = tool_setup(uri, analysis)?;
+        // Against the file on disk: a hover never waits for another editor (an ACP client
+        // holding the chat) to answer a read.
+        setup.ctx.editor = None;
+        let change = flemma_tools::review::proposed_change(tool, input, &setup.ctx)?;
+        Some(change.map(|change| change.unified_diff()))
     }
 
     fn trust_folder(&mut self, uri: &str) -> Result<Vec<PathBuf>, RequestError> {
@@ -230,4 +243,11 @@ impl Drop for HostBackend {
             self.host.detach_editor(&path, self.session);
         }
     }
+}
+
+/// The tools of the chat `uri` as `analysis` configures them (`None`: not a file, or the
+/// setup failed).
+fn tool_setup(uri: &str, analysis: &flemma_ide::Analysis) -> Option<crate::tool_setup::ToolSetup> {
+    let path = flemma_lsp::uri_to_path(uri)?;
+    crate::tool_setup::ToolSetup::for_chat(analysis, &path).ok()
 }

@@ -42,6 +42,10 @@ pub struct SendArgs {
     /// With a daemon: return once it took the send instead of following it.
     #[arg(long, conflicts_with_all = ["no_daemon", "no_autopilot"])]
     pub detach: bool,
+    /// When calls wait for approval, show under each `write` and `edit` what it would change,
+    /// as a diff against the file as it is now (as `flemmad status --diff`).
+    #[arg(long)]
+    pub diff: bool,
 }
 
 /// The code of the template diagnostics about tool uses and results (missing results,
@@ -57,6 +61,7 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
             events: args.events,
             quiet: args.quiet,
             detach: args.detach,
+            diff: args.diff,
         };
         let action = super::via_daemon::Action::Send;
         if let Some(outcome) = super::via_daemon::run("send", &args.file, action, follow) {
@@ -222,7 +227,12 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
         StopReason::AwaitingApproval { .. } => {
             eprint!(
                 "{}",
-                approval_listing(&path, &engine.pending_calls(), &summary)
+                approval_listing(
+                    &path,
+                    &engine.pending_calls(),
+                    &summary,
+                    &diffs(args.diff, &path, config_path)
+                )
             );
             Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
         }
@@ -244,8 +254,27 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     }
 }
 
-/// The stderr listing of the calls waiting for approval, with the commands to answer them.
-pub(super) fn approval_listing(path: &Path, pending: &[PendingCall], summary: &str) -> String {
+/// The changes the pending calls of `path` would make, when `wanted` (`--diff`).
+pub(super) fn diffs(
+    wanted: bool,
+    path: &Path,
+    config_path: Option<&Path>,
+) -> std::collections::HashMap<String, Result<String, String>> {
+    if wanted {
+        super::status::proposed_diffs(path, config_path)
+    } else {
+        Default::default()
+    }
+}
+
+/// The stderr listing of the calls waiting for approval, with the commands to answer them
+/// (and, with `--diff`, what each `write` and `edit` would change: `diffs` by tool use id).
+pub(super) fn approval_listing(
+    path: &Path,
+    pending: &[PendingCall],
+    summary: &str,
+    diffs: &std::collections::HashMap<String, Result<String, String>>,
+) -> String {
     let file = shell_quote(&path.display().to_string());
     let mut out = format!(
         "flemmad send: waiting for approval ({summary}); {} tool call{} pending:\n",
@@ -262,6 +291,9 @@ pub(super) fn approval_listing(path: &Path, pending: &[PendingCall], summary: &s
             shell_quote(&call.tool_id),
             shell_quote(&call.tool_id),
         ));
+        if let Some(change) = diffs.get(&call.tool_id) {
+            out.push_str(&super::status::indented_diff(change));
+        }
     }
     out.push_str(&format!(
         "then run `flemmad send {file}` again (or `flemmad approve {file} --all`)\n"

@@ -193,15 +193,13 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             call.tool_name, call.tool_id, call.status
         )?;
         if args.diff {
-            match (&call.diff, &call.diff_error) {
-                (Some(diff), _) if diff.is_empty() => writeln!(out, "    (no change)")?,
-                (Some(diff), _) => {
-                    for line in diff.lines() {
-                        writeln!(out, "    {line}")?;
-                    }
-                }
-                (None, Some(error)) => writeln!(out, "    (no diff: {error})")?,
-                (None, None) => {}
+            let change = match (&call.diff, &call.diff_error) {
+                (Some(diff), _) => Some(Ok(diff.clone())),
+                (None, Some(error)) => Some(Err(error.clone())),
+                (None, None) => None,
+            };
+            if let Some(change) = change {
+                write!(out, "{}", indented_diff(&change))?;
             }
         }
     }
@@ -307,29 +305,56 @@ fn input_of(doc: &Document, tool_id: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn unresolved(doc: &Document, tools: &ToolSetup) -> Vec<UnresolvedCall> {
-    let mut calls = Vec::new();
-    let mut call = |tool_id: &str, tool_name: &str, status: String| {
-        let input = input_of(doc, tool_id);
-        let change = flemma_tools::review::proposed_change(tool_name, &input, &tools.ctx);
-        let (diff, diff_error) = match change {
-            Some(Ok(change)) => (Some(change.unified_diff()), None),
-            Some(Err(error)) => (None, Some(error)),
-            None => (None, None),
-        };
-        calls.push(UnresolvedCall {
-            tool_id: tool_id.to_owned(),
-            tool_name: tool_name.to_owned(),
-            status,
-            approval: tools.decide(tool_name, &input).map(approval),
-            input,
-            diff,
-            diff_error,
-        });
-    };
-    for (_, _, tool_use) in doc.unresolved_tool_uses() {
-        call(&tool_use.id, &tool_use.name, "no result".to_owned());
+/// What a call of `tool` with `input` would change, as a unified diff against the file as it
+/// is now (`None`: a tool whose effect cannot be known before it runs).
+fn proposed_diff(tools: &ToolSetup, tool: &str, input: &Value) -> Option<Result<String, String>> {
+    flemma_tools::review::proposed_change(tool, input, &tools.ctx)
+        .map(|change| change.map(|change| change.unified_diff()))
+}
+
+/// A call's change under its line in a listing: the diff indented by four spaces, `(no
+/// change)`, or `(no diff: why)`.
+pub(super) fn indented_diff(change: &Result<String, String>) -> String {
+    match change {
+        Ok(diff) if diff.is_empty() => "    (no change)\n".to_owned(),
+        Ok(diff) => diff.lines().map(|line| format!("    {line}\n")).collect(),
+        Err(error) => format!("    (no diff: {error})\n"),
     }
+}
+
+/// The diffs of the unresolved calls of the chat at `file` (`send --diff`), by tool use id;
+/// empty when the chat cannot be loaded (the listing then goes without them).
+pub(super) fn proposed_diffs(
+    file: &Path,
+    config_path: Option<&Path>,
+) -> std::collections::HashMap<String, Result<String, String>> {
+    let Ok(loaded) = chat::load("send", flemma_ide::Purpose::Inspect, file, config_path) else {
+        return Default::default();
+    };
+    let Ok(tools) = ToolSetup::for_chat(&loaded.analysis, file) else {
+        return Default::default();
+    };
+    let doc = &*loaded.analysis.document;
+    unresolved_ids(doc)
+        .into_iter()
+        .filter_map(|(id, name, _)| {
+            let diff = proposed_diff(&tools, &name, &input_of(doc, &id))?;
+            Some((id, diff))
+        })
+        .collect()
+}
+
+/// Every unresolved call: its id, tool name and status (`no result` for a use without a
+/// result, else its placeholder's status).
+fn unresolved_ids(doc: &Document) -> Vec<(String, String, String)> {
+    let mut ids: Vec<(String, String, String)> = doc
+        .unresolved_tool_uses()
+        .into_iter()
+        .map(|(_, _, tool_use)| {
+            let name = tool_use.name.clone();
+            (tool_use.id.clone(), name, "no result".to_owned())
+        })
+        .collect();
     for (_, _, result) in doc.placeholders(None) {
         let name = doc
             .tool_use(&result.tool_use_id)
@@ -339,9 +364,32 @@ fn unresolved(doc: &Document, tools: &ToolSetup) -> Vec<UnresolvedCall> {
             .as_ref()
             .and_then(|s| s.status())
             .map_or_else(String::new, |s| s.to_string());
-        call(&result.tool_use_id, &name, status);
+        ids.push((result.tool_use_id.clone(), name, status));
     }
-    calls
+    ids
+}
+
+fn unresolved(doc: &Document, tools: &ToolSetup) -> Vec<UnresolvedCall> {
+    unresolved_ids(doc)
+        .into_iter()
+        .map(|(tool_id, tool_name, status)| {
+            let input = input_of(doc, &tool_id);
+            let (diff, diff_error) = match proposed_diff(tools, &tool_name, &input) {
+                Some(Ok(diff)) => (Some(diff), None),
+                Some(Err(error)) => (None, Some(error)),
+                None => (None, None),
+            };
+            UnresolvedCall {
+                approval: tools.decide(&tool_name, &input).map(approval),
+                tool_id,
+                tool_name,
+                status,
+                input,
+                diff,
+                diff_error,
+            }
+        })
+        .collect()
 }
 
 fn jobs(doc: &Document, send_running: bool) -> Vec<JobStatus> {

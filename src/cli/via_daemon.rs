@@ -166,6 +166,8 @@ pub struct Follow {
     pub quiet: bool,
     /// Return once the daemon took the command instead of following it.
     pub detach: bool,
+    /// Show the pending calls' changes when the cycle waits for approval (`send --diff`).
+    pub diff: bool,
 }
 
 impl Follow {
@@ -175,6 +177,7 @@ impl Follow {
             events: false,
             quiet: false,
             detach,
+            diff: false,
         }
     }
 }
@@ -320,7 +323,8 @@ pub fn run_with(
             if pending.is_empty() {
                 pending = pending_from_status(&mut client, &uri);
             }
-            eprint!("{}", approval_listing(file, &pending, &summary));
+            let diffs = super::send::diffs(follow.diff, file, None);
+            eprint!("{}", approval_listing(file, &pending, &summary, &diffs));
             Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
         }
         "cancelled" => Err(CliError::interrupted(

@@ -57,6 +57,15 @@ impl Project {
         self.root.join("project")
     }
 
+    /// The user configuration where only `read` runs without asking (file edits ask too).
+    fn only_read_runs_alone(&self) {
+        std::fs::write(
+            self.root.join("config/flemma/config.toml"),
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"read\"]\n",
+        )
+        .unwrap();
+    }
+
     fn env(&self, base: &str) -> Vec<(String, String)> {
         let mut env: Vec<(String, String)> = provider_env(base)
             .into_iter()
@@ -1403,11 +1412,7 @@ async fn a_tool_run_after_the_editor_left_reads_the_disk() {
     let Some((python, project, mock)) = setup("acp editor left").await else {
         return;
     };
-    std::fs::write(
-        project.root.join("config/flemma/config.toml"),
-        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"read\"]\n",
-    )
-    .unwrap();
+    project.only_read_runs_alone();
     let mut daemon = project.daemon(&mock.base_url()).await;
     // The reply lasts about 5 s (the rate counts the stream's bytes), longer than the client
     // takes to go (it closes its side, waits up to 2 s, then ends the agent).
@@ -1480,4 +1485,42 @@ async fn a_sessions_folder_that_is_a_link_is_refused() {
             "{link}: nothing was written through the link"
         );
     }
+}
+
+/// Review before approval (issue 35): the permission request of an `edit` carries its change
+/// as a diff (the whole file before and after, as the file is now), so the client shows it
+/// before the user allows it; nothing is written before the answer.
+#[tokio::test]
+async fn a_permission_request_for_an_edit_carries_the_files_diff() {
+    let Some((python, project, mock)) = setup("acp review diff").await else {
+        return;
+    };
+    project.only_read_runs_alone();
+    let notes = project.cwd().join("notes.md");
+    std::fs::write(&notes, "alpha\nbeta\n").unwrap();
+    mock.push(Turn::text("Fixing.").tool_call_with_id(
+        "edit",
+        "e1",
+        json!({"label": "fix notes", "path": "notes.md", "oldText": "beta", "newText": "BETA"}),
+    ));
+    mock.push(Turn::text("Not done."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Fix the notes.", "permission": "reject_once"}
+            ]),
+        )
+        .await;
+    let step = &report["steps"][1];
+    let asked = &step["permissions"][0]["toolCall"];
+    assert_eq!(asked["toolCallId"], "e1", "{step}");
+    let diff = &asked["content"][0];
+    assert_eq!(diff["type"], "diff", "{asked}");
+    assert_eq!(diff["path"], notes.display().to_string());
+    assert_eq!(diff["oldText"], "alpha\nbeta\n");
+    assert_eq!(diff["newText"], "alpha\nBETA\n");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "alpha\nbeta\n");
 }

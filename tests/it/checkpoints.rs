@@ -219,3 +219,44 @@ async fn status_diff_shows_what_pending_writes_and_edits_would_change() {
     assert!(!dir.join("new.txt").exists());
     assert_eq!(read(&dir.join("notes.md")), "alpha\nbeta\n");
 }
+
+/// `flemmad send --diff`: when a call waits for approval, the listing shows under each `write`
+/// and `edit` what it would change (the same diff as `status --diff`); without `--diff` it
+/// does not.
+#[tokio::test]
+async fn send_diff_lists_what_the_pending_edit_would_change() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat("@You:\nFix the notes.\n");
+    write_user_config(&chat, "[tools]\nauto_approve = [\"read\"]\n");
+    let dir = chat.path.parent().unwrap();
+    std::fs::write(dir.join("notes.md"), "alpha\nbeta\n").unwrap();
+    let edit = |id: &str| {
+        Turn::text("Fixing.").tool_call_with_id(
+            "edit",
+            id,
+            json!({"label": "fix", "path": "notes.md", "oldText": "beta", "newText": "BETA"}),
+        )
+    };
+    mock.push(edit("e1"));
+    let mut command = flemmad_command(&chat, &mock.base_url());
+    command
+        .args(["send", "--no-daemon", "--diff"])
+        .arg(&chat.path);
+    let out = command.output().await.unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("  `edit` (e1), asked by ")
+            && err.contains(
+                "    --- a/notes.md\n    +++ b/notes.md\n    @@ -1,2 +1,2 @@\n     alpha\n    -beta\n    +BETA\n"
+            ),
+        "{err}"
+    );
+    assert_eq!(read(&dir.join("notes.md")), "alpha\nbeta\n");
+    // Without --diff, the listing is as before.
+    let mut command = flemmad_command(&chat, &mock.base_url());
+    command.args(["send", "--no-daemon"]).arg(&chat.path);
+    let out = command.output().await.unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("+++ b/notes.md"), "{}", stderr(&out));
+}

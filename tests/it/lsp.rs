@@ -914,3 +914,53 @@ fn flemma_requests_reach_the_same_code_as_the_commands() {
         client.shutdown();
     }
 }
+
+/// Review before approval (issue 35): hover on an unresolved `edit` (its use or its pending
+/// placeholder) shows what it would change, as a diff against the file as it is now; a call
+/// with a final result shows none.
+#[test]
+fn hover_on_a_pending_edit_shows_its_change_against_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.md"), "alpha\nbeta\n").unwrap();
+    let uri = format!("file://{}/review.chat", dir.path().display());
+    let chat = concat!(
+        "@You:\nTidy.\n\n@Assistant:\n",
+        "**Tool Use:** `edit` (`e1`)\n```json\n{\"path\": \"notes.md\", \"oldText\": \"beta\", \"newText\": \"BETA\"}\n```\n\n",
+        "**Tool Use:** `write` (`w1`)\n```json\n{\"path\": \"done.txt\", \"content\": \"x\"}\n```\n\n",
+        "@You:\n**Tool Result:** `e1` (pending)\n```\n```\n\n",
+        "**Tool Result:** `w1`\n```\nCreated done.txt\n```\n",
+    );
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = Client::start(flavor, &[]);
+        client.initialize(dir.path());
+        client.open(&uri, chat);
+        client.wait_notification("textDocument/publishDiagnostics", |p| p["uri"] == uri);
+        let hover = |client: &mut Client, needle: &str| {
+            let offset = client.text(&uri).find(needle).expect(needle);
+            let position = client.position(&uri, offset);
+            let answer = client
+                .request(
+                    "textDocument/hover",
+                    json!({"textDocument": {"uri": uri}, "position": position}),
+                )
+                .unwrap();
+            answer["contents"]["value"].as_str().unwrap().to_owned()
+        };
+        for needle in ["`edit` (`e1`)", "`e1` (pending)"] {
+            let markdown = hover(&mut client, needle);
+            assert!(
+                markdown.contains(
+                    "**Change** (against the file as it is now):\n\n```diff\n--- a/notes.md\n+++ b/notes.md\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+BETA\n```"
+                ),
+                "{needle}: {markdown}"
+            );
+        }
+        let resolved = hover(&mut client, "`write` (`w1`)");
+        assert!(!resolved.contains("**Change"), "{resolved}");
+        client.shutdown();
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.md")).unwrap(),
+        "alpha\nbeta\n"
+    );
+}

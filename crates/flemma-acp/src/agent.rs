@@ -17,6 +17,7 @@ use agent_client_protocol::v1::schema::{
     SessionId, SessionInfo, SessionListCapabilities, SessionNotification, SessionUpdate,
     StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
 };
+use agent_client_protocol::v1::schema::{Diff, ToolCallContent};
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
 use flemma_syntax::Status;
@@ -881,12 +882,18 @@ impl Turn<'_> {
                 continue;
             };
             let call = replay::tool_call(&doc, tool, &self.session.cwd);
-            let fields = ToolCallUpdateFields::new()
+            let mut fields = ToolCallUpdateFields::new()
                 .title(call.title.clone())
                 .kind(call.kind)
                 .status(call.status)
                 .locations(call.locations.clone())
                 .raw_input(call.raw_input.clone());
+            // Review before approval: the whole file before and after, for the client's diff.
+            if let Some(change) = self.backend.proposed_change(&self.session.path, &id) {
+                fields = fields.content(vec![ToolCallContent::Diff(
+                    Diff::new(change.path, change.after).old_text(change.before),
+                )]);
+            }
             let request = RequestPermissionRequest::new(
                 self.session.id.clone(),
                 ToolCallUpdate::new(id.clone(), fields),

@@ -75,6 +75,16 @@ impl McpServerSpec {
     }
 }
 
+/// What a pending `write` or `edit` would do to its file as the file is now (review before
+/// approval): shown as the permission request's diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProposedFile {
+    pub path: PathBuf,
+    /// The file's text now (`None`: the call creates it).
+    pub before: Option<String>,
+    pub after: String,
+}
+
 /// The seam to the engine: what the agent asks of the rest of flemmad. Every method returns
 /// at once; errors are messages for the user.
 pub trait Backend: Send + Sync + 'static {
@@ -99,6 +109,13 @@ pub trait Backend: Send + Sync + 'static {
     fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String>;
     /// Cancels what runs for the chat; `false` when nothing ran.
     fn cancel(&self, path: &Path) -> bool;
+    /// What the pending call `tool_id` of the chat at `path` would change in its file, as the
+    /// file is now; `None` for a tool whose effect cannot be known before it runs, or when the
+    /// change cannot be computed (the permission request then shows the call's input only).
+    fn proposed_change(&self, path: &Path, tool_id: &str) -> Option<ProposedFile> {
+        let _ = (path, tool_id);
+        None
+    }
     /// The session's MCP servers become tool sources of the chat at `path` (stdio servers
     /// start in a neutral directory, never the session's project: `docs/security.md`).
     /// Returns one line per server that is not used, and why (a reserved name: `flemma`).

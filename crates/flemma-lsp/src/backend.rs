@@ -174,6 +174,21 @@ pub trait Backend: Send {
         None
     }
 
+    /// What an unresolved call of `tool` with `input` would change in its file as the file is
+    /// now, as a unified diff (`Err`: why it cannot be shown); `None` for a tool whose effect
+    /// cannot be known before it runs, or when the backend cannot say. Shown by hover on a
+    /// pending call (review before approval).
+    fn proposed_change(
+        &mut self,
+        uri: &str,
+        analysis: &flemma_ide::Analysis,
+        tool: &str,
+        input: &serde_json::Value,
+    ) -> Option<Result<String, String>> {
+        let _ = (uri, analysis, tool, input);
+        None
+    }
+
     /// `flemma.trustFolder`: trusts the folder of the chat `uri` (every chat below it, as
     /// `flemmad trust DIR`). Returns every folder trusted now, which the session's analyses
     /// use from then on.

@@ -34,6 +34,9 @@ pub(crate) fn handle(session: &mut Session, params: HoverParams) -> HandlerResul
         (found, range, open.id.clone())
     };
     let mut found = found;
+    let uri = position.text_document.uri.as_str();
+    // The analysis as last computed (off the main loop): hover never waits for one.
+    let analysis = session.host.cached_analysis(&id);
     // A tool use shows what the chat's approval chain decides for it (the backend knows the
     // chain; the hover itself is plain data).
     if let HoverInfo::ToolUse {
@@ -44,20 +47,71 @@ pub(crate) fn handle(session: &mut Session, params: HoverParams) -> HandlerResul
     } = &mut found.info
     {
         let input = serde_json::from_str(input).unwrap_or(serde_json::Value::Null);
-        // The analysis as last computed (off the main loop): hover never waits for one.
-        if let Some(analysis) = session.host.cached_analysis(&id) {
-            let uri = position.text_document.uri.as_str();
-            *decision = session.backend.approval(uri, &analysis, name, &input);
+        if let Some(analysis) = &analysis {
+            *decision = session.backend.approval(uri, analysis, name, &input);
         }
     }
     let discovered = session.backend.discovered_tools();
+    let mut markdown = with_description(found.markdown(), &found.info, &discovered);
+    // An unresolved call (its use, or its placeholder) shows what it would change.
+    if let Some(analysis) = &analysis
+        && let Some(change) = proposed_change(session, uri, analysis, &found.info)
+    {
+        markdown.push_str(&change);
+    }
     Ok(Some(Hover {
         contents: HoverContents::Markup(MarkupContent {
             kind: MarkupKind::Markdown,
-            value: with_description(found.markdown(), &found.info, &discovered),
+            value: markdown,
         }),
         range: Some(range),
     }))
+}
+
+/// Review before approval: the change an unresolved `write` or `edit` would make, against the
+/// file as it is now, as a Markdown section (`None` for a resolved call or another tool).
+fn proposed_change(
+    session: &mut Session,
+    uri: &str,
+    analysis: &flemma_ide::Analysis,
+    info: &HoverInfo,
+) -> Option<String> {
+    let id = match info {
+        HoverInfo::ToolUse { id, .. } => id.as_str(),
+        HoverInfo::ToolResult { tool_use_id, .. } => tool_use_id.as_str(),
+        _ => return None,
+    };
+    let doc = &*analysis.document;
+    let unresolved = doc
+        .unresolved_tool_uses()
+        .iter()
+        .any(|(_, _, tool_use)| tool_use.id == id)
+        || doc
+            .placeholders(None)
+            .iter()
+            .any(|(_, _, result)| result.tool_use_id == id);
+    if !unresolved {
+        return None;
+    }
+    let (_, _, tool_use) = doc.tool_use(id)?;
+    let input = tool_use
+        .fence
+        .as_ref()
+        .and_then(|fence| serde_json::from_str(doc.slice(fence.content)).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let change = session
+        .backend
+        .proposed_change(uri, analysis, &tool_use.name, &input)?;
+    Some(match change {
+        Ok(diff) if diff.is_empty() => {
+            "\n**Change:** none (the file already has this content)\n".to_owned()
+        }
+        Ok(diff) => format!(
+            "\n**Change** (against the file as it is now):\n\n```diff\n{}```\n",
+            diff
+        ),
+        Err(reason) => format!("\n**Change:** cannot be shown — {reason}\n"),
+    })
 }
 
 /// A tool use of a discovered tool (an MCP server's) also shows what the tool does.
