@@ -314,9 +314,10 @@ impl Checkpoints {
             .ok_or_else(|| CheckpointError::UnknownCall(tool_id.to_owned()))
     }
 
-    /// What the call `tool_id` changed (a unified diff), or every call's changes in order,
-    /// each under a `== call` line; calls that changed nothing are left out.
-    pub fn changes(&self, tool_id: Option<&str>) -> Result<String, CheckpointError> {
+    /// What the calls `calls` changed (every call's when `None`), in order, each under a
+    /// `== call` line as a unified diff; calls that changed nothing are left out. One call
+    /// named alone that has no checkpoint is an error ([`CheckpointError::UnknownCall`]).
+    pub fn changes(&self, calls: Option<&[String]>) -> Result<String, CheckpointError> {
         let points = self.points()?;
         let mut out = String::new();
         // A call's changes: from the point recorded just before its "after" (its own
@@ -326,7 +327,7 @@ impl Checkpoints {
             if after.phase != Phase::After || after.tool_name == "rewind" {
                 continue;
             }
-            if tool_id.is_some_and(|id| id != after.tool_id) {
+            if calls.is_some_and(|ids| !ids.contains(&after.tool_id)) {
                 continue;
             }
             let Some(start) = at.checked_sub(1).map(|i| &points[i]) else {
@@ -347,7 +348,7 @@ impl Checkpoints {
                 if files == 1 { "" } else { "s" },
             ));
         }
-        if let Some(id) = tool_id
+        if let Some([id]) = calls
             && out.is_empty()
         {
             self.point(Phase::Before, id)?;

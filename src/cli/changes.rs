@@ -1,4 +1,4 @@
-//! `flemmad changes FILE [--call ID]` and `flemmad rewind FILE --to ID`: what a conversation's
+//! `flemmad changes FILE [--call ID | --turn N]` and `flemmad rewind FILE --to ID`: what a conversation's
 //! tool calls changed in the project's files, and the way back (`crate::checkpoints`).
 
 use std::path::PathBuf;
@@ -13,8 +13,12 @@ pub struct ChangesArgs {
     /// The .chat file.
     pub file: PathBuf,
     /// Only what this call changed (its tool-use id, as in the chat).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "turn")]
     pub call: Option<String>,
+    /// Only what the calls of the N-th answer changed (1 is the chat's first `@Assistant:`
+    /// message).
+    #[arg(long, value_name = "N")]
+    pub turn: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -51,10 +55,42 @@ fn failed(command: &str, error: CheckpointError) -> CliError {
     }
 }
 
+/// The tool-use ids of the `turn`-th assistant message of `file` (1-based).
+fn calls_of_turn(file: &std::path::Path, turn: usize) -> Result<Vec<String>, CliError> {
+    let text =
+        crate::fsutil::read_chat(file).map_err(|error| CliError::unreadable("changes", &error))?;
+    let doc = flemma_syntax::parse(text);
+    let answers: Vec<_> = doc
+        .messages()
+        .iter()
+        .filter(|m| m.role == flemma_syntax::Role::Assistant)
+        .collect();
+    let Some(answer) = turn.checked_sub(1).and_then(|i| answers.get(i)) else {
+        return Err(CliError::unreadable(
+            "changes",
+            &anyhow::anyhow!(
+                "{} has {} answer{} (`@Assistant:` messages); --turn counts them from 1",
+                file.display(),
+                answers.len(),
+                if answers.len() == 1 { "" } else { "s" }
+            ),
+        ));
+    };
+    Ok(answer
+        .tool_uses()
+        .map(|(_, tool_use)| tool_use.id.clone())
+        .collect())
+}
+
 pub fn run_changes(args: ChangesArgs) -> Result<(), CliError> {
     let checkpoints = checkpoints("changes", &args.file)?;
+    let calls = match (&args.call, args.turn) {
+        (Some(id), _) => Some(vec![id.clone()]),
+        (None, Some(turn)) => Some(calls_of_turn(&args.file, turn)?),
+        (None, None) => None,
+    };
     let text = checkpoints
-        .changes(args.call.as_deref())
+        .changes(calls.as_deref())
         .map_err(|error| failed("changes", error))?;
     if text.is_empty() {
         eprintln!(

@@ -114,6 +114,22 @@ async fn changes_shows_each_call_and_rewind_puts_the_files_back() {
     let out = run(&["changes", &file, "--call", "t_edit"]).await;
     let one = stdout(&out);
     assert!(one.contains("-alpha") && !one.contains("t_bash"), "{one}");
+    // By answer: the second `@Assistant:` message made the edit.
+    let out = run(&["changes", &file, "--turn", "2"]).await;
+    let second = stdout(&out);
+    assert!(
+        second.starts_with("== t_edit (edit): 1 file changed")
+            && !second.contains("t_write")
+            && !second.contains("t_bash"),
+        "{second}"
+    );
+    let out = run(&["changes", &file, "--turn", "9"]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("has 4 answers (`@Assistant:` messages); --turn counts them from 1"),
+        "{}",
+        stderr(&out)
+    );
     let out = run(&["changes", &file, "--call", "nope"]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("no checkpoint of the call `nope`"));
