@@ -234,6 +234,13 @@ impl Backend for AcpHost {
     fn client_gone(&self, path: &Path, files: &flemma_acp::ClientFiles) {
         crate::editor_sessions::files_gone(path, files);
     }
+
+    fn trash_chat(&self, path: &Path) -> Result<PathBuf, String> {
+        let trash = crate::user_dirs::flemma_state()
+            .ok_or("no folder for flemmad's state: set HOME or XDG_STATE_HOME")?
+            .join("trash");
+        crate::fsutil::move_to_trash(path, &trash).map_err(|error| format!("{error:#}"))
+    }
 }
 
 /// An editor's MCP server as a tool source of the session's chat: the editor's own servers,

@@ -197,6 +197,53 @@ pub fn write_chat(path: &Path, contents: &str) -> anyhow::Result<()> {
     )
 }
 
+/// Moves `file` into the folder `trash` (made `0700` when missing) as
+/// `<seconds since the epoch>-<its name>` (a number added when that is taken), and returns its
+/// new path. A trash on another file system gets a copy, synced, before the original is removed.
+pub fn move_to_trash(file: &Path, trash: &Path) -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context as _;
+    use std::os::unix::fs::DirBuilderExt as _;
+    let name = file
+        .file_name()
+        .with_context(|| format!("{} names no file", file.display()))?
+        .to_string_lossy()
+        .into_owned();
+    if !file.is_file() {
+        anyhow::bail!("{} is not a file that exists", file.display());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(trash)
+        .with_context(|| format!("cannot make the trash folder {}", trash.display()))?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut target = trash.join(format!("{stamp}-{name}"));
+    let mut n = 1;
+    while target.exists() {
+        n += 1;
+        target = trash.join(format!("{stamp}-{n}-{name}"));
+    }
+    match std::fs::rename(file, &target) {
+        Ok(()) => {}
+        Err(error) if error.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) => {
+            std::fs::copy(file, &target).with_context(|| {
+                format!("cannot copy {} to {}", file.display(), target.display())
+            })?;
+            std::fs::File::open(&target)?.sync_all()?;
+            std::fs::remove_file(file)
+                .with_context(|| format!("cannot remove {} after copying it", file.display()))?;
+        }
+        Err(error) => {
+            return Err(error).with_context(|| {
+                format!("cannot move {} to {}", file.display(), target.display())
+            });
+        }
+    }
+    Ok(target)
+}
+
 /// Finishes a chat write a killed process left half done: when the chat's journal exists and
 /// the file still holds the part the write kept, the rest is written again; a file someone
 /// changed since is left as it is (with a warning). Errors are logged, never raised: the read

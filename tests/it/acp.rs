@@ -1524,3 +1524,74 @@ async fn a_permission_request_for_an_edit_carries_the_files_diff() {
     assert_eq!(diff["newText"], "alpha\nBETA\n");
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "alpha\nbeta\n");
 }
+
+/// `session/resume`, `session/close` and `session/delete` (issue 32), through the official
+/// SDK: a second connection resumes the session without a replay and goes on with it; a
+/// closed session takes no prompt; a deleted one's chat is moved to flemmad's trash, whole, and
+/// is no longer listed.
+#[tokio::test]
+async fn resume_close_and_delete_sessions() {
+    let Some((python, project, mock)) = setup("acp resume close delete").await else {
+        return;
+    };
+    mock.push(Turn::text("First answer."));
+    mock.push(Turn::text("Resumed answer."));
+    let first = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([{"op": "new"}, {"op": "prompt", "text": "Hello."}]),
+        )
+        .await;
+    let caps = &first["initialize"]["agentCapabilities"]["sessionCapabilities"];
+    for capability in ["resume", "close", "delete"] {
+        assert_eq!(caps[capability], json!({}), "{caps}");
+    }
+    let session = session_of(&first).to_owned();
+    let second = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "resume", "session": session},
+                {"op": "prompt", "text": "Still there?"},
+                {"op": "close"},
+                {"op": "prompt", "text": "After close."},
+                {"op": "resume", "session": session},
+                {"op": "delete"},
+                {"op": "list"}
+            ]),
+        )
+        .await;
+    let steps = second["steps"].as_array().unwrap();
+    assert!(steps[0].get("error").is_none(), "{second}");
+    assert_eq!(
+        steps[0]["updates"],
+        json!([]),
+        "no replay on resume: {second}"
+    );
+    assert_eq!(steps[1]["result"]["stopReason"], "end_turn", "{second}");
+    assert_eq!(
+        message_text(&steps[1]["updates"], "agent_message_chunk"),
+        "Resumed answer."
+    );
+    assert!(steps[2].get("error").is_none(), "{second}");
+    let refused = steps[3]["error"]["message"].as_str().unwrap_or_default();
+    assert!(refused.contains("unknown sessionId"), "{second}");
+    // Deleted: the chat, whole, lies in the trash the answer names.
+    let trashed = steps[5]["result"]["_meta"]["flemma"]["trashedTo"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no trash path: {second}"));
+    assert!(!Path::new(&session).exists());
+    let kept = std::fs::read_to_string(trashed).unwrap();
+    assert!(
+        kept.contains("Hello.") && kept.contains("Resumed answer."),
+        "{kept}"
+    );
+    assert!(trashed.contains("/flemma/trash/"), "{trashed}");
+    let listed = steps[6]["result"]["sessions"].as_array().unwrap();
+    assert!(
+        listed.iter().all(|s| s["sessionId"] != session.as_str()),
+        "{second}"
+    );
+}

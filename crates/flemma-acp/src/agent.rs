@@ -9,13 +9,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, ContentChunk, Implementation,
-    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
-    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
-    NewSessionResponse, PermissionOption, PermissionOptionKind, PromptCapabilities, PromptRequest,
-    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, SessionCapabilities,
-    SessionId, SessionInfo, SessionListCapabilities, SessionNotification, SessionUpdate,
-    StopReason, TextContent, ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
+    AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse, ContentBlock,
+    ContentChunk, DeleteSessionRequest, DeleteSessionResponse, Implementation, InitializeRequest,
+    InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
+    LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse,
+    PermissionOption, PermissionOptionKind, PromptCapabilities, PromptRequest, PromptResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, ResumeSessionRequest,
+    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities,
+    SessionDeleteCapabilities, SessionId, SessionInfo, SessionListCapabilities,
+    SessionNotification, SessionResumeCapabilities, SessionUpdate, StopReason, TextContent,
+    ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
 };
 use agent_client_protocol::v1::schema::{Diff, ToolCallContent};
 use agent_client_protocol::v1::{ConnectionTo, Responder};
@@ -341,6 +344,9 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
     let on_initialize = state.clone();
     let on_new = state.clone();
     let on_load = state.clone();
+    let on_resume = state.clone();
+    let on_close = state.clone();
+    let on_delete = state.clone();
     let on_list = state.clone();
     let on_prompt = state.clone();
     let on_cancel = state;
@@ -359,7 +365,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                             AgentCapabilities::new()
                                 .load_session(true)
                                 .session_capabilities(
-                                    SessionCapabilities::new().list(SessionListCapabilities::new()),
+                                    SessionCapabilities::new()
+                                        .list(SessionListCapabilities::new())
+                                        .resume(SessionResumeCapabilities::new())
+                                        .close(SessionCloseCapabilities::new())
+                                        .delete(SessionDeleteCapabilities::new()),
                                 )
                                 // Stdio servers always; HTTP (streamable) too; not SSE.
                                 .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
@@ -392,6 +402,37 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         cx: ConnectionTo<Client>| {
                 match load_session(&on_load, request, &cx) {
                     Ok(()) => responder.respond(LoadSessionResponse::new()),
+                    Err(error) => responder.respond_with_error(error),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ResumeSessionRequest,
+                        responder: Responder<ResumeSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                match resume_session(&on_resume, request, &cx) {
+                    Ok(()) => responder.respond(ResumeSessionResponse::new()),
+                    Err(error) => responder.respond_with_error(error),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: CloseSessionRequest,
+                        responder: Responder<CloseSessionResponse>,
+                        _cx: ConnectionTo<Client>| {
+                close_session(&on_close, &request.session_id);
+                responder.respond(CloseSessionResponse::default())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: DeleteSessionRequest,
+                        responder: Responder<DeleteSessionResponse>,
+                        _cx: ConnectionTo<Client>| {
+                match delete_session(&on_delete, &request.session_id) {
+                    Ok(response) => responder.respond(response),
                     Err(error) => responder.respond_with_error(error),
                 }
             },
@@ -514,24 +555,35 @@ fn list_sessions(
     Ok(ListSessionsResponse::new(sessions).next_cursor(next))
 }
 
+/// The chat a `sessionId` names (a session is its chat's absolute path).
+fn chat_of(session_id: &SessionId) -> Result<PathBuf, Error> {
+    let path = PathBuf::from(&*session_id.0);
+    if !path.is_absolute() || path.extension().is_none_or(|ext| ext != "chat") {
+        return Err(invalid(format!(
+            "sessionId `{}` is not the absolute path of a .chat file: flemmad's sessions are chat files",
+            session_id.0
+        )));
+    }
+    Ok(path)
+}
+
+/// The session's working directory: the client's when absolute, else the chat's folder.
+fn cwd_of(cwd: PathBuf, chat: &Path) -> PathBuf {
+    if cwd.is_absolute() {
+        cwd
+    } else {
+        chat.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+}
+
 fn load_session(
     state: &State,
     request: LoadSessionRequest,
     cx: &ConnectionTo<Client>,
 ) -> Result<(), Error> {
-    let path = PathBuf::from(&*request.session_id.0);
-    if !path.is_absolute() || path.extension().is_none_or(|ext| ext != "chat") {
-        return Err(invalid(format!(
-            "sessionId `{}` is not the absolute path of a .chat file: flemmad's sessions are chat files",
-            request.session_id.0
-        )));
-    }
+    let path = chat_of(&request.session_id)?;
     let text = state.backend.read_chat(&path).map_err(invalid)?;
-    let cwd = if request.cwd.is_absolute() {
-        request.cwd
-    } else {
-        path.parent().map(Path::to_path_buf).unwrap_or_default()
-    };
+    let cwd = cwd_of(request.cwd, &path);
     for update in replay::history(&text, &cwd) {
         cx.send_notification(SessionNotification::new(request.session_id.clone(), update))?;
     }
@@ -539,6 +591,53 @@ fn load_session(
     mcp(state, &session, request.mcp_servers);
     tracing::info!(chat = %session.id, "session/load");
     Ok(())
+}
+
+/// `session/resume`: the session again, on this connection, without replaying its history
+/// (the client still shows it). The chat must exist.
+fn resume_session(
+    state: &State,
+    request: ResumeSessionRequest,
+    cx: &ConnectionTo<Client>,
+) -> Result<(), Error> {
+    let path = chat_of(&request.session_id)?;
+    state.backend.read_chat(&path).map_err(invalid)?;
+    let cwd = cwd_of(request.cwd, &path);
+    let session = state.add(path, cwd, None, cx);
+    mcp(state, &session, request.mcp_servers);
+    tracing::info!(chat = %session.id, "session/resume");
+    Ok(())
+}
+
+/// `session/close`: the prompt that runs is cancelled (what it wrote stays in the chat) and
+/// the session is forgotten by this connection; its chat stays where it is. Closing a session
+/// this connection does not know is not an error.
+fn close_session(state: &State, session_id: &SessionId) {
+    let Some(session) = lock(&state.sessions).remove(&*session_id.0) else {
+        return;
+    };
+    if let Some(signal) = lock(&session.running).as_ref() {
+        let _ = signal.send(true);
+    }
+    if let Some(files) = &session.files {
+        state.backend.client_gone(&session.path, files);
+    }
+    tracing::info!(chat = %session.id, "session/close");
+}
+
+/// `session/delete`: the session is closed and its chat moved to flemmad's trash (never
+/// destroyed); the answer's `_meta.flemma.trashedTo` says where it lies.
+fn delete_session(state: &State, session_id: &SessionId) -> Result<DeleteSessionResponse, Error> {
+    let path = chat_of(session_id)?;
+    close_session(state, session_id);
+    state.backend.cancel(&path);
+    let trashed = state.backend.trash_chat(&path).map_err(invalid)?;
+    tracing::info!(chat = %path.display(), to = %trashed.display(), "session/delete");
+    let meta = serde_json::Map::from_iter([(
+        "flemma".to_owned(),
+        serde_json::json!({"trashedTo": trashed}),
+    )]);
+    Ok(DeleteSessionResponse::default().meta(meta))
 }
 
 fn start_prompt(

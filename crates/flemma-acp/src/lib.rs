@@ -109,6 +109,9 @@ pub trait Backend: Send + Sync + 'static {
     fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String>;
     /// Cancels what runs for the chat; `false` when nothing ran.
     fn cancel(&self, path: &Path) -> bool;
+    /// `session/delete`: moves the chat at `path` out of its project into flemmad's trash
+    /// (never destroyed); returns where it lies now, for the user to restore by moving it back.
+    fn trash_chat(&self, path: &Path) -> Result<PathBuf, String>;
     /// What the pending call `tool_id` of the chat at `path` would change in its file, as the
     /// file is now; `None` for a tool whose effect cannot be known before it runs, or when the
     /// change cannot be computed (the permission request then shows the call's input only).

@@ -18,6 +18,9 @@ Steps (a JSON list):
                                                   `cancel_after_chunks` sends session/cancel
                                                   after N agent_message_chunks
   {"op": "list"}                                  session/list in CWD
+  {"op": "resume", "session": PATH}               session/resume of a chat (no replay)
+  {"op": "close"} / {"op": "delete"}              session/close / session/delete of the
+                                                  current session
   {"op": "prompt_and_leave", "text": ...,         session/prompt, then the client goes away
    "after_chunks": N}                             (ends the run) after N agent_message_chunks
   {"op": "replace_in_chat", "old": ..., "new": ...}
@@ -164,6 +167,18 @@ async def main():
                     unanswered.cancel()
                     record["result"] = {"left": True}
                     leaving = True
+                elif step["op"] == "resume":
+                    session_id = step.get("session", session_id)
+                    response = await conn.resume_session(cwd=cwd, session_id=session_id)
+                    record["result"] = dump(response)
+                elif step["op"] == "close":
+                    response = await conn.close_session(session_id=session_id)
+                    record["result"] = dump(response) if response is not None else {}
+                elif step["op"] == "delete":
+                    # The SDK has no helper for session/delete: the request as the schema says.
+                    record["result"] = await conn._conn.send_request(
+                        "session/delete", {"sessionId": session_id}
+                    )
                 elif step["op"] == "list":
                     response = await conn.list_sessions(cwd=cwd)
                     record["result"] = dump(response)

@@ -98,6 +98,9 @@ impl Backend for Scripted {
     }
     fn client_files(&self, _path: &Path, _files: flemma_acp::ClientFiles) {}
     fn client_gone(&self, _path: &Path, _files: &flemma_acp::ClientFiles) {}
+    fn trash_chat(&self, _path: &Path) -> Result<std::path::PathBuf, String> {
+        Err("this test backend keeps no trash".into())
+    }
 }
 
 struct Peer {
