@@ -1595,3 +1595,58 @@ async fn resume_close_and_delete_sessions() {
         "{second}"
     );
 }
+
+/// `session/fork` (issue 32): a copy of the session's chat next to it, whole or cut after a
+/// message the client names (`_meta.flemma.messages`); the fork goes on on its own while the
+/// original stays as it was; a cut that would strand tool calls is refused.
+#[tokio::test]
+async fn fork_copies_the_chat_whole_or_up_to_a_message() {
+    let Some((python, project, mock)) = setup("acp fork").await else {
+        return;
+    };
+    mock.push(Turn::text("First answer."));
+    mock.push(Turn::text("Second answer."));
+    mock.push(Turn::text("The fork's answer."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "One."},
+                {"op": "prompt", "text": "Two."},
+                {"op": "fork", "messages": 2},
+                {"op": "prompt", "text": "Instead of two."},
+                {"op": "fork", "messages": 9},
+                {"op": "fork"}
+            ]),
+        )
+        .await;
+    let steps = report["steps"].as_array().unwrap();
+    let original = std::fs::read_to_string(session_of(&report)).unwrap();
+    let forked = steps[3]["result"]["sessionId"].as_str().unwrap();
+    assert_ne!(forked, session_of(&report));
+    assert_eq!(
+        Path::new(forked).parent(),
+        Path::new(session_of(&report)).parent(),
+        "next to the original"
+    );
+    let fork = std::fs::read_to_string(forked).unwrap();
+    assert!(
+        fork.contains("One.") && fork.contains("First answer.") && !fork.contains("Two."),
+        "{fork}"
+    );
+    assert!(
+        fork.contains("Instead of two.") && fork.contains("The fork's answer."),
+        "{fork}"
+    );
+    assert!(
+        original.contains("Second answer.") && !original.contains("Instead of two."),
+        "{original}"
+    );
+    let refused = steps[5]["error"]["message"].as_str().unwrap_or_default();
+    assert!(refused.contains("but the chat has 5 messages"), "{report}");
+    // A whole fork of the fork: the same text.
+    let whole = steps[6]["result"]["sessionId"].as_str().unwrap();
+    assert_eq!(std::fs::read_to_string(whole).unwrap(), fork);
+}

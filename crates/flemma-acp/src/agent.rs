@@ -20,7 +20,9 @@ use agent_client_protocol::v1::schema::{
     SessionNotification, SessionResumeCapabilities, SessionUpdate, StopReason, TextContent,
     ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
 };
-use agent_client_protocol::v1::schema::{Diff, ToolCallContent};
+use agent_client_protocol::v1::schema::{
+    Diff, ForkSessionRequest, ForkSessionResponse, SessionForkCapabilities, ToolCallContent,
+};
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
 use flemma_syntax::Status;
@@ -347,6 +349,7 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
     let on_resume = state.clone();
     let on_close = state.clone();
     let on_delete = state.clone();
+    let on_fork = state.clone();
     let on_list = state.clone();
     let on_prompt = state.clone();
     let on_cancel = state;
@@ -369,7 +372,8 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                                         .list(SessionListCapabilities::new())
                                         .resume(SessionResumeCapabilities::new())
                                         .close(SessionCloseCapabilities::new())
-                                        .delete(SessionDeleteCapabilities::new()),
+                                        .delete(SessionDeleteCapabilities::new())
+                                        .fork(SessionForkCapabilities::new()),
                                 )
                                 // Stdio servers always; HTTP (streamable) too; not SSE.
                                 .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
@@ -433,6 +437,17 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         _cx: ConnectionTo<Client>| {
                 match delete_session(&on_delete, &request.session_id) {
                     Ok(response) => responder.respond(response),
+                    Err(error) => responder.respond_with_error(error),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ForkSessionRequest,
+                        responder: Responder<ForkSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                match fork_session(&on_fork, request, &cx) {
+                    Ok(id) => responder.respond(ForkSessionResponse::new(id)),
                     Err(error) => responder.respond_with_error(error),
                 }
             },
@@ -607,6 +622,42 @@ fn resume_session(
     mcp(state, &session, request.mcp_servers);
     tracing::info!(chat = %session.id, "session/resume");
     Ok(())
+}
+
+/// `session/fork` (unstable): a new session whose chat is a copy of the session's, next to it
+/// (its file references and `tools.bash.cwd` keep their meaning), whole or — with
+/// `_meta.flemma.messages: N` — its frontmatter and first N messages. A fork may not end with
+/// an answer whose tool calls it cuts away from their results (they would run again).
+fn fork_session(
+    state: &State,
+    request: ForkSessionRequest,
+    cx: &ConnectionTo<Client>,
+) -> Result<String, Error> {
+    let original = chat_of(&request.session_id)?;
+    let text = state.backend.read_chat(&original).map_err(invalid)?;
+    let keep = request
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get("flemma"))
+        .and_then(|flemma| flemma.get("messages"));
+    let text = match keep {
+        None => text,
+        Some(count) => {
+            let count = count
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| invalid("_meta.flemma.messages must be a count of messages"))?;
+            prompt::first_messages(&text, count).map_err(invalid)?
+        }
+    };
+    let folder = original.parent().unwrap_or(Path::new("/"));
+    let path = folder.join(chat_name());
+    state.backend.create_chat(&path, &text).map_err(internal)?;
+    let cwd = cwd_of(request.cwd, &path);
+    let session = state.add(path, cwd, None, cx);
+    mcp(state, &session, request.mcp_servers);
+    tracing::info!(chat = %session.id, from = %original.display(), "session/fork");
+    Ok(session.id.clone())
 }
 
 /// `session/close`: the prompt that runs is cancelled (what it wrote stays in the chat) and

@@ -196,6 +196,31 @@ pub fn with_prompt(chat: &str, prompt: &str) -> String {
         .unwrap_or(plain)
 }
 
+/// `chat`'s frontmatter and first `count` messages (a fork at a message). Refused when the
+/// count is past the end, or when the last message kept is an answer with tool calls (their
+/// results would be cut away and the calls run again).
+pub fn first_messages(chat: &str, count: usize) -> Result<String, String> {
+    let doc = flemma_syntax::parse(chat);
+    let messages = doc.messages();
+    if count > messages.len() {
+        return Err(format!(
+            "_meta.flemma.messages is {count}, but the chat has {} messages",
+            messages.len()
+        ));
+    }
+    if let Some(last) = count.checked_sub(1).and_then(|i| messages.get(i))
+        && last.tool_uses().next().is_some()
+    {
+        return Err(format!(
+            "message {count} asks for tool calls whose results would be cut away: fork after the message that holds their results"
+        ));
+    }
+    let end = messages
+        .get(count)
+        .map_or(chat.len(), |next| next.range.start);
+    Ok(chat[..end].to_owned())
+}
+
 /// Whether `text`'s last message is a `@You:` holding `prompt`.
 fn ends_with_prompt(text: &str, prompt: &str) -> bool {
     let doc = flemma_syntax::parse(text);
@@ -333,5 +358,27 @@ mod tests {
         let after = flemma_syntax::parse(aborted.clone()).diagnostics().len();
         assert_eq!(after, before, "no new diagnostics");
         assert_eq!(with_calls_aborted(&aborted, &["a".to_owned()]), None);
+    }
+}
+
+#[cfg(test)]
+mod fork_tests {
+    use super::first_messages;
+
+    #[test]
+    fn a_fork_keeps_the_frontmatter_and_never_strands_tool_calls() {
+        let chat = "```json\n{}\n```\n@You:\nq\n\n@Assistant:\n**Tool Use:** `bash` (`t1`)\n```json\n{\"command\":\"ls\"}\n```\n\n@You:\n**Tool Result:** `t1`\n```\nx\n```\n\n@Assistant:\ndone\n";
+        assert_eq!(
+            first_messages(chat, 1).unwrap(),
+            "```json\n{}\n```\n@You:\nq\n\n"
+        );
+        let refused = first_messages(chat, 2).unwrap_err();
+        assert!(
+            refused.contains("tool calls whose results would be cut away"),
+            "{refused}"
+        );
+        assert!(first_messages(chat, 3).unwrap().ends_with("x\n```\n\n"));
+        assert_eq!(first_messages(chat, 4).unwrap(), chat);
+        assert!(first_messages(chat, 5).is_err());
     }
 }

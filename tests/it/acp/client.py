@@ -21,6 +21,9 @@ Steps (a JSON list):
   {"op": "resume", "session": PATH}               session/resume of a chat (no replay)
   {"op": "close"} / {"op": "delete"}              session/close / session/delete of the
                                                   current session
+  {"op": "fork", "messages": N}                   session/fork of the current session (the
+                                                  first N messages with "messages"); the fork
+                                                  becomes the current session
   {"op": "prompt_and_leave", "text": ...,         session/prompt, then the client goes away
    "after_chunks": N}                             (ends the run) after N agent_message_chunks
   {"op": "replace_in_chat", "old": ..., "new": ...}
@@ -170,6 +173,13 @@ async def main():
                 elif step["op"] == "resume":
                     session_id = step.get("session", session_id)
                     response = await conn.resume_session(cwd=cwd, session_id=session_id)
+                    record["result"] = dump(response)
+                elif step["op"] == "fork":
+                    meta = {}
+                    if "messages" in step:
+                        meta["flemma"] = {"messages": step["messages"]}
+                    response = await conn.fork_session(session_id=session_id, cwd=cwd, **meta)
+                    session_id = response.session_id
                     record["result"] = dump(response)
                 elif step["op"] == "close":
                     response = await conn.close_session(session_id=session_id)
