@@ -528,7 +528,19 @@ async fn a_rejected_tool_call_is_rejected_in_the_file_and_fails() {
 
 #[tokio::test]
 async fn cancel_keeps_the_partial_reply_and_the_next_prompt_works() {
-    let Some((python, project, mock)) = setup("acp cancel").await else {
+    cancel_mid_reply("acp cancel", "cancel_after_chunks").await;
+}
+
+/// `$/cancel_request` for the prompt request (issue 32) cancels as `session/cancel` does, and
+/// the prompt still answers `cancelled`.
+#[tokio::test]
+async fn a_cancel_request_for_the_prompt_cancels_it_like_session_cancel() {
+    cancel_mid_reply("acp cancel request", "cancel_request_after_chunks").await;
+}
+
+/// A slow reply cancelled after two chunks by `how` (a step option of client.py).
+async fn cancel_mid_reply(test: &str, how: &str) {
+    let Some((python, project, mock)) = setup(test).await else {
         return;
     };
     mock.push(Turn::text("slow ".repeat(400)).bytes_per_sec(2000));
@@ -539,7 +551,7 @@ async fn cancel_keeps_the_partial_reply_and_the_next_prompt_works() {
             &mock.base_url(),
             json!([
                 {"op": "new"},
-                {"op": "prompt", "text": "Talk slowly.", "cancel_after_chunks": 2},
+                {"op": "prompt", "text": "Talk slowly.", how: 2},
                 {"op": "prompt", "text": "Go on."}
             ]),
         )

@@ -718,6 +718,9 @@ fn start_prompt(
     };
     let backend = state.backend.clone();
     let task_cx = cx.clone();
+    // `$/cancel_request` for this prompt cancels it as `session/cancel` does; the answer is
+    // still the prompt's own (`stopReason: cancelled`).
+    let request_cancel = responder.cancellation();
     cx.spawn(async move {
         let turn = Turn {
             backend: &*backend,
@@ -732,7 +735,20 @@ fn start_prompt(
             unseen: HashMap::new(),
             held: Vec::new(),
         };
-        let result = turn.run(&text).await;
+        let run = turn.run(&text);
+        tokio::pin!(run);
+        let mut cancel_asked = false;
+        let result = loop {
+            tokio::select! {
+                result = &mut run => break result,
+                () = request_cancel.cancelled(), if !cancel_asked => {
+                    cancel_asked = true;
+                    if let Some(signal) = lock(&session.running).as_ref() {
+                        let _ = signal.send(true);
+                    }
+                }
+            }
+        };
         *lock(&session.running) = None;
         let sent = match result {
             Ok(stop) => responder.respond(PromptResponse::new(stop)),

@@ -16,7 +16,9 @@ Steps (a JSON list):
    "permission": "allow_once"|"reject_once"|...,  permission request with that optionId
    "cancel_after_chunks": N}                      (or "cancel": a cancelled outcome);
                                                   `cancel_after_chunks` sends session/cancel
-                                                  after N agent_message_chunks
+                                                  after N agent_message_chunks,
+                                                  `cancel_request_after_chunks` sends
+                                                  $/cancel_request for the prompt instead
   {"op": "list"}                                  session/list in CWD
   {"op": "resume", "session": PATH}               session/resume of a chat (no replay)
   {"op": "close"} / {"op": "delete"}              session/close / session/delete of the
@@ -61,6 +63,8 @@ class Recorder:
         self.permissions = []
         self.answer = "allow_once"
         self.cancel_after = None
+        self.cancel_request_after = None
+        self.prompt_request_id = None
         self.chunks = 0
         self.conn = None
         self.session_id = None
@@ -87,6 +91,13 @@ class Recorder:
                 self.leave.set()
             if self.cancel_after is not None and self.chunks == self.cancel_after:
                 asyncio.get_running_loop().create_task(self.conn.cancel(session_id=session_id))
+            if self.cancel_request_after is not None and self.chunks == self.cancel_request_after:
+                # The SDK has no helper for the protocol-level cancel: sent as the schema says.
+                asyncio.get_running_loop().create_task(
+                    self.conn._conn.send_notification(
+                        "$/cancel_request", {"requestId": self.prompt_request_id}
+                    )
+                )
 
     async def write_text_file(self, content, path, session_id, **kwargs):
         if self.buffers is None:
@@ -141,6 +152,7 @@ async def main():
             recorder.updates, recorder.permissions, recorder.chunks = [], [], 0
             recorder.answer = step.get("permission", "allow_once")
             recorder.cancel_after = step.get("cancel_after_chunks")
+            recorder.cancel_request_after = step.get("cancel_request_after_chunks")
             record = {"op": step["op"]}
             try:
                 if step["op"] == "new":
@@ -156,6 +168,8 @@ async def main():
                     )
                     record["result"] = dump(response) if response is not None else {}
                 elif step["op"] == "prompt":
+                    # The id the SDK gives the prompt request (for $/cancel_request).
+                    recorder.prompt_request_id = conn._conn._next_request_id
                     response = await conn.prompt(
                         session_id=step.get("session", session_id), prompt=blocks_of(step)
                     )
