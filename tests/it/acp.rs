@@ -1560,6 +1560,17 @@ async fn resume_close_and_delete_sessions() {
         assert_eq!(caps[capability], json!({}), "{caps}");
     }
     let session = session_of(&first).to_owned();
+    // The title (the first line of the first question), told once the first prompt is written.
+    let titles = |updates: &Value| -> Vec<String> {
+        updates
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "session_info_update")
+            .map(|u| u["title"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(titles(&first["steps"][1]["updates"]), ["Hello."], "{first}");
     let second = project
         .client(
             &python,
@@ -1583,6 +1594,11 @@ async fn resume_close_and_delete_sessions() {
         "no replay on resume: {second}"
     );
     assert_eq!(steps[1]["result"]["stopReason"], "end_turn", "{second}");
+    assert_eq!(
+        titles(&steps[1]["updates"]),
+        ["Hello."],
+        "told to the new connection"
+    );
     assert_eq!(
         message_text(&steps[1]["updates"], "agent_message_chunk"),
         "Resumed answer."

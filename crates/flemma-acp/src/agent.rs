@@ -21,7 +21,8 @@ use agent_client_protocol::v1::schema::{
     ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
 };
 use agent_client_protocol::v1::schema::{
-    Diff, ForkSessionRequest, ForkSessionResponse, SessionForkCapabilities, ToolCallContent,
+    Diff, ForkSessionRequest, ForkSessionResponse, SessionForkCapabilities, SessionInfoUpdate,
+    ToolCallContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
@@ -199,6 +200,8 @@ struct Session {
     files: Option<ClientFiles>,
     /// The text `session/new` created the chat with (`None` for a loaded chat).
     created: Option<String>,
+    /// The title last told to the client (`session_info_update`).
+    title: Mutex<Option<String>>,
 }
 
 /// The tools the user allowed always, by session: for the rest of the session, across the
@@ -282,6 +285,7 @@ impl State {
             running: Mutex::default(),
             files,
             created,
+            title: Mutex::new(None),
         });
         // A session loaded again replaces the earlier one (and its files, above).
         lock(&self.sessions).insert(id, session.clone());
@@ -805,6 +809,24 @@ impl Turn<'_> {
         self.backend.read_chat(&self.session.path).map_err(internal)
     }
 
+    /// `session_info_update` with the chat's title (the first line of its first question) when
+    /// it is not the one the client was last told: after a session's first prompt, and when
+    /// the first question was edited since.
+    fn tell_title(&self, chat: &str) -> Result<(), Error> {
+        let Some(title) = crate::list::title(chat) else {
+            return Ok(());
+        };
+        let mut told = lock(&self.session.title);
+        if told.as_deref() == Some(title.as_str()) {
+            return Ok(());
+        }
+        self.notify(SessionUpdate::SessionInfoUpdate(
+            SessionInfoUpdate::new().title(title.clone()),
+        ))?;
+        *told = Some(title);
+        Ok(())
+    }
+
     /// Replaces the chat with what `change` makes of it, reading it again when someone wrote
     /// meanwhile (five times at most): the text written, `None` when `change` had nothing to
     /// do, or `failure` when the chat kept changing.
@@ -839,6 +861,7 @@ impl Turn<'_> {
                 "the chat kept changing while the prompt was written; try again",
             )?
             .unwrap_or_default();
+        self.tell_title(&written)?;
         // Calls already in the file are history, not this prompt's.
         let doc = flemma_syntax::parse(written);
         for message in doc.messages() {
