@@ -126,6 +126,7 @@ pub async fn prepare(
     )
     .await;
     tools.add_mcp(&mcp);
+    let agent_notes = tools.add_agents(resolved, true);
     setup.options.tools = tools.definitions();
     let client = crate::provider_setup::client(&config, &setup, environment)
         .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
@@ -179,7 +180,7 @@ pub async fn prepare(
         (!analysis.trust.trusted).then(|| Arc::new(crate::trust::CallRecords::from_env()));
     Ok(Prepared {
         model_warnings: setup.model_warnings.clone(),
-        tool_warnings: mcp.warnings(),
+        tool_warnings: mcp.warnings().into_iter().chain(agent_notes).collect(),
         provider_name: setup.kind.name(),
         model: setup.options.model.clone(),
         nothing_to_send,

@@ -13,6 +13,7 @@ mod lsp;
 mod models;
 mod parse;
 mod proxy;
+mod questions;
 mod reject;
 mod send;
 mod serve;

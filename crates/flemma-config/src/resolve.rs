@@ -361,6 +361,7 @@ pub fn resolve_with_tools(
         .collect();
     let mcp_servers: Vec<String> = mcp_configured.iter().map(|n| mcp_server_name(n)).collect();
     check_mcp_servers(&mcp_configured, &values, &mut errors);
+    check_agents(&values, &mut errors);
 
     // Conditional tools join the default tools.enabled when their option is on.
     let lsp_path = path_of(&["tools", "lsp", "servers"]);
@@ -372,6 +373,11 @@ pub fn resolve_with_tools(
         .get(path_of(&["tools", "fetch_content"]).as_slice())
         .is_some_and(|(value, _)| **value == Value::Bool(true));
     let skills_on = values.contains_key(path_of(&["tools", "skills_dir"]).as_slice());
+    // `ask_agent` joins when an agent is configured (`condition_holds` then asks whether one
+    // is enabled).
+    let agents_on = values
+        .keys()
+        .any(|path| matches!(path, [first, _, ..] if first == "agents"));
     let mut implicit: Vec<String> = Vec::new();
     if skills_on {
         implicit.push("read_skill".into());
@@ -381,6 +387,9 @@ pub fn resolve_with_tools(
     }
     if lsp_on {
         implicit.push("lsp".into());
+    }
+    if agents_on {
+        implicit.push("ask_agent".into());
     }
     implicit.extend(custom_names.iter().cloned());
     if !implicit.is_empty() {
@@ -841,6 +850,23 @@ fn mcp_exclusions(entries: &[(Cow<'_, Entry>, LayerKind)], servers: &[String]) -
 /// The `[tools.mcp.servers]` names: the reserved `flemma`, names that are not tool-name
 /// safe, two names that become the same tool-name form, and a server with both or neither of
 /// `command` and `url`.
+/// Every configured agent has a name `ask_agent` can say and write into a file name.
+fn check_agents(values: &BTreeMap<&[String], (&Value, LayerKind)>, errors: &mut Vec<ConfigError>) {
+    let names: BTreeSet<&String> = values
+        .keys()
+        .filter_map(|path| match path {
+            [first, name, ..] if first == "agents" => Some(name),
+            _ => None,
+        })
+        .collect();
+    for name in names {
+        if let Err(message) = crate::check_agent_name(name) {
+            let path = format!("agents.{}", display_path(std::slice::from_ref(name)));
+            errors.push(ConfigError::new(path, message));
+        }
+    }
+}
+
 fn check_mcp_servers(
     configured: &BTreeSet<String>,
     values: &BTreeMap<&[String], (&Value, LayerKind)>,

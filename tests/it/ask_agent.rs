@@ -1,0 +1,583 @@
+//! `ask_agent` with real ACP on both sides: the chat is sent by flemmad (in-process, through
+//! the daemon, from an editor over LSP, from an ACP client) against the mock provider, and the
+//! asked agent is `flemmad acp` against a second mock provider (its own script) or a small
+//! foreign agent on the official ACP Python SDK (`tests/it/acp/agent.py`, PyPI
+//! `agent-client-protocol`; its Python from `FLEMMA_TEST_ACP_PYTHON`, as the ACP tests).
+//! Also the watchdog and runaway tool calls against the mock provider.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use flemma_mock_provider::{MockProvider, Turn};
+use serde_json::{Value, json};
+
+use crate::common::{self, provider_env};
+
+/// A project with a chat, the user's configuration (its agents), and two mock providers: the
+/// chat's and the asked flemmad's.
+struct Setup {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    chat: PathBuf,
+    parent: MockProvider,
+    child: MockProvider,
+}
+
+const CHAT: &str = "@You:\nAsk the helper what 2+2 is.\n";
+
+impl Setup {
+    /// `agents`: the `[agents.*]` tables (TOML) after the provider settings.
+    async fn new(agents: &str) -> Self {
+        let dir = common::outside_tmp("flemmad-ask-");
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("project")).unwrap();
+        for dir in ["config/flemma", "state", "run", "cache"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        let parent = MockProvider::start().await.unwrap();
+        let child = MockProvider::start().await.unwrap();
+        let chat = root.join("project/talk.chat");
+        std::fs::write(&chat, CHAT).unwrap();
+        let setup = Self {
+            _dir: dir,
+            root,
+            chat,
+            parent,
+            child,
+        };
+        // The asked flemmad's own configuration: its provider is the second mock.
+        std::fs::write(
+            setup.root.join("helper.toml"),
+            format!(
+                "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[providers.anthropic]\nbase_url = \"{}\"\n",
+                setup.child.base_url()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            setup.root.join("config/flemma/config.toml"),
+            format!(
+                "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n{agents}"
+            ),
+        )
+        .unwrap();
+        setup
+    }
+
+    /// `[agents.helper]`: flemmad itself, with its own configuration.
+    fn helper(&self, permissions: &str) -> String {
+        format!(
+            "[agents.helper]\ncommand = \"{}\"\nargs = [\"--config\", \"{}\", \"acp\", \"--no-daemon\"]\ndescription = \"Answers questions about the project.\"\npermissions = \"{permissions}\"\n",
+            env!("CARGO_BIN_EXE_flemmad"),
+            self.root.join("helper.toml").display()
+        )
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = provider_env(&self.parent.base_url())
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        for (key, dir) in [
+            ("XDG_CONFIG_HOME", "config"),
+            ("XDG_RUNTIME_DIR", "run"),
+            ("XDG_STATE_HOME", "state"),
+            ("XDG_CACHE_HOME", "cache"),
+        ] {
+            env.push((key.into(), self.root.join(dir).display().to_string()));
+        }
+        env.push(("PATH".into(), "/usr/bin:/bin".into()));
+        env
+    }
+
+    fn command(&self) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_flemmad"));
+        command
+            .current_dir(self.root.join("project"))
+            .env_remove("FLEMMA_CONFIG")
+            .env_remove("FLEMMA_ASK_DEPTH")
+            .kill_on_drop(true);
+        for (key, value) in self.env() {
+            command.env(key, value);
+        }
+        command
+    }
+
+    async fn send(&self, extra: &[&str]) -> std::process::Output {
+        let mut command = self.command();
+        command.arg("send").arg(&self.chat).args(extra);
+        tokio::time::timeout(Duration::from_secs(60), command.output())
+            .await
+            .expect("flemmad send finished in time")
+            .unwrap()
+    }
+
+    fn read(&self) -> String {
+        std::fs::read_to_string(&self.chat).unwrap()
+    }
+
+    fn conversation(&self, name: &str) -> PathBuf {
+        self.root
+            .join("project/.flemma/talk.chat/agents")
+            .join(name)
+    }
+}
+
+/// The events of `--events` output.
+fn events(output: &std::process::Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+fn ask_call(agent: &str, prompt: &str, with_context: Option<bool>) -> Turn {
+    Turn::text("I will ask.").tool_call(
+        "ask_agent",
+        json!({"label": "ask", "agent": agent, "prompt": prompt, "with_context": with_context}),
+    )
+}
+
+/// The result of the first tool call in `chat`.
+fn result_of(chat: &str) -> String {
+    let doc = flemma_syntax::parse(chat);
+    let (_, _, result) = doc
+        .messages()
+        .iter()
+        .flat_map(|m| m.tool_results().map(move |(s, r)| (m, s, r)))
+        .next()
+        .unwrap_or_else(|| panic!("a tool result in:\n{chat}"));
+    result
+        .fence
+        .as_ref()
+        .map(|f| doc.slice(f.content).trim_end().to_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn flemmad_asks_flemmad_and_gets_its_answer_and_its_conversation() {
+    let setup = Setup::new("").await;
+    let agents = setup.helper("run");
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n{agents}"
+        ),
+    )
+    .unwrap();
+    setup.parent.push(ask_call("helper", "What is 2+2?", None));
+    setup.parent.push(Turn::text("The helper says 4."));
+    setup.child.push(Turn::text("It is 4."));
+    let out = setup.send(&["--no-daemon", "--events"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chat = setup.read();
+    let result = result_of(&chat);
+    assert_eq!(
+        result,
+        "[ask_agent: helper's conversation is in .flemma/talk.chat/agents/helper-1.chat]\nIt is 4.",
+        "{chat}"
+    );
+    assert!(chat.contains("@Assistant:\nThe helper says 4.\n"), "{chat}");
+    // The asked flemmad's conversation is a chat of its own.
+    let child = std::fs::read_to_string(setup.conversation("helper-1.chat")).unwrap();
+    assert!(child.contains("@You:\nWhat is 2+2?\n"), "{child}");
+    assert!(child.contains("@Assistant:\nIt is 4.\n"), "{child}");
+    // The tool description listed it; the child's model got the task.
+    let offered = &setup.parent.requests()[0].body["tools"];
+    let tool = offered
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "ask_agent")
+        .expect("ask_agent offered");
+    assert!(
+        tool["description"]
+            .as_str()
+            .unwrap()
+            .ends_with("Agents:\n  helper — Answers questions about the project."),
+        "{tool}"
+    );
+    assert!(setup.child.requests()[0].raw_body.contains("What is 2+2?"));
+    // Its text streamed through the chat's events.
+    let progress: Vec<Value> = events(&out)
+        .into_iter()
+        .filter(|e| e["name"] == "tool:progress")
+        .collect();
+    assert!(
+        progress
+            .iter()
+            .any(|e| e["data"]["agent"] == "helper" && e["data"]["kind"] == "text"),
+        "{progress:?}"
+    );
+}
+
+/// Every tool result of `chat`, in order.
+fn results_of(chat: &str) -> Vec<String> {
+    let doc = flemma_syntax::parse(chat);
+    doc.messages()
+        .iter()
+        .flat_map(|m| m.tool_results().map(|(_, r)| r))
+        .map(|result| {
+            result
+                .fence
+                .as_ref()
+                .map(|f| doc.slice(f.content).trim_end().to_owned())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// `[agents.py]`: the foreign agent on the official ACP Python SDK.
+fn python_agent(python: &std::path::Path, permissions: &str) -> String {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/acp/agent.py");
+    format!(
+        "[agents.py]\ncommand = \"{}\"\nargs = [\"{}\"]\npermissions = \"{permissions}\"\n",
+        python.display(),
+        script.display()
+    )
+}
+
+/// A foreign agent (the Python SDK's) answers; its transcript is kept as a valid `.chat`
+/// under the chat's store; an empty prompt gets the seed's error without starting anything.
+#[tokio::test]
+async fn a_python_agent_answers_and_its_transcript_is_a_chat() {
+    let Some(python) = common::sdk_python(
+        "FLEMMA_TEST_ACP_PYTHON",
+        "agent-client-protocol",
+        "a_python_agent_answers_and_its_transcript_is_a_chat",
+    ) else {
+        return;
+    };
+    let setup = Setup::new("").await;
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n{}",
+            python_agent(&python, "run")
+        ),
+    )
+    .unwrap();
+    setup.parent.push(
+        Turn::text("I will ask.")
+            .tool_call(
+                "ask_agent",
+                json!({"label": "ask", "agent": "py", "prompt": "Summarise the notes", "with_context": null}),
+            )
+            .tool_call(
+                "ask_agent",
+                json!({"label": "ask", "agent": "py", "prompt": "  ", "with_context": null}),
+            ),
+    );
+    setup.parent.push(Turn::text("Done."));
+    let out = setup.send(&["--no-daemon"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chat = setup.read();
+    let results = results_of(&chat);
+    assert_eq!(
+        results,
+        [
+            "[ask_agent: py's conversation is in .flemma/talk.chat/agents/py-1.chat]\nEcho: Summarise the notes",
+            "[ask_agent: the prompt is empty — say what py must do]"
+        ],
+        "{chat}"
+    );
+    let transcript = std::fs::read_to_string(setup.conversation("py-1.chat")).unwrap();
+    let doc = flemma_syntax::parse(transcript.as_str());
+    let errors: Vec<_> = doc
+        .diagnostics()
+        .into_iter()
+        .filter(|d| d.severity == flemma_syntax::Severity::Error)
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}\n{transcript}");
+    assert!(
+        transcript.contains("@You:\nSummarise the notes\n")
+            && transcript.contains("<thinking>\nLet me see.\n</thinking>")
+            && transcript.contains("Echo: ")
+            && transcript.contains("py · Read notes.txt — completed"),
+        "{transcript}"
+    );
+}
+
+/// Agents may ask agents two levels deep: a chat already two levels below the user's is
+/// refused with the depth message, and no agent starts.
+#[tokio::test]
+async fn asking_three_levels_deep_is_refused() {
+    let setup = Setup::new("").await;
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n{}",
+            setup.helper("run")
+        ),
+    )
+    .unwrap();
+    setup.parent.push(ask_call("helper", "What is 2+2?", None));
+    setup.parent.push(Turn::text("I will do it myself."));
+    let mut command = setup.command();
+    command
+        .env("FLEMMA_ASK_DEPTH", "2")
+        .arg("send")
+        .arg(&setup.chat)
+        .arg("--no-daemon");
+    let out = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chat = setup.read();
+    let result = result_of(&chat);
+    assert!(
+        result.starts_with("[ask_agent: agents may ask agents only 2 levels deep"),
+        "{chat}"
+    );
+    assert!(setup.child.requests().is_empty(), "no agent was asked");
+}
+
+/// Faults: an agent that crashes mid-answer and one that hangs (the watchdog,
+/// `parameters.idle_timeout`) give an error result with what was answered, the parent goes on,
+/// and the next call starts the agent again.
+#[tokio::test]
+async fn a_crashed_or_hung_agent_is_an_error_result_and_the_next_call_restarts_it() {
+    let Some(python) = common::sdk_python(
+        "FLEMMA_TEST_ACP_PYTHON",
+        "agent-client-protocol",
+        "a_crashed_or_hung_agent_is_an_error_result_and_the_next_call_restarts_it",
+    ) else {
+        return;
+    };
+    let setup = Setup::new("").await;
+    let log = setup.root.join("agent.log");
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[parameters]\nidle_timeout = 1\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n{}\n[agents.py.env]\nAGENT_LOG = \"{}\"\n",
+            python_agent(&python, "run"),
+            log.display()
+        ),
+    )
+    .unwrap();
+    setup.parent.push(ask_call("py", "CRASH now", None));
+    setup.parent.push(ask_call("py", "HANG now", None));
+    setup.parent.push(ask_call("py", "Hello again", None));
+    setup.parent.push(Turn::text("Done."));
+    let started = std::time::Instant::now();
+    let out = setup.send(&["--no-daemon"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let chat = setup.read();
+    let results = results_of(&chat);
+    assert_eq!(results.len(), 3, "{chat}");
+    assert!(
+        results[0].contains("about to crash")
+            && results[0].contains("[ask_agent: py stopped before finishing: "),
+        "{chat}"
+    );
+    assert!(
+        results[1].contains("thinking about it")
+            && results[1].contains("[ask_agent: py stopped before finishing: ")
+            && results[1].contains("parameters.idle_timeout"),
+        "{chat}"
+    );
+    assert!(results[2].ends_with("Echo: Hello again"), "{chat}");
+    assert!(chat.contains("@Assistant:\nDone.\n"), "{chat}");
+    let starts = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|line| line.starts_with("start "))
+        .count();
+    assert_eq!(
+        starts, 3,
+        "started again after the crash and after the watchdog"
+    );
+}
+
+/// `with_context`: the asked agent gets the conversation the turn started from (questions,
+/// answers, one line per tool call, never tool outputs) before the task.
+#[tokio::test]
+async fn with_context_sends_the_conversation_without_tool_outputs() {
+    let Some(python) = common::sdk_python(
+        "FLEMMA_TEST_ACP_PYTHON",
+        "agent-client-protocol",
+        "with_context_sends_the_conversation_without_tool_outputs",
+    ) else {
+        return;
+    };
+    let setup = Setup::new("").await;
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n{}",
+            python_agent(&python, "run")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &setup.chat,
+        "@You:\nWhat is in src?\n\n@Assistant:\nLet me look.\n\n**Tool Use:** `ls` (`t1`)\n```json\n{\"path\":\"src\"}\n```\n\n@You:\n**Tool Result:** `t1`\n```\nsecret-output.rs\n```\n\n@Assistant:\nOne file.\n\n@You:\nAsk py about it.\n",
+    )
+    .unwrap();
+    setup
+        .parent
+        .push(ask_call("py", "CONTEXT: what was asked?", Some(true)));
+    setup.parent.push(Turn::text("Done."));
+    let out = setup.send(&["--no-daemon"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chat = setup.read();
+    let results = results_of(&chat);
+    let answer = results.last().unwrap();
+    assert!(
+        answer.contains("User:\nWhat is in src?")
+            && answer.contains("[tool call: ls]")
+            && answer.contains("User:\nAsk py about it.")
+            && answer.ends_with("The task:\n\nCONTEXT: what was asked?"),
+        "{chat}"
+    );
+    assert!(!answer.contains("secret-output.rs"), "{chat}");
+}
+
+/// An asked agent's permission request under `permissions = "ask"` stops an in-process
+/// `flemmad send` with exit 3 and says how to answer such questions; `refuse` rejects it and
+/// the agent goes on.
+#[tokio::test]
+async fn an_agents_question_stops_send_with_exit_3_or_is_refused_by_its_policy() {
+    let Some(python) = common::sdk_python(
+        "FLEMMA_TEST_ACP_PYTHON",
+        "agent-client-protocol",
+        "an_agents_question_stops_send_with_exit_3_or_is_refused_by_its_policy",
+    ) else {
+        return;
+    };
+    let setup = Setup::new("").await;
+    let config = |permissions: &str| {
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n{}",
+            python_agent(&python, permissions)
+        )
+    };
+    std::fs::write(setup.root.join("config/flemma/config.toml"), config("ask")).unwrap();
+    setup
+        .parent
+        .push(ask_call("py", "PERMISSION to clean the build", None));
+    let out = setup.send(&["--no-daemon"]).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("1 asked agent wants permission:")
+            && err.contains("py (asked by `ask_agent`, ")
+            && err.contains("wants to: Run rm -rf build"),
+        "{err}"
+    );
+    assert!(err.contains("flemmad serve"), "{err}");
+
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        config("refuse"),
+    )
+    .unwrap();
+    std::fs::write(&setup.chat, CHAT).unwrap();
+    setup
+        .parent
+        .push(ask_call("py", "PERMISSION to clean the build", None));
+    setup.parent.push(Turn::text("It was refused."));
+    let out = setup.send(&["--no-daemon"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chat = setup.read();
+    assert!(result_of(&chat).ends_with("rejected"), "{chat}");
+}
+
+/// Cancelling the parent turn (Ctrl-C on `flemmad send`) cancels the child's run
+/// (`session/cancel`), and the result keeps what it answered so far.
+#[tokio::test]
+#[ignore = "known gap of this WIP: Ctrl-C on an in-process send marks the call aborted without session/cancel reaching the agent or its answer so far"]
+async fn cancelling_the_send_cancels_the_asked_agent_and_keeps_its_answer_so_far() {
+    let Some(python) = common::sdk_python(
+        "FLEMMA_TEST_ACP_PYTHON",
+        "agent-client-protocol",
+        "cancelling_the_send_cancels_the_asked_agent_and_keeps_its_answer_so_far",
+    ) else {
+        return;
+    };
+    let setup = Setup::new("").await;
+    let log = setup.root.join("agent.log");
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n{}\n[agents.py.env]\nAGENT_LOG = \"{}\"\n",
+            python_agent(&python, "run"),
+            log.display()
+        ),
+    )
+    .unwrap();
+    setup.parent.push(ask_call("py", "SLOW counting", None));
+    let mut command = setup.command();
+    command
+        .arg("send")
+        .arg(&setup.chat)
+        .arg("--no-daemon")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = command.spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("start ")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the send ended")
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("cancel "),
+        "session/cancel reached the agent: {logged}\n{err}"
+    );
+    let chat = setup.read();
+    let result = result_of(&chat);
+    assert!(
+        result.contains("part 1.") && result.contains("[ask_agent: py stopped before finishing: "),
+        "{chat}\n{err}"
+    );
+}
