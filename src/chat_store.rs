@@ -146,7 +146,16 @@ impl ChatStore for FileStore {
         current: &'a Snapshot,
         next: &'a str,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(async move { fsutil::replace_chat_if_unchanged(&self.path, &current.text, next) })
+        // Off the async thread: a write waits for the disk (its fsyncs), and the drivers of
+        // every other chat share that thread (docs/benchmarks.md, "fsync per write").
+        let (path, expected, next) = (self.path.clone(), current.text.clone(), next.to_owned());
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                fsutil::replace_chat_if_unchanged(&path, &expected, &next)
+            })
+            .await
+            .map_err(|error| anyhow::anyhow!("writing the chat stopped: {error}"))?
+        })
     }
 
     fn describe(&self) -> String {

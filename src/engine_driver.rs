@@ -160,6 +160,8 @@ pub struct DriverParts {
     /// Set when the chat is not trusted: its engine runs its calls only as far as flemmad saw
     /// them happen (these records, and what it sees itself, which it records here).
     pub untrusted: Option<Arc<CallRecords>>,
+    /// What the chat's last driver left when it did not end cleanly (`crate::interruptions`).
+    pub recovery: flemma_engine::Recovery,
 }
 
 /// What arrives from the driver's tasks and threads.
@@ -200,6 +202,11 @@ pub struct Driver {
     /// The file as the driver's last read or write of it left it: the watcher's news of that
     /// very file is the driver's own write, not a change.
     on_disk: Option<FileIdentity>,
+    /// A write of the file is under way (on the blocking pool): what the watcher tells
+    /// meanwhile is acted on once it is done.
+    writing_file: bool,
+    /// The watcher told of a change while the file was being written.
+    changed_while_writing: bool,
     /// How the session ended, once it did.
     outcome: Option<Result<StopReason, String>>,
     report: Box<dyn FnMut(Report) + Send>,
@@ -248,7 +255,8 @@ impl Driver {
             watched_poll: millis(WATCHED_POLL_INTERVAL),
             watched: false,
         };
-        let mut engine = Engine::new(parts.engine, stored.text.clone(), policy);
+        let mut engine =
+            Engine::new(parts.engine, stored.text.clone(), policy).recovering(parts.recovery);
         if let Some(records) = &parts.untrusted {
             let chat = parts.id.path().to_owned();
             let seen = Arc::new(records.load(&chat));
@@ -273,6 +281,8 @@ impl Driver {
             tools_running: HashMap::new(),
             timers: HashMap::new(),
             on_disk: None,
+            writing_file: false,
+            changed_while_writing: false,
             outcome: None,
             report,
             on_state: None,
@@ -330,7 +340,11 @@ impl Driver {
                     // A command that arrived meanwhile is handled before the driver ends.
                     Ok(reason) => match self.receiver.try_recv() {
                         Ok(message) => self.receive(message),
-                        Err(_) => return Ok(reason),
+                        Err(_) => {
+                            // Everything is written: nothing for the next driver to recover.
+                            crate::interruptions::clear(self.id.path());
+                            return Ok(reason);
+                        }
                     },
                     Err(message) => anyhow::bail!(message),
                 }
@@ -348,13 +362,10 @@ impl Driver {
                     self.feed(Input::Tick);
                 }
                 () = changed_on_disk(file_watch.as_ref()) => {
-                    // The watcher also tells of the driver's own writes: only a file other
-                    // than the one last read or written is news.
-                    if self.session.writer() == FILE
-                        && (self.on_disk.is_none() || self.on_disk != FileIdentity::of(&self.path))
-                    {
-                        tracing::debug!(path = %self.path.display(), "changed on disk by someone else");
-                        self.feed(Input::StoreChanged);
+                    if self.writing_file {
+                        self.changed_while_writing = true;
+                    } else {
+                        self.changed_on_disk();
                     }
                 }
                 () = interrupt.cancelled(), if !interrupted => {
@@ -362,6 +373,17 @@ impl Driver {
                     self.feed(Input::Interrupt);
                 }
             }
+        }
+    }
+
+    /// The watcher told of a change. It also tells of the driver's own writes: only a file
+    /// other than the one last read or written is news.
+    fn changed_on_disk(&mut self) {
+        if self.session.writer() == FILE
+            && (self.on_disk.is_none() || self.on_disk != FileIdentity::of(&self.path))
+        {
+            tracing::debug!(path = %self.path.display(), "changed on disk by someone else");
+            self.feed(Input::StoreChanged);
         }
     }
 
@@ -408,6 +430,7 @@ impl Driver {
 
     /// Hands `input` to the session and performs what it asks.
     fn feed(&mut self, input: Input) {
+        let file_written = matches!(input, Input::Replaced { store: FILE, .. });
         match &input {
             Input::Engine(EngineInput::Stream {
                 request,
@@ -451,6 +474,15 @@ impl Driver {
             self.perform(effect);
         }
         self.report_state();
+        if file_written {
+            self.writing_file = false;
+            // Someone else's change made while the write was under way is already in the
+            // file's identity as the write left it: not a sign to go by. The file is read
+            // again (a read that finds the engine's text changes nothing).
+            if std::mem::take(&mut self.changed_while_writing) && self.session.writer() == FILE {
+                self.feed(Input::StoreChanged);
+            }
+        }
     }
 
     fn perform(&mut self, effect: Effect) {
@@ -585,6 +617,8 @@ impl Driver {
             let _ = sender.send(Message::Session(Input::Replaced { store: id, outcome }));
             return;
         };
+        let chat = (id == FILE).then(|| self.id.path().to_owned());
+        self.writing_file |= id == FILE;
         tokio::task::spawn_local(async move {
             let outcome = match store.replace_if_unchanged(&current, &next).await {
                 Ok(true) => ReplaceOutcome::Written,
@@ -593,7 +627,14 @@ impl Driver {
                     tracing::info!(%error, "the editor is gone; writing the file");
                     ReplaceOutcome::Gone(error.to_string())
                 }
-                Err(error) => ReplaceOutcome::Failed(format!("{error:#}")),
+                Err(error) => {
+                    let message = format!("{error:#}");
+                    // The driver stops writing here: the next one says why on what is left.
+                    if let Some(chat) = &chat {
+                        crate::interruptions::write_failed(chat, &message);
+                    }
+                    ReplaceOutcome::Failed(message)
+                }
             };
             let _ = sender.send(Message::Session(Input::Replaced { store: id, outcome }));
         });
@@ -727,6 +768,10 @@ impl Driver {
         input: serde_json::Value,
         job_id: Option<String>,
     ) {
+        if job_id.is_none() {
+            // Killed while it runs, it must not run again unasked (`crate::interruptions`).
+            crate::interruptions::call_started(self.id.path(), &tool_id);
+        }
         let cancel = Cancel::new();
         let mut ctx = self.tools.ctx.clone();
         ctx.cancel = cancel.clone();
@@ -737,6 +782,21 @@ impl Driver {
         let spawned = std::thread::Builder::new()
             .name(format!("tool {name}"))
             .spawn(move || {
+                // The project's files before and after a call that can change them
+                // (`flemmad changes`, `flemmad rewind`).
+                let checkpoints = ctx
+                    .chat_path
+                    .as_deref()
+                    .filter(|_| crate::checkpoints::changes_files(&name, &input))
+                    .and_then(crate::checkpoints::Checkpoints::recording);
+                let record = |phase| {
+                    if let Some(checkpoints) = &checkpoints
+                        && let Err(error) = checkpoints.record(phase, &tool_id, &name)
+                    {
+                        tracing::info!(%error, tool_id, "no checkpoint for this call");
+                    }
+                };
+                record(crate::checkpoints::Phase::Before);
                 let (text, is_error) =
                     match tools
                         .registry
@@ -745,6 +805,7 @@ impl Driver {
                         Ok(outcome) => (outcome.text, outcome.is_error),
                         Err(error) => (error.to_string(), true),
                     };
+                record(crate::checkpoints::Phase::After);
                 let input = match job_id {
                     Some(job_id) => EngineInput::JobFinished {
                         job_id,

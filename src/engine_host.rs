@@ -187,6 +187,8 @@ struct DocumentState {
     last_stop: Option<String>,
     /// How many drivers started for the document.
     epoch: u64,
+    /// The last driver ended with an error (it may have dropped decisions it had not applied).
+    last_failed: bool,
     /// The calls decided (approved or rejected) and how, with the driver that handles the
     /// decision (`epoch`): the first decision on a call is the one that counts, whichever front
     /// end sends it, even before a driver has seen it. Forgotten when that driver ends (its
@@ -298,24 +300,34 @@ impl EngineHost {
             R::Send(_) => FlemmaResponse::Accepted(self.send(path)?),
             R::Cancel(_) => FlemmaResponse::Accepted(self.cancel(path)?),
             R::Approve(p) => {
-                let tool_ids = self.decide(document, Some(&p.tool_id), "approved")?;
                 let input = Input::Approve {
                     tool_id: p.tool_id.clone(),
                 };
-                FlemmaResponse::Accepted(self.decision(path, input, tool_ids)?)
+                FlemmaResponse::Accepted(self.decide(
+                    document,
+                    Some(&p.tool_id),
+                    "approved",
+                    input,
+                )?)
             }
             R::Reject(p) => {
-                let tool_ids = self.decide(document, Some(&p.tool_id), "rejected")?;
                 let input = Input::Reject {
                     tool_id: p.tool_id.clone(),
                     reason: p.reason.filter(|reason| !reason.trim().is_empty()),
                 };
-                FlemmaResponse::Accepted(self.decision(path, input, tool_ids)?)
+                FlemmaResponse::Accepted(self.decide(
+                    document,
+                    Some(&p.tool_id),
+                    "rejected",
+                    input,
+                )?)
             }
-            R::ApproveAll(_) => {
-                let tool_ids = self.decide(document, None, "approved")?;
-                FlemmaResponse::Accepted(self.decision(path, Input::ApproveAll, tool_ids)?)
-            }
+            R::ApproveAll(_) => FlemmaResponse::Accepted(self.decide(
+                document,
+                None,
+                "approved",
+                Input::ApproveAll,
+            )?),
             R::Background(p) => FlemmaResponse::Accepted(self.background(path, &p.tool_id)?),
             R::Execute(p) => FlemmaResponse::Accepted(self.execute(path, &p.tool_id)?),
             R::Status(_) => FlemmaResponse::Status(self.status(path)),
@@ -368,14 +380,20 @@ impl EngineHost {
     /// what knows it best — a running driver's pending calls, else the caller's buffer, else the
     /// file (read under the lock, so a driver that ended has written it) — and against the
     /// decisions already taken; the decision is recorded with the driver that will handle it.
-    /// A recorded decision whose driver ended with the call still pending was lost (the driver
-    /// was already finishing): a new one may be taken. Returns the ids decided.
+    /// The decision goes to the host before the lock is released, and the host hands it to the
+    /// running driver (which applies everything it got before it ends) or to the next one, so a
+    /// recorded decision is in flight until the text shows it — however slow the host is to
+    /// route it (found with 8 clients and tools of 50 ms: a decision recorded but not yet
+    /// routed looked lost when the driver ended, and a second one was taken). Only a driver
+    /// that failed may have dropped decisions: then a new one may be taken. Returns what was
+    /// accepted (the ids decided).
     fn decide(
         &self,
         document: DocumentRef<'_>,
         tool_id: Option<&String>,
         how: &'static str,
-    ) -> Result<Vec<String>, RequestError> {
+        input: Input,
+    ) -> Result<Accepted, RequestError> {
         use flemma_ide::actions::{ActionError, check_pending, pending_ids};
         let path = document.path;
         let another_editor = document.buffer.is_none() && self.has_editor(path);
@@ -442,9 +460,11 @@ impl EngineHost {
                             .map_or_else(|| "none".to_owned(), |w| w.join(", "))
                     )),
                 }),
-                // Still pending, decided before: in flight, unless its driver ended without it.
+                // Still pending, decided before: in flight (the host hands every decision to the
+                // running driver, which applies what it got before it ends, or to the next
+                // one), unless the driver failed before applying it.
                 (Some((was, by)), true) => {
-                    let lost = !state.running && *by <= state.epoch;
+                    let lost = !state.running && state.last_failed && *by <= state.epoch;
                     (!lost).then(|| already(was))
                 }
                 (None, true) => None,
@@ -473,25 +493,23 @@ impl EngineHost {
                 state.decided.remove(&id);
             }
         }
-        Ok(decided)
+        // Handed to the host while the decision's record is held (decisions reach the host in
+        // the order they were taken).
+        let accepted = Accepted {
+            started: !state.running,
+            tool_ids: decided,
+        };
+        self.command(HostCommand::Input {
+            path: path.to_owned(),
+            input,
+            send: false,
+        })?;
+        drop(states);
+        Ok(accepted)
     }
 
     fn has_editor(&self, path: &Path) -> bool {
         lock(&self.shared.editors).contains_key(path)
-    }
-
-    /// `approve`, `reject`, `approveAll`: the placeholders' statuses change; with autopilot the
-    /// cycle goes on once no call is pending.
-    fn decision(
-        &self,
-        path: &Path,
-        input: Input,
-        tool_ids: Vec<String>,
-    ) -> Result<Accepted, RequestError> {
-        Ok(Accepted {
-            tool_ids,
-            ..self.input(path, input)?
-        })
     }
 
     /// `flemma/send`: advance the cycle (stream a reply, run approved tools) with autopilot.
@@ -1014,7 +1032,10 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                         drop(slots);
                         let task =
                             tokio::task::spawn_local(drive(inner.clone(), path, input, send));
-                        inner.tasks.borrow_mut().push(task);
+                        let mut tasks = inner.tasks.borrow_mut();
+                        // A finished driver's handle holds its task's memory: forget it.
+                        tasks.retain(|task| !task.is_finished());
+                        tasks.push(task);
                     }
                 }
             }
@@ -1083,6 +1104,7 @@ async fn drive(inner: Rc<Inner>, path: PathBuf, first: Input, send: bool) {
     }
     shared.set_state(&path, |state| {
         state.running = false;
+        state.last_failed = outcome.is_err();
         state.last_stop = Some(match &message {
             Some(message) => format!("{reason}: {message}"),
             None => reason.to_owned(),

@@ -151,13 +151,15 @@ pub async fn prepare(
     engine.provider = Some(setup.kind.name().to_owned());
     engine.model = Some(setup.options.model.clone());
     let tools = Arc::new(tools);
+    let recovery = crate::interruptions::recovery(&absolute);
     // Nothing to do? Judged on the text as orphan recovery leaves it (a lost job's result is
     // something to send), and tool calls waiting for results are something to do.
     let mut probe = Engine::new(
         engine.clone(),
         text.to_owned(),
         Arc::new(SetupPolicy(tools.clone())),
-    );
+    )
+    .recovering(recovery.clone());
     probe.handle(0, Input::Load);
     let recovered = flemma_syntax::parse(probe.text());
     let tools_waiting =
@@ -195,6 +197,7 @@ pub async fn prepare(
             host: analyses.clone(),
             id,
             untrusted,
+            recovery,
         },
     })
 }

@@ -25,7 +25,8 @@ pub struct AcpArgs {
 
 pub fn run(args: AcpArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     if !args.no_daemon
-        && let Some(outcome) = proxy::through_daemon(|paths| &paths.acp_socket, "acp")
+        // An ACP session ends with the editor's input alone.
+        && let Some(outcome) = proxy::through_daemon(|paths| &paths.acp_socket, "acp", |_| false)
     {
         outcome.context("the connection to the daemon failed")?;
         return Ok(ExitCode::SUCCESS);

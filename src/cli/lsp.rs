@@ -24,7 +24,10 @@ pub struct LspArgs {
 
 pub fn run(args: LspArgs, config: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     if !args.no_daemon
-        && let Some(outcome) = proxy::through_daemon(|paths| &paths.lsp_socket, "lsp")
+        && let Some(outcome) = proxy::through_daemon(|paths| &paths.lsp_socket, "lsp", {
+            let mut watch = flemma_lsp::transport::ExitWatch::default();
+            move |bytes: &[u8]| watch.feed(bytes)
+        })
     {
         outcome.context("the connection to the daemon failed")?;
         return Ok(ExitCode::SUCCESS);

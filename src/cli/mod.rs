@@ -3,6 +3,7 @@
 mod acp;
 mod approve;
 mod cancel;
+mod changes;
 mod count;
 mod doctor;
 mod error;
@@ -222,6 +223,24 @@ pub enum Command {
     /// or checked: a chat in a trusted folder can turn the sandbox off. Editors in
     /// Restricted Mode (VS Code's Workspace Trust) make every chat untrusted.
     Trust(trust::TrustArgs),
+    /// Show what a chat's tool calls changed in its project's files, call by call, as diffs.
+    ///
+    /// Before and after each call that can change files (`bash`, `write`, `edit`, custom and
+    /// MCP tools, an `lsp` rename), flemmad records the project's files (its git work tree,
+    /// else the chat's folder) in a shadow repository under $XDG_STATE_HOME/flemma/checkpoints/
+    /// — never in your own `.git`. Ignored files (`.gitignore`), chats, `.flemma/` and nested
+    /// repositories are left out; a chat kept directly in your home directory or in `/` gets no
+    /// checkpoints. --call ID shows one call. Exit status: 0; 2 for an unknown call or file.
+    Changes(changes::ChangesArgs),
+    /// Put a project's files back as they were before one of the chat's tool calls.
+    ///
+    /// Restores every file the calls since then changed and removes the files they created
+    /// (from the checkpoints `flemmad changes` shows); the chat itself is not changed. A file
+    /// changed since the conversation's last call (by you or another program) is not
+    /// overwritten without --force: the command then changes nothing and names it.
+    /// --dry-run says what would happen. Exit status: 0 done; 1 refused or failed; 2 for an
+    /// unknown call or file.
+    Rewind(changes::RewindArgs),
 }
 
 /// Unit of the `character` field of positions in JSON output.
@@ -322,6 +341,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::InstallService(args) => install_service::run(args),
         Command::Doctor(args) => return doctor::run(args, config),
         Command::Trust(args) => trust::run(args, config),
+        Command::Changes(args) => changes::run_changes(args),
+        Command::Rewind(args) => changes::run_rewind(args),
     }
     .map(|()| ExitCode::SUCCESS)
 }

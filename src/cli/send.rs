@@ -467,6 +467,17 @@ fn describe(event: &flemma_engine::Event) -> Option<String> {
         "document:recovered" if data.get("cutReply").and_then(|v| v.as_bool()) == Some(true) => {
             "the reply an earlier session was writing had been cut off: marked so in the file, and continued".to_owned()
         }
+        "document:recovered" if data.get("interrupted").is_some() => format!(
+            "tool call(s) {} were running when an earlier session ended and may have run: they wait for your approval to run again",
+            data["interrupted"]
+                .as_array()
+                .map(|ids| {
+                    let ids: Vec<String> =
+                        ids.iter().filter_map(|id| id.as_str()).map(|id| format!("`{id}`")).collect();
+                    ids.join(", ")
+                })
+                .unwrap_or_default()
+        ),
         "document:recovered" => format!(
             "{} background job(s) of an earlier session were lost and marked so",
             data.get("count").and_then(|v| v.as_u64()).unwrap_or(0)

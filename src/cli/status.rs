@@ -107,6 +107,7 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
         unresolved: unresolved(doc, &tools),
         jobs,
         send_pid,
+        daemon: engine.clone(),
         usage: engine
             .as_ref()
             .and_then(|engine| serde_json::to_value(&engine.usage).ok()),

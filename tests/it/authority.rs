@@ -323,8 +323,9 @@ async fn nothing_of_authority_changes(user: User) {
             path.display()
         );
     }
-    // flemmad's own records of the chat (its calls, its driver's lock) are the new files it
-    // may make there.
+    // flemmad's own records of the chat (its calls, its driver's lock, the checkpoints of the
+    // project's files, written by flemmad outside the sandbox) are the new files it may make
+    // there.
     let state = world.home().join(".local/state/flemma");
     let appeared: Vec<&PathBuf> = after
         .iter()
@@ -334,7 +335,8 @@ async fn nothing_of_authority_changes(user: User) {
                 .any(|folder| path.parent() == Some(state.join(folder).as_path()))
                 && path.file_stem().is_some_and(|s| s.len() == 64)
                 && !String::from_utf8_lossy(bytes).contains("evil");
-            !before.contains_key(*path) && !own
+            let checkpoint = path.starts_with(state.join("checkpoints"));
+            !before.contains_key(*path) && !own && !checkpoint
         })
         .map(|(path, _)| path)
         .collect();

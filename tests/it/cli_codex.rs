@@ -28,7 +28,7 @@ fn codex_chat(body: &str, login: Option<&ChatGptLogin>) -> Chat {
     chat
 }
 
-fn write_login(chat: &Chat, text: &str) {
+pub(crate) fn write_login(chat: &Chat, text: &str) {
     let home = codex_home(chat);
     std::fs::create_dir_all(&home).unwrap();
     let file = home.join("auth.json");

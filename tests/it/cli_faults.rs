@@ -296,13 +296,16 @@ async fn sigkill_mid_stream_leaves_a_valid_chat_and_the_next_send_goes_on() {
     no_error_diagnostics(&after);
 }
 
+/// A tool that was running when its `flemmad` was killed may have done its work (issue 27):
+/// the next send does not run it again on its own. Its placeholder waits for approval again,
+/// marked `interrupted`, and the send says so and exits 3; approved, it runs a second time.
 #[tokio::test]
-async fn sigkill_mid_tool_leaves_the_approved_placeholder_and_the_next_send_runs_it() {
+async fn sigkill_mid_tool_leaves_the_call_waiting_for_approval_and_approving_runs_it_again() {
     let mock = MockProvider::start().await.unwrap();
     let chat = faults_chat(2, "@You:\nRun it.\n");
     let dir = chat.path.parent().unwrap().to_path_buf();
-    // The first run starts a long sleep; the re-run after the kill answers at once.
-    let command = "if [ -f started ]; then echo second run; else touch started; echo $$ > tool.pid; exec sleep 20; fi";
+    // The first run starts a long sleep; a re-run answers at once and counts.
+    let command = "if [ -f started ]; then echo run >> runs; echo second run; else touch started; echo $$ > tool.pid; exec sleep 20; fi";
     mock.push(bash(Turn::text("Running."), "k1", command));
     let child = send_command(&chat, &mock.base_url())
         .stderr(Stdio::null())
@@ -322,18 +325,109 @@ async fn sigkill_mid_tool_leaves_the_approved_placeholder_and_the_next_send_runs
     let placeholder = format!("{placeholder}\n");
     assert!(text.ends_with(&placeholder), "{text}");
     no_error_diagnostics(&text);
+    let before = text.strip_suffix(&placeholder).unwrap().to_owned();
+
+    // The next send asks instead of running it a second time.
+    let out = run(send_command(&chat, &mock.base_url())).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("`k1`")
+            && err.contains("may have run")
+            && err.contains("urn:flemma:approval:interrupted"),
+        "{err}"
+    );
+    assert!(!dir.join("runs").exists(), "the tool did not run again");
+    assert_eq!(mock.requests().len(), 1, "nothing was sent");
+    let waiting = read(&chat.path);
+    assert_eq!(
+        waiting,
+        format!("{before}**Tool Result:** `k1` (pending interrupted)\n```\n```\n\n")
+    );
+    no_error_diagnostics(&waiting);
+
+    // The user decides: approved, it runs again and the conversation goes on.
+    let mut approve = common::flemmad_command(&chat, &mock.base_url());
+    approve.args(["approve", &chat.path.display().to_string(), "k1"]);
+    let out = run(approve).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     mock.push(Turn::text("It ran the second time."));
     let out = run(send_command(&chat, &mock.base_url())).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        read(&dir.join("runs")),
+        "run\n",
+        "run once more, when approved"
+    );
     let after = read(&chat.path);
     assert_eq!(
         after,
         format!(
-            "{}**Tool Result:** `k1`\n```\nsecond run\n```\n\n@Assistant:\nIt ran the second time.\n\n@You:\n\n",
-            text.strip_suffix(&placeholder).unwrap()
+            "{before}**Tool Result:** `k1` (interrupted)\n```\nsecond run\n```\n\n@Assistant:\nIt ran the second time.\n\n@You:\n\n"
         )
     );
     no_error_diagnostics(&after);
+}
+
+/// A reply whose writes fail (the chat made read-only mid-stream, as a read-only or full disk
+/// does) stops; once the file can be written again, the next send marks what was left with
+/// why it stopped — the write failed — not "the process writing it ended" (issue 27).
+#[tokio::test]
+async fn a_reply_cut_by_a_failed_write_is_marked_with_why_once_the_file_can_be_written() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mock = MockProvider::start().await.unwrap();
+    let chat = faults_chat(2, "@You:\nTell me a long story.\n");
+    let story: String = (1..=60)
+        .map(|i| format!("Sentence number {i} of the story.\n"))
+        .collect();
+    mock.push(Turn::text(story).bytes_per_sec(400));
+    let child = send_command(&chat, &mock.base_url())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&chat.path, "Sentence number 2 ").await;
+    let mode = |mode: u32| {
+        std::fs::set_permissions(&chat.path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    mode(0o444);
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the send stopped")
+        .unwrap();
+    mode(0o644);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("read-only"), "{}", stderr(&out));
+    let left = read(&chat.path);
+    assert!(
+        !left.contains("flemma:aborted"),
+        "nothing could be written: {left}"
+    );
+
+    mock.push(Turn::text("Where was I? The end."));
+    let out = run(send_command(&chat, &mock.base_url())).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let after = read(&chat.path);
+    let marker = after
+        .lines()
+        .find(|line| line.starts_with("<!-- flemma:aborted:"))
+        .unwrap_or_else(|| panic!("marked:\n{after}"));
+    assert!(
+        marker.starts_with("<!-- flemma:aborted: Response cut off: writing the chat failed (")
+            && marker.contains("read-only"),
+        "{marker}"
+    );
+    assert!(after.starts_with(&left), "{after}");
+    assert!(
+        after.ends_with("@Assistant:\nWhere was I? The end.\n\n@You:\n\n"),
+        "{after}"
+    );
+    no_error_diagnostics(&after);
+    // Said once: a later cut reply is the process's again.
+    let state = chat.path.parent().unwrap().join("state/flemma/interrupted");
+    assert!(
+        std::fs::read_dir(&state).map_or(true, |mut d| d.next().is_none()),
+        "the record is gone once recovered"
+    );
 }
 
 #[tokio::test]

@@ -446,7 +446,15 @@ async fn a_server_with_sandbox_true_runs_inside_the_sandbox() {
     let chat = agentic("@You:\nhi\n");
     let config = chat.config_home.join("flemma/config.toml");
     configure(&chat, &python, "");
-    let mut text = std::fs::read_to_string(&config).unwrap();
+    // The sandbox has a /tmp of its own: the server's script must not be in a checkout that
+    // lies under /tmp (as a CI clone may), so it is copied out.
+    let scripts = crate::common::outside_tmp("flemmad-mcp-server-");
+    let script = scripts.path().join("demo_server.py");
+    std::fs::copy(demo_server(), &script).unwrap();
+    let mut text = std::fs::read_to_string(&config).unwrap().replace(
+        &demo_server().display().to_string(),
+        &script.display().to_string(),
+    );
     text.push_str("sandbox = true\n");
     std::fs::write(&config, text).unwrap();
     let out = write(&chat, &canary).await;

@@ -416,10 +416,55 @@ fn flemmad_lsp_proxies_to_the_running_daemon() {
     drop(lsp);
     let status = child.wait().unwrap();
     assert!(status.success());
+    // The daemon logs the session's end once its side of the connection is done, which may
+    // be just after the proxy saw the connection close.
+    wait_until("the daemon logged the session's end", || {
+        home.log().contains("LSP session closed")
+    });
     let log = home.log();
     assert!(log.contains("lsp: proxying stdio to the daemon"), "{log}");
     assert!(log.contains("LSP session opened"), "{log}");
-    assert!(log.contains("LSP session closed"), "{log}");
+}
+
+/// An editor restarts a language server that fails, not one that ends cleanly: when the
+/// daemon behind `flemmad lsp` dies mid-session, the proxy exits non-zero and says why (issue
+/// 27; it used to exit 0, so the editor thought the session ended as asked).
+#[test]
+fn flemmad_lsp_exits_non_zero_when_its_daemon_dies_mid_session() {
+    let home = Home::new();
+    let mut daemon = home.serve();
+    let mut child = home
+        .command(&["lsp", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lsp = Lsp::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    lsp.initialize();
+    daemon.signal("KILL");
+    daemon.wait();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(start.elapsed() < TIMEOUT, "flemmad lsp did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("closed the connection before the editor ended its session"),
+        "{err}"
+    );
+    drop(lsp);
 }
 
 #[test]

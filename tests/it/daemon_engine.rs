@@ -314,6 +314,13 @@ async fn rpc_methods_send_stream_events_and_answer_status_and_usage() {
         "{shown}"
     );
     assert!(shown.contains("usage (this daemon):"), "{shown}");
+    // And `--json` carries the same view as `daemon` (issue 27: it had only `usage`).
+    let out = run(flemmad(&chat, &base, &["status", &path, "--json"])).await;
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["daemon"]["state"], "idle", "{json}");
+    assert_eq!(json["daemon"]["lastStop"], "idle", "{json}");
+    assert_eq!(json["daemon"]["runningTools"], json!([]), "{json}");
+    assert_eq!(json["daemon"]["usage"], json["usage"], "{json}");
     // `--no-daemon`: only what the file and the configuration say.
     let out = run(flemmad(&chat, &base, &["status", "--no-daemon", &path])).await;
     assert!(out.status.success(), "{}", stderr(&out));
@@ -452,6 +459,61 @@ async fn sigterm_mid_stream_writes_the_abort_marker_and_exits_0() {
         "every byte written before stays:\nbefore:\n{before}\nafter:\n{text}"
     );
     no_error_diagnostics(&text);
+}
+
+/// A tool that was running when the daemon was killed may have done its work (issue 27): the
+/// next send, through a restarted daemon, does not run it again on its own but marks it
+/// `(pending interrupted)` and waits for the user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_tool_then_the_next_send_asks_before_running_the_call_again() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = agentic_chat("@You:\nRun it.\n");
+    let dir = chat.path.parent().unwrap().to_path_buf();
+    let mut daemon = Served::start(&chat, &base).await;
+    let file = chat.path.display().to_string();
+    let command = "echo run >> runs; echo $$ > tool.pid; exec sleep 30";
+    mock.push(bash("k1", command));
+    let out = run(send_command(&chat, &base)).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let follower = flemmad(&chat, &base, &["approve", &file, "k1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + TIMEOUT;
+    while !dir.join("tool.pid").exists() {
+        assert!(Instant::now() < deadline, "the tool never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    daemon.signal("KILL");
+    daemon.exit_code().await;
+    let _ = tokio::time::timeout(TIMEOUT, follower.wait_with_output()).await;
+    // The tool outlives a SIGKILLed daemon; end it (its pid is the one it wrote).
+    let tool_pid = read(&dir.join("tool.pid")).trim().to_owned();
+    let _ = std::process::Command::new("kill").arg(&tool_pid).status();
+    let text = read(&chat.path);
+    assert!(
+        text.contains("**Tool Result:** `k1` (approved)\n```\n```"),
+        "{text}"
+    );
+
+    let _daemon = Served::start(&chat, &base).await;
+    let out = run(send_command(&chat, &base)).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("`k1`") && err.contains("may have run"),
+        "{err}"
+    );
+    assert_eq!(read(&dir.join("runs")), "run\n", "not run a second time");
+    let text = read(&chat.path);
+    assert!(
+        text.contains("**Tool Result:** `k1` (pending interrupted)\n```\n```"),
+        "{text}"
+    );
+    no_error_diagnostics(&text);
+    assert_eq!(mock.requests().len(), 1, "nothing more was sent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -873,7 +935,7 @@ async fn pending_calls(mock: &MockProvider, chat: &Chat, base: &str, n: usize) {
         turn = turn.tool_call_with_id(
             "bash",
             format!("c{i}"),
-            json!({"label": "run", "command": format!("echo ran c{i}"), "timeout": null}),
+            json!({"label": "run", "command": format!("sleep 0.05; echo ran c{i}"), "timeout": null}),
         );
     }
     mock.push(turn);

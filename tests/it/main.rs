@@ -3,6 +3,7 @@
 mod acp;
 mod ask_agent;
 mod authority;
+mod checkpoints;
 mod cli_agentic;
 mod cli_agreement;
 mod cli_approval_function;

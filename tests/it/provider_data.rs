@@ -100,3 +100,51 @@ async fn real_ids_and_names_pass() {
         }
     }
 }
+
+/// A stream event that cannot be read (its JSON cut short, as a broken proxy sends it) is an
+/// error the user sees, in every wire format (issue 27): the reply before it is kept and
+/// marked as cut off by it, `send` fails saying so, and nothing after it is taken as the
+/// reply's (it used to be dropped without a word, its text missing from a reply that ended
+/// "done").
+#[tokio::test]
+async fn a_malformed_stream_event_cuts_the_reply_with_a_marker_that_says_so() {
+    let providers = PROVIDERS
+        .into_iter()
+        .chain([("vertex", "gemini-2.5-pro"), ("codex", "gpt-5.5")]);
+    for (provider, model) in providers {
+        let mock = MockProvider::start().await.unwrap();
+        let chat = chat(&format!(
+            "{}@You:\nTell me.\n",
+            frontmatter(provider, model)
+        ));
+        if provider == "codex" {
+            crate::cli_codex::write_login(&chat, &mock.chatgpt_login(false).auth_json());
+        }
+        mock.push(
+            Turn::text("Kept words come first. Vanishing words follow. Trailing words end.")
+                .malformed_event_holding("Vanishing"),
+        );
+        let out = send(&chat, &mock.base_url()).await;
+        let err = stderr(&out);
+        let text = read(&chat.path);
+        let case = format!("{provider}:\n{err}\n{text}");
+        assert_eq!(out.status.code(), Some(1), "{case}");
+        assert!(err.contains("malformed stream event"), "{case}");
+        let doc = flemma_syntax::parse(text.as_str());
+        let roles: Vec<Role> = doc.messages().iter().map(|m| m.role.clone()).collect();
+        assert_eq!(roles, [Role::You, Role::Assistant, Role::You], "{case}");
+        let reply = &doc.messages()[1];
+        assert!(reply.is_aborted(), "{case}");
+        let reply_text = doc.slice(reply.content);
+        assert!(reply_text.contains("Kept words come first."), "{case}");
+        assert!(
+            !reply_text.contains("Trailing"),
+            "nothing after the event: {case}"
+        );
+        assert!(
+            text.contains("<!-- flemma:aborted: Response cut off by a provider error:")
+                && text.contains("malformed stream event"),
+            "{case}"
+        );
+    }
+}

@@ -20,7 +20,7 @@ pub mod texts;
 mod types;
 
 pub use config::{EngineConfig, Prices};
-pub use engine::{Engine, PROVENANCE_RESOLVER, PendingCall};
+pub use engine::{Engine, INTERRUPTED_RESOLVER, PROVENANCE_RESOLVER, PendingCall};
 pub use jobs::{Job, JobState};
 pub use policy::{BACKGROUND_PARAMETER, Decision, JOBS_STATUS_TOOL, ToolInfo, ToolPolicy, Verdict};
 pub use types::*;

@@ -9,6 +9,12 @@ pub const JOB_CANCELLED: &str = "Job cancelled by the user.";
 /// The abort marker's message of a reply cut off by the end of the process writing it.
 pub const CUT_OFF: &str = "Response cut off: the process writing it ended before it finished.";
 
+/// The abort marker's message of a reply cut off because writing the chat failed (`reason`:
+/// what the write said, e.g. a read-only or full disk).
+pub fn cut_off_by_write(reason: &str) -> String {
+    format!("Response cut off: writing the chat failed ({reason}); the reply stopped there.")
+}
+
 pub fn user_feedback(reason: &str) -> String {
     format!("User feedback: {reason}")
 }

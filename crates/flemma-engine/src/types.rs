@@ -43,6 +43,21 @@ pub enum StreamOutcome {
     Cancelled,
 }
 
+/// What the shell knows about how the last process that worked on a document ended, for
+/// `Input::Load`'s recovery: the text alone cannot tell (docs/engine.md, "Recovery").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Why the last writer stopped writing the document, when it knew (its write failed: a
+    /// read-only or full disk). The abort marker of a reply it left cut off says so, instead
+    /// of "the process writing it ended".
+    pub write_failed: Option<String>,
+    /// The foreground tool calls the last process started (tool use ids). One whose result is
+    /// still an empty `(approved)` placeholder was running when that process ended: it may
+    /// have run, fully or in part, so it waits for the user's approval again instead of
+    /// running a second time on its own.
+    pub started_calls: Vec<String>,
+}
+
 /// Everything that happens to a document.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
@@ -51,7 +66,8 @@ pub enum Input {
     TextChanged {
         edits: Vec<TextEdit>,
     },
-    /// The document was opened: recover orphaned jobs.
+    /// The document was opened: close a reply a process left cut off, recover orphaned jobs
+    /// and interrupted calls (with what [`crate::Engine::recovering`] was told).
     Load,
     /// Do the next thing (`flemma/send`, `flemmad send`).
     Advance,

@@ -800,6 +800,81 @@ fn a_reply_cut_off_by_a_killed_process_is_marked_on_load_and_the_next_advance_co
 }
 
 #[test]
+fn a_reply_cut_off_because_writing_failed_says_so_on_load() {
+    let mut d = Driver::new("@You:\nTell me.\n\n@Assistant:\nOnce upon a ti");
+    d.engine = d.engine.clone().recovering(Recovery {
+        write_failed: Some("No space left on device (os error 28)".into()),
+        ..Recovery::default()
+    });
+    assert_eq!(d.send(Input::Load), ["emit document:recovered"]);
+    assert_eq!(
+        d.shell,
+        "@You:\nTell me.\n\n@Assistant:\nOnce upon a ti\n\n<!-- flemma:aborted: Response cut off: writing the chat failed (No space left on device (os error 28)); the reply stopped there. -->\n\n@You:\n\n"
+    );
+    assert_well_formed(&d.shell);
+}
+
+/// Interrupted calls (issue 27): a call the last process started and that still has an empty
+/// `(approved)` placeholder was running when it ended; it may have run, so it waits for the
+/// user again instead of running a second time. A call it never started runs; one whose
+/// result is there stays as it is.
+#[test]
+fn a_call_that_was_running_when_its_process_ended_waits_for_approval_again() {
+    let chat = "@You:\nq\n\n@Assistant:\n**Tool Use:** `bash` (`t1`)\n```json\n{\"command\":\"touch x\"}\n```\n\n**Tool Use:** `bash` (`t2`)\n```json\n{\"command\":\"touch y\"}\n```\n\n**Tool Use:** `bash` (`t3`)\n```json\n{\"command\":\"touch z\"}\n```\n\n@You:\n**Tool Result:** `t1` (approved)\n```\n```\n\n**Tool Result:** `t2` (approved)\n```\n```\n\n**Tool Result:** `t3`\n```\ndone\n```\n";
+    let mut d = Driver::new(chat);
+    d.engine = d.engine.clone().recovering(Recovery {
+        started_calls: vec!["t1".into(), "t3".into()],
+        ..Recovery::default()
+    });
+    assert_eq!(d.send(Input::Load), ["emit document:recovered"]);
+    let recovered = d.event("document:recovered").unwrap();
+    assert_eq!(recovered.data["interrupted"], serde_json::json!(["t1"]));
+    assert!(
+        d.shell
+            .contains("**Tool Result:** `t1` (pending interrupted)\n```\n```"),
+        "{}",
+        d.shell
+    );
+    assert!(d.shell.contains("**Tool Result:** `t2` (approved)"));
+    assert!(d.shell.contains("**Tool Result:** `t3`\n```\ndone"));
+    // t2 was never started: it runs; t1 waits for the user, named as interrupted.
+    let lines = d.send(Input::Advance);
+    assert!(
+        lines.iter().any(|l| l.starts_with("start bash t2")),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains(" t1 ")), "{lines:?}");
+    let lines = d.send(finished("t2", "made y"));
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.starts_with("stopped AwaitingApproval")),
+        "{lines:?}"
+    );
+    let pending = d.engine.pending_calls();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].tool_id, "t1");
+    assert_eq!(pending[0].resolver, flemma_engine::INTERRUPTED_RESOLVER);
+    // Approving it runs it again (the user decided); the word stays as a record.
+    d.send(Input::Approve {
+        tool_id: "t1".into(),
+    });
+    assert!(
+        d.shell
+            .contains("**Tool Result:** `t1` (approved interrupted)"),
+        "{}",
+        d.shell
+    );
+    assert!(
+        d.log.iter().any(|l| l.starts_with("start bash t1")),
+        "{:?}",
+        d.log
+    );
+    // Told once: a second load changes nothing.
+    assert!(d.send(Input::Load).is_empty());
+}
+
+#[test]
 fn a_cut_reply_inside_a_code_fence_gets_the_fence_closed_before_the_marker() {
     let mut d = Driver::new("@You:\nCode?\n\n@Assistant:\nHere:\n````rust\nfn main() {\n");
     d.send(Input::Load);

@@ -132,6 +132,91 @@ fn malformed_reply(body: &[u8], error: &serde_json::Error) -> serde_json::Value 
     }
 }
 
+/// Watches the bytes a client sends, in whatever chunks they come, for the `exit`
+/// notification: a byte pipe between an editor and a language server (`flemmad lsp` in front
+/// of the daemon) learns from it whether the editor ended its session, or the server went
+/// away under it. It passes nothing on and keeps only small bodies (an `exit` is one).
+#[derive(Debug, Default)]
+pub struct ExitWatch {
+    /// The header line being read.
+    line: Vec<u8>,
+    length: Option<usize>,
+    /// Body bytes still to come (`None`: reading headers).
+    remaining: Option<usize>,
+    /// The body, when it is small enough to be an `exit`.
+    body: Option<Vec<u8>>,
+    seen: bool,
+}
+
+impl ExitWatch {
+    /// The largest body that is looked at: an `exit` notification is far smaller.
+    const SMALL: usize = 1024;
+
+    /// Takes the next bytes; whether an `exit` notification was among the bytes so far.
+    pub fn feed(&mut self, mut bytes: &[u8]) -> bool {
+        while !bytes.is_empty() && !self.seen {
+            match self.remaining {
+                Some(remaining) => {
+                    let take = remaining.min(bytes.len());
+                    if let Some(body) = &mut self.body {
+                        body.extend_from_slice(&bytes[..take]);
+                    }
+                    bytes = &bytes[take..];
+                    self.remaining = Some(remaining - take);
+                    if remaining == take {
+                        self.remaining = None;
+                        self.seen = self.body.take().is_some_and(|body| is_exit(&body));
+                    }
+                }
+                None => {
+                    let end = bytes.iter().position(|&b| b == b'\n');
+                    let (part, rest) = match end {
+                        Some(end) => (&bytes[..=end], &bytes[end + 1..]),
+                        None => (bytes, &[][..]),
+                    };
+                    if self.line.len() < Self::SMALL {
+                        self.line.extend_from_slice(part);
+                    }
+                    bytes = rest;
+                    if end.is_some() {
+                        self.header_line();
+                    }
+                }
+            }
+        }
+        self.seen
+    }
+
+    fn header_line(&mut self) {
+        let line = std::mem::take(&mut self.line);
+        let header = String::from_utf8_lossy(&line);
+        let header = header.trim_end_matches(['\r', '\n']);
+        if header.is_empty() {
+            if let Some(length) = self.length.take() {
+                self.remaining = Some(length);
+                self.body = (length <= Self::SMALL).then(Vec::new);
+                if length == 0 {
+                    self.remaining = None;
+                    self.body = None;
+                }
+            }
+            return;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            self.length = value.trim().parse().ok();
+        }
+    }
+}
+
+fn is_exit(body: &[u8]) -> bool {
+    matches!(
+        serde_json::from_slice::<Message>(body),
+        Ok(Message::Notification(notification)) if notification.method == "exit"
+    )
+}
+
 /// Reads one `Content-Length` framed body; `None` at the end of the input.
 fn read_frame<R: BufRead>(input: &mut R) -> io::Result<Option<Vec<u8>>> {
     let mut length: Option<usize> = None;
@@ -175,6 +260,36 @@ mod tests {
         let mut input = io::Cursor::new(b"content-length: 2\r\nContent-Type: x\r\n\r\n{}".to_vec());
         assert_eq!(read_frame(&mut input).unwrap().unwrap(), b"{}");
         assert_eq!(read_frame(&mut input).unwrap(), None);
+    }
+
+    #[test]
+    fn the_exit_notification_is_seen_in_any_chunks_and_nothing_else_counts() {
+        let frame = |body: &str| format!("Content-Length: {}\r\n\r\n{body}", body.len());
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","method":"textDocument/didOpen","params":{{"text":"{}\"method\":\"exit\""}}}}"#,
+            "x".repeat(5000)
+        );
+        let stream = [
+            frame(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#),
+            frame(&big),
+            frame(r#"{"jsonrpc":"2.0","id":2,"method":"shutdown"}"#),
+        ]
+        .concat();
+        let exit = frame(r#"{"jsonrpc":"2.0","method":"exit"}"#);
+        for chunk in [1, 7, 100, usize::MAX] {
+            let mut watch = ExitWatch::default();
+            for piece in stream.as_bytes().chunks(chunk.min(stream.len())) {
+                assert!(!watch.feed(piece), "chunks of {chunk}: not an exit");
+            }
+            let mut seen = false;
+            for piece in exit.as_bytes().chunks(chunk.min(exit.len())) {
+                seen = watch.feed(piece);
+            }
+            assert!(seen, "chunks of {chunk}");
+        }
+        // An `exit` with an id is a request, not the notification.
+        let mut watch = ExitWatch::default();
+        assert!(!watch.feed(frame(r#"{"jsonrpc":"2.0","id":3,"method":"exit"}"#).as_bytes()));
     }
 
     #[test]

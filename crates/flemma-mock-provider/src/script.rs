@@ -37,6 +37,10 @@ pub struct Turn {
     /// Anthropic only: send the older `message_delta.usage` shape that carries only
     /// `output_tokens` (instead of repeating the input and cache counts).
     pub anthropic_legacy_usage: bool,
+    /// Send the first event whose bytes hold this text malformed (its JSON cut short: the last
+    /// `}` removed), as a broken proxy or server would; the rest of the stream as scripted.
+    /// In every streaming format.
+    pub malformed_event: Option<String>,
 }
 
 /// In a tool call's input, stands for the last background job id of the request
@@ -272,6 +276,12 @@ impl Turn {
     /// Turns Anthropic whitespace padding on or off.
     pub fn anthropic_padding(mut self, on: bool) -> Self {
         self.anthropic_padding = on;
+        self
+    }
+
+    /// Sends the first event that holds `text` (a word of a text step, say) malformed.
+    pub fn malformed_event_holding(mut self, text: impl Into<String>) -> Self {
+        self.malformed_event = Some(text.into());
         self
     }
 

@@ -731,6 +731,10 @@ fn generate(
         Some(Failure::Html { status }) => Reply::html(*status),
         _ => formats::render_turn(format, &turn, ctx),
     };
+    let reply = match &turn.malformed_event {
+        Some(needle) => reply.with_malformed_event(needle),
+        None => reply,
+    };
     let cut = match turn.failure {
         Some(Failure::DisconnectAfterBytes(bytes)) => Some(bytes),
         _ => None,

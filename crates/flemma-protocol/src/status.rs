@@ -28,6 +28,10 @@ pub struct ChatStatus {
     pub jobs: Vec<JobStatus>,
     /// The pid of the `flemmad send` running on this file, when one is.
     pub send_pid: Option<u32>,
+    /// What a running daemon's engine is doing with the chat (`flemma/status`: its state —
+    /// `idle`, `streaming`, `tools`, `working`, `awaiting-approval` —, running tools, pending
+    /// calls, jobs, usage, why its last cycle stopped); null when no daemon answers.
+    pub daemon: Option<crate::engine::EngineStatus>,
     /// The MCP servers the chat's configuration defines, each with its state.
     #[serde(default)]
     pub mcp_servers: Vec<McpServerStatus>,

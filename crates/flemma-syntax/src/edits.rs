@@ -20,6 +20,24 @@ impl Document {
         Some(self.suffix_edit(result, status))
     }
 
+    /// Sets the status of the tool result answering `tool_use_id` and adds the bare meta word
+    /// `word` to its suffix (once: a word already there is not repeated); other meta is kept.
+    pub fn mark_tool_result(
+        &self,
+        tool_use_id: &str,
+        status: Status,
+        word: &str,
+    ) -> Option<TextEdit> {
+        let (_, _, result) = self.tool_result(tool_use_id)?;
+        let mut edit = self.suffix_edit(result, Some(status));
+        if !result.suffix.as_ref().is_some_and(|s| s.has_word(word)) {
+            // The rendered suffix holds the status: it is ` (…)`.
+            edit.new_text
+                .insert_str(edit.new_text.len() - 1, &format!(" {word}"));
+        }
+        Some(edit)
+    }
+
     fn suffix_edit(&self, result: &ToolResult, status: Option<Status>) -> TextEdit {
         // Replace from just after the id's closing backtick to the end of the suffix.
         let after_id = result.id_range.end + 1;

@@ -218,6 +218,14 @@ impl Suffix {
         }
     }
 
+    /// Whether `word` is one of its meta tokens, as a bare word.
+    pub fn has_word(&self, word: &str) -> bool {
+        self.tokens
+            .iter()
+            .enumerate()
+            .any(|(i, t)| Some(i) != self.status_token && t.key.is_none() && t.raw == word)
+    }
+
     /// Meta tokens (everything but the status), in order. Bare words map to `true`.
     pub fn meta(&self) -> impl Iterator<Item = (&str, SuffixValue)> {
         self.tokens

@@ -25,6 +25,10 @@ pub const REJECTED_RESULT: &str = "This tool has been rejected by the user.";
 pub const ABORTED_RESULT: &str = "Response interrupted by the user.";
 /// The job result written by orphan recovery (`chat-format.md` §3.2).
 pub const JOB_LOST_RESULT: &str = "Job lost: session ended before completion.";
+/// The meta word of a tool result whose call was running when the process that started it
+/// ended (`(pending interrupted)`): it may have run, so it waits for the user's approval again
+/// instead of running a second time on its own.
+pub const INTERRUPTED_META: &str = "interrupted";
 
 /// The text of the abort marker flemmad writes when a stream is cancelled after content arrived.
 pub const ABORT_MARKER: &str = "<!-- flemma:aborted: Response interrupted by the user. -->";

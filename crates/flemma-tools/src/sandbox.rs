@@ -698,13 +698,17 @@ impl Bwrap {
                 .map(Path::to_path_buf)
                 .collect();
             between.reverse();
+            // `-try`: a folder or chat found by the scan may be gone when bwrap starts (another
+            // program removed it); what no longer exists needs no protection.
             for dir in between {
                 if pinned.insert(dir.clone()) {
-                    plan.binds.push(("--bind", dir.clone(), dir));
+                    plan.binds.push(("--bind-try", dir.clone(), dir));
                 }
             }
             match keep {
-                Keep::ReadOnly => plan.binds.push(("--ro-bind", path.clone(), path.clone())),
+                Keep::ReadOnly => plan
+                    .binds
+                    .push(("--ro-bind-try", path.clone(), path.clone())),
                 Keep::Placeholder(empty) => plan.binds.push(("--ro-bind", empty, path.clone())),
             }
             covered.push(path);
@@ -1113,7 +1117,7 @@ mod tests {
             "nested roots are not bound again: {text}"
         );
         assert!(
-            text.contains(&format!("--ro-bind {shown}/.git {shown}/.git")),
+            text.contains(&format!("--ro-bind-try {shown}/.git {shown}/.git")),
             "{text}"
         );
         assert!(text.contains(&format!("--tmpfs {shown}/run")), "{text}");
@@ -1200,12 +1204,12 @@ mod tests {
                 bind("--bind", &private_tmp),
                 bind("--bind", "p"),
                 bind("--ro-bind", &placeholder),
-                bind("--ro-bind", "p/b.CHAT"),
-                bind("--bind", "p/chats"),
-                bind("--ro-bind", "p/chats/a.chat"),
-                bind("--bind", "p/vendor"),
-                bind("--bind", "p/vendor/lib"),
-                bind("--ro-bind", "p/vendor/lib/.git"),
+                bind("--ro-bind-try", "p/b.CHAT"),
+                bind("--bind-try", "p/chats"),
+                bind("--ro-bind-try", "p/chats/a.chat"),
+                bind("--bind-try", "p/vendor"),
+                bind("--bind-try", "p/vendor/lib"),
+                bind("--ro-bind-try", "p/vendor/lib/.git"),
             ]
         );
         assert_eq!(plan.placeholders, vec![root.join("p/.git")]);

@@ -175,8 +175,14 @@ impl AnthropicDecoder {
                 self.fail(out, format!("Anthropic stream error: {}", data.trim()));
                 return;
             }
-            // Not JSON and not an error frame: tolerate and skip.
-            Err(_) => return,
+            Err(error) => {
+                if let Some(message) =
+                    crate::unreadable_event(sse_event, data, &error, |kind| kind != "ping")
+                {
+                    self.fail(out, format!("Anthropic stream error: {message}"));
+                }
+                return;
+            }
         };
         let kind: &str = if event.kind.is_empty() {
             sse_event

@@ -108,7 +108,7 @@ pub(crate) struct ChatDecoder {
 }
 
 impl ChatDecoder {
-    fn handle_event(&mut self, _event: &str, data: &str, out: &mut Vec<StreamEvent>) {
+    fn handle_event(&mut self, event: &str, data: &str, out: &mut Vec<StreamEvent>) {
         if self.finished {
             return;
         }
@@ -117,8 +117,18 @@ impl ChatDecoder {
             self.complete(out);
             return;
         }
-        let Ok(chunk) = serde_json::from_str::<Chunk>(data) else {
-            return;
+        let chunk = match serde_json::from_str::<Chunk>(data) {
+            Ok(chunk) => chunk,
+            Err(error) => {
+                // Every chunk is acted on: its choices hold the reply.
+                if let Some(message) = crate::unreadable_event(event, data, &error, |_| true) {
+                    out.push(StreamEvent::Error {
+                        message: format!("stream error from the server: {message}"),
+                    });
+                    self.finished = true;
+                }
+                return;
+            }
         };
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
             let message = match error.get("message").and_then(Value::as_str) {

@@ -162,16 +162,28 @@ fn map_finish_reason(reason: &str, message: Option<String>, called_tools: bool) 
 }
 
 impl GeminiDecoder {
-    fn handle_event(&mut self, _event: &str, data: &str, out: &mut Vec<StreamEvent>) {
+    fn handle_event(&mut self, event: &str, data: &str, out: &mut Vec<StreamEvent>) {
         if self.finished {
             return;
         }
         let data = data.trim();
+        // Every chunk is acted on: its candidates hold the reply.
+        let unreadable = |error: serde_json::Error| {
+            crate::unreadable_event(event, data, &error, |_| true)
+                .map(|message| format!("Gemini stream error: {message}"))
+        };
         if data.starts_with('[') {
             // A JSON array of chunks (a server answering without `alt=sse`).
-            if let Ok(chunks) = serde_json::from_str::<Vec<Chunk>>(data) {
-                for chunk in chunks {
-                    self.chunk(chunk, out);
+            match serde_json::from_str::<Vec<Chunk>>(data) {
+                Ok(chunks) => {
+                    for chunk in chunks {
+                        self.chunk(chunk, out);
+                    }
+                }
+                Err(error) => {
+                    if let Some(message) = unreadable(error) {
+                        self.fail(out, message);
+                    }
                 }
             }
             return;
@@ -181,7 +193,11 @@ impl GeminiDecoder {
             Err(_) if data.starts_with('{') && data.contains("\"error\"") => {
                 self.fail(out, format!("Gemini stream error: {data}"));
             }
-            Err(_) => {}
+            Err(error) => {
+                if let Some(message) = unreadable(error) {
+                    self.fail(out, message);
+                }
+            }
         }
     }
 

@@ -489,7 +489,15 @@ impl<F: SseFormat> StreamDecoder for SseStream<F> {
     fn finish(&mut self) -> Vec<StreamEvent> {
         let mut out = Vec::new();
         let Self { sse, format, .. } = self;
-        sse.finish_with(&mut |event, data| format.handle(event, data, &mut out));
+        sse.finish_with(&mut |event, data| {
+            // An event the body ends in the middle of is the truncation `end` reports, not a
+            // malformed event; a whole one without its blank line is taken as it is.
+            let whole = data.trim() == "[DONE]"
+                || serde_json::from_str::<serde::de::IgnoredAny>(data).is_ok();
+            if whole {
+                format.handle(event, data, &mut out);
+            }
+        });
         format.end(&mut out);
         self.check.filter(out)
     }
@@ -530,6 +538,51 @@ pub fn decoder_for(kind: ProviderKind, names: ToolNames) -> Box<dyn StreamDecode
             Box::new(SseStream::new(SseDecoder::with_bare_json(), format))
         }
     }
+}
+
+/// The error of a stream event a decoder could not read into its format's type, or `None`
+/// when it may be passed over: an empty `data:` field, or an event of a kind the decoder does
+/// not act on (`handles` says which it does: a newer API's event need not have the shape this
+/// one knows). Anything else cuts the reply there, so that its text is never lost without a
+/// word: data that is not JSON, or an event the decoder acts on in another shape. `kind` is
+/// the event's `type` when its JSON has one, else `sse_event`.
+pub(crate) fn unreadable_event(
+    sse_event: &str,
+    data: &str,
+    error: &serde_json::Error,
+    handles: impl Fn(&str) -> bool,
+) -> Option<String> {
+    const PREVIEW: usize = 160;
+    let trimmed = data.trim();
+    if trimmed.is_empty() {
+        return None;
+    }
+    let why = match serde_json::from_str::<serde_json::Value>(trimmed) {
+        Err(json) => format!("not JSON: {json}"),
+        Ok(value) => {
+            let kind = value
+                .get("type")
+                .and_then(serde_json::Value::as_str)
+                .filter(|kind| !kind.is_empty())
+                .unwrap_or(sse_event);
+            if !handles(kind) {
+                return None;
+            }
+            match kind {
+                "" => format!("not the expected shape: {error}"),
+                kind => format!("a `{kind}` event not in the expected shape: {error}"),
+            }
+        }
+    };
+    let mut end = trimmed.len().min(PREVIEW);
+    while !trimmed.is_char_boundary(end) {
+        end -= 1;
+    }
+    let more = if end < trimmed.len() { "…" } else { "" };
+    Some(format!(
+        "malformed stream event ({why}): `{}{more}`",
+        &trimmed[..end]
+    ))
 }
 
 /// The error message of a stream that ended without the provider's terminal event.

@@ -101,16 +101,44 @@ fn error_text(error: &Value) -> String {
     }
 }
 
+/// The events the decoder acts on (an unreadable one of these cuts the reply; another kind,
+/// in a shape this decoder does not know, is passed over).
+fn handles(kind: &str) -> bool {
+    matches!(
+        kind,
+        "response.output_text.delta"
+            | "response.refusal.delta"
+            | "response.reasoning_summary_text.delta"
+            | "response.reasoning_text.delta"
+            | "response.reasoning_summary_part.added"
+            | "response.output_item.added"
+            | "response.output_item.done"
+            | "response.function_call_arguments.delta"
+            | "response.function_call_arguments.done"
+            | "response.completed"
+            | "response.incomplete"
+            | "response.failed"
+            | "error"
+    )
+}
+
 impl ResponsesDecoder {
     fn handle_event(&mut self, sse_event: &str, data: &str, out: &mut Vec<StreamEvent>) {
         if self.finished {
             return;
         }
-        let Ok(event) = serde_json::from_str::<Event>(data) else {
-            if sse_event == "error" {
+        let event = match serde_json::from_str::<Event>(data) {
+            Ok(event) => event,
+            Err(_) if sse_event == "error" => {
                 self.fail(out, data.trim().to_string());
+                return;
             }
-            return;
+            Err(error) => {
+                if let Some(message) = crate::unreadable_event(sse_event, data, &error, handles) {
+                    self.fail(out, message);
+                }
+                return;
+            }
         };
         let kind: Cow<'_, str> = if event.kind.is_empty() {
             Cow::Borrowed(sse_event)

@@ -8,7 +8,7 @@
 import '../support/fakeVscode';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -86,7 +86,11 @@ test(
     let server: ChildProcess | undefined;
     let connection: ProtocolConnection | undefined;
     try {
-      const chatPath = join(work, 'talk.chat');
+      // The chat's folder is not above HOME (`work/home`): a sandbox never makes the home
+      // directory or a folder above it writable.
+      const project = join(work, 'project');
+      mkdirSync(project);
+      const chatPath = join(project, 'talk.chat');
       // Non-ASCII before the reply (é, ✓ and an emoji of two UTF-16 units) so that positions are
       // only right when both sides count UTF-16.
       const original =
@@ -248,7 +252,7 @@ test(
       const lensesOf = () => state.codeLensProviders[0].provider.provideCodeLenses(document);
       await until('a pending placeholder with an Approve lens', () => lensesOf().some((l) => l.command?.title === 'Approve'), 20000, detail);
       await until('the status bar says it awaits approval', () => statusTexts[statusTexts.length - 1].includes('awaiting approval'), 5000, () => JSON.stringify(statusTexts));
-      assert.equal(existsSync(join(work, 'greeting.txt')), false, 'the tool waits for approval');
+      assert.equal(existsSync(join(project, 'greeting.txt')), false, 'the tool waits for approval');
       const approve = lensesOf().find((l) => l.command?.title === 'Approve')!;
       const toolId = approve.command!.arguments![1] as string;
       const editsBeforeApproval = editor.edits.length;
@@ -261,7 +265,7 @@ test(
         20000,
         detail,
       );
-      assert.equal(readFileSync(join(work, 'greeting.txt'), 'utf8'), 'hello from bash\n', 'the tool ran in the chat directory');
+      assert.equal(readFileSync(join(project, 'greeting.txt'), 'utf8'), 'hello from bash\n', 'the tool ran in the chat directory');
       assert.equal(lensesOf().length, 0, 'no lens is left once nothing is pending');
       await until('the engine to stop', () => events.filter((e) => e.name === 'engine:stopped').length >= 3, 5000, detail);
       // The next reply, streamed in several edits, is one undo stop too (the approval and the tool's

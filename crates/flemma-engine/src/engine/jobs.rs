@@ -1,8 +1,13 @@
 //! Background jobs: a job finishing (`Input::JobFinished`), FIFO delivery of job results at
 //! the next delivery point, and `Input::Load`'s recovery (a reply cut by a killed process is
-//! closed with its marker; orphaned jobs are marked lost).
+//! closed with its marker; orphaned jobs are marked lost; calls that were running wait for
+//! approval again).
 
 use super::*;
+
+/// The resolver named for a call that waits for approval again because it was running when
+/// the process that started it ended (`(pending interrupted)`).
+pub const INTERRUPTED_RESOLVER: &str = "urn:flemma:approval:interrupted";
 
 impl Engine {
     pub(super) fn job_finished(
@@ -110,7 +115,10 @@ impl Engine {
     /// followed by `@You:`, written with its last text) nor aborted. With content it gets an
     /// open code fence closed, the abort marker saying what happened and the closing `@You:`,
     /// so the next advance continues it; without content its `@Assistant:` line is removed.
-    pub(super) fn recover_cut_reply(&mut self, out: &mut Vec<Effect>) {
+    ///
+    /// `write_failed` is why the last writer stopped writing, when it knew (the marker says
+    /// so then).
+    pub(super) fn recover_cut_reply(&mut self, write_failed: Option<&str>, out: &mut Vec<Effect>) {
         let Some(last) = self.doc.messages().last() else {
             return;
         };
@@ -145,7 +153,11 @@ impl Engine {
                 tail.push('\n');
             }
             tail.push('\n');
-            tail.push_str(&write::abort_marker(texts::CUT_OFF));
+            let why = match write_failed {
+                Some(reason) => texts::cut_off_by_write(reason),
+                None => texts::CUT_OFF.to_owned(),
+            };
+            tail.push_str(&write::abort_marker(&why));
             tail.push('\n');
             tail.push_str(&write::closing_prompt());
             TextEdit::insert(text.len(), tail)
@@ -155,6 +167,46 @@ impl Engine {
             out,
             events::DOCUMENT_RECOVERED,
             json!({"orphans": [], "count": 0, "cutReply": true}),
+        );
+    }
+
+    /// Interrupted calls: of `started` (the foreground calls the last process started), those
+    /// whose result is still an empty `(approved)` placeholder were running when it ended. They
+    /// may have run, fully or in part, so they are not run again on their own: each becomes
+    /// `(pending interrupted)` and waits for the user, who approves it (it runs again) or
+    /// rejects it (the model is told it did not run).
+    pub(super) fn recover_interrupted_calls(&mut self, started: &[String], out: &mut Vec<Effect>) {
+        let mut interrupted = Vec::new();
+        let mut edits = Vec::new();
+        for id in started {
+            let Some((_, _, result)) = self.doc.tool_result(id) else {
+                continue;
+            };
+            let approved =
+                result.suffix.as_ref().and_then(|s| s.status()) == Some(Status::Approved);
+            let empty = result
+                .fence
+                .as_ref()
+                .is_none_or(|fence| self.doc.slice(fence.content).trim().is_empty());
+            if !approved || !empty || self.running.iter().any(|t| &t.tool_id == id) {
+                continue;
+            }
+            if let Some(edit) =
+                self.doc
+                    .mark_tool_result(id, Status::Pending, write::INTERRUPTED_META)
+            {
+                edits.push(edit);
+                interrupted.push(id.clone());
+            }
+        }
+        if interrupted.is_empty() {
+            return;
+        }
+        self.apply(edits, out);
+        emit(
+            out,
+            events::DOCUMENT_RECOVERED,
+            json!({"orphans": [], "count": 0, "interrupted": interrupted}),
         );
     }
 

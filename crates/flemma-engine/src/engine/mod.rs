@@ -24,6 +24,7 @@ use crate::reply::{self, ReplyOutcome, ReplyRenderer};
 use crate::texts;
 use crate::types::*;
 
+pub use jobs::INTERRUPTED_RESOLVER;
 pub use provenance::PROVENANCE_RESOLVER;
 use provenance::{Held, Provenance};
 
@@ -153,6 +154,8 @@ pub struct Engine {
     /// The time of the input being handled (for what is timed deep inside a transition, such
     /// as a job's start).
     now: Millis,
+    /// What `Load` recovers with ([`Engine::recovering`]); used once.
+    recovery: Recovery,
 }
 
 impl std::fmt::Debug for Engine {
@@ -199,7 +202,15 @@ impl Engine {
             provenance: None,
             tool_ran: false,
             now: 0,
+            recovery: Recovery::default(),
         }
+    }
+
+    /// The engine of a document whose last process ended as `recovery` says: `Load` marks
+    /// what it left accordingly (docs/engine.md, "Recovery").
+    pub fn recovering(mut self, recovery: Recovery) -> Self {
+        self.recovery = recovery;
+        self
     }
 
     // ----- read-only status -----
@@ -235,8 +246,13 @@ impl Engine {
             .map(|(_, _, result)| {
                 let id = result.tool_use_id.clone();
                 let (name, input) = self.call(&id).unwrap_or_default();
+                let interrupted = result
+                    .suffix
+                    .as_ref()
+                    .is_some_and(|suffix| suffix.has_word(write::INTERRUPTED_META));
                 let resolver = match self.held_resolver(&id) {
                     Some(resolver) => resolver.to_owned(),
+                    None if interrupted => INTERRUPTED_RESOLVER.to_owned(),
                     None => self.policy.decide(&name, &input).resolver,
                 };
                 PendingCall {
@@ -297,8 +313,10 @@ impl Engine {
         match input {
             Input::TextChanged { edits } => self.text_changed(edits, &mut out),
             Input::Load => {
-                self.recover_cut_reply(&mut out);
+                let recovery = std::mem::take(&mut self.recovery);
+                self.recover_cut_reply(recovery.write_failed.as_deref(), &mut out);
                 self.recover_orphans(&mut out);
+                self.recover_interrupted_calls(&recovery.started_calls, &mut out);
             }
             Input::Advance => self.advance(now, false, &mut out),
             Input::Approve { tool_id } => {

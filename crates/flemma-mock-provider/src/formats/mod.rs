@@ -57,6 +57,24 @@ impl Reply {
         }
     }
 
+    /// The same answer with the first frame that holds `needle` malformed: the last `}` of
+    /// its JSON removed (a frame is one event).
+    pub fn with_malformed_event(mut self, needle: &str) -> Self {
+        let found = self
+            .frames
+            .iter()
+            .position(|frame| frame.windows(needle.len()).any(|w| w == needle.as_bytes()));
+        if let Some(index) = found {
+            let frame = &self.frames[index];
+            if let Some(brace) = frame.iter().rposition(|&b| b == b'}') {
+                let mut broken = frame[..brace].to_vec();
+                broken.extend_from_slice(&frame[brace + 1..]);
+                self.frames[index] = Bytes::from(broken);
+            }
+        }
+        self
+    }
+
     /// A proxy's HTML error page.
     pub fn html(status: u16) -> Self {
         let reason = match status {

@@ -586,3 +586,149 @@ fn invalid_utf8_is_replaced_not_fatal() {
         json!([text("a\u{fffd}b"), stop(json!("end_turn"))])
     );
 }
+
+/// A stream whose second text delta is cut short (its JSON lacks the closing brace), in the
+/// wire format of `kind`, with a third delta and the terminal events after it.
+fn stream_with_a_malformed_delta(kind: ProviderKind) -> String {
+    let frame = |event: Option<&str>, data: &str| match event {
+        Some(event) => format!("event: {event}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
+    };
+    let cut = |data: String| data[..data.len() - 1].to_owned();
+    match kind {
+        ProviderKind::Anthropic => {
+            let delta = |text: &str| {
+                json!({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "text_delta", "text": text}})
+                .to_string()
+            };
+            [
+                frame(Some("message_start"), r#"{"type":"message_start","message":{"usage":{"input_tokens":3,"output_tokens":1}}}"#),
+                frame(Some("content_block_start"), r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#),
+                frame(Some("content_block_delta"), &delta("Kept")),
+                frame(Some("content_block_delta"), &cut(delta(" lost"))),
+                frame(Some("content_block_delta"), &delta(" after")),
+                frame(Some("content_block_stop"), r#"{"type":"content_block_stop","index":0}"#),
+                frame(Some("message_delta"), r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}"#),
+                frame(Some("message_stop"), r#"{"type":"message_stop"}"#),
+            ]
+            .concat()
+        }
+        ProviderKind::OpenAi | ProviderKind::Codex => {
+            let delta = |text: &str| {
+                json!({"type": "response.output_text.delta", "output_index": 0, "delta": text})
+                    .to_string()
+            };
+            [
+                frame(Some("response.output_text.delta"), &delta("Kept")),
+                frame(Some("response.output_text.delta"), &cut(delta(" lost"))),
+                frame(Some("response.output_text.delta"), &delta(" after")),
+                frame(Some("response.completed"), r#"{"type":"response.completed","response":{"usage":{"input_tokens":3,"output_tokens":3}}}"#),
+            ]
+            .concat()
+        }
+        ProviderKind::OpenAiCompatible | ProviderKind::Moonshot => {
+            let delta = |text: &str| {
+                json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]})
+                    .to_string()
+            };
+            [
+                frame(None, &delta("Kept")),
+                frame(None, &cut(delta(" lost"))),
+                frame(None, &delta(" after")),
+                frame(
+                    None,
+                    r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+                ),
+                frame(None, "[DONE]"),
+            ]
+            .concat()
+        }
+        ProviderKind::Gemini | ProviderKind::Vertex => {
+            let delta = |text: &str| {
+                json!({"candidates": [{"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}]})
+                    .to_string()
+            };
+            [
+                frame(None, &delta("Kept")),
+                frame(None, &cut(delta(" lost"))),
+                frame(None, r#"{"candidates":[{"content":{"parts":[{"text":" after"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":3}}"#),
+            ]
+            .concat()
+        }
+    }
+}
+
+/// A malformed event cuts the reply where it stands, with an error that says so, in every
+/// provider's decoder: its text is never lost without a word (issue 27), and nothing after it
+/// is taken as part of the reply.
+#[test]
+fn a_malformed_event_ends_every_stream_with_an_error_that_says_so() {
+    for kind in ProviderKind::ALL {
+        let bytes = stream_with_a_malformed_delta(kind);
+        // Fed whole and byte by byte: the same events.
+        let splits: Vec<usize> = (1..bytes.len()).collect();
+        for events in [
+            decode_chunks(kind, bytes.as_bytes(), &[]),
+            decode_chunks(kind, bytes.as_bytes(), &splits),
+        ] {
+            let texts: Vec<&str> = events
+                .iter()
+                .filter_map(|e| match e {
+                    StreamEvent::TextDelta { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(texts, ["Kept"], "{kind:?}: {events:?}");
+            let Some(StreamEvent::Error { message }) = events.last() else {
+                panic!("{kind:?} ends with an error: {events:?}");
+            };
+            assert!(
+                message.contains("malformed stream event"),
+                "{kind:?}: {message}"
+            );
+            assert!(
+                message.contains("lost"),
+                "{kind:?}: the event is quoted: {message}"
+            );
+            assert!(
+                !events.iter().any(|e| matches!(e, StreamEvent::Stop { .. })),
+                "{kind:?}: {events:?}"
+            );
+        }
+    }
+}
+
+/// What a decoder may pass over: an empty `data:` field, and an event of a kind it does not
+/// act on in a shape it does not know (a newer API's); an event it acts on in another shape is
+/// an error.
+#[test]
+fn only_events_a_decoder_does_not_act_on_may_be_passed_over() {
+    let anthropic = "event: ping\ndata: {\"type\":\"ping\",\"at\":{\"odd\":[1]}}\n\n\
+                     event: message_start\ndata:\n\n\
+                     event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n\
+                     event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let events = decode_chunks(ProviderKind::Anthropic, anthropic.as_bytes(), &[]);
+    assert!(
+        matches!(events.last(), Some(StreamEvent::Stop { .. })),
+        "{events:?}"
+    );
+    let responses = "data: {\"type\":\"response.future_thing\",\"delta\":{\"not\":\"a string\"}}\n\n\
+                     data: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n\
+                     data: {\"type\":\"response.completed\",\"response\":{}}\n\n";
+    let events = decode_chunks(ProviderKind::OpenAi, responses.as_bytes(), &[]);
+    assert!(
+        matches!(events.last(), Some(StreamEvent::Stop { .. })),
+        "{events:?}"
+    );
+    // The same shape on an event the decoder acts on: the reply is cut.
+    let wrong = "data: {\"type\":\"response.output_text.delta\",\"delta\":{\"text\":\"Hi\"}}\n\n";
+    let events = decode_chunks(ProviderKind::OpenAi, wrong.as_bytes(), &[]);
+    let Some(StreamEvent::Error { message }) = events.last() else {
+        panic!("{events:?}");
+    };
+    assert!(
+        message.contains("a `response.output_text.delta` event not in the expected shape"),
+        "{message}"
+    );
+}
