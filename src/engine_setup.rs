@@ -148,6 +148,8 @@ pub async fn prepare(
         .map(|m| m.prices(config.parameters.cache_retention));
     engine.context_window = setup.model.as_ref().map(|m| m.context_window);
     engine.id_seed = job_id_seed();
+    // A cancelled `ask_agent` returns what the agent answered so far.
+    engine.kept_when_cancelled = vec![flemma_acp::ask::NAME.to_owned()];
     engine.provider = Some(setup.kind.name().to_owned());
     engine.model = Some(setup.options.model.clone());
     let tools = Arc::new(tools);

@@ -518,7 +518,6 @@ async fn an_agents_question_stops_send_with_exit_3_or_is_refused_by_its_policy()
 /// Cancelling the parent turn (Ctrl-C on `flemmad send`) cancels the child's run
 /// (`session/cancel`), and the result keeps what it answered so far.
 #[tokio::test]
-#[ignore = "known gap of this WIP: Ctrl-C on an in-process send marks the call aborted without session/cancel reaching the agent or its answer so far"]
 async fn cancelling_the_send_cancels_the_asked_agent_and_keeps_its_answer_so_far() {
     let Some(python) = common::sdk_python(
         "FLEMMA_TEST_ACP_PYTHON",
@@ -580,4 +579,229 @@ async fn cancelling_the_send_cancels_the_asked_agent_and_keeps_its_answer_so_far
         result.contains("part 1.") && result.contains("[ask_agent: py stopped before finishing: "),
         "{chat}\n{err}"
     );
+}
+
+/// Waits (up to 30 s) until `read` gives something `done` accepts, and returns it.
+async fn wait_until(what: &str, read: impl Fn() -> String, done: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = read();
+        if done(&text) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited in vain for {what}:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A `flemmad serve` of the setup's environment, stopped (SIGTERM) when dropped.
+struct Served {
+    child: tokio::process::Child,
+}
+
+impl Served {
+    async fn start(setup: &Setup) -> Self {
+        let mut command = setup.command();
+        command
+            .arg("serve")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let child = command.spawn().unwrap();
+        let socket = setup.root.join("run/flemma/rpc.sock");
+        wait_until(
+            "the daemon's socket",
+            || socket.exists().to_string(),
+            |exists| exists == "true",
+        )
+        .await;
+        Self { child }
+    }
+
+    /// SIGTERM, then waits for the daemon to exit.
+    async fn stop(mut self) {
+        let pid = self.child.id().unwrap().to_string();
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("the daemon exited in time")
+            .unwrap();
+    }
+}
+
+impl Setup {
+    /// `flemmad ARGS…` (through the daemon when one serves).
+    async fn flemmad(&self, args: &[&str]) -> std::process::Output {
+        let mut command = self.command();
+        command.args(args);
+        tokio::time::timeout(Duration::from_secs(60), command.output())
+            .await
+            .expect("flemmad finished in time")
+            .unwrap()
+    }
+}
+
+/// Through the daemon: an asked agent's question stops `flemmad send` (exit 3) with the
+/// command that answers it, and `flemmad approve FILE ID` answers it; `flemmad cancel` of a
+/// chat whose agent is answering sends it `session/cancel` and keeps what it answered; two
+/// agents asked as background jobs run at once and their answers come back as job results;
+/// and the daemon owns the agents' processes: none outlives it.
+#[tokio::test]
+async fn through_the_daemon_questions_cancel_and_background_agents() {
+    let Some(python) = common::sdk_python(
+        "FLEMMA_TEST_ACP_PYTHON",
+        "agent-client-protocol",
+        "through_the_daemon_questions_cancel_and_background_agents",
+    ) else {
+        return;
+    };
+    let setup = Setup::new("").await;
+    let log = setup.root.join("agent.log");
+    let second = python_agent(&python, "run").replace("[agents.py]", "[agents.py2]");
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n[tools.autopilot]\nresume_delay = 100\n\n{}\n[agents.py.env]\nAGENT_LOG = \"{log}\"\n\n{second}\n[agents.py2.env]\nAGENT_LOG = \"{log}\"\n",
+            python_agent(&python, "ask"),
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    let daemon = Served::start(&setup).await;
+    let file = setup.chat.display().to_string();
+    let logged = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    // The agent's question: `flemmad send` stops with exit 3 and the command to answer it.
+    setup
+        .parent
+        .push(ask_call("py", "PERMISSION to clean the build", None));
+    setup.parent.push(Turn::text("It was allowed."));
+    let out = setup.flemmad(&["send", &file]).await;
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("wants to: Run rm -rf build"), "{err}");
+    let approve = err
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("approve: "))
+        .unwrap_or_else(|| panic!("the command to approve: {err}"));
+    let id = approve.rsplit(' ').next().unwrap();
+    assert!(id.contains(".perm-"), "{approve}");
+    let out = setup.flemmad(&["approve", &file, id]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chat = wait_until(
+        "the answer",
+        || setup.read(),
+        |c| c.contains("It was allowed."),
+    )
+    .await;
+    assert!(result_of(&chat).ends_with("allowed"), "{chat}");
+
+    // Cancel mid-answer through the daemon.
+    std::fs::write(&setup.chat, CHAT).unwrap();
+    setup.parent.push(ask_call("py2", "SLOW counting", None));
+    let out = setup.flemmad(&["send", "--detach", &file]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until("the slow answer", logged, |l| l.contains("slow ")).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let out = setup.flemmad(&["cancel", &file]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chat = wait_until(
+        "the answer so far",
+        || setup.read(),
+        |c| c.contains("stopped before finishing"),
+    )
+    .await;
+    assert!(logged().contains("cancel "), "{}", logged());
+    let result = result_of(&chat);
+    assert!(result.contains("part 1."), "{chat}");
+    assert!(chat.contains("(aborted)"), "{chat}");
+
+    // Two agents at once, as background jobs.
+    std::fs::write(&setup.chat, CHAT).unwrap();
+    let background = |agent: &str, prompt: &str| json!({"label": "ask", "agent": agent, "prompt": prompt, "with_context": null, "flemma.background": true});
+    setup.parent.push(
+        Turn::text("Asking both.")
+            .tool_call("ask_agent", background("py", "BARRIER one"))
+            .tool_call("ask_agent", background("py2", "BARRIER two")),
+    );
+    setup.parent.push(Turn::text("Both asked."));
+    // Each result delivered resumes the chat (together or one after the other).
+    setup.parent.push(Turn::text("An answer came."));
+    setup.parent.push(Turn::text("An answer came."));
+    let out = setup.flemmad(&["send", "--detach", &file]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chat = wait_until(
+        "both answers",
+        || setup.read(),
+        |c| {
+            c.matches("**Job Result:**").count() == 2
+                && c.rsplit("**Job Result:**")
+                    .next()
+                    .is_some_and(|last| last.contains("An answer came."))
+        },
+    )
+    .await;
+    // Each waited for the other: they ran at once.
+    assert!(chat.contains("Together: BARRIER one"), "{chat}");
+    assert!(chat.contains("Together: BARRIER two"), "{chat}");
+
+    // The daemon owns the agents: once it stopped, none of their processes runs.
+    let pids: Vec<String> = logged()
+        .lines()
+        .filter_map(|line| line.strip_prefix("start "))
+        .map(str::to_owned)
+        .collect();
+    assert!(pids.len() >= 2, "{}", logged());
+    assert!(
+        pids.iter()
+            .any(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists()),
+        "the agents run while the daemon does"
+    );
+    daemon.stop().await;
+    wait_until(
+        "the agents' end",
+        || {
+            pids.iter()
+                .filter(|pid| alive(pid))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" ")
+        },
+        str::is_empty,
+    )
+    .await;
+}
+
+/// Whether process `pid` runs (a zombie waiting to be reaped does not).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+    })
 }

@@ -10,9 +10,12 @@ agent `ask_agent` asks in the tests. What it does depends on a word in the promp
   CRASH       says "about to crash" and exits with status 3
   HANG        says "thinking about it" and then nothing, for ever
   GARBAGE     writes a line that is not JSON-RPC, and nothing else
+  BARRIER     logs "ready <pid>" and waits (saying "waiting" every 200 ms) until AGENT_LOG
+              holds two "ready" lines, then says "Together: <first line of the task>" (two
+              agents asked at once); after 20 s without, "Alone: <first line>"
 
-Every process start appends "start <pid>" to the file named by AGENT_LOG (when set), and
-every session/cancel "cancel <session>".
+Every process start appends "start <pid>" to the file named by AGENT_LOG (when set), every
+SLOW task "slow <session>", and every session/cancel "cancel <session>".
 """
 
 import asyncio
@@ -74,7 +77,21 @@ class Agent:
         if "HANG" in task:
             await self.say(session_id, "thinking about it")
             await asyncio.sleep(3600)
+        if "BARRIER" in task:
+            log(f"ready {os.getpid()}")
+            path = os.environ.get("AGENT_LOG", "")
+            word = "Alone: "
+            for _ in range(100):
+                with open(path, encoding="utf-8") as file:
+                    if sum(1 for line in file if line.startswith("ready ")) >= 2:
+                        word = "Together: "
+                        break
+                await self.say(session_id, "waiting. ")
+                await asyncio.sleep(0.2)
+            await self.say(session_id, word + task.strip().splitlines()[0])
+            return PromptResponse(stop_reason="end_turn")
         if "SLOW" in task:
+            log(f"slow {session_id}")
             n = 0
             while session_id not in self.cancelled:
                 n += 1
