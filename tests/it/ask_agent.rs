@@ -805,3 +805,217 @@ fn alive(pid: &str) -> bool {
             .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
     })
 }
+
+/// An ACP client drives the parent (`flemmad acp`): the asked agent's question under
+/// `permissions = "ask"` reaches it as `session/request_permission` (forwarded), its answer
+/// goes back to the agent, and the agent's progress arrives as tool call updates.
+#[tokio::test]
+async fn an_acp_client_answers_the_asked_agents_question() {
+    let Some(python) = common::sdk_python(
+        "FLEMMA_TEST_ACP_PYTHON",
+        "agent-client-protocol",
+        "an_acp_client_answers_the_asked_agents_question",
+    ) else {
+        return;
+    };
+    let setup = Setup::new("").await;
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n{}",
+            python_agent(&python, "ask")
+        ),
+    )
+    .unwrap();
+    setup
+        .parent
+        .push(ask_call("py", "PERMISSION to clean the build", None));
+    setup.parent.push(Turn::text("The helper was allowed."));
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/acp/client.py");
+    let steps = json!([
+        {"op": "new"},
+        {"op": "prompt", "text": "Ask py to clean the build.", "permission": "allow_once"}
+    ]);
+    let mut command = tokio::process::Command::new(&python);
+    command
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_flemmad"))
+        .arg(setup.root.join("project"))
+        .arg(steps.to_string())
+        .current_dir(setup.root.join("project"))
+        .env_remove("FLEMMA_CONFIG")
+        .env_remove("FLEMMA_ASK_DEPTH")
+        .kill_on_drop(true);
+    for (key, value) in setup.env() {
+        command.env(key, value);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(90), command.output())
+        .await
+        .expect("the ACP client finished in time")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let step = &report["steps"][1];
+    assert_eq!(step["result"]["stopReason"], "end_turn", "{step}");
+    let asked = step["permissions"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{step}");
+    // Asked as the parent's call, titled with the agent's name.
+    assert_eq!(
+        asked[0]["toolCall"]["title"], "py · Run rm -rf build",
+        "{step}"
+    );
+    let options: Vec<&str> = asked[0]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["optionId"].as_str())
+        .collect();
+    assert_eq!(options, ["allow_once", "reject_once"], "{step}");
+    // The answer reached the agent ("allowed"), and the parent went on.
+    let updates = step["updates"].as_array().unwrap();
+    assert!(
+        updates
+            .iter()
+            .any(|u| u["sessionUpdate"] == "tool_call_update"
+                && u["status"] == "completed"
+                && u["content"][0]["content"]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.ends_with("\nallowed"))),
+        "{step}"
+    );
+    let said: String = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert!(said.ends_with("The helper was allowed."), "{said}");
+}
+
+/// An editor drives the chat over LSP: the asked agent's question under `permissions = "ask"`
+/// reaches it as `window/showMessageRequest` (Allow / Reject), and the user's `Allow` goes back
+/// to the agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_answers_the_asked_agents_question_over_lsp() {
+    use crate::lsp::lsp_client::{Client, Flavor};
+    let Some(python) = common::sdk_python(
+        "FLEMMA_TEST_ACP_PYTHON",
+        "agent-client-protocol",
+        "an_editor_answers_the_asked_agents_question_over_lsp",
+    ) else {
+        return;
+    };
+    let setup = Setup::new("").await;
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n{}",
+            python_agent(&python, "ask")
+        ),
+    )
+    .unwrap();
+    setup
+        .parent
+        .push(ask_call("py", "PERMISSION to clean the build", None));
+    setup.parent.push(Turn::text("It was allowed."));
+    let env = setup.env();
+    let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let mut client = Client::start_with_env(Flavor::Helix, &["--no-daemon"], &env);
+    client.message_answer = Some("Allow".into());
+    client.initialize(&setup.root.join("project"));
+    let uri = format!("file://{}", setup.chat.display());
+    client.open(&uri, CHAT);
+    client
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "flemma.send", "arguments": [uri]}),
+        )
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !client.text(&uri).contains("It was allowed.") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}\nasked: {:?}",
+            client.text(&uri),
+            client.messages_asked
+        );
+        client.pump(Duration::from_millis(50));
+    }
+    let text = client.text(&uri).to_owned();
+    assert!(result_of(&text).ends_with("\nallowed"), "{text}");
+    assert_eq!(
+        client.messages_asked.len(),
+        1,
+        "{:?}",
+        client.messages_asked
+    );
+    let asked = &client.messages_asked[0];
+    assert!(
+        asked["message"]
+            .as_str()
+            .unwrap()
+            .contains("py (asked by ask_agent) wants to: Run rm -rf build"),
+        "{asked}"
+    );
+    let actions: Vec<&str> = asked["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["title"].as_str())
+        .collect();
+    assert_eq!(actions, ["Allow", "Reject"]);
+    client.shutdown();
+}
+
+/// An agent that writes garbage (not JSON-RPC) on its stdout: a clear error result, the parent
+/// goes on, and the next call starts the agent again.
+#[tokio::test]
+async fn an_agent_writing_garbage_is_an_error_result_and_is_restarted() {
+    let Some(python) = common::sdk_python(
+        "FLEMMA_TEST_ACP_PYTHON",
+        "agent-client-protocol",
+        "an_agent_writing_garbage_is_an_error_result_and_is_restarted",
+    ) else {
+        return;
+    };
+    let setup = Setup::new("").await;
+    let log = setup.root.join("agent.log");
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[parameters]\nidle_timeout = 30\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n{}\n[agents.py.env]\nAGENT_LOG = \"{}\"\n",
+            python_agent(&python, "run"),
+            log.display()
+        ),
+    )
+    .unwrap();
+    setup.parent.push(ask_call("py", "GARBAGE please", None));
+    setup.parent.push(ask_call("py", "Hello again", None));
+    setup.parent.push(Turn::text("Done."));
+    let out = setup.send(&["--no-daemon"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chat = setup.read();
+    let results = results_of(&chat);
+    assert_eq!(results.len(), 2, "{chat}");
+    assert!(
+        results[0].contains("[ask_agent: py stopped before finishing: it wrote something that is not ACP (JSON-RPC, one message a line): \"this is not json-rpc\""),
+        "{chat}"
+    );
+    assert!(chat.contains("(error)"), "{chat}");
+    assert!(results[1].ends_with("Echo: Hello again"), "{chat}");
+    assert!(chat.contains("@Assistant:\nDone.\n"), "{chat}");
+    let starts = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|line| line.starts_with("start "))
+        .count();
+    assert_eq!(starts, 2, "started again after the garbage");
+}

@@ -99,6 +99,9 @@ pub struct AgentConnection {
     trouble: Arc<Mutex<Trouble>>,
     /// Set when the process or the connection ended, or the agent was stopped.
     dead: Arc<AtomicBool>,
+    /// Told when the agent wrote something that is not JSON-RPC: the stream can no longer be
+    /// trusted, the run stops and the agent is started again on the next call.
+    garbled: Arc<tokio::sync::Notify>,
     /// Ends the connection's foreground (the protocol actor then stops).
     stop: Mutex<Option<oneshot::Sender<()>>>,
     child: Arc<tokio::sync::Mutex<Box<dyn ChildWrapper>>>,
@@ -157,6 +160,7 @@ impl AgentConnection {
         };
         let trouble = Arc::new(Mutex::new(Trouble::default()));
         let dead = Arc::new(AtomicBool::new(false));
+        let garbled = Arc::new(tokio::sync::Notify::new());
         let child = Arc::new(tokio::sync::Mutex::new(child));
 
         // Its stderr: the last lines, for the reason it failed.
@@ -175,6 +179,7 @@ impl AgentConnection {
         let (in_tx, in_rx) = futures::channel::mpsc::unbounded::<std::io::Result<String>>();
         let seen = trouble.clone();
         let ended = dead.clone();
+        let garbage_seen = garbled.clone();
         let waiter = child.clone();
         tokio::spawn(async move {
             let mut lines = tokio::io::BufReader::new(stdout).lines();
@@ -184,9 +189,17 @@ impl AgentConnection {
                     continue;
                 }
                 if serde_json::from_str::<serde_json::Value>(trimmed).is_err() {
-                    let mut trouble = lock(&seen);
-                    if trouble.garbage.is_none() {
-                        trouble.garbage = Some(trimmed.chars().take(120).collect());
+                    let first = {
+                        let mut trouble = lock(&seen);
+                        let first = trouble.garbage.is_none();
+                        if first {
+                            trouble.garbage = Some(trimmed.chars().take(120).collect());
+                        }
+                        first
+                    };
+                    if first {
+                        ended.store(true, Ordering::SeqCst);
+                        garbage_seen.notify_one();
                     }
                     continue;
                 }
@@ -345,6 +358,7 @@ impl AgentConnection {
             pid,
             trouble,
             dead,
+            garbled,
             stop: Mutex::new(Some(stop_tx)),
             child,
         }))
@@ -515,6 +529,11 @@ impl AgentConnection {
                         let _ = reply.send(outcome_for(&asked, decided));
                     }
                     deadline = Instant::now() + request.idle_timeout;
+                }
+                () = self.garbled.notified() => {
+                    self.kill().await;
+                    let why = self.trouble().unwrap_or_else(|| "it wrote something that is not ACP".into());
+                    break AskEnd::Broken(format!("{why}; it was stopped"));
                 }
                 () = cancel.cancelled(), if cancelled_at.is_none() => {
                     cancelled_at = Some(Instant::now());
