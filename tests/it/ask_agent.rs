@@ -968,6 +968,27 @@ async fn an_editor_answers_the_asked_agents_question_over_lsp() {
         .filter_map(|a| a["title"].as_str())
         .collect();
     assert_eq!(actions, ["Allow", "Reject"]);
+    // Go-to-definition from the result's text opens the agent's conversation.
+    let offset = text.find("\nallowed\n").unwrap() + 2;
+    let position = client.position(&uri, offset);
+    let found = client
+        .request(
+            "textDocument/definition",
+            json!({"textDocument": {"uri": uri}, "position": position}),
+        )
+        .unwrap();
+    let conversation = setup.conversation("py-1.chat");
+    assert_eq!(
+        found["uri"],
+        format!("file://{}", conversation.display()),
+        "{found}"
+    );
+    assert!(
+        std::fs::read_to_string(&conversation)
+            .unwrap()
+            .contains("@You:\nPERMISSION to clean the build\n"),
+        "the conversation is a chat of its own"
+    );
     client.shutdown();
 }
 
@@ -1018,4 +1039,65 @@ async fn an_agent_writing_garbage_is_an_error_result_and_is_restarted() {
         .filter(|line| line.starts_with("start "))
         .count();
     assert_eq!(starts, 2, "started again after the garbage");
+}
+
+/// `flemmad doctor` starts each configured agent and says whether it answers `initialize`
+/// (by its own name and title), and names one that does not start; `status` and `tools` list
+/// the agents a chat may ask, and `tools` declares `ask_agent` with them in its description.
+#[tokio::test]
+async fn doctor_status_and_tools_list_the_agents() {
+    let setup = Setup::new("").await;
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n{}\n[agents.broken]\ncommand = \"no-such-agent-anywhere\"\ndescription = \"Never starts.\"\n",
+            setup.helper("refuse")
+        ),
+    )
+    .unwrap();
+    let file = setup.chat.display().to_string();
+    let out = setup.flemmad(&["doctor"]).await;
+    let shown =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &*String::from_utf8_lossy(&out.stderr);
+    assert!(
+        shown.contains("agent `helper` starts and answers `initialize` as flemmad"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("agent `broken` does not start: cannot start `no-such-agent-anywhere`"),
+        "{shown}"
+    );
+    assert_eq!(out.status.code(), Some(1), "a failed check needs attention");
+
+    let out = setup.flemmad(&["status", "--no-daemon", &file]).await;
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("agent helper: ")
+            && shown.contains("its permission requests: refuse")
+            && shown.contains("agent broken: no-such-agent-anywhere"),
+        "{shown}"
+    );
+
+    let out = setup.flemmad(&["tools", "--chat", &file, "--json"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = listed["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .collect();
+    assert_eq!(names, ["broken", "helper"], "{listed}");
+    let text = listed.to_string();
+    assert!(
+        text.contains(
+            "Agents:\\n  broken — Never starts.\\n  helper — Answers questions about the project."
+        ),
+        "{listed}"
+    );
 }
