@@ -17,7 +17,7 @@ use flemma_acp::client::{
     AgentCommand, AgentHub, AgentUpdate, AskEnd, AskEvents, AskOutcome, AskRequest,
     PermissionAnswer, PermissionQuestion,
 };
-use flemma_config::{AgentPermissions, LayerKind, ResolvedConfig};
+use flemma_config::{AgentPermissions, ResolvedConfig};
 use flemma_engine::events::TOOL_PROGRESS;
 use flemma_tools::truncate::Keep;
 use flemma_tools::{Outcome, RunContext, ToolReporter};
@@ -118,41 +118,21 @@ pub struct Defined {
     pub notes: Vec<String>,
 }
 
-/// The options that say what runs and what the model is told: only the user file sets them.
-const DEFINING: [&str; 5] = ["command", "args", "env", "cwd", "description"];
-
 /// The enabled agents `resolved` defines for a chat in `chat_dir` (a configured relative `cwd`
-/// is taken against it; without one an agent starts in the neutral directory). A chat's
-/// frontmatter or an editor's settings may turn an agent off or make its permissions stricter
-/// (and, when trusted, turn one on), never say what runs.
+/// is taken against it; without one an agent starts in the neutral directory): those of
+/// [`ResolvedConfig::agents`], with `${VAR}` expanded.
 pub fn defined(
     resolved: &ResolvedConfig,
     chat_dir: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Defined {
-    let mut out = Defined::default();
-    for (name, agent) in &resolved.config.agents {
-        let quoted = format!("agents.\"{name}\"");
-        let from_chat = DEFINING.iter().find_map(|option| {
-            resolved
-                .source_of(&format!("{quoted}.{option}"))
-                .filter(|layer| *layer > LayerKind::UserFile)
-                .map(|layer| (*option, layer))
-        });
-        if let Some((option, layer)) = from_chat {
-            out.notes.push(format!(
-                "agent `{name}`: `{option}` is set by the {}, which may not define an agent; the agent is ignored (define it in your config file)",
-                layer.as_str()
-            ));
-            continue;
-        }
-        if !agent.enabled {
-            continue;
-        }
-        let Some(command) = agent.command.clone().filter(|c| !c.trim().is_empty()) else {
-            out.notes.push(format!(
-                "agent `{name}` has no `command`; it is ignored (set [agents.{name}] command = \"…\")"
-            ));
+    let (agents, notes) = resolved.agents();
+    let mut out = Defined {
+        agents: Vec::new(),
+        notes,
+    };
+    for (name, agent) in agents {
+        let Some(command) = agent.command.clone() else {
             continue;
         };
         let expand = |text: &str| flemma_tools::sandbox::expand_env(text, env);
@@ -161,7 +141,7 @@ pub fn defined(
             None => PathBuf::from(flemma_tools::launch::NEUTRAL_DIR),
         };
         out.agents.push(AgentDef {
-            name: name.clone(),
+            name: name.to_owned(),
             command,
             args: agent.args.iter().map(|arg| expand(arg)).collect(),
             env: agent
@@ -538,6 +518,7 @@ fn progress_message(agent: &str, update: &AgentUpdate) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flemma_config::LayerKind;
 
     fn resolve(user: &str, chat: Option<&str>) -> ResolvedConfig {
         let mut layers = vec![

@@ -1101,3 +1101,71 @@ async fn doctor_status_and_tools_list_the_agents() {
         "{listed}"
     );
 }
+
+/// The language server lists the agents: completion of an `ask_agent` call's `"agent"` value
+/// (with their descriptions), and hover on the call (the agent it asks first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_and_hover_list_the_agents() {
+    use crate::lsp::lsp_client::{Client, Flavor};
+    let setup = Setup::new("").await;
+    let helper = setup.helper("run");
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n{helper}\n{}",
+            helper
+                .replace("[agents.helper]", "[agents.critic]")
+                .replace("Answers questions about the project.", "Finds faults.")
+        ),
+    )
+    .unwrap();
+    let env = setup.env();
+    let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let mut client = Client::start_with_env(Flavor::Helix, &["--no-daemon"], &env);
+    client.initialize(&setup.root.join("project"));
+    let uri = format!("file://{}", setup.chat.display());
+    let text = "@You:\nAsk.\n\n@Assistant:\n**Tool Use:** `ask_agent` (`a1`)\n```json\n{\"agent\": \"helper\", \"prompt\": \"Why?\"}\n```\n";
+    client.open(&uri, text);
+    let at = text.find("\"helper\"").unwrap() + 1;
+    let found = client
+        .request(
+            "textDocument/completion",
+            json!({"textDocument": {"uri": uri}, "position": client.position(&uri, at)}),
+        )
+        .unwrap();
+    let items = found
+        .as_array()
+        .or_else(|| found["items"].as_array())
+        .unwrap_or_else(|| panic!("{found}"));
+    let listed: Vec<(&str, &str)> = items
+        .iter()
+        .map(|i| {
+            (
+                i["label"].as_str().unwrap(),
+                i["detail"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("critic", "Finds faults."),
+            ("helper", "Answers questions about the project.")
+        ]
+    );
+    let header = text.find("**Tool Use:**").unwrap() + 3;
+    let hover = client
+        .request(
+            "textDocument/hover",
+            json!({"textDocument": {"uri": uri}, "position": client.position(&uri, header)}),
+        )
+        .unwrap();
+    let shown = hover["contents"]["value"].as_str().unwrap_or_default();
+    assert!(
+        shown.ends_with(
+            "Agents:\n- `helper` (asked here) — Answers questions about the project.\n- `critic` — Finds faults.\n"
+        ),
+        "{hover}"
+    );
+    client.shutdown();
+}

@@ -8,7 +8,7 @@ use flemma_tools::spec::{Capability, ToolSpec, strict_object_schema};
 use serde_json::json;
 
 /// The tool's name.
-pub const NAME: &str = "ask_agent";
+pub const NAME: &str = flemma_config::ASK_AGENT_TOOL;
 
 /// How deep agents may ask agents: the chat the user talks to asks (level 1), its asked agent
 /// may ask (level 2), and no further.

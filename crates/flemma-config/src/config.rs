@@ -617,6 +617,9 @@ fn yes() -> bool {
     true
 }
 
+/// The tool that asks the configured agents (declared when at least one is).
+pub const ASK_AGENT_TOOL: &str = "ask_agent";
+
 /// One `[agents.NAME]` entry: an ACP agent `ask_agent` may ask.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -132,6 +132,42 @@ impl ResolvedConfig {
         Some(value)
     }
 
+    /// The `[agents.NAME]` entries a chat may ask, by name: enabled, with a `command`, and
+    /// defined by the user's file (a chat's frontmatter or an editor's settings may turn one off
+    /// or make it stricter, never say what runs). Also what was ignored, one line each.
+    pub fn agents(&self) -> (Vec<(&str, &crate::config::Agent)>, Vec<String>) {
+        /// The options that say what runs and what the model is told.
+        const DEFINING: [&str; 5] = ["command", "args", "env", "cwd", "description"];
+        let mut agents = Vec::new();
+        let mut notes = Vec::new();
+        for (name, agent) in &self.config.agents {
+            let quoted = format!("agents.\"{name}\"");
+            let from_chat = DEFINING.iter().find_map(|option| {
+                self.source_of(&format!("{quoted}.{option}"))
+                    .filter(|layer| *layer > LayerKind::UserFile)
+                    .map(|layer| (*option, layer))
+            });
+            if let Some((option, layer)) = from_chat {
+                notes.push(format!(
+                    "agent `{name}`: `{option}` is set by the {}, which may not define an agent; the agent is ignored (define it in your config file)",
+                    layer.as_str()
+                ));
+                continue;
+            }
+            if !agent.enabled {
+                continue;
+            }
+            if agent.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
+                notes.push(format!(
+                    "agent `{name}` has no `command`; it is ignored (set [agents.{name}] command = \"…\")"
+                ));
+                continue;
+            }
+            agents.push((name.as_str(), agent));
+        }
+        (agents, notes)
+    }
+
     /// The approval policy of `tools.auto_approve`.
     pub fn auto_approve(&self) -> AutoApprove {
         self.auto_approve.clone()
