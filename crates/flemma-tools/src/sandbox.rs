@@ -1139,10 +1139,10 @@ mod tests {
         let found = scan_roots(bwrap.writable(), SCAN_BUDGET);
         assert_eq!(found.agents, vec![agents.clone()]);
         let plan = bwrap.plan(&found, &root.join("p"), &Default::default());
-        let ro = ("--ro-bind", agents.clone(), agents.clone());
+        let ro = ("--ro-bind-try", agents.clone(), agents.clone());
         assert!(plan.binds.contains(&ro), "{:?}", plan.binds);
         let pinned = (
-            "--bind",
+            "--bind-try",
             root.join("p/.flemma/talk.chat"),
             root.join("p/.flemma/talk.chat"),
         );
