@@ -1169,3 +1169,71 @@ async fn completion_and_hover_list_the_agents() {
     );
     client.shutdown();
 }
+
+/// An ACP client cancels the parent's prompt while the asked agent answers: the agent gets
+/// `session/cancel`, the prompt ends `cancelled`, and the call's result in the parent's chat
+/// keeps what the agent answered so far (`aborted`).
+#[tokio::test]
+async fn an_acp_clients_cancel_reaches_the_asked_agent() {
+    let Some(python) = common::sdk_python(
+        "FLEMMA_TEST_ACP_PYTHON",
+        "agent-client-protocol",
+        "an_acp_clients_cancel_reaches_the_asked_agent",
+    ) else {
+        return;
+    };
+    let setup = Setup::new("").await;
+    let log = setup.root.join("agent.log");
+    std::fs::write(
+        setup.root.join("config/flemma/config.toml"),
+        format!(
+            "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"$standard\", \"ask_agent\"]\n\n{}\n[agents.py.env]\nAGENT_LOG = \"{}\"\n",
+            python_agent(&python, "run"),
+            log.display()
+        ),
+    )
+    .unwrap();
+    setup.parent.push(ask_call("py", "SLOW counting", None));
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/acp/client.py");
+    let steps = json!([
+        {"op": "new"},
+        {"op": "prompt", "text": "Ask py to count.", "cancel_when_seen": "part 2."}
+    ]);
+    let mut command = tokio::process::Command::new(&python);
+    command
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_flemmad"))
+        .arg(setup.root.join("project"))
+        .arg(steps.to_string())
+        .current_dir(setup.root.join("project"))
+        .env_remove("FLEMMA_CONFIG")
+        .env_remove("FLEMMA_ASK_DEPTH")
+        .kill_on_drop(true);
+    for (key, value) in setup.env() {
+        command.env(key, value);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(90), command.output())
+        .await
+        .expect("the ACP client finished in time")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let step = &report["steps"][1];
+    assert_eq!(step["result"]["stopReason"], "cancelled", "{step}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("cancel "), "{logged}");
+    let session = report["steps"][0]["result"]["sessionId"].as_str().unwrap();
+    let chat = wait_until(
+        "the answer so far in the parent's chat",
+        || std::fs::read_to_string(session).unwrap_or_default(),
+        |c| c.contains("stopped before finishing"),
+    )
+    .await;
+    assert!(chat.contains("(aborted)"), "{chat}");
+    assert!(result_of(&chat).contains("part 1."), "{chat}");
+}
