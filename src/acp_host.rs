@@ -67,6 +67,26 @@ pub fn turn_event(name: &str, data: &Value) -> Option<TurnEvent> {
                 meta: serde_json::Map::from_iter([("flemma".to_owned(), Value::Object(flemma))]),
             }
         }
+        flemma_engine::events::TOOL_PROGRESS => {
+            TurnEvent::AgentProgress(flemma_acp::delegation::Progress {
+                tool_id: text("toolId")?,
+                agent: text("agent")?,
+                kind: text("kind")?,
+                text: text("text"),
+                title: text("title"),
+                status: text("status"),
+                child_tool_id: text("childToolId"),
+            })
+        }
+        flemma_engine::events::AGENT_PERMISSION_REQUIRED => {
+            TurnEvent::AgentPermission(flemma_acp::delegation::Permission {
+                tool_id: text("toolId")?,
+                agent: text("agent")?,
+                permission_id: text("permissionId")?,
+                title: text("title")?,
+                input: data.get("input").filter(|v| !v.is_null()).cloned(),
+            })
+        }
         STOPPED_EVENT => TurnEvent::Stopped {
             reason: text("reason")?,
             message: text("message"),
@@ -110,9 +130,13 @@ impl Backend for AcpHost {
         // The sessions folder is made, and the chat created, following no link below the
         // project: a repository that ships `.flemma/sessions` as a link (to `/tmp`, say) would
         // put the chat, and the working directory it records as `../..`, somewhere else.
-        let (base, below) = match dir.ancestors().nth(2) {
-            Some(project) if dir.ends_with(".flemma/sessions") => {
+        let (base, below) = match (dir.ancestors().nth(2), dir.ancestors().nth(3)) {
+            (Some(project), _) if dir.ends_with(".flemma/sessions") => {
                 (project, Path::new(".flemma/sessions"))
+            }
+            // An asked agent's chat, in the asking chat's `.flemma/<chat>/agents/`.
+            (_, Some(folder)) if flemma_acp::ask::is_agent_chat(path) => {
+                (folder, dir.strip_prefix(folder).unwrap_or(Path::new("")))
             }
             _ => (dir, Path::new("")),
         };

@@ -167,6 +167,8 @@ pub struct DriverParts {
 /// What arrives from the driver's tasks and threads.
 enum Message {
     Session(Input),
+    /// An event a running tool tells (`tool:progress`, `agent:permission-required`).
+    Event(Event),
     Notice(String),
     /// A warning about a request: said once per driver (one send), however many requests of
     /// the cycle it concerns.
@@ -388,6 +390,7 @@ impl Driver {
     fn receive(&mut self, message: Message) {
         match message {
             Message::Session(input) => self.feed(input),
+            Message::Event(event) => (self.report)(Report::Event(event)),
             Message::Notice(notice) => (self.report)(Report::Notice(notice)),
             Message::Writer(store) => {
                 let kind = match store.shared_base() {
@@ -739,6 +742,27 @@ impl Driver {
         });
     }
 
+    /// What a call gets besides the chat's context: where it tells what it does (events of
+    /// the chat), and the chat's text when the tool reads the conversation.
+    fn tool_context(&self, ctx: &mut flemma_tools::RunContext, tool_id: &str, name: &str) {
+        let sender = self.sender.clone();
+        ctx.reporter = Some(Arc::new(crate::tool_reporter::CallReporter::new(
+            tool_id,
+            name,
+            move |event| {
+                let _ = sender.send(Message::Event(event));
+            },
+        )));
+        let reads = self
+            .tools
+            .registry
+            .get(name)
+            .is_some_and(|tool| tool.spec.has(flemma_tools::Capability::ReadsConversation));
+        if reads {
+            ctx.conversation = Some(self.session.engine().text().into());
+        }
+    }
+
     /// Runs a tool on its own thread (a killed tool's thread is never waited for).
     fn start_tool(
         &mut self,
@@ -754,6 +778,7 @@ impl Driver {
         let cancel = Cancel::new();
         let mut ctx = self.tools.ctx.clone();
         ctx.cancel = cancel.clone();
+        self.tool_context(&mut ctx, &tool_id, &name);
         self.tools_running.insert(tool_id.clone(), cancel);
         let tools = self.tools.clone();
         let sender = self.sender.clone();

@@ -100,6 +100,31 @@ impl<'a> DocumentRef<'a> {
     }
 }
 
+/// `approve` or `reject` of a permission an asked agent waits for (its id is no tool call's:
+/// [`crate::agent_permissions`]); `None` for every other request.
+fn agent_permission(
+    path: &Path,
+    request: &FlemmaRequest,
+) -> Option<Result<FlemmaResponse, RequestError>> {
+    let (id, allow) = match request {
+        FlemmaRequest::Approve(p) => (&p.tool_id, true),
+        FlemmaRequest::Reject(p) => (&p.tool_id, false),
+        _ => return None,
+    };
+    if !crate::agent_permissions::is_permission_id(id) {
+        return None;
+    }
+    Some(match crate::agent_permissions::answer(path, id, allow) {
+        Some(()) => Ok(FlemmaResponse::Accepted(Accepted {
+            started: false,
+            tool_ids: vec![id.clone()],
+        })),
+        None => Err(RequestError::refused(format!(
+            "`{id}` is not waiting for an answer: it was answered already, or the asked agent's run it belonged to ended"
+        ))),
+    })
+}
+
 fn shutting_down() -> RequestError {
     RequestError::shutting_down("flemmad is shutting down; the command was not run")
 }
@@ -267,6 +292,9 @@ impl EngineHost {
         let method = request.method();
         let path = document.path;
         self.check_exists(method, document)?;
+        if let Some(answered) = agent_permission(path, &request) {
+            return answered;
+        }
         if matches!(
             request,
             R::Send(_) | R::Approve(_) | R::Reject(_) | R::ApproveAll(_) | R::Execute(_)
@@ -572,7 +600,13 @@ impl EngineHost {
             .cloned()
             .unwrap_or_default();
         let driver = state.driver.as_ref();
-        let pending = driver.map(|d| d.pending.clone()).unwrap_or_default();
+        let mut pending = driver.map(|d| d.pending.clone()).unwrap_or_default();
+        // The questions asked agents wait for are answered as pending calls are.
+        pending.extend(
+            crate::agent_permissions::pending(path)
+                .into_iter()
+                .map(|question| question.id),
+        );
         let label = match driver {
             _ if !state.running => {
                 if state.last_stop.as_deref() == Some("awaiting-approval") {
@@ -1038,6 +1072,7 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                 }
                 // The MCP servers live on this thread's runtime: close them before it ends.
                 crate::mcp_setup::shutdown().await;
+                crate::agent_setup::shutdown().await;
                 let _ = done.send(());
                 return;
             }

@@ -126,6 +126,7 @@ pub async fn prepare(
     )
     .await;
     tools.add_mcp(&mcp);
+    let agent_notes = tools.add_agents(resolved, true);
     setup.options.tools = tools.definitions();
     let client = crate::provider_setup::client(&config, &setup, environment)
         .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
@@ -147,6 +148,8 @@ pub async fn prepare(
         .map(|m| m.prices(config.parameters.cache_retention));
     engine.context_window = setup.model.as_ref().map(|m| m.context_window);
     engine.id_seed = job_id_seed();
+    // A cancelled `ask_agent` returns what the agent answered so far.
+    engine.kept_when_cancelled = vec![flemma_acp::ask::NAME.to_owned()];
     engine.provider = Some(setup.kind.name().to_owned());
     engine.model = Some(setup.options.model.clone());
     let tools = Arc::new(tools);
@@ -181,7 +184,7 @@ pub async fn prepare(
         (!analysis.trust.trusted).then(|| Arc::new(crate::trust::CallRecords::from_env()));
     Ok(Prepared {
         model_warnings: setup.model_warnings.clone(),
-        tool_warnings: mcp.warnings(),
+        tool_warnings: mcp.warnings().into_iter().chain(agent_notes).collect(),
         provider_name: setup.kind.name(),
         model: setup.options.model.clone(),
         nothing_to_send,

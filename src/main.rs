@@ -1,6 +1,8 @@
 //! `flemmad`: the command-line entry point. Parses arguments and hands off to `cli::*`.
 
 mod acp_host;
+mod agent_permissions;
+mod agent_setup;
 mod analyses;
 mod chat;
 mod chat_store;
@@ -18,6 +20,7 @@ mod lsp_backend;
 mod mcp_setup;
 mod provider_setup;
 mod runtime;
+mod tool_reporter;
 mod tool_setup;
 mod trust;
 mod usage_report;

@@ -30,6 +30,8 @@ pub struct ToolSetup {
     pub chain: ApprovalChain,
     /// The MCP tools registered (`crate::mcp_setup`), and those offered to the model.
     pub mcp: crate::mcp_setup::McpNames,
+    /// The agents `ask_agent` may ask (`crate::agent_setup`).
+    pub agents: Vec<crate::agent_setup::AgentDef>,
 }
 
 impl ToolSetup {
@@ -185,12 +187,24 @@ impl ToolSetup {
             sandbox,
             chain,
             mcp: Default::default(),
+            agents: Vec::new(),
         })
     }
 
     /// Registers the MCP tools discovered for this chat (offered as its configuration says).
     pub fn add_mcp(&mut self, tools: &crate::mcp_setup::McpTools) {
         self.mcp = tools.register(&mut self.registry, &self.config);
+    }
+
+    /// Registers `ask_agent` when the configuration defines agents (only the user file may);
+    /// `for_send`: the chat is being sent (its conversations folder is made now). Returns what
+    /// was ignored.
+    pub fn add_agents(
+        &mut self,
+        resolved: &flemma_config::ResolvedConfig,
+        for_send: bool,
+    ) -> Vec<String> {
+        crate::agent_setup::register(self, resolved, for_send)
     }
 
     /// What wraps an MCP server that runs in the sandbox (`sandbox = true`): this chat's

@@ -49,8 +49,11 @@ pub fn run(args: ApproveArgs) -> Result<ExitCode, CliError> {
     if !args.no_daemon
         && let Some(client) = DaemonClient::connect()
     {
-        // Unknown or resolved ids are refused here (exit 2), as without a daemon.
-        check_placeholders("approve", &args.file, build)?;
+        // Unknown or resolved ids are refused here (exit 2), as without a daemon; an asked
+        // agent's question is the daemon's to know.
+        if args.all || !args.tool_ids.iter().all(|id| is_permission_id(id)) {
+            check_placeholders("approve", &args.file, build)?;
+        }
         let action = if args.all {
             Action::ApproveAll
         } else {
@@ -66,6 +69,9 @@ pub fn run(args: ApproveArgs) -> Result<ExitCode, CliError> {
     }
     if args.detach {
         return Err(CliError::failed("approve", via_daemon::NO_DAEMON_TO_DETACH));
+    }
+    if let Some(id) = args.tool_ids.iter().find(|id| is_permission_id(id)) {
+        return Err(CliError::failed("approve", no_daemon_to_answer(id)));
     }
     // The calls as the edit that was written saw them: flemmad records their approval, so
     // that they run in an untrusted chat too (docs/security.md).
@@ -91,6 +97,18 @@ pub fn run(args: ApproveArgs) -> Result<ExitCode, CliError> {
         if ids.len() == 1 { "it" } else { "them" }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether `id` names an asked agent's question rather than a tool call.
+pub(super) fn is_permission_id(id: &str) -> bool {
+    crate::agent_permissions::is_permission_id(id)
+}
+
+/// Why an asked agent's question cannot be answered without a daemon.
+pub(super) fn no_daemon_to_answer(id: &str) -> String {
+    format!(
+        "`{id}` is an asked agent's question, which only the daemon that runs the agent can answer, and no daemon answers; start it with `flemmad serve` and send the chat again"
+    )
 }
 
 /// The name and input of the tool use `id` (its input must be a JSON object).

@@ -14,6 +14,7 @@ mod lsp;
 mod models;
 mod parse;
 mod proxy;
+mod questions;
 mod reject;
 mod send;
 mod serve;

@@ -9,7 +9,9 @@ use clap::Args;
 use flemma_ide::actions;
 
 use super::CliError;
-use super::approve::{check_placeholders, edit_placeholders};
+use super::approve::{
+    check_placeholders, edit_placeholders, is_permission_id, no_daemon_to_answer,
+};
 use super::send::shell_quote;
 use super::via_daemon::{self, Action, DaemonClient, Follow};
 
@@ -38,7 +40,9 @@ pub fn run(args: RejectArgs) -> Result<ExitCode, CliError> {
     if !args.no_daemon
         && let Some(client) = DaemonClient::connect()
     {
-        check_placeholders("reject", &args.file, build)?;
+        if !is_permission_id(&args.tool_id) {
+            check_placeholders("reject", &args.file, build)?;
+        }
         let action = Action::Reject {
             tool_id: args.tool_id.clone(),
             reason: args.reason.clone(),
@@ -53,6 +57,12 @@ pub fn run(args: RejectArgs) -> Result<ExitCode, CliError> {
     }
     if args.detach {
         return Err(CliError::failed("reject", via_daemon::NO_DAEMON_TO_DETACH));
+    }
+    if is_permission_id(&args.tool_id) {
+        return Err(CliError::failed(
+            "reject",
+            no_daemon_to_answer(&args.tool_id),
+        ));
     }
     edit_placeholders("reject", &args.file, build)?;
     eprintln!(

@@ -78,6 +78,7 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
     let outcome = runtime.block_on(send(args, config_path));
     // No MCP server outlives the send (they live on this runtime).
     runtime.block_on(crate::mcp_setup::shutdown());
+    runtime.block_on(crate::agent_setup::shutdown());
     outcome
 }
 
@@ -185,6 +186,8 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     }
     let mut driver = Driver::new(parts, text, Box::new(move |report| progress.show(report)));
     let interrupt = CancellationToken::new();
+    // An asked agent's question stops the send (nothing can wait for it in this process).
+    let asked = super::questions::Asked::stop_at_first(interrupt.clone());
     let on_interrupt = interrupt.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -219,6 +222,10 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
             started.elapsed().as_secs_f64()
         )
     };
+    if let Some(listing) = asked.listing(&path, &summary) {
+        eprint!("{listing}");
+        return Ok(ExitCode::from(AWAITING_APPROVAL_EXIT));
+    }
     match stopped {
         StopReason::Idle | StopReason::StepDone => {
             eprintln!("flemmad: done in {summary}");
@@ -552,6 +559,8 @@ struct LiveStatus {
     requests: u64,
     /// The model composes a tool call (its arguments stream).
     composing: bool,
+    /// What an asked agent does (`<agent> · <title>`).
+    agent: Option<String>,
 }
 
 impl LiveStatus {
@@ -577,10 +586,12 @@ impl LiveStatus {
             }
             "request:composing" => self.composing = true,
             "request:composed" => self.composing = false,
+            "tool:progress" => self.agent = Some(text("message")),
             "tool:executing" => self.tools.push((text("toolId"), text("toolName"))),
             "tool:completed" => {
                 let id = text("toolId");
                 self.tools.retain(|(running, _)| *running != id);
+                self.agent = None;
             }
             "job:submitted" | "job:completed" => {
                 if let Some(active) = number(data.get("activeCount")) {
@@ -629,7 +640,10 @@ fn render_live_line(status: &LiveStatus, elapsed: Duration, width: usize) -> Str
     let mut parts: Vec<String> = Vec::new();
     let state = if !status.tools.is_empty() {
         let names: Vec<&str> = status.tools.iter().map(|(_, name)| name.as_str()).collect();
-        format!("running {}", names.join(", "))
+        match &status.agent {
+            Some(agent) => format!("running {} — {agent}", names.join(", ")),
+            None => format!("running {}", names.join(", ")),
+        }
     } else if status.requesting && status.composing {
         "Composing a tool call".to_owned()
     } else if status.requesting && status.reply_chars == 0 {
@@ -800,7 +814,7 @@ mod tests {
     }
 
     #[test]
-    fn the_live_line_says_when_a_tool_call_is_composed() {
+    fn the_live_line_says_when_a_tool_call_is_composed_and_what_an_asked_agent_does() {
         let mut status = LiveStatus::default();
         let at = Duration::from_secs(2);
         status.apply(&event(
@@ -809,7 +823,7 @@ mod tests {
         ));
         status.apply(&event(
             "request:composing",
-            serde_json::json!({"toolId": "t1", "toolName": "bash"}),
+            serde_json::json!({"toolId": "t1", "toolName": "ask_agent"}),
         ));
         assert_eq!(
             render_live_line(&status, at, 100),
@@ -819,9 +833,21 @@ mod tests {
             "request:composed",
             serde_json::json!({"toolId": "t1"}),
         ));
-        assert_ne!(
+        status.apply(&event(
+            "request:finished",
+            serde_json::json!({"requestId": 1}),
+        ));
+        status.apply(&event(
+            "tool:executing",
+            serde_json::json!({"toolId": "t1", "toolName": "ask_agent"}),
+        ));
+        status.apply(&event(
+            "tool:progress",
+            serde_json::json!({"toolId": "t1", "message": "helper · Read notes.txt"}),
+        ));
+        assert_eq!(
             render_live_line(&status, at, 100),
-            "flemmad: Composing a tool call · 2s"
+            "flemmad: running ask_agent — helper · Read notes.txt · 2s"
         );
     }
 

@@ -59,7 +59,9 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
         tools.sandbox_wrap(),
     ));
     runtime.block_on(crate::mcp_setup::shutdown());
+    runtime.block_on(crate::agent_setup::shutdown());
     tools.add_mcp(&mcp);
+    let _ = tools.add_agents(resolved, false);
     let doc = &*loaded.analysis.document;
     let send_pid = running_send(&args.file);
     // A running daemon knows what its engine does with the chat (jobs, usage).
@@ -114,6 +116,16 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             .as_ref()
             .and_then(|engine| serde_json::to_value(&engine.usage).ok()),
         mcp_servers: mcp.servers.iter().map(mcp_server_status).collect(),
+        agents: tools
+            .agents
+            .iter()
+            .map(|agent| flemma_protocol::status::AgentStatus {
+                name: agent.name.clone(),
+                command: agent.describe(),
+                description: agent.description.clone(),
+                permissions: agent.permissions.as_str().to_owned(),
+            })
+            .collect(),
         rate_limits: rate_limits(resolved.config.provider, engine.as_ref()),
     };
     let mut out = std::io::stdout().lock();
@@ -177,6 +189,9 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     }
     for note in &mcp.notes {
         writeln!(out, "  {note}")?;
+    }
+    for agent in &status.agents {
+        writeln!(out, "  agent {}: {}", agent.name, agent.command)?;
     }
     writeln!(out, "\nunresolved tool calls: {}", status.unresolved.len())?;
     for call in &status.unresolved {

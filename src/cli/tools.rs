@@ -106,6 +106,9 @@ pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
         eprintln!("flemmad tools: warning: {warning}");
     }
     setup.add_mcp(&mcp);
+    for note in setup.add_agents(&resolved, false) {
+        eprintln!("flemmad tools: warning: {note}");
+    }
     let setup = std::sync::Arc::new(setup);
     let outcome = match args.action {
         None => list(&setup, &mcp, args.json),
@@ -122,6 +125,7 @@ pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
         }
     };
     runtime.block_on(crate::mcp_setup::shutdown());
+    runtime.block_on(crate::agent_setup::shutdown());
     outcome
 }
 
@@ -184,6 +188,12 @@ fn list(setup: &Setup, mcp: &McpTools, as_json: bool) -> anyhow::Result<ExitCode
             "tools": tools,
             "mcp_servers": servers,
             "mcp_notes": mcp.notes,
+            "agents": setup.agents.iter().map(|agent| json!({
+                "name": agent.name,
+                "command": agent.describe(),
+                "description": agent.description,
+                "permissions": agent.permissions.as_str(),
+            })).collect::<Vec<_>>(),
             "enabled_without_runner": missing,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
@@ -220,6 +230,10 @@ fn list(setup: &Setup, mcp: &McpTools, as_json: bool) -> anyhow::Result<ExitCode
     for server in &mcp.servers {
         writeln!(out)?;
         writeln!(out, "{}", server_line(server))?;
+    }
+    for agent in &setup.agents {
+        writeln!(out)?;
+        writeln!(out, "agent {}: {}", agent.name, agent.describe())?;
     }
     if !available.is_empty() {
         writeln!(out)?;

@@ -263,6 +263,7 @@ pub fn run_with(
         follow.quiet,
     );
     let mut pending: Vec<PendingCall> = Vec::new();
+    let mut asked = Vec::new();
     let (reason, message) = loop {
         let event = client.next_event().map_err(|error| match error {
             ClientError::Closed => CliError::failed(
@@ -287,6 +288,11 @@ pub fn run_with(
         }
         if name == TOOL_APPROVAL_REQUIRED {
             pending = pending_calls(&data);
+        }
+        // An asked agent's question waits in the daemon: the command stops here (exit 3).
+        if name == flemma_engine::events::AGENT_PERMISSION_REQUIRED {
+            asked.push(super::questions::pending_of(&path, &data));
+            break ("agent-permission".to_owned(), None);
         }
         if name == "tool:unconfirmed"
             && !follow.quiet
@@ -318,6 +324,13 @@ pub fn run_with(
         "idle" | "step-done" => {
             eprintln!("flemmad: done in {summary}");
             Ok(ExitCode::SUCCESS)
+        }
+        "agent-permission" => {
+            eprint!(
+                "{}",
+                super::questions::listing(file, &asked, &summary, true)
+            );
+            Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
         }
         "awaiting-approval" => {
             if pending.is_empty() {
@@ -362,6 +375,9 @@ fn engine_event_name(name: &str) -> Option<&'static str> {
         "document:recovered",
         "tool:unconfirmed",
         crate::engine_setup::TRUST_IGNORED_EVENT,
+        flemma_engine::events::REQUEST_COMPOSING,
+        flemma_engine::events::REQUEST_COMPOSED,
+        flemma_engine::events::TOOL_PROGRESS,
     ]
     .into_iter()
     .find(|known| *known == name)

@@ -1,6 +1,7 @@
 //! The crate's one integration-test binary (one link instead of one per file).
 
 mod acp;
+mod ask_agent;
 mod authority;
 mod checkpoints;
 mod cli_agentic;

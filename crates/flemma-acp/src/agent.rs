@@ -202,6 +202,9 @@ struct Session {
     created: Option<String>,
     /// The title last told to the client (`session_info_update`).
     title: Mutex<Option<String>>,
+    /// The session was made for another flemmad's `ask_agent`: its prompts are a model's
+    /// text, written as text (neither templates nor file references nor structure).
+    delegated: bool,
 }
 
 /// The tools the user allowed always, by session: for the rest of the session, across the
@@ -264,6 +267,7 @@ impl State {
         path: PathBuf,
         cwd: PathBuf,
         created: Option<String>,
+        delegated: bool,
         cx: &ConnectionTo<Client>,
     ) -> Arc<Session> {
         let id = path.display().to_string();
@@ -286,6 +290,7 @@ impl State {
             files,
             created,
             title: Mutex::new(None),
+            delegated,
         });
         // A session loaded again replaces the earlier one (and its files, above).
         lock(&self.sessions).insert(id, session.clone());
@@ -507,10 +512,12 @@ fn new_session(
             cwd.display()
         )));
     }
-    let path = sessions_dir(&cwd).join(chat_name());
+    let asked = crate::delegation::asked_by(request.meta.as_ref()).map_err(invalid)?;
+    let delegated = asked.is_some();
+    let path = asked.unwrap_or_else(|| sessions_dir(&cwd).join(chat_name()));
     let text = new_chat_text(&path, &cwd);
     state.backend.create_chat(&path, &text).map_err(internal)?;
-    let session = state.add(path, cwd, Some(text), cx);
+    let session = state.add(path, cwd, Some(text), delegated, cx);
     mcp(state, &session, request.mcp_servers);
     tracing::info!(chat = %session.id, "session/new");
     Ok(session.id.clone())
@@ -606,7 +613,7 @@ fn load_session(
     for update in replay::history(&text, &cwd) {
         cx.send_notification(SessionNotification::new(request.session_id.clone(), update))?;
     }
-    let session = state.add(path, cwd, None, cx);
+    let session = state.add(path, cwd, None, false, cx);
     mcp(state, &session, request.mcp_servers);
     tracing::info!(chat = %session.id, "session/load");
     Ok(())
@@ -622,7 +629,7 @@ fn resume_session(
     let path = chat_of(&request.session_id)?;
     state.backend.read_chat(&path).map_err(invalid)?;
     let cwd = cwd_of(request.cwd, &path);
-    let session = state.add(path, cwd, None, cx);
+    let session = state.add(path, cwd, None, false, cx);
     mcp(state, &session, request.mcp_servers);
     tracing::info!(chat = %session.id, "session/resume");
     Ok(())
@@ -658,7 +665,7 @@ fn fork_session(
     let path = folder.join(chat_name());
     state.backend.create_chat(&path, &text).map_err(internal)?;
     let cwd = cwd_of(request.cwd, &path);
-    let session = state.add(path, cwd, None, cx);
+    let session = state.add(path, cwd, None, false, cx);
     mcp(state, &session, request.mcp_servers);
     tracing::info!(chat = %session.id, from = %original.display(), "session/fork");
     Ok(session.id.clone())
@@ -706,6 +713,7 @@ fn start_prompt(
         Err(error) => return responder.respond_with_error(error),
     };
     let text = match prompt::to_chat_text(&request.prompt, &session.path) {
+        Ok(text) if session.delegated => flemma_syntax::write::literal_user_text(&text),
         Ok(text) => text,
         Err(error) => return responder.respond_with_error(invalid(error.to_string())),
     };
@@ -738,6 +746,7 @@ fn start_prompt(
             started: HashSet::new(),
             unseen: HashMap::new(),
             held: Vec::new(),
+            delegations: crate::delegation::Delegations::default(),
         };
         let run = turn.run(&text);
         tokio::pin!(run);
@@ -786,6 +795,8 @@ struct Turn<'a> {
     /// Reply text held back while something is unseen, so a call's result is told before the
     /// reply that answers it.
     held: Vec<SessionUpdate>,
+    /// What the agents `ask_agent` calls asked have done so far.
+    delegations: crate::delegation::Delegations,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -935,6 +946,37 @@ impl Turn<'_> {
                     self.sync_tools()?;
                 }
                 TurnEvent::FileChanged => self.sync_tools()?,
+                TurnEvent::AgentProgress(progress) => {
+                    if !self.announced.contains(&progress.tool_id) {
+                        self.sync_tools()?;
+                    }
+                    if self.announced.contains(&progress.tool_id)
+                        && let Some(update) = self.delegations.update(&progress)
+                    {
+                        self.notify(update)?;
+                    }
+                }
+                TurnEvent::AgentPermission(permission) => {
+                    if !self.announced.contains(&permission.tool_id) {
+                        self.sync_tools()?;
+                    }
+                    let asked = tokio::select! {
+                        asked = crate::delegation::ask(self.cx, &self.session.id, &permission) => asked?,
+                        _ = self.cancel.changed(), if !self.cancelled => {
+                            self.cancelled = true;
+                            self.backend.cancel(&path);
+                            None
+                        }
+                    };
+                    let id = &permission.permission_id;
+                    let outcome = match asked {
+                        Some(true) => self.backend.approve(&path, id),
+                        Some(false) | None => self.backend.reject(&path, id, None),
+                    };
+                    if let Err(error) = outcome {
+                        tracing::info!(%error, "the asked agent's permission was not answered");
+                    }
+                }
                 TurnEvent::Usage {
                     used,
                     size,

@@ -8,10 +8,18 @@
 //! the chat's trailing `@You:` ([`prompt::with_prompt`]) and streams what the engine does as
 //! session updates. The engine stays outside: a [`Backend`] (the binary's, over its engine
 //! host) sends, approves, rejects and cancels, and tells what happens as [`TurnEvent`]s.
+//!
+//! **flemmad is also a client** of the agents `ask_agent` asks ([`client`]: their processes,
+//! the runs, a foreign agent's transcript), with the tool's texts in [`ask`]; what an asked
+//! agent does reaches the ACP client of the chat that asked as tool call updates and forwarded
+//! permission requests ([`delegation`]).
 
 use std::path::{Path, PathBuf};
 
 pub mod agent;
+pub mod ask;
+pub mod client;
+pub mod delegation;
 pub mod files;
 pub mod list;
 pub mod prompt;
@@ -43,6 +51,10 @@ pub enum TurnEvent {
         cost_usd: Option<f64>,
         meta: serde_json::Map<String, serde_json::Value>,
     },
+    /// An agent a call of `ask_agent` asked did something (text, a tool call…).
+    AgentProgress(delegation::Progress),
+    /// An agent a call of `ask_agent` asked wants permission for one of its tool calls.
+    AgentPermission(delegation::Permission),
     /// The engine stopped: `idle`, `awaiting-approval`, `step-done`, `max-turns`,
     /// `cancelled`, `user-content-in-approved`, `refused` or `error` (with a message).
     Stopped {

@@ -25,6 +25,9 @@ pub struct Config {
     pub models: BTreeMap<String, ModelOverride>,
     /// Tool settings.
     pub tools: Tools,
+    /// The ACP agents `ask_agent` may ask, keyed by name.
+    #[serde(default)]
+    pub agents: BTreeMap<String, Agent>,
     /// User-defined approval presets keyed by `$name` (built-ins are not listed here).
     #[serde(default)]
     pub presets: BTreeMap<String, Preset>,
@@ -138,7 +141,8 @@ pub struct Parameters {
     pub timeout: u64,
     /// Connection timeout in seconds.
     pub connect_timeout: u64,
-    /// Seconds of silence from the provider after which a reply is stopped (the watchdog).
+    /// Seconds of silence (from the provider, or from an asked agent) after which a reply is
+    /// stopped.
     pub idle_timeout: u64,
     /// Prompt caching.
     pub cache_retention: CacheRetention,
@@ -611,6 +615,81 @@ pub struct McpServer {
 
 fn yes() -> bool {
     true
+}
+
+/// The tool that asks the configured agents (declared when at least one is).
+pub const ASK_AGENT_TOOL: &str = "ask_agent";
+
+/// One `[agents.NAME]` entry: an ACP agent `ask_agent` may ask.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Agent {
+    /// The program.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Its arguments (`${VAR}` not yet expanded).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables added to flemmad's environment (`${VAR}` not yet expanded).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory of the process (`None`: the neutral directory).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// What the agent is for.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// What happens when it asks permission for one of its tool calls.
+    #[serde(default)]
+    pub permissions: AgentPermissions,
+    /// Whether `ask_agent` offers it.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+/// What happens when an asked agent asks permission for one of its own tool calls (from the
+/// widest to the strictest).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentPermissions {
+    /// Allowed.
+    Run,
+    /// The user decides.
+    #[default]
+    Ask,
+    /// Rejected.
+    Refuse,
+}
+
+impl AgentPermissions {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentPermissions::Run => "run",
+            AgentPermissions::Ask => "ask",
+            AgentPermissions::Refuse => "refuse",
+        }
+    }
+}
+
+/// Whether `name` may name an agent (`[agents.NAME]`): 1 to 64 letters, digits, `_`, `-` or
+/// `.` — it is written into the tool's description, the events and the names of the files
+/// that keep its conversations.
+pub fn check_agent_name(name: &str) -> Result<(), String> {
+    let fits = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if fits {
+        Ok(())
+    } else {
+        Err(format!(
+            "the agent name '{name}' may only hold letters, digits, '_', '-' and '.' (1 to 64, not starting with '.'); rename [agents.\"{name}\"]"
+        ))
+    }
 }
 
 /// The tool-name form of an MCP server name: dots become hyphens (`.` separates the server

@@ -132,6 +132,42 @@ impl ResolvedConfig {
         Some(value)
     }
 
+    /// The `[agents.NAME]` entries a chat may ask, by name: enabled, with a `command`, and
+    /// defined by the user's file (a chat's frontmatter or an editor's settings may turn one off
+    /// or make it stricter, never say what runs). Also what was ignored, one line each.
+    pub fn agents(&self) -> (Vec<(&str, &crate::config::Agent)>, Vec<String>) {
+        /// The options that say what runs and what the model is told.
+        const DEFINING: [&str; 5] = ["command", "args", "env", "cwd", "description"];
+        let mut agents = Vec::new();
+        let mut notes = Vec::new();
+        for (name, agent) in &self.config.agents {
+            let quoted = format!("agents.\"{name}\"");
+            let from_chat = DEFINING.iter().find_map(|option| {
+                self.source_of(&format!("{quoted}.{option}"))
+                    .filter(|layer| *layer > LayerKind::UserFile)
+                    .map(|layer| (*option, layer))
+            });
+            if let Some((option, layer)) = from_chat {
+                notes.push(format!(
+                    "agent `{name}`: `{option}` is set by the {}, which may not define an agent; the agent is ignored (define it in your config file)",
+                    layer.as_str()
+                ));
+                continue;
+            }
+            if !agent.enabled {
+                continue;
+            }
+            if agent.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
+                notes.push(format!(
+                    "agent `{name}` has no `command`; it is ignored (set [agents.{name}] command = \"…\")"
+                ));
+                continue;
+            }
+            agents.push((name.as_str(), agent));
+        }
+        (agents, notes)
+    }
+
     /// The approval policy of `tools.auto_approve`.
     pub fn auto_approve(&self) -> AutoApprove {
         self.auto_approve.clone()
@@ -361,6 +397,7 @@ pub fn resolve_with_tools(
         .collect();
     let mcp_servers: Vec<String> = mcp_configured.iter().map(|n| mcp_server_name(n)).collect();
     check_mcp_servers(&mcp_configured, &values, &mut errors);
+    check_agents(&values, &mut errors);
 
     // Conditional tools join the default tools.enabled when their option is on.
     let lsp_path = path_of(&["tools", "lsp", "servers"]);
@@ -372,6 +409,11 @@ pub fn resolve_with_tools(
         .get(path_of(&["tools", "fetch_content"]).as_slice())
         .is_some_and(|(value, _)| **value == Value::Bool(true));
     let skills_on = values.contains_key(path_of(&["tools", "skills_dir"]).as_slice());
+    // `ask_agent` joins when an agent is configured (`condition_holds` then asks whether one
+    // is enabled).
+    let agents_on = values
+        .keys()
+        .any(|path| matches!(path, [first, _, ..] if first == "agents"));
     let mut implicit: Vec<String> = Vec::new();
     if skills_on {
         implicit.push("read_skill".into());
@@ -381,6 +423,9 @@ pub fn resolve_with_tools(
     }
     if lsp_on {
         implicit.push("lsp".into());
+    }
+    if agents_on {
+        implicit.push("ask_agent".into());
     }
     implicit.extend(custom_names.iter().cloned());
     if !implicit.is_empty() {
@@ -841,6 +886,23 @@ fn mcp_exclusions(entries: &[(Cow<'_, Entry>, LayerKind)], servers: &[String]) -
 /// The `[tools.mcp.servers]` names: the reserved `flemma`, names that are not tool-name
 /// safe, two names that become the same tool-name form, and a server with both or neither of
 /// `command` and `url`.
+/// Every configured agent has a name `ask_agent` can say and write into a file name.
+fn check_agents(values: &BTreeMap<&[String], (&Value, LayerKind)>, errors: &mut Vec<ConfigError>) {
+    let names: BTreeSet<&String> = values
+        .keys()
+        .filter_map(|path| match path {
+            [first, name, ..] if first == "agents" => Some(name),
+            _ => None,
+        })
+        .collect();
+    for name in names {
+        if let Err(message) = crate::check_agent_name(name) {
+            let path = format!("agents.{}", display_path(std::slice::from_ref(name)));
+            errors.push(ConfigError::new(path, message));
+        }
+    }
+}
+
 fn check_mcp_servers(
     configured: &BTreeSet<String>,
     values: &BTreeMap<&[String], (&Value, LayerKind)>,

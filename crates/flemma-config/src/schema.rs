@@ -124,11 +124,21 @@ pub(crate) enum Bound {
     CeilingZeroUnlimited,
     /// At least the value below (prices: a chat cannot make its requests look cheaper).
     Floor,
+    /// One of these values, listed from the widest to the strictest, at or after the value
+    /// below (an asked agent's `permissions`: `run` → `ask` → `refuse`).
+    Stricter(&'static [&'static str]),
 }
 
 impl Bound {
     /// Whether `value` is on the cheaper side of `below`.
     pub(crate) fn accepts(self, value: &Value, below: &Value) -> bool {
+        if let Bound::Stricter(order) = self {
+            let rank = |v: &Value| {
+                v.as_str()
+                    .and_then(|v| order.iter().position(|known| *known == v))
+            };
+            return matches!((rank(value), rank(below)), (Some(value), Some(below)) if value >= below);
+        }
         let (Some(value), Some(below)) = (value.as_f64(), below.as_f64()) else {
             return false;
         };
@@ -136,6 +146,7 @@ impl Bound {
             Bound::Ceiling => value <= below,
             Bound::CeilingZeroUnlimited => value > 0.0 && (below == 0.0 || value <= below),
             Bound::Floor => value >= below,
+            Bound::Stricter(_) => false,
         }
     }
 
@@ -145,6 +156,7 @@ impl Bound {
             Bound::Ceiling => "only lower",
             Bound::CeilingZeroUnlimited => "only lower (not 0)",
             Bound::Floor => "only higher",
+            Bound::Stricter(_) => "only stricter",
         }
     }
 
@@ -157,6 +169,9 @@ impl Bound {
             }
             Bound::Floor => {
                 "an untrusted chat may only raise it, so that the cost a send reports is not lowered"
+            }
+            Bound::Stricter(_) => {
+                "an untrusted chat may only make it stricter (`run` → `ask` → `refuse`)"
             }
         }
     }
@@ -343,7 +358,8 @@ pub const UNCONDITIONAL_TOOLS: [&str; 8] = [
 ];
 
 /// Every built-in tool name (the conditional ones are offered only when configured).
-pub const BUILTIN_TOOLS: [&str; 11] = [
+pub const BUILTIN_TOOLS: [&str; 12] = [
+    "ask_agent",
     "bash",
     "read",
     "write",
@@ -519,7 +535,7 @@ fn build_root() -> Node {
                 integer(
                     1,
                     i64::MAX,
-                    "The watchdog: seconds of silence from the provider after which a reply is stopped — no byte before its answer or in the middle of the stream. The reply received so far stays in the file with the abort marker, and the error says what happened (a stalled stream no longer waits for `timeout`).",
+                    "The watchdog: seconds of silence after which a reply is stopped — no byte from the provider (before its answer or in the middle of the stream), or no sign of life from an agent `ask_agent` asked (text, thought, tool call, answered permission). The reply received so far stays in the file with the abort marker and the error saying so.",
                     Some(DEFAULT_IDLE_TIMEOUT),
                 ),
             ),
@@ -1163,6 +1179,7 @@ fn build_root() -> Node {
                 ),
             ),
             field("tools", tools),
+            field("agents", agents_schema()),
             field(
                 "presets",
                 Node::new(
@@ -1428,8 +1445,82 @@ fn mcp_schema() -> Node {
     )
 }
 
+/// The order of an asked agent's `permissions`, from the widest to the strictest.
+pub const AGENT_PERMISSIONS: [&str; 3] = ["run", "ask", "refuse"];
+
 /// The default of `parameters.idle_timeout`, in seconds.
 pub const DEFAULT_IDLE_TIMEOUT: i64 = 300;
+
+/// `[agents.NAME]`: the ACP agents `ask_agent` may ask.
+fn agents_schema() -> Node {
+    let agent = object(
+        "One ACP agent `ask_agent` may ask: the program (`command`, `args`, `env`, `cwd`) that speaks the Agent Client Protocol on its stdin and stdout (`flemmad acp --no-daemon`, Gemini CLI's `gemini --experimental-acp`, an adapter for Claude Code or Codex), what it is for (`description`), and what happens when it asks permission for one of its own tool calls (`permissions`). Only the user config file may define an agent; a chat may only turn one off or make its permissions stricter, and a trusted chat may turn one on.",
+        vec![
+            field(
+                "command",
+                string(
+                    "The program (found on the absolute entries of `PATH`; with a `/`, taken against `cwd`). It runs outside the sandbox, as MCP servers do.",
+                    None,
+                ),
+            ),
+            field(
+                "args",
+                Node::new(
+                    Kind::Strings,
+                    "Arguments of `command` (`[\"acp\", \"--no-daemon\", \"--config\", \"/home/me/.config/flemma/reviewer.toml\"]`); `${VAR}` is expanded from flemmad's environment.",
+                    None,
+                ),
+            ),
+            field(
+                "env",
+                string_map(
+                    "Variables added to flemmad's environment for the agent; `${VAR}` is expanded from flemmad's environment (values never reach logs, events or files).",
+                    "The variable's value.",
+                ),
+            ),
+            field(
+                "cwd",
+                string(
+                    "Working directory of the agent's process; default `/`, never the chat's folder by itself. The sessions it is asked to work in are given the chat's working directory (ACP `session/new`).",
+                    None,
+                ),
+            ),
+            field(
+                "description",
+                string(
+                    "What the agent is for, as the model reads it in `ask_agent`'s description (else the title the agent gives at `initialize`).",
+                    None,
+                ),
+            ),
+            field(
+                "permissions",
+                choice(
+                    &AGENT_PERMISSIONS,
+                    "What happens when the agent asks permission for one of its own tool calls: `run` allows it, `ask` asks you (the editor, the ACP client driving the chat, or `flemmad send` stops with exit 3), `refuse` rejects it.",
+                    Some("ask"),
+                )
+                .widens(Narrowing::Bound(Bound::Stricter(&AGENT_PERMISSIONS))),
+            ),
+            field(
+                "enabled",
+                boolean(
+                    "Whether `ask_agent` offers this agent; a chat may set `false`, and a trusted chat `true`.",
+                    Some(true),
+                )
+                .widens(Narrowing::Only(json!(false))),
+            ),
+        ],
+    )
+    .widens(Narrowing::Never);
+    Node::new(
+        Kind::Map {
+            key: KeyRule::Any,
+            value: Box::new(agent),
+        },
+        "ACP agents keyed by name (`[agents.reviewer]`, letters, digits, `_`, `-` and `.`): when at least one is configured the model is offered the tool `ask_agent`, which hands a self-contained task to one of them and returns its answer. Each runs as a child process of flemmad, started on its first call and reused, with a fresh session per call; its conversation is kept as a `.chat` file.",
+        None,
+    )
+}
 
 /// `node` with no defaults anywhere below it (a preset's `parameters` set only what they name).
 fn without_defaults(mut node: Node) -> Node {

@@ -25,6 +25,10 @@ pub struct EngineConfig {
     /// The model's context window in tokens, when the catalogue knows it (`usage:updated`
     /// tells it beside the tokens the last request had in context, for ACP's `usage_update`).
     pub context_window: Option<u64>,
+    /// Tools whose output after a cancel is kept: the call stays `aborted` and its result block
+    /// gets what the tool returned on its way out (an asked agent's answer so far). The session
+    /// waits for it a bounded time ([`crate::session::LATE_RESULT_WAIT`]).
+    pub kept_when_cancelled: Vec<String>,
 }
 
 impl EngineConfig {
@@ -42,6 +46,7 @@ impl EngineConfig {
             provider: None,
             model: None,
             context_window: None,
+            kept_when_cancelled: Vec::new(),
         }
     }
 }
@@ -61,6 +66,7 @@ impl Default for EngineConfig {
             provider: None,
             model: None,
             context_window: None,
+            kept_when_cancelled: Vec::new(),
         }
     }
 }

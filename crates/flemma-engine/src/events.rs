@@ -12,6 +12,14 @@ pub const REQUEST_FINISHED: &str = "request:finished";
 pub const REQUEST_COMPOSING: &str = "request:composing";
 /// The tool call the model was composing is complete.
 pub const REQUEST_COMPOSED: &str = "request:composed";
+/// What a running tool tells while it works (`ask_agent`: the asked agent's text, thoughts and
+/// tool calls). The shell emits it, not the engine.
+pub const TOOL_PROGRESS: &str = "tool:progress";
+/// An asked agent asks permission for one of its own tool calls, and the user decides
+/// (`flemma/approve` or `flemma/reject` with the `permissionId`). The shell emits it.
+pub const AGENT_PERMISSION_REQUIRED: &str = "agent:permission-required";
+/// That permission was decided (or its run ended first). The shell emits it.
+pub const AGENT_PERMISSION_RESOLVED: &str = "agent:permission-resolved";
 pub const TOOL_EXECUTING: &str = "tool:executing";
 pub const TOOL_COMPLETED: &str = "tool:completed";
 pub const TOOL_APPROVAL_REQUIRED: &str = "tool:approval-required";

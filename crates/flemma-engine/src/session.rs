@@ -23,7 +23,7 @@
 //! every streamed byte lands exactly once, every change made by someone else survives, the text
 //! parses without new errors, and the last writer ends with the engine's text.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use flemma_syntax::{
@@ -34,6 +34,10 @@ use crate::{
     CancelScope, Effect as EngineEffect, Engine, Event, Input as EngineInput, JobState, Millis,
     RequestId, StopReason, TimerId,
 };
+
+/// How long a cancelled call whose output is kept may take to return it (an asked agent
+/// answers `session/cancel`, or is stopped, within a few seconds).
+pub const LATE_RESULT_WAIT: Millis = 10_000;
 
 /// How often a write re-reads and merges when the store moved under it, before giving up.
 pub const MERGE_ATTEMPTS: usize = 20;
@@ -292,6 +296,9 @@ pub struct Session {
     wake: Option<Millis>,
     request: Option<RequestId>,
     tools_running: HashSet<String>,
+    /// Calls killed by a cancel whose output on their way out is kept
+    /// ([`crate::EngineConfig::kept_when_cancelled`]), and until when it is waited for.
+    lingering: HashMap<String, Millis>,
     refusals: usize,
     stopped: Option<StopReason>,
     interrupted: bool,
@@ -356,6 +363,7 @@ impl Session {
             wake: None,
             request: None,
             tools_running: HashSet::new(),
+            lingering: HashMap::new(),
             refusals: 0,
             stopped: None,
             interrupted: false,
@@ -459,6 +467,7 @@ impl Session {
         if self.failed || self.done {
             return;
         }
+        self.lingering.retain(|_, until| *until > now);
         if self.op == Op::Idle {
             if let Some((store, kind)) = self.switching.take() {
                 self.switch(now, store, kind, out);
@@ -497,6 +506,11 @@ impl Session {
             (true, Some(at)) => Some(at),
             (true, None) => Some(self.next_poll),
         };
+        // A lingering call given up on is checked when its wait ends.
+        let wake = match (wake, self.lingering.values().min()) {
+            (Some(at), Some(until)) => Some(at.min(*until)),
+            (wake, _) => wake,
+        };
         if let Some(at) = wake
             && self.wake != Some(at)
         {
@@ -509,7 +523,10 @@ impl Session {
     /// never started (an approval that leaves other calls pending).
     fn is_done(&self) -> bool {
         self.leaving
-            || (!self.engine.is_busy() && self.request.is_none() && self.tools_running.is_empty())
+            || (!self.engine.is_busy()
+                && self.request.is_none()
+                && self.tools_running.is_empty()
+                && self.lingering.is_empty())
     }
 
     // ----- the engine -----
@@ -521,6 +538,7 @@ impl Session {
             }
             EngineInput::ToolFinished { tool_id, .. } => {
                 self.tools_running.remove(tool_id);
+                self.lingering.remove(tool_id);
             }
             EngineInput::JobFinished { job_id, .. } => {
                 if let Some(job) = self.engine.jobs().find(|job| &job.job_id == job_id) {
@@ -587,6 +605,10 @@ impl Session {
             }
             EngineEffect::KillTool { tool_id } => {
                 if self.tools_running.remove(&tool_id) {
+                    if self.engine.keeps_late_result(&tool_id) {
+                        self.lingering
+                            .insert(tool_id.clone(), now + LATE_RESULT_WAIT);
+                    }
                     out.push(Effect::KillTool { tool_id });
                 }
             }

@@ -519,6 +519,43 @@ fn cancelling_everything_aborts_running_and_waiting_tools() {
     assert_eq!(d.engine.request(), Some(RequestId(2)));
 }
 
+/// A tool whose output after a cancel is kept (`ask_agent` in flemmad: what the agent answered
+/// so far; `read` stands for it here) gets it in its `aborted` block; the next advance sends
+/// it as the call's error result.
+#[test]
+fn a_cancelled_call_whose_output_is_kept_gets_it_in_its_aborted_block() {
+    let config = EngineConfig {
+        kept_when_cancelled: vec!["read".into()],
+        ..EngineConfig::default()
+    };
+    let mut d = Driver::with(config, "@You:\nq\n");
+    d.send(Input::Advance);
+    d.reply(1, call(0, "t1", "read", r#"{"path":"1"}"#));
+    d.send(Input::Cancel {
+        scope: CancelScope::All,
+    });
+    assert_eq!(d.shell.matches("(aborted)").count(), 1, "{}", d.shell);
+    // Its late output is written (another tool's is dropped: the test above); the block
+    // stays aborted.
+    d.send(finished("t1", "part 1.\n[stopped: cancelled]"));
+    assert!(
+        d.shell
+            .contains("**Tool Result:** `t1` (aborted)\n```\npart 1.\n[stopped: cancelled]\n```"),
+        "{}",
+        d.shell
+    );
+    // A second late output changes nothing.
+    d.send(finished("t1", "again"));
+    assert!(!d.shell.contains("again"), "{}", d.shell);
+    d.send(Input::Advance);
+    assert!(
+        d.shell
+            .contains("**Tool Result:** `t1` (error)\n```\npart 1.\n[stopped: cancelled]\n```"),
+        "{}",
+        d.shell
+    );
+}
+
 #[test]
 fn approving_an_unknown_id_is_refused_with_the_pending_ids() {
     let mut d = Driver::new("@You:\nq\n");

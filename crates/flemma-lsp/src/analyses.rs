@@ -55,13 +55,26 @@ pub(crate) struct Analyses {
 pub(crate) struct KnownTools {
     pub(crate) enabled: Vec<String>,
     pub(crate) mcp_exclude: Vec<String>,
+    /// The agents `ask_agent` may ask (name, description), sorted by name.
+    pub(crate) agents: Vec<(String, Option<String>)>,
 }
 
 impl KnownTools {
     pub(crate) fn of(resolved: &flemma_config::ResolvedConfig) -> Self {
+        let agents: Vec<(String, Option<String>)> = resolved
+            .agents()
+            .0
+            .into_iter()
+            .map(|(name, agent)| (name.to_owned(), agent.description.clone()))
+            .collect();
+        let mut enabled = resolved.enabled_tools();
+        if !agents.is_empty() && !enabled.iter().any(|t| t == flemma_config::ASK_AGENT_TOOL) {
+            enabled.push(flemma_config::ASK_AGENT_TOOL.to_owned());
+        }
         Self {
-            enabled: resolved.enabled_tools(),
+            enabled,
             mcp_exclude: resolved.config.tools.mcp.exclude.clone(),
+            agents,
         }
     }
 }

@@ -14,6 +14,7 @@
 //! `flemma/event`, messages); `progress` turns the engine's events into `$/progress`;
 //! [`transport`] frames messages over stdio.
 
+mod agent_permission;
 mod analyses;
 mod backend;
 mod commands;

@@ -21,6 +21,10 @@ pub(crate) struct EngineActivity {
     pub progress: Option<lsp_types::ProgressToken>,
     /// The model composes a tool call (its arguments stream).
     pub composing: bool,
+    /// What an agent `ask_agent` asked does (`<agent> · <title>`).
+    pub agent: Option<String>,
+    /// The last message reported (a report is sent only when it changes).
+    pub shown: String,
 }
 
 impl EngineActivity {
@@ -34,6 +38,8 @@ impl EngineActivity {
             "Composing a tool call".to_owned()
         } else if self.streaming {
             "streaming the reply".to_owned()
+        } else if let Some(agent) = &self.agent {
+            agent.clone()
         } else {
             let names: Vec<&str> = self.tools.iter().map(|(_, name)| name.as_str()).collect();
             format!("running {}", names.join(", "))
@@ -57,11 +63,13 @@ pub(crate) fn on_event(session: &mut Session, uri: &str, name: &str, data: &Valu
         }
         "request:composing" => activity.composing = true,
         "request:composed" => activity.composing = false,
+        "tool:progress" => activity.agent = Some(text("message").to_owned()),
         "tool:executing" => activity
             .tools
             .push((text("toolId").to_owned(), text("toolName").to_owned())),
         "tool:completed" | "job:submitted" => {
             activity.tools.retain(|(id, _)| id != text("toolId"));
+            activity.agent = None;
         }
         "engine:stopped" => {
             let reason = match text("reason") {
@@ -73,6 +81,9 @@ pub(crate) fn on_event(session: &mut Session, uri: &str, name: &str, data: &Valu
         _ => return,
     }
     let (busy, message) = (activity.busy(), activity.message());
+    // Reported only when it changes (an asked agent tells every piece of its answer).
+    let changed = activity.shown != message;
+    activity.shown.clone_from(&message);
     let file = doc
         .id
         .path()
@@ -80,7 +91,8 @@ pub(crate) fn on_event(session: &mut Session, uri: &str, name: &str, data: &Valu
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     match (was_busy, busy) {
         (false, true) => begin(session, uri, format!("{file}: {message}")),
-        (true, true) => report(session, uri, message),
+        (true, true) if changed => report(session, uri, message),
+        (true, true) => {}
         (true, false) => end(session, uri, "done"),
         (false, false) => {}
     }
@@ -91,6 +103,7 @@ pub(crate) fn stop(session: &mut Session, uri: &str, reason: &str) {
     if let Some(doc) = session.documents.get_mut(uri) {
         doc.engine.streaming = false;
         doc.engine.composing = false;
+        doc.engine.agent = None;
         doc.engine.tools.clear();
     }
     end(session, uri, reason);

@@ -87,6 +87,8 @@ pub(crate) enum ResponseHandler {
     BufferEdit { uri: String },
     /// Nothing to do with the answer (`window/workDoneProgress/create`).
     Ignore,
+    /// The user's choice on an asked agent's question (`window/showMessageRequest`).
+    AgentPermission { uri: String, id: String },
 }
 
 pub(crate) struct Session {

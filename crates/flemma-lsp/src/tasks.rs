@@ -35,6 +35,9 @@ pub(crate) fn on_task(session: &mut Session, task: Task) {
         } => replace_buffer(session, uri, version, range, text, reply),
         Task::Event { uri, name, data } => {
             crate::progress::on_event(session, &uri, &name, &data);
+            if name == crate::agent_permission::REQUIRED {
+                crate::agent_permission::ask(session, &uri, &data);
+            }
             if session.documents.contains_key(&uri) {
                 session.send(lsp_server::Message::Notification(
                     lsp_server::Notification::new(

@@ -291,6 +291,7 @@ pub(crate) fn completion_item(
     let kind = match item.kind {
         CompletionKind::Role => lsp_types::CompletionItemKind::KEYWORD,
         CompletionKind::Tool => lsp_types::CompletionItemKind::FUNCTION,
+        CompletionKind::Agent => lsp_types::CompletionItemKind::MODULE,
         CompletionKind::Path => lsp_types::CompletionItemKind::FILE,
         CompletionKind::Option => lsp_types::CompletionItemKind::PROPERTY,
         CompletionKind::Value => lsp_types::CompletionItemKind::VALUE,

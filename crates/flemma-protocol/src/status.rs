@@ -35,6 +35,9 @@ pub struct ChatStatus {
     /// The MCP servers the chat's configuration defines, each with its state.
     #[serde(default)]
     pub mcp_servers: Vec<McpServerStatus>,
+    /// The agents `ask_agent` may ask (`[agents.NAME]` of the user's configuration).
+    #[serde(default)]
+    pub agents: Vec<AgentStatus>,
     /// Token and cost totals, when known (the file does not record them; a running daemon
     /// does). Null here.
     pub usage: Option<Value>,
@@ -77,6 +80,20 @@ pub struct McpServerStatus {
     pub pid: Option<u32>,
     /// Its tools' full names.
     pub tools: Vec<String>,
+}
+
+/// One agent `ask_agent` may ask.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AgentStatus {
+    pub name: String,
+    /// What runs: `COMMAND ARGS (in DIR; its permission requests: run|ask|refuse)` (no
+    /// environment values).
+    pub command: String,
+    /// What it is for, as the model reads it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `run`, `ask` or `refuse`: what happens when it asks permission for a tool call.
+    pub permissions: String,
 }
 
 /// An enabled tool.

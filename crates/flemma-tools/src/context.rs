@@ -53,6 +53,16 @@ pub trait EditorFiles: Send + Sync + std::fmt::Debug {
     fn write_text(&self, path: &Path, text: &str, cancel: &Cancel) -> Result<(), String>;
 }
 
+/// What a running call tells while it works, and to whom: the shell gives each call its own
+/// (the call's id is in it), and what it tells becomes a lifecycle event of the chat (an asked
+/// agent's text, thoughts and tool calls; a permission it asks for).
+pub trait ToolReporter: Send + Sync + std::fmt::Debug {
+    /// The id of the tool call (its tool use id).
+    fn tool_id(&self) -> &str;
+    /// A lifecycle event of the chat about this call (`data` gets its `toolId` and `toolName`).
+    fn event(&self, name: &'static str, data: serde_json::Value);
+}
+
 /// Text files larger than this are read from the disk even when the editor reads files (a
 /// protocol message that large helps no one).
 pub const EDITOR_READ_LIMIT: u64 = 8 * 1024 * 1024;
@@ -82,6 +92,11 @@ pub struct RunContext {
     pub fetch_private_addresses: bool,
     /// The editor's view of files, when the chat's session has one (`EditorFiles`).
     pub editor: Option<Arc<dyn EditorFiles>>,
+    /// The chat's text when the call started, for a tool that reads the conversation
+    /// ([`crate::Capability::ReadsConversation`]).
+    pub conversation: Option<Arc<str>>,
+    /// Where this call tells what it does while it runs (`None`: nobody listens).
+    pub reporter: Option<Arc<dyn ToolReporter>>,
     /// The user's home directory: `~/` in the tools' paths (`None`: unknown, and a path
     /// starting with `~/` is refused).
     pub home: Option<PathBuf>,
@@ -174,6 +189,8 @@ impl RunContext {
             fetch_private_addresses: false,
             editor: None,
             home: None,
+            conversation: None,
+            reporter: None,
         }
     }
 

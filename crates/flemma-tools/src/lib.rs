@@ -22,7 +22,7 @@ pub use approval::{ApprovalChain, Decision, Verdict};
 /// How flemmad's own short-lived files begin (a writability probe, an atomic write's temporary
 /// file): the tools that list folders leave them out, so they never reach the model.
 pub const SCRATCH_PREFIX: &str = ".flemmad-";
-pub use context::{Cancel, EditorFiles, FullOutput, Outcome, PathGuard, RunContext};
+pub use context::{Cancel, EditorFiles, FullOutput, Outcome, PathGuard, RunContext, ToolReporter};
 pub use registry::{InvocationError, Registry};
 pub use sandbox::{Bwrap, PathPolicy, PolicyPlaces};
 pub use spec::{Capability, ToolSpec};

@@ -270,6 +270,8 @@ pub fn condition_holds(name: &str, config: &Config) -> bool {
             .map(|dir| !builtin::skill::catalogue(Path::new(dir)).is_empty())
             .unwrap_or(false),
         "fetch_content" => config.tools.fetch_content,
+        // Registered by the shell with the agents' description (flemma-acp's `ask`).
+        "ask_agent" => config.agents.values().any(|agent| agent.enabled),
         "lsp" => config.tools.lsp.servers.iter().any(|line| {
             line.split_whitespace()
                 .next()

@@ -257,6 +257,13 @@ impl PathGuard for PathPolicy {
                 path.display()
             ));
         }
+        if let Some(folder) = agents_folder(path).or_else(|| agents_folder(&resolved)) {
+            return Err(format!(
+                "{} is in {}, where asked agents' conversations are kept, which no tool may write: each is a chat that decides what its agent may do",
+                path.display(),
+                folder.display()
+            ));
+        }
         if let Some(place) = self
             .protected
             .iter()
@@ -292,6 +299,27 @@ impl PathGuard for PathPolicy {
             ))
         }
     }
+}
+
+/// The folder of asked agents' conversations (`<folder>/.flemma/<chat>.chat/agents`) that
+/// `path` lies in, or is.
+pub fn agents_folder(path: &Path) -> Option<PathBuf> {
+    let mut current = PathBuf::new();
+    let mut names: Vec<&std::ffi::OsStr> = Vec::new();
+    for component in path.components() {
+        current.push(component);
+        if let std::path::Component::Normal(name) = component {
+            names.push(name);
+            if let [.., flemma, chat, agents] = names.as_slice()
+                && *flemma == ".flemma"
+                && *agents == "agents"
+                && is_chat_file(Path::new(chat))
+            {
+                return Some(current);
+            }
+        }
+    }
+    None
 }
 
 /// Whether `path` has a `.git` component (the repository's metadata, or a worktree's `.git`
@@ -638,7 +666,7 @@ impl Bwrap {
                 }
             }
         }
-        for chat in &found.chats {
+        for chat in found.chats.iter().chain(&found.agents) {
             read_only(chat, &mut kept);
         }
         for path in &self.protected {
@@ -829,6 +857,9 @@ pub struct Found {
     pub git: Vec<PathBuf>,
     /// Every chat file (`*.chat`).
     pub chats: Vec<PathBuf>,
+    /// Every folder of asked agents' conversations (`.flemma/<chat>.chat/agents`): read-only
+    /// as a whole, so a conversation made while a call runs is out of its reach too.
+    pub agents: Vec<PathBuf>,
     /// Whether every folder was looked at (else the time ran out).
     pub complete: bool,
 }
@@ -846,6 +877,7 @@ struct FolderEntry {
     folders: Vec<PathBuf>,
     git: Vec<PathBuf>,
     chats: Vec<PathBuf>,
+    agents: Vec<PathBuf>,
 }
 
 /// The writable roots' folders as last read, so a call reads again only the folders whose
@@ -889,6 +921,7 @@ impl RootScan {
             };
             found.git.extend(fresh.git);
             found.chats.extend(fresh.chats);
+            found.agents.extend(fresh.agents);
             stack.extend(
                 fresh
                     .folders
@@ -907,6 +940,7 @@ impl RootScan {
         found.git.sort();
         found.git.dedup();
         found.chats.sort();
+        found.agents.sort();
         found
     }
 }
@@ -927,6 +961,7 @@ fn read_folder(
         folders: Vec::new(),
         git: Vec::new(),
         chats: Vec::new(),
+        agents: Vec::new(),
     };
     let Ok(entries) = std::fs::read_dir(dir) else {
         return entry;
@@ -945,6 +980,9 @@ fn read_folder(
                 entry.git.push(path);
             }
         } else if kind.is_dir() {
+            if name == "agents" && agents_folder(&path).as_deref() == Some(path.as_path()) {
+                entry.agents.push(path.clone());
+            }
             entry.folders.push(path);
         } else if kind.is_file() && is_chat_file(&path) {
             entry.chats.push(path);
@@ -1087,6 +1125,34 @@ mod tests {
             !text.contains(&format!("--tmpfs {shown} ")),
             "a hidden path holding the working directory is not hidden: {text}"
         );
+    }
+
+    #[test]
+    fn asked_agents_conversations_are_read_only_as_a_folder() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        let agents = root.join("p/.flemma/talk.chat/agents");
+        std::fs::create_dir_all(&agents).expect("agents");
+        std::fs::create_dir_all(root.join("p/agents")).expect("an ordinary folder");
+        let policy = PathPolicy::new([root.join("p")]);
+        let bwrap = bwrap_for(&policy, vec![]);
+        let found = scan_roots(bwrap.writable(), SCAN_BUDGET);
+        assert_eq!(found.agents, vec![agents.clone()]);
+        let plan = bwrap.plan(&found, &root.join("p"), &Default::default());
+        let ro = ("--ro-bind-try", agents.clone(), agents.clone());
+        assert!(plan.binds.contains(&ro), "{:?}", plan.binds);
+        let pinned = (
+            "--bind-try",
+            root.join("p/.flemma/talk.chat"),
+            root.join("p/.flemma/talk.chat"),
+        );
+        assert!(plan.binds.contains(&pinned), "{:?}", plan.binds);
+        // The file tools refuse it, even for a conversation that does not exist yet.
+        let refused = policy
+            .check_write(&agents.join("reviewer-9.notes"))
+            .expect_err("refused");
+        assert!(refused.contains("asked agents' conversations"), "{refused}");
+        assert!(policy.check_write(&root.join("p/agents/x.txt")).is_ok());
     }
 
     #[test]

@@ -15,15 +15,19 @@ pub enum Capability {
     AutoApprovesIfSandboxed,
     /// The tool's output is template text (an attachment reference such as `@./x.png`).
     EmitsTemplate,
+    /// The tool reads the conversation that called it (`ask_agent`'s `with_context`): the
+    /// shell puts the chat's text in the run context ([`crate::RunContext::conversation`]).
+    ReadsConversation,
 }
 
 impl Capability {
     /// Every known capability, in a fixed order.
-    pub const ALL: [Capability; 4] = [
+    pub const ALL: [Capability; 5] = [
         Capability::DisablesBackground,
         Capability::DisablesSaveTo,
         Capability::AutoApprovesIfSandboxed,
         Capability::EmitsTemplate,
+        Capability::ReadsConversation,
     ];
 
     /// The tag as written in config and sent to the provider crate.
@@ -33,6 +37,7 @@ impl Capability {
             Capability::DisablesSaveTo => "disables_save_to",
             Capability::AutoApprovesIfSandboxed => "auto_approves_if_sandboxed",
             Capability::EmitsTemplate => "emits_template",
+            Capability::ReadsConversation => "reads_conversation",
         }
     }
 

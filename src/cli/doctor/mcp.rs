@@ -28,6 +28,7 @@ pub(super) fn check_mcp(config_path: Option<&Path>, findings: &mut Vec<Finding>)
         None,
     ));
     runtime.block_on(crate::mcp_setup::shutdown());
+    runtime.block_on(crate::agent_setup::shutdown());
     for note in &mcp.notes {
         findings.push(Finding::new(CHECK, Status::Warn, note.clone()));
     }

@@ -23,12 +23,14 @@ use super::CliError;
 use crate::provider_setup::{client, provider_setup};
 
 /// How long `--online` waits for the provider.
+mod agents;
 mod config;
 mod daemon;
 mod editors;
 mod mcp;
 mod tools;
 
+use agents::check_agents;
 use config::{check_config, check_credentials, check_provider};
 use daemon::{check_daemon, check_systemd};
 use editors::{check_helix, check_neovim, check_vscode, check_zed};
@@ -43,7 +45,8 @@ Checks, in order: config (the configuration file and its validity), credentials 
 the configured provider, and by which resolver; the value is never printed), provider (with \
 --online: the provider lists its models), daemon (the sockets in $XDG_RUNTIME_DIR/flemma: \
 directory 0700, sockets 0600, owned by you), sandbox (bwrap), search tools (rg, fd or \
-fdfind), mcp (each configured MCP server starts and lists its tools), and each editor set-up found here (helix, neovim, vscode, zed: an `agent_servers` entry that runs `flemmad acp`, systemd).
+fdfind), mcp (each configured MCP server starts and lists its tools), agents (each \
+configured ACP agent's command resolves and it answers `initialize`), and each editor set-up found here (helix, neovim, vscode, zed: an `agent_servers` entry that runs `flemmad acp`, systemd).
 
 Each finding is one line `STATUS CHECK: MESSAGE`, with `  fix: …` under it when there is \
 something to do. STATUS is ok, warn (works, with less), fail (needs attention) or info (how \
@@ -158,6 +161,7 @@ pub fn run(args: DoctorArgs, config_path: Option<&Path>) -> Result<ExitCode, Cli
     check_sandbox(config.as_ref(), &mut findings);
     check_search_tools(&machine, &mut findings);
     check_mcp(config_path, &mut findings);
+    check_agents(config_path, &mut findings);
     check_helix(&machine, &mut findings);
     check_neovim(&machine, &mut findings);
     check_vscode(&machine, &mut findings);

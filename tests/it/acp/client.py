@@ -14,11 +14,12 @@ Steps (a JSON list):
   {"op": "load", "session": PATH}                 session/load of a chat
   {"op": "prompt", "text": ..., "blocks": [...],  session/prompt; `permission` answers every
    "permission": "allow_once"|"reject_once"|...,  permission request with that optionId
-   "cancel_after_chunks": N}                      (or "cancel": a cancelled outcome);
-                                                  `cancel_after_chunks` sends session/cancel
+   "cancel_after_chunks": N,                      (or "cancel": a cancelled outcome);
+   "cancel_when_seen": TEXT}                      `cancel_after_chunks` sends session/cancel
                                                   after N agent_message_chunks,
                                                   `cancel_request_after_chunks` sends
-                                                  $/cancel_request for the prompt instead
+                                                  $/cancel_request for the prompt instead,
+                                                  `cancel_when_seen` once an update holds TEXT
   {"op": "list"}                                  session/list in CWD
   {"op": "resume", "session": PATH}               session/resume of a chat (no replay)
   {"op": "close"} / {"op": "delete"}              session/close / session/delete of the
@@ -65,6 +66,7 @@ class Recorder:
         self.cancel_after = None
         self.cancel_request_after = None
         self.prompt_request_id = None
+        self.cancel_when_seen = None
         self.chunks = 0
         self.conn = None
         self.session_id = None
@@ -85,6 +87,9 @@ class Recorder:
 
     async def session_update(self, session_id, update, **kwargs):
         self.updates.append(dump(update))
+        if self.cancel_when_seen is not None and self.cancel_when_seen in json.dumps(dump(update)):
+            self.cancel_when_seen = None
+            asyncio.get_running_loop().create_task(self.conn.cancel(session_id=session_id))
         if update.session_update == "agent_message_chunk":
             self.chunks += 1
             if self.leave is not None and self.chunks == self.leave_after:
@@ -153,6 +158,7 @@ async def main():
             recorder.answer = step.get("permission", "allow_once")
             recorder.cancel_after = step.get("cancel_after_chunks")
             recorder.cancel_request_after = step.get("cancel_request_after_chunks")
+            recorder.cancel_when_seen = step.get("cancel_when_seen")
             record = {"op": step["op"]}
             try:
                 if step["op"] == "new":

@@ -62,6 +62,10 @@ pub struct Client {
     /// `textDocument` capabilities added to the flavor's before `initialize` (what another
     /// client would offer, e.g. Neovim's `foldingRange.collapsedText`).
     pub extra_text_document_capabilities: Value,
+    /// The `window/showMessageRequest`s the server sent, and the action the client answers
+    /// them with (by title; `None`: dismissed).
+    pub messages_asked: Vec<Value>,
+    pub message_answer: Option<String>,
     _state: tempfile::TempDir,
 }
 
@@ -140,6 +144,8 @@ impl Client {
             progress_tokens: Vec::new(),
             type_before_next_apply: None,
             extra_text_document_capabilities: Value::Null,
+            messages_asked: Vec::new(),
+            message_answer: None,
             _state: state,
         }
     }
@@ -309,6 +315,14 @@ impl Client {
             "window/workDoneProgress/create" => {
                 self.progress_tokens.push(params["token"].clone());
                 self.send(json!({"jsonrpc": "2.0", "id": id, "result": null}))
+            }
+            "window/showMessageRequest" => {
+                self.messages_asked.push(params.clone());
+                let answer = match &self.message_answer {
+                    Some(title) => json!({"title": title}),
+                    None => Value::Null,
+                };
+                self.send(json!({"jsonrpc": "2.0", "id": id, "result": answer}))
             }
             _ => self.send(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("Method {method} not found")}})),
         }

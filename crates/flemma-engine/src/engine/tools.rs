@@ -17,7 +17,9 @@ impl Engine {
         let Some(position) = self.running.iter().position(|t| t.tool_id == tool_id) else {
             if let Some(job_id) = self.jobs.by_tool(tool_id).map(|j| j.job_id.clone()) {
                 self.job_finished(now, &job_id, text, is_error, out);
-            } else if !self.killed.remove(tool_id) {
+            } else if self.killed.remove(tool_id) {
+                self.late_result(tool_id, &text, out);
+            } else {
                 out.push(Effect::Refused {
                     message: format!("no tool `{tool_id}` is running in this document; its output was not written"),
                 });
@@ -43,6 +45,40 @@ impl Engine {
         if self.running.is_empty() && self.waiting.is_empty() {
             self.continue_cycle(now, out);
         }
+    }
+
+    /// Whether the output a cancelled call `tool_id` returns on its way out is kept
+    /// ([`EngineConfig::kept_when_cancelled`]).
+    pub(crate) fn keeps_late_result(&self, tool_id: &str) -> bool {
+        self.call(tool_id)
+            .is_some_and(|(name, _)| self.config.kept_when_cancelled.contains(&name))
+    }
+
+    /// The output of a call killed by a cancel, arriving after it: written into its result
+    /// block, which stays `aborted`, when the tool's output is kept after a cancel and the
+    /// block is still the empty `aborted` one the cancel left (else dropped).
+    fn late_result(&mut self, tool_id: &str, text: &str, out: &mut Vec<Effect>) {
+        if !self.keeps_late_result(tool_id) {
+            return;
+        }
+        let Some((_, segment, result)) = self.doc.tool_result(tool_id) else {
+            return;
+        };
+        let aborted = result.suffix.as_ref().and_then(|s| s.status()) == Some(Status::Aborted);
+        let empty = result
+            .fence
+            .as_ref()
+            .is_none_or(|f| self.doc.slice(f.content).trim().is_empty());
+        if !aborted || !empty {
+            return;
+        }
+        let suffix = result.suffix.as_ref().map_or_else(
+            || Suffix::render(Some(Status::Aborted), &[]),
+            |s| s.render_with_status(Some(Status::Aborted)),
+        );
+        let block = tool_result_block(tool_id, &suffix, text, "", self.config.compact_headers);
+        let edit = TextEdit::replace(segment.range, self.doc.in_line_ending(block));
+        self.apply(vec![edit], out);
     }
 
     /// Writes a tool's output into its placeholder, unless the user typed into it: then their

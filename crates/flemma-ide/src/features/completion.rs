@@ -1,11 +1,11 @@
 //! Completion: role markers at the start of a line, tool names in a tool use header (from the
-//! given list), `@./` paths through the injected [`FileSystem`], and in the frontmatter option
+//! given list), the agents in an `ask_agent` call's `"agent"` value, `@./` paths through the injected [`FileSystem`], and in the frontmatter option
 //! names (`flemma.opt.…` in Rhai, keys of `"flemma"` in JSON) and their values, from the
 //! configuration schema.
 
 use std::path::Path;
 
-use flemma_syntax::{Document, FrontmatterLanguage, NodeAt, Role, TextRange};
+use flemma_syntax::{Document, FrontmatterLanguage, NodeAt, Role, SegmentKind, TextRange};
 use serde_json::Value;
 
 use super::{FileSystem, resolve_path};
@@ -14,6 +14,7 @@ use super::{FileSystem, resolve_path};
 pub enum CompletionKind {
     Role,
     Tool,
+    Agent,
     Path,
     Option,
     Value,
@@ -36,6 +37,8 @@ pub struct CompletionContext<'a> {
     pub fs: &'a dyn FileSystem,
     /// The tools that may be called (names with `.` namespaces).
     pub tools: &'a [String],
+    /// The agents `ask_agent` may ask: name and description.
+    pub agents: &'a [(String, Option<String>)],
 }
 
 impl std::fmt::Debug for CompletionContext<'_> {
@@ -43,6 +46,7 @@ impl std::fmt::Debug for CompletionContext<'_> {
         f.debug_struct("CompletionContext")
             .field("chat_dir", &self.chat_dir)
             .field("tools", &self.tools)
+            .field("agents", &self.agents)
             .finish_non_exhaustive()
     }
 }
@@ -80,6 +84,16 @@ pub fn completions(
                 if !partial.contains('`') {
                     return tool_names(partial, offset, context.tools);
                 }
+            }
+            if let Some(NodeAt::Segment(_, segment)) = node
+                && let SegmentKind::ToolUse(tool_use) = &segment.kind
+                && tool_use.name == flemma_config::ASK_AGENT_TOOL
+                && tool_use
+                    .fence
+                    .as_ref()
+                    .is_some_and(|f| f.content.start <= offset && offset <= f.content.end)
+            {
+                return agent_names(&text[..offset], offset, context.agents);
             }
             let templated = match node {
                 Some(NodeAt::Segment(message, _)) | Some(NodeAt::RoleLine(message)) => {
@@ -126,6 +140,38 @@ fn tool_names(partial: &str, offset: usize, tools: &[String]) -> Vec<CompletionI
             replace: TextRange::new(offset - partial.len(), offset),
             insert: name.clone(),
             detail: None,
+        })
+        .collect()
+}
+
+/// `{"agent": "he` in an `ask_agent` call's input → the agents starting with `he`.
+fn agent_names(
+    before: &str,
+    offset: usize,
+    agents: &[(String, Option<String>)],
+) -> Vec<CompletionItem> {
+    let Some(key) = before.rfind("\"agent\"") else {
+        return Vec::new();
+    };
+    let rest = before[key + "\"agent\"".len()..].trim_start();
+    let Some(value) = rest.strip_prefix(':').map(str::trim_start) else {
+        return Vec::new();
+    };
+    let Some(partial) = value.strip_prefix('"') else {
+        return Vec::new();
+    };
+    if partial.contains('"') {
+        return Vec::new();
+    }
+    agents
+        .iter()
+        .filter(|(name, _)| name.starts_with(partial))
+        .map(|(name, description)| CompletionItem {
+            label: name.clone(),
+            kind: CompletionKind::Agent,
+            replace: TextRange::new(offset - partial.len(), offset),
+            insert: name.clone(),
+            detail: description.clone(),
         })
         .collect()
 }
@@ -366,10 +412,15 @@ mod tests {
             "read".to_owned(),
             "slack.list".to_owned(),
         ];
+        let agents = vec![
+            ("helper".to_owned(), Some("Answers questions.".to_owned())),
+            ("reviewer".to_owned(), None),
+        ];
         let context = CompletionContext {
             chat_dir: Path::new("/chats"),
             fs: &fs,
             tools: &tools,
+            agents: &agents,
         };
         let doc = flemma_syntax::parse(text.as_str());
         let items = completions(&doc, offset, &context);
@@ -398,6 +449,24 @@ mod tests {
     #[test]
     fn tool_names_in_a_tool_use_header() {
         assert_eq!(labels("@Assistant:\n**Tool Use:** `sl$0"), ["slack.list"]);
+    }
+
+    #[test]
+    fn agents_in_an_ask_agent_calls_agent_value() {
+        let call = |input: &str| {
+            format!("@Assistant:\n**Tool Use:** `ask_agent` (`a`)\n```json\n{input}\n```\n")
+        };
+        assert_eq!(labels(&call(r#"{"agent": "$0"#)), ["helper", "reviewer"]);
+        assert_eq!(
+            labels(&call(r#"{"prompt": "x", "agent":"re$0"#)),
+            ["reviewer"]
+        );
+        // Not in another key's value, nor in another tool's input.
+        assert!(labels(&call(r#"{"agent": "helper", "prompt": "$0"#)).is_empty());
+        assert!(
+            labels("@Assistant:\n**Tool Use:** `bash` (`a`)\n```json\n{\"agent\": \"$0\n```\n")
+                .is_empty()
+        );
     }
 
     #[test]

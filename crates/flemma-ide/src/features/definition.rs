@@ -1,10 +1,12 @@
 //! Go-to-definition: a tool use → its tool result; a `job=` tool result → its job result (a
 //! plain tool result → its tool use); a job result → the tool result that started it; `@./`
-//! references and `include("…")` paths → the file.
+//! references and `include("…")` paths → the file. An `ask_agent` result that names the asked
+//! agent's conversation (its first line, [`flemma_syntax::write::agent_conversation`]) → that
+//! `.chat`, from the result's text or from the call's input.
 
 use std::path::{Path, PathBuf};
 
-use flemma_syntax::{Document, NodeAt, SegmentKind, TextRange};
+use flemma_syntax::{Document, NodeAt, SegmentKind, TextRange, ToolResult};
 
 use super::{FileSystem, include_path_at, job_id_of, resolve_path, template_code_at};
 
@@ -31,7 +33,21 @@ pub fn definition(
         return None;
     };
     let header = match &segment.kind {
-        SegmentKind::ToolUse(tool_use) => result_after(doc, offset, &tool_use.id)?,
+        SegmentKind::ToolUse(tool_use) => {
+            let in_input = !tool_use.header.contains(offset);
+            if let Some((_, _, result)) = doc.tool_result(&tool_use.id).filter(|_| in_input)
+                && let Some(file) = conversation(doc, result, chat_dir, fs)
+            {
+                return Some(file);
+            }
+            result_after(doc, offset, &tool_use.id)?
+        }
+        SegmentKind::ToolResult(result)
+            if !result.header.contains(offset)
+                && conversation(doc, result, chat_dir, fs).is_some() =>
+        {
+            return conversation(doc, result, chat_dir, fs);
+        }
         SegmentKind::ToolResult(result) => match job_id_of(result) {
             Some(job_id) => doc.job_result(job_id)?.2.header,
             None => doc.tool_use(&result.tool_use_id)?.2.header,
@@ -47,6 +63,18 @@ pub fn definition(
         _ => return None,
     };
     Some(Definition::InDocument(header))
+}
+
+/// The asked agent's conversation an `ask_agent` result names.
+fn conversation(
+    doc: &Document,
+    result: &ToolResult,
+    chat_dir: &Path,
+    fs: &dyn FileSystem,
+) -> Option<Definition> {
+    let fence = result.fence.as_ref()?;
+    let path = flemma_syntax::write::agent_conversation_path(doc.slice(fence.content))?;
+    Some(Definition::File(resolve_path(path, chat_dir, fs)))
 }
 
 /// The header of the first tool result answering `id` after the message holding `offset`: a
@@ -144,6 +172,25 @@ ok
                 .unwrap()
                 .1,
             Definition::File(PathBuf::from("/etc/x"))
+        );
+    }
+
+    #[test]
+    fn an_ask_agent_result_and_its_call_go_to_the_agents_conversation() {
+        let chat = "@Assistant:\n**Tool Use:** `ask_agent` (`a`)\n```json\n{\"agent\":\"py\",\"prompt\":\"P\"}\n```\n@You:\n**Tool Result:** `a`\n```\n[ask_agent: py's conversation is in .flemma/t.chat/agents/py-1.chat]\nThe answer.\n```\n";
+        let file = Definition::File(PathBuf::from("/chats/.flemma/t.chat/agents/py-1.chat"));
+        for at in ["The a$0nswer.", "[ask_$0agent: py", "\"pro$0mpt\""] {
+            let needle = at.replace("$0", "");
+            let fixture = chat.replacen(&needle, at, 1);
+            assert_eq!(definition_at(&fixture).unwrap().1, file, "{at}");
+        }
+        // The headers keep going to each other.
+        let fixture = chat.replace("(`a`)", "(`$0a`)");
+        assert_eq!(definition_at(&fixture).unwrap().0, "**Tool Result:** `a`");
+        let fixture = chat.replace("Result:** `a`", "Result:** `$0a`");
+        assert_eq!(
+            definition_at(&fixture).unwrap().0,
+            "**Tool Use:** `ask_agent` (`a`)"
         );
     }
 

@@ -68,7 +68,7 @@ proptest! {
         let jobs = |_: &str| Some(JobState::Running);
         let hover_context = hover::HoverContext { chat_dir: Path::new("/c"), fs: &fs, jobs: &jobs, approvals: &approvals };
         let tools = vec!["bash".to_owned()];
-        let completion_context = completion::CompletionContext { chat_dir: Path::new("/c"), fs: &fs, tools: &tools };
+        let completion_context = completion::CompletionContext { chat_dir: Path::new("/c"), fs: &fs, tools: &tools, agents: &[] };
         for symbol in symbols::document_symbols(&doc) { check_range(&text, symbol.range); check_range(&text, symbol.selection); }
         for fold in folding::folding_ranges(&doc) { check_range(&text, fold.range); }
         let marked = highlights::highlights(&doc);

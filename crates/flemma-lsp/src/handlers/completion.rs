@@ -32,8 +32,9 @@ pub(crate) fn handle(
         .unwrap_or_default();
     let mut tools: Vec<String> = known
         .enabled
-        .into_iter()
+        .iter()
         .filter(|name| !flemma_config::is_glob(name) && !name.starts_with('!'))
+        .cloned()
         .collect();
     for (name, _) in session.backend.discovered_tools() {
         if !tools.contains(&name) && flemma_config::first_match(&known.mcp_exclude, &name).is_none()
@@ -53,6 +54,7 @@ pub(crate) fn handle(
         chat_dir: &chat_dir,
         fs: &session.host.file_system(),
         tools: &tools,
+        agents: &known.agents,
     };
     let items = completions(syntax, offset, &context)
         .into_iter()

@@ -52,7 +52,16 @@ pub(crate) fn handle(session: &mut Session, params: HoverParams) -> HandlerResul
         }
     }
     let discovered = session.backend.discovered_tools();
-    let mut markdown = with_description(found.markdown(), &found.info, &discovered);
+    let agents = session
+        .analyses
+        .tools(position.text_document.uri.as_str())
+        .map(|known| known.agents)
+        .unwrap_or_default();
+    let mut markdown = with_agents(
+        with_description(found.markdown(), &found.info, &discovered),
+        &found.info,
+        &agents,
+    );
     // An unresolved call (its use, or its placeholder) shows what it would change.
     if let Some(analysis) = &analysis
         && let Some(change) = proposed_change(session, uri, analysis, &found.info)
@@ -112,6 +121,34 @@ fn proposed_change(
         ),
         Err(reason) => format!("\n**Change:** cannot be shown — {reason}\n"),
     })
+}
+
+/// An `ask_agent` call also lists the agents the chat may ask, the one it asks first.
+fn with_agents(markdown: String, info: &HoverInfo, agents: &[(String, Option<String>)]) -> String {
+    let HoverInfo::ToolUse { name, input, .. } = info else {
+        return markdown;
+    };
+    if name != flemma_config::ASK_AGENT_TOOL || agents.is_empty() {
+        return markdown;
+    }
+    let asked = serde_json::from_str::<serde_json::Value>(input)
+        .ok()
+        .and_then(|v| v.get("agent").and_then(|a| a.as_str()).map(str::to_owned));
+    let mut out = format!("{markdown}\nAgents:\n");
+    let mut listed: Vec<&(String, Option<String>)> = agents.iter().collect();
+    listed.sort_by_key(|(agent, _)| Some(agent) != asked.as_ref());
+    for (agent, description) in listed {
+        let marker = if Some(agent) == asked.as_ref() {
+            " (asked here)"
+        } else {
+            ""
+        };
+        match description {
+            Some(description) => out.push_str(&format!("- `{agent}`{marker} — {description}\n")),
+            None => out.push_str(&format!("- `{agent}`{marker}\n")),
+        }
+    }
+    out
 }
 
 /// A tool use of a discovered tool (an MCP server's) also shows what the tool does.

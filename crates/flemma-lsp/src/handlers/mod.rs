@@ -239,6 +239,10 @@ pub(crate) fn on_response(session: &mut Session, response: lsp_server::Response)
         tracing::warn!(id = ?response.id, "a response to no request of ours");
         return;
     };
+    if let ResponseHandler::AgentPermission { uri, id } = &handler {
+        let answer = response.response_result.clone().ok();
+        return crate::agent_permission::answered(session, uri, id, answer);
+    }
     let applied = response
         .response_result
         .ok()
@@ -246,7 +250,7 @@ pub(crate) fn on_response(session: &mut Session, response: lsp_server::Response)
         .is_some_and(|r| r.applied);
     match handler {
         ResponseHandler::BufferEdit { uri } => tasks::on_buffer_answer(session, &uri, applied),
-        ResponseHandler::Ignore => {}
+        ResponseHandler::Ignore | ResponseHandler::AgentPermission { .. } => {}
     }
 }
 

@@ -1,0 +1,247 @@
+//! The permissions asked agents wait for, in this process: an agent whose entry says
+//! `permissions = "ask"` asks for one of its tool calls, and the user decides where they are.
+//! Each question gets an id (`<ask_agent call id>.perm-<n>`) and an `agent:permission-required`
+//! event of the chat that asked; it is answered like any pending call — `flemma/approve` or
+//! `flemma/reject` with that id as `toolId` (the editor's command, `flemmad approve FILE ID`
+//! through the daemon, the ACP client's permission dialog, the language server's message
+//! request) — and the first answer counts. A question nobody can answer (the run ended, the
+//! call was cancelled) is answered `cancelled` and leaves the table.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use flemma_acp::client::{PermissionAnswer, PermissionQuestion};
+use flemma_engine::events::{AGENT_PERMISSION_REQUIRED, AGENT_PERMISSION_RESOLVED};
+use flemma_tools::ToolReporter;
+type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+use serde_json::json;
+use tokio::sync::oneshot;
+
+/// A question waiting for the user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub chat: PathBuf,
+    pub id: String,
+    /// The `ask_agent` call that asked the agent.
+    pub tool_id: String,
+    pub agent: String,
+    pub title: String,
+    pub input: Option<serde_json::Value>,
+}
+
+struct Waiting {
+    pending: Pending,
+    answer: oneshot::Sender<PermissionAnswer>,
+    reporter: Arc<dyn ToolReporter>,
+}
+
+/// What a process with nobody to ask does with a question (`flemmad send` without a daemon:
+/// it stops, saying which question and how to answer such questions).
+pub type Unattended = Box<dyn Fn(&Pending) + Send + Sync>;
+
+#[derive(Default)]
+struct Table {
+    waiting: HashMap<(PathBuf, String), Waiting>,
+    unattended: Option<Arc<Unattended>>,
+}
+
+fn table() -> &'static Mutex<Table> {
+    static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
+    TABLE.get_or_init(Mutex::default)
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Table> {
+    table().lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Sets what this process does with questions (`flemmad send` in-process).
+pub fn set_unattended(handler: Unattended) {
+    lock().unattended = Some(Arc::new(handler));
+}
+
+/// Puts `question` of `agent` (asked by the `ask_agent` call `reporter` tells of, in the chat
+/// at `chat`) to the user: the answer when it comes; `Cancel` when the returned future is
+/// dropped first (the run ended) or nobody can answer.
+pub fn ask(
+    chat: &Path,
+    agent: &str,
+    question: PermissionQuestion,
+    reporter: Arc<dyn ToolReporter>,
+) -> BoxFuture<PermissionAnswer> {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let tool_id = reporter.tool_id().to_owned();
+    let id = format!("{tool_id}.perm-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let pending = Pending {
+        chat: chat.to_owned(),
+        id: id.clone(),
+        tool_id,
+        agent: agent.to_owned(),
+        title: question.title.clone(),
+        input: question.input.clone(),
+    };
+    let (sender, receiver) = oneshot::channel();
+    let unattended = {
+        let mut table = lock();
+        table.waiting.insert(
+            (chat.to_owned(), id.clone()),
+            Waiting {
+                pending: pending.clone(),
+                answer: sender,
+                reporter: reporter.clone(),
+            },
+        );
+        table.unattended.clone()
+    };
+    reporter.event(
+        AGENT_PERMISSION_REQUIRED,
+        json!({
+            "agent": agent,
+            "permissionId": id,
+            "title": question.title,
+            "kind": question.kind,
+            "input": question.input,
+        }),
+    );
+    if let Some(unattended) = unattended {
+        unattended(&pending);
+    }
+    let guard = Forget {
+        key: (chat.to_owned(), id),
+    };
+    Box::pin(async move {
+        let answer = receiver.await.unwrap_or(PermissionAnswer::Cancel);
+        drop(guard);
+        answer
+    })
+}
+
+/// Removes a question whose run stopped waiting for it.
+struct Forget {
+    key: (PathBuf, String),
+}
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        let gone = lock().waiting.remove(&self.key);
+        if let Some(gone) = gone {
+            gone.reporter.event(
+                AGENT_PERMISSION_RESOLVED,
+                json!({"agent": gone.pending.agent, "permissionId": gone.pending.id, "decision": "cancelled"}),
+            );
+        }
+    }
+}
+
+/// Answers the question `id` of the chat at `chat` (`allow`: allowed once, else rejected);
+/// `None` when no such question waits in this process.
+pub fn answer(chat: &Path, id: &str, allow: bool) -> Option<()> {
+    let waiting = lock().waiting.remove(&(chat.to_owned(), id.to_owned()))?;
+    let decision = if allow { "allowed" } else { "rejected" };
+    waiting.reporter.event(
+        AGENT_PERMISSION_RESOLVED,
+        json!({"agent": waiting.pending.agent, "permissionId": id, "decision": decision}),
+    );
+    let answer = if allow {
+        PermissionAnswer::Allow
+    } else {
+        PermissionAnswer::Reject
+    };
+    let _ = waiting.answer.send(answer);
+    Some(())
+}
+
+/// Whether `id` names a question of an asked agent (`<call id>.perm-<n>`), whether or not it
+/// still waits.
+pub fn is_permission_id(id: &str) -> bool {
+    id.rsplit_once(".perm-")
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The questions waiting in the chat at `chat`.
+pub fn pending(chat: &Path) -> Vec<Pending> {
+    let mut out: Vec<Pending> = lock()
+        .waiting
+        .values()
+        .filter(|waiting| waiting.pending.chat == chat)
+        .map(|waiting| waiting.pending.clone())
+        .collect();
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Default)]
+    struct Recorder(Mutex<Vec<(&'static str, serde_json::Value)>>);
+
+    impl ToolReporter for Recorder {
+        fn tool_id(&self) -> &str {
+            "toolu_9"
+        }
+        fn event(&self, name: &'static str, data: serde_json::Value) {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((name, data));
+        }
+    }
+
+    fn question() -> PermissionQuestion {
+        PermissionQuestion {
+            tool_call_id: "c1".into(),
+            title: "Run ls".into(),
+            kind: Some("execute".into()),
+            input: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_question_is_answered_once_and_leaves_the_table() {
+        let chat = Path::new("/tmp/permissions-test/a.chat");
+        let recorder = Arc::new(Recorder::default());
+        let waiting = ask(chat, "reviewer", question(), recorder.clone());
+        let listed = pending(chat);
+        assert_eq!(listed.len(), 1);
+        let id = listed[0].id.clone();
+        assert!(is_permission_id(&id), "{id}");
+        assert!(!is_permission_id("toolu_9"));
+        assert_eq!(answer(chat, &id, true), Some(()));
+        assert_eq!(answer(chat, &id, false), None, "the first answer counts");
+        assert_eq!(waiting.await, PermissionAnswer::Allow);
+        assert!(pending(chat).is_empty());
+        let names: Vec<&str> = recorder
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(name, _)| *name)
+            .collect();
+        assert_eq!(
+            names,
+            [AGENT_PERMISSION_REQUIRED, AGENT_PERMISSION_RESOLVED]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_run_that_stops_waiting_cancels_its_question() {
+        let chat = Path::new("/tmp/permissions-test/b.chat");
+        let recorder = Arc::new(Recorder::default());
+        let waiting = ask(chat, "reviewer", question(), recorder.clone());
+        drop(waiting);
+        assert!(pending(chat).is_empty());
+        let last = recorder
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last()
+            .cloned();
+        assert_eq!(
+            last.map(|(_, data)| data["decision"].clone()),
+            Some(json!("cancelled"))
+        );
+    }
+}
