@@ -211,6 +211,9 @@ pub struct Driver {
     on_state: Option<Box<dyn FnMut(DriverState)>>,
     /// The request warnings already said.
     warned: std::collections::HashSet<String>,
+    /// The context meter of the chat's requests (each message's estimate kept while the
+    /// message is unchanged).
+    meter: flemma_provider::Meter,
 }
 
 impl Driver {
@@ -285,6 +288,7 @@ impl Driver {
             report,
             on_state: None,
             warned: std::collections::HashSet::new(),
+            meter: flemma_provider::Meter::new(),
         }
     }
 
@@ -681,6 +685,17 @@ impl Driver {
             ));
         }
         let conversation = analysis.evaluation.conversation.clone();
+        // A request that cannot fit the model's window is not sent (docs/context.md): the
+        // estimate says when to ask, the provider's count (where it has one) decides.
+        let estimate = self
+            .meter
+            .estimate(&conversation, &self.provider.options.tools);
+        let window = self
+            .provider
+            .model
+            .as_ref()
+            .map_or(0, |model| model.context_window);
+        let over_window = window > 0 && estimate > window;
         let token = CancellationToken::new();
         self.request = Some((request, token.clone()));
         let client = self.client.clone();
@@ -691,6 +706,41 @@ impl Driver {
             let send = |input: EngineInput| {
                 let _ = events.send(Message::Session(Input::Engine(input)));
             };
+            if over_window {
+                let (used, counted) = if provider.kind.counts_tokens() {
+                    match client
+                        .count_tokens(
+                            provider.kind,
+                            &conversation,
+                            &provider.options,
+                            &provider.endpoint,
+                            token.clone(),
+                        )
+                        .await
+                    {
+                        Ok(exact) => (exact, "exact"),
+                        // The provider will say itself whether it fits.
+                        Err(_) => (0, "exact"),
+                    }
+                } else {
+                    (estimate, "estimate")
+                };
+                if used > window {
+                    send(EngineInput::StreamEnded {
+                        request,
+                        outcome: StreamOutcome::Failed {
+                            message: crate::context::too_long(
+                                used,
+                                window,
+                                &provider.options.model,
+                                counted,
+                            ),
+                            retryable: false,
+                        },
+                    });
+                    return;
+                }
+            }
             let result = client
                 .stream(
                     provider.kind,

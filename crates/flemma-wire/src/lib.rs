@@ -16,7 +16,7 @@ pub use tools::{
 };
 
 pub use anthropic_build::{DEFAULT_ANTHROPIC_VERSION, anthropic_level_budget};
-pub use estimate::estimate_input_tokens;
+pub use estimate::{Meter, estimate_input_tokens};
 pub use gemini_build::{
     FOREIGN_CALL_SIGNATURE, gemini_level_budget, gemini_level_name, is_gemini_call_id,
 };
