@@ -69,6 +69,22 @@ pub fn status(
     }
 }
 
+/// The meter of the chat `analysis` is of, estimated with `meter` (each message's count kept
+/// between calls) for a request offering `tools`; `None` when the configuration does not
+/// resolve or names no provider flemmad can set up.
+pub fn estimate(
+    meter: &mut flemma_provider::Meter,
+    analysis: &flemma_ide::Analysis,
+    path: &std::path::Path,
+    tools: &[flemma_provider::ToolDefinition],
+) -> Option<ContextStatus> {
+    let config = &analysis.config.as_ref()?.config;
+    let environment = flemma_provider::credentials::CredentialEnvironment::from_process();
+    let setup = crate::provider_setup::provider_setup(config, Some(path), &environment).ok()?;
+    let used = meter.estimate(&analysis.evaluation.conversation, tools);
+    Some(status(used, Counted::Estimate, &setup, &config.context))
+}
+
 /// `≈12,345 / 200,000 input tokens (6.2% of claude-sonnet-4-6's context window) · next
 /// request $0.037`: the meter in one line.
 pub fn line(status: &ContextStatus) -> String {

@@ -111,7 +111,13 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             .and_then(|engine| serde_json::to_value(&engine.usage).ok()),
         mcp_servers: mcp.servers.iter().map(mcp_server_status).collect(),
         rate_limits: rate_limits(resolved.config.provider, engine.as_ref()),
-        context: context_meter(&loaded.analysis, &tools, &args.file),
+        // Estimated: `status` makes no request (`flemmad count` asks the provider).
+        context: crate::context::estimate(
+            &mut flemma_provider::Meter::new(),
+            &loaded.analysis,
+            &args.file,
+            &tools.definitions(),
+        ),
     };
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -239,26 +245,6 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
         )?;
     }
     Ok(())
-}
-
-/// The next request's tokens (estimated: `status` makes no request; `flemmad count` asks the
-/// provider) against the model's window.
-fn context_meter(
-    analysis: &flemma_ide::Analysis,
-    tools: &ToolSetup,
-    file: &Path,
-) -> Option<flemma_protocol::status::ContextStatus> {
-    let config = &analysis.config.as_ref()?.config;
-    let environment = flemma_provider::credentials::CredentialEnvironment::from_process();
-    let setup = crate::provider_setup::provider_setup(config, Some(file), &environment).ok()?;
-    let used = flemma_provider::Meter::new()
-        .estimate(&analysis.evaluation.conversation, &tools.definitions());
-    Some(crate::context::status(
-        used,
-        crate::context::Counted::Estimate,
-        &setup,
-        &config.context,
-    ))
 }
 
 /// The rate limits of the chat's subscription: what a daemon running it last saw, else what

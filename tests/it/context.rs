@@ -167,3 +167,72 @@ async fn a_providers_too_long_answer_says_the_same_fix() {
         );
     }
 }
+
+/// The language server shows the meter as an inlay hint on the last message's role line and,
+/// past `context.warn_at`, a warning there (a real client over stdio).
+#[test]
+fn the_language_server_shows_the_meter_and_warns() {
+    use crate::lsp::lsp_client::{Client, Flavor, offset_of};
+    let chat = long_chat(600);
+    small_window(&chat, 1000);
+    let dir = chat.path.parent().unwrap().to_owned();
+    let uri = format!("file://{}", chat.path.display());
+    let text = read(&chat.path);
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = Client::start_with_env(
+            flavor,
+            &[],
+            &[("XDG_CONFIG_HOME", chat.config_home.display().to_string())],
+        );
+        client.initialize(&dir);
+        client.open(&uri, &text);
+        let published = client.wait_notification("textDocument/publishDiagnostics", |params| {
+            params["diagnostics"]
+                .as_array()
+                .is_some_and(|all| all.iter().any(|d| d["code"] == "context-window"))
+        });
+        let warning = published["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["code"] == "context-window")
+            .unwrap()
+            .clone();
+        let message = warning["message"].as_str().unwrap();
+        assert!(
+            message.contains("flemmad compact FILE"),
+            "{flavor:?}: {message}"
+        );
+        let role_line = text.find("@You:").unwrap();
+        assert_eq!(
+            offset_of(client.text(&uri), &warning["range"]["start"], client.units),
+            role_line
+        );
+        let end = client.text(&uri).len();
+        let hints = client
+            .request(
+                "textDocument/inlayHint",
+                serde_json::json!({"textDocument": {"uri": uri},
+                       "range": {"start": client.position(&uri, 0), "end": client.position(&uri, end)}}),
+            )
+            .unwrap();
+        let meter = hints
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["label"].as_str().unwrap().contains("input tokens"))
+            .unwrap_or_else(|| panic!("{flavor:?}: no meter in {hints}"));
+        let label = meter["label"].as_str().unwrap();
+        assert!(
+            label.starts_with('≈')
+                && label.contains(" / 1,000 input tokens (")
+                && label.contains("next request $"),
+            "{label}"
+        );
+        assert_eq!(
+            offset_of(client.text(&uri), &meter["position"], client.units),
+            role_line + "@You:".len()
+        );
+        client.shutdown();
+    }
+}
