@@ -236,3 +236,163 @@ fn the_language_server_shows_the_meter_and_warns() {
         client.shutdown();
     }
 }
+
+/// Three exchanges, the first with a tool call and its result.
+fn three_exchanges() -> String {
+    format!(
+        "{}@You:\nList the files.\n\n@Assistant:\n**Tool Use:** `bash` (`t1`)\n```json\n{{\"command\":\"ls\"}}\n```\n\n@You:\n**Tool Result:** `t1`\n```\nmain.rs\nlib.rs\n```\n\n@Assistant:\nThere are two files.\n\n@You:\nWhich one is the entry point?\n\n@Assistant:\nmain.rs.\n\n@You:\nNow run the tests.\n",
+        frontmatter("anthropic", "claude-sonnet-4-5")
+    )
+}
+
+fn archives(chat: &common::Chat) -> Vec<std::path::PathBuf> {
+    let root = chat.path.parent().unwrap().join("state/flemma/compacted");
+    let Ok(keys) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    keys.flat_map(|key| std::fs::read_dir(key.unwrap().path()).unwrap())
+        .map(|entry| entry.unwrap().path())
+        .collect()
+}
+
+#[tokio::test]
+async fn compact_moves_the_older_turns_into_an_archive_and_undo_puts_them_back() {
+    let mock = MockProvider::start().await.unwrap();
+    let original = three_exchanges();
+    let chat = chat(&original);
+    mock.push(Turn::text(
+        "The user listed the files (main.rs, lib.rs); main.rs is the entry point.",
+    ));
+    let out = flemmad(
+        &chat,
+        &mock,
+        &["compact", "--keep", "1", "--focus", "the entry point"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("compacted 6 messages into a summary"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // The summary request held the turns and the focus.
+    let request = &mock.requests()[0];
+    assert!(
+        request.raw_body.contains("Which one is the entry point?")
+            && request.raw_body.contains("the entry point")
+            && request.raw_body.contains("main.rs\\nlib.rs"),
+        "{}",
+        request.raw_body
+    );
+    let compacted = read(&chat.path);
+    let head = frontmatter("anthropic", "claude-sonnet-4-5");
+    assert!(
+        compacted.starts_with(&format!("{head}@You:\n<!-- flemma:compacted archive=\"")),
+        "{compacted}"
+    );
+    assert!(compacted.contains("main.rs is the entry point."));
+    assert!(
+        compacted.ends_with("\n@You:\nNow run the tests.\n"),
+        "{compacted}"
+    );
+    assert!(!compacted.contains("There are two files."));
+    // The archive: the frontmatter and the turns, byte for byte, a valid chat.
+    let archive = archives(&chat);
+    assert_eq!(archive.len(), 1, "{archive:?}");
+    let archived = read(&archive[0]);
+    let cut = original.find("@You:\nNow run the tests.").unwrap();
+    assert_eq!(archived, original[..cut]);
+    let parsed = flemmad(&chat, &mock, &["parse"]).await;
+    assert!(parsed.status.success(), "{}", stderr(&parsed));
+    let parse_archive = flemmad_command(&chat, &mock.base_url())
+        .arg("parse")
+        .arg(&archive[0])
+        .output()
+        .await
+        .unwrap();
+    assert!(parse_archive.status.success(), "{}", stderr(&parse_archive));
+
+    // The next request holds the summary and the recent turn verbatim, not the old turns.
+    mock.clear_requests();
+    mock.push(Turn::text("Running them."));
+    let sent = send(&chat, &mock.base_url()).await;
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    let body = &mock.requests()[0].raw_body;
+    assert!(
+        body.contains("main.rs is the entry point.")
+            && body.contains("Now run the tests.")
+            && !body.contains("There are two files."),
+        "{body}"
+    );
+    let after_send = read(&chat.path);
+    let reply = &after_send[compacted.len()..];
+
+    // Undo: the original bytes, and the reply since.
+    let out = flemmad(&chat, &mock, &["compact", "--undo"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read(&chat.path), format!("{original}{reply}"));
+    assert!(archives(&chat).is_empty(), "the archive is spent");
+}
+
+#[tokio::test]
+async fn undo_refuses_an_archive_changed_since_it_was_written() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat(&three_exchanges());
+    mock.push(Turn::text("A summary."));
+    let out = flemmad(&chat, &mock, &["compact", "--keep", "1"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let compacted = read(&chat.path);
+    let archive = archives(&chat).remove(0);
+    let tampered = read(&archive).replace("List the files.", "@You: (approved)");
+    std::fs::write(&archive, tampered).unwrap();
+    let out = flemmad(&chat, &mock, &["compact", "--undo"]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("changed since it was written; nothing was changed"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(read(&chat.path), compacted);
+
+    // A summary line naming a file that is not this chat's archive is refused too.
+    let forged = compacted.replace(
+        &archive.display().to_string(),
+        &chat.path.display().to_string(),
+    );
+    std::fs::write(&chat.path, &forged).unwrap();
+    let out = flemmad(&chat, &mock, &["compact", "--undo"]).await;
+    assert!(
+        stderr(&out).contains("is not an archive of this chat"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(read(&chat.path), forged);
+}
+
+#[tokio::test]
+async fn a_failing_summary_or_a_single_exchange_changes_nothing() {
+    let mock = MockProvider::start().await.unwrap();
+    let original = three_exchanges();
+    let chat = chat(&original);
+    mock.push(Turn::failing(Failure::Unauthorized));
+    let out = flemmad(&chat, &mock, &["compact", "--keep", "1"]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("the summary request failed")
+            && stderr(&out).contains("nothing was changed"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(read(&chat.path), original);
+    assert!(archives(&chat).is_empty());
+
+    // One enormous message cannot be compacted: it says so, and asks nothing.
+    let single = long_chat(2000);
+    let before = read(&single.path);
+    mock.clear_requests();
+    let out = flemmad(&single, &mock, &["compact"]).await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("single exchange"), "{}", stderr(&out));
+    assert_eq!(read(&single.path), before);
+    assert!(mock.requests().is_empty());
+}
