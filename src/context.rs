@@ -81,8 +81,28 @@ pub fn estimate(
     let config = &analysis.config.as_ref()?.config;
     let environment = flemma_provider::credentials::CredentialEnvironment::from_process();
     let setup = crate::provider_setup::provider_setup(config, Some(path), &environment).ok()?;
-    let used = meter.estimate(&analysis.evaluation.conversation, tools);
+    let used = meter.estimate(&request_conversation(analysis), tools);
     Some(status(used, Counted::Estimate, &setup, &config.context))
+}
+
+/// The conversation a request of the chat `analysis` is of sends: its tool results older than
+/// `context.prune_after` tool cycles left out (`flemma_wire::prune`).
+pub fn request_conversation(
+    analysis: &flemma_ide::Analysis,
+) -> std::borrow::Cow<'_, flemma_conversation::Conversation> {
+    let conversation = &analysis.evaluation.conversation;
+    match analysis
+        .config
+        .as_ref()
+        .map_or(0, |resolved| resolved.config.context.prune_after)
+    {
+        0 => std::borrow::Cow::Borrowed(conversation),
+        keep => std::borrow::Cow::Owned(flemma_provider::prune_tool_results(
+            conversation,
+            usize::try_from(keep).unwrap_or(usize::MAX),
+            analysis.document.text(),
+        )),
+    }
 }
 
 /// `≈12,345 / 200,000 input tokens (6.2% of claude-sonnet-4-6's context window) · next

@@ -684,7 +684,7 @@ impl Driver {
                 messages.join("; ")
             ));
         }
-        let conversation = analysis.evaluation.conversation.clone();
+        let conversation = crate::context::request_conversation(&analysis).into_owned();
         // A request that cannot fit the model's window is not sent (docs/context.md): the
         // estimate says when to ask, the provider's count (where it has one) decides.
         let estimate = self

@@ -66,7 +66,7 @@ pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> 
     setup.options.tools = crate::tool_setup::ToolSetup::for_chat(&loaded.analysis, &args.file)
         .map(|tools| tools.definitions())
         .unwrap_or_default();
-    let conversation = &loaded.analysis.evaluation.conversation;
+    let conversation = &*crate::context::request_conversation(&loaded.analysis);
     let (tokens, counted) = if setup.kind.counts_tokens() {
         let client = client(config, &setup, environment)?;
         let counted = crate::runtime::get()?.block_on(client.count_tokens(

@@ -396,3 +396,32 @@ async fn a_failing_summary_or_a_single_exchange_changes_nothing() {
     assert_eq!(read(&single.path), before);
     assert!(mock.requests().is_empty());
 }
+
+#[tokio::test]
+async fn pruning_changes_the_request_and_not_the_file() {
+    let mock = MockProvider::start().await.unwrap();
+    let original = format!(
+        "{}@You:\nList and count.\n\n@Assistant:\n**Tool Use:** `bash` (`t1`)\n```json\n{{\"command\":\"ls\"}}\n```\n\n@You:\n**Tool Result:** `t1`\n```\nmain.rs\nlib.rs\n```\n\n@Assistant:\n**Tool Use:** `bash` (`t2`)\n```json\n{{\"command\":\"wc -l main.rs\"}}\n```\n\n@You:\n**Tool Result:** `t2`\n```\n42 main.rs\n```\n\n@Assistant:\nDone.\n\n@You:\nWhich file is longer?\n",
+        frontmatter("anthropic", "claude-sonnet-4-5")
+    );
+    let chat = chat(&original);
+    write_user_config(&chat, "[context]\nprune_after = 1\n");
+    mock.push(Turn::text("main.rs."));
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let body = &mock.requests()[0].raw_body;
+    let line = original[..original.find("**Tool Result:** `t1`").unwrap()]
+        .lines()
+        .count();
+    assert!(
+        body.contains(&format!(
+            "left this result of `t1` out of the request to save context (2 lines, 14 bytes): the whole result is in the chat's message at line {line}"
+        )) && !body.contains("main.rs\\nlib.rs")
+            && body.contains("42 main.rs"),
+        "{body}"
+    );
+    assert!(
+        read(&chat.path).starts_with(&original),
+        "the file keeps everything"
+    );
+}

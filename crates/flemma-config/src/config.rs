@@ -941,6 +941,9 @@ pub struct Context {
     pub compact_model: Option<String>,
     /// The exchanges (a `@You:` and what answers it) a compaction keeps verbatim at the end.
     pub keep: u64,
+    /// Tool results older than this many tool cycles are left out of requests (a placeholder
+    /// says where they are); 0 keeps them all.
+    pub prune_after: u64,
 }
 
 /// A share of the window, or `false` for never.

@@ -1299,6 +1299,13 @@ fn build_root() -> Node {
                                 Some(2),
                             ),
                         ),
+                        field(
+                            "prune_after",
+                            count(
+                                "Leave the tool results older than this many tool cycles out of each request, each replaced by a short placeholder naming the chat line that holds it (the file keeps everything); 0 sends them all.",
+                                Some(0),
+                            ),
+                        ),
                     ],
                 ),
             ),

@@ -22,6 +22,7 @@ pub use gemini_build::{
 };
 pub use prepare::MISSING_RESULT_TEXT;
 pub use pricing::{CacheEffect, LongContextPrices, Prices};
+pub use prune::prune_tool_results;
 pub use responses_build::{openai_budget_effort, openai_level_effort};
 
 mod anthropic_build;
@@ -35,6 +36,7 @@ mod gemini_build;
 mod gemini_decode;
 mod prepare;
 pub mod pricing;
+pub mod prune;
 mod responses_build;
 mod responses_decode;
 pub mod sse;
