@@ -70,6 +70,8 @@ pub struct DriverState {
     pub cost: Option<f64>,
     pub cache_saved: Option<f64>,
     pub rate_limits: Option<flemma_conversation::RateLimits>,
+    /// The context meter of the last request sent.
+    pub context: Option<flemma_protocol::status::ContextStatus>,
 }
 
 impl DriverState {
@@ -105,6 +107,7 @@ impl DriverState {
             cost: engine.cost(),
             cache_saved: engine.cache_saved(),
             rate_limits: engine.rate_limits().cloned(),
+            context: None,
         }
     }
 }
@@ -214,6 +217,8 @@ pub struct Driver {
     /// The context meter of the chat's requests (each message's estimate kept while the
     /// message is unchanged).
     meter: flemma_provider::Meter,
+    /// The meter of the last request sent (`flemma/status`).
+    context: Option<flemma_protocol::status::ContextStatus>,
 }
 
 impl Driver {
@@ -289,6 +294,7 @@ impl Driver {
             on_state: None,
             warned: std::collections::HashSet::new(),
             meter: flemma_provider::Meter::new(),
+            context: None,
         }
     }
 
@@ -646,7 +652,8 @@ impl Driver {
         if self.on_state.is_none() {
             return;
         }
-        let state = DriverState::of(self.session.engine(), self.session.request().is_some());
+        let mut state = DriverState::of(self.session.engine(), self.session.request().is_some());
+        state.context = self.context.clone();
         if self.state.as_ref() != Some(&state) {
             self.state = Some(state.clone());
             if let Some(observe) = self.on_state.as_mut() {
@@ -696,6 +703,14 @@ impl Driver {
             .as_ref()
             .map_or(0, |model| model.context_window);
         let over_window = window > 0 && estimate > window;
+        if let Some(resolved) = &analysis.config {
+            self.context = Some(crate::context::status(
+                estimate,
+                crate::context::Counted::Estimate,
+                &self.provider,
+                &resolved.config.context,
+            ));
+        }
         let token = CancellationToken::new();
         self.request = Some((request, token.clone()));
         let client = self.client.clone();
