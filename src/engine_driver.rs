@@ -70,6 +70,8 @@ pub struct DriverState {
     pub cost: Option<f64>,
     pub cache_saved: Option<f64>,
     pub rate_limits: Option<flemma_conversation::RateLimits>,
+    /// The context meter of the last request sent.
+    pub context: Option<flemma_protocol::status::ContextStatus>,
 }
 
 impl DriverState {
@@ -105,6 +107,7 @@ impl DriverState {
             cost: engine.cost(),
             cache_saved: engine.cache_saved(),
             rate_limits: engine.rate_limits().cloned(),
+            context: None,
         }
     }
 }
@@ -213,6 +216,11 @@ pub struct Driver {
     on_state: Option<Box<dyn FnMut(DriverState)>>,
     /// The request warnings already said.
     warned: std::collections::HashSet<String>,
+    /// The context meter of the chat's requests (each message's estimate kept while the
+    /// message is unchanged).
+    meter: flemma_provider::Meter,
+    /// The meter of the last request sent (`flemma/status`).
+    context: Option<flemma_protocol::status::ContextStatus>,
 }
 
 impl Driver {
@@ -287,6 +295,8 @@ impl Driver {
             report,
             on_state: None,
             warned: std::collections::HashSet::new(),
+            meter: flemma_provider::Meter::new(),
+            context: None,
         }
     }
 
@@ -645,7 +655,8 @@ impl Driver {
         if self.on_state.is_none() {
             return;
         }
-        let state = DriverState::of(self.session.engine(), self.session.request().is_some());
+        let mut state = DriverState::of(self.session.engine(), self.session.request().is_some());
+        state.context = self.context.clone();
         if self.state.as_ref() != Some(&state) {
             self.state = Some(state.clone());
             if let Some(observe) = self.on_state.as_mut() {
@@ -686,7 +697,26 @@ impl Driver {
                 messages.join("; ")
             ));
         }
-        let conversation = analysis.evaluation.conversation.clone();
+        let conversation = crate::context::request_conversation(&analysis).into_owned();
+        // A request that cannot fit the model's window is not sent (docs/context.md): the
+        // estimate says when to ask, the provider's count (where it has one) decides.
+        let estimate = self
+            .meter
+            .estimate(&conversation, &self.provider.options.tools);
+        let window = self
+            .provider
+            .model
+            .as_ref()
+            .map_or(0, |model| model.context_window);
+        let over_window = window > 0 && estimate > window;
+        if let Some(resolved) = &analysis.config {
+            self.context = Some(crate::context::status(
+                estimate,
+                crate::context::Counted::Estimate,
+                &self.provider,
+                &resolved.config.context,
+            ));
+        }
         let token = CancellationToken::new();
         self.request = Some((request, token.clone()));
         let client = self.client.clone();
@@ -697,6 +727,41 @@ impl Driver {
             let send = |input: EngineInput| {
                 let _ = events.send(Message::Session(Input::Engine(input)));
             };
+            if over_window {
+                let (used, counted) = if provider.kind.counts_tokens() {
+                    match client
+                        .count_tokens(
+                            provider.kind,
+                            &conversation,
+                            &provider.options,
+                            &provider.endpoint,
+                            token.clone(),
+                        )
+                        .await
+                    {
+                        Ok(exact) => (exact, "exact"),
+                        // The provider will say itself whether it fits.
+                        Err(_) => (0, "exact"),
+                    }
+                } else {
+                    (estimate, "estimate")
+                };
+                if used > window {
+                    send(EngineInput::StreamEnded {
+                        request,
+                        outcome: StreamOutcome::Failed {
+                            message: crate::context::too_long(
+                                used,
+                                window,
+                                &provider.options.model,
+                                counted,
+                            ),
+                            retryable: false,
+                        },
+                    });
+                    return;
+                }
+            }
             let result = client
                 .stream(
                     provider.kind,

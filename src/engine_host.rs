@@ -632,6 +632,7 @@ impl EngineHost {
             switched: lock(&self.shared.switches)
                 .get(path)
                 .map(|(_, switched)| switched.clone()),
+            context: driver.and_then(|d| d.context.clone()).map(Box::new),
         }
     }
 

@@ -30,6 +30,8 @@ pub struct HostBackend {
     /// The documents this session has open (URI, path, and the text it shares with the
     /// engine).
     open: Vec<(String, PathBuf, SharedText)>,
+    /// The context meter of each open document (its messages' counts kept between edits).
+    meters: std::collections::HashMap<String, flemma_provider::Meter>,
 }
 
 impl HostBackend {
@@ -40,6 +42,7 @@ impl HostBackend {
             client: "the editor".into(),
             client_config: None,
             open: Vec::new(),
+            meters: std::collections::HashMap::new(),
         }
     }
 
@@ -191,6 +194,24 @@ impl Backend for HostBackend {
         Some(change.map(|change| change.unified_diff()))
     }
 
+    fn context(
+        &mut self,
+        uri: &str,
+        analysis: &flemma_ide::Analysis,
+    ) -> Option<flemma_lsp::ContextMeter> {
+        let path = flemma_lsp::uri_to_path(uri)?;
+        // The built-in and configured tools (an MCP server's are known once a send starts it).
+        let tools = crate::tool_setup::ToolSetup::for_chat(analysis, &path)
+            .map(|tools| tools.definitions())
+            .unwrap_or_default();
+        let meter = self.meters.entry(uri.to_owned()).or_default();
+        let status = crate::context::estimate(meter, analysis, &path, &tools)?;
+        Some(flemma_lsp::ContextMeter {
+            line: crate::context::line(&status),
+            advice: crate::context::advice(&status).map(|advice| (advice, status.state == "full")),
+        })
+    }
+
     fn trust_folder(&mut self, uri: &str) -> Result<Vec<PathBuf>, RequestError> {
         let path = self.path_of("flemma.trustFolder", uri)?;
         let dir = path.parent().ok_or_else(|| {
@@ -227,6 +248,7 @@ impl Backend for HostBackend {
     }
 
     fn closed(&mut self, uri: &str) {
+        self.meters.remove(uri);
         let Some(index) = self.open.iter().position(|(u, _, _)| u == uri) else {
             return;
         };

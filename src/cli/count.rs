@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::CliError;
 use crate::chat;
+use crate::context::Counted;
 use crate::provider_setup::{client, provider_setup};
 
 #[derive(Debug, Args)]
@@ -59,9 +60,14 @@ pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> 
     };
     let config = &resolved.config;
     let environment = CredentialEnvironment::from_process();
-    let setup = provider_setup(config, Some(&args.file), &environment)?;
-    let conversation = &loaded.analysis.evaluation.conversation;
-    let (tokens, how) = if setup.kind.counts_tokens() {
+    let mut setup = provider_setup(config, Some(&args.file), &environment)?;
+    // What the request really holds: the enabled tools' definitions too (no MCP server is
+    // started here; theirs are not counted).
+    setup.options.tools = crate::tool_setup::ToolSetup::for_chat(&loaded.analysis, &args.file)
+        .map(|tools| tools.definitions())
+        .unwrap_or_default();
+    let conversation = &*crate::context::request_conversation(&loaded.analysis);
+    let (tokens, counted) = if setup.kind.counts_tokens() {
         let client = client(config, &setup, environment)?;
         let counted = crate::runtime::get()?.block_on(client.count_tokens(
             setup.kind,
@@ -71,27 +77,24 @@ pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> 
             CancellationToken::new(),
         ));
         let tokens = counted.map_err(|error| CliError::failed("count", error))?;
-        (tokens, String::new())
+        (tokens, Counted::Exact)
     } else {
         let tokens =
             flemma_provider::estimate_input_tokens(setup.kind, conversation, &setup.options)
                 .map_err(|error| CliError::failed("count", error))?;
-        (
-            tokens,
-            format!(
-                " (estimated locally: {} has no token counting endpoint)",
-                setup.kind
-            ),
-        )
+        (tokens, Counted::Estimate)
     };
-    let approximately = if how.is_empty() { "" } else { "≈" };
-    match setup.model.as_ref().map(|m| m.context_window) {
-        Some(window) if window > 0 => println!(
-            "{approximately}{tokens} input tokens{how} ({:.1}% of {}'s {window}-token context window)",
-            tokens as f64 * 100.0 / window as f64,
-            setup.options.model
+    let meter = crate::context::status(tokens, counted, &setup, &config.context);
+    let how = match counted {
+        Counted::Exact => String::new(),
+        Counted::Estimate => format!(
+            " (estimated locally: {} has no token counting endpoint)",
+            setup.kind
         ),
-        _ => println!("{approximately}{tokens} input tokens{how}"),
+    };
+    println!("{}{how}", crate::context::line(&meter));
+    if let Some(advice) = crate::context::advice(&meter) {
+        eprintln!("count: {advice}");
     }
     Ok(())
 }

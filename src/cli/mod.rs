@@ -4,6 +4,7 @@ mod acp;
 mod approve;
 mod cancel;
 mod changes;
+mod compact;
 mod count;
 mod doctor;
 mod error;
@@ -134,6 +135,15 @@ pub enum Command {
     /// endpoint: their count is a local estimate, printed as `≈N input tokens (estimated
     /// locally…)`.
     Count(count::CountArgs),
+    /// Replace a chat's older turns with a summary, keeping them whole in an archive.
+    ///
+    /// A summary request (to `context.compact_model`, else the chat's own model) summarises
+    /// every exchange but the last `--keep` (default `context.keep`); the summary is written
+    /// into the chat as a `@You:` message of plain text, and the turns it replaced are moved,
+    /// byte for byte, into an archive chat under $XDG_STATE_HOME/flemma/compacted/ (where no
+    /// tool can write). Calls still waiting are never compacted away. `--undo` puts the turns
+    /// of the last compaction back exactly. A failing summary request changes nothing.
+    Compact(compact::CompactArgs),
     /// List the models a provider serves (with catalogue prices when known).
     Models(models::ModelsArgs),
     /// List the tools enabled for a chat, or run one as the engine would.
@@ -332,6 +342,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Cancel(args) => cancel::run(args),
         Command::Status(args) => status::run(args, config),
         Command::Count(args) => count::run(args, config),
+        Command::Compact(args) => compact::run(args, config),
         Command::Models(args) => models::run(args, config),
         Command::Tools(args) => return Ok(tools::run(args, config)?),
         Command::Lsp(args) => return Ok(lsp::run(args, config)?),

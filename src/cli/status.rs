@@ -127,6 +127,13 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             })
             .collect(),
         rate_limits: rate_limits(resolved.config.provider, engine.as_ref()),
+        // Estimated: `status` makes no request (`flemmad count` asks the provider).
+        context: crate::context::estimate(
+            &mut flemma_provider::Meter::new(),
+            &loaded.analysis,
+            &args.file,
+            &tools.definitions(),
+        ),
     };
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -146,6 +153,12 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
         trust.reason
     )?;
     writeln!(out, "sandbox: {}", status.sandbox)?;
+    if let Some(context) = &status.context {
+        writeln!(out, "context: {}", crate::context::line(context))?;
+        if let Some(advice) = crate::context::advice(context) {
+            writeln!(out, "         {advice}")?;
+        }
+    }
     match send_pid {
         Some(pid) => writeln!(out, "send:    running (pid {pid})")?,
         None => writeln!(out, "send:    none running")?,

@@ -344,10 +344,10 @@ async fn count_is_a_local_estimate_and_says_so() {
     let stdout = count(&chat, &mock.base_url()).await;
     assert!(
         stdout.starts_with('≈')
-            && stdout.contains(
-                " input tokens (estimated locally: codex has no token counting endpoint) ("
-            )
-            && stdout.contains("of gpt-5.5's 272000-token context window"),
+            && stdout.contains(" / 272,000 input tokens (")
+            && stdout.contains("% of gpt-5.5's context window)")
+            && stdout.contains("(estimated locally: codex has no token counting endpoint)")
+            && !stdout.contains("next request $"),
         "{stdout}"
     );
     assert!(mock.requests().is_empty(), "no request, no login needed");
@@ -360,9 +360,9 @@ async fn count_is_a_local_estimate_and_says_so() {
     let stdout = count(&local, &mock.base_url()).await;
     assert!(
         stdout.starts_with('≈')
-            && stdout.contains(
-                " input tokens (estimated locally: openai-compatible has no token counting endpoint)"
-            ),
+            && stdout.contains(" input tokens (window unknown")
+            && stdout
+                .contains("(estimated locally: openai-compatible has no token counting endpoint)"),
         "{stdout}"
     );
     assert!(mock.requests().is_empty());

@@ -299,6 +299,13 @@ async fn rpc_methods_send_stream_events_and_answer_status_and_usage() {
     let status = rpc.call("flemma/status", json!({"uri": path}))["result"].clone();
     assert_eq!(status["state"], "idle", "{status}");
     assert_eq!(status["lastStop"], "idle", "{status}");
+    // The context meter of the request it sent (docs/context.md).
+    assert!(status["context"]["used"].as_u64().unwrap() > 0, "{status}");
+    assert_eq!(status["context"]["counted"], "estimate", "{status}");
+    assert!(
+        status["context"]["window"].as_u64().unwrap() > 0,
+        "{status}"
+    );
     let usage = rpc.call("flemma/usage", json!({"uri": uri}))["result"].clone();
     assert!(usage["outputTokens"].as_u64().unwrap() > 0, "{usage}");
     let jobs = rpc.call("flemma/jobs", json!({"uri": path}))["result"].clone();

@@ -675,6 +675,11 @@ fn inlay_hints_preview_each_empty_placeholder_in_utf16_and_utf8() {
             )
             .unwrap();
         let hints = hints.as_array().unwrap();
+        // (The context meter's hint, on the last role line, is tested in `context.rs`.)
+        let hints: Vec<&Value> = hints
+            .iter()
+            .filter(|h| !h["label"].as_str().unwrap().contains("input tokens"))
+            .collect();
         let labels: Vec<&str> = hints.iter().map(|h| h["label"].as_str().unwrap()).collect();
         assert_eq!(labels, ["bash: $ make test", "bash: $ ls"], "{flavor:?}");
         let text = client.text(URI);

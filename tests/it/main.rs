@@ -20,6 +20,7 @@ mod cli_send;
 mod cli_tools;
 mod cli_usage;
 mod common;
+mod context;
 mod daemon;
 mod daemon_engine;
 mod daemon_two_editors;

@@ -43,6 +43,8 @@ pub struct Config {
     pub secrets: Secrets,
     /// Logging.
     pub log: Log,
+    /// The context window: when to warn, when and how to compact.
+    pub context: Context,
 }
 
 /// A built-in LLM provider.
@@ -1001,6 +1003,54 @@ pub struct Log {
     /// Log file (stderr when unset).
     #[serde(default)]
     pub file: Option<String>,
+}
+
+/// The context window: the meter's warning, compaction (docs/context.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Context {
+    /// The share of the window past which the next request is warned about (0.0–1.0).
+    pub warn_at: f64,
+    /// The share of the window at which autopilot compacts; `None` (`false`) never.
+    #[serde(with = "share_or_false")]
+    pub compact_at: Option<f64>,
+    /// The model that writes a compaction's summary (a model string or `$preset`); unset: the
+    /// chat's own.
+    #[serde(default)]
+    pub compact_model: Option<String>,
+    /// The exchanges (a `@You:` and what answers it) a compaction keeps verbatim at the end.
+    pub keep: u64,
+    /// Tool results older than this many tool cycles are left out of requests (a placeholder
+    /// says where they are); 0 keeps them all.
+    pub prune_after: u64,
+}
+
+/// A share of the window, or `false` for never.
+mod share_or_false {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    pub fn serialize<S: Serializer>(value: &Option<f64>, serializer: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(share) => share.serialize(serializer),
+            None => false.serialize(serializer),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<f64>, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::Bool(false) => Ok(None),
+            Value::Number(number) => number
+                .as_f64()
+                .map(Some)
+                .ok_or_else(|| serde::de::Error::custom("not a number")),
+            other => Err(serde::de::Error::custom(format!(
+                "{other} is neither a share of the window (0.0-1.0) nor false"
+            ))),
+        }
+    }
 }
 
 #[cfg(test)]

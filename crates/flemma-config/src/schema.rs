@@ -1277,6 +1277,56 @@ fn build_root() -> Node {
                 .widens(Narrowing::Never),
             ),
             field(
+                "context",
+                object(
+                    "The context window: the meter's warning and compaction (docs/context.md).",
+                    vec![
+                        field(
+                            "warn_at",
+                            Node::new(
+                                Kind::Number { min: 0.0, max: 1.0 },
+                                "The share of the model's context window past which the next request is warned about (a diagnostic, a line in `status`).",
+                                Some(json!(0.8)),
+                            ),
+                        ),
+                        field(
+                            "compact_at",
+                            one_of(
+                                vec![
+                                    alternative(Kind::Number { min: 0.0, max: 1.0 }),
+                                    alternative(Kind::False),
+                                ],
+                                "The share of the window at which autopilot compacts the chat before its next request; `false` never.",
+                                Some(json!(0.85)),
+                            ),
+                        ),
+                        field(
+                            "compact_model",
+                            string(
+                                "The model that writes a compaction's summary: a model string or `$preset`; unset, the chat's own model.",
+                                None,
+                            ),
+                        ),
+                        field(
+                            "keep",
+                            integer(
+                                1,
+                                i64::MAX,
+                                "The exchanges (a `@You:` and the replies and tool results that answer it) a compaction keeps verbatim at the end of the chat.",
+                                Some(2),
+                            ),
+                        ),
+                        field(
+                            "prune_after",
+                            count(
+                                "Leave the tool results older than this many tool cycles out of each request, each replaced by a short placeholder naming the chat line that holds it (the file keeps everything); 0 sends them all.",
+                                Some(0),
+                            ),
+                        ),
+                    ],
+                ),
+            ),
+            field(
                 "log",
                 object(
                     "Daemon logging.",

@@ -122,6 +122,15 @@ impl Outbox {
     }
 }
 
+/// What [`Backend::context`] says of a document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextMeter {
+    /// The meter in one line (`≈12,345 / 200,000 input tokens (6.2% of …) · next request $0.037`).
+    pub line: String,
+    /// Past `context.warn_at`: what to do (`error`: the next request cannot fit at all).
+    pub advice: Option<(String, bool)>,
+}
+
 /// The engine as the session sees it. Every method returns at once.
 pub trait Backend: Send {
     /// Answers a `flemma/*` request (or the `flemma.*` command that is the same request) about
@@ -202,6 +211,14 @@ pub trait Backend: Send {
     /// The folders trusted now (`None`: not known here), asked when a document opens, so that
     /// a folder trusted elsewhere (`flemmad trust` in a terminal) counts in this session too.
     fn trusted_folders(&mut self) -> Option<Vec<std::path::PathBuf>> {
+        None
+    }
+
+    /// The context meter of the document `analysis` is of (its next request's tokens against
+    /// the model's window, docs/context.md), shown as an inlay hint on the last message's role
+    /// line and, past `context.warn_at`, as a diagnostic there; `None` when it cannot say.
+    fn context(&mut self, uri: &str, analysis: &flemma_ide::Analysis) -> Option<ContextMeter> {
+        let _ = (uri, analysis);
         None
     }
 

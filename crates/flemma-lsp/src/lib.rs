@@ -29,8 +29,8 @@ mod to_proto;
 pub mod transport;
 
 pub use backend::{
-    Backend, BufferAnswer, BufferSnapshot, ClientConfig, NoEngine, Outbox, Reply, RequestDocument,
-    Task,
+    Backend, BufferAnswer, BufferSnapshot, ClientConfig, ContextMeter, NoEngine, Outbox, Reply,
+    RequestDocument, Task,
 };
 pub use flemma_protocol::document::{normalize, path_to_uri, uri_to_path};
 pub use main_loop::{LspError, run, run_with};

@@ -153,6 +153,10 @@ pub enum Failure {
     },
     /// The provider's real "bad API key" answer.
     Unauthorized,
+    /// The provider's real refusal of a prompt longer than the model's context window
+    /// (Anthropic 400 `prompt is too long`, OpenAI 400 `context_length_exceeded`, Gemini 400
+    /// `INVALID_ARGUMENT` "input token count … exceeds").
+    TooLong,
     /// After the steps, the provider's mid-stream error: Anthropic `event: error`
     /// (overloaded), Responses `response.failed`, Chat `data: {"error":…}`, Gemini a bare
     /// JSON error line without `data:`.

@@ -729,6 +729,7 @@ fn generate(
             retry_after_ms,
         }) => formats::http_error(format, *status, retry_after.as_deref(), *retry_after_ms),
         Some(Failure::Html { status }) => Reply::html(*status),
+        Some(Failure::TooLong) => formats::too_long(format, ctx.body_len),
         _ => formats::render_turn(format, &turn, ctx),
     };
     let reply = match &turn.malformed_event {

@@ -30,6 +30,10 @@ pub struct EngineStatus {
     /// it was switched in this process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switched: Option<ModelSwitch>,
+    /// The context meter of the last request the document's engine sent in this process (its
+    /// input tokens against the model's window, docs/context.md), when one was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Box<crate::status::ContextStatus>>,
 }
 
 /// A provider and model, as `flemma/switch` sets them.

@@ -15,12 +15,17 @@ use crate::{BuildError, ProviderKind};
 /// How many characters of an unexpected body are quoted in an error.
 pub const BODY_EXCERPT_CHARS: usize = 300;
 
+/// What to do about a request that does not fit the model's context window: said by the
+/// provider's refusal and by flemmad's own before sending (docs/context.md).
+pub const CONTEXT_FIX: &str = "Compact the chat (`flemmad compact FILE` summarises the older turns into the chat and keeps them whole in an archive; `--undo` restores them), remove large tool results or attachments, or use a model with a larger context window, then send again";
+
 /// Everything that can go wrong talking to a provider.
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
     /// The conversation does not fit the model's context window.
     #[error(
-        "{provider}: the conversation is too long for the model's context window ({message}). Trim earlier messages or large tool results (or use a model with a larger context window), then send again"
+        "{provider}: the conversation is too long for the model's context window ({message}). {}",
+        CONTEXT_FIX
     )]
     ContextOverflow {
         /// Provider name.
@@ -572,11 +577,17 @@ mod tests {
         assert!(matches!(error, ProviderError::ContextOverflow { .. }));
         let text = error.to_string();
         assert!(text.contains("205351 tokens"), "{text}");
-        assert!(text.contains("Trim earlier messages"), "{text}");
+        assert!(text.contains("flemmad compact FILE"), "{text}");
 
         let body = r#"{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
         let error = explain(ProviderKind::OpenAi, 400, &HeaderMap::new(), body);
         assert!(matches!(error, ProviderError::ContextOverflow { .. }));
+
+        // Gemini's 400 INVALID_ARGUMENT.
+        let body = r#"{"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}"#;
+        let error = explain(ProviderKind::Gemini, 400, &HeaderMap::new(), body);
+        assert!(matches!(error, ProviderError::ContextOverflow { .. }));
+        assert!(error.to_string().contains(CONTEXT_FIX), "{error}");
     }
 
     #[test]

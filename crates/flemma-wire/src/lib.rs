@@ -16,12 +16,13 @@ pub use tools::{
 };
 
 pub use anthropic_build::{DEFAULT_ANTHROPIC_VERSION, anthropic_level_budget};
-pub use estimate::estimate_input_tokens;
+pub use estimate::{Meter, estimate_input_tokens};
 pub use gemini_build::{
     FOREIGN_CALL_SIGNATURE, gemini_level_budget, gemini_level_name, is_gemini_call_id,
 };
 pub use prepare::MISSING_RESULT_TEXT;
 pub use pricing::{CacheEffect, LongContextPrices, Prices};
+pub use prune::prune_tool_results;
 pub use responses_build::{openai_budget_effort, openai_level_effort};
 
 mod anthropic_build;
@@ -35,6 +36,7 @@ mod gemini_build;
 mod gemini_decode;
 mod prepare;
 pub mod pricing;
+pub mod prune;
 mod responses_build;
 mod responses_decode;
 pub mod sse;

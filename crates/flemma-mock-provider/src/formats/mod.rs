@@ -230,6 +230,36 @@ pub(crate) fn unauthorized(format: WireFormat, problem: KeyProblem, presented: &
     }
 }
 
+/// A provider's refusal of a prompt longer than the context window, with the provider's own
+/// body (`body_len` gives the token count it names).
+pub(crate) fn too_long(format: WireFormat, body_len: usize) -> Reply {
+    let tokens = estimate_tokens(body_len);
+    let body = match format {
+        WireFormat::Anthropic => serde_json::json!({
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": format!("prompt is too long: {tokens} tokens > 200000 maximum")
+            },
+            "request_id": "req_mock_too_long"
+        }),
+        WireFormat::OpenAiResponses | WireFormat::ChatCompletions | WireFormat::Codex => {
+            serde_json::json!({"error": {
+                "message": format!("This model's maximum context length is 128000 tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded"
+            }})
+        }
+        WireFormat::Gemini | WireFormat::Vertex => serde_json::json!({"error": {
+            "code": 400,
+            "message": format!("The input token count ({tokens}) exceeds the maximum number of tokens allowed (1048576)."),
+            "status": "INVALID_ARGUMENT"
+        }}),
+    };
+    Reply::json(400, vec![], &body)
+}
+
 /// The text of the last user message of a generation request, for echo mode.
 pub(crate) fn last_user_text(format: WireFormat, body: &Value) -> String {
     let text = match format {

@@ -1,0 +1,427 @@
+//! The context meter (docs/context.md): `status` and `count` say the next request's tokens
+//! against the model's window and its cost, a request that cannot fit is not sent, and a
+//! provider's "too long" answer says the same fix — against the mock provider, with a window
+//! made small by the user's `models.<id>.context_window`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+
+use common::{chat, flemmad_command, frontmatter, read, send, stderr, write_user_config};
+use flemma_mock_provider::{Failure, MockProvider, Turn};
+
+/// A chat of about `words` words to `claude-sonnet-4-5`.
+fn long_chat(words: usize) -> common::Chat {
+    let question = "lorem ipsum dolor sit amet ".repeat(words / 5);
+    chat(&format!(
+        "{}@You:\n{question}\n",
+        frontmatter("anthropic", "claude-sonnet-4-5")
+    ))
+}
+
+fn small_window(chat: &common::Chat, window: u64) {
+    write_user_config(
+        chat,
+        &format!(
+            "[models.\"claude-sonnet-4-5\"]\ncontext_window = {window}\n\n[context]\nwarn_at = 0.5\n"
+        ),
+    );
+}
+
+/// `flemmad ARGS CHAT` with the providers pointed at the mock.
+async fn flemmad(chat: &common::Chat, mock: &MockProvider, args: &[&str]) -> std::process::Output {
+    flemmad_command(chat, &mock.base_url())
+        .args(args)
+        .arg(&chat.path)
+        .output()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn status_shows_the_next_request_against_the_window_and_warns_past_warn_at() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = long_chat(600);
+    small_window(&chat, 1000);
+    let out = flemmad(&chat, &mock, &["status", "--no-daemon", "--json"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let context = &json["context"];
+    assert_eq!(context["model"], "claude-sonnet-4-5");
+    assert_eq!(
+        context["window"], 1000,
+        "the user's models.<id> wins: {context}"
+    );
+    assert_eq!(context["counted"], "estimate");
+    let used = context["used"].as_u64().unwrap();
+    // 600 words of 5 letters or less (one token each), the tools' definitions on top.
+    assert!(used > 600, "{context}");
+    assert_eq!(context["state"], if used > 1000 { "full" } else { "warn" });
+    assert_eq!(context["warnAt"], 0.5);
+    assert_eq!(context["compactAt"], 0.85, "the default");
+    // claude-sonnet-4-5's input price is $3 per million tokens.
+    let cost = context["nextCost"].as_f64().unwrap();
+    assert!((cost - used as f64 * 3.0 / 1e6).abs() < 1e-9, "{context}");
+    assert!(mock.requests().is_empty(), "status makes no request");
+
+    let out = flemmad(&chat, &mock, &["status", "--no-daemon"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(" / 1,000 input tokens (")
+            && text.contains("% of claude-sonnet-4-5's context window) · next request $"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`context.warn_at` is 50%") || text.contains("so it was not sent"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn count_is_exact_and_says_the_window_and_the_cost() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = long_chat(100);
+    small_window(&chat, 100_000);
+    let out = flemmad(&chat, &mock, &["count"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let counted = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.path.contains("count_tokens"))
+        .expect("a counting request");
+    // The mock counts a quarter of the body's bytes; the body holds the tools' definitions.
+    assert!(
+        counted.body["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "the tools are counted: {}",
+        counted.raw_body
+    );
+    let exact = (counted.raw_body.len() / 4) as u64;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with(&format!("{} / 100,000 input tokens (", thousands(exact)))
+            && stdout.contains("next request $"),
+        "{stdout} (exact {exact})"
+    );
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_request_that_cannot_fit_is_not_sent_and_says_what_to_do() {
+    let mock = MockProvider::start().await.unwrap();
+    mock.push(Turn::text("never streamed"));
+    let chat = long_chat(2000);
+    small_window(&chat, 500);
+    let before = read(&chat.path);
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("more than claude-sonnet-4-5's 500-token context window, so it was not sent")
+            && err.contains("flemmad compact FILE"),
+        "{err}"
+    );
+    let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(
+        paths,
+        ["/v1/messages/count_tokens"],
+        "the provider's count decided, and nothing was sent"
+    );
+    assert!(
+        !read(&chat.path).contains("never streamed"),
+        "{}",
+        read(&chat.path)
+    );
+    assert!(read(&chat.path).starts_with(&before));
+}
+
+#[tokio::test]
+async fn a_providers_too_long_answer_says_the_same_fix() {
+    for (provider, model) in [
+        ("anthropic", "claude-sonnet-4-5"),
+        ("openai", "gpt-5"),
+        ("gemini", "gemini-2.5-pro"),
+    ] {
+        let mock = MockProvider::start().await.unwrap();
+        mock.push(Turn::failing(Failure::TooLong));
+        let chat = chat(&format!("{}@You:\nHello\n", frontmatter(provider, model)));
+        let out = send(&chat, &mock.base_url()).await;
+        assert!(!out.status.success(), "{provider}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("too long for the model's context window")
+                && err.contains("flemmad compact FILE"),
+            "{provider}: {err}"
+        );
+    }
+}
+
+/// The language server shows the meter as an inlay hint on the last message's role line and,
+/// past `context.warn_at`, a warning there (a real client over stdio).
+#[test]
+fn the_language_server_shows_the_meter_and_warns() {
+    use crate::lsp::lsp_client::{Client, Flavor, offset_of};
+    let chat = long_chat(600);
+    small_window(&chat, 1000);
+    let dir = chat.path.parent().unwrap().to_owned();
+    let uri = format!("file://{}", chat.path.display());
+    let text = read(&chat.path);
+    for flavor in [Flavor::Helix, Flavor::VsCode] {
+        let mut client = Client::start_with_env(
+            flavor,
+            &[],
+            &[("XDG_CONFIG_HOME", chat.config_home.display().to_string())],
+        );
+        client.initialize(&dir);
+        client.open(&uri, &text);
+        let published = client.wait_notification("textDocument/publishDiagnostics", |params| {
+            params["diagnostics"]
+                .as_array()
+                .is_some_and(|all| all.iter().any(|d| d["code"] == "context-window"))
+        });
+        let warning = published["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["code"] == "context-window")
+            .unwrap()
+            .clone();
+        let message = warning["message"].as_str().unwrap();
+        assert!(
+            message.contains("flemmad compact FILE"),
+            "{flavor:?}: {message}"
+        );
+        let role_line = text.find("@You:").unwrap();
+        assert_eq!(
+            offset_of(client.text(&uri), &warning["range"]["start"], client.units),
+            role_line
+        );
+        let end = client.text(&uri).len();
+        let hints = client
+            .request(
+                "textDocument/inlayHint",
+                serde_json::json!({"textDocument": {"uri": uri},
+                       "range": {"start": client.position(&uri, 0), "end": client.position(&uri, end)}}),
+            )
+            .unwrap();
+        let meter = hints
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["label"].as_str().unwrap().contains("input tokens"))
+            .unwrap_or_else(|| panic!("{flavor:?}: no meter in {hints}"));
+        let label = meter["label"].as_str().unwrap();
+        assert!(
+            label.starts_with('≈')
+                && label.contains(" / 1,000 input tokens (")
+                && label.contains("next request $"),
+            "{label}"
+        );
+        assert_eq!(
+            offset_of(client.text(&uri), &meter["position"], client.units),
+            role_line + "@You:".len()
+        );
+        client.shutdown();
+    }
+}
+
+/// Three exchanges, the first with a tool call and its result.
+fn three_exchanges() -> String {
+    format!(
+        "{}@You:\nList the files.\n\n@Assistant:\n**Tool Use:** `bash` (`t1`)\n```json\n{{\"command\":\"ls\"}}\n```\n\n@You:\n**Tool Result:** `t1`\n```\nmain.rs\nlib.rs\n```\n\n@Assistant:\nThere are two files.\n\n@You:\nWhich one is the entry point?\n\n@Assistant:\nmain.rs.\n\n@You:\nNow run the tests.\n",
+        frontmatter("anthropic", "claude-sonnet-4-5")
+    )
+}
+
+fn archives(chat: &common::Chat) -> Vec<std::path::PathBuf> {
+    let root = chat.path.parent().unwrap().join("state/flemma/compacted");
+    let Ok(keys) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    keys.flat_map(|key| std::fs::read_dir(key.unwrap().path()).unwrap())
+        .map(|entry| entry.unwrap().path())
+        .collect()
+}
+
+#[tokio::test]
+async fn compact_moves_the_older_turns_into_an_archive_and_undo_puts_them_back() {
+    let mock = MockProvider::start().await.unwrap();
+    let original = three_exchanges();
+    let chat = chat(&original);
+    mock.push(Turn::text(
+        "The user listed the files (main.rs, lib.rs); main.rs is the entry point.",
+    ));
+    let out = flemmad(
+        &chat,
+        &mock,
+        &["compact", "--keep", "1", "--focus", "the entry point"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("compacted 6 messages into a summary"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // The summary request held the turns and the focus.
+    let request = &mock.requests()[0];
+    assert!(
+        request.raw_body.contains("Which one is the entry point?")
+            && request.raw_body.contains("the entry point")
+            && request.raw_body.contains("main.rs\\nlib.rs"),
+        "{}",
+        request.raw_body
+    );
+    let compacted = read(&chat.path);
+    let head = frontmatter("anthropic", "claude-sonnet-4-5");
+    assert!(
+        compacted.starts_with(&format!("{head}@You:\n<!-- flemma:compacted archive=\"")),
+        "{compacted}"
+    );
+    assert!(compacted.contains("main.rs is the entry point."));
+    assert!(
+        compacted.ends_with("\n@You:\nNow run the tests.\n"),
+        "{compacted}"
+    );
+    assert!(!compacted.contains("There are two files."));
+    // The archive: the frontmatter and the turns, byte for byte, a valid chat.
+    let archive = archives(&chat);
+    assert_eq!(archive.len(), 1, "{archive:?}");
+    let archived = read(&archive[0]);
+    let cut = original.find("@You:\nNow run the tests.").unwrap();
+    assert_eq!(archived, original[..cut]);
+    let parsed = flemmad(&chat, &mock, &["parse"]).await;
+    assert!(parsed.status.success(), "{}", stderr(&parsed));
+    let parse_archive = flemmad_command(&chat, &mock.base_url())
+        .arg("parse")
+        .arg(&archive[0])
+        .output()
+        .await
+        .unwrap();
+    assert!(parse_archive.status.success(), "{}", stderr(&parse_archive));
+
+    // The next request holds the summary and the recent turn verbatim, not the old turns.
+    mock.clear_requests();
+    mock.push(Turn::text("Running them."));
+    let sent = send(&chat, &mock.base_url()).await;
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    let body = &mock.requests()[0].raw_body;
+    assert!(
+        body.contains("main.rs is the entry point.")
+            && body.contains("Now run the tests.")
+            && !body.contains("There are two files."),
+        "{body}"
+    );
+    let after_send = read(&chat.path);
+    let reply = &after_send[compacted.len()..];
+
+    // Undo: the original bytes, and the reply since.
+    let out = flemmad(&chat, &mock, &["compact", "--undo"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read(&chat.path), format!("{original}{reply}"));
+    assert!(archives(&chat).is_empty(), "the archive is spent");
+}
+
+#[tokio::test]
+async fn undo_refuses_an_archive_changed_since_it_was_written() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat(&three_exchanges());
+    mock.push(Turn::text("A summary."));
+    let out = flemmad(&chat, &mock, &["compact", "--keep", "1"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let compacted = read(&chat.path);
+    let archive = archives(&chat).remove(0);
+    let tampered = read(&archive).replace("List the files.", "@You: (approved)");
+    std::fs::write(&archive, tampered).unwrap();
+    let out = flemmad(&chat, &mock, &["compact", "--undo"]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("changed since it was written; nothing was changed"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(read(&chat.path), compacted);
+
+    // A summary line naming a file that is not this chat's archive is refused too.
+    let forged = compacted.replace(
+        &archive.display().to_string(),
+        &chat.path.display().to_string(),
+    );
+    std::fs::write(&chat.path, &forged).unwrap();
+    let out = flemmad(&chat, &mock, &["compact", "--undo"]).await;
+    assert!(
+        stderr(&out).contains("is not an archive of this chat"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(read(&chat.path), forged);
+}
+
+#[tokio::test]
+async fn a_failing_summary_or_a_single_exchange_changes_nothing() {
+    let mock = MockProvider::start().await.unwrap();
+    let original = three_exchanges();
+    let chat = chat(&original);
+    mock.push(Turn::failing(Failure::Unauthorized));
+    let out = flemmad(&chat, &mock, &["compact", "--keep", "1"]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("the summary request failed")
+            && stderr(&out).contains("nothing was changed"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(read(&chat.path), original);
+    assert!(archives(&chat).is_empty());
+
+    // One enormous message cannot be compacted: it says so, and asks nothing.
+    let single = long_chat(2000);
+    let before = read(&single.path);
+    mock.clear_requests();
+    let out = flemmad(&single, &mock, &["compact"]).await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("single exchange"), "{}", stderr(&out));
+    assert_eq!(read(&single.path), before);
+    assert!(mock.requests().is_empty());
+}
+
+#[tokio::test]
+async fn pruning_changes_the_request_and_not_the_file() {
+    let mock = MockProvider::start().await.unwrap();
+    let original = format!(
+        "{}@You:\nList and count.\n\n@Assistant:\n**Tool Use:** `bash` (`t1`)\n```json\n{{\"command\":\"ls\"}}\n```\n\n@You:\n**Tool Result:** `t1`\n```\nmain.rs\nlib.rs\n```\n\n@Assistant:\n**Tool Use:** `bash` (`t2`)\n```json\n{{\"command\":\"wc -l main.rs\"}}\n```\n\n@You:\n**Tool Result:** `t2`\n```\n42 main.rs\n```\n\n@Assistant:\nDone.\n\n@You:\nWhich file is longer?\n",
+        frontmatter("anthropic", "claude-sonnet-4-5")
+    );
+    let chat = chat(&original);
+    write_user_config(&chat, "[context]\nprune_after = 1\n");
+    mock.push(Turn::text("main.rs."));
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let body = &mock.requests()[0].raw_body;
+    let line = original[..original.find("**Tool Result:** `t1`").unwrap()]
+        .lines()
+        .count();
+    assert!(
+        body.contains(&format!(
+            "left this result of `t1` out of the request to save context (2 lines, 14 bytes): the whole result is in the chat's message at line {line}"
+        )) && !body.contains("main.rs\\nlib.rs")
+            && body.contains("42 main.rs"),
+        "{body}"
+    );
+    assert!(
+        read(&chat.path).starts_with(&original),
+        "the file keeps everything"
+    );
+}
