@@ -117,7 +117,7 @@ impl Backend for AcpHost {
         setup.ctx.editor = None;
         let change = flemma_tools::review::proposed_change(&tool.name, &input, &setup.ctx)?.ok()?;
         Some(flemma_acp::ProposedFile {
-            path: change.path,
+            path: flemma_protocol::document::normalize(&change.path),
             before: change.before,
             after: change.after,
         })

@@ -1001,17 +1001,18 @@ async fn a_cancelled_permission_request_cancels_the_prompt_without_running_or_re
 }
 
 /// The model's `read`, `edit` and `write` of the project, as turns: read `src/x.rs`, edit it,
-/// write `src/new.rs`, then answer.
+/// write `src/new.rs`, then answer. The model names `src/x.rs` in roundabout ways: the editor
+/// is still asked for the path it knows (issue 32, "paths as the editor knows them").
 fn file_tool_turns(mock: &MockProvider) {
     mock.push(Turn::text("Reading.").tool_call_with_id(
         "read",
         "r1",
-        json!({"label": "read x", "path": "src/x.rs", "offset": null, "limit": null}),
+        json!({"label": "read x", "path": "src/../src/x.rs", "offset": null, "limit": null}),
     ));
     mock.push(Turn::text("Editing.").tool_call_with_id(
         "edit",
         "e1",
-        json!({"label": "edit x", "path": "src/x.rs", "edits": [{"old": "unsaved", "new": "edited"}]}),
+        json!({"label": "edit x", "path": "./src/x.rs", "edits": [{"old": "unsaved", "new": "edited"}]}),
     ));
     mock.push(Turn::text("Writing.").tool_call_with_id(
         "write",
@@ -1057,6 +1058,20 @@ fn check_file_tools_went_through_the_client(project: &Project, report: &Value) {
             )
         })
         .collect();
+    assert!(
+        calls
+            .iter()
+            .all(|(_, path)| !path.contains("/../") && !path.contains("/./")),
+        "normalised: {calls:?}"
+    );
+    // Tool call locations are the editor's paths too.
+    let read_call = step["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == "r1")
+        .unwrap_or_else(|| panic!("r1 announced: {step}"));
+    assert_eq!(read_call["locations"][0]["path"], x.as_str(), "{read_call}");
     for expected in [
         ("fs/read_text_file", &x),
         ("fs/write_text_file", &x),

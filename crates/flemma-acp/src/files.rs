@@ -89,6 +89,8 @@ impl ClientFiles {
         if !self.reads() {
             return Err("the editor does not read files (fs.readTextFile), or went away".into());
         }
+        // Absolute and normalised: the editor finds its buffer by the path it knows.
+        let path = flemma_protocol::document::normalize(path);
         let request = ReadTextFileRequest::new(self.session.clone(), path);
         self.call(request, cancelled)
             .map(|response: ReadTextFileResponse| response.content)
@@ -104,6 +106,7 @@ impl ClientFiles {
         if !self.writes() {
             return Err("the editor does not write files (fs.writeTextFile), or went away".into());
         }
+        let path = flemma_protocol::document::normalize(path);
         let request = WriteTextFileRequest::new(self.session.clone(), path, text);
         self.call(request, cancelled).map(drop)
     }

@@ -128,13 +128,19 @@ fn tool_call_with_result(doc: &Document, tool: &ToolUse, cwd: &Path) -> ToolCall
     call
 }
 
+/// A tool's `path` as the editor knows the file: absolute and normalised (`src/../x.rs` is
+/// `<cwd>/x.rs`), so that an editor finding its buffers by path finds this one.
+pub fn editor_path(cwd: &Path, path: &str) -> std::path::PathBuf {
+    flemma_protocol::document::normalize(&cwd.join(path))
+}
+
 /// The absolute path a file tool works on.
 fn file_of(name: &str, input: &Value, cwd: &Path) -> Option<std::path::PathBuf> {
     if !matches!(name, "read" | "write" | "edit" | "ls" | "grep" | "find") {
         return None;
     }
     let path = input.get("path").and_then(Value::as_str)?;
-    Some(cwd.join(path))
+    Some(editor_path(cwd, path))
 }
 
 /// What the result of `tool_id` says, once it is final: status and output (and a diff for
@@ -174,7 +180,7 @@ fn diffs(name: &str, input: &Value, cwd: &Path) -> Vec<ToolCallContent> {
     let Some(path) = input.get("path").and_then(Value::as_str) else {
         return Vec::new();
     };
-    let path = cwd.join(path);
+    let path = editor_path(cwd, path);
     let text = |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
     match name {
         "write" => text(input, "content")
@@ -288,7 +294,7 @@ Done: I listed the files and did not delete build/.
         assert_eq!(got[3]["title"], "list the project");
         assert_eq!(got[3]["kind"], "search");
         assert_eq!(got[3]["status"], "completed");
-        assert_eq!(got[3]["locations"], json!([{"path": "/p/."}]));
+        assert_eq!(got[3]["locations"], json!([{"path": "/p"}]));
         assert_eq!(got[3]["rawInput"]["path"], ".");
         assert_eq!(got[3]["content"][0]["content"]["text"], "src/\nbuild/");
         assert_eq!(got[4]["toolCallId"], "t2");

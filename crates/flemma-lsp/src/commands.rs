@@ -48,7 +48,10 @@ pub(crate) fn resolve_document<'a>(
     if !expanded.contains("://") && relative.is_relative() {
         // `./` and leading `../` dropped: `../talk.chat` from `repo/notes` is some `talk.chat`
         // (which one, the open documents tell).
-        let suffix = normalize(relative);
+        let suffix: std::path::PathBuf = normalize(relative)
+            .components()
+            .skip_while(|c| matches!(c, std::path::Component::ParentDir))
+            .collect();
         let matching: Vec<&str> = open
             .clone()
             .filter(|uri| {
