@@ -33,7 +33,7 @@ pub struct CompactArgs {
 }
 
 /// The first line of a summary: where its turns are and how to check them.
-const MARKER: &str = "<!-- flemma:compacted ";
+use flemma_syntax::write::COMPACTED_MARKER as MARKER;
 
 pub fn run(args: CompactArgs, config_path: Option<&Path>) -> Result<(), CliError> {
     if let Some(owner) = crate::driver_lock::DriverLock::owner(&args.file) {

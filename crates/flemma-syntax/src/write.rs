@@ -476,6 +476,18 @@ pub fn agent_conversation_path(result: &str) -> Option<&str> {
     path.ends_with(".chat").then_some(path)
 }
 
+/// How the first line of a compaction's summary begins (`flemmad compact`):
+/// `<!-- flemma:compacted archive="…" sha256="…" from="N" -->`.
+pub const COMPACTED_MARKER: &str = "<!-- flemma:compacted ";
+
+/// The archive a compaction summary's first line names (its `archive="…"`).
+pub fn compacted_archive_path(line: &str) -> Option<&str> {
+    let rest = line.trim_start().strip_prefix(COMPACTED_MARKER)?;
+    let rest = rest.strip_prefix("archive=\"")?;
+    let path = &rest[..rest.find('"')?];
+    path.ends_with(".chat").then_some(path)
+}
+
 /// Put before a line of model text that would otherwise read as structure (a role line, also
 /// with text after it, a tool use or result header, a thinking tag, the abort marker), and
 /// before a model line that itself starts with it. Invisible in editors; keeps the text text.

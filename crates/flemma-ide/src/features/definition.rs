@@ -2,7 +2,8 @@
 //! plain tool result → its tool use); a job result → the tool result that started it; `@./`
 //! references and `include("…")` paths → the file. An `ask_agent` result that names the asked
 //! agent's conversation (its first line, [`flemma_syntax::write::agent_conversation`]) → that
-//! `.chat`, from the result's text or from the call's input.
+//! `.chat`, from the result's text or from the call's input. A compaction summary's first line
+//! → the archive holding the turns it replaced.
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,9 @@ pub fn definition(
     chat_dir: &Path,
     fs: &dyn FileSystem,
 ) -> Option<Definition> {
+    if let Some(archive) = compaction_archive_at(doc.text(), offset) {
+        return Some(Definition::File(PathBuf::from(archive)));
+    }
     if let Some(code) = template_code_at(doc, offset) {
         let (_, written) = include_path_at(doc.text(), code, offset)?;
         return Some(Definition::File(resolve_path(written, chat_dir, fs)));
@@ -63,6 +67,14 @@ pub fn definition(
         _ => return None,
     };
     Some(Definition::InDocument(header))
+}
+
+/// The archive named by the compaction marker on the line holding `offset`, if it is one.
+fn compaction_archive_at(text: &str, offset: usize) -> Option<&str> {
+    let before = text.get(..offset)?;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    let end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
+    flemma_syntax::write::compacted_archive_path(&text[start..end])
 }
 
 /// The asked agent's conversation an `ask_agent` result names.
@@ -192,6 +204,18 @@ ok
             definition_at(&fixture).unwrap().0,
             "**Tool Use:** `ask_agent` (`a`)"
         );
+    }
+
+    #[test]
+    fn a_compaction_summarys_marker_goes_to_its_archive() {
+        let chat = "@You:\n<!-- flemma:compacted archive=\"/state/flemma/compacted/k/1.chat\" sha256=\"ab\" from=\"0\" -->\nThe 4 messages before this one were compacted.\n\nWe did X.\n";
+        let fixture = chat.replace("flemma:compacted", "flemma:$0compacted");
+        assert_eq!(
+            definition_at(&fixture).unwrap().1,
+            Definition::File(PathBuf::from("/state/flemma/compacted/k/1.chat"))
+        );
+        // The rest of the summary is text.
+        assert_eq!(definition_at(&chat.replace("We did", "We $0did")), None);
     }
 
     #[test]
