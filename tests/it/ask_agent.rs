@@ -1126,6 +1126,11 @@ async fn completion_and_hover_list_the_agents() {
     let uri = format!("file://{}", setup.chat.display());
     let text = "@You:\nAsk.\n\n@Assistant:\n**Tool Use:** `ask_agent` (`a1`)\n```json\n{\"agent\": \"helper\", \"prompt\": \"Why?\"}\n```\n";
     client.open(&uri, text);
+    // Hover never waits for an analysis: the agents it lists are the last analysis's, so the
+    // test waits for the first one (its diagnostics) as an editor's user would have.
+    client.wait_notification("textDocument/publishDiagnostics", |p| {
+        p["uri"] == uri.as_str()
+    });
     let at = text.find("\"helper\"").unwrap() + 1;
     let found = client
         .request(
