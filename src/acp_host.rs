@@ -259,6 +259,14 @@ impl Backend for AcpHost {
         crate::editor_sessions::files_gone(path, files);
     }
 
+    fn slash_command(&self, path: &Path, command: &str, argument: &str) -> Result<String, String> {
+        match command {
+            "status" => slash_status(path, self.host.config_path()),
+            "rewind" => slash_rewind(path, argument),
+            other => Err(format!("/{other} is not a command of flemmad")),
+        }
+    }
+
     fn trash_chat(&self, path: &Path) -> Result<PathBuf, String> {
         let trash = crate::user_dirs::flemma_state()
             .ok_or("no folder for flemmad's state: set HOME or XDG_STATE_HOME")?
@@ -308,6 +316,88 @@ fn server_def(server: McpServerSpec) -> Result<ServerDef, String> {
         transport,
         origin: Origin::Session("acp".into()),
     })
+}
+
+/// `/status`: the context meter of the next request and the calls waiting for approval.
+fn slash_status(path: &Path, config_path: Option<&Path>) -> Result<String, String> {
+    let loaded = crate::chat::load("status", flemma_ide::Purpose::Inspect, path, config_path)
+        .map_err(|error| match error {
+            crate::chat::LoadError::Unreadable { error, .. } => format!("{error:#}"),
+            crate::chat::LoadError::Failed { message, .. } => message,
+        })?;
+    let tools = crate::tool_setup::ToolSetup::for_chat(&loaded.analysis, path)
+        .map(|tools| tools.definitions())
+        .unwrap_or_default();
+    let mut meter = flemma_provider::Meter::new();
+    let mut out = String::new();
+    match crate::context::estimate(&mut meter, &loaded.analysis, path, &tools) {
+        Some(status) => {
+            out.push_str(&format!("context: {}\n", crate::context::line(&status)));
+            if let Some(advice) = crate::context::advice(&status) {
+                out.push_str(&format!("{advice}\n"));
+            }
+        }
+        None => out.push_str("context: unknown (the configuration does not resolve)\n"),
+    }
+    let doc = &*loaded.analysis.document;
+    let waiting: Vec<String> = doc
+        .placeholders(Some(flemma_syntax::Status::Pending))
+        .into_iter()
+        .map(|(_, _, result)| {
+            let name = doc
+                .tool_use(&result.tool_use_id)
+                .map_or_else(String::new, |(_, _, tool)| tool.name.clone());
+            format!("`{name}` ({})", result.tool_use_id)
+        })
+        .collect();
+    if waiting.is_empty() {
+        out.push_str("no call waits for approval");
+    } else {
+        out.push_str(&format!("waiting for approval: {}", waiting.join(", ")));
+    }
+    Ok(out)
+}
+
+/// `/rewind [ID]`: the project's files as they were before the call `ID` (default: the last
+/// call recorded), as `flemmad rewind` does; a file changed since by someone else is not
+/// overwritten (then nothing is).
+fn slash_rewind(path: &Path, argument: &str) -> Result<String, String> {
+    let checkpoints =
+        crate::checkpoints::Checkpoints::of(path).map_err(|error| error.to_string())?;
+    let target = match argument.split_whitespace().next() {
+        Some(id) => id.to_owned(),
+        None => checkpoints
+            .points()
+            .map_err(|error| error.to_string())?
+            .into_iter()
+            .rev()
+            .find(|point| point.phase == crate::checkpoints::Phase::Before)
+            .map(|point| point.tool_id)
+            .ok_or("no call of this conversation has a checkpoint yet: nothing to rewind")?,
+    };
+    let plan = checkpoints
+        .rewind(&target, false, false)
+        .map_err(|error| error.to_string())?;
+    if !plan.changed_since.is_empty() {
+        return Err(format!(
+            "nothing was changed: {} changed since the conversation's last call; look at them, then run `flemmad rewind {} --to {target} --force`",
+            plan.changed_since.join(", "),
+            path.display()
+        ));
+    }
+    if plan.restored.is_empty() && plan.removed.is_empty() {
+        return Ok(format!(
+            "the files are already as they were before `{target}`"
+        ));
+    }
+    let mut out = format!("the files are as they were before `{target}` (the chat is unchanged):");
+    for file in &plan.restored {
+        out.push_str(&format!("\nrestored {file}"));
+    }
+    for file in &plan.removed {
+        out.push_str(&format!("\nremoved {file}"));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

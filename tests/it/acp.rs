@@ -1693,3 +1693,74 @@ async fn fork_copies_the_chat_whole_or_up_to_a_message() {
     let whole = steps[6]["result"]["sessionId"].as_str().unwrap();
     assert_eq!(std::fs::read_to_string(whole).unwrap(), fork);
 }
+
+/// Slash commands (issue 32): `available_commands_update` names them; `/status` says the
+/// context meter and the waiting calls, `/rewind` puts the files back before the last call;
+/// neither asks the model nor writes the chat.
+#[tokio::test]
+async fn slash_commands_status_and_rewind() {
+    let Some((python, project, mock)) = setup("acp slash commands").await else {
+        return;
+    };
+    // The project is a repository of its own (else its checkpoints would be those of the
+    // repository the test's temporary folder lies in, which ignores it).
+    let init = std::process::Command::new("git")
+        .args(["init", "--quiet"])
+        .current_dir(project.cwd())
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .status()
+        .unwrap();
+    assert!(init.success());
+    mock.push(Turn::text("Writing.").tool_call_with_id(
+        "write",
+        "w1",
+        json!({"label": "notes", "path": "notes.txt", "content": "one\n"}),
+    ));
+    mock.push(Turn::text("Written."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "Write the notes."},
+                {"op": "prompt", "text": "/status"},
+                {"op": "prompt", "text": "/rewind"}
+            ]),
+        )
+        .await;
+    let steps = report["steps"].as_array().unwrap();
+    let commands: Vec<&str> = steps
+        .iter()
+        .flat_map(|s| s["updates"].as_array().unwrap().iter())
+        .filter(|u| u["sessionUpdate"] == "available_commands_update")
+        .flat_map(|u| u["availableCommands"].as_array().unwrap().iter())
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(commands, ["status", "rewind"], "{report}");
+    assert_eq!(steps[1]["result"]["stopReason"], "end_turn", "{report}");
+    let notes = project.cwd().join("notes.txt");
+    let chat = chat_of(&report);
+    // The write ran (the client's run ends after /rewind, which took the file away again).
+    assert!(
+        chat.contains("**Tool Result:** `w1`\n```\nCreated notes.txt"),
+        "{chat}"
+    );
+    let status = message_text(&steps[2]["updates"], "agent_message_chunk");
+    assert!(
+        status.contains("context: ≈") && status.contains("input tokens"),
+        "{status}"
+    );
+    assert!(status.contains("no call waits for approval"), "{status}");
+    let rewind = message_text(&steps[3]["updates"], "agent_message_chunk");
+    assert!(
+        rewind.contains("before `w1`") && rewind.contains("removed notes.txt"),
+        "{rewind}"
+    );
+    assert!(!notes.exists());
+    assert!(
+        !chat.contains("/status") && !chat.contains("/rewind"),
+        "not written: {chat}"
+    );
+    assert_eq!(mock.requests().len(), 2, "the model is not asked");
+}

@@ -403,7 +403,10 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         responder: Responder<NewSessionResponse>,
                         cx: ConnectionTo<Client>| {
                 match new_session(&on_new, request, &cx) {
-                    Ok(id) => responder.respond(NewSessionResponse::new(id)),
+                    Ok(id) => {
+                        responder.respond(NewSessionResponse::new(id.clone()))?;
+                        announce_commands(&cx, &id)
+                    }
                     Err(error) => responder.respond_with_error(error),
                 }
             },
@@ -413,8 +416,12 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
             async move |request: LoadSessionRequest,
                         responder: Responder<LoadSessionResponse>,
                         cx: ConnectionTo<Client>| {
+                let id = request.session_id.0.to_string();
                 match load_session(&on_load, request, &cx) {
-                    Ok(()) => responder.respond(LoadSessionResponse::new()),
+                    Ok(()) => {
+                        responder.respond(LoadSessionResponse::new())?;
+                        announce_commands(&cx, &id)
+                    }
                     Err(error) => responder.respond_with_error(error),
                 }
             },
@@ -424,8 +431,12 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
             async move |request: ResumeSessionRequest,
                         responder: Responder<ResumeSessionResponse>,
                         cx: ConnectionTo<Client>| {
+                let id = request.session_id.0.to_string();
                 match resume_session(&on_resume, request, &cx) {
-                    Ok(()) => responder.respond(ResumeSessionResponse::new()),
+                    Ok(()) => {
+                        responder.respond(ResumeSessionResponse::new())?;
+                        announce_commands(&cx, &id)
+                    }
                     Err(error) => responder.respond_with_error(error),
                 }
             },
@@ -456,7 +467,10 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         responder: Responder<ForkSessionResponse>,
                         cx: ConnectionTo<Client>| {
                 match fork_session(&on_fork, request, &cx) {
-                    Ok(id) => responder.respond(ForkSessionResponse::new(id)),
+                    Ok(id) => {
+                        responder.respond(ForkSessionResponse::new(id.clone()))?;
+                        announce_commands(&cx, &id)
+                    }
                     Err(error) => responder.respond_with_error(error),
                 }
             },
@@ -702,6 +716,15 @@ fn delete_session(state: &State, session_id: &SessionId) -> Result<DeleteSession
     Ok(DeleteSessionResponse::default().meta(meta))
 }
 
+/// The slash commands of a session, told once the client knows the session (after the
+/// answer that names it).
+fn announce_commands(cx: &ConnectionTo<Client>, session: &str) -> Result<(), Error> {
+    cx.send_notification(SessionNotification::new(
+        session.to_owned(),
+        crate::commands::available(),
+    ))
+}
+
 fn start_prompt(
     state: &Arc<State>,
     request: PromptRequest,
@@ -712,6 +735,28 @@ fn start_prompt(
         Ok(session) => session,
         Err(error) => return responder.respond_with_error(error),
     };
+    // A slash command is answered here: the model is not asked and the chat not written.
+    if let Some((command, argument)) = crate::commands::parse(&request.prompt) {
+        let running = lock(&session.running).is_some();
+        let answer = if running && command != "status" {
+            format!("/{command}: a prompt runs in this session; run it once that prompt has ended")
+        } else {
+            match state
+                .backend
+                .slash_command(&session.path, command, &argument)
+            {
+                Ok(text) => text,
+                Err(error) => format!("/{command}: {error}"),
+            }
+        };
+        cx.send_notification(SessionNotification::new(
+            session.id.clone(),
+            SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::Text(
+                TextContent::new(answer),
+            ))),
+        ))?;
+        return responder.respond(PromptResponse::new(StopReason::EndTurn));
+    }
     let text = match prompt::to_chat_text(&request.prompt, &session.path) {
         Ok(text) if session.delegated => flemma_syntax::write::literal_user_text(&text),
         Ok(text) => text,

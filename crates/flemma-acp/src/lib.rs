@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 pub mod agent;
 pub mod ask;
 pub mod client;
+pub mod commands;
 pub mod delegation;
 pub mod files;
 pub mod list;
@@ -121,6 +122,12 @@ pub trait Backend: Send + Sync + 'static {
     fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String>;
     /// Cancels what runs for the chat; `false` when nothing ran.
     fn cancel(&self, path: &Path) -> bool;
+    /// A slash command of [`commands::COMMANDS`] on the chat at `path` (`argument`: the text
+    /// typed after its name): the text to show the user. The chat is not written.
+    fn slash_command(&self, path: &Path, command: &str, argument: &str) -> Result<String, String> {
+        let _ = (path, argument);
+        Err(format!("/{command} is not available here"))
+    }
     /// `session/delete`: moves the chat at `path` out of its project into flemmad's trash
     /// (never destroyed); returns where it lies now, for the user to restore by moving it back.
     fn trash_chat(&self, path: &Path) -> Result<PathBuf, String>;

@@ -210,6 +210,7 @@ fn a_pending_call_is_asked_before_it_runs_and_the_turn_ends_after_it() {
     assert_eq!(
         seen,
         [
+            "available_commands_update ",
             "session_info_update ",
             "agent_message_chunk ",
             "tool_call ",

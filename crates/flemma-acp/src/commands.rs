@@ -1,0 +1,73 @@
+//! The slash commands an ACP client offers (`available_commands_update`): typed as the whole
+//! prompt (`/status`, `/rewind toolu_01…`), answered by flemmad without asking the model and
+//! without writing the chat.
+
+use agent_client_protocol::v1::schema::{
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentBlock, SessionUpdate,
+    UnstructuredCommandInput,
+};
+
+/// Name, description, and the hint for what may follow the name.
+pub const COMMANDS: [(&str, &str, Option<&str>); 2] = [
+    (
+        "status",
+        "What the next request holds against the model's context window, and the calls waiting for approval",
+        None,
+    ),
+    (
+        "rewind",
+        "Put the project's files back as they were before the conversation's last call that ran (or before the call named)",
+        Some("a tool call id (default: the last call)"),
+    ),
+];
+
+/// The `available_commands_update` of every session.
+pub fn available() -> SessionUpdate {
+    let commands = COMMANDS
+        .iter()
+        .map(|(name, description, hint)| {
+            let command = AvailableCommand::new(*name, *description);
+            match hint {
+                Some(hint) => command.input(AvailableCommandInput::Unstructured(
+                    UnstructuredCommandInput::new(*hint),
+                )),
+                None => command,
+            }
+        })
+        .collect();
+    SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands))
+}
+
+/// The command a prompt is, when it is one: its name and the text after it. A prompt is a
+/// command when its only block is text starting with `/` and a name of [`COMMANDS`].
+pub fn parse(prompt: &[ContentBlock]) -> Option<(&'static str, String)> {
+    let [ContentBlock::Text(text)] = prompt else {
+        return None;
+    };
+    let rest = text.text.trim().strip_prefix('/')?;
+    let (name, argument) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let (known, _, _) = COMMANDS.iter().find(|(known, _, _)| *known == name)?;
+    Some((known, argument.trim().to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_client_protocol::v1::schema::TextContent;
+
+    fn text(t: &str) -> Vec<ContentBlock> {
+        vec![ContentBlock::Text(TextContent::new(t))]
+    }
+
+    #[test]
+    fn only_a_known_name_at_the_start_is_a_command() {
+        assert_eq!(parse(&text("/status")), Some(("status", String::new())));
+        assert_eq!(
+            parse(&text(" /rewind  toolu_1 ")),
+            Some(("rewind", "toolu_1".to_owned()))
+        );
+        assert_eq!(parse(&text("/statusx")), None);
+        assert_eq!(parse(&text("please /status")), None);
+        assert_eq!(parse(&text("/unknown")), None);
+    }
+}
