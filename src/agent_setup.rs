@@ -200,12 +200,7 @@ pub fn register(
     for_send: bool,
 ) -> Vec<String> {
     let chat = setup.ctx.chat_path.clone();
-    let dir = chat
-        .as_deref()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_default();
+    let dir = crate::tool_setup::chat_folder(chat.as_deref());
     let env = |name: &str| std::env::var(name).ok();
     let defined = defined(resolved, &dir, &env);
     let mut notes = defined.notes;

@@ -54,15 +54,7 @@ impl McpTools {
         sandbox: Option<flemma_mcp::connection::SandboxWrap>,
     ) -> Self {
         let mcp = &resolved.config.tools.mcp;
-        // Absolute before anything joins onto it: the folder of a bare `c.chat` is "", and a
-        // server's relative `cwd` must not depend on where the daemon happens to run.
-        let dir = chat
-            .and_then(|chat| std::path::absolute(chat).ok())
-            .as_deref()
-            .and_then(Path::parent)
-            .map(Path::to_path_buf)
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_default();
+        let dir = crate::tool_setup::chat_folder(chat);
         let env = |name: &str| std::env::var(name).ok();
         let defined = flemma_mcp::definition::defined(resolved, &dir, &env);
         let mut notes = defined.notes;

@@ -253,6 +253,17 @@ impl ToolSetup {
     }
 }
 
+/// The folder a chat's relative settings are taken against: the chat's own, made absolute
+/// before anything joins onto it (the folder of a bare `c.chat` is ""), else the current one.
+pub fn chat_folder(chat: Option<&Path>) -> PathBuf {
+    chat.and_then(|chat| std::path::absolute(chat).ok())
+        .as_deref()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default()
+}
+
 /// The tools' working directory for `setting` (`tools.bash.cwd`) of a chat in `chat_dir`:
 /// the chat's folder for `urn:flemma:buffer:path`, else `setting` (variables expanded) from the
 /// chat's folder as written — `..` is applied to the path, never after following a link. An
