@@ -735,8 +735,12 @@ fn start_prompt(
         Ok(session) => session,
         Err(error) => return responder.respond_with_error(error),
     };
-    // A slash command is answered here: the model is not asked and the chat not written.
-    if let Some((command, argument)) = crate::commands::parse(&request.prompt) {
+    // A slash command is answered here: the model is not asked and the chat not written. Only
+    // a user's: a delegated session's prompt is another model's text, which must not rewind
+    // files (or do anything else) without the approval its tool calls need.
+    if !session.delegated
+        && let Some((command, argument)) = crate::commands::parse(&request.prompt)
+    {
         let running = lock(&session.running).is_some();
         let answer = if running && command != "status" {
             format!("/{command}: a prompt runs in this session; run it once that prompt has ended")
