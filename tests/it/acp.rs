@@ -18,14 +18,97 @@ use serde_json::{Value, json};
 
 use crate::common::provider_env;
 
-fn python(test: &str) -> Option<PathBuf> {
-    crate::common::sdk_python("FLEMMA_TEST_ACP_PYTHON", "agent-client-protocol", test)
+/// The ACP client a test runs: one written on each official SDK, speaking the same steps and
+/// printing the same report (`tests/it/acp/client.py`, `tests/it/acp/ts/client.mjs`).
+#[derive(Clone, Copy, Debug)]
+enum Sdk {
+    /// PyPI `agent-client-protocol`, its Python from `FLEMMA_TEST_ACP_PYTHON`.
+    Python,
+    /// npm `@agentclientprotocol/sdk`, installed in `tests/it/acp/ts/node_modules` (`npm ci`
+    /// there), run by the Node in `FLEMMA_TEST_ACP_NODE`.
+    TypeScript,
 }
 
-/// What a client test needs: the SDK's Python (`None`: skipped), a project, the mock provider.
-async fn setup(test: &str) -> Option<(PathBuf, Project, MockProvider)> {
-    let python = python(test)?;
-    Some((python, Project::new(), MockProvider::start().await.unwrap()))
+/// An SDK's client, ready to run: the interpreter and the script.
+struct Client {
+    interpreter: PathBuf,
+    script: PathBuf,
+}
+
+fn acp_tests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/acp")
+}
+
+fn python(test: &str) -> Option<Client> {
+    client_of(Sdk::Python, test)
+}
+
+/// The client of `sdk`; `None` (the test says "skipped") where its SDK is not installed
+/// here, which fails under CI.
+fn client_of(sdk: Sdk, test: &str) -> Option<Client> {
+    match sdk {
+        Sdk::Python => Some(Client {
+            interpreter: crate::common::sdk_python(
+                "FLEMMA_TEST_ACP_PYTHON",
+                "agent-client-protocol",
+                test,
+            )?,
+            script: acp_tests_dir().join("client.py"),
+        }),
+        Sdk::TypeScript => {
+            let node = std::env::var_os("FLEMMA_TEST_ACP_NODE").filter(|n| !n.is_empty());
+            let installed = acp_tests_dir()
+                .join("ts/node_modules/@agentclientprotocol/sdk")
+                .is_dir();
+            match node {
+                Some(node) if installed => Some(Client {
+                    interpreter: PathBuf::from(node),
+                    script: acp_tests_dir().join("ts/client.mjs"),
+                }),
+                _ => {
+                    assert!(
+                        std::env::var_os("CI").is_none(),
+                        "{test}: .ci/run runs `npm ci` in tests/it/acp/ts and sets FLEMMA_TEST_ACP_NODE"
+                    );
+                    eprintln!(
+                        "skipped: {test} (TypeScript SDK): run `npm ci` in tests/it/acp/ts and set \
+                         FLEMMA_TEST_ACP_NODE to a Node (20 or later) to run it"
+                    );
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// What a client test needs: the Python SDK's client (`None`: skipped), a project, the mock
+/// provider.
+async fn setup(test: &str) -> Option<(Client, Project, MockProvider)> {
+    setup_with(Sdk::Python, test).await
+}
+
+/// [`setup`] with the client of `sdk`.
+async fn setup_with(sdk: Sdk, test: &str) -> Option<(Client, Project, MockProvider)> {
+    let client = client_of(sdk, test)?;
+    Some((client, Project::new(), MockProvider::start().await.unwrap()))
+}
+
+/// A scenario (`async fn NAME(sdk: Sdk)`) run once with each SDK's client, as the tests
+/// `NAME::python` and `NAME::typescript`.
+macro_rules! with_each_sdk {
+    ($scenario:ident) => {
+        mod $scenario {
+            #[tokio::test]
+            async fn python() {
+                super::$scenario(super::Sdk::Python).await;
+            }
+
+            #[tokio::test]
+            async fn typescript() {
+                super::$scenario(super::Sdk::TypeScript).await;
+            }
+        }
+    };
 }
 
 /// A project folder (outside /tmp, which the sandbox leaves writable as a whole) and a user
@@ -84,11 +167,10 @@ impl Project {
     }
 
     /// Runs the client with `steps`; its report.
-    async fn client(&self, python: &Path, base: &str, steps: Value) -> Value {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/acp/client.py");
-        let mut command = tokio::process::Command::new(python);
+    async fn client(&self, client: &Client, base: &str, steps: Value) -> Value {
+        let mut command = tokio::process::Command::new(&client.interpreter);
         command
-            .arg(script)
+            .arg(&client.script)
             .arg(env!("CARGO_BIN_EXE_flemmad"))
             .arg(self.cwd())
             .arg(steps.to_string())
@@ -178,6 +260,19 @@ fn kinds(updates: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The updates of a step but `available_commands_update`: flemmad sends it right after it
+/// answers `session/new`, `load`, `resume` or `fork` (the client knows the session then), so
+/// a client reads it within that step or the next one, as its SDK schedules its handlers.
+fn without_commands_update(updates: &Value) -> Value {
+    updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] != "available_commands_update")
+        .cloned()
+        .collect()
+}
+
 fn message_text(updates: &Value, kind: &str) -> String {
     updates
         .as_array()
@@ -210,9 +305,8 @@ fn no_error_diagnostics(text: &str) {
     assert!(errors.is_empty(), "{errors:?}\n{text}");
 }
 
-#[tokio::test]
-async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same() {
-    let Some((python, project, mock)) = setup("acp new session").await else {
+async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp new session").await else {
         return;
     };
     let reply = "Hello from the mock. ".repeat(20);
@@ -225,7 +319,7 @@ async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same()
     mock.push(turn());
     let report = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([{"op": "new"}, {"op": "prompt", "text": "Say hello."}]),
         )
@@ -354,6 +448,8 @@ async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same()
     assert!(tree.is_object(), "{tree}");
 }
 
+with_each_sdk!(a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same);
+
 fn bash_turn(id: &str, command: &str) -> Turn {
     Turn::text("Let me run it.").tool_call_with_id(
         "bash",
@@ -362,9 +458,8 @@ fn bash_turn(id: &str, command: &str) -> Turn {
     )
 }
 
-#[tokio::test]
-async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works() {
-    let Some((python, project, mock)) = setup("acp allow").await else {
+async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp allow").await else {
         return;
     };
     mock.push(bash_turn("t1", "pwd; echo acp-ran"));
@@ -372,7 +467,7 @@ async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works
     mock.push(Turn::text("Second answer."));
     let report = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([
                 {"op": "new"},
@@ -454,6 +549,8 @@ async fn a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works
     no_error_diagnostics(&text);
 }
 
+with_each_sdk!(a_tool_call_asks_permission_runs_when_allowed_and_a_second_prompt_works);
+
 #[tokio::test]
 async fn allow_always_approves_that_tool_for_the_rest_of_the_session() {
     let Some((python, project, mock)) = setup("acp allow always").await else {
@@ -486,16 +583,15 @@ async fn allow_always_approves_that_tool_for_the_rest_of_the_session() {
     assert!(text.contains("Both ran."), "{text}");
 }
 
-#[tokio::test]
-async fn a_rejected_tool_call_is_rejected_in_the_file_and_fails() {
-    let Some((python, project, mock)) = setup("acp reject").await else {
+async fn a_rejected_tool_call_is_rejected_in_the_file_and_fails(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp reject").await else {
         return;
     };
     mock.push(bash_turn("t9", "touch should-not-exist"));
     mock.push(Turn::text("Understood, I will not."));
     let report = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([
                 {"op": "new"},
@@ -526,28 +622,32 @@ async fn a_rejected_tool_call_is_rejected_in_the_file_and_fails() {
     assert!(text.contains("Understood, I will not."), "{text}");
 }
 
-#[tokio::test]
-async fn cancel_keeps_the_partial_reply_and_the_next_prompt_works() {
-    cancel_mid_reply("acp cancel", "cancel_after_chunks").await;
+with_each_sdk!(a_rejected_tool_call_is_rejected_in_the_file_and_fails);
+
+async fn cancel_keeps_the_partial_reply_and_the_next_prompt_works(sdk: Sdk) {
+    cancel_mid_reply(sdk, "acp cancel", "cancel_after_chunks").await;
 }
+
+with_each_sdk!(cancel_keeps_the_partial_reply_and_the_next_prompt_works);
 
 /// `$/cancel_request` for the prompt request (issue 32) cancels as `session/cancel` does, and
 /// the prompt still answers `cancelled`.
-#[tokio::test]
-async fn a_cancel_request_for_the_prompt_cancels_it_like_session_cancel() {
-    cancel_mid_reply("acp cancel request", "cancel_request_after_chunks").await;
+async fn a_cancel_request_for_the_prompt_cancels_it_like_session_cancel(sdk: Sdk) {
+    cancel_mid_reply(sdk, "acp cancel request", "cancel_request_after_chunks").await;
 }
 
+with_each_sdk!(a_cancel_request_for_the_prompt_cancels_it_like_session_cancel);
+
 /// A slow reply cancelled after two chunks by `how` (a step option of client.py).
-async fn cancel_mid_reply(test: &str, how: &str) {
-    let Some((python, project, mock)) = setup(test).await else {
+async fn cancel_mid_reply(sdk: Sdk, test: &str, how: &str) {
+    let Some((client, project, mock)) = setup_with(sdk, test).await else {
         return;
     };
     mock.push(Turn::text("slow ".repeat(400)).bytes_per_sec(2000));
     mock.push(Turn::text("After the cancel."));
     let report = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([
                 {"op": "new"},
@@ -579,9 +679,8 @@ async fn cancel_mid_reply(test: &str, how: &str) {
     no_error_diagnostics(&text);
 }
 
-#[tokio::test]
-async fn load_replays_a_flemma_chat_before_answering_and_continues_it() {
-    let Some((python, project, mock)) = setup("acp load").await else {
+async fn load_replays_a_flemma_chat_before_answering_and_continues_it(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp load").await else {
         return;
     };
     let chat = project.cwd().join("notes.chat");
@@ -593,7 +692,7 @@ async fn load_replays_a_flemma_chat_before_answering_and_continues_it() {
     mock.push(Turn::text("Still x.rs."));
     let report = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([
                 {"op": "load", "session": chat},
@@ -603,7 +702,7 @@ async fn load_replays_a_flemma_chat_before_answering_and_continues_it() {
         .await;
     let load = &report["steps"][0];
     assert!(load.get("error").is_none(), "{load}");
-    let updates = &load["updates"];
+    let updates = &without_commands_update(&load["updates"]);
     assert_eq!(
         kinds(updates),
         [
@@ -628,6 +727,8 @@ async fn load_replays_a_flemma_chat_before_answering_and_continues_it() {
         "{text}"
     );
 }
+
+with_each_sdk!(load_replays_a_flemma_chat_before_answering_and_continues_it);
 
 #[tokio::test]
 async fn bad_requests_get_clear_errors_and_write_nothing() {
@@ -958,16 +1059,15 @@ fn the_documented_editor_settings_parse_and_name_the_real_command() {
 /// A permission request answered `cancelled` (what clients answer after `session/cancel`)
 /// cancels the prompt: nothing runs, nothing is rejected; the call is marked aborted, so the
 /// next prompt does not ask about it again and the model learns it was interrupted.
-#[tokio::test]
-async fn a_cancelled_permission_request_cancels_the_prompt_without_running_or_rejecting() {
-    let Some((python, project, mock)) = setup("acp cancelled permission").await else {
+async fn a_cancelled_permission_request_cancels_the_prompt_without_running_or_rejecting(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp cancelled permission").await else {
         return;
     };
     mock.push(bash_turn("c1", "touch should-not-exist"));
     mock.push(Turn::text("Understood, nothing touched."));
     let report = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([
                 {"op": "new"},
@@ -999,6 +1099,8 @@ async fn a_cancelled_permission_request_cancels_the_prompt_without_running_or_re
     assert!(sent.contains("\"tool_use_id\":\"c1\""), "{sent}");
     assert!(sent.contains("\"is_error\":true"), "{sent}");
 }
+
+with_each_sdk!(a_cancelled_permission_request_cancels_the_prompt_without_running_or_rejecting);
 
 /// The model's `read`, `edit` and `write` of the project, as turns: read `src/x.rs`, edit it,
 /// write `src/new.rs`, then answer. The model names `src/x.rs` in roundabout ways: the editor
@@ -1109,17 +1211,18 @@ fn file_tool_steps(project: &Project) -> Value {
     })
 }
 
-#[tokio::test]
-async fn a_client_with_files_gets_the_file_tools_reads_and_writes() {
-    let Some((python, project, mock)) = setup("acp fs").await else {
+async fn a_client_with_files_gets_the_file_tools_reads_and_writes(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp fs").await else {
         return;
     };
     file_tool_turns(&mock);
     let report = project
-        .client(&python, &mock.base_url(), file_tool_steps(&project))
+        .client(&client, &mock.base_url(), file_tool_steps(&project))
         .await;
     check_file_tools_went_through_the_client(&project, &report);
 }
+
+with_each_sdk!(a_client_with_files_gets_the_file_tools_reads_and_writes);
 
 /// Through a daemon, the tools run in the daemon and still read and write through the
 /// editor's connection.
@@ -1390,16 +1493,15 @@ async fn an_unused_session_leaves_no_chat_behind() {
 
 /// `session/list` lists the project's used sessions, newest first, titled by their first
 /// question; a session opened and not used is not listed. Each listed one loads.
-#[tokio::test]
-async fn list_shows_the_projects_sessions_newest_first() {
-    let Some((python, project, mock)) = setup("acp list").await else {
+async fn list_shows_the_projects_sessions_newest_first(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp list").await else {
         return;
     };
     mock.push(Turn::text("One."));
     mock.push(Turn::text("Two."));
     let report = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([
                 {"op": "new"},
@@ -1431,6 +1533,8 @@ async fn list_shows_the_projects_sessions_newest_first() {
     );
     assert!(report["steps"][5]["result"].get("nextCursor").is_none());
 }
+
+with_each_sdk!(list_shows_the_projects_sessions_newest_first);
 
 /// Through a daemon the reply goes on when the editor goes away mid-prompt; a tool that runs
 /// after that reads the disk, not the editor that left (its files are the connection's).
@@ -1517,9 +1621,8 @@ async fn a_sessions_folder_that_is_a_link_is_refused() {
 /// Review before approval (issue 35): the permission request of an `edit` carries its change
 /// as a diff (the whole file before and after, as the file is now), so the client shows it
 /// before the user allows it; nothing is written before the answer.
-#[tokio::test]
-async fn a_permission_request_for_an_edit_carries_the_files_diff() {
-    let Some((python, project, mock)) = setup("acp review diff").await else {
+async fn a_permission_request_for_an_edit_carries_the_files_diff(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp review diff").await else {
         return;
     };
     project.only_read_runs_alone();
@@ -1533,7 +1636,7 @@ async fn a_permission_request_for_an_edit_carries_the_files_diff() {
     mock.push(Turn::text("Not done."));
     let report = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([
                 {"op": "new"},
@@ -1552,20 +1655,21 @@ async fn a_permission_request_for_an_edit_carries_the_files_diff() {
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "alpha\nbeta\n");
 }
 
+with_each_sdk!(a_permission_request_for_an_edit_carries_the_files_diff);
+
 /// `session/resume`, `session/close` and `session/delete` (issue 32), through the official
 /// SDK: a second connection resumes the session without a replay and goes on with it; a
 /// closed session takes no prompt; a deleted one's chat is moved to flemmad's trash, whole, and
 /// is no longer listed.
-#[tokio::test]
-async fn resume_close_and_delete_sessions() {
-    let Some((python, project, mock)) = setup("acp resume close delete").await else {
+async fn resume_close_and_delete_sessions(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp resume close delete").await else {
         return;
     };
     mock.push(Turn::text("First answer."));
     mock.push(Turn::text("Resumed answer."));
     let first = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([{"op": "new"}, {"op": "prompt", "text": "Hello."}]),
         )
@@ -1588,7 +1692,7 @@ async fn resume_close_and_delete_sessions() {
     assert_eq!(titles(&first["steps"][1]["updates"]), ["Hello."], "{first}");
     let second = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([
                 {"op": "resume", "session": session},
@@ -1604,7 +1708,7 @@ async fn resume_close_and_delete_sessions() {
     let steps = second["steps"].as_array().unwrap();
     assert!(steps[0].get("error").is_none(), "{second}");
     assert_eq!(
-        steps[0]["updates"],
+        without_commands_update(&steps[0]["updates"]),
         json!([]),
         "no replay on resume: {second}"
     );
@@ -1639,12 +1743,13 @@ async fn resume_close_and_delete_sessions() {
     );
 }
 
+with_each_sdk!(resume_close_and_delete_sessions);
+
 /// `session/fork` (issue 32): a copy of the session's chat next to it, whole or cut after a
 /// message the client names (`_meta.flemma.messages`); the fork goes on on its own while the
 /// original stays as it was; a cut that would strand tool calls is refused.
-#[tokio::test]
-async fn fork_copies_the_chat_whole_or_up_to_a_message() {
-    let Some((python, project, mock)) = setup("acp fork").await else {
+async fn fork_copies_the_chat_whole_or_up_to_a_message(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp fork").await else {
         return;
     };
     mock.push(Turn::text("First answer."));
@@ -1652,7 +1757,7 @@ async fn fork_copies_the_chat_whole_or_up_to_a_message() {
     mock.push(Turn::text("The fork's answer."));
     let report = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([
                 {"op": "new"},
@@ -1694,12 +1799,13 @@ async fn fork_copies_the_chat_whole_or_up_to_a_message() {
     assert_eq!(std::fs::read_to_string(whole).unwrap(), fork);
 }
 
+with_each_sdk!(fork_copies_the_chat_whole_or_up_to_a_message);
+
 /// Slash commands (issue 32): `available_commands_update` names them; `/status` says the
 /// context meter and the waiting calls, `/rewind` puts the files back before the last call;
 /// neither asks the model nor writes the chat.
-#[tokio::test]
-async fn slash_commands_status_and_rewind() {
-    let Some((python, project, mock)) = setup("acp slash commands").await else {
+async fn slash_commands_status_and_rewind(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp slash commands").await else {
         return;
     };
     // The project is a repository of its own (else its checkpoints would be those of the
@@ -1719,7 +1825,7 @@ async fn slash_commands_status_and_rewind() {
     mock.push(Turn::text("Written."));
     let report = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([
                 {"op": "new"},
@@ -1764,3 +1870,5 @@ async fn slash_commands_status_and_rewind() {
     );
     assert_eq!(mock.requests().len(), 2, "the model is not asked");
 }
+
+with_each_sdk!(slash_commands_status_and_rewind);
