@@ -1872,3 +1872,69 @@ async fn slash_commands_status_and_rewind(sdk: Sdk) {
 }
 
 with_each_sdk!(slash_commands_status_and_rewind);
+
+/// `docs/editors/acp.md` has a row for every method and session update of ACP v1 as the
+/// TypeScript SDK's schema holds it (unstable parts included), and no row for anything else.
+#[test]
+fn the_method_table_names_every_method_and_update_of_the_schema() {
+    let schema_path = acp_tests_dir()
+        .join("ts/node_modules/@agentclientprotocol/sdk/schema/v1/schema.unstable.json");
+    let Ok(schema) = std::fs::read_to_string(&schema_path) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{}: .ci/run runs `npm ci` in tests/it/acp/ts",
+            schema_path.display()
+        );
+        eprintln!("skipped: the ACP method table (run `npm ci` in tests/it/acp/ts)");
+        return;
+    };
+    let schema: Value = serde_json::from_str(&schema).unwrap();
+    let mut in_schema = std::collections::BTreeSet::new();
+    collect_methods(&schema, &mut in_schema);
+    let updates = schema["$defs"]["SessionUpdate"]["oneOf"]
+        .as_array()
+        .or_else(|| schema["$defs"]["SessionUpdate"]["anyOf"].as_array())
+        .expect("SessionUpdate's variants");
+    for update in updates {
+        let kind = update["properties"]["sessionUpdate"]["const"]
+            .as_str()
+            .unwrap();
+        in_schema.insert(kind.to_owned());
+    }
+    assert!(in_schema.contains("session/prompt") && in_schema.contains("tool_call_update"));
+
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/editors/acp.md"))
+            .unwrap();
+    let section = doc
+        .split("\n## Every method and update\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("the section `## Every method and update`");
+    let in_table: std::collections::BTreeSet<String> = section
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|rest| rest.split('`').next())
+        .map(str::to_owned)
+        .collect();
+    let missing: Vec<_> = in_schema.difference(&in_table).collect();
+    let stale: Vec<_> = in_table.difference(&in_schema).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/editors/acp.md: rows missing for {missing:?}; rows for what the schema has not: {stale:?}"
+    );
+}
+
+/// Every `x-method` named anywhere in `value`.
+fn collect_methods(value: &Value, into: &mut std::collections::BTreeSet<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(method)) = map.get("x-method") {
+                into.insert(method.clone());
+            }
+            map.values().for_each(|v| collect_methods(v, into));
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_methods(v, into)),
+        _ => {}
+    }
+}
