@@ -30,7 +30,8 @@ use flemma_config::{ConfigLayer, LayerKind, ResolvedConfig};
 use flemma_engine::{CancelScope, Event, Input, StopReason};
 use flemma_ide::{ConfigInput, DocumentId};
 use flemma_protocol::engine::{
-    Accepted, EngineJob, EngineStatus, JobsResult, ModelSwitch, SwitchResult, UsageTotals,
+    Accepted, EngineJob, EngineStatus, JobsResult, ModeResult, ModelSwitch, SwitchResult,
+    UsageTotals,
 };
 use flemma_protocol::error::RequestError;
 use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
@@ -178,6 +179,8 @@ struct Shared {
     subscribers: Mutex<Vec<std::sync::mpsc::Sender<HostEvent>>>,
     /// The runtime layer of every document `flemma/switch` switched, with what it set.
     switches: Mutex<HashMap<PathBuf, (ConfigLayer, ModelSwitch)>>,
+    /// The runtime layer of every document `flemma/mode` set a mode for, with that mode.
+    modes: Mutex<HashMap<PathBuf, (ConfigLayer, flemma_config::Mode)>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -237,6 +240,7 @@ impl EngineHost {
             editors: Mutex::default(),
             subscribers: Mutex::default(),
             switches: Mutex::default(),
+            modes: Mutex::default(),
         });
         let runtime = crate::runtime::get()?;
         let thread_shared = shared.clone();
@@ -339,6 +343,7 @@ impl EngineHost {
             R::Jobs(_) => FlemmaResponse::Jobs(self.jobs(path)),
             R::Usage(_) => FlemmaResponse::Usage(self.usage(path)),
             R::Switch(p) => FlemmaResponse::Switch(self.switch(path, &p.model)?),
+            R::Mode(p) => FlemmaResponse::Mode(self.set_mode(path, &p.mode)?),
         })
     }
 
@@ -632,6 +637,9 @@ impl EngineHost {
             switched: lock(&self.shared.switches)
                 .get(path)
                 .map(|(_, switched)| switched.clone()),
+            mode: lock(&self.shared.modes)
+                .get(path)
+                .map(|(_, mode)| mode.as_str().to_owned()),
             context: driver.and_then(|d| d.context.clone()).map(Box::new),
         }
     }
@@ -735,6 +743,50 @@ impl EngineHost {
             switched,
             next,
             frontmatter_wins,
+            message,
+        })
+    }
+
+    /// `flemma/mode`: what the document's tools may change from its next send on, as a
+    /// runtime layer of its own (the frontmatter may make it stricter, docs/modes.md).
+    fn set_mode(&self, path: &Path, name: &str) -> Result<ModeResult, RequestError> {
+        let Some(mode) = flemma_config::Mode::parse(name) else {
+            return Err(RequestError::invalid_params(format!(
+                "unknown mode `{name}`; the modes are {} (docs/modes.md)",
+                flemma_config::MODES.join(", ")
+            )));
+        };
+        let text = self.shared.text_of(path).map_err(invalid_switch)?;
+        let mut layer = ConfigLayer::new(LayerKind::Runtime);
+        layer
+            .set("mode", serde_json::Value::String(name.to_owned()))
+            .map_err(|error| RequestError::invalid_params(error.to_string()))?;
+        let mut input = self.shared.config_input(path, self.config_path.as_deref());
+        input.layers.push(layer.clone());
+        let frontmatter = self.shared.frontmatter_layers(path, &text)?;
+        let effective = resolved_config(path, &input, &frontmatter)?.config.mode;
+        lock(&self.shared.modes).insert(path.to_owned(), (layer, mode));
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let message = if effective == mode {
+            format!(
+                "{name} is in {} mode from its next send: {}",
+                mode.as_str(),
+                mode.description()
+            )
+        } else {
+            format!(
+                "set {name} to {} mode, but its frontmatter sets the stricter {} mode, which wins: {}",
+                mode.as_str(),
+                effective.as_str(),
+                effective.description()
+            )
+        };
+        Ok(ModeResult {
+            mode: mode.as_str().to_owned(),
+            effective: effective.as_str().to_owned(),
             message,
         })
     }
@@ -918,6 +970,9 @@ impl Shared {
             input = input.with_layer(read);
         }
         if let Some((layer, _)) = lock(&self.switches).get(path) {
+            input.layers.push(layer.clone());
+        }
+        if let Some((layer, _)) = lock(&self.modes).get(path) {
             input.layers.push(layer.clone());
         }
         input

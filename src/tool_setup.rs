@@ -10,7 +10,7 @@ use flemma_engine::{Decision, JOBS_STATUS_TOOL, ToolInfo, ToolPolicy, Verdict};
 use flemma_ide::Analysis;
 use flemma_provider::ToolDefinition;
 use flemma_template::{AutoApproveAnswer, AutoApproveFunction, Limits};
-use flemma_tools::approval::{ApprovalFunction, ReadScope};
+use flemma_tools::approval::{ApprovalFunction, EditScope, ModePolicy, ReadScope};
 use flemma_tools::registry::{Registered, Registry};
 use flemma_tools::sandbox::{Bwrap, CallLimits, PathPolicy, PolicyPlaces, PrivatePlaces};
 use flemma_tools::spec::Capability;
@@ -120,6 +120,12 @@ impl ToolSetup {
         };
         let mut policy = PathPolicy::from_config(&config.sandbox.policy, &places, &env)
             .protect(authority_paths(chat.as_deref()));
+        let mode = config.mode;
+        if mode == flemma_config::Mode::Ask {
+            policy = policy.read_only(
+                "the chat is in ask mode (read-only); switch the mode to `default` or `auto-edit` to let tools write",
+            );
+        }
         let sandboxed = config.sandbox.enabled && config.sandbox.backend != SandboxBackend::None;
         let private = if sandboxed {
             private_places(chat.as_deref())
@@ -139,6 +145,7 @@ impl ToolSetup {
             })
         };
         let read_roots = [Some(cwd.clone()), chat_dir, Some(store.dir().to_path_buf())];
+        let project = cwd.clone();
         let mut ctx = RunContext::new(cwd, Arc::new(policy));
         // `~/` in the tools' paths: the home directory, for the runners and the approval policy.
         ctx.home = crate::user_dirs::home();
@@ -179,6 +186,11 @@ impl ToolSetup {
             sandbox.is_ok() && !config.sandbox.policy.network,
         );
         chain.set_read_scope(read_scope);
+        chain.set_mode(ModePolicy {
+            mode,
+            read_only_sandbox: mode == flemma_config::Mode::Ask && sandbox.is_ok(),
+            edits: Some(EditScope::new(ctx.paths(), &project)),
+        });
         Ok(Self {
             registry: Registry::for_config(&config),
             config,

@@ -46,6 +46,13 @@ pub struct SendArgs {
     /// as a diff against the file as it is now (as `flemmad status --diff`).
     #[arg(long)]
     pub diff: bool,
+    /// What the chat's tools may change for this send (docs/modes.md): `ask` only reads (the
+    /// reading tools, and bash in a sandbox where the project is read-only), `default` follows
+    /// the approval settings, `auto-edit` also approves `write` and `edit` inside the project.
+    /// The chat's frontmatter may still make it stricter. Runs in this process even when a
+    /// daemon runs.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(flemma_config::MODES))]
+    pub mode: Option<String>,
 }
 
 /// The code of the template diagnostics about tool uses and results (missing results,
@@ -56,7 +63,7 @@ const TOOL_DIAGNOSTIC: &str = "template-tool";
 pub(super) const AWAITING_APPROVAL_EXIT: u8 = 3;
 
 pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
-    if !args.no_daemon && !args.no_autopilot {
+    if !args.no_daemon && !args.no_autopilot && args.mode.is_none() {
         let follow = super::via_daemon::Follow {
             events: args.events,
             quiet: args.quiet,
@@ -102,10 +109,19 @@ async fn send(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     let options = SetupOptions {
         no_autopilot: args.no_autopilot,
     };
+    let mut input = chat::config_input(config_path);
+    if let Some(mode) = &args.mode {
+        // The mode chosen for this send: a runtime layer (the frontmatter may narrow it).
+        let mut layer = flemma_config::ConfigLayer::new(flemma_config::LayerKind::Runtime);
+        layer
+            .set("mode", serde_json::Value::String(mode.clone()))
+            .map_err(|error| CliError::failed("send", error))?;
+        input.layers.push(layer);
+    }
     let prepared = match engine_setup::prepare(
         &path,
         &text,
-        chat::config_input(config_path),
+        input,
         options,
         &crate::analyses::analyses(flemma_template::TemplateCache::new()),
     )

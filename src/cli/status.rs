@@ -100,6 +100,7 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             ),
             Err(reason) => format!("none: {reason}"),
         },
+        mode: resolved.config.mode.as_str().to_owned(),
         tools: tools
             .enabled()
             .into_iter()
@@ -153,6 +154,18 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
         trust.reason
     )?;
     writeln!(out, "sandbox: {}", status.sandbox)?;
+    writeln!(
+        out,
+        "mode:    {} ({})",
+        resolved.config.mode.as_str(),
+        resolved.config.mode.description()
+    )?;
+    if let Some(mode) = engine.as_ref().and_then(|engine| engine.mode.as_deref()) {
+        writeln!(
+            out,
+            "         the daemon runs its next send in {mode} mode (flemma.mode); the frontmatter may make it stricter"
+        )?;
+    }
     if let Some(context) = &status.context {
         writeln!(out, "context: {}", crate::context::line(context))?;
         if let Some(advice) = crate::context::advice(context) {

@@ -39,6 +39,7 @@ mod lsp_layers;
 mod lsp_proxy;
 mod lsp_stream_latency;
 mod lsp_two_writers;
+mod modes;
 mod provider_data;
 mod reads;
 mod sandbox_holds;

@@ -26,7 +26,7 @@ use std::time::Duration;
 use flemma_mock_provider::{MockProvider, Turn};
 use serde_json::{Value, json};
 
-use crate::common::{Chat, chat, flemmad_command, read, stderr};
+use crate::common::{Chat, chat, flemmad_command, read, result_of, stderr};
 
 const SECRET_KEY: &str = "sk-ant-test-secret";
 
@@ -133,18 +133,6 @@ fn bash(id: &str, command: &str) -> Turn {
         id,
         json!({"label": "run", "command": command, "timeout": null}),
     )
-}
-
-/// The text of the tool result `id` in `chat` (its fence's content).
-fn result_of<'t>(chat: &'t str, id: &str) -> &'t str {
-    let header = format!("**Tool Result:** `{id}`");
-    let start = chat
-        .find(&header)
-        .unwrap_or_else(|| panic!("no result for {id}:\n{chat}"));
-    let rest = &chat[start + header.len()..];
-    let body = rest.find("\n```").map_or(rest, |at| &rest[at + 4..]);
-    let end = body.find("\n```").unwrap_or(body.len());
-    &body[..end]
 }
 
 /// A loopback listener counting the connections that reach it.

@@ -16,6 +16,8 @@ pub struct Config {
     pub provider: Provider,
     /// The effective model id (the provider's default when unset or set below `provider`).
     pub model: String,
+    /// What the chat's tools may change.
+    pub mode: Mode,
     /// Request parameters.
     pub parameters: Parameters,
     /// Per-provider connection settings.
@@ -45,6 +47,52 @@ pub struct Config {
     pub log: Log,
     /// The context window: when to warn, when and how to compact.
     pub context: Context,
+}
+
+/// What a chat's tools may change (`mode`; docs/modes.md), from the widest to the strictest.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// The approval settings, and `write` and `edit` inside the project approved.
+    AutoEdit,
+    /// The approval settings.
+    #[default]
+    Default,
+    /// Only reading: the reading tools, and `bash` in a sandbox where the project is read-only.
+    Ask,
+}
+
+impl Mode {
+    /// Every mode, from the widest to the strictest (`crate::schema::MODES`).
+    pub const ALL: [Mode; 3] = [Mode::AutoEdit, Mode::Default, Mode::Ask];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::AutoEdit => "auto-edit",
+            Mode::Default => "default",
+            Mode::Ask => "ask",
+        }
+    }
+
+    /// The mode named `name` (`ask`, `default`, `auto-edit`).
+    pub fn parse(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|mode| mode.as_str() == name)
+    }
+
+    /// What the mode lets the chat's tools do, in one line (pickers, `flemmad status`).
+    pub fn description(self) -> &'static str {
+        match self {
+            Mode::AutoEdit => {
+                "file edits inside the project run without asking; the rest as the chat's approval settings say"
+            }
+            Mode::Default => "tools run as the chat's approval settings say",
+            Mode::Ask => {
+                "read-only: the reading tools, and bash in a sandbox where the project cannot be written"
+            }
+        }
+    }
 }
 
 /// A built-in LLM provider.

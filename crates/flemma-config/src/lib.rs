@@ -51,7 +51,7 @@ pub use layer::{
 pub use resolve::{AutoApprove, IgnoredOption, ResolvedConfig, resolve, resolve_with_tools};
 pub use schema::{
     AGENT_PERMISSIONS, BACKGROUND_PARAMETER, BUILTIN_TOOLS, DEFAULT_IDLE_TIMEOUT, JOBS_STATUS_TOOL,
-    SAVE_TO_PARAMETER, SEARCH_EXCLUDES, UNCONDITIONAL_TOOLS,
+    MODES, SAVE_TO_PARAMETER, SEARCH_EXCLUDES, UNCONDITIONAL_TOOLS,
 };
 pub use trust::{CallHistory, CallRef, ChatTrust, Seen, chat_trust, is_trust_path};
 

@@ -1158,6 +1158,15 @@ fn build_root() -> Node {
                     None,
                 ),
             ),
+            field(
+                "mode",
+                choice(
+                    &MODES,
+                    "What the chat's tools may change (docs/modes.md): `ask` only reads — the reading tools, and `bash` in a sandbox where nothing but its private `/tmp` is writable; a file tool's write, any other tool and `bash` without a sandbox are refused; `default` follows the approval settings; `auto-edit` also approves `write` and `edit` inside the project. A chat may make it stricter (`auto-edit` → `default` → `ask`); `flemmad send --mode`, `flemma.switch` and an ACP client's mode picker set it for a session.",
+                    Some("default"),
+                )
+                .widens(Narrowing::Bound(Bound::Stricter(&MODES))),
+            ),
             field("parameters", parameters),
             field(
                 "providers",
@@ -1494,6 +1503,9 @@ fn mcp_schema() -> Node {
         ],
     )
 }
+
+/// The modes of a chat (`mode`), from the widest to the strictest.
+pub const MODES: [&str; 3] = ["auto-edit", "default", "ask"];
 
 /// The order of an asked agent's `permissions`, from the widest to the strictest.
 pub const AGENT_PERMISSIONS: [&str; 3] = ["run", "ask", "refuse"];

@@ -30,6 +30,9 @@ pub struct EngineStatus {
     /// it was switched in this process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switched: Option<ModelSwitch>,
+    /// The mode `flemma/mode` set for the document, when it was set in this process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
     /// The context meter of the last request the document's engine sent in this process (its
     /// input tokens against the model's window, docs/context.md), when one was sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,6 +60,19 @@ pub struct SwitchResult {
     /// `true` when the frontmatter overrides the switch, so it has no effect on this chat.
     pub frontmatter_wins: bool,
     /// One line for the user: what the next request uses, and why.
+    pub message: String,
+}
+
+/// The answer of `flemma/mode`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModeResult {
+    /// The mode set (the document's runtime layer).
+    pub mode: String,
+    /// The mode the document's tools run in: the one set, unless the frontmatter sets a
+    /// stricter one (a chat may only make its mode stricter).
+    pub effective: String,
+    /// One line for the user: the mode the tools run in, and why.
     pub message: String,
 }
 

@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::engine::{Accepted, EngineStatus, JobsResult, SwitchResult, UsageTotals};
+use crate::engine::{Accepted, EngineStatus, JobsResult, ModeResult, SwitchResult, UsageTotals};
 use crate::error::{RequestError, codes};
 
 /// A request about one document.
@@ -56,6 +56,15 @@ pub struct SwitchParams {
     pub uri: String,
     /// A model name or `provider/model` (as `flemmad models` lists them).
     pub model: String,
+}
+
+/// `flemma/mode`: what the document's tools may change (docs/modes.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModeParams {
+    pub uri: String,
+    /// `ask`, `default` or `auto-edit`.
+    pub mode: String,
 }
 
 /// Declares [`FlemmaRequest`] and what is derived from its list: the method names, each
@@ -132,6 +141,8 @@ requests! {
     "flemma/usage" => Usage(DocumentParams),
     /// Switch the model of the document's next request.
     "flemma/switch" => Switch(SwitchParams),
+    /// Set what the document's tools may change: `ask`, `default` or `auto-edit`.
+    "flemma/mode" => Mode(ModeParams),
 }
 
 /// The notification the server sends for engine events (its params are the `event` types).
@@ -261,6 +272,7 @@ pub enum FlemmaResponse {
     Jobs(JobsResult),
     Usage(UsageTotals),
     Switch(SwitchResult),
+    Mode(ModeResult),
 }
 
 #[cfg(test)]
@@ -292,7 +304,7 @@ mod tests {
 
     #[test]
     fn every_method_is_a_request_and_a_command() {
-        assert_eq!(METHODS.len(), 11);
+        assert_eq!(METHODS.len(), 12);
         for method in METHODS {
             let command = command_of(method).unwrap();
             assert!(command.starts_with("flemma.") && !command.contains('/'));

@@ -20,6 +20,10 @@ pub struct ChatStatus {
     pub config_sources: Map<String, Value>,
     /// The process sandbox: `bwrap (network off)` or `none: <why>`.
     pub sandbox: String,
+    /// What the chat's tools may change (`ask`, `default`, `auto-edit`; docs/modes.md), as its
+    /// configuration resolves (a daemon's `flemma/mode` shows under `daemon`).
+    #[serde(default)]
+    pub mode: String,
     /// The tools offered to the model, with what the approval chain decides for a call.
     pub tools: Vec<ToolStatus>,
     /// Every tool use without a final result, in document order.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use flemma_config::{AutoApprove, ResolvedConfig};
+use flemma_config::{AutoApprove, Mode, ResolvedConfig};
 
 use crate::context::ToolPaths;
 use crate::spec::{Capability, ToolSpec};
@@ -28,6 +28,7 @@ pub struct Decision {
     pub note: Option<String>,
 }
 
+pub const MODE_URN: &str = "urn:flemma:approval:mode";
 pub const CONFIG_URN: &str = "urn:flemma:approval:config";
 pub const SANDBOX_URN: &str = "urn:flemma:approval:sandbox";
 pub const CATCH_ALL_URN: &str = "urn:flemma:approval:catch-all";
@@ -58,6 +59,76 @@ pub struct ApprovalChain {
     auto_approve_sandboxed: bool,
     require_approval: bool,
     read_scope: Option<ReadScope>,
+    mode: ModePolicy,
+}
+
+/// What the chat's `mode` decides before any other resolver (docs/modes.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModePolicy {
+    pub mode: Mode,
+    /// Whether `bash` runs in a sandbox that leaves the project read-only (`ask` lets it run
+    /// only then).
+    pub read_only_sandbox: bool,
+    /// Where `auto-edit` approves `write` and `edit` without asking: the project (paths
+    /// resolve as the tools resolve them, links followed).
+    pub edits: Option<EditScope>,
+}
+
+/// The tools `ask` lets run: they only read (and `flemma.jobs.status`, which the engine
+/// answers).
+pub const READING_TOOLS: [&str; 6] = ["read", "grep", "find", "ls", "fetch", "flemma.jobs.status"];
+
+/// Where `auto-edit` approves file edits: the project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditScope {
+    paths: ToolPaths,
+    project: PathBuf,
+}
+
+impl EditScope {
+    /// Paths resolve as `paths` says; `project` is where edits are approved.
+    pub fn new(paths: ToolPaths, project: &Path) -> Self {
+        let project =
+            crate::sandbox::resolve_path(project).unwrap_or_else(|_| project.to_path_buf());
+        Self { paths, project }
+    }
+
+    /// Whether the `path` of a `write` or `edit` call lies inside the project.
+    fn holds(&self, input: &Value) -> bool {
+        let Some(written) = input.get("path").and_then(Value::as_str) else {
+            return false;
+        };
+        self.paths
+            .resolve(written)
+            .and_then(|path| crate::sandbox::resolve_path(&path))
+            .is_ok_and(|path| path.starts_with(&self.project))
+    }
+}
+
+impl ModePolicy {
+    /// The mode's verdict on a call of `tool`, when it decides one.
+    fn decide(&self, tool: &str, input: &Value) -> Option<Verdict> {
+        match self.mode {
+            Mode::Default => None,
+            Mode::AutoEdit => (matches!(tool, "write" | "edit")
+                && self.edits.as_ref().is_some_and(|scope| scope.holds(input)))
+            .then_some(Verdict::Approve),
+            Mode::Ask if READING_TOOLS.contains(&tool) => None,
+            Mode::Ask if tool == "bash" && self.read_only_sandbox => None,
+            Mode::Ask => {
+                let why = if tool == "bash" {
+                    "`bash` runs in ask mode only in a sandbox, and none is active here (see `flemmad doctor`)".to_owned()
+                } else {
+                    format!("`{tool}` can change things, and ask mode only reads")
+                };
+                Some(Verdict::Deny {
+                    message: format!(
+                        "the chat is in ask mode (read-only): {why}. To let it run, switch the mode to `default` or `auto-edit`: `flemmad send --mode default`, the editor's mode picker, or `mode` in the configuration"
+                    ),
+                })
+            }
+        }
+    }
 }
 
 /// Where the reading tools (`read`, `grep`, `find`, `ls`) look without asking when only a
@@ -180,7 +251,18 @@ impl ApprovalChain {
             auto_approve_sandboxed: tools.auto_approve_sandboxed,
             require_approval: tools.require_approval,
             read_scope: None,
+            mode: ModePolicy::default(),
         }
+    }
+
+    /// Lets the chat's mode decide first (see [`ModePolicy`]).
+    pub fn set_mode(&mut self, mode: ModePolicy) {
+        self.mode = mode;
+    }
+
+    /// The chat's mode.
+    pub fn mode(&self) -> Mode {
+        self.mode.mode
     }
 
     /// Limits what a preset approves for the reading tools to `scope` (see [`ReadScope`]).
@@ -200,6 +282,10 @@ impl ApprovalChain {
             resolver: urn.to_string(),
             note: None,
         };
+        // 200: the mode (`ask` refuses what can change things; `auto-edit` approves edits).
+        if let Some(verdict) = self.mode.decide(&tool.name, input) {
+            return decided(verdict, MODE_URN);
+        }
         // Set when a preset approves a reading tool but not at this path.
         let mut outside_note: Option<String> = None;
         // 100: config (list or function).

@@ -36,6 +36,10 @@ pub struct PathPolicy {
     protected: Vec<PathBuf>,
     /// The sandbox's private places, when it has them.
     private: Option<PrivatePlaces>,
+    /// Why nothing but the private places is writable (a chat in ask mode), when so.
+    read_only: Option<String>,
+    /// The roots a read-only policy took away: seen where they are, not writable.
+    read_only_roots: Vec<PathBuf>,
 }
 
 /// The places a chat's sandbox has of its own on the host, and where its commands see them:
@@ -118,7 +122,24 @@ impl PathPolicy {
             git_writable: false,
             protected: Vec::new(),
             private: None,
+            read_only: None,
+            read_only_roots: Vec::new(),
         }
+    }
+
+    /// The same policy with no writable root: only the sandbox's private places (added by
+    /// [`Self::with_private`]) stay writable, for the file tools and in `bwrap` alike; a write
+    /// elsewhere is refused with `reason` (a chat in ask mode: docs/modes.md).
+    pub fn read_only(mut self, reason: impl Into<String>) -> Self {
+        self.read_only_roots.append(&mut self.roots);
+        self.read_only = Some(reason.into());
+        self
+    }
+
+    /// The roots [`Self::read_only`] took away: a command sees them where they are (a project
+    /// under `/tmp` is the project, not the private `/tmp`), read-only.
+    pub fn read_only_roots(&self) -> &[PathBuf] {
+        &self.read_only_roots
     }
 
     /// The same policy, never writing `paths` (files or folders, resolved) whatever the roots
@@ -215,6 +236,7 @@ impl PathPolicy {
             let resolved = resolve_path(path).unwrap_or_else(|_| path.to_path_buf());
             self.roots
                 .iter()
+                .chain(&self.read_only_roots)
                 .filter(|root| **root != private.tmp && **root != private.cache)
                 .any(|root| resolved.starts_with(root))
         };
@@ -283,6 +305,8 @@ impl PathGuard for PathPolicy {
         }
         if self.roots.iter().any(|root| resolved.starts_with(root)) {
             Ok(resolved)
+        } else if let Some(reason) = &self.read_only {
+            Err(format!("{} cannot be written: {reason}", path.display()))
         } else {
             let shown = if resolved == *path {
                 path.display().to_string()
@@ -515,6 +539,9 @@ pub struct CallLimits {
 pub struct Bwrap {
     program: PathBuf,
     writable: Vec<PathBuf>,
+    /// Roots bound where they are, read-only (a read-only policy's: see
+    /// [`PathPolicy::read_only_roots`]).
+    readable: Vec<PathBuf>,
     git_writable: bool,
     hidden: Vec<PathBuf>,
     network: bool,
@@ -550,6 +577,7 @@ impl Bwrap {
         Self {
             program,
             writable: outermost_directories(&writable),
+            readable: outermost_directories(policy.read_only_roots()),
             git_writable: policy.git_writable(),
             hidden: Vec::new(),
             network,
@@ -641,6 +669,9 @@ impl Bwrap {
                 plan.binds
                     .push(("--bind", private.cache.clone(), target.clone()));
             }
+        }
+        for root in &self.readable {
+            plan.binds.push(("--ro-bind", root.clone(), root.clone()));
         }
         for root in &self.writable {
             plan.binds.push(("--bind", root.clone(), root.clone()));

@@ -168,6 +168,26 @@ pub async fn send(chat: &Chat, base: &str) -> Output {
         .unwrap()
 }
 
+/// The content of the tool result `id` in `chat` (its fence's content).
+pub fn result_of<'t>(chat: &'t str, id: &str) -> &'t str {
+    let (_, rest) = result_line(chat, id);
+    let body = rest.find("\n```").map_or(rest, |at| &rest[at + 4..]);
+    let end = body.find("\n```").unwrap_or(body.len());
+    &body[..end]
+}
+
+/// The header line of the tool result `id` in `chat` (with its status: `(error)`, …), and
+/// what follows it.
+pub fn result_line<'t>(chat: &'t str, id: &str) -> (&'t str, &'t str) {
+    let header = format!("**Tool Result:** `{id}`");
+    let start = chat
+        .find(&header)
+        .unwrap_or_else(|| panic!("no result for {id}:\n{chat}"));
+    let rest = &chat[start..];
+    let end = rest.find('\n').unwrap_or(rest.len());
+    (&rest[..end], &rest[end..])
+}
+
 pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap()
 }

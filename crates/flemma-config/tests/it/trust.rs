@@ -452,3 +452,58 @@ fn an_alias_widens_no_more_than_the_option_it_stands_for() {
         "a neutral alias still applies"
     );
 }
+
+/// `mode` (docs/modes.md): an untrusted chat may make it stricter (`auto-edit` → `default` →
+/// `ask`), never wider; a trusted one sets any mode; a runtime choice (`send --mode`, an ACP
+/// client's picker) is a layer below the frontmatter, which may still narrow it.
+#[test]
+fn an_untrusted_chat_may_only_make_its_mode_stricter() {
+    let mode_of = |layers: Vec<ConfigLayer>| resolved(layers).config.mode;
+    let runtime =
+        |mode: &str| ConfigLayer::from_json(&json!({ "mode": mode }), LayerKind::Runtime).unwrap();
+    assert_eq!(mode_of(vec![ConfigLayer::defaults()]), Mode::Default);
+    let widened = resolved(vec![
+        ConfigLayer::defaults(),
+        untrusted(json!({"mode": "auto-edit"})),
+    ]);
+    assert_eq!(widened.config.mode, Mode::Default);
+    assert_eq!(ignored_paths(&widened), ["mode"]);
+    assert_eq!(
+        mode_of(vec![
+            ConfigLayer::defaults(),
+            untrusted(json!({"mode": "ask"}))
+        ]),
+        Mode::Ask
+    );
+    assert_eq!(
+        mode_of(vec![
+            ConfigLayer::defaults(),
+            trusted(json!({"mode": "auto-edit"}))
+        ]),
+        Mode::AutoEdit
+    );
+    assert_eq!(
+        mode_of(vec![
+            ConfigLayer::defaults(),
+            runtime("auto-edit"),
+            untrusted(json!({"mode": "default"}))
+        ]),
+        Mode::Default
+    );
+    assert_eq!(
+        mode_of(vec![
+            ConfigLayer::defaults(),
+            runtime("ask"),
+            untrusted(json!({"mode": "default"}))
+        ]),
+        Mode::Ask
+    );
+    let unknown = ConfigLayer::from_json(&json!({"mode": "yolo"}), LayerKind::Frontmatter)
+        .expect_err("an unknown mode is an error");
+    assert!(
+        unknown
+            .to_string()
+            .contains("'auto-edit', 'default', 'ask'"),
+        "{unknown}"
+    );
+}
