@@ -259,6 +259,21 @@ impl Backend for AcpHost {
         crate::editor_sessions::files_gone(path, files);
     }
 
+    fn mode(&self, path: &Path) -> Result<flemma_config::Mode, String> {
+        self.host
+            .resolved_mode(path, None)
+            .map_err(|e| e.to_string())
+    }
+
+    fn set_mode(
+        &self,
+        path: &Path,
+        mode: flemma_config::Mode,
+    ) -> Result<flemma_config::Mode, String> {
+        self.call(path, "flemma/mode", json!({ "mode": mode.as_str() }))?;
+        self.mode(path)
+    }
+
     fn slash_command(&self, path: &Path, command: &str, argument: &str) -> Result<String, String> {
         match command {
             "status" => slash_status(path, self.host.config_path()),

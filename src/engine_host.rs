@@ -756,15 +756,11 @@ impl EngineHost {
                 flemma_config::MODES.join(", ")
             )));
         };
-        let text = self.shared.text_of(path).map_err(invalid_switch)?;
         let mut layer = ConfigLayer::new(LayerKind::Runtime);
         layer
             .set("mode", serde_json::Value::String(name.to_owned()))
             .map_err(|error| RequestError::invalid_params(error.to_string()))?;
-        let mut input = self.shared.config_input(path, self.config_path.as_deref());
-        input.layers.push(layer.clone());
-        let frontmatter = self.shared.frontmatter_layers(path, &text)?;
-        let effective = resolved_config(path, &input, &frontmatter)?.config.mode;
+        let effective = self.resolved_mode(path, Some(layer.clone()))?;
         lock(&self.shared.modes).insert(path.to_owned(), (layer, mode));
         let name = path.file_name().map_or_else(
             || path.display().to_string(),
@@ -789,6 +785,25 @@ impl EngineHost {
             effective: effective.as_str().to_owned(),
             message,
         })
+    }
+
+    /// The mode the document's tools run in at its next send (docs/modes.md): its
+    /// configuration's, with `flemma/mode`'s layer (or `instead`, a new one) and its
+    /// frontmatter.
+    pub fn resolved_mode(
+        &self,
+        path: &Path,
+        instead: Option<ConfigLayer>,
+    ) -> Result<flemma_config::Mode, RequestError> {
+        let text = self.shared.text_of(path).map_err(invalid_switch)?;
+        let mut input = self.shared.config_input(path, self.config_path.as_deref());
+        if let Some(layer) = instead {
+            let set_before = lock(&self.shared.modes).get(path).map(|(l, _)| l.clone());
+            input.layers.retain(|l| Some(l) != set_before.as_ref());
+            input.layers.push(layer);
+        }
+        let frontmatter = self.shared.frontmatter_layers(path, &text)?;
+        Ok(resolved_config(path, &input, &frontmatter)?.config.mode)
     }
 
     /// `flemma/jobs`.

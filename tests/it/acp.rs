@@ -1938,3 +1938,108 @@ fn collect_methods(value: &Value, into: &mut std::collections::BTreeSet<String>)
         _ => {}
     }
 }
+
+/// Modes (docs/modes.md) from an ACP client, both ways the protocol has: the session modes
+/// and the `mode` config option, each announced with the session and changed by either, with
+/// `current_mode_update` and `config_option_update`. `ask` refuses a `write` without asking;
+/// `auto-edit` runs one inside the project without asking; an unknown mode is refused.
+async fn the_mode_pickers_change_what_the_tools_may_do(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp modes").await else {
+        return;
+    };
+    project.only_read_runs_alone();
+    mock.push(Turn::text("Writing.").tool_call_with_id(
+        "write",
+        "w1",
+        json!({"label": "note", "path": "notes.txt", "content": "ask\n"}),
+    ));
+    mock.push(Turn::text("Refused, I am in ask mode."));
+    mock.push(Turn::text("Writing again.").tool_call_with_id(
+        "write",
+        "w2",
+        json!({"label": "note", "path": "notes.txt", "content": "auto-edit\n"}),
+    ));
+    mock.push(Turn::text("Written."));
+    let report = project
+        .client(
+            &client,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "set_mode", "mode": "ask"},
+                {"op": "prompt", "text": "Keep a note.", "permission": "reject_once"},
+                {"op": "set_config_option", "config": "mode", "value": "auto-edit"},
+                {"op": "prompt", "text": "Now keep it.", "permission": "reject_once"},
+                {"op": "set_mode", "mode": "yolo"}
+            ]),
+        )
+        .await;
+    let steps = report["steps"].as_array().unwrap();
+    let new = &steps[0]["result"];
+    assert_eq!(new["modes"]["currentModeId"], "default", "{new}");
+    let ids: Vec<&str> = new["modes"]["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["auto-edit", "default", "ask"]);
+    assert_eq!(new["configOptions"][0]["id"], "mode", "{new}");
+    assert_eq!(new["configOptions"][0]["currentValue"], "default", "{new}");
+    assert_eq!(new["configOptions"][0]["category"], "mode", "{new}");
+
+    // Told both ways (after the answer: in that step or the next one).
+    let told: Vec<&Value> = steps
+        .iter()
+        .flat_map(|step| step["updates"].as_array().unwrap())
+        .filter(|u| {
+            u["sessionUpdate"] == "current_mode_update"
+                || u["sessionUpdate"] == "config_option_update"
+        })
+        .collect();
+    let modes_told: Vec<&str> = told
+        .iter()
+        .filter_map(|u| u["currentModeId"].as_str())
+        .collect();
+    assert_eq!(modes_told, ["ask", "auto-edit"], "{report}");
+    assert!(
+        told.iter()
+            .any(|u| u["configOptions"][0]["currentValue"] == "ask"),
+        "{report}"
+    );
+
+    // Ask: refused before it ran, nobody asked.
+    let ask = &steps[2];
+    assert_eq!(ask["result"]["stopReason"], "end_turn", "{ask}");
+    assert_eq!(ask["permissions"], json!([]), "{ask}");
+    let failed = ask["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["toolCallId"] == "w1" && u["status"] == "failed")
+        .unwrap_or_else(|| panic!("w1 failed: {ask}"));
+    assert!(failed.to_string().contains("ask mode"), "{failed}");
+
+    // The config option answers with the options as they are now.
+    let set = &steps[3]["result"];
+    assert_eq!(
+        set["configOptions"][0]["currentValue"], "auto-edit",
+        "{set}"
+    );
+    // Auto-edit: the write inside the project ran without asking.
+    let auto = &steps[4];
+    assert_eq!(auto["permissions"], json!([]), "{auto}");
+    assert_eq!(
+        std::fs::read_to_string(project.cwd().join("notes.txt")).unwrap(),
+        "auto-edit\n"
+    );
+
+    let refused = steps[5]["error"]["message"].as_str().unwrap_or_default();
+    let data = steps[5]["error"]["data"].to_string();
+    assert!(
+        refused.contains("auto-edit, default, ask") || data.contains("auto-edit, default, ask"),
+        "{report}"
+    );
+}
+
+with_each_sdk!(the_mode_pickers_change_what_the_tools_may_do);

@@ -21,8 +21,9 @@ use agent_client_protocol::v1::schema::{
     ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
 };
 use agent_client_protocol::v1::schema::{
-    Diff, ForkSessionRequest, ForkSessionResponse, SessionForkCapabilities, SessionInfoUpdate,
-    ToolCallContent,
+    Diff, ForkSessionRequest, ForkSessionResponse, SessionConfigId, SessionForkCapabilities,
+    SessionInfoUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse, ToolCallContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
@@ -31,7 +32,8 @@ use futures::SinkExt as _;
 use tokio::sync::watch;
 
 use crate::{
-    Backend, ClientFiles, McpServerSpec, TurnEvent, new_chat_text, prompt, replay, sessions_dir,
+    Backend, ClientFiles, McpServerSpec, TurnEvent, modes, new_chat_text, prompt, replay,
+    sessions_dir,
 };
 
 /// Serves ACP on `input`/`output` (stdin and stdout) until the client closes its side. Lines
@@ -360,6 +362,8 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
     let on_delete = state.clone();
     let on_fork = state.clone();
     let on_list = state.clone();
+    let on_set_mode = state.clone();
+    let on_set_option = state.clone();
     let on_prompt = state.clone();
     let on_cancel = state;
     Agent
@@ -404,7 +408,12 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         cx: ConnectionTo<Client>| {
                 match new_session(&on_new, request, &cx) {
                     Ok(id) => {
-                        responder.respond(NewSessionResponse::new(id.clone()))?;
+                        let mode = session_mode(&on_new, &id);
+                        responder.respond(
+                            NewSessionResponse::new(id.clone())
+                                .modes(mode.map(modes::mode_state))
+                                .config_options(mode.map(modes::config_options)),
+                        )?;
                         announce_commands(&cx, &id)
                     }
                     Err(error) => responder.respond_with_error(error),
@@ -419,7 +428,12 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                 let id = request.session_id.0.to_string();
                 match load_session(&on_load, request, &cx) {
                     Ok(()) => {
-                        responder.respond(LoadSessionResponse::new())?;
+                        let mode = session_mode(&on_load, &id);
+                        responder.respond(
+                            LoadSessionResponse::new()
+                                .modes(mode.map(modes::mode_state))
+                                .config_options(mode.map(modes::config_options)),
+                        )?;
                         announce_commands(&cx, &id)
                     }
                     Err(error) => responder.respond_with_error(error),
@@ -434,7 +448,12 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                 let id = request.session_id.0.to_string();
                 match resume_session(&on_resume, request, &cx) {
                     Ok(()) => {
-                        responder.respond(ResumeSessionResponse::new())?;
+                        let mode = session_mode(&on_resume, &id);
+                        responder.respond(
+                            ResumeSessionResponse::new()
+                                .modes(mode.map(modes::mode_state))
+                                .config_options(mode.map(modes::config_options)),
+                        )?;
                         announce_commands(&cx, &id)
                     }
                     Err(error) => responder.respond_with_error(error),
@@ -468,7 +487,12 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         cx: ConnectionTo<Client>| {
                 match fork_session(&on_fork, request, &cx) {
                     Ok(id) => {
-                        responder.respond(ForkSessionResponse::new(id.clone()))?;
+                        let mode = session_mode(&on_fork, &id);
+                        responder.respond(
+                            ForkSessionResponse::new(id.clone())
+                                .modes(mode.map(modes::mode_state))
+                                .config_options(mode.map(modes::config_options)),
+                        )?;
                         announce_commands(&cx, &id)
                     }
                     Err(error) => responder.respond_with_error(error),
@@ -482,6 +506,44 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         _cx: ConnectionTo<Client>| {
                 match list_sessions(&on_list, request) {
                     Ok(response) => responder.respond(response),
+                    Err(error) => responder.respond_with_error(error),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionModeRequest,
+                        responder: Responder<SetSessionModeResponse>,
+                        cx: ConnectionTo<Client>| {
+                let id = request.session_id.0.to_string();
+                match set_mode(&on_set_mode, &request.session_id, None, &request.mode_id.0) {
+                    Ok(mode) => {
+                        responder.respond(SetSessionModeResponse::new())?;
+                        modes::announce(&cx, &id, mode)
+                    }
+                    Err(error) => responder.respond_with_error(error),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionConfigOptionRequest,
+                        responder: Responder<SetSessionConfigOptionResponse>,
+                        cx: ConnectionTo<Client>| {
+                let id = request.session_id.0.to_string();
+                let value = modes::value_text(&request.value).unwrap_or_default();
+                match set_mode(
+                    &on_set_option,
+                    &request.session_id,
+                    Some(&request.config_id),
+                    &value,
+                ) {
+                    Ok(mode) => {
+                        responder.respond(SetSessionConfigOptionResponse::new(
+                            modes::config_options(mode),
+                        ))?;
+                        modes::announce(&cx, &id, mode)
+                    }
                     Err(error) => responder.respond_with_error(error),
                 }
             },
@@ -718,6 +780,31 @@ fn delete_session(state: &State, session_id: &SessionId) -> Result<DeleteSession
 
 /// The slash commands of a session, told once the client knows the session (after the
 /// answer that names it).
+/// The mode of the session `id` for the responses of `session/new`, `load`, `resume` and
+/// `fork` (none when its configuration does not resolve: the client then shows no picker).
+fn session_mode(state: &State, id: &str) -> Option<flemma_config::Mode> {
+    state.backend.mode(Path::new(id)).ok()
+}
+
+/// `session/set_mode` and `session/set_config_option`: the mode the session's tools will run
+/// in (its chat's frontmatter may make it stricter than asked). Not for a delegated session:
+/// its prompts come from another model, whose harness must not widen what it may do.
+fn set_mode(
+    state: &State,
+    id: &SessionId,
+    config_id: Option<&SessionConfigId>,
+    value: &str,
+) -> Result<flemma_config::Mode, Error> {
+    let session = state.session(id)?;
+    if session.delegated {
+        return Err(invalid(
+            "this session was opened for another agent's ask_agent: its mode is its chat's configuration's, set by flemmad's user",
+        ));
+    }
+    let mode = modes::requested(config_id, value)?;
+    state.backend.set_mode(&session.path, mode).map_err(invalid)
+}
+
 fn announce_commands(cx: &ConnectionTo<Client>, session: &str) -> Result<(), Error> {
     cx.send_notification(SessionNotification::new(
         session.to_owned(),

@@ -23,6 +23,7 @@ pub mod commands;
 pub mod delegation;
 pub mod files;
 pub mod list;
+pub mod modes;
 pub mod prompt;
 pub mod replay;
 
@@ -127,6 +128,21 @@ pub trait Backend: Send + Sync + 'static {
     fn slash_command(&self, path: &Path, command: &str, argument: &str) -> Result<String, String> {
         let _ = (path, argument);
         Err(format!("/{command} is not available here"))
+    }
+    /// The mode the tools of the chat at `path` run in from its next prompt (docs/modes.md).
+    fn mode(&self, path: &Path) -> Result<flemma_config::Mode, String> {
+        let _ = path;
+        Ok(flemma_config::Mode::Default)
+    }
+    /// Sets the mode of the chat at `path` for this daemon or process (never in the chat's
+    /// file); the mode its tools will run in (its frontmatter may make it stricter).
+    fn set_mode(
+        &self,
+        path: &Path,
+        mode: flemma_config::Mode,
+    ) -> Result<flemma_config::Mode, String> {
+        let _ = (path, mode);
+        Err("modes are not available here".to_owned())
     }
     /// `session/delete`: moves the chat at `path` out of its project into flemmad's trash
     /// (never destroyed); returns where it lies now, for the user to restore by moving it back.

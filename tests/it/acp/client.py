@@ -21,6 +21,9 @@ Steps (a JSON list):
                                                   $/cancel_request for the prompt instead,
                                                   `cancel_when_seen` once an update holds TEXT
   {"op": "list"}                                  session/list in CWD
+  {"op": "set_mode", "mode": ID}                  session/set_mode of the current session
+  {"op": "set_config_option", "config": ID,       session/set_config_option of the current
+   "value": VALUE}                                session
   {"op": "resume", "session": PATH}               session/resume of a chat (no replay)
   {"op": "close"} / {"op": "delete"}              session/close / session/delete of the
                                                   current session
@@ -209,6 +212,16 @@ async def main():
                     record["result"] = await conn._conn.send_request(
                         "session/delete", {"sessionId": session_id}
                     )
+                elif step["op"] == "set_mode":
+                    response = await conn.set_session_mode(
+                        session_id=session_id, mode_id=step["mode"]
+                    )
+                    record["result"] = dump(response) if response is not None else {}
+                elif step["op"] == "set_config_option":
+                    response = await conn.set_config_option(
+                        config_id=step["config"], session_id=session_id, value=step["value"]
+                    )
+                    record["result"] = dump(response)
                 elif step["op"] == "list":
                     response = await conn.list_sessions(cwd=cwd)
                     record["result"] = dump(response)

@@ -150,6 +150,17 @@ await app.connectWith(stream, async (context) => {
         case "delete":
           record.result = (await agent.request(acp.methods.agent.session.delete, { sessionId })) ?? {};
           break;
+        case "set_mode":
+          record.result =
+            (await agent.request(acp.methods.agent.session.setMode, { sessionId, modeId: step.mode })) ?? {};
+          break;
+        case "set_config_option":
+          record.result = await agent.request(acp.methods.agent.session.setConfigOption, {
+            sessionId,
+            configId: step.config,
+            value: step.value,
+          });
+          break;
         case "list":
           record.result = await agent.request(acp.methods.agent.session.list, { cwd });
           break;
