@@ -450,6 +450,15 @@ async fn a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same(s
 
 with_each_sdk!(a_new_session_streams_the_reply_into_a_chat_send_would_write_the_same);
 
+/// A reply saying `text` that writes `content` into `notes.txt` (call `id`).
+fn writing_notes(text: &str, id: &str, content: &str) -> Turn {
+    Turn::text(text).tool_call_with_id(
+        "write",
+        id,
+        json!({"label": "notes", "path": "notes.txt", "content": content}),
+    )
+}
+
 fn bash_turn(id: &str, command: &str) -> Turn {
     Turn::text("Let me run it.").tool_call_with_id(
         "bash",
@@ -1817,11 +1826,7 @@ async fn slash_commands_status_and_rewind(sdk: Sdk) {
         .status()
         .unwrap();
     assert!(init.success());
-    mock.push(Turn::text("Writing.").tool_call_with_id(
-        "write",
-        "w1",
-        json!({"label": "notes", "path": "notes.txt", "content": "one\n"}),
-    ));
+    mock.push(writing_notes("Writing.", "w1", "one\n"));
     mock.push(Turn::text("Written."));
     let report = project
         .client(
@@ -1948,17 +1953,9 @@ async fn the_mode_pickers_change_what_the_tools_may_do(sdk: Sdk) {
         return;
     };
     project.only_read_runs_alone();
-    mock.push(Turn::text("Writing.").tool_call_with_id(
-        "write",
-        "w1",
-        json!({"label": "note", "path": "notes.txt", "content": "ask\n"}),
-    ));
+    mock.push(writing_notes("Writing.", "w1", "ask\n"));
     mock.push(Turn::text("Refused, I am in ask mode."));
-    mock.push(Turn::text("Writing again.").tool_call_with_id(
-        "write",
-        "w2",
-        json!({"label": "note", "path": "notes.txt", "content": "auto-edit\n"}),
-    ));
+    mock.push(writing_notes("Writing again.", "w2", "auto-edit\n"));
     mock.push(Turn::text("Written."));
     let report = project
         .client(
