@@ -294,7 +294,7 @@ check(vim.fn.getreg("b"):sub(1, #"@You:\nCount to eighty.\n") == "@You:\nCount t
 -- 6. :Flemma: completion, and every subcommand says what it did.
 local names = vim.fn.getcompletion("Flemma ", "cmdline")
 local missing = {}
-for _, name in ipairs({ "send", "cancel", "switch", "status", "usage", "estimate", "approve", "reject", "autopilot", "jobs" }) do
+for _, name in ipairs({ "send", "cancel", "switch", "mode", "status", "usage", "estimate", "approve", "reject", "autopilot", "jobs" }) do
   if not vim.tbl_contains(names, name) then
     table.insert(missing, name)
   end
@@ -318,6 +318,11 @@ says("Flemma estimate", "flemmad: estimate: ")
 check(told("flemmad: estimate: ") ~= nil and told("flemmad: estimate: "):find("input tokens", 1, true) ~= nil,
   ":Flemma estimate counts the buffer's tokens with the provider", told("flemmad: estimate: "))
 says("Flemma switch anthropic/claude-opus-4-1", "claude-opus-4-1")
+check(vim.tbl_contains(vim.fn.getcompletion("Flemma mode ", "cmdline"), "auto-edit"),
+  ":Flemma mode <Tab> completes the modes", vim.inspect(vim.fn.getcompletion("Flemma mode ", "cmdline")))
+says("Flemma mode ask", "in ask mode from its next send")
+says("Flemma status", "ask mode")
+says("Flemma mode default", "in default mode from its next send")
 says("Flemma autopilot off", "flemmad: autopilot off")
 -- With autopilot off (the client's settings), a reply's call gets no placeholder: nothing waits.
 T.queue_turns({ { steps = {

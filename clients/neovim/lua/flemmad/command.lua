@@ -1,5 +1,5 @@
 -- `:Flemma {subcommand}` with completion (Neovim 0.11 and later), for what Flemma users type:
--- send, cancel, switch, status, usage, estimate, approve, reject, approve-all, background,
+-- send, cancel, switch, mode, status, usage, estimate, approve, reject, approve-all, background,
 -- execute, autopilot, jobs, messages. Flemma's own spellings (`usage:recall`,
 -- `usage:estimate`, `tool:approve`, `tool:reject`, `tool:approve-all`, `autopilot:enable`, …)
 -- work too. Every subcommand says what it did.
@@ -179,6 +179,20 @@ commands.execute = {
     flemmad.execute("flemma.execute", b, id)
   end,
 }
+commands.mode = {
+  run = function(b, args)
+    if args[1] == nil then
+      flemmad.notify("which mode? :Flemma mode ask|default|auto-edit", vim.log.levels.WARN)
+      return
+    end
+    flemmad.execute("flemma.mode", b, args[1])
+  end,
+  complete = function(arglead)
+    return vim.tbl_filter(function(mode)
+      return vim.startswith(mode, arglead)
+    end, { "ask", "default", "auto-edit" })
+  end,
+}
 commands.switch = {
   run = function(b, args)
     if args[1] == nil then
@@ -324,7 +338,7 @@ function M.setup()
     M.run(opts.args)
   end, {
     nargs = "*",
-    desc = "flemmad: send, cancel, switch, status, usage, estimate, approve, reject, autopilot, jobs…",
+    desc = "flemmad: send, cancel, switch, mode, status, usage, estimate, approve, reject, autopilot, jobs…",
     complete = M.complete,
   })
 end

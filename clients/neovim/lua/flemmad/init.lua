@@ -260,6 +260,9 @@ function M.told(command, bufnr, answer, arguments)
     ["flemma.switch"] = function()
       return type(answer) == "table" and answer.message or ("switched to " .. tostring(id))
     end,
+    ["flemma.mode"] = function()
+      return type(answer) == "table" and answer.message or ("mode " .. tostring(id))
+    end,
   }
   local line = lines[command]
   return line and line() or (command .. " done")
@@ -319,6 +322,9 @@ function M.status_line(status)
   end
   if type(status.lastStop) == "string" and status.lastStop ~= status.state then
     table.insert(parts, "last stop: " .. status.lastStop)
+  end
+  if type(status.mode) == "string" then
+    table.insert(parts, status.mode .. " mode")
   end
   if type(status.switched) == "table" then
     table.insert(parts, "switched to " .. tostring(status.switched.provider) .. "/" .. tostring(status.switched.model))
