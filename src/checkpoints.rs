@@ -52,6 +52,40 @@ fn too_broad(project: &Path, home: Option<&Path>) -> bool {
         || home.is_some_and(|home| flemma_protocol::document::normalize(home) == project)
 }
 
+/// The tree recorded for the chat at `chat` whose project is `project`: the project, unless
+/// the chat's folder lies in a folder the project's repository ignores (a scratch project
+/// under a repository's ignored `target/` or `build/`): that repository's files are not the
+/// chat's, and its view would see none of the chat's, so the chat's folder is recorded
+/// (with its own `.gitignore` files, and whatever repositories enclose it).
+fn own_tree(chat: &Path, project: PathBuf) -> PathBuf {
+    let start = flemma_config::reach::project_start(chat);
+    if start == project || !start.starts_with(&project) {
+        return project;
+    }
+    let ignored = Command::new("git")
+        .arg("-C")
+        .arg(&project)
+        .args([
+            "-c",
+            "core.fsmonitor=false",
+            "check-ignore",
+            "--quiet",
+            "--",
+        ])
+        .arg(&start)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if ignored { start } else { project }
+}
+
 /// One recorded point: before or after a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Point {
@@ -120,7 +154,7 @@ impl Checkpoints {
         let project = flemma_config::reach::chat_project(&chat, home.as_deref(), |dir| {
             dir.join(".git").exists()
         });
-        Self::for_chat(&chat, &project)
+        Self::for_chat(&chat, &own_tree(&chat, project))
     }
 
     /// The checkpoints to record for calls of `chat`, unless its project is too broad to

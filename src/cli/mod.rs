@@ -242,14 +242,17 @@ pub enum Command {
     /// repositories are left out; a chat kept directly in your home directory or in `/` gets no
     /// checkpoints. --call ID shows one call. Exit status: 0; 2 for an unknown call or file.
     Changes(changes::ChangesArgs),
-    /// Put a project's files back as they were before one of the chat's tool calls.
+    /// Put a project's files back as they were before one of the chat's tool calls, and/or
+    /// cut the chat back to before it.
     ///
     /// Restores every file the calls since then changed and removes the files they created
-    /// (from the checkpoints `flemmad changes` shows); the chat itself is not changed. A file
-    /// changed since the conversation's last call (by you or another program) is not
-    /// overwritten without --force: the command then changes nothing and names it.
-    /// --dry-run says what would happen. Exit status: 0 done; 1 refused or failed; 2 for an
-    /// unknown call or file.
+    /// (from the checkpoints `flemmad changes` shows); the chat itself is not changed unless
+    /// --chat or --both: then the answer that made the call and everything after it are cut
+    /// off, the whole chat kept first under $XDG_STATE_HOME/flemma/rewound/ (where no tool can
+    /// write), and --undo-chat puts it back. A file changed since the conversation's last call
+    /// (by you or another program) is not overwritten without --force: the command then
+    /// changes nothing and names it. --dry-run says what would happen. Exit status: 0 done; 1
+    /// refused or failed; 2 for an unknown call or file.
     Rewind(changes::RewindArgs),
 }
 

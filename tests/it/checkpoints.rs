@@ -49,6 +49,17 @@ fn git(dir: &Path, args: &[&str]) {
     assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
 }
 
+/// `flemmad ARGS` for `chat` against the mock provider at `base`, run to its end.
+fn flemmad(
+    chat: &crate::common::Chat,
+    base: &str,
+    args: &[&str],
+) -> impl std::future::Future<Output = Output> + use<> {
+    let mut command = flemmad_command(chat, base);
+    command.args(args);
+    async move { command.output().await.unwrap() }
+}
+
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -88,11 +99,7 @@ async fn changes_shows_each_call_and_rewind_puts_the_files_back() {
         json!({"label": "tidy", "command": "rm notes.txt && mv src.txt moved.txt", "timeout": null}),
     ));
     mock.push(Turn::text("Done."));
-    let run = |args: &[&str]| {
-        let mut command = flemmad_command(&chat, &base);
-        command.args(args);
-        async move { command.output().await.unwrap() }
-    };
+    let run = |args: &[&str]| flemmad(&chat, &base, args);
     let file = chat.path.display().to_string();
     let out = run(&["send", &file]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -275,4 +282,234 @@ async fn send_diff_lists_what_the_pending_edit_would_change() {
     let out = command.output().await.unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(!stderr(&out).contains("+++ b/notes.md"), "{}", stderr(&out));
+}
+
+/// The diff is checked when the call runs (issue 35): a pending `edit` or `write` records the
+/// file it was reviewed against; approved after the file changed, it writes nothing and says
+/// so (a tool error the model reads), even in another process than the one that proposed it.
+/// Approved with the file unchanged, it runs.
+#[tokio::test]
+async fn an_approved_change_to_a_file_changed_since_its_review_writes_nothing() {
+    let mock = MockProvider::start().await.unwrap();
+    let chat = chat("@You:\nFix the notes.\n");
+    write_user_config(&chat, "[tools]\nauto_approve = [\"read\"]\n");
+    let dir = chat.path.parent().unwrap();
+    std::fs::write(dir.join("notes.md"), "alpha\nbeta\n").unwrap();
+    std::fs::write(dir.join("kept.md"), "one\n").unwrap();
+    mock.push(
+        Turn::text("Fixing.")
+            .tool_call_with_id(
+                "edit",
+                "e1",
+                json!({"label": "fix", "path": "notes.md", "oldText": "beta", "newText": "BETA"}),
+            )
+            .tool_call_with_id(
+                "write",
+                "w1",
+                json!({"label": "new", "path": "new.md", "content": "fresh\n"}),
+            )
+            .tool_call_with_id(
+                "edit",
+                "e2",
+                json!({"label": "keep", "path": "kept.md", "oldText": "one", "newText": "ONE"}),
+            ),
+    );
+    let send = || {
+        let mut command = flemmad_command(&chat, &mock.base_url());
+        command.args(["send", "--no-daemon"]).arg(&chat.path);
+        async move { command.output().await.unwrap() }
+    };
+    let out = send().await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    // Meanwhile, someone changes the file under review and creates the one to be written.
+    std::fs::write(dir.join("notes.md"), "alpha\nbeta\ngamma\n").unwrap();
+    std::fs::write(dir.join("new.md"), "mine\n").unwrap();
+    let mut approve = flemmad_command(&chat, &mock.base_url());
+    approve
+        .args(["approve", "--no-daemon", "--all"])
+        .arg(&chat.path);
+    let out = approve.output().await.unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    mock.push(Turn::text("Understood."));
+    let out = send().await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = read(&chat.path);
+    assert_eq!(
+        read(&dir.join("notes.md")),
+        "alpha\nbeta\ngamma\n",
+        "{text}"
+    );
+    assert_eq!(read(&dir.join("new.md")), "mine\n", "{text}");
+    assert_eq!(read(&dir.join("kept.md")), "ONE\n", "{text}");
+    for expected in [
+        "**Tool Result:** `e1` (error)\n```\nnothing was written: notes.md was changed after this call was proposed",
+        "**Tool Result:** `w1` (error)\n```\nnothing was written: new.md was created after this call was proposed",
+        "Review the change again against the file as it is now and approve it again",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in:\n{text}");
+    }
+    assert!(!text.contains("**Tool Result:** `e2` (error)"), "{text}");
+    // The model was told.
+    let requests = mock.requests();
+    let last = requests.last().unwrap().body.to_string();
+    assert!(
+        last.contains("notes.md was changed after this call was proposed"),
+        "{last}"
+    );
+}
+
+/// A project in a folder that an enclosing repository ignores (a scratch folder under its
+/// `build/`, as tests' temp folders under `target/`), with and without a repository of its
+/// own: its checkpoints record the project's files, not the enclosing repository's view (in
+/// which they are ignored), so `changes` sees the call and `rewind` undoes it; the enclosing
+/// repository is left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_under_a_repository_that_ignores_it_is_recorded() {
+    for own_repository in [false, true] {
+        let mock = MockProvider::start().await.unwrap();
+        let base = mock.base_url();
+        let outer = tempfile::tempdir().unwrap();
+        git(outer.path(), &["init", "--quiet"]);
+        std::fs::write(outer.path().join(".gitignore"), "build/\n").unwrap();
+        std::fs::write(outer.path().join("outer.txt"), "outer\n").unwrap();
+        git(outer.path(), &["add", ".gitignore", "outer.txt"]);
+        git(outer.path(), &["commit", "--quiet", "-m", "outer"]);
+        let outer_git = outer.path().join(".git");
+        let outer_repository = snapshot(&outer_git);
+        let chat = crate::common::chat_under(outer, "build/scratch", "@You:\nNote it.\n");
+        let project = chat.path.parent().unwrap().to_path_buf();
+        if own_repository {
+            git(&project, &["init", "--quiet"]);
+        }
+        write_user_config(&chat, "[tools]\nauto_approve = [\"$standard\"]\n");
+        std::fs::write(project.join("src.txt"), "alpha\n").unwrap();
+        mock.push(Turn::text("Noting.").tool_call_with_id(
+            "write",
+            "t_note",
+            json!({"label": "note", "path": "notes.txt", "content": "one\n"}),
+        ));
+        mock.push(Turn::text("Editing.").tool_call_with_id(
+            "edit",
+            "t_edit",
+            json!({"label": "src", "path": "src.txt", "oldText": "alpha", "newText": "beta"}),
+        ));
+        mock.push(Turn::text("Done."));
+        let run = |args: &[&str]| flemmad(&chat, &base, args);
+        let file = chat.path.display().to_string();
+        let out = run(&["send", &file]).await;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(read(&project.join("src.txt")), "beta\n");
+
+        let out = run(&["changes", &file]).await;
+        assert!(out.status.success(), "{}", stderr(&out));
+        let all = stdout(&out);
+        assert!(
+            all.contains("== t_note (write): 1 file changed\n")
+                && all.contains("+++ b/notes.txt\n")
+                && all.contains("== t_edit (edit): 1 file changed\n")
+                && all.contains("-alpha\n+beta\n")
+                && !all.contains("outer.txt"),
+            "own repository: {own_repository}\n{all}"
+        );
+        let out = run(&["rewind", &file, "--to", "t_note"]).await;
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(
+            stdout(&out),
+            "restored src.txt\nremoved notes.txt\n",
+            "own repository: {own_repository}"
+        );
+        assert!(!project.join("notes.txt").exists());
+        assert_eq!(read(&project.join("src.txt")), "alpha\n");
+        assert_eq!(snapshot(&outer_git), outer_repository);
+    }
+}
+
+/// `rewind --both` and `--chat` (issue 35): the chat is cut back to just before the answer
+/// that made the call, byte for byte, the whole chat kept in the state folder first (where no
+/// tool writes) and put back exactly by `--undo-chat`; `--dry-run` changes nothing; a chat
+/// changed since the cut is not overwritten by the undo.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewind_chat_cuts_the_chat_back_and_undo_chat_puts_it_back() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = chat("@You:\nKeep notes.\n");
+    let project = chat.path.parent().unwrap().to_path_buf();
+    write_user_config(&chat, "[tools]\nauto_approve = [\"$standard\"]\n");
+    mock.push(Turn::text("First.").tool_call_with_id(
+        "write",
+        "t_one",
+        json!({"label": "one", "path": "one.txt", "content": "1\n"}),
+    ));
+    mock.push(Turn::text("Second.").tool_call_with_id(
+        "write",
+        "t_two",
+        json!({"label": "two", "path": "two.txt", "content": "2\n"}),
+    ));
+    mock.push(Turn::text("Done."));
+    let run = |args: &[&str]| flemmad(&chat, &base, args);
+    let file = chat.path.display().to_string();
+    let out = run(&["send", &file]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let whole = read(&chat.path);
+    let second = whole.find("@Assistant:\nSecond.").expect(&whole);
+    let cut_line = whole[..second].matches('\n').count() + 1;
+
+    // --dry-run says what, and changes nothing.
+    let out = run(&["rewind", &file, "--to", "t_two", "--both", "--dry-run"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "would remove two.txt\nwould cut the chat from line {cut_line} (the `@Assistant:` message that made `t_two`, and the 3 messages after it)\n"
+        )
+    );
+    assert_eq!(read(&chat.path), whole);
+    assert!(project.join("two.txt").exists());
+
+    let out = run(&["rewind", &file, "--to", "t_two", "--both"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!project.join("two.txt").exists());
+    assert_eq!(read(&project.join("one.txt")), "1\n");
+    assert_eq!(read(&chat.path), whole[..second]);
+    // The whole chat, in the state folder, named on stderr.
+    let err = stderr(&out);
+    let kept = err
+        .split("is kept in ")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .expect(&err);
+    assert!(
+        kept.starts_with(&project.join("state/flemma/rewound/").display().to_string()),
+        "{err}"
+    );
+    assert_eq!(read(Path::new(kept)), whole);
+    assert!(err.contains("--undo-chat` puts it back"), "{err}");
+
+    // Back, byte for byte; a second undo has nothing to put back.
+    let out = run(&["rewind", &file, "--undo-chat"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read(&chat.path), whole);
+    assert!(!Path::new(kept).exists());
+    let out = run(&["rewind", &file, "--undo-chat"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("never cut back"), "{}", stderr(&out));
+
+    // --chat alone leaves the files; an undo after the chat changed is refused.
+    let out = run(&["rewind", &file, "--to", "t_one", "--chat"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read(&chat.path), "@You:\nKeep notes.\n\n");
+    assert!(project.join("one.txt").exists());
+    std::fs::write(&chat.path, "@You:\nKeep notes, and more.\n").unwrap();
+    let out = run(&["rewind", &file, "--undo-chat"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the chat changed since it was cut back"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(read(&chat.path), "@You:\nKeep notes, and more.\n");
+    // A call the chat does not have: exit 2, nothing changed.
+    let out = run(&["rewind", &file, "--to", "nope", "--both"]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(project.join("one.txt").exists());
 }

@@ -51,7 +51,14 @@ pub fn chat_outside_tmp(text: &str) -> Chat {
 }
 
 fn chat_in(dir: tempfile::TempDir, text: &str) -> Chat {
-    let path = dir.path().join("talk.chat");
+    chat_under(dir, "", text)
+}
+
+/// A chat `talk.chat` in the folder `folder` (created) of the temporary folder `dir`, whose
+/// `config/` is its config home.
+pub fn chat_under(dir: tempfile::TempDir, folder: &str, text: &str) -> Chat {
+    std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+    let path = dir.path().join(folder).join("talk.chat");
     std::fs::write(&path, text).unwrap();
     let config_home = dir.path().join("config");
     std::fs::create_dir_all(&config_home).unwrap();
