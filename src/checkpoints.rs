@@ -86,6 +86,32 @@ fn own_tree(chat: &Path, project: PathBuf) -> PathBuf {
     if ignored { start } else { project }
 }
 
+/// What the checkpoints take on disk: the folder of the shadow repositories, their bytes, and
+/// how many projects they record (`flemmad doctor`). `None` without a state folder.
+pub fn space_used() -> Option<(PathBuf, u64, usize)> {
+    let dir = crate::user_dirs::flemma_state()?.join("checkpoints");
+    let projects = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "git"))
+        .count();
+    let mut bytes = 0;
+    let mut stack = vec![dir.clone()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => stack.push(entry.path()),
+                Ok(kind) if kind.is_file() => {
+                    bytes += entry.metadata().map_or(0, |metadata| metadata.len());
+                }
+                _ => {}
+            }
+        }
+    }
+    Some((dir, bytes, projects))
+}
+
 /// One recorded point: before or after a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Point {

@@ -180,6 +180,25 @@ async fn changes_shows_each_call_and_rewind_puts_the_files_back() {
 
     // The user's repository is exactly as it was.
     assert_eq!(snapshot(&project.join(".git")), repository);
+
+    // `flemmad doctor` says what the checkpoints take, and where.
+    let out = run(&["doctor", "--json"]).await;
+    let findings: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let finding = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "checkpoints")
+        .unwrap_or_else(|| panic!("{findings:#}"));
+    let message = finding["message"].as_str().unwrap();
+    let folder = project.join("state/flemma/checkpoints");
+    assert!(
+        message.ends_with(&format!(
+            " KiB for 1 project in {} (delete the folder to forget them)",
+            folder.display()
+        )) && !message.starts_with("0.0 "),
+        "{message}"
+    );
 }
 
 /// Review before approval (issue 35): `flemmad status --diff` shows what each pending `write`
