@@ -19,6 +19,10 @@ use std::process::{Command, Stdio};
 /// The tools that never change files: no checkpoint around them.
 const READ_ONLY_TOOLS: [&str; 6] = ["read", "grep", "find", "ls", "read_skill", "lsp"];
 
+/// Files larger than this are left out of checkpoints (`docs/review.md`): a rewind neither
+/// restores nor removes them.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// What went wrong with checkpoints.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -315,7 +319,20 @@ impl Checkpoints {
         tool_id: &str,
         tool_name: &str,
     ) -> Result<String, CheckpointError> {
-        self.run(&["add", "--all", "--ignore-errors", "--", "."])?;
+        // Files over the limit are left out (and dropped when one grew past it).
+        let large = self.large_files()?;
+        if !large.is_empty() {
+            let mut args = vec!["rm", "--cached", "--quiet", "--ignore-unmatch", "--"];
+            args.extend(large.iter().map(String::as_str));
+            self.run(&args)?;
+        }
+        let excluded: Vec<String> = large
+            .iter()
+            .map(|path| format!(":(exclude,literal){path}"))
+            .collect();
+        let mut args = vec!["add", "--all", "--ignore-errors", "--", "."];
+        args.extend(excluded.iter().map(String::as_str));
+        self.run(&args)?;
         let tree = self.run(&["write-tree"])?.trim().to_owned();
         let branch = self.branch();
         let parent = self
@@ -331,6 +348,29 @@ impl Checkpoints {
         let commit = self.run(&args)?.trim().to_owned();
         self.run(&["update-ref", &branch, &commit])?;
         Ok(commit)
+    }
+
+    /// The files `add --all` would take (new or changed since the last checkpoint, not
+    /// ignored) that are larger than [`MAX_FILE_BYTES`].
+    fn large_files(&self) -> Result<Vec<String>, CheckpointError> {
+        let listed = self.run(&[
+            "ls-files",
+            "-z",
+            "--others",
+            "--modified",
+            "--exclude-standard",
+            "--",
+            ".",
+        ])?;
+        Ok(listed
+            .split('\0')
+            .filter(|path| !path.is_empty())
+            .filter(|path| {
+                std::fs::symlink_metadata(self.project.join(path))
+                    .is_ok_and(|metadata| metadata.is_file() && metadata.len() > MAX_FILE_BYTES)
+            })
+            .map(str::to_owned)
+            .collect())
     }
 
     /// Every recorded point of the chat, oldest first.

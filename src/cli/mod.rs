@@ -238,9 +238,9 @@ pub enum Command {
     /// Before and after each call that can change files (`bash`, `write`, `edit`, custom and
     /// MCP tools, an `lsp` rename), flemmad records the project's files (its git work tree,
     /// else the chat's folder) in a shadow repository under $XDG_STATE_HOME/flemma/checkpoints/
-    /// — never in your own `.git`. Ignored files (`.gitignore`), chats, `.flemma/` and nested
-    /// repositories are left out; a chat kept directly in your home directory or in `/` gets no
-    /// checkpoints. --call ID shows one call. Exit status: 0; 2 for an unknown call or file.
+    /// — never in your own `.git`. Ignored files (`.gitignore`), chats, `.flemma/`, nested
+    /// repositories and files over 16 MiB are left out; a chat kept directly in your home
+    /// directory or in `/` gets no checkpoints. --call ID shows one call. Exit status: 0; 2 for an unknown call or file.
     Changes(changes::ChangesArgs),
     /// Put a project's files back as they were before one of the chat's tool calls, and/or
     /// cut the chat back to before it.

@@ -532,3 +532,40 @@ async fn rewind_chat_cuts_the_chat_back_and_undo_chat_puts_it_back() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(project.join("one.txt").exists());
 }
+
+/// A file over the size limit (16 MiB) is left out of checkpoints: `changes` does not show it
+/// and `rewind` leaves it alone, while the call's other files are recorded and put back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_over_the_size_limit_are_left_out() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = chat("@You:\nMake files.\n");
+    let project = chat.path.parent().unwrap().to_path_buf();
+    write_user_config(
+        &chat,
+        "[tools]\nauto_approve = [\"$standard\", \"+bash\"]\n",
+    );
+    mock.push(Turn::text("Making.").tool_call_with_id(
+        "bash",
+        "t_make",
+        json!({"label": "make", "command": "head -c 17000000 /dev/zero > big.bin && echo x > small.txt", "timeout": null}),
+    ));
+    mock.push(Turn::text("Done."));
+    let run = |args: &[&str]| flemmad(&chat, &base, args);
+    let file = chat.path.display().to_string();
+    let out = run(&["send", &file]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::metadata(project.join("big.bin")).unwrap().len(),
+        17_000_000
+    );
+    let out = run(&["changes", &file]).await;
+    let all = stdout(&out);
+    assert!(
+        all.starts_with("== t_make (bash): 1 file changed\n") && !all.contains("big.bin"),
+        "{all}"
+    );
+    let out = run(&["rewind", &file, "--to", "t_make"]).await;
+    assert_eq!(stdout(&out), "removed small.txt\n", "{}", stderr(&out));
+    assert!(project.join("big.bin").exists());
+}
