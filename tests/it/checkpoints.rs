@@ -305,76 +305,108 @@ async fn send_diff_lists_what_the_pending_edit_would_change() {
 
 /// The diff is checked when the call runs (issue 35): a pending `edit` or `write` records the
 /// file it was reviewed against; approved after the file changed, it writes nothing and says
-/// so (a tool error the model reads), even in another process than the one that proposed it.
-/// Approved with the file unchanged, it runs.
-#[tokio::test]
+/// so (a tool error the model reads). In process, through a daemon, and proposed under a
+/// daemon that is gone when the call is approved and run (the record outlives it). Approved
+/// with the file unchanged, a call runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_change_to_a_file_changed_since_its_review_writes_nothing() {
-    let mock = MockProvider::start().await.unwrap();
-    let chat = chat("@You:\nFix the notes.\n");
-    write_user_config(&chat, "[tools]\nauto_approve = [\"read\"]\n");
-    let dir = chat.path.parent().unwrap();
-    std::fs::write(dir.join("notes.md"), "alpha\nbeta\n").unwrap();
-    std::fs::write(dir.join("kept.md"), "one\n").unwrap();
-    mock.push(
-        Turn::text("Fixing.")
-            .tool_call_with_id(
-                "edit",
-                "e1",
-                json!({"label": "fix", "path": "notes.md", "oldText": "beta", "newText": "BETA"}),
-            )
-            .tool_call_with_id(
-                "write",
-                "w1",
-                json!({"label": "new", "path": "new.md", "content": "fresh\n"}),
-            )
-            .tool_call_with_id(
-                "edit",
-                "e2",
-                json!({"label": "keep", "path": "kept.md", "oldText": "one", "newText": "ONE"}),
-            ),
-    );
-    let send = || {
-        let mut command = flemmad_command(&chat, &mock.base_url());
-        command.args(["send", "--no-daemon"]).arg(&chat.path);
-        async move { command.output().await.unwrap() }
-    };
-    let out = send().await;
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    // Meanwhile, someone changes the file under review and creates the one to be written.
-    std::fs::write(dir.join("notes.md"), "alpha\nbeta\ngamma\n").unwrap();
-    std::fs::write(dir.join("new.md"), "mine\n").unwrap();
-    let mut approve = flemmad_command(&chat, &mock.base_url());
-    approve
-        .args(["approve", "--no-daemon", "--all"])
-        .arg(&chat.path);
-    let out = approve.output().await.unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    mock.push(Turn::text("Understood."));
-    let out = send().await;
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let text = read(&chat.path);
-    assert_eq!(
-        read(&dir.join("notes.md")),
-        "alpha\nbeta\ngamma\n",
-        "{text}"
-    );
-    assert_eq!(read(&dir.join("new.md")), "mine\n", "{text}");
-    assert_eq!(read(&dir.join("kept.md")), "ONE\n", "{text}");
-    for expected in [
-        "**Tool Result:** `e1` (error)\n```\nnothing was written: notes.md was changed after this call was proposed",
-        "**Tool Result:** `w1` (error)\n```\nnothing was written: new.md was created after this call was proposed",
-        "Review the change again against the file as it is now and approve it again",
-    ] {
-        assert!(text.contains(expected), "{expected:?} in:\n{text}");
+    for mode in ["in process", "daemon", "daemon restarted"] {
+        let mock = MockProvider::start().await.unwrap();
+        let base = mock.base_url();
+        let chat = chat("@You:\nFix the notes.\n");
+        write_user_config(&chat, "[tools]\nauto_approve = [\"read\"]\n");
+        let dir = chat.path.parent().unwrap();
+        std::fs::write(dir.join("notes.md"), "alpha\nbeta\n").unwrap();
+        std::fs::write(dir.join("kept.md"), "one\n").unwrap();
+        mock.push(
+            Turn::text("Fixing.")
+                .tool_call_with_id(
+                    "edit",
+                    "e1",
+                    json!({"label": "fix", "path": "notes.md", "oldText": "beta", "newText": "BETA"}),
+                )
+                .tool_call_with_id(
+                    "write",
+                    "w1",
+                    json!({"label": "new", "path": "new.md", "content": "fresh\n"}),
+                )
+                .tool_call_with_id(
+                    "edit",
+                    "e2",
+                    json!({"label": "keep", "path": "kept.md", "oldText": "one", "newText": "ONE"}),
+                ),
+        );
+        mock.push(Turn::text("Understood."));
+        let mut daemon =
+            (mode != "in process").then(|| crate::daemon_watch::Served::start(&chat, &base, &[]));
+        let file = chat.path.display().to_string();
+        let flag = |daemon: &Option<_>| {
+            if daemon.is_some() {
+                "--detach"
+            } else {
+                "--no-daemon"
+            }
+        };
+        let out = flemmad(&chat, &base, &["send", flag(&daemon), &file]).await;
+        assert!(
+            matches!(out.status.code(), Some(0 | 3)),
+            "{mode}: {}",
+            stderr(&out)
+        );
+        let text = crate::common::wait_until_contains(&chat.path, "(pending)", mode);
+        assert!(text.contains("`e2` (pending)"), "{mode}: {text}");
+        // The daemon records what the calls are reviewed against once the placeholders are
+        // written: the change below comes after it.
+        let records = dir.join("state/flemma/reviewed");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::fs::read_dir(&records).map_or(0, Iterator::count) == 0 {
+            assert!(std::time::Instant::now() < deadline, "{mode}: no record");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        if mode == "daemon restarted" {
+            daemon = None;
+        }
+        // Meanwhile, someone changes the file under review and creates the one to be written.
+        std::fs::write(dir.join("notes.md"), "alpha\nbeta\ngamma\n").unwrap();
+        std::fs::write(dir.join("new.md"), "mine\n").unwrap();
+        let approve = match &daemon {
+            Some(_) => vec!["approve", file.as_str(), "--all"],
+            None => vec!["approve", "--no-daemon", file.as_str(), "--all"],
+        };
+        let out = flemmad(&chat, &base, &approve).await;
+        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+        if mock.queued() > 0 {
+            let out = flemmad(&chat, &base, &["send", flag(&daemon), &file]).await;
+            assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+        }
+        let text = crate::common::wait_until_contains(&chat.path, "Understood.", mode);
+        drop(daemon);
+        assert_eq!(
+            read(&dir.join("notes.md")),
+            "alpha\nbeta\ngamma\n",
+            "{mode}: {text}"
+        );
+        assert_eq!(read(&dir.join("new.md")), "mine\n", "{mode}: {text}");
+        assert_eq!(read(&dir.join("kept.md")), "ONE\n", "{mode}: {text}");
+        for expected in [
+            "**Tool Result:** `e1` (error)\n```\nnothing was written: notes.md was changed after this call was proposed",
+            "**Tool Result:** `w1` (error)\n```\nnothing was written: new.md was created after this call was proposed",
+            "Review the change again against the file as it is now and approve it again",
+        ] {
+            assert!(text.contains(expected), "{mode}: {expected:?} in:\n{text}");
+        }
+        assert!(
+            !text.contains("**Tool Result:** `e2` (error)"),
+            "{mode}: {text}"
+        );
+        // The model was told.
+        let requests = mock.requests();
+        let last = requests.last().unwrap().body.to_string();
+        assert!(
+            last.contains("notes.md was changed after this call was proposed"),
+            "{mode}: {last}"
+        );
     }
-    assert!(!text.contains("**Tool Result:** `e2` (error)"), "{text}");
-    // The model was told.
-    let requests = mock.requests();
-    let last = requests.last().unwrap().body.to_string();
-    assert!(
-        last.contains("notes.md was changed after this call was proposed"),
-        "{last}"
-    );
 }
 
 /// A project in a folder that an enclosing repository ignores (a scratch folder under its

@@ -201,3 +201,20 @@ pub fn sdk_python(var: &str, package: &str, test: &str) -> Option<std::path::Pat
         }
     }
 }
+
+/// The text of the file at `path` once it contains `needle` (polled, up to 30 s); `what` names
+/// the wait in the failure.
+pub fn wait_until_contains(path: &Path, needle: &str, what: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {needle:?} never appeared in\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
