@@ -863,7 +863,10 @@ impl Driver {
                     .chat_path
                     .as_deref()
                     .filter(|_| crate::checkpoints::changes_files(&name, &input))
-                    .and_then(crate::checkpoints::Checkpoints::recording);
+                    .and_then(|chat| {
+                        let limits = (&tools.config.checkpoints).into();
+                        crate::checkpoints::Checkpoints::recording(chat, limits)
+                    });
                 let record = |phase| {
                     if let Some(checkpoints) = &checkpoints
                         && let Err(error) = checkpoints.record(phase, &tool_id, &name)
@@ -890,6 +893,9 @@ impl Driver {
                     }
                 };
                 record(crate::checkpoints::Phase::After);
+                if let Some(Err(error)) = checkpoints.as_ref().map(|c| c.prune()) {
+                    tracing::info!(%error, "old checkpoints were not pruned");
+                }
                 let input = match job_id {
                     Some(job_id) => EngineInput::JobFinished {
                         job_id,

@@ -54,14 +54,32 @@ pub struct RewindArgs {
     pub force: bool,
 }
 
-fn checkpoints(command: &str, file: &std::path::Path) -> Result<Checkpoints, CliError> {
+fn checkpoints(
+    command: &str,
+    file: &std::path::Path,
+    config_path: Option<&std::path::Path>,
+) -> Result<Checkpoints, CliError> {
     if !file.is_file() {
         return Err(CliError::unreadable(
             command,
             &anyhow::anyhow!("{} is not a chat file that exists", file.display()),
         ));
     }
-    Checkpoints::of(file).map_err(|error| CliError::failed(command, error))
+    // The chat's own limits (what its calls were recorded under): a rewind's snapshot must
+    // leave out the same large files.
+    let limits = crate::chat::load(command, flemma_ide::Purpose::Inspect, file, config_path)
+        .ok()
+        .and_then(|loaded| {
+            loaded
+                .analysis
+                .config
+                .as_ref()
+                .map(|resolved| (&resolved.config.checkpoints).into())
+        })
+        .unwrap_or(crate::checkpoints::Limits::FALLBACK);
+    Checkpoints::of(file)
+        .map(|checkpoints| checkpoints.with_limits(limits))
+        .map_err(|error| CliError::failed(command, error))
 }
 
 fn failed(command: &str, error: CheckpointError) -> CliError {
@@ -98,8 +116,11 @@ fn calls_of_turn(file: &std::path::Path, turn: usize) -> Result<Vec<String>, Cli
         .collect())
 }
 
-pub fn run_changes(args: ChangesArgs) -> Result<(), CliError> {
-    let checkpoints = checkpoints("changes", &args.file)?;
+pub fn run_changes(
+    args: ChangesArgs,
+    config_path: Option<&std::path::Path>,
+) -> Result<(), CliError> {
+    let checkpoints = checkpoints("changes", &args.file, config_path)?;
     let calls = match (&args.call, args.turn) {
         (Some(id), _) => Some(vec![id.clone()]),
         (None, Some(turn)) => Some(calls_of_turn(&args.file, turn)?),
@@ -119,7 +140,7 @@ pub fn run_changes(args: ChangesArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn run_rewind(args: RewindArgs) -> Result<(), CliError> {
+pub fn run_rewind(args: RewindArgs, config_path: Option<&std::path::Path>) -> Result<(), CliError> {
     if args.undo_chat {
         let archive =
             crate::rewind_chat::undo(&args.file).map_err(|why| CliError::failed("rewind", why))?;
@@ -146,7 +167,7 @@ pub fn run_rewind(args: RewindArgs) -> Result<(), CliError> {
         None
     };
     if !args.chat {
-        rewind_files(&args, to)?;
+        rewind_files(&args, to, config_path)?;
     }
     let Some((text, cut)) = chat_cut else {
         return Ok(());
@@ -172,8 +193,12 @@ pub fn run_rewind(args: RewindArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn rewind_files(args: &RewindArgs, to: &str) -> Result<(), CliError> {
-    let checkpoints = checkpoints("rewind", &args.file)?;
+fn rewind_files(
+    args: &RewindArgs,
+    to: &str,
+    config_path: Option<&std::path::Path>,
+) -> Result<(), CliError> {
+    let checkpoints = checkpoints("rewind", &args.file, config_path)?;
     let plan = checkpoints
         .rewind(to, args.force, args.dry_run)
         .map_err(|error| failed("rewind", error))?;

@@ -239,8 +239,9 @@ pub enum Command {
     /// MCP tools, an `lsp` rename), flemmad records the project's files (its git work tree,
     /// else the chat's folder) in a shadow repository under $XDG_STATE_HOME/flemma/checkpoints/
     /// — never in your own `.git`. Ignored files (`.gitignore`), chats, `.flemma/`, nested
-    /// repositories and files over 16 MiB are left out; a chat kept directly in your home
-    /// directory or in `/` gets no checkpoints. --call ID shows one call. Exit status: 0; 2 for an unknown call or file.
+    /// repositories and files over `checkpoints.max_file_mb` (16 MiB) are left out; a chat kept
+    /// directly in your home directory or in `/` gets no checkpoints; old ones are pruned by
+    /// `checkpoints.max_age_days` and `checkpoints.max_size_mb`. --call ID shows one call. Exit status: 0; 2 for an unknown call or file.
     Changes(changes::ChangesArgs),
     /// Put a project's files back as they were before one of the chat's tool calls, and/or
     /// cut the chat back to before it.
@@ -355,8 +356,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::InstallService(args) => install_service::run(args),
         Command::Doctor(args) => return doctor::run(args, config),
         Command::Trust(args) => trust::run(args, config),
-        Command::Changes(args) => changes::run_changes(args),
-        Command::Rewind(args) => changes::run_rewind(args),
+        Command::Changes(args) => changes::run_changes(args, config),
+        Command::Rewind(args) => changes::run_rewind(args, config),
     }
     .map(|()| ExitCode::SUCCESS)
 }

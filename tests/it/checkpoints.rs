@@ -601,3 +601,74 @@ async fn files_over_the_size_limit_are_left_out() {
     assert_eq!(stdout(&out), "removed small.txt\n", "{}", stderr(&out));
     assert!(project.join("big.bin").exists());
 }
+
+/// Pruning (`[checkpoints]`): after a call, another chat of the project whose last checkpoint
+/// is older than `max_age_days` loses its checkpoints, and over `max_size_mb` the other chats'
+/// go oldest first; the chat that made the call keeps its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_and_oversized_checkpoints_of_other_chats_are_pruned() {
+    for limit in ["max_age_days = 1", "max_size_mb = 1"] {
+        let mock = MockProvider::start().await.unwrap();
+        let base = mock.base_url();
+        let chat = chat("@You:\nMake a file.\n");
+        let dir = chat.path.parent().unwrap().to_path_buf();
+        let other = dir.join("other.chat");
+        std::fs::write(&other, "@You:\nMake another.\n").unwrap();
+        write_user_config(
+            &chat,
+            &format!(
+                "[tools]\nauto_approve = [\"$standard\", \"+bash\"]\n\n[checkpoints]\n{limit}\n"
+            ),
+        );
+        // The first chat's call: long ago, or a file of 2 MB that does not compress.
+        mock.push(Turn::text("Making.").tool_call_with_id(
+            "bash",
+            "t_old",
+            json!({"label": "make", "command": "head -c 2000000 /dev/urandom > random.bin", "timeout": null}),
+        ));
+        mock.push(Turn::text("Done."));
+        mock.push(Turn::text("Making.").tool_call_with_id(
+            "write",
+            "t_new",
+            json!({"label": "new", "path": "new.txt", "content": "new\n"}),
+        ));
+        mock.push(Turn::text("Done."));
+        let file = chat.path.display().to_string();
+        let mut send = flemmad_command(&chat, &base);
+        send.args(["send", &file]);
+        if limit.starts_with("max_age") {
+            send.env("GIT_COMMITTER_DATE", "2020-01-01T00:00:00Z");
+        }
+        let out = send.output().await.unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let out = flemmad(&chat, &base, &["changes", &file]).await;
+        assert!(
+            stdout(&out).starts_with("== t_old (bash): 1 file changed"),
+            "{limit}: {}",
+            stdout(&out)
+        );
+        // Pruning is looked at once an hour per project: forget when it last was.
+        let checkpoints = dir.join("state/flemma/checkpoints");
+        for entry in std::fs::read_dir(&checkpoints).unwrap() {
+            let _ = std::fs::remove_file(entry.unwrap().path().join("pruned"));
+        }
+        let other_file = other.display().to_string();
+        let out = flemmad(&chat, &base, &["send", &other_file]).await;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+        let out = flemmad(&chat, &base, &["changes", &file]).await;
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(stdout(&out), "", "{limit}");
+        assert!(
+            stderr(&out).contains("no call of"),
+            "{limit}: {}",
+            stderr(&out)
+        );
+        let out = flemmad(&chat, &base, &["changes", &other_file]).await;
+        assert!(
+            stdout(&out).starts_with("== t_new (write): 1 file changed"),
+            "{limit}: {}",
+            stdout(&out)
+        );
+    }
+}
