@@ -33,6 +33,14 @@ struct Base {
     sha256: Option<String>,
 }
 
+/// One change of the records at a time in this process (the calls of one answer are checked
+/// on threads of their own; one driver per chat, so no other process writes its record).
+fn guard() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn record_file(chat: &Path) -> Option<PathBuf> {
     let dir = crate::user_dirs::flemma_state()?.join("reviewed");
     Some(dir.join(format!("{}.json", crate::trust::chat_key(chat))))
@@ -103,6 +111,7 @@ fn digest(path: &Path) -> std::io::Result<Option<String>> {
 /// The calls of `chat` now waiting for approval: each `write` and `edit` not recorded yet gets
 /// its file's state recorded (what its diff is computed against until it is approved).
 pub fn pending(chat: &Path, calls: &[flemma_engine::PendingCall], ctx: &flemma_tools::RunContext) {
+    let _guard = guard();
     let mut bases = read(chat);
     let mut added = false;
     for call in calls {
@@ -134,13 +143,17 @@ pub fn check(
     input: &Value,
     ctx: &flemma_tools::RunContext,
 ) -> Result<(), String> {
-    let mut bases = read(chat);
-    let Some(base) = bases.remove(tool_id) else {
-        return Ok(());
+    let base = {
+        let _guard = guard();
+        let mut bases = read(chat);
+        let Some(base) = bases.remove(tool_id) else {
+            return Ok(());
+        };
+        if let Err(error) = save(chat, &bases) {
+            tracing::warn!(chat = %chat.display(), "cannot update what the pending calls were reviewed against ({error:#})");
+        }
+        base
     };
-    if let Err(error) = save(chat, &bases) {
-        tracing::warn!(chat = %chat.display(), "cannot update what the pending calls were reviewed against ({error:#})");
-    }
     // A call whose path was edited before approval was reviewed in its new form.
     let Some(path) = target(name, input, ctx).filter(|path| *path == base.path) else {
         return Ok(());

@@ -399,6 +399,12 @@ async fn an_approved_change_to_a_file_changed_since_its_review_writes_nothing() 
             !text.contains("**Tool Result:** `e2` (error)"),
             "{mode}: {text}"
         );
+        // Each call's record went when it ran.
+        assert_eq!(
+            std::fs::read_dir(&records).unwrap().count(),
+            0,
+            "{mode}: records left"
+        );
         // The model was told.
         let requests = mock.requests();
         let last = requests.last().unwrap().body.to_string();
