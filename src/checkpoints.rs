@@ -40,6 +40,22 @@ impl Limits {
     };
 }
 
+impl Limits {
+    /// The limits the chat at `chat` is recorded under (its resolved configuration's
+    /// `[checkpoints]`), for the commands that work on its checkpoints outside a driver (a
+    /// rewind's own snapshot must leave out the same large files); [`Limits::FALLBACK`] when
+    /// the configuration cannot be read.
+    pub fn of_chat(chat: &Path, config_path: Option<&Path>) -> Limits {
+        crate::chat::load("rewind", flemma_ide::Purpose::Inspect, chat, config_path)
+            .ok()
+            .and_then(|loaded| {
+                let resolved = loaded.analysis.config.as_ref()?;
+                Some((&resolved.config.checkpoints).into())
+            })
+            .unwrap_or(Limits::FALLBACK)
+    }
+}
+
 impl From<&flemma_config::Checkpoints> for Limits {
     fn from(config: &flemma_config::Checkpoints) -> Self {
         Limits {

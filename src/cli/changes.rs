@@ -65,18 +65,7 @@ fn checkpoints(
             &anyhow::anyhow!("{} is not a chat file that exists", file.display()),
         ));
     }
-    // The chat's own limits (what its calls were recorded under): a rewind's snapshot must
-    // leave out the same large files.
-    let limits = crate::chat::load(command, flemma_ide::Purpose::Inspect, file, config_path)
-        .ok()
-        .and_then(|loaded| {
-            loaded
-                .analysis
-                .config
-                .as_ref()
-                .map(|resolved| (&resolved.config.checkpoints).into())
-        })
-        .unwrap_or(crate::checkpoints::Limits::FALLBACK);
+    let limits = crate::checkpoints::Limits::of_chat(file, config_path);
     Checkpoints::of(file)
         .map(|checkpoints| checkpoints.with_limits(limits))
         .map_err(|error| CliError::failed(command, error))
