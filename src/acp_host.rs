@@ -277,7 +277,7 @@ impl Backend for AcpHost {
     fn slash_command(&self, path: &Path, command: &str, argument: &str) -> Result<String, String> {
         match command {
             "status" => slash_status(path, self.host.config_path()),
-            "rewind" => slash_rewind(path, argument),
+            "rewind" => slash_rewind(path, argument, self.host.config_path()),
             other => Err(format!("/{other} is not a command of flemmad")),
         }
     }
@@ -376,9 +376,11 @@ fn slash_status(path: &Path, config_path: Option<&Path>) -> Result<String, Strin
 /// `/rewind [ID]`: the project's files as they were before the call `ID` (default: the last
 /// call recorded), as `flemmad rewind` does; a file changed since by someone else is not
 /// overwritten (then nothing is).
-fn slash_rewind(path: &Path, argument: &str) -> Result<String, String> {
-    let checkpoints =
-        crate::checkpoints::Checkpoints::of(path).map_err(|error| error.to_string())?;
+fn slash_rewind(path: &Path, argument: &str, config_path: Option<&Path>) -> Result<String, String> {
+    let limits = crate::checkpoints::Limits::of_chat(path, config_path);
+    let checkpoints = crate::checkpoints::Checkpoints::of(path)
+        .map(|checkpoints| checkpoints.with_limits(limits))
+        .map_err(|error| error.to_string())?;
     let target = match argument.split_whitespace().next() {
         Some(id) => id.to_owned(),
         None => checkpoints

@@ -19,6 +19,59 @@ use std::process::{Command, Stdio};
 /// The tools that never change files: no checkpoint around them.
 const READ_ONLY_TOOLS: [&str; 6] = ["read", "grep", "find", "ls", "read_skill", "lsp"];
 
+/// What is recorded and how long it is kept (`[checkpoints]` of the configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Files larger than this are left out (a rewind neither restores nor removes them).
+    pub max_file_bytes: u64,
+    /// A chat whose last checkpoint is older than this loses its checkpoints (`None`: never).
+    pub max_age: Option<std::time::Duration>,
+    /// A project's repository over this size loses the oldest chats' checkpoints first.
+    pub max_size_bytes: Option<u64>,
+}
+
+impl Limits {
+    /// When no configuration could be read: the configuration's default file size limit
+    /// (`checkpoints.max_file_mb`), and no pruning.
+    pub const FALLBACK: Limits = Limits {
+        max_file_bytes: 16 << 20,
+        max_age: None,
+        max_size_bytes: None,
+    };
+}
+
+impl Limits {
+    /// The limits the chat at `chat` is recorded under (its resolved configuration's
+    /// `[checkpoints]`), for the commands that work on its checkpoints outside a driver (a
+    /// rewind's own snapshot must leave out the same large files); [`Limits::FALLBACK`] when
+    /// the configuration cannot be read.
+    pub fn of_chat(chat: &Path, config_path: Option<&Path>) -> Limits {
+        crate::chat::load("rewind", flemma_ide::Purpose::Inspect, chat, config_path)
+            .ok()
+            .and_then(|loaded| {
+                let resolved = loaded.analysis.config.as_ref()?;
+                Some((&resolved.config.checkpoints).into())
+            })
+            .unwrap_or(Limits::FALLBACK)
+    }
+}
+
+impl From<&flemma_config::Checkpoints> for Limits {
+    fn from(config: &flemma_config::Checkpoints) -> Self {
+        Limits {
+            max_file_bytes: config.max_file_mb.saturating_mul(1 << 20),
+            max_age: (config.max_age_days > 0).then(|| {
+                std::time::Duration::from_secs(config.max_age_days.saturating_mul(86_400))
+            }),
+            max_size_bytes: (config.max_size_mb > 0)
+                .then(|| config.max_size_mb.saturating_mul(1 << 20)),
+        }
+    }
+}
+
+/// How often a project's checkpoints are checked for pruning (at most).
+const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// What went wrong with checkpoints.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
@@ -50,6 +103,72 @@ pub fn changes_files(name: &str, input: &serde_json::Value) -> bool {
 fn too_broad(project: &Path, home: Option<&Path>) -> bool {
     project.parent().is_none()
         || home.is_some_and(|home| flemma_protocol::document::normalize(home) == project)
+}
+
+/// The tree recorded for the chat at `chat` whose project is `project`: the project, unless
+/// the chat's folder lies in a folder the project's repository ignores (a scratch project
+/// under a repository's ignored `target/` or `build/`): that repository's files are not the
+/// chat's, and its view would see none of the chat's, so the chat's folder is recorded
+/// (with its own `.gitignore` files, and whatever repositories enclose it).
+fn own_tree(chat: &Path, project: PathBuf) -> PathBuf {
+    let start = flemma_config::reach::project_start(chat);
+    if start == project || !start.starts_with(&project) {
+        return project;
+    }
+    let ignored = Command::new("git")
+        .arg("-C")
+        .arg(&project)
+        .args([
+            "-c",
+            "core.fsmonitor=false",
+            "check-ignore",
+            "--quiet",
+            "--",
+        ])
+        .arg(&start)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if ignored { start } else { project }
+}
+
+/// The bytes of the files under `dir`.
+fn directory_size(dir: &Path) -> u64 {
+    let mut bytes = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => stack.push(entry.path()),
+                Ok(kind) if kind.is_file() => {
+                    bytes += entry.metadata().map_or(0, |metadata| metadata.len());
+                }
+                _ => {}
+            }
+        }
+    }
+    bytes
+}
+
+/// What the checkpoints take on disk: the folder of the shadow repositories, their bytes, and
+/// how many projects they record (`flemmad doctor`). `None` without a state folder.
+pub fn space_used() -> Option<(PathBuf, u64, usize)> {
+    let dir = crate::user_dirs::flemma_state()?.join("checkpoints");
+    let projects = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "git"))
+        .count();
+    let bytes = directory_size(&dir);
+    Some((dir, bytes, projects))
 }
 
 /// One recorded point: before or after a call.
@@ -86,6 +205,7 @@ pub struct Checkpoints {
     project: PathBuf,
     /// The chat's key (its branch and index are named by it).
     key: String,
+    limits: Limits,
 }
 
 /// What a rewind does (or, with `--dry-run`, would do).
@@ -110,7 +230,13 @@ impl Checkpoints {
                 .join(format!("{}.git", &project_key[..32])),
             project: project.to_path_buf(),
             key: crate::trust::chat_key(chat)[..32].to_owned(),
+            limits: Limits::FALLBACK,
         })
+    }
+
+    /// The same checkpoints under `limits`.
+    pub fn with_limits(self, limits: Limits) -> Self {
+        Self { limits, ..self }
     }
 
     /// The checkpoints of `chat` in its project (its git work tree, else its folder).
@@ -120,13 +246,14 @@ impl Checkpoints {
         let project = flemma_config::reach::chat_project(&chat, home.as_deref(), |dir| {
             dir.join(".git").exists()
         });
-        Self::for_chat(&chat, &project)
+        Self::for_chat(&chat, &own_tree(&chat, project))
     }
 
     /// The checkpoints to record for calls of `chat`, unless its project is too broad to
     /// record: the home directory or `/` (a chat kept directly in either).
-    pub fn recording(chat: &Path) -> Option<Self> {
+    pub fn recording(chat: &Path, limits: Limits) -> Option<Self> {
         let checkpoints = Self::of(chat)
+            .map(|checkpoints| checkpoints.with_limits(limits))
             .map_err(|error| tracing::info!(%error, "no checkpoints"))
             .ok()?;
         let home = crate::user_dirs::home();
@@ -255,7 +382,20 @@ impl Checkpoints {
         tool_id: &str,
         tool_name: &str,
     ) -> Result<String, CheckpointError> {
-        self.run(&["add", "--all", "--ignore-errors", "--", "."])?;
+        // Files over the limit are left out (and dropped when one grew past it).
+        let large = self.large_files()?;
+        if !large.is_empty() {
+            let mut args = vec!["rm", "--cached", "--quiet", "--ignore-unmatch", "--"];
+            args.extend(large.iter().map(String::as_str));
+            self.run(&args)?;
+        }
+        let excluded: Vec<String> = large
+            .iter()
+            .map(|path| format!(":(exclude,literal){path}"))
+            .collect();
+        let mut args = vec!["add", "--all", "--ignore-errors", "--", "."];
+        args.extend(excluded.iter().map(String::as_str));
+        self.run(&args)?;
         let tree = self.run(&["write-tree"])?.trim().to_owned();
         let branch = self.branch();
         let parent = self
@@ -271,6 +411,113 @@ impl Checkpoints {
         let commit = self.run(&args)?.trim().to_owned();
         self.run(&["update-ref", &branch, &commit])?;
         Ok(commit)
+    }
+
+    /// The files `add --all` would take (new or changed since the last checkpoint, not
+    /// ignored) that are larger than the limit.
+    fn large_files(&self) -> Result<Vec<String>, CheckpointError> {
+        let listed = self.run(&[
+            "ls-files",
+            "-z",
+            "--others",
+            "--modified",
+            "--exclude-standard",
+            "--",
+            ".",
+        ])?;
+        Ok(listed
+            .split('\0')
+            .filter(|path| !path.is_empty())
+            .filter(|path| {
+                std::fs::symlink_metadata(self.project.join(path)).is_ok_and(|metadata| {
+                    metadata.is_file() && metadata.len() > self.limits.max_file_bytes
+                })
+            })
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// Forgets old checkpoints when the limits say so, at most once every [`PRUNE_EVERY`] per
+    /// project: the checkpoints of every other chat whose last one is older than the age limit,
+    /// then, while the repository is over the size limit, other chats' checkpoints oldest
+    /// first. Returns how many chats' checkpoints went.
+    pub fn prune(&self) -> Result<usize, CheckpointError> {
+        if self.limits.max_age.is_none() && self.limits.max_size_bytes.is_none() {
+            return Ok(0);
+        }
+        let stamp = self.git_dir.join("pruned");
+        let due = std::fs::metadata(&stamp)
+            .and_then(|metadata| metadata.modified())
+            .ok()
+            .and_then(|at| at.elapsed().ok())
+            .is_none_or(|since| since >= PRUNE_EVERY);
+        if !due {
+            return Ok(0);
+        }
+        self.locked(|| {
+            std::fs::write(&stamp, b"")?;
+            let own = self.branch();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            // Other chats' branches, oldest last checkpoint first.
+            let mut branches: Vec<(u64, String)> = self
+                .run(&[
+                    "for-each-ref",
+                    "--sort=committerdate",
+                    "--format=%(committerdate:unix) %(refname)",
+                    "refs/heads/",
+                ])?
+                .lines()
+                .filter_map(|line| {
+                    let (date, name) = line.split_once(' ')?;
+                    Some((date.parse().ok()?, name.to_owned()))
+                })
+                .filter(|(_, name)| *name != own)
+                .collect();
+            let mut gone = 0;
+            if let Some(max_age) = self.limits.max_age {
+                let (old, kept): (Vec<_>, Vec<_>) = branches
+                    .into_iter()
+                    .partition(|(date, _)| now.saturating_sub(*date) > max_age.as_secs());
+                for (_, name) in &old {
+                    self.forget(name)?;
+                }
+                gone += old.len();
+                branches = kept;
+                if !old.is_empty() {
+                    self.collect_garbage()?;
+                }
+            }
+            if let Some(max_size) = self.limits.max_size_bytes {
+                let mut oldest = branches.into_iter();
+                while directory_size(&self.git_dir) > max_size {
+                    let Some((_, name)) = oldest.next() else {
+                        break;
+                    };
+                    self.forget(&name)?;
+                    self.collect_garbage()?;
+                    gone += 1;
+                }
+            }
+            Ok(gone)
+        })
+    }
+
+    /// Removes the branch `name` (`refs/heads/chat-KEY`) and the index of its chat.
+    fn forget(&self, name: &str) -> Result<(), CheckpointError> {
+        self.run(&["update-ref", "-d", name])?;
+        if let Some(key) = name.strip_prefix("refs/heads/chat-") {
+            let _ = std::fs::remove_file(self.git_dir.join(format!("index-{key}")));
+        }
+        Ok(())
+    }
+
+    /// Drops what no branch reaches any more.
+    fn collect_garbage(&self) -> Result<(), CheckpointError> {
+        self.run(&["reflog", "expire", "--expire=now", "--all"])?;
+        self.run(&["gc", "--prune=now", "--quiet"])?;
+        Ok(())
     }
 
     /// Every recorded point of the chat, oldest first.

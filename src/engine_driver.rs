@@ -565,7 +565,14 @@ impl Driver {
                 }
             }
             Effect::WakeAt(at) => self.wake = Some(self.epoch + Duration::from_millis(at)),
-            Effect::Done(reason) => self.outcome = Some(Ok(reason)),
+            Effect::Done(reason) => {
+                if let StopReason::AwaitingApproval { .. } = &reason {
+                    // What each pending `write` and `edit` is reviewed against until approved.
+                    let calls = self.session.engine().pending_calls();
+                    crate::reviewed::pending(self.id.path(), &calls, &self.tools.ctx);
+                }
+                self.outcome = Some(Ok(reason))
+            }
             Effect::Failed(message) => {
                 tracing::warn!(%message, "the document session stopped");
                 self.outcome = Some(Err(message));
@@ -856,7 +863,10 @@ impl Driver {
                     .chat_path
                     .as_deref()
                     .filter(|_| crate::checkpoints::changes_files(&name, &input))
-                    .and_then(crate::checkpoints::Checkpoints::recording);
+                    .and_then(|chat| {
+                        let limits = (&tools.config.checkpoints).into();
+                        crate::checkpoints::Checkpoints::recording(chat, limits)
+                    });
                 let record = |phase| {
                     if let Some(checkpoints) = &checkpoints
                         && let Err(error) = checkpoints.record(phase, &tool_id, &name)
@@ -864,16 +874,28 @@ impl Driver {
                         tracing::info!(%error, tool_id, "no checkpoint for this call");
                     }
                 };
+                // The file an approved `write`/`edit` changes is still the one reviewed.
+                let reviewed = match ctx.chat_path.as_deref() {
+                    Some(chat) => crate::reviewed::check(chat, &tool_id, &name, &input, &ctx),
+                    None => Ok(()),
+                };
                 record(crate::checkpoints::Phase::Before);
-                let (text, is_error) =
-                    match tools
-                        .registry
-                        .execute(&name, input, &ctx, &tools.store, &tool_id)
-                    {
-                        Ok(outcome) => (outcome.text, outcome.is_error),
-                        Err(error) => (error.to_string(), true),
-                    };
+                let (text, is_error) = match reviewed {
+                    Err(refusal) => (refusal, true),
+                    Ok(()) => {
+                        match tools
+                            .registry
+                            .execute(&name, input, &ctx, &tools.store, &tool_id)
+                        {
+                            Ok(outcome) => (outcome.text, outcome.is_error),
+                            Err(error) => (error.to_string(), true),
+                        }
+                    }
+                };
                 record(crate::checkpoints::Phase::After);
+                if let Some(Err(error)) = checkpoints.as_ref().map(|c| c.prune()) {
+                    tracing::info!(%error, "old checkpoints were not pruned");
+                }
                 let input = match job_id {
                     Some(job_id) => EngineInput::JobFinished {
                         job_id,

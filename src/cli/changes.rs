@@ -22,13 +22,29 @@ pub struct ChangesArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").args(["files", "chat", "both"])))]
 pub struct RewindArgs {
     /// The .chat file.
     pub file: PathBuf,
     /// The call to go back before (its tool-use id): the files are put back as they were just
-    /// before it ran.
+    /// before it ran; with --chat, the chat is cut before the answer that made it.
+    #[arg(long, required_unless_present = "undo_chat")]
+    pub to: Option<String>,
+    /// Put back the project's files only (the default).
     #[arg(long)]
-    pub to: String,
+    pub files: bool,
+    /// Cut the chat back instead: the `@Assistant:` message that made the call and everything
+    /// after it go; the whole chat is kept first under $XDG_STATE_HOME/flemma/rewound/
+    /// (--undo-chat puts it back). The files are not changed.
+    #[arg(long)]
+    pub chat: bool,
+    /// Put back the files and cut the chat back (the chat only when the files were).
+    #[arg(long)]
+    pub both: bool,
+    /// Put the chat back as it was before its last --chat/--both cut, while the chat is still
+    /// as that cut left it.
+    #[arg(long, conflicts_with_all = ["to", "files", "chat", "both", "dry_run", "force"])]
+    pub undo_chat: bool,
     /// Say what would be restored and removed, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -38,14 +54,21 @@ pub struct RewindArgs {
     pub force: bool,
 }
 
-fn checkpoints(command: &str, file: &std::path::Path) -> Result<Checkpoints, CliError> {
+fn checkpoints(
+    command: &str,
+    file: &std::path::Path,
+    config_path: Option<&std::path::Path>,
+) -> Result<Checkpoints, CliError> {
     if !file.is_file() {
         return Err(CliError::unreadable(
             command,
             &anyhow::anyhow!("{} is not a chat file that exists", file.display()),
         ));
     }
-    Checkpoints::of(file).map_err(|error| CliError::failed(command, error))
+    let limits = crate::checkpoints::Limits::of_chat(file, config_path);
+    Checkpoints::of(file)
+        .map(|checkpoints| checkpoints.with_limits(limits))
+        .map_err(|error| CliError::failed(command, error))
 }
 
 fn failed(command: &str, error: CheckpointError) -> CliError {
@@ -82,8 +105,11 @@ fn calls_of_turn(file: &std::path::Path, turn: usize) -> Result<Vec<String>, Cli
         .collect())
 }
 
-pub fn run_changes(args: ChangesArgs) -> Result<(), CliError> {
-    let checkpoints = checkpoints("changes", &args.file)?;
+pub fn run_changes(
+    args: ChangesArgs,
+    config_path: Option<&std::path::Path>,
+) -> Result<(), CliError> {
+    let checkpoints = checkpoints("changes", &args.file, config_path)?;
     let calls = match (&args.call, args.turn) {
         (Some(id), _) => Some(vec![id.clone()]),
         (None, Some(turn)) => Some(calls_of_turn(&args.file, turn)?),
@@ -103,10 +129,67 @@ pub fn run_changes(args: ChangesArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn run_rewind(args: RewindArgs) -> Result<(), CliError> {
-    let checkpoints = checkpoints("rewind", &args.file)?;
+pub fn run_rewind(args: RewindArgs, config_path: Option<&std::path::Path>) -> Result<(), CliError> {
+    if args.undo_chat {
+        let archive =
+            crate::rewind_chat::undo(&args.file).map_err(|why| CliError::failed("rewind", why))?;
+        eprintln!(
+            "flemmad rewind: the chat is as it was before it was cut back (from {})",
+            archive.display()
+        );
+        return Ok(());
+    }
+    let Some(to) = args.to.as_deref() else {
+        return Err(CliError::failed(
+            "rewind",
+            "--to ID names the call to go back before",
+        ));
+    };
+    // The chat's cut is found first: --both changes nothing when the call is not in the chat.
+    let chat_cut = if args.chat || args.both {
+        let text = crate::fsutil::read_chat(&args.file)
+            .map_err(|error| CliError::unreadable("rewind", &error))?;
+        let cut = crate::rewind_chat::cut_point(&text, to)
+            .map_err(|why| CliError::unreadable("rewind", &anyhow::anyhow!(why)))?;
+        Some((text, cut))
+    } else {
+        None
+    };
+    if !args.chat {
+        rewind_files(&args, to, config_path)?;
+    }
+    let Some((text, cut)) = chat_cut else {
+        return Ok(());
+    };
+    let what = format!(
+        "the chat from line {} (the `@Assistant:` message that made `{to}`, and the {} message{} after it)",
+        cut.line,
+        cut.messages - 1,
+        if cut.messages == 2 { "" } else { "s" }
+    );
+    if args.dry_run {
+        println!("would cut {what}");
+        return Ok(());
+    }
+    let archive = crate::rewind_chat::cut(&args.file, &text, &cut)
+        .map_err(|why| CliError::failed("rewind", why))?;
+    println!("cut {what}");
+    eprintln!(
+        "flemmad rewind: the whole chat as it was is kept in {}; `flemmad rewind {} --undo-chat` puts it back",
+        archive.display(),
+        super::send::shell_quote(&args.file.display().to_string()),
+    );
+    Ok(())
+}
+
+fn rewind_files(
+    args: &RewindArgs,
+    to: &str,
+    config_path: Option<&std::path::Path>,
+) -> Result<(), CliError> {
+    let checkpoints = checkpoints("rewind", &args.file, config_path)?;
     let plan = checkpoints
-        .rewind(&args.to, args.force, args.dry_run)
+        .rewind(to, args.force, args.dry_run)
         .map_err(|error| failed("rewind", error))?;
     let refused = !args.force && !plan.changed_since.is_empty();
     let verb = if args.dry_run || refused {
@@ -134,18 +217,17 @@ pub fn run_rewind(args: RewindArgs) -> Result<(), CliError> {
             ),
         ));
     }
+    let chat = if args.both {
+        "the chat is cut back next"
+    } else {
+        "the chat itself is unchanged"
+    };
     if plan.restored.is_empty() && plan.removed.is_empty() {
-        eprintln!(
-            "flemmad rewind: the files are already as they were before `{}`",
-            args.to
-        );
+        eprintln!("flemmad rewind: the files are already as they were before `{to}`");
     } else if args.dry_run {
         eprintln!("flemmad rewind: --dry-run: nothing was changed");
     } else {
-        eprintln!(
-            "flemmad rewind: the files are as they were before `{}`; the chat itself is unchanged",
-            args.to
-        );
+        eprintln!("flemmad rewind: the files are as they were before `{to}`; {chat}");
     }
     Ok(())
 }

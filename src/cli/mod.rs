@@ -238,18 +238,22 @@ pub enum Command {
     /// Before and after each call that can change files (`bash`, `write`, `edit`, custom and
     /// MCP tools, an `lsp` rename), flemmad records the project's files (its git work tree,
     /// else the chat's folder) in a shadow repository under $XDG_STATE_HOME/flemma/checkpoints/
-    /// — never in your own `.git`. Ignored files (`.gitignore`), chats, `.flemma/` and nested
-    /// repositories are left out; a chat kept directly in your home directory or in `/` gets no
-    /// checkpoints. --call ID shows one call. Exit status: 0; 2 for an unknown call or file.
+    /// — never in your own `.git`. Ignored files (`.gitignore`), chats, `.flemma/`, nested
+    /// repositories and files over `checkpoints.max_file_mb` (16 MiB) are left out; a chat kept
+    /// directly in your home directory or in `/` gets no checkpoints; old ones are pruned by
+    /// `checkpoints.max_age_days` and `checkpoints.max_size_mb`. --call ID shows one call. Exit status: 0; 2 for an unknown call or file.
     Changes(changes::ChangesArgs),
-    /// Put a project's files back as they were before one of the chat's tool calls.
+    /// Put a project's files back as they were before one of the chat's tool calls, and/or
+    /// cut the chat back to before it.
     ///
     /// Restores every file the calls since then changed and removes the files they created
-    /// (from the checkpoints `flemmad changes` shows); the chat itself is not changed. A file
-    /// changed since the conversation's last call (by you or another program) is not
-    /// overwritten without --force: the command then changes nothing and names it.
-    /// --dry-run says what would happen. Exit status: 0 done; 1 refused or failed; 2 for an
-    /// unknown call or file.
+    /// (from the checkpoints `flemmad changes` shows); the chat itself is not changed unless
+    /// --chat or --both: then the answer that made the call and everything after it are cut
+    /// off, the whole chat kept first under $XDG_STATE_HOME/flemma/rewound/ (where no tool can
+    /// write), and --undo-chat puts it back. A file changed since the conversation's last call
+    /// (by you or another program) is not overwritten without --force: the command then
+    /// changes nothing and names it. --dry-run says what would happen. Exit status: 0 done; 1
+    /// refused or failed; 2 for an unknown call or file.
     Rewind(changes::RewindArgs),
 }
 
@@ -352,8 +356,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::InstallService(args) => install_service::run(args),
         Command::Doctor(args) => return doctor::run(args, config),
         Command::Trust(args) => trust::run(args, config),
-        Command::Changes(args) => changes::run_changes(args),
-        Command::Rewind(args) => changes::run_rewind(args),
+        Command::Changes(args) => changes::run_changes(args, config),
+        Command::Rewind(args) => changes::run_rewind(args, config),
     }
     .map(|()| ExitCode::SUCCESS)
 }

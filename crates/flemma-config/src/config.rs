@@ -35,6 +35,8 @@ pub struct Config {
     pub presets: BTreeMap<String, Preset>,
     /// Sandbox settings.
     pub sandbox: Sandbox,
+    /// The checkpoints of the project's files: pruning and the file size limit.
+    pub checkpoints: Checkpoints,
     /// Which chats' frontmatter is trusted.
     pub trust: TrustSettings,
     /// Template extensions.
@@ -941,6 +943,19 @@ pub struct Preset {
     /// The tools the preset offers.
     #[serde(default)]
     pub tools: Vec<String>,
+}
+
+/// The checkpoints of the project's files around tool calls (docs/review.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Checkpoints {
+    /// A chat whose last checkpoint is older than this many days loses its checkpoints; 0
+    /// keeps them.
+    pub max_age_days: u64,
+    /// A project's checkpoints over this many MiB lose the oldest chats' first; 0: no limit.
+    pub max_size_mb: u64,
+    /// Files over this many MiB are left out.
+    pub max_file_mb: u64,
 }
 
 /// Sandbox settings.

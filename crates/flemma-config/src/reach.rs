@@ -89,6 +89,20 @@ pub fn never_read(path: &Path, homes: &[&Path]) -> Option<NeverRead> {
         .map(NeverRead::Credential)
 }
 
+/// Where the search for the project of the chat at `chat` (an absolute path) starts, and its
+/// project when no work tree holds it: the chat's folder, or `DIR` for a chat in an ACP
+/// session folder (`DIR/.flemma/sessions/`).
+pub fn project_start(chat: &Path) -> PathBuf {
+    let chat = normalize(chat);
+    let folder = chat.parent().unwrap_or(&chat);
+    if folder.ends_with(".flemma/sessions") {
+        folder.parent().and_then(Path::parent).unwrap_or(folder)
+    } else {
+        folder
+    }
+    .to_path_buf()
+}
+
 /// The project of the chat at `chat` (an absolute path), which an untrusted chat reads files
 /// in: the nearest folder at or above the chat's folder that `is_work_tree` says holds a git
 /// work tree (a `.git` folder or file), else the chat's folder. A chat in an ACP session
@@ -103,20 +117,14 @@ pub fn chat_project(
     home: Option<&Path>,
     is_work_tree: impl Fn(&Path) -> bool,
 ) -> PathBuf {
-    let chat = normalize(chat);
-    let folder = chat.parent().unwrap_or(&chat);
-    let start = if folder.ends_with(".flemma/sessions") {
-        folder.parent().and_then(Path::parent).unwrap_or(folder)
-    } else {
-        folder
-    };
+    let start = project_start(chat);
     let home = home.map(normalize);
     start
         .ancestors()
         .take_while(|dir| dir.parent().is_some())
         .take_while(|dir| home.as_deref().is_none_or(|home| *dir != home))
         .find(|dir| is_work_tree(dir))
-        .unwrap_or(start)
+        .unwrap_or(&start)
         .to_path_buf()
 }
 

@@ -1201,6 +1201,40 @@ fn build_root() -> Node {
                 ),
             ),
             field("sandbox", sandbox),
+            field(
+                "checkpoints",
+                object(
+                    "The checkpoints of the project's files around tool calls (`flemmad changes`, `flemmad rewind`; docs/review.md). Only the user's configuration and trusted chats set them.",
+                    vec![
+                        field(
+                            "max_age_days",
+                            count(
+                                "Forget the checkpoints of a chat whose last one is older than this many days (checked at most once an hour, after a call); 0 keeps them.",
+                                Some(30),
+                            )
+                            .widens(Narrowing::Never),
+                        ),
+                        field(
+                            "max_size_mb",
+                            count(
+                                "When a project's checkpoints take more than this many MiB, forget the chats' checkpoints oldest first (never the current chat's) until they fit; 0 sets no limit.",
+                                Some(2048),
+                            )
+                            .widens(Narrowing::Never),
+                        ),
+                        field(
+                            "max_file_mb",
+                            integer(
+                                1,
+                                i64::MAX,
+                                "Files larger than this many MiB are left out of checkpoints (a rewind neither restores nor removes them).",
+                                Some(16),
+                            )
+                            .widens(Narrowing::Never),
+                        ),
+                    ],
+                ),
+            ),
             field("trust", trust),
             field(
                 "templating",

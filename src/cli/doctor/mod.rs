@@ -24,6 +24,7 @@ use crate::provider_setup::{client, provider_setup};
 
 /// How long `--online` waits for the provider.
 mod agents;
+mod checkpoints;
 mod config;
 mod daemon;
 mod editors;
@@ -31,6 +32,7 @@ mod mcp;
 mod tools;
 
 use agents::check_agents;
+use checkpoints::check_checkpoints;
 use config::{check_config, check_credentials, check_provider};
 use daemon::{check_daemon, check_systemd};
 use editors::{check_helix, check_neovim, check_vscode, check_zed};
@@ -162,6 +164,7 @@ pub fn run(args: DoctorArgs, config_path: Option<&Path>) -> Result<ExitCode, Cli
     check_search_tools(&machine, &mut findings);
     check_mcp(config_path, &mut findings);
     check_agents(config_path, &mut findings);
+    check_checkpoints(&machine, &mut findings);
     check_helix(&machine, &mut findings);
     check_neovim(&machine, &mut findings);
     check_vscode(&machine, &mut findings);

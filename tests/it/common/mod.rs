@@ -51,7 +51,14 @@ pub fn chat_outside_tmp(text: &str) -> Chat {
 }
 
 fn chat_in(dir: tempfile::TempDir, text: &str) -> Chat {
-    let path = dir.path().join("talk.chat");
+    chat_under(dir, "", text)
+}
+
+/// A chat `talk.chat` in the folder `folder` (created) of the temporary folder `dir`, whose
+/// `config/` is its config home.
+pub fn chat_under(dir: tempfile::TempDir, folder: &str, text: &str) -> Chat {
+    std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+    let path = dir.path().join(folder).join("talk.chat");
     std::fs::write(&path, text).unwrap();
     let config_home = dir.path().join("config");
     std::fs::create_dir_all(&config_home).unwrap();
@@ -212,5 +219,22 @@ pub fn sdk_python(var: &str, package: &str, test: &str) -> Option<std::path::Pat
             );
             None
         }
+    }
+}
+
+/// The text of the file at `path` once it contains `needle` (polled, up to 30 s); `what` names
+/// the wait in the failure.
+pub fn wait_until_contains(path: &Path, needle: &str, what: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {needle:?} never appeared in\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -1,0 +1,199 @@
+//! What a pending `write` or `edit` was reviewed against (issue 35): when a call stops to wait
+//! for approval, the file it would change is recorded as it is then (its SHA-256, or that it
+//! does not exist). When the approved call runs, the file is compared with that record first:
+//! a file changed in between (by you, another program, another call) means the diff that was
+//! reviewed is not what the call would do, and the call writes nothing and says so.
+//!
+//! One record per chat, `$XDG_STATE_HOME/flemma/reviewed/<chat key>.json` (where no tool of
+//! the chat can write), so a daemon restarted between the proposal and the approval still
+//! checks. A call's entry is the first state seen (recorded once, while the call is pending)
+//! and is removed when the call runs. The file is read from disk (as the diffs of `status
+//! --diff` and the hover are computed).
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The tools whose pending calls are checked: the ones whose change is reviewed as a diff
+/// (`flemma_tools::review::proposed_change`).
+const CHECKED: [&str; 2] = [
+    flemma_tools::builtin::write::NAME,
+    flemma_tools::builtin::edit::NAME,
+];
+
+/// The file a call was reviewed against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Base {
+    /// The file, resolved as the tool resolves it.
+    path: PathBuf,
+    /// Its SHA-256 (hex) then; `None`: it did not exist.
+    sha256: Option<String>,
+}
+
+/// One change of the records at a time in this process (the calls of one answer are checked
+/// on threads of their own; one driver per chat, so no other process writes its record).
+fn guard() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn record_file(chat: &Path) -> Option<PathBuf> {
+    let dir = crate::user_dirs::flemma_state()?.join("reviewed");
+    Some(dir.join(format!("{}.json", crate::trust::chat_key(chat))))
+}
+
+fn read(chat: &Path) -> BTreeMap<String, Base> {
+    record_file(chat)
+        .and_then(|file| std::fs::read(file).ok())
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+fn save(chat: &Path, bases: &BTreeMap<String, Base>) -> anyhow::Result<()> {
+    let Some(file) = record_file(chat) else {
+        anyhow::bail!("no state folder (set HOME or XDG_STATE_HOME)");
+    };
+    if bases.is_empty() {
+        return match std::fs::remove_file(&file) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error.into()),
+            _ => Ok(()),
+        };
+    }
+    if let Some(dir) = file.parent() {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    crate::fsutil::write_atomic(&file, &serde_json::to_string(bases)?)
+}
+
+/// The file a `write` or `edit` call names, resolved as the tool resolves it; `None` for
+/// other tools and inputs without a path.
+fn target(name: &str, input: &Value, ctx: &flemma_tools::RunContext) -> Option<PathBuf> {
+    if !CHECKED.contains(&name) {
+        return None;
+    }
+    ctx.resolve(input.get("path")?.as_str()?).ok()
+}
+
+/// The file's SHA-256 (hex), `None` when it does not exist; an error when it cannot be read.
+fn digest(path: &Path) -> std::io::Result<Option<String>> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut buffer = vec![0; 64 * 1024];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        context.update(&buffer[..read]);
+    }
+    Ok(Some(
+        context
+            .finish()
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    ))
+}
+
+/// The calls of `chat` now waiting for approval: each `write` and `edit` not recorded yet gets
+/// its file's state recorded (what its diff is computed against until it is approved).
+pub fn pending(chat: &Path, calls: &[flemma_engine::PendingCall], ctx: &flemma_tools::RunContext) {
+    let _guard = guard();
+    let mut bases = read(chat);
+    let mut added = false;
+    for call in calls {
+        if bases.contains_key(&call.tool_id) {
+            continue;
+        }
+        let Some(path) = target(&call.tool_name, &call.input, ctx) else {
+            continue;
+        };
+        // A file that cannot be read is not checked (the tool says why when it runs).
+        let Ok(sha256) = digest(&path) else {
+            continue;
+        };
+        bases.insert(call.tool_id.clone(), Base { path, sha256 });
+        added = true;
+    }
+    if added && let Err(error) = save(chat, &bases) {
+        tracing::warn!(chat = %chat.display(), "cannot record what the pending calls were reviewed against ({error:#}); they will run unchecked");
+    }
+}
+
+/// Before the approved call `tool_id` runs: `Err` (the tool's error text; nothing may be
+/// written) when the file it changes is no longer what it was while the call waited for
+/// approval. The call's record is removed either way.
+pub fn check(
+    chat: &Path,
+    tool_id: &str,
+    name: &str,
+    input: &Value,
+    ctx: &flemma_tools::RunContext,
+) -> Result<(), String> {
+    let base = {
+        let _guard = guard();
+        let mut bases = read(chat);
+        let Some(base) = bases.remove(tool_id) else {
+            return Ok(());
+        };
+        if let Err(error) = save(chat, &bases) {
+            tracing::warn!(chat = %chat.display(), "cannot update what the pending calls were reviewed against ({error:#})");
+        }
+        base
+    };
+    // A call whose path was edited before approval was reviewed in its new form.
+    let Some(path) = target(name, input, ctx).filter(|path| *path == base.path) else {
+        return Ok(());
+    };
+    let now = digest(&path).map_err(|error| {
+        format!(
+            "nothing was written: {} cannot be read to check it is still the file whose change was approved ({error})",
+            path.display()
+        )
+    })?;
+    if now == base.sha256 {
+        return Ok(());
+    }
+    let shown = input
+        .get("path")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let what = match (&base.sha256, &now) {
+        (None, Some(_)) => "was created",
+        (Some(_), None) => "was removed",
+        _ => "was changed",
+    };
+    Err(format!(
+        "nothing was written: {shown} {what} after this call was proposed, so the change that was approved (its diff was computed against the earlier file) is not what it would do now. Review the change again against the file as it is now and approve it again: read the file and propose the change anew."
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_file_has_no_digest_and_a_file_its_sha256() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("a.txt");
+        assert_eq!(digest(&file).ok(), Some(None));
+        std::fs::write(&file, "abc").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            digest(&file).ok().flatten().as_deref(),
+            Some("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        );
+    }
+}
