@@ -96,11 +96,10 @@ struct SessionEditor {
 }
 
 impl Editor for SessionEditor {
-    fn event(&self, name: &str, data: &serde_json::Value) {
+    fn event(&self, event: &flemma_engine::EngineEvent) {
         self.outbox.send(Task::Event {
             uri: self.uri.clone(),
-            name: name.to_owned(),
-            data: data.clone(),
+            event: event.clone(),
         });
     }
 

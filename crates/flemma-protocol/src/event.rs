@@ -390,6 +390,16 @@ pub enum ToolStatus {
     Error,
 }
 
+impl ToolStatus {
+    /// As the event writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolStatus::Success => "success",
+            ToolStatus::Error => "error",
+        }
+    }
+}
+
 /// Where a finished tool's output went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
