@@ -166,16 +166,11 @@ impl Backend for HostBackend {
         tool: &str,
         input: &serde_json::Value,
     ) -> Option<flemma_ide::features::ApprovalDecision> {
-        use flemma_ide::features::{ApprovalDecision, Verdict};
         let decision = tool_setup(uri, analysis)?.decide(tool, input)?;
-        Some(ApprovalDecision {
-            verdict: match decision.verdict {
-                flemma_tools::Verdict::Approve => Verdict::Approve,
-                flemma_tools::Verdict::RequireApproval => Verdict::Ask,
-                flemma_tools::Verdict::Deny { .. } => Verdict::Deny,
-            },
-            resolver: decision.resolver,
-        })
+        Some(flemma_ide::features::ApprovalDecision::new(
+            decision.verdict,
+            decision.resolver,
+        ))
     }
 
     fn proposed_change(

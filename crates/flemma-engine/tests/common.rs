@@ -24,10 +24,7 @@ impl ToolPolicy for FakePolicy {
             ),
             _ => (Verdict::RequireApproval, "urn:flemma:approval:catch-all"),
         };
-        Decision {
-            verdict,
-            resolver: resolver.into(),
-        }
+        Decision::new(verdict, resolver)
     }
 
     fn capabilities(&self, name: &str) -> Option<ToolInfo> {
