@@ -8,10 +8,12 @@ use std::sync::Arc;
 use flemma_acp::{Backend, McpServerSpec, TurnEvent};
 use flemma_mcp::definition::{Hidden, Origin, ServerDef, Transport};
 
+use flemma_engine::EngineEvent;
+use flemma_protocol::event::ProgressUpdate;
 use flemma_protocol::methods::FlemmaRequest;
 use serde_json::{Value, json};
 
-use crate::engine_host::{DocumentRef, EngineHost, STOPPED_EVENT, TEXT_EVENT, THINKING_EVENT};
+use crate::engine_host::{DocumentRef, EngineHost};
 
 /// `flemmad acp`'s view of the engine host.
 #[derive(Debug)]
@@ -37,59 +39,88 @@ impl AcpHost {
 }
 
 /// What a host event of the chat means to a prompt; `None` for events it does not follow.
-pub fn turn_event(name: &str, data: &Value) -> Option<TurnEvent> {
-    let text = |key: &str| data.get(key).and_then(|v| v.as_str()).map(str::to_owned);
-    Some(match name {
-        TEXT_EVENT => TurnEvent::Text(text("text")?),
-        THINKING_EVENT => TurnEvent::Thinking(text("text")?),
-        flemma_engine::events::TOOL_EXECUTING => TurnEvent::ToolStarted {
-            tool_id: text("toolId")?,
+pub fn turn_event(event: &EngineEvent) -> Option<TurnEvent> {
+    Some(match event {
+        EngineEvent::RequestText(streamed) => TurnEvent::Text(streamed.text.clone()),
+        EngineEvent::RequestThinking(streamed) => TurnEvent::Thinking(streamed.text.clone()),
+        EngineEvent::ToolExecuting(tool) => TurnEvent::ToolStarted {
+            tool_id: tool.tool_id.clone(),
         },
-        flemma_engine::events::TOOL_COMPLETED => TurnEvent::ToolFinished {
-            tool_id: text("toolId")?,
+        EngineEvent::ToolCompleted(done) => TurnEvent::ToolFinished {
+            tool_id: done.tool_id.clone(),
         },
-        flemma_engine::events::REQUEST_FINISHED | flemma_engine::events::TOOL_APPROVAL_REQUIRED => {
+        EngineEvent::RequestFinished(_) | EngineEvent::ToolApprovalRequired(_) => {
             TurnEvent::FileChanged
         }
-        flemma_engine::events::USAGE_UPDATED => {
-            let number = |key: &str| data.get(key).and_then(Value::as_u64);
+        EngineEvent::UsageUpdated(usage) => {
             let mut flemma = serde_json::Map::new();
-            for key in ["usage", "cacheSavedUsd", "rateLimits"] {
-                if let Some(value) = data.get(key).filter(|v| !v.is_null()) {
-                    flemma.insert(key.to_owned(), value.clone());
-                }
+            flemma.insert("usage".to_owned(), json!(usage.usage));
+            if let Some(saved) = usage.cache_saved_usd {
+                flemma.insert("cacheSavedUsd".to_owned(), json!(saved));
+            }
+            if let Some(limits) = &usage.rate_limits {
+                flemma.insert("rateLimits".to_owned(), json!(limits));
             }
             TurnEvent::Usage {
-                used: number("contextTokens")?,
+                used: usage.context_tokens,
                 // Told only when the model's context window is known.
-                size: number("contextWindow")?,
-                cost_usd: data.get("costUsd").and_then(Value::as_f64),
+                size: usage.context_window?,
+                cost_usd: usage.cost_usd,
                 meta: serde_json::Map::from_iter([("flemma".to_owned(), Value::Object(flemma))]),
             }
         }
-        flemma_engine::events::TOOL_PROGRESS => {
+        EngineEvent::ToolProgress(progress) => {
+            let (kind, text, title, status, child_tool_id) = match &progress.data.update {
+                ProgressUpdate::Text { text } => ("text", Some(text), None, None, None),
+                ProgressUpdate::Thought { text } => ("thought", Some(text), None, None, None),
+                ProgressUpdate::Plan { text } => ("plan", Some(text), None, None, None),
+                ProgressUpdate::ToolCall {
+                    child_tool_id,
+                    title,
+                    status,
+                    ..
+                } => (
+                    "tool_call",
+                    None,
+                    Some(title),
+                    Some(status),
+                    Some(child_tool_id),
+                ),
+                ProgressUpdate::ToolCallUpdate {
+                    child_tool_id,
+                    title,
+                    status,
+                    text,
+                } => (
+                    "tool_call_update",
+                    text.as_ref(),
+                    title.as_ref(),
+                    status.as_ref(),
+                    Some(child_tool_id),
+                ),
+            };
             TurnEvent::AgentProgress(flemma_acp::delegation::Progress {
-                tool_id: text("toolId")?,
-                agent: text("agent")?,
-                kind: text("kind")?,
-                text: text("text"),
-                title: text("title"),
-                status: text("status"),
-                child_tool_id: text("childToolId"),
+                tool_id: progress.tool_id.clone(),
+                agent: progress.data.agent.clone(),
+                kind: kind.to_owned(),
+                text: text.cloned(),
+                title: title.cloned(),
+                status: status.cloned(),
+                child_tool_id: child_tool_id.cloned(),
             })
         }
-        flemma_engine::events::AGENT_PERMISSION_REQUIRED => {
+        EngineEvent::AgentPermissionRequired(asked) => {
             TurnEvent::AgentPermission(flemma_acp::delegation::Permission {
-                tool_id: text("toolId")?,
-                agent: text("agent")?,
-                permission_id: text("permissionId")?,
-                title: text("title")?,
-                input: data.get("input").filter(|v| !v.is_null()).cloned(),
+                tool_id: asked.tool_id.clone(),
+                agent: asked.data.agent.clone(),
+                permission_id: asked.data.permission_id.clone(),
+                title: asked.data.title.clone(),
+                input: asked.data.input.clone().filter(|v| !v.is_null()),
             })
         }
-        STOPPED_EVENT => TurnEvent::Stopped {
-            reason: text("reason")?,
-            message: text("message"),
+        EngineEvent::EngineStopped(stopped) => TurnEvent::Stopped {
+            reason: stopped.reason,
+            message: stopped.message.clone(),
         },
         _ => return None,
     })
@@ -204,7 +235,7 @@ impl Backend for AcpHost {
                     if event.path != path {
                         continue;
                     }
-                    let Some(turn) = turn_event(event.event.name, &event.event.data) else {
+                    let Some(turn) = turn_event(&event.event) else {
                         continue;
                     };
                     if sender.send(turn).is_err() {
@@ -421,38 +452,46 @@ fn slash_rewind(path: &Path, argument: &str, config_path: Option<&Path>) -> Resu
 mod tests {
     use super::*;
 
+    /// The event a JSON line names, as the front ends read it.
+    fn told(name: &str, data: Value) -> Option<TurnEvent> {
+        turn_event(&EngineEvent::from_parts(name, data).expect("a known event"))
+    }
+
     #[test]
     fn host_events_become_turn_events() {
         assert_eq!(
-            turn_event(TEXT_EVENT, &json!({"text": "hi"})),
+            told("request:text", json!({"text": "hi"})),
             Some(TurnEvent::Text("hi".into()))
         );
         assert_eq!(
-            turn_event(
+            told(
                 "tool:executing",
-                &json!({"toolId": "t1", "toolName": "bash"})
+                json!({"toolId": "t1", "toolName": "bash"})
             ),
             Some(TurnEvent::ToolStarted {
                 tool_id: "t1".into()
             })
         );
         assert_eq!(
-            turn_event(
-                STOPPED_EVENT,
-                &json!({"reason": "error", "message": "boom"})
+            told(
+                "engine:stopped",
+                json!({"reason": "error", "message": "boom"})
             ),
             Some(TurnEvent::Stopped {
-                reason: "error".into(),
+                reason: flemma_protocol::event::StopLabel::Error,
                 message: Some("boom".into())
             })
         );
+        let usage = |window: Value| {
+            json!({"usage": {"input_tokens": 2000, "output_tokens": 225, "thinking_tokens": 0,
+                             "cache_read_tokens": 0, "cache_write_tokens": 0},
+                   "requests": 1, "costUsd": null, "cacheSavedUsd": null,
+                   "rateLimits": {"windows": [{"name": "primary", "usedPercent": 42.0}]},
+                   "contextTokens": 2225, "contextWindow": window})
+        };
         // Without the model's context window there is nothing to tell ACP.
-        assert_eq!(turn_event("usage:updated", &json!({})), None);
-        let usage = turn_event(
-            "usage:updated",
-            &json!({"contextTokens": 2225, "contextWindow": 272000, "costUsd": null,
-                    "rateLimits": {"windows": [{"name": "primary", "usedPercent": 42.0}]}}),
-        );
+        assert_eq!(told("usage:updated", usage(Value::Null)), None);
+        let usage = told("usage:updated", usage(json!(272000)));
         let Some(TurnEvent::Usage {
             used,
             size,

@@ -13,10 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use flemma_acp::client::{PermissionAnswer, PermissionQuestion};
-use flemma_engine::events::{AGENT_PERMISSION_REQUIRED, AGENT_PERMISSION_RESOLVED};
+use flemma_protocol::event::{CallNews, PermissionAsked, PermissionDecision, PermissionResolved};
 use flemma_tools::ToolReporter;
 type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
-use serde_json::json;
 use tokio::sync::oneshot;
 
 /// A question waiting for the user.
@@ -94,16 +93,13 @@ pub fn ask(
         );
         table.unattended.clone()
     };
-    reporter.event(
-        AGENT_PERMISSION_REQUIRED,
-        json!({
-            "agent": agent,
-            "permissionId": id,
-            "title": question.title,
-            "kind": question.kind,
-            "input": question.input,
-        }),
-    );
+    reporter.event(CallNews::PermissionAsked(PermissionAsked {
+        agent: agent.to_owned(),
+        permission_id: id.clone(),
+        title: question.title,
+        kind: question.kind,
+        input: question.input,
+    }));
     if let Some(unattended) = unattended {
         unattended(&pending);
     }
@@ -126,10 +122,12 @@ impl Drop for Forget {
     fn drop(&mut self) {
         let gone = lock().waiting.remove(&self.key);
         if let Some(gone) = gone {
-            gone.reporter.event(
-                AGENT_PERMISSION_RESOLVED,
-                json!({"agent": gone.pending.agent, "permissionId": gone.pending.id, "decision": "cancelled"}),
-            );
+            gone.reporter
+                .event(CallNews::PermissionResolved(PermissionResolved {
+                    agent: gone.pending.agent,
+                    permission_id: gone.pending.id,
+                    decision: PermissionDecision::Cancelled,
+                }));
         }
     }
 }
@@ -138,11 +136,18 @@ impl Drop for Forget {
 /// `None` when no such question waits in this process.
 pub fn answer(chat: &Path, id: &str, allow: bool) -> Option<()> {
     let waiting = lock().waiting.remove(&(chat.to_owned(), id.to_owned()))?;
-    let decision = if allow { "allowed" } else { "rejected" };
-    waiting.reporter.event(
-        AGENT_PERMISSION_RESOLVED,
-        json!({"agent": waiting.pending.agent, "permissionId": id, "decision": decision}),
-    );
+    let decision = if allow {
+        PermissionDecision::Allowed
+    } else {
+        PermissionDecision::Rejected
+    };
+    waiting
+        .reporter
+        .event(CallNews::PermissionResolved(PermissionResolved {
+            agent: waiting.pending.agent.clone(),
+            permission_id: id.to_owned(),
+            decision,
+        }));
     let answer = if allow {
         PermissionAnswer::Allow
     } else {
@@ -174,6 +179,7 @@ pub fn pending(chat: &Path) -> Vec<Pending> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flemma_protocol::event::EngineEvent;
 
     #[derive(Debug, Default)]
     struct Recorder(Mutex<Vec<(&'static str, serde_json::Value)>>);
@@ -182,11 +188,11 @@ mod tests {
         fn tool_id(&self) -> &str {
             "toolu_9"
         }
-        fn event(&self, name: &'static str, data: serde_json::Value) {
+        fn event(&self, news: CallNews) {
             self.0
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .push((name, data));
+                .push(news.of_call("toolu_9", "ask_agent").to_parts());
         }
     }
 
@@ -213,16 +219,22 @@ mod tests {
         assert_eq!(answer(chat, &id, false), None, "the first answer counts");
         assert_eq!(waiting.await, PermissionAnswer::Allow);
         assert!(pending(chat).is_empty());
-        let names: Vec<&str> = recorder
+        let told: Vec<Option<EngineEvent>> = recorder
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .map(|(name, _)| *name)
+            .map(|(name, data)| EngineEvent::from_parts(name, data.clone()))
             .collect();
-        assert_eq!(
-            names,
-            [AGENT_PERMISSION_REQUIRED, AGENT_PERMISSION_RESOLVED]
+        assert!(
+            matches!(
+                told.as_slice(),
+                [
+                    Some(EngineEvent::AgentPermissionRequired(_)),
+                    Some(EngineEvent::AgentPermissionResolved(_))
+                ]
+            ),
+            "{told:?}"
         );
     }
 
@@ -241,7 +253,7 @@ mod tests {
             .cloned();
         assert_eq!(
             last.map(|(_, data)| data["decision"].clone()),
-            Some(json!("cancelled"))
+            Some(serde_json::json!("cancelled"))
         );
     }
 }

@@ -18,10 +18,10 @@ use flemma_acp::client::{
     PermissionAnswer, PermissionQuestion,
 };
 use flemma_config::{AgentPermissions, ResolvedConfig};
-use flemma_engine::events::TOOL_PROGRESS;
+use flemma_protocol::event::{AgentProgress, CallNews, ProgressUpdate};
 use flemma_tools::truncate::Keep;
 use flemma_tools::{Outcome, RunContext, ToolReporter};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 /// The process's agents.
@@ -445,31 +445,38 @@ impl AskEvents for Events {
         let Some(reporter) = &self.reporter else {
             return;
         };
-        let data = match update {
-            AgentUpdate::Text(text) => json!({"kind": "text", "text": text}),
-            AgentUpdate::Thought(text) => json!({"kind": "thought", "text": text}),
+        let update_of = match update.clone() {
+            AgentUpdate::Text(text) => ProgressUpdate::Text { text },
+            AgentUpdate::Thought(text) => ProgressUpdate::Thought { text },
             AgentUpdate::ToolCall {
                 id,
                 title,
                 kind,
                 status,
-            } => {
-                json!({"kind": "tool_call", "childToolId": id, "title": title, "toolKind": kind, "status": status})
-            }
+            } => ProgressUpdate::ToolCall {
+                child_tool_id: id,
+                title,
+                tool_kind: kind,
+                status,
+            },
             AgentUpdate::ToolCallUpdate {
                 id,
                 title,
                 status,
                 text,
-            } => {
-                json!({"kind": "tool_call_update", "childToolId": id, "title": title, "status": status, "text": text})
-            }
-            AgentUpdate::Plan(plan) => json!({"kind": "plan", "text": plan}),
+            } => ProgressUpdate::ToolCallUpdate {
+                child_tool_id: id,
+                title,
+                status,
+                text,
+            },
+            AgentUpdate::Plan(text) => ProgressUpdate::Plan { text },
         };
-        let mut data = data;
-        data["agent"] = json!(self.agent);
-        data["message"] = json!(progress_message(&self.agent, update));
-        reporter.event(TOOL_PROGRESS, data);
+        reporter.event(CallNews::Progress(AgentProgress {
+            update: update_of,
+            agent: self.agent.clone(),
+            message: progress_message(&self.agent, update),
+        }));
     }
 
     fn permission(

@@ -18,8 +18,8 @@ use flemma_engine::session::{
     Effect, Input, ReadOutcome, ReplaceOutcome, Session, SessionConfig, StoreId, StoreKind,
 };
 use flemma_engine::{
-    Engine, EngineConfig, Event, Input as EngineInput, JobState, Millis, RequestId, StopReason,
-    StreamOutcome, TimerId,
+    Engine, EngineConfig, EngineEvent, Input as EngineInput, JobState, Millis, RequestId,
+    StopReason, StreamOutcome, TimerId,
 };
 use flemma_ide::DocumentId;
 use flemma_provider::explain::ProviderError;
@@ -44,7 +44,7 @@ const WATCHED_POLL_INTERVAL: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone)]
 pub enum Report {
     /// A lifecycle event of the engine.
-    Event(Event),
+    Event(EngineEvent),
     /// Reply text as it streams in.
     Text(String),
     /// Thinking text as it streams in.
@@ -171,7 +171,7 @@ pub struct DriverParts {
 enum Message {
     Session(Input),
     /// An event a running tool tells (`tool:progress`, `agent:permission-required`).
-    Event(Event),
+    Event(EngineEvent),
     Notice(String),
     /// A warning about a request: said once per driver (one send), however many requests of
     /// the cycle it concerns.

@@ -27,13 +27,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use flemma_config::{ConfigLayer, LayerKind, ResolvedConfig};
-use flemma_engine::{CancelScope, Event, Input, StopReason};
+use flemma_engine::{CancelScope, EngineEvent, Input, StopReason};
 use flemma_ide::{ConfigInput, DocumentId};
 use flemma_protocol::engine::{
     Accepted, EngineJob, EngineStatus, JobsResult, ModeResult, ModelSwitch, SwitchResult,
     UsageTotals,
 };
 use flemma_protocol::error::RequestError;
+use flemma_protocol::event::{ConfigUpdated, EngineStopped, ModelRef, StopLabel, StreamedText};
 use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 use flemma_template::TemplateCache;
 use tokio::sync::mpsc;
@@ -49,7 +50,7 @@ use crate::engine_setup::{self, SetupError, SetupOptions};
 pub trait Editor: Send + Sync + std::fmt::Debug {
     /// A lifecycle event of the document (the editor shows it; the language server sends it
     /// as `flemma/event` and derives its `$/progress` from it).
-    fn event(&self, name: &str, data: &serde_json::Value);
+    fn event(&self, event: &EngineEvent);
     /// A message for the user that is not an error (a retry, a refused input, a warning).
     fn notice(&self, message: &str);
     /// The engine's work on the document stopped on an error.
@@ -80,7 +81,7 @@ pub struct EditorHandle {
 #[derive(Debug, Clone)]
 pub struct HostEvent {
     pub path: PathBuf,
-    pub event: Event,
+    pub event: EngineEvent,
 }
 
 /// The document a request is about, as its front end resolved it.
@@ -134,24 +135,6 @@ fn invalid_switch(message: String) -> RequestError {
     RequestError::invalid_params(message)
 }
 
-/// The name of the event the host adds when a driver ends: `{"reason": …}` (`idle`,
-/// `awaiting-approval`, `step-done`, `max-turns`, `cancelled`, `user-content-in-approved`,
-/// `error`, `refused`) and `message` for errors and refusals.
-pub const STOPPED_EVENT: &str = "engine:stopped";
-
-/// The name of the event that carries reply text as it streams (`{"text": …}`). Only
-/// [`EngineHost::subscribe`] receivers get it (editors see the text in their buffer).
-pub const TEXT_EVENT: &str = "request:text";
-
-/// The name of the event that carries thinking text as it streams (`{"text": …}`), like
-/// [`TEXT_EVENT`] only for [`EngineHost::subscribe`] receivers.
-pub const THINKING_EVENT: &str = "request:thinking";
-
-/// The name of the event the host sends when `flemma/switch` changed a document's runtime
-/// layer: `{"layer": "runtime", "provider", "model", "next": {provider, model},
-/// "frontmatterWins"}`.
-pub const CONFIG_UPDATED_EVENT: &str = "config:updated";
-
 /// How long [`EngineHost::shutdown`] waits for the drivers to write their abort markers.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
@@ -187,7 +170,7 @@ struct Shared {
 struct DocumentState {
     running: bool,
     driver: Option<DriverState>,
-    last_stop: Option<String>,
+    last_stop: Option<EngineStopped>,
     /// How many drivers started for the document.
     epoch: u64,
     /// The last driver ended with an error (it may have dropped decisions it had not applied).
@@ -614,8 +597,12 @@ impl EngineHost {
         );
         let label = match driver {
             _ if !state.running => {
-                if state.last_stop.as_deref() == Some("awaiting-approval") {
-                    "awaiting-approval"
+                if state
+                    .last_stop
+                    .as_ref()
+                    .is_some_and(|stop| stop.reason == StopLabel::AwaitingApproval)
+                {
+                    StopLabel::AwaitingApproval.as_str()
                 } else {
                     "idle"
                 }
@@ -633,7 +620,10 @@ impl EngineHost {
             pending,
             jobs: jobs_of(driver),
             usage: usage_of(driver),
-            last_stop: state.last_stop.clone(),
+            last_stop: state.last_stop.as_ref().map(|stop| match &stop.message {
+                Some(message) => format!("{}: {message}", stop.reason),
+                None => stop.reason.to_string(),
+            }),
             switched: lock(&self.shared.switches)
                 .get(path)
                 .map(|(_, switched)| switched.clone()),
@@ -728,16 +718,16 @@ impl EngineHost {
         lock(&self.shared.switches).insert(path.to_owned(), (layer, switched.clone()));
         self.shared.publish(
             path,
-            Event {
-                name: CONFIG_UPDATED_EVENT,
-                data: serde_json::json!({
-                    "layer": LayerKind::Runtime.as_str(),
-                    "provider": switched.provider,
-                    "model": switched.model,
-                    "next": {"provider": next.provider, "model": next.model},
-                    "frontmatterWins": frontmatter_wins,
-                }),
-            },
+            EngineEvent::ConfigUpdated(ConfigUpdated {
+                layer: LayerKind::Runtime.as_str().to_owned(),
+                provider: switched.provider.clone(),
+                model: switched.model.clone(),
+                next: ModelRef {
+                    provider: next.provider.clone(),
+                    model: next.model.clone(),
+                },
+                frontmatter_wins,
+            }),
         );
         Ok(SwitchResult {
             switched,
@@ -826,7 +816,7 @@ impl EngineHost {
         self.shared.template_cache.clone()
     }
 
-    /// Every document's events from now on (the host's own [`STOPPED_EVENT`] included). A
+    /// Every document's events from now on (the host's own `EngineEvent::EngineStopped` included). A
     /// receiver that is dropped is forgotten.
     pub fn subscribe(&self) -> std::sync::mpsc::Receiver<HostEvent> {
         let (sender, receiver) = std::sync::mpsc::channel();
@@ -1054,12 +1044,12 @@ impl Shared {
         }
     }
 
-    fn publish(&self, path: &Path, event: Event) {
-        self.tell_editors(path, |editor| editor.event(event.name, &event.data));
+    fn publish(&self, path: &Path, event: EngineEvent) {
+        self.tell_editors(path, |editor| editor.event(&event));
         self.publish_to_subscribers(path, event);
     }
 
-    fn publish_to_subscribers(&self, path: &Path, event: Event) {
+    fn publish_to_subscribers(&self, path: &Path, event: EngineEvent) {
         let host_event = HostEvent {
             path: path.to_owned(),
             event,
@@ -1171,51 +1161,25 @@ async fn drive(inner: Rc<Inner>, path: PathBuf, first: Input, send: bool) {
             Err(busy) => Err(busy.to_string()),
         };
     inner.slots.borrow_mut().remove(&path);
-    let (reason, message) = match &outcome {
-        Ok(reason) => stop_label(reason),
-        Err(message) => ("error", Some(message.clone())),
+    let stopped = match &outcome {
+        Ok(reason) => EngineStopped {
+            reason: reason.label(),
+            message: reason.message(),
+        },
+        Err(message) => EngineStopped {
+            reason: StopLabel::Error,
+            message: Some(message.clone()),
+        },
     };
-    if let Some(message) = &message {
+    if let Some(message) = &stopped.message {
         shared.tell_editors(&path, |editor| editor.failed(message));
     }
     shared.set_state(&path, |state| {
         state.running = false;
         state.last_failed = outcome.is_err();
-        state.last_stop = Some(match &message {
-            Some(message) => format!("{reason}: {message}"),
-            None => reason.to_owned(),
-        });
+        state.last_stop = Some(stopped.clone());
     });
-    let mut data = serde_json::json!({ "reason": reason });
-    if let Some(message) = message {
-        data["message"] = serde_json::Value::String(message);
-    }
-    shared.publish(
-        &path,
-        Event {
-            name: STOPPED_EVENT,
-            data,
-        },
-    );
-}
-
-/// The stop reason as `engine:stopped` names it, and the message of errors.
-fn stop_label(reason: &StopReason) -> (&'static str, Option<String>) {
-    match reason {
-        StopReason::Idle => ("idle", None),
-        StopReason::AwaitingApproval { .. } => ("awaiting-approval", None),
-        StopReason::StepDone => ("step-done", None),
-        StopReason::MaxTurns { message } => ("max-turns", Some(message.clone())),
-        StopReason::Error { message } => ("error", Some(message.clone())),
-        StopReason::Refused { message } => ("refused", Some(message.clone())),
-        StopReason::Cancelled => ("cancelled", None),
-        StopReason::UserContentInApproved { tool_id } => (
-            "user-content-in-approved",
-            Some(format!(
-                "the approved tool call `{tool_id}` was not run because its result block holds text you typed; review it and send again"
-            )),
-        ),
-    }
+    shared.publish(&path, EngineEvent::EngineStopped(stopped));
 }
 
 async fn run_driver(
@@ -1270,17 +1234,11 @@ async fn run_driver(
         }
         Report::Text(text) => report_shared.publish_to_subscribers(
             &report_path,
-            Event {
-                name: TEXT_EVENT,
-                data: serde_json::json!({ "text": text }),
-            },
+            EngineEvent::RequestText(StreamedText { text }),
         ),
         Report::Thinking(text) => report_shared.publish_to_subscribers(
             &report_path,
-            Event {
-                name: THINKING_EVENT,
-                data: serde_json::json!({ "text": text }),
-            },
+            EngineEvent::RequestThinking(StreamedText { text }),
         ),
     });
     let mut driver = Driver::with_store(prepared.parts, store, snapshot, report);

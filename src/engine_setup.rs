@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use flemma_engine::{Engine, EngineConfig, Event, Input};
+use flemma_engine::{Engine, EngineConfig, EngineEvent, Input};
 use flemma_ide::{Analysis, ConfigInput, Diagnostic, DocumentId, NOTHING_TO_SEND};
+use flemma_protocol::event::{IgnoredOption, TrustIgnored};
 use flemma_provider::ProviderKind;
 use flemma_provider::credentials::CredentialEnvironment;
 
@@ -204,37 +205,28 @@ pub async fn prepare(
     })
 }
 
-/// The event that says, once per send, what an untrusted chat's frontmatter set that was
-/// ignored because it would widen what the chat may do.
-pub const TRUST_IGNORED_EVENT: &str = "trust:ignored";
-
-/// `trust:ignored` for a chat whose frontmatter set options it may not: `{reason, trust,
-/// options: [{path, value, allowed, message}]}` (`None` when nothing was ignored).
-pub fn trust_notice(analysis: &Analysis) -> Option<Event> {
+/// `trust:ignored`, said once per send, for a chat whose frontmatter set options it may not
+/// because they would widen what the chat may do (`None` when nothing was ignored).
+pub fn trust_notice(analysis: &Analysis) -> Option<EngineEvent> {
     let ignored = analysis.config.as_ref()?.ignored();
     if ignored.is_empty() {
         return None;
     }
     let trust = flemma_ide::untrusted::trust_command(analysis.id.path());
-    let options: Vec<serde_json::Value> = ignored
+    let options = ignored
         .iter()
-        .map(|option| {
-            serde_json::json!({
-                "path": option.path,
-                "value": option.value,
-                "allowed": option.allowed,
-                "message": flemma_ide::untrusted::ignored_message(option, analysis.id.path()),
-            })
+        .map(|option| IgnoredOption {
+            path: option.path.clone(),
+            value: option.value.clone(),
+            allowed: option.allowed.clone(),
+            message: flemma_ide::untrusted::ignored_message(option, analysis.id.path()),
         })
         .collect();
-    Some(Event {
-        name: TRUST_IGNORED_EVENT,
-        data: serde_json::json!({
-            "reason": analysis.trust.reason,
-            "trust": trust,
-            "options": options,
-        }),
-    })
+    Some(EngineEvent::TrustIgnored(TrustIgnored {
+        reason: analysis.trust.reason.clone(),
+        trust,
+        options,
+    }))
 }
 
 /// A seed for job ids that differs between runs (ids are also checked unique in the file).

@@ -96,11 +96,10 @@ struct SessionEditor {
 }
 
 impl Editor for SessionEditor {
-    fn event(&self, name: &str, data: &serde_json::Value) {
+    fn event(&self, event: &flemma_engine::EngineEvent) {
         self.outbox.send(Task::Event {
             uri: self.uri.clone(),
-            name: name.to_owned(),
-            data: data.clone(),
+            event: event.clone(),
         });
     }
 
@@ -167,16 +166,11 @@ impl Backend for HostBackend {
         tool: &str,
         input: &serde_json::Value,
     ) -> Option<flemma_ide::features::ApprovalDecision> {
-        use flemma_ide::features::{ApprovalDecision, Verdict};
         let decision = tool_setup(uri, analysis)?.decide(tool, input)?;
-        Some(ApprovalDecision {
-            verdict: match decision.verdict {
-                flemma_tools::Verdict::Approve => Verdict::Approve,
-                flemma_tools::Verdict::RequireApproval => Verdict::Ask,
-                flemma_tools::Verdict::Deny { .. } => Verdict::Deny,
-            },
-            resolver: decision.resolver,
-        })
+        Some(flemma_ide::features::ApprovalDecision::new(
+            decision.verdict,
+            decision.resolver,
+        ))
     }
 
     fn proposed_change(

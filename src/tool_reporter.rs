@@ -2,14 +2,15 @@
 //! agent's progress, a permission it asks for) becomes a lifecycle event of its chat, with the
 //! call's id and tool name, handed to the driver that runs the call.
 
-use flemma_engine::Event;
+use flemma_engine::EngineEvent;
+use flemma_protocol::event::CallNews;
 use flemma_tools::ToolReporter;
 
 /// The reporter of one call: events go to `emit` (the driver's channel).
 pub struct CallReporter {
     tool_id: String,
     tool_name: String,
-    emit: Box<dyn Fn(Event) + Send + Sync>,
+    emit: Box<dyn Fn(EngineEvent) + Send + Sync>,
 }
 
 impl std::fmt::Debug for CallReporter {
@@ -25,7 +26,7 @@ impl CallReporter {
     pub fn new(
         tool_id: &str,
         tool_name: &str,
-        emit: impl Fn(Event) + Send + Sync + 'static,
+        emit: impl Fn(EngineEvent) + Send + Sync + 'static,
     ) -> Self {
         Self {
             tool_id: tool_id.to_owned(),
@@ -40,11 +41,7 @@ impl ToolReporter for CallReporter {
         &self.tool_id
     }
 
-    fn event(&self, name: &'static str, mut data: serde_json::Value) {
-        if let Some(object) = data.as_object_mut() {
-            object.insert("toolId".into(), self.tool_id.clone().into());
-            object.insert("toolName".into(), self.tool_name.clone().into());
-        }
-        (self.emit)(Event { name, data });
+    fn event(&self, news: CallNews) {
+        (self.emit)(news.of_call(&self.tool_id, &self.tool_name));
     }
 }

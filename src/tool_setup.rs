@@ -531,13 +531,10 @@ pub struct SetupPolicy(pub Arc<ToolSetup>);
 impl ToolPolicy for SetupPolicy {
     fn decide(&self, name: &str, input: &Value) -> Decision {
         match self.0.decide(name, input) {
-            Some(decision) => Decision {
-                verdict: match decision.verdict {
-                    flemma_tools::Verdict::Approve => Verdict::Approve,
-                    flemma_tools::Verdict::RequireApproval => Verdict::RequireApproval,
-                    flemma_tools::Verdict::Deny { message } => Verdict::Deny { message },
-                },
-                resolver: match decision.note {
+            // The engine names the resolver of a pending call: the note goes with it.
+            Some(decision) => Decision::new(
+                decision.verdict,
+                match decision.note {
                     Some(note) => {
                         // The note reaches the user with the decision (the pending list of
                         // `send`, status, hover); the log only records it.
@@ -546,13 +543,13 @@ impl ToolPolicy for SetupPolicy {
                     }
                     None => decision.resolver,
                 },
-            },
-            None => Decision {
-                verdict: Verdict::Deny {
+            ),
+            None => Decision::new(
+                Verdict::Deny {
                     message: format!("the tool `{name}` is not enabled for this chat"),
                 },
-                resolver: "urn:flemma:approval:registry".to_owned(),
-            },
+                "urn:flemma:approval:registry",
+            ),
         }
     }
 

@@ -8,7 +8,6 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::send::shell_quote;
@@ -41,20 +40,17 @@ impl Asked {
 }
 
 /// A question from an `agent:permission-required` event's data.
-pub fn pending_of(chat: &Path, data: &Value) -> Pending {
-    let text = |key: &str| {
-        data.get(key)
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_owned()
-    };
+pub fn pending_of(
+    chat: &Path,
+    question: &flemma_protocol::event::OfCall<flemma_protocol::event::PermissionAsked>,
+) -> Pending {
     Pending {
         chat: chat.to_owned(),
-        id: text("permissionId"),
-        tool_id: text("toolId"),
-        agent: text("agent"),
-        title: text("title"),
-        input: data.get("input").filter(|v| !v.is_null()).cloned(),
+        id: question.data.permission_id.clone(),
+        tool_id: question.tool_id.clone(),
+        agent: question.data.agent.clone(),
+        title: question.data.title.clone(),
+        input: question.data.input.clone().filter(|v| !v.is_null()),
     }
 }
 

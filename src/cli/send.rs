@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use flemma_engine::EngineEvent;
 use flemma_engine::{Input, PendingCall, StopReason};
-use flemma_protocol::event::LifecycleEvent;
+use flemma_protocol::event::{LifecycleEvent, Written};
 use tokio_util::sync::CancellationToken;
 
 use super::CliError;
@@ -402,7 +403,7 @@ impl Progress {
     pub(super) fn show(&mut self, report: Report) {
         match report {
             Report::Event(event) => {
-                if event.name == "request:sending"
+                if matches!(event, EngineEvent::RequestSending(_))
                     && !self
                         .requested
                         .swap(true, std::sync::atomic::Ordering::Relaxed)
@@ -414,11 +415,7 @@ impl Progress {
                     }
                 }
                 if self.events {
-                    let line = LifecycleEvent {
-                        name: event.name.to_owned(),
-                        uri: self.uri.clone(),
-                        data: event.data.clone(),
-                    };
+                    let line = LifecycleEvent::new(self.uri.clone(), &event);
                     if let Ok(json) = serde_json::to_string(&line) {
                         let mut out = std::io::stdout().lock();
                         let _ = writeln!(out, "{json}");
@@ -470,69 +467,58 @@ impl Progress {
 }
 
 /// The stderr line of an event (`None`: not worth a line).
-fn describe(event: &flemma_engine::Event) -> Option<String> {
-    let data = &event.data;
-    let text = |key: &str| data.get(key).and_then(|v| v.as_str()).unwrap_or("?");
-    Some(match event.name {
-        "tool:executing" => format!("running `{}` ({})", text("toolName"), text("toolId")),
-        "tool:completed" => match data.get("written").and_then(|v| v.as_str()) {
-            Some("restored") => format!(
-                "`{}` ({}) finished: {}; its result block had been removed from the file, so the output went into a new one",
-                text("toolName"),
-                text("toolId"),
-                text("status")
-            ),
-            Some("dropped") => format!(
-                "`{}` ({}) finished, but the turn that called it had been removed from the file: its output was dropped",
-                text("toolName"),
-                text("toolId")
-            ),
-            Some("below-user-text") => format!(
-                "`{}` ({}) finished: {}; its result block holds your text, so the output went right below it",
-                text("toolName"),
-                text("toolId"),
-                text("status")
-            ),
-            _ => format!(
-                "`{}` ({}) finished: {}",
-                text("toolName"),
-                text("toolId"),
-                text("status")
-            ),
-        },
-        "job:submitted" => format!(
+fn describe(event: &EngineEvent) -> Option<String> {
+    Some(match event {
+        EngineEvent::ToolExecuting(tool) => {
+            format!("running `{}` ({})", tool.tool_name, tool.tool_id)
+        }
+        EngineEvent::ToolCompleted(done) => {
+            let (name, id, status) = (&done.tool_name, &done.tool_id, done.status.as_str());
+            match done.written {
+                Written::Restored => format!(
+                    "`{name}` ({id}) finished: {status}; its result block had been removed from the file, so the output went into a new one"
+                ),
+                Written::Dropped => format!(
+                    "`{name}` ({id}) finished, but the turn that called it had been removed from the file: its output was dropped"
+                ),
+                Written::BelowUserText => format!(
+                    "`{name}` ({id}) finished: {status}; its result block holds your text, so the output went right below it"
+                ),
+                Written::Result => format!("`{name}` ({id}) finished: {status}"),
+            }
+        }
+        EngineEvent::JobSubmitted(job) => format!(
             "`{}` ({}) runs in the background as {}",
-            text("toolName"),
-            text("toolId"),
-            text("jobId")
+            job.tool_name, job.tool_id, job.job_id
         ),
-        "job:completed" => format!(
+        EngineEvent::JobCompleted(job) => format!(
             "background job {} (`{}`) delivered",
-            text("jobId"),
-            text("toolName")
+            job.job_id, job.tool_name
         ),
-        "autopilot:resume-scheduled" => format!(
+        EngineEvent::AutopilotResumeScheduled(resume) => format!(
             "continuing in {} ms (edit the file to stop)",
-            data.get("delayMs").and_then(|v| v.as_u64()).unwrap_or(0)
+            resume.delay_ms
         ),
-        "autopilot:resume-cancelled" => "you edited the file: not continuing".to_owned(),
-        "document:recovered" if data.get("cutReply").and_then(|v| v.as_bool()) == Some(true) => {
+        EngineEvent::AutopilotResumeCancelled(_) => {
+            "you edited the file: not continuing".to_owned()
+        }
+        EngineEvent::DocumentRecovered(recovered) if recovered.cut_reply => {
             "the reply an earlier session was writing had been cut off: marked so in the file, and continued".to_owned()
         }
-        "document:recovered" if data.get("interrupted").is_some() => format!(
-            "tool call(s) {} were running when an earlier session ended and may have run: they wait for your approval to run again",
-            data["interrupted"]
-                .as_array()
-                .map(|ids| {
-                    let ids: Vec<String> =
-                        ids.iter().filter_map(|id| id.as_str()).map(|id| format!("`{id}`")).collect();
-                    ids.join(", ")
-                })
-                .unwrap_or_default()
-        ),
-        "document:recovered" => format!(
+        EngineEvent::DocumentRecovered(recovered) if !recovered.interrupted.is_empty() => {
+            let ids: Vec<String> = recovered
+                .interrupted
+                .iter()
+                .map(|id| format!("`{id}`"))
+                .collect();
+            format!(
+                "tool call(s) {} were running when an earlier session ended and may have run: they wait for your approval to run again",
+                ids.join(", ")
+            )
+        }
+        EngineEvent::DocumentRecovered(recovered) => format!(
             "{} background job(s) of an earlier session were lost and marked so",
-            data.get("count").and_then(|v| v.as_u64()).unwrap_or(0)
+            recovered.count
         ),
         _ => return None,
     })
@@ -541,14 +527,10 @@ fn describe(event: &flemma_engine::Event) -> Option<String> {
 /// On a terminal the live line shows tools starting and finishing; the rest of the described
 /// events (jobs, resumes, recovery, an output that did not land in its block) get a line of
 /// their own above it.
-fn worth_a_line_above_the_live_line(event: &flemma_engine::Event) -> bool {
-    match event.name {
-        "tool:executing" => false,
-        "tool:completed" => event
-            .data
-            .get("written")
-            .and_then(|v| v.as_str())
-            .is_some_and(|written| written != "result"),
+fn worth_a_line_above_the_live_line(event: &EngineEvent) -> bool {
+    match event {
+        EngineEvent::ToolExecuting(_) => false,
+        EngineEvent::ToolCompleted(done) => done.written != Written::Result,
         _ => true,
     }
 }
@@ -580,53 +562,46 @@ struct LiveStatus {
 }
 
 impl LiveStatus {
-    fn apply(&mut self, event: &flemma_engine::Event) {
-        let data = &event.data;
-        let text = |key: &str| {
-            data.get(key)
-                .and_then(|v| v.as_str())
-                .unwrap_or("?")
-                .to_owned()
-        };
-        let number = |value: Option<&serde_json::Value>| value.and_then(|v| v.as_u64());
-        match event.name {
-            "request:sending" => {
+    fn apply(&mut self, event: &EngineEvent) {
+        match event {
+            EngineEvent::RequestSending(_) => {
                 self.requesting = true;
                 self.reply_chars = 0;
                 self.reply_tail.clear();
                 self.resume_in_ms = None;
             }
-            "request:finished" => {
+            EngineEvent::RequestFinished(_) => {
                 self.requesting = false;
                 self.composing = false;
             }
-            "request:composing" => self.composing = true,
-            "request:composed" => self.composing = false,
-            "tool:progress" => self.agent = Some(text("message")),
-            "tool:executing" => self.tools.push((text("toolId"), text("toolName"))),
-            "tool:completed" => {
-                let id = text("toolId");
-                self.tools.retain(|(running, _)| *running != id);
+            EngineEvent::RequestComposing(_) => self.composing = true,
+            EngineEvent::RequestComposed(_) => self.composing = false,
+            EngineEvent::ToolProgress(progress) => {
+                self.agent = Some(progress.data.message.clone());
+            }
+            EngineEvent::ToolExecuting(tool) => self
+                .tools
+                .push((tool.tool_id.clone(), tool.tool_name.clone())),
+            EngineEvent::ToolCompleted(done) => {
+                self.tools.retain(|(running, _)| *running != done.tool_id);
                 self.agent = None;
             }
-            "job:submitted" | "job:completed" => {
-                if let Some(active) = number(data.get("activeCount")) {
-                    self.jobs = active;
-                }
-                if event.name == "job:submitted" {
-                    let id = text("toolId");
-                    self.tools.retain(|(running, _)| *running != id);
-                }
+            EngineEvent::JobSubmitted(job) => {
+                self.jobs = job.active_count as u64;
+                self.tools.retain(|(running, _)| *running != job.tool_id);
             }
-            "usage:updated" => {
-                let usage = data.get("usage");
-                self.input_tokens = number(usage.and_then(|u| u.get("input_tokens"))).unwrap_or(0);
-                self.output_tokens =
-                    number(usage.and_then(|u| u.get("output_tokens"))).unwrap_or(0);
-                self.requests = number(data.get("requests")).unwrap_or(self.requests);
+            EngineEvent::JobCompleted(job) => self.jobs = job.active_count as u64,
+            EngineEvent::UsageUpdated(usage) => {
+                self.input_tokens = usage.usage.input_tokens;
+                self.output_tokens = usage.usage.output_tokens;
+                self.requests = usage.requests;
             }
-            "autopilot:resume-scheduled" => self.resume_in_ms = number(data.get("delayMs")),
-            "autopilot:resume-cancelled" | "autopilot:resumed" => self.resume_in_ms = None,
+            EngineEvent::AutopilotResumeScheduled(resume) => {
+                self.resume_in_ms = Some(resume.delay_ms);
+            }
+            EngineEvent::AutopilotResumeCancelled(_) | EngineEvent::AutopilotResumed(_) => {
+                self.resume_in_ms = None;
+            }
             _ => {}
         }
     }
@@ -825,8 +800,10 @@ mod tests {
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
     }
 
-    fn event(name: &'static str, data: serde_json::Value) -> flemma_engine::Event {
-        flemma_engine::Event { name, data }
+    /// The event of a JSON line, as `--events` prints it.
+    fn event(name: &str, data: serde_json::Value) -> EngineEvent {
+        EngineEvent::from_parts(name, data.clone())
+            .unwrap_or_else(|| panic!("not a {name} event: {data}"))
     }
 
     #[test]
@@ -839,7 +816,7 @@ mod tests {
         ));
         status.apply(&event(
             "request:composing",
-            serde_json::json!({"toolId": "t1", "toolName": "ask_agent"}),
+            serde_json::json!({"requestId": 1, "toolId": "t1", "toolName": "ask_agent"}),
         ));
         assert_eq!(
             render_live_line(&status, at, 100),
@@ -847,11 +824,11 @@ mod tests {
         );
         status.apply(&event(
             "request:composed",
-            serde_json::json!({"toolId": "t1"}),
+            serde_json::json!({"requestId": 1, "toolId": "t1", "toolName": "ask_agent"}),
         ));
         status.apply(&event(
             "request:finished",
-            serde_json::json!({"requestId": 1}),
+            serde_json::json!({"requestId": 1, "status": "completed"}),
         ));
         status.apply(&event(
             "tool:executing",
@@ -859,7 +836,9 @@ mod tests {
         ));
         status.apply(&event(
             "tool:progress",
-            serde_json::json!({"toolId": "t1", "message": "helper · Read notes.txt"}),
+            serde_json::json!({"kind": "tool_call", "childToolId": "c1", "title": "Read notes.txt",
+                "toolKind": "read", "status": "pending", "agent": "helper",
+                "message": "helper · Read notes.txt", "toolId": "t1", "toolName": "ask_agent"}),
         ));
         assert_eq!(
             render_live_line(&status, at, 100),
@@ -892,7 +871,9 @@ mod tests {
         ));
         status.apply(&event(
             "usage:updated",
-            serde_json::json!({"usage": {"input_tokens": 120, "output_tokens": 45}, "requests": 1}),
+            serde_json::json!({"usage": {"input_tokens": 120, "output_tokens": 45, "thinking_tokens": 0,
+                "cache_read_tokens": 0, "cache_write_tokens": 0}, "requests": 1, "costUsd": null,
+                "cacheSavedUsd": null, "rateLimits": null, "contextTokens": 165, "contextWindow": null}),
         ));
         assert!(
             !status.is_active(),
@@ -922,7 +903,7 @@ mod tests {
         );
         status.apply(&event(
             "job:completed",
-            serde_json::json!({"jobId": "job_a", "toolName": "bash", "activeCount": 0}),
+            serde_json::json!({"jobId": "job_a", "toolId": "t2", "toolName": "bash", "success": true, "activeCount": 0}),
         ));
         status.apply(&event(
             "autopilot:resume-scheduled",

@@ -18,12 +18,11 @@ use super::CliError;
 use super::send::{AWAITING_APPROVAL_EXIT, Progress, approval_listing, shell_quote};
 use crate::daemon::RuntimePaths;
 use crate::engine_driver::Report;
-use crate::engine_host::{STOPPED_EVENT, TEXT_EVENT};
+use flemma_engine::EngineEvent;
+use flemma_protocol::event::{EngineStopped, StopLabel};
 
 /// How long a request may wait for its answer.
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-const TOOL_APPROVAL_REQUIRED: &str = "tool:approval-required";
 
 /// What `--detach` says when no daemon runs.
 pub const NO_DAEMON_TO_DETACH: &str = "--detach needs a running daemon and none answers; start it with `flemmad serve` (or `systemctl --user start flemmad.socket`), or leave out --detach";
@@ -264,7 +263,8 @@ pub fn run_with(
     );
     let mut pending: Vec<PendingCall> = Vec::new();
     let mut asked = Vec::new();
-    let (reason, message) = loop {
+    // How the following ended: the engine stopped, or an asked agent's question waits.
+    let ended = loop {
         let event = client.next_event().map_err(|error| match error {
             ClientError::Closed => CliError::failed(
                 command,
@@ -274,42 +274,35 @@ pub fn run_with(
             ),
             other => daemon_failed(command, other),
         })?;
-        let name = event.get("name").and_then(Value::as_str).unwrap_or("");
-        let data = event.get("data").cloned().unwrap_or(Value::Null);
-        if name == STOPPED_EVENT {
-            let text = |key: &str| data.get(key).and_then(Value::as_str).map(str::to_owned);
-            break (text("reason").unwrap_or_default(), text("message"));
-        }
-        if name == TEXT_EVENT {
-            if let Some(text) = data.get("text").and_then(Value::as_str) {
-                progress.show(Report::Text(text.to_owned()));
-            }
+        // Decoded once, here: a line this version does not know (the daemon's own events, a
+        // newer daemon's) is not followed.
+        let Some(event) = decode_event(&event) else {
             continue;
-        }
-        if name == TOOL_APPROVAL_REQUIRED {
-            pending = pending_calls(&data);
-        }
-        // An asked agent's question waits in the daemon: the command stops here (exit 3).
-        if name == flemma_engine::events::AGENT_PERMISSION_REQUIRED {
-            asked.push(super::questions::pending_of(&path, &data));
-            break ("agent-permission".to_owned(), None);
-        }
-        if name == "tool:unconfirmed"
-            && !follow.quiet
-            && let Some(message) = data.get("message").and_then(Value::as_str)
-        {
-            eprintln!("flemmad: warning: {message}");
-        }
-        if name == crate::engine_setup::TRUST_IGNORED_EVENT && !follow.quiet {
-            let options = data.get("options").and_then(Value::as_array);
-            for option in options.into_iter().flatten() {
-                if let Some(message) = option.get("message").and_then(Value::as_str) {
-                    eprintln!("flemmad: warning: {message}");
+        };
+        match &event {
+            EngineEvent::EngineStopped(stopped) => break Some(stopped.clone()),
+            EngineEvent::RequestText(streamed) => {
+                progress.show(Report::Text(streamed.text.clone()));
+                continue;
+            }
+            EngineEvent::ToolApprovalRequired(required) => pending = pending_calls(required),
+            // An asked agent's question waits in the daemon: the command stops here (exit 3).
+            EngineEvent::AgentPermissionRequired(question) => {
+                asked.push(super::questions::pending_of(&path, question));
+                break None;
+            }
+            EngineEvent::ToolUnconfirmed(unconfirmed) if !follow.quiet => {
+                eprintln!("flemmad: warning: {}", unconfirmed.message);
+            }
+            EngineEvent::TrustIgnored(ignored) if !follow.quiet => {
+                for option in &ignored.options {
+                    eprintln!("flemmad: warning: {}", option.message);
                 }
             }
+            _ => {}
         }
-        if let Some(name) = engine_event_name(name) {
-            progress.show(Report::Event(flemma_engine::Event { name, data }));
+        if shown_in_progress(&event) {
+            progress.show(Report::Event(event));
         }
     };
     eprintln!();
@@ -319,20 +312,20 @@ pub fn run_with(
         .and_then(|usage| serde_json::from_value(usage).ok())
         .unwrap_or_default();
     let summary = super::send::summary(started.elapsed(), &usage);
+    let Some(EngineStopped { reason, message }) = ended else {
+        eprint!(
+            "{}",
+            super::questions::listing(file, &asked, &summary, true)
+        );
+        return Ok(ExitCode::from(AWAITING_APPROVAL_EXIT));
+    };
     let message = message.unwrap_or_default();
-    match reason.as_str() {
-        "idle" | "step-done" => {
+    match reason {
+        StopLabel::Idle | StopLabel::StepDone => {
             eprintln!("flemmad: done in {summary}");
             Ok(ExitCode::SUCCESS)
         }
-        "agent-permission" => {
-            eprint!(
-                "{}",
-                super::questions::listing(file, &asked, &summary, true)
-            );
-            Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
-        }
-        "awaiting-approval" => {
+        StopLabel::AwaitingApproval => {
             if pending.is_empty() {
                 pending = pending_from_status(&mut client, &uri);
             }
@@ -340,71 +333,58 @@ pub fn run_with(
             eprint!("{}", approval_listing(file, &pending, &summary, &diffs));
             Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
         }
-        "cancelled" => Err(CliError::interrupted(
+        StopLabel::Cancelled => Err(CliError::interrupted(
             command,
             "cancelled; what ran was stopped and marked `aborted` in the file",
         )),
         // Refused before anything was sent: the message says why.
-        "error" if message.starts_with("nothing was sent") => {
+        StopLabel::Error if message.starts_with("nothing was sent") => {
             Err(CliError::failed(command, message))
         }
-        "error" | "refused" => Err(CliError::failed(
+        StopLabel::Error | StopLabel::Refused => Err(CliError::failed(
             command,
             format!("{message} (everything before is in the file)"),
         )),
-        _ => Err(CliError::failed(command, message)),
+        StopLabel::MaxTurns | StopLabel::UserContentInApproved => {
+            Err(CliError::failed(command, message))
+        }
     }
 }
 
-/// The lifecycle event names of protocol/events.md (the progress display takes
-/// `&'static str`); `None` for others.
-fn engine_event_name(name: &str) -> Option<&'static str> {
-    [
-        "request:sending",
-        "request:finished",
-        "usage:updated",
-        "tool:executing",
-        "tool:completed",
-        TOOL_APPROVAL_REQUIRED,
-        "job:submitted",
-        "job:completed",
-        "conversation:idle",
-        "autopilot:resume-scheduled",
-        "autopilot:resume-cancelled",
-        "autopilot:resumed",
-        "document:recovered",
-        "tool:unconfirmed",
-        crate::engine_setup::TRUST_IGNORED_EVENT,
-        flemma_engine::events::REQUEST_COMPOSING,
-        flemma_engine::events::REQUEST_COMPOSED,
-        flemma_engine::events::TOOL_PROGRESS,
-    ]
-    .into_iter()
-    .find(|known| *known == name)
+/// The event of a `flemma/event` notification's params (`{name, uri, data}`).
+fn decode_event(params: &Value) -> Option<EngineEvent> {
+    let name = params.get("name").and_then(Value::as_str)?;
+    EngineEvent::from_parts(name, params.get("data").cloned().unwrap_or(Value::Null))
+}
+
+/// Whether the progress display (and `--events`) gets the event, as the in-process `send`
+/// shows it: not the streamed text and the stop (followed above), nor what only the language
+/// server and subscribers see.
+fn shown_in_progress(event: &EngineEvent) -> bool {
+    !matches!(
+        event,
+        EngineEvent::RequestText(_)
+            | EngineEvent::RequestThinking(_)
+            | EngineEvent::EngineStopped(_)
+            | EngineEvent::AgentPermissionRequired(_)
+            | EngineEvent::AgentPermissionResolved(_)
+            | EngineEvent::ConfigUpdated(_)
+            | EngineEvent::RateLimitsUpdated(_)
+    )
 }
 
 /// The calls of a `tool:approval-required` event.
-fn pending_calls(data: &Value) -> Vec<PendingCall> {
-    let text = |call: &Value, key: &str| {
-        call.get(key)
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_owned()
-    };
-    data.get("tools")
-        .and_then(Value::as_array)
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|call| PendingCall {
-                    tool_id: text(call, "toolId"),
-                    tool_name: text(call, "toolName"),
-                    input: call.get("input").cloned().unwrap_or(Value::Null),
-                    resolver: text(call, "resolver"),
-                })
-                .collect()
+fn pending_calls(required: &flemma_protocol::event::ApprovalRequired) -> Vec<PendingCall> {
+    required
+        .tools
+        .iter()
+        .map(|call| PendingCall {
+            tool_id: call.tool_id.clone(),
+            tool_name: call.tool_name.clone(),
+            input: call.input.clone(),
+            resolver: call.resolver.clone(),
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 /// The pending calls the daemon knows of, when no event named them.

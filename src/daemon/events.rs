@@ -5,36 +5,51 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
+use flemma_protocol::event::{DaemonEvent, EngineEvent};
 use serde::Serialize;
+use serde::ser::SerializeMap;
 
 /// Events a subscriber may fall behind by before the oldest are dropped.
 pub const QUEUE_CAPACITY: usize = 1024;
 
-/// One event, as sent in `flemma/event` notifications and printed by `flemmad events`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Event {
-    pub name: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub uri: Option<String>,
-    pub data: serde_json::Value,
+/// One event on the hub: a document's (the engine's vocabulary, with the document's URI) or the
+/// daemon's own. Serialised only here, as the params of a `flemma/event` notification
+/// (`{name, uri?, data}`, what `flemmad events` prints).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Document {
+        uri: String,
+        event: Box<EngineEvent>,
+    },
+    Daemon(DaemonEvent),
 }
 
 impl Event {
-    pub fn new(name: &'static str, data: serde_json::Value) -> Self {
-        Self {
-            name,
-            uri: None,
-            data,
+    fn uri(&self) -> Option<&str> {
+        match self {
+            Event::Document { uri, .. } => Some(uri),
+            Event::Daemon(_) => None,
         }
     }
 
-    /// An event of one document.
-    pub fn of_document(name: &'static str, uri: String, data: serde_json::Value) -> Self {
-        Self {
-            name,
-            uri: Some(uri),
-            data,
+    fn is_streamed_text(&self) -> bool {
+        matches!(self, Event::Document { event, .. } if event.is_streamed_text())
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (name, data) = match self {
+            Event::Document { event, .. } => event.to_parts(),
+            Event::Daemon(event) => event.to_parts(),
+        };
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("name", name)?;
+        if let Some(uri) = self.uri() {
+            map.serialize_entry("uri", uri)?;
         }
+        map.serialize_entry("data", &data)?;
+        map.end()
     }
 }
 
@@ -52,22 +67,20 @@ struct QueueState {
 pub struct Filter {
     /// Only the events of this document (a `file://` URI); `None`: every event.
     pub uri: Option<String>,
-    /// Also the streamed reply and thinking text ([`TEXT_EVENT`], [`THINKING_EVENT`]), which
+    /// Also the streamed reply and thinking text (`request:text`, `request:thinking`), which
     /// are left out otherwise.
     pub text: bool,
 }
 
 impl Filter {
     fn wants(&self, event: &Event) -> bool {
-        (self.text || (event.name != TEXT_EVENT && event.name != THINKING_EVENT))
+        (self.text || !event.is_streamed_text())
             && self
                 .uri
-                .as_ref()
-                .is_none_or(|uri| event.uri.as_ref() == Some(uri))
+                .as_deref()
+                .is_none_or(|uri| event.uri() == Some(uri))
     }
 }
-
-pub use crate::engine_host::{TEXT_EVENT, THINKING_EVENT};
 
 /// One subscriber's queue.
 #[derive(Debug, Default)]
@@ -210,40 +223,49 @@ impl EventHub {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flemma_protocol::event as ev;
+
+    fn dropped(count: u64) -> Event {
+        Event::Daemon(DaemonEvent::EventsDropped(ev::EventsDropped { count }))
+    }
+
+    fn data(event: &Event) -> serde_json::Value {
+        serde_json::to_value(event).expect("serialises")["data"].clone()
+    }
 
     #[test]
     fn a_full_queue_drops_its_oldest_events_and_counts_them() {
         let hub = EventHub::default();
         let subscription = hub.subscribe();
         for n in 0..QUEUE_CAPACITY + 3 {
-            hub.publish(Event::new("test", serde_json::json!(n)));
+            hub.publish(dropped(n as u64));
         }
-        let (first, dropped) = subscription.next().expect("an event");
-        assert_eq!(first.data, serde_json::json!(3));
-        assert_eq!(dropped, 3);
-        let (second, dropped) = subscription.next().expect("an event");
-        assert_eq!(second.data, serde_json::json!(4));
-        assert_eq!(dropped, 0);
+        let (first, lost) = subscription.next().expect("an event");
+        assert_eq!(data(&first), serde_json::json!({"count": 3}));
+        assert_eq!(lost, 3);
+        let (second, lost) = subscription.next().expect("an event");
+        assert_eq!(data(&second), serde_json::json!({"count": 4}));
+        assert_eq!(lost, 0);
     }
 
     #[test]
     fn a_drained_queue_hands_out_what_it_holds_then_ends() {
         let hub = EventHub::default();
         let subscription = hub.subscribe();
-        hub.publish(Event::new("last", serde_json::Value::Null));
+        hub.publish(dropped(7));
         let taker = {
             let subscription = Arc::clone(&subscription);
             std::thread::spawn(move || {
-                let mut names = Vec::new();
+                let mut events = Vec::new();
                 while let Some((event, _)) = subscription.next() {
-                    names.push(event.name);
+                    events.push(event);
                 }
-                names
+                events
             })
         };
         hub.drain(std::time::Duration::from_secs(5));
         assert!(subscription.is_drained());
-        assert_eq!(taker.join().expect("the taker"), ["last"]);
+        assert_eq!(taker.join().expect("the taker"), [dropped(7)]);
     }
 
     #[test]
@@ -255,19 +277,44 @@ mod tests {
             uri: Some("file:///a.chat".into()),
             text: true,
         });
-        let event = |name, uri: &str| Event::of_document(name, uri.into(), serde_json::json!({}));
-        hub.publish(event("tool:executing", "file:///b.chat"));
-        hub.publish(event(TEXT_EVENT, "file:///a.chat"));
-        hub.publish(event("engine:stopped", "file:///a.chat"));
-        hub.publish(Event::new("session:opened", serde_json::json!({})));
-        hub.drain(std::time::Duration::ZERO);
-        let names = |s: &Subscription| {
-            std::iter::from_fn(|| s.next().map(|(e, _)| e.name)).collect::<Vec<_>>()
+        let event = |event, uri: &str| Event::Document {
+            uri: uri.into(),
+            event: Box::new(event),
         };
-        assert_eq!(names(&one), [TEXT_EVENT, "engine:stopped"]);
+        let executing = ev::EngineEvent::ToolExecuting(ev::ToolRef {
+            tool_id: "t1".into(),
+            tool_name: "bash".into(),
+        });
+        let text = ev::EngineEvent::RequestText(ev::StreamedText { text: "hi".into() });
+        let stopped = ev::EngineEvent::EngineStopped(ev::EngineStopped {
+            reason: ev::StopLabel::Idle,
+            message: None,
+        });
+        let opened = DaemonEvent::SessionOpened(ev::SessionOpened {
+            session: 1,
+            peer_pid: 2,
+        });
+        hub.publish(event(executing.clone(), "file:///b.chat"));
+        hub.publish(event(text.clone(), "file:///a.chat"));
+        hub.publish(event(stopped.clone(), "file:///a.chat"));
+        hub.publish(Event::Daemon(opened.clone()));
+        hub.drain(std::time::Duration::ZERO);
+        let taken =
+            |s: &Subscription| std::iter::from_fn(|| s.next().map(|(e, _)| e)).collect::<Vec<_>>();
         assert_eq!(
-            names(&all),
-            ["tool:executing", "engine:stopped", "session:opened"]
+            taken(&one),
+            [
+                event(text, "file:///a.chat"),
+                event(stopped.clone(), "file:///a.chat")
+            ]
+        );
+        assert_eq!(
+            taken(&all),
+            [
+                event(executing, "file:///b.chat"),
+                event(stopped, "file:///a.chat"),
+                Event::Daemon(opened)
+            ]
         );
     }
 
@@ -276,7 +323,7 @@ mod tests {
         let hub = EventHub::default();
         let subscription = hub.subscribe();
         hub.unsubscribe(&subscription);
-        hub.publish(Event::new("test", serde_json::Value::Null));
+        hub.publish(dropped(1));
         assert!(subscription.next().is_none());
     }
 }

@@ -24,6 +24,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use events::{Event, EventHub, Filter};
+use flemma_protocol::event::{DaemonEvent, SessionClosed, SessionOpened};
 pub use socket::{RuntimePaths, SocketError};
 
 /// What `serve` needs to know.
@@ -347,9 +348,10 @@ fn forward_engine_events(
         .spawn(move || {
             for event in events {
                 let uri = flemma_protocol::document::path_to_uri(&event.path);
-                daemon
-                    .events
-                    .publish(Event::of_document(event.event.name, uri, event.event.data));
+                daemon.events.publish(Event::Document {
+                    uri,
+                    event: Box::new(event.event),
+                });
             }
         })
         .map(drop)
@@ -367,10 +369,12 @@ fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
     };
     let _open = OpenSession::new(daemon, id);
     tracing::info!(session = id, peer_pid, "LSP session opened");
-    daemon.events.publish(Event::new(
-        "session:opened",
-        serde_json::json!({ "session": id, "peer_pid": peer_pid }),
-    ));
+    daemon
+        .events
+        .publish(Event::Daemon(DaemonEvent::SessionOpened(SessionOpened {
+            session: id,
+            peer_pid,
+        })));
     match flemma_lsp::transport::streams(reader, stream) {
         Ok((connection, io_threads)) => {
             let backend: Box<dyn flemma_lsp::Backend> = match daemon.engine.get() {
@@ -447,10 +451,11 @@ impl<'a> OpenSession<'a> {
 
 impl Drop for OpenSession<'_> {
     fn drop(&mut self) {
-        self.daemon.events.publish(Event::new(
-            "session:closed",
-            serde_json::json!({ "session": self.id }),
-        ));
+        self.daemon
+            .events
+            .publish(Event::Daemon(DaemonEvent::SessionClosed(SessionClosed {
+                session: self.id,
+            })));
         self.daemon
             .lsp_sessions
             .lock()

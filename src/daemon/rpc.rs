@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use super::events::Subscription;
 use super::{Daemon, Event, Filter};
 use crate::engine_host::DocumentRef;
+use flemma_protocol::event::{DaemonEvent, EventsDropped};
 
 /// How long a write to a client that does not read may block before the client is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -331,7 +332,9 @@ fn subscribe(connection: &ConnectionState, filter: Filter) {
 fn forward_events(subscription: &Subscription, writer: &Writer) {
     while let Some((event, dropped)) = subscription.next() {
         let notice =
-            (dropped > 0).then(|| Event::new("events:dropped", json!({ "count": dropped })));
+            (dropped > 0).then_some(Event::Daemon(DaemonEvent::EventsDropped(EventsDropped {
+                count: dropped,
+            })));
         let sent = notice
             .iter()
             .chain(std::iter::once(&event))

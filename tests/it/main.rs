@@ -46,6 +46,7 @@ mod sandbox_holds;
 mod start_nothing;
 mod trust;
 mod untrusted_limits;
+mod vocabulary;
 
 /// Every test file in this directory is a module of this binary.
 #[test]

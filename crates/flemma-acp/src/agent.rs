@@ -27,6 +27,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
+use flemma_protocol::event::StopLabel;
 use flemma_syntax::Status;
 use futures::SinkExt as _;
 use tokio::sync::watch;
@@ -1130,19 +1131,23 @@ impl Turn<'_> {
                     // Everything is written at a stop: nothing is held any longer.
                     self.unseen.clear();
                     self.flush_held()?;
-                    if self.cancelled || reason == "cancelled" {
+                    if self.cancelled || reason == StopLabel::Cancelled {
                         return Ok(StopReason::Cancelled);
                     }
-                    match reason.as_str() {
-                        "idle" | "step-done" => return Ok(StopReason::EndTurn),
-                        "max-turns" => return Ok(StopReason::MaxTurnRequests),
-                        "refused" => return Ok(StopReason::Refusal),
-                        "awaiting-approval" => match self.ask_permissions().await? {
+                    match reason {
+                        StopLabel::Idle | StopLabel::StepDone => return Ok(StopReason::EndTurn),
+                        StopLabel::MaxTurns => return Ok(StopReason::MaxTurnRequests),
+                        StopLabel::Refused => return Ok(StopReason::Refusal),
+                        StopLabel::AwaitingApproval => match self.ask_permissions().await? {
                             Decision::Continue => {}
                             Decision::Cancelled => return Ok(StopReason::Cancelled),
                         },
-                        _ => {
-                            return Err(internal(message.unwrap_or(reason)));
+                        StopLabel::Error
+                        | StopLabel::Cancelled
+                        | StopLabel::UserContentInApproved => {
+                            return Err(internal(
+                                message.unwrap_or_else(|| reason.as_str().to_owned()),
+                            ));
                         }
                     }
                 }

@@ -57,10 +57,9 @@ pub enum TurnEvent {
     AgentProgress(delegation::Progress),
     /// An agent a call of `ask_agent` asked wants permission for one of its tool calls.
     AgentPermission(delegation::Permission),
-    /// The engine stopped: `idle`, `awaiting-approval`, `step-done`, `max-turns`,
-    /// `cancelled`, `user-content-in-approved`, `refused` or `error` (with a message).
+    /// The engine stopped (with a message for errors and refusals).
     Stopped {
-        reason: String,
+        reason: flemma_protocol::event::StopLabel,
         message: Option<String>,
     },
 }

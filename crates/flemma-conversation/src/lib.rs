@@ -179,6 +179,18 @@ pub struct Usage {
     pub cache_write_tokens: u64,
 }
 
+impl From<Usage> for flemma_protocol::event::TokenUsage {
+    fn from(usage: Usage) -> Self {
+        Self {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            thinking_tokens: usage.thinking_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+        }
+    }
+}
+
 impl Usage {
     pub fn add(&mut self, other: &Usage) {
         self.input_tokens += other.input_tokens;

@@ -12,10 +12,7 @@ struct Policy;
 
 impl ToolPolicy for Policy {
     fn decide(&self, _name: &str, _input: &Value) -> Decision {
-        Decision {
-            verdict: Verdict::Approve,
-            resolver: "urn:flemma:approval:config".into(),
-        }
+        Decision::new(Verdict::Approve, "urn:flemma:approval:config")
     }
     fn capabilities(&self, _name: &str) -> Option<ToolInfo> {
         Some(ToolInfo::default())

@@ -2,20 +2,9 @@
 
 use serde_json::Value;
 
-/// What the approval chain decided for one call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Approve,
-    RequireApproval,
-    Deny { message: String },
-}
-
-/// A decision and the resolver that made it (`urn:flemma:approval:config`, …).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    pub verdict: Verdict,
-    pub resolver: String,
-}
+/// What the approval chain decided for one call, and the resolver that made it: the chain's
+/// own types (`flemma_protocol::approval`).
+pub use flemma_protocol::approval::{Decision, Verdict};
 
 /// What the engine needs to know about a tool.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

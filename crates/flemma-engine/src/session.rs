@@ -31,8 +31,8 @@ use flemma_syntax::{
 };
 
 use crate::{
-    CancelScope, Effect as EngineEffect, Engine, Event, Input as EngineInput, JobState, Millis,
-    RequestId, StopReason, TimerId,
+    CancelScope, Effect as EngineEffect, Engine, EngineEvent, Input as EngineInput, JobState,
+    Millis, RequestId, StopReason, TimerId,
 };
 
 /// How long a cancelled call whose output is kept may take to return it (an asked agent
@@ -163,7 +163,7 @@ pub enum Effect {
     CancelTimer {
         id: TimerId,
     },
-    Emit(Event),
+    Emit(EngineEvent),
     /// Tell the user (an input the engine refused, a writer that could not take over).
     Notice(String),
     /// The engine saw a tool call happen in an untrusted chat (the engine's `Saw`): record it.

@@ -118,12 +118,9 @@ pub enum Input {
     },
 }
 
-/// A lifecycle event (`harness.md` §9): a name such as `request:finished` and its data.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Event {
-    pub name: &'static str,
-    pub data: Value,
-}
+/// A lifecycle event (`harness.md` §9): the closed list is `flemma-protocol`'s, serialised only
+/// where a front end writes JSON.
+pub use flemma_protocol::event::EngineEvent;
 
 /// Why the cycle stopped (so `flemmad send` knows when to exit and with what status).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +142,40 @@ pub enum StopReason {
     /// The user cancelled.
     Cancelled,
 }
+
+impl StopReason {
+    /// The stop as `engine:stopped` and `flemma/status` name it.
+    pub fn label(&self) -> StopLabel {
+        match self {
+            StopReason::Idle => StopLabel::Idle,
+            StopReason::AwaitingApproval { .. } => StopLabel::AwaitingApproval,
+            StopReason::StepDone => StopLabel::StepDone,
+            StopReason::MaxTurns { .. } => StopLabel::MaxTurns,
+            StopReason::Error { .. } => StopLabel::Error,
+            StopReason::Refused { .. } => StopLabel::Refused,
+            StopReason::Cancelled => StopLabel::Cancelled,
+            StopReason::UserContentInApproved { .. } => StopLabel::UserContentInApproved,
+        }
+    }
+
+    /// What to tell the user about the stop, when there is something.
+    pub fn message(&self) -> Option<String> {
+        match self {
+            StopReason::Idle
+            | StopReason::AwaitingApproval { .. }
+            | StopReason::StepDone
+            | StopReason::Cancelled => None,
+            StopReason::MaxTurns { message }
+            | StopReason::Error { message }
+            | StopReason::Refused { message } => Some(message.clone()),
+            StopReason::UserContentInApproved { tool_id } => Some(format!(
+                "the approved tool call `{tool_id}` was not run because its result block holds text you typed; review it and send again"
+            )),
+        }
+    }
+}
+
+pub use flemma_protocol::event::StopLabel;
 
 /// What the shell must do. Effects are performed in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -181,7 +212,7 @@ pub enum Effect {
     CancelTimer {
         id: TimerId,
     },
-    Emit(Event),
+    Emit(EngineEvent),
     /// The cycle stopped; nothing runs in the foreground.
     Stopped {
         reason: StopReason,

@@ -24,10 +24,7 @@ impl ToolPolicy for FakePolicy {
             ),
             _ => (Verdict::RequireApproval, "urn:flemma:approval:catch-all"),
         };
-        Decision {
-            verdict,
-            resolver: resolver.into(),
-        }
+        Decision::new(verdict, resolver)
     }
 
     fn capabilities(&self, name: &str) -> Option<ToolInfo> {
@@ -84,7 +81,7 @@ pub fn describe(effect: &Effect) -> Option<String> {
         Effect::KillTool { tool_id } => format!("kill {tool_id}"),
         Effect::SetTimer { id, at } => format!("timer {} at {at}", id.0),
         Effect::CancelTimer { id } => format!("cancel timer {}", id.0),
-        Effect::Emit(event) => format!("emit {}", event.name),
+        Effect::Emit(event) => format!("emit {}", event.name()),
         Effect::Stopped { reason } => format!("stopped {reason:?}"),
         Effect::Refused { message } => format!("refused {message}"),
         Effect::Saw {
@@ -170,19 +167,30 @@ impl Driver {
         })
     }
 
-    pub fn events(&self) -> Vec<&Event> {
+    /// The events emitted, each as its JSON line carries it (the stable form tests check).
+    pub fn events(&self) -> Vec<Told> {
         self.effects
             .iter()
             .filter_map(|e| match e {
-                Effect::Emit(event) => Some(event),
+                Effect::Emit(event) => {
+                    let (name, data) = event.to_parts();
+                    Some(Told { name, data })
+                }
                 _ => None,
             })
             .collect()
     }
 
-    pub fn event(&self, name: &str) -> Option<&Event> {
+    pub fn event(&self, name: &str) -> Option<Told> {
         self.events().into_iter().rev().find(|e| e.name == name)
     }
+}
+
+/// An emitted event's name and data, as the JSON line carries them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Told {
+    pub name: &'static str,
+    pub data: Value,
 }
 
 pub fn text(s: &str) -> StreamEvent {

@@ -31,7 +31,7 @@ pub fn line(effect: &Effect) -> String {
         Effect::KillTool { tool_id } => format!("kill {tool_id}"),
         Effect::SetTimer { id, at } => format!("timer {} at {at}", id.0),
         Effect::CancelTimer { id } => format!("cancel timer {}", id.0),
-        Effect::Emit(event) => format!("emit {}", event.name),
+        Effect::Emit(event) => format!("emit {}", event.name()),
         Effect::Notice(message) => format!("notice {message}"),
         Effect::Saw { tool_id, .. } => format!("saw {tool_id}"),
         Effect::Conflict {

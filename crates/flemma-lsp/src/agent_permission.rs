@@ -6,28 +6,24 @@
 //! engine refuses later ones); a dismissed message leaves the question waiting for those
 //! commands.
 
+use flemma_protocol::event::PermissionAsked;
 use flemma_protocol::methods::{FlemmaRequest, RejectParams, ToolCallParams};
 use serde_json::Value;
 
 use crate::session::{ResponseHandler, Session};
 
-/// The event that asks.
-pub(crate) const REQUIRED: &str = "agent:permission-required";
-
 const ALLOW: &str = "Allow";
 const REJECT: &str = "Reject";
 
-/// Asks the user about the question in `data` (when this session has `uri` open).
-pub(crate) fn ask(session: &mut Session, uri: &str, data: &Value) {
+/// Asks the user about the question `asked` (when this session has `uri` open).
+pub(crate) fn ask(session: &mut Session, uri: &str, asked: &PermissionAsked) {
     if !session.documents.contains_key(uri) {
         return;
     }
-    let text = |key: &str| data.get(key).and_then(Value::as_str).unwrap_or("?");
-    let id = text("permissionId").to_owned();
+    let id = asked.permission_id.clone();
     let message = format!(
         "flemma: {} (asked by ask_agent) wants to: {}. Allow it? (`flemma.approve` / `flemma.reject` with `{id}` answer it too)",
-        text("agent"),
-        text("title"),
+        asked.agent, asked.title,
     );
     let actions = [ALLOW, REJECT]
         .into_iter()

@@ -98,8 +98,7 @@ pub enum Task {
     /// session's `$/progress` follows it.
     Event {
         uri: String,
-        name: String,
-        data: serde_json::Value,
+        event: flemma_protocol::event::EngineEvent,
     },
     /// A message for the user (`window/showMessage`) that is not an error.
     Notice { uri: String, message: String },

@@ -6,7 +6,7 @@
 //! reply`: without the server's name, which Helix puts before it), reports what changes (`running bash`), and ends `done` when nothing runs; the
 //! engine's `engine:stopped` ends it with its reason, a failure with `failed`.
 
-use serde_json::Value;
+use flemma_protocol::event::EngineEvent;
 
 use crate::session::{ResponseHandler, Session};
 
@@ -48,35 +48,36 @@ impl EngineActivity {
 }
 
 /// A lifecycle event of `uri`: the document's activity, and its progress, move on.
-pub(crate) fn on_event(session: &mut Session, uri: &str, name: &str, data: &Value) {
+pub(crate) fn on_event(session: &mut Session, uri: &str, event: &EngineEvent) {
     let Some(doc) = session.documents.get_mut(uri) else {
         return;
     };
-    let text = |key: &str| data.get(key).and_then(Value::as_str).unwrap_or_default();
     let activity = &mut doc.engine;
     let was_busy = activity.busy();
-    match name {
-        "request:sending" => activity.streaming = true,
-        "request:finished" => {
+    match event {
+        EngineEvent::RequestSending(_) => activity.streaming = true,
+        EngineEvent::RequestFinished(_) => {
             activity.streaming = false;
             activity.composing = false;
         }
-        "request:composing" => activity.composing = true,
-        "request:composed" => activity.composing = false,
-        "tool:progress" => activity.agent = Some(text("message").to_owned()),
-        "tool:executing" => activity
+        EngineEvent::RequestComposing(_) => activity.composing = true,
+        EngineEvent::RequestComposed(_) => activity.composing = false,
+        EngineEvent::ToolProgress(progress) => {
+            activity.agent = Some(progress.data.message.clone());
+        }
+        EngineEvent::ToolExecuting(tool) => activity
             .tools
-            .push((text("toolId").to_owned(), text("toolName").to_owned())),
-        "tool:completed" | "job:submitted" => {
-            activity.tools.retain(|(id, _)| id != text("toolId"));
+            .push((tool.tool_id.clone(), tool.tool_name.clone())),
+        EngineEvent::ToolCompleted(done) => {
+            activity.tools.retain(|(id, _)| *id != done.tool_id);
             activity.agent = None;
         }
-        "engine:stopped" => {
-            let reason = match text("reason") {
-                "" => "stopped",
-                reason => reason,
-            };
-            return stop(session, uri, reason);
+        EngineEvent::JobSubmitted(job) => {
+            activity.tools.retain(|(id, _)| *id != job.tool_id);
+            activity.agent = None;
+        }
+        EngineEvent::EngineStopped(stopped) => {
+            return stop(session, uri, stopped.reason.as_str());
         }
         _ => return,
     }

@@ -8,6 +8,7 @@ use lsp_types::request::ApplyWorkspaceEdit;
 use crate::backend::{BufferAnswer, BufferSnapshot, Task};
 use crate::session::{BufferEdit, ECHO_WAIT, ResponseHandler, Session};
 use crate::to_proto;
+use flemma_protocol::event::{EngineEvent, LifecycleEvent};
 use flemma_syntax::Verdict;
 
 pub(crate) fn on_task(session: &mut Session, task: Task) {
@@ -33,16 +34,16 @@ pub(crate) fn on_task(session: &mut Session, task: Task) {
             text,
             reply,
         } => replace_buffer(session, uri, version, range, text, reply),
-        Task::Event { uri, name, data } => {
-            crate::progress::on_event(session, &uri, &name, &data);
-            if name == crate::agent_permission::REQUIRED {
-                crate::agent_permission::ask(session, &uri, &data);
+        Task::Event { uri, event } => {
+            crate::progress::on_event(session, &uri, &event);
+            if let EngineEvent::AgentPermissionRequired(asked) = &event {
+                crate::agent_permission::ask(session, &uri, &asked.data);
             }
             if session.documents.contains_key(&uri) {
                 session.send(lsp_server::Message::Notification(
                     lsp_server::Notification::new(
                         flemma_protocol::methods::EVENT_NOTIFICATION.to_owned(),
-                        flemma_protocol::event::LifecycleEvent { name, uri, data },
+                        LifecycleEvent::new(uri, &event),
                     ),
                 ));
             }

@@ -12,7 +12,10 @@
 //! * [`methods`]: the `flemma/*` requests (every front end decodes into them) and their
 //!   answers; [`error`]: how a refused request is answered; [`document`]: how a request names
 //!   its document.
+//! * [`approval`]: the approval chain's verdict on a call (a type, not a JSON form: the chain,
+//!   the engine and the editor share it).
 
+pub mod approval;
 pub mod document;
 pub mod engine;
 pub mod error;

@@ -10,23 +10,7 @@ use flemma_config::{AutoApprove, Mode, ResolvedConfig};
 use crate::context::ToolPaths;
 use crate::spec::{Capability, ToolSpec};
 
-/// What the chain decides for a call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Approve,
-    RequireApproval,
-    Deny { message: String },
-}
-
-/// A verdict and the resolver (urn) that gave it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    pub verdict: Verdict,
-    pub resolver: String,
-    /// Why the resolver could not decide as asked (a failing approval function: the call then
-    /// requires approval), shown next to the decision.
-    pub note: Option<String>,
-}
+pub use flemma_protocol::approval::{Decision, Verdict};
 
 pub const MODE_URN: &str = "urn:flemma:approval:mode";
 pub const CONFIG_URN: &str = "urn:flemma:approval:config";
@@ -348,16 +332,6 @@ impl ApprovalChain {
             verdict: Verdict::RequireApproval,
             resolver: DEFAULT_URN.to_string(),
             note: outside_note,
-        }
-    }
-}
-
-impl Verdict {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Verdict::Approve => "approve",
-            Verdict::RequireApproval => "require_approval",
-            Verdict::Deny { .. } => "deny",
         }
     }
 }

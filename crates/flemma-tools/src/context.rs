@@ -59,8 +59,8 @@ pub trait EditorFiles: Send + Sync + std::fmt::Debug {
 pub trait ToolReporter: Send + Sync + std::fmt::Debug {
     /// The id of the tool call (its tool use id).
     fn tool_id(&self) -> &str;
-    /// A lifecycle event of the chat about this call (`data` gets its `toolId` and `toolName`).
-    fn event(&self, name: &'static str, data: serde_json::Value);
+    /// A lifecycle event of the chat about this call (it gets the call's id and tool name).
+    fn event(&self, news: flemma_protocol::event::CallNews);
 }
 
 /// Text files larger than this are read from the disk even when the editor reads files (a

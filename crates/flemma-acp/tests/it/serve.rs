@@ -151,7 +151,7 @@ fn a_pending_call_is_asked_before_it_runs_and_the_turn_ends_after_it() {
             vec![
                 TurnEvent::Text("Running.".into()),
                 TurnEvent::Stopped {
-                    reason: "awaiting-approval".into(),
+                    reason: flemma_protocol::event::StopLabel::AwaitingApproval,
                     message: None,
                 },
             ],
@@ -164,7 +164,7 @@ fn a_pending_call_is_asked_before_it_runs_and_the_turn_ends_after_it() {
                 },
                 TurnEvent::FileChanged,
                 TurnEvent::Stopped {
-                    reason: "idle".into(),
+                    reason: flemma_protocol::event::StopLabel::Idle,
                     message: None,
                 },
             ],

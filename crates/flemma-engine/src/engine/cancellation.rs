@@ -39,7 +39,7 @@ impl Engine {
                 }
                 if let Some(timer) = self.resume_timer.take() {
                     out.push(Effect::CancelTimer { id: timer });
-                    emit(out, events::AUTOPILOT_RESUME_CANCELLED, events::empty());
+                    emit(out, EngineEvent::AutopilotResumeCancelled(Empty {}));
                 }
             }
         }
@@ -53,7 +53,7 @@ impl Engine {
         out.push(Effect::CancelRequest { request });
         self.end_interrupted(ReplyOutcome::Interrupted, out);
         if let Some(stream) = self.stream.take() {
-            self.account(&stream, "cancelled", out);
+            self.account(&stream, RequestStatus::Cancelled, out);
         }
         true
     }

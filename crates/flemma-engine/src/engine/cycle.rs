@@ -216,17 +216,19 @@ impl Engine {
         } else if let Some(tool_id) = paused {
             Execution::Blocked(StopReason::UserContentInApproved { tool_id })
         } else if !pending.is_empty() {
-            let calls: Vec<Value> = self
+            let tools: Vec<PendingTool> = self
                 .pending_calls()
                 .into_iter()
-                .map(|c| {
-                    json!({"toolId": c.tool_id, "toolName": c.tool_name, "input": c.input, "resolver": c.resolver})
+                .map(|c| PendingTool {
+                    tool_id: c.tool_id,
+                    tool_name: c.tool_name,
+                    input: c.input,
+                    resolver: c.resolver,
                 })
                 .collect();
             emit(
                 out,
-                events::TOOL_APPROVAL_REQUIRED,
-                json!({ "tools": calls }),
+                EngineEvent::ToolApprovalRequired(ApprovalRequired { tools }),
             );
             Execution::Blocked(StopReason::AwaitingApproval { tool_ids: pending })
         } else {
@@ -383,8 +385,10 @@ impl Engine {
         });
         emit(
             out,
-            events::TOOL_EXECUTING,
-            json!({"toolId": id, "toolName": name}),
+            EngineEvent::ToolExecuting(ToolRef {
+                tool_id: id.to_owned(),
+                tool_name: name.clone(),
+            }),
         );
         out.push(Effect::StartTool {
             tool_id: id.to_owned(),
@@ -404,8 +408,12 @@ impl Engine {
     ) {
         emit(
             out,
-            events::JOB_SUBMITTED,
-            json!({"jobId": job_id, "toolId": tool_id, "toolName": name, "activeCount": self.jobs.active_count()}),
+            EngineEvent::JobSubmitted(JobSubmitted {
+                job_id: job_id.to_owned(),
+                tool_id: tool_id.to_owned(),
+                tool_name: name.to_owned(),
+                active_count: self.jobs.active_count(),
+            }),
         );
     }
 
@@ -529,16 +537,14 @@ impl Engine {
         }
         let request = RequestId(self.next_request);
         self.next_request += 1;
-        let mut sending = json!({"requestId": request.0});
-        for (key, value) in [
-            ("provider", &self.config.provider),
-            ("model", &self.config.model),
-        ] {
-            if let Some(value) = value {
-                sending[key] = json!(value);
-            }
-        }
-        emit(out, events::REQUEST_SENDING, sending);
+        emit(
+            out,
+            EngineEvent::RequestSending(RequestSending {
+                request_id: request.0,
+                provider: self.config.provider.clone(),
+                model: self.config.model.clone(),
+            }),
+        );
         out.push(Effect::StartRequest { request });
         let start = self.localize(self.doc.append_assistant_start());
         let block_start = start.range.start;

@@ -46,8 +46,9 @@ impl Engine {
             });
             emit(
                 out,
-                events::AUTOPILOT_RESUME_SCHEDULED,
-                json!({"delayMs": self.config.resume_delay}),
+                EngineEvent::AutopilotResumeScheduled(ResumeScheduled {
+                    delay_ms: self.config.resume_delay,
+                }),
             );
         }
     }
@@ -68,8 +69,13 @@ impl Engine {
         for (job, _, is_error) in &delivered {
             emit(
                 out,
-                events::JOB_COMPLETED,
-                json!({"jobId": job.job_id, "toolId": job.tool_id, "toolName": job.tool_name, "success": !is_error, "activeCount": self.jobs.active_count()}),
+                EngineEvent::JobCompleted(JobCompleted {
+                    job_id: job.job_id.clone(),
+                    tool_id: job.tool_id.clone(),
+                    tool_name: job.tool_name.clone(),
+                    success: !is_error,
+                    active_count: self.jobs.active_count(),
+                }),
             );
         }
         delivered.len()
@@ -166,8 +172,10 @@ impl Engine {
         self.apply(vec![edit], out);
         emit(
             out,
-            events::DOCUMENT_RECOVERED,
-            json!({"orphans": [], "count": 0, "cutReply": true}),
+            EngineEvent::DocumentRecovered(DocumentRecovered {
+                cut_reply: true,
+                ..DocumentRecovered::default()
+            }),
         );
     }
 
@@ -206,8 +214,10 @@ impl Engine {
         self.apply(edits, out);
         emit(
             out,
-            events::DOCUMENT_RECOVERED,
-            json!({"orphans": [], "count": 0, "interrupted": interrupted}),
+            EngineEvent::DocumentRecovered(DocumentRecovered {
+                interrupted,
+                ..DocumentRecovered::default()
+            }),
         );
     }
 
@@ -246,11 +256,14 @@ impl Engine {
             .collect();
         let edit = self.job_results_insertion(&blocks.join("\n"));
         self.apply(vec![edit], out);
-        let jobs: Vec<&str> = orphans.iter().map(|(_, j)| j.as_str()).collect();
+        let jobs: Vec<String> = orphans.into_iter().map(|(_, j)| j).collect();
         emit(
             out,
-            events::DOCUMENT_RECOVERED,
-            json!({"orphans": jobs, "count": jobs.len()}),
+            EngineEvent::DocumentRecovered(DocumentRecovered {
+                count: jobs.len(),
+                orphans: jobs,
+                ..DocumentRecovered::default()
+            }),
         );
     }
 }

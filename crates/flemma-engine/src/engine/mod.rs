@@ -15,7 +15,14 @@ use flemma_syntax::{
 use serde_json::{Value, json};
 
 use crate::config::EngineConfig;
-use crate::events::{self, emit};
+use flemma_protocol::event::{
+    Accounted, ApprovalRequired, ComposingCall, DocumentRecovered, Empty, JobCompleted,
+    JobSubmitted, PendingTool, RateLimitsUpdated, RequestFinished, RequestSending, RequestStatus,
+    ResumeScheduled, ToolCompleted, ToolRef, ToolStatus, ToolUnconfirmed, Unconfirmed,
+    UsageUpdated, Written,
+};
+
+use crate::events::emit;
 use crate::ids::IdSource;
 use crate::jobs::{Job, JobState, JobTable};
 use crate::loop_detect::{LoopDetector, LoopVerdict};
@@ -70,30 +77,6 @@ struct RunningTool {
     name: String,
     /// Canonical JSON of the input, for the loop detector.
     input: String,
-}
-
-/// Where a finished tool's output went (`written` of `tool:completed`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Written {
-    /// Into its result block.
-    Result,
-    /// Right below its result block, which holds text the user typed.
-    BelowUserText,
-    /// Into a new result block: the user removed the block while the tool ran.
-    Restored,
-    /// Nowhere: the user removed the turn that called the tool while it ran.
-    Dropped,
-}
-
-impl Written {
-    fn as_str(self) -> &'static str {
-        match self {
-            Written::Result => "result",
-            Written::BelowUserText => "below-user-text",
-            Written::Restored => "restored",
-            Written::Dropped => "dropped",
-        }
-    }
 }
 
 /// How phase 2 ended.
@@ -364,7 +347,7 @@ impl Engine {
             Input::Timer { id } => {
                 if self.resume_timer == Some(id) {
                     self.resume_timer = None;
-                    emit(&mut out, events::AUTOPILOT_RESUMED, events::empty());
+                    emit(&mut out, EngineEvent::AutopilotResumed(Empty {}));
                     self.advance(now, true, &mut out);
                 }
             }

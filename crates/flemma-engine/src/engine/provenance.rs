@@ -37,10 +37,10 @@ pub(super) enum Held {
 }
 
 impl Held {
-    fn as_str(self) -> &'static str {
+    fn as_reason(self) -> Unconfirmed {
         match self {
-            Held::ApprovedOnArrival => "approved-on-arrival",
-            Held::NotFromModel => "not-from-model",
+            Held::ApprovedOnArrival => Unconfirmed::ApprovedOnArrival,
+            Held::NotFromModel => Unconfirmed::NotFromModel,
         }
     }
 
@@ -154,10 +154,15 @@ impl Engine {
             return;
         };
         if provenance.held.insert(id.to_owned(), why) != Some(why) {
+            let message = why.message(id, &name);
             emit(
                 out,
-                events::TOOL_UNCONFIRMED,
-                json!({"toolId": id, "toolName": name, "reason": why.as_str(), "message": why.message(id, &name)}),
+                EngineEvent::ToolUnconfirmed(ToolUnconfirmed {
+                    tool_id: id.to_owned(),
+                    tool_name: name,
+                    reason: why.as_reason(),
+                    message,
+                }),
             );
         }
     }
@@ -221,16 +226,16 @@ impl Engine {
                 if let Some(edit) = self.doc.set_tool_result_status(&id, Some(Status::Pending)) {
                     self.apply(vec![edit], out);
                 }
+                let message = format!(
+                    "`{id}` ({name}) was marked `(approved)` in the chat while a tool of this chat ran, so flemmad cannot tell it from a tool's write: it waits for your approval (the editor's Approve action, or `flemmad approve`)"
+                );
                 emit(
                     out,
-                    events::TOOL_UNCONFIRMED,
-                    json!({
-                        "toolId": id,
-                        "toolName": name,
-                        "reason": "approved-while-a-tool-ran",
-                        "message": format!(
-                            "`{id}` ({name}) was marked `(approved)` in the chat while a tool of this chat ran, so flemmad cannot tell it from a tool's write: it waits for your approval (the editor's Approve action, or `flemmad approve`)"
-                        ),
+                    EngineEvent::ToolUnconfirmed(ToolUnconfirmed {
+                        tool_id: id,
+                        tool_name: name,
+                        reason: Unconfirmed::ApprovedWhileAToolRan,
+                        message,
                     }),
                 );
             } else if self.provenance.is_some() {

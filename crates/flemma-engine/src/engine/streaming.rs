@@ -17,8 +17,9 @@ impl Engine {
                 self.rate_limits = Some(limits.clone());
                 emit(
                     out,
-                    events::RATE_LIMITS_UPDATED,
-                    json!({"rateLimits": limits}),
+                    EngineEvent::RateLimitsUpdated(RateLimitsUpdated {
+                        rate_limits: limits.clone(),
+                    }),
                 );
             }
             return;
@@ -34,8 +35,11 @@ impl Engine {
                 stream.composing.insert(*index, (id.clone(), name.clone()));
                 emit(
                     out,
-                    events::REQUEST_COMPOSING,
-                    json!({"requestId": request_id, "toolId": id, "toolName": name}),
+                    EngineEvent::RequestComposing(ComposingCall {
+                        request_id,
+                        tool_id: id.clone(),
+                        tool_name: name.clone(),
+                    }),
                 );
             }
             StreamEvent::ToolCallEnd { index, .. } => {
@@ -43,8 +47,11 @@ impl Engine {
                 if let Some((id, name)) = stream.composing.remove(index) {
                     emit(
                         out,
-                        events::REQUEST_COMPOSED,
-                        json!({"requestId": request_id, "toolId": id, "toolName": name}),
+                        EngineEvent::RequestComposed(ComposingCall {
+                            request_id,
+                            tool_id: id,
+                            tool_name: name,
+                        }),
                     );
                 }
             }
@@ -116,7 +123,7 @@ impl Engine {
                     return;
                 };
                 self.learn_reply_calls(stream.block_start, out);
-                self.account(&stream, "completed", out);
+                self.account(&stream, RequestStatus::Completed, out);
                 if stream.tool_uses > 0 {
                     if self.config.autopilot {
                         self.advance(now, true, out);
@@ -125,14 +132,14 @@ impl Engine {
                     }
                 } else {
                     self.deliver_at_idle(now, out);
-                    emit(out, events::CONVERSATION_IDLE, events::empty());
+                    emit(out, EngineEvent::ConversationIdle(Empty {}));
                     self.stop(out, StopReason::Idle);
                 }
             }
             StreamOutcome::Failed { message, .. } | StreamOutcome::Refused { message } => {
                 self.end_interrupted(ReplyOutcome::Failed(message.clone()), out);
                 if let Some(stream) = self.stream.take() {
-                    self.account(&stream, "errored", out);
+                    self.account(&stream, RequestStatus::Errored, out);
                 }
                 let reason = if refused {
                     StopReason::Refused { message }
@@ -144,7 +151,7 @@ impl Engine {
             StreamOutcome::Cancelled => {
                 self.end_interrupted(ReplyOutcome::Interrupted, out);
                 if let Some(stream) = self.stream.take() {
-                    self.account(&stream, "cancelled", out);
+                    self.account(&stream, RequestStatus::Cancelled, out);
                 }
                 self.stop(out, StopReason::Cancelled);
             }
@@ -171,7 +178,12 @@ impl Engine {
     }
 
     /// Adds a finished request's usage to the totals and reports it.
-    pub(super) fn account(&mut self, stream: &ActiveStream, status: &str, out: &mut Vec<Effect>) {
+    pub(super) fn account(
+        &mut self,
+        stream: &ActiveStream,
+        status: RequestStatus,
+        out: &mut Vec<Effect>,
+    ) {
         self.usage.add(&stream.usage);
         self.requests += 1;
         let cost = self.config.prices.map(|p| p.cost(&stream.usage));
@@ -183,27 +195,28 @@ impl Engine {
         self.cache_saved += saved.unwrap_or_default();
         emit(
             out,
-            events::REQUEST_FINISHED,
-            json!({
-                "requestId": stream.request.0,
-                "status": status,
-                "usage": stream.usage,
-                "costUsd": cost,
-                "cacheSavedUsd": saved,
+            EngineEvent::RequestFinished(RequestFinished {
+                request_id: stream.request.0,
+                status,
+                accounted: Some(Accounted {
+                    usage: stream.usage.into(),
+                    cost_usd: cost,
+                    cache_saved_usd: saved,
+                }),
+                reason: None,
             }),
         );
         emit(
             out,
-            events::USAGE_UPDATED,
-            json!({
-                "usage": self.usage,
-                "requests": self.requests,
-                "costUsd": self.cost(),
-                "cacheSavedUsd": self.cache_saved(),
-                "rateLimits": self.rate_limits,
+            EngineEvent::UsageUpdated(UsageUpdated {
+                usage: self.usage.into(),
+                requests: self.requests,
+                cost_usd: self.cost(),
+                cache_saved_usd: self.cache_saved(),
+                rate_limits: self.rate_limits.clone(),
                 // What the model had in context at the end of this request.
-                "contextTokens": stream.usage.input_tokens + stream.usage.output_tokens,
-                "contextWindow": self.config.context_window,
+                context_tokens: stream.usage.input_tokens + stream.usage.output_tokens,
+                context_window: self.config.context_window,
             }),
         );
     }

@@ -81,7 +81,7 @@ impl Engine {
         }
         if let Some(timer) = self.resume_timer.take() {
             out.push(Effect::CancelTimer { id: timer });
-            emit(out, events::AUTOPILOT_RESUME_CANCELLED, events::empty());
+            emit(out, EngineEvent::AutopilotResumeCancelled(Empty {}));
         }
         if let Some(stream) = &self.stream {
             if !self.block_intact(stream) {
@@ -90,8 +90,12 @@ impl Engine {
                 out.push(Effect::CancelRequest { request });
                 emit(
                     out,
-                    events::REQUEST_FINISHED,
-                    json!({"requestId": request.0, "status": "cancelled", "reason": "the reply being written was deleted"}),
+                    EngineEvent::RequestFinished(RequestFinished {
+                        request_id: request.0,
+                        status: RequestStatus::Cancelled,
+                        accounted: None,
+                        reason: Some("the reply being written was deleted".into()),
+                    }),
                 );
                 self.stop(
                     out,

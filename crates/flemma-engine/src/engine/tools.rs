@@ -38,8 +38,16 @@ impl Engine {
         let written = self.write_tool_output(tool_id, &tool.name, &text, is_error, out);
         emit(
             out,
-            events::TOOL_COMPLETED,
-            json!({"toolId": tool_id, "toolName": tool.name, "status": if is_error { "error" } else { "success" }, "written": written.as_str()}),
+            EngineEvent::ToolCompleted(ToolCompleted {
+                tool_id: tool_id.to_owned(),
+                tool_name: tool.name,
+                status: if is_error {
+                    ToolStatus::Error
+                } else {
+                    ToolStatus::Success
+                },
+                written,
+            }),
         );
         self.start_waiting(out);
         if self.running.is_empty() && self.waiting.is_empty() {

@@ -79,7 +79,7 @@ impl Hover {
                     let _ = writeln!(
                         out,
                         "\nApproval: {} by {}",
-                        decision.verdict.as_str(),
+                        decision.verdict.describe(),
                         decision.resolver
                     );
                 }
@@ -211,10 +211,7 @@ run the tests
         let mut approvals = Approvals::new();
         approvals.insert(
             "t1".into(),
-            ApprovalDecision {
-                verdict: Verdict::Approve,
-                resolver: "config: tools.auto_approve".into(),
-            },
+            ApprovalDecision::new(Verdict::Approve, "config: tools.auto_approve"),
         );
         let hover = hover_at(&fixture, &|_| None, &approvals).unwrap();
         let HoverInfo::ToolUse {

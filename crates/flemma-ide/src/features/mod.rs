@@ -47,33 +47,9 @@ impl JobState {
 /// Looks up the state of a job by id; `None` when the engine does not know it.
 pub type JobStates<'a> = &'a dyn Fn(&str) -> Option<JobState>;
 
-/// What the approval policy decided for a tool call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Approve,
-    Reject,
-    Deny,
-    /// Nobody decided: the user is asked.
-    Ask,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Approve => "approved",
-            Verdict::Reject => "rejected",
-            Verdict::Deny => "denied",
-            Verdict::Ask => "asks the user",
-        }
-    }
-}
-
-/// An approval decision and who made it (`config: tools.auto_approve`, `frontmatter`, `user`…).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApprovalDecision {
-    pub verdict: Verdict,
-    pub resolver: String,
-}
+/// What the approval policy decided for a tool call, and who decided: the approval chain's own
+/// types.
+pub use flemma_protocol::approval::{Decision as ApprovalDecision, Verdict};
 
 /// Approval decisions by tool use id.
 pub type Approvals = HashMap<String, ApprovalDecision>;

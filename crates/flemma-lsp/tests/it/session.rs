@@ -534,30 +534,50 @@ impl Backend for Cycle {
         _: FlemmaRequest,
         outbox: &Outbox,
     ) -> Result<FlemmaResponse, RequestError> {
-        let event = |name: &str, data: Value| {
+        use flemma_protocol::event as ev;
+        let event = |event: ev::EngineEvent| {
             outbox.send(flemma_lsp::Task::Event {
                 uri: document.uri.to_owned(),
-                name: name.to_owned(),
-                data,
+                event,
             });
         };
-        event("request:sending", json!({"requestId": "req_1"}));
-        event("request:finished", json!({"requestId": "req_1"}));
-        event(
-            "tool:executing",
-            json!({"toolId": "t1", "toolName": "bash"}),
-        );
-        event(
-            "tool:executing",
-            json!({"toolId": "t2", "toolName": "grep"}),
-        );
-        event(
-            "tool:completed",
-            json!({"toolId": "t1", "toolName": "bash"}),
-        );
-        event("job:submitted", json!({"toolId": "t2", "jobId": "job_1"}));
-        event("request:sending", json!({"requestId": "req_2"}));
-        event("engine:stopped", json!({"reason": "awaiting-approval"}));
+        let sending = |request_id| {
+            ev::EngineEvent::RequestSending(ev::RequestSending {
+                request_id,
+                provider: None,
+                model: None,
+            })
+        };
+        let tool = |tool_id: &str, tool_name: &str| ev::ToolRef {
+            tool_id: tool_id.into(),
+            tool_name: tool_name.into(),
+        };
+        event(sending(1));
+        event(ev::EngineEvent::RequestFinished(ev::RequestFinished {
+            request_id: 1,
+            status: ev::RequestStatus::Completed,
+            accounted: None,
+            reason: None,
+        }));
+        event(ev::EngineEvent::ToolExecuting(tool("t1", "bash")));
+        event(ev::EngineEvent::ToolExecuting(tool("t2", "grep")));
+        event(ev::EngineEvent::ToolCompleted(ev::ToolCompleted {
+            tool_id: "t1".into(),
+            tool_name: "bash".into(),
+            status: ev::ToolStatus::Success,
+            written: ev::Written::Result,
+        }));
+        event(ev::EngineEvent::JobSubmitted(ev::JobSubmitted {
+            job_id: "job_1".into(),
+            tool_id: "t2".into(),
+            tool_name: "grep".into(),
+            active_count: 1,
+        }));
+        event(sending(2));
+        event(ev::EngineEvent::EngineStopped(ev::EngineStopped {
+            reason: ev::StopLabel::AwaitingApproval,
+            message: None,
+        }));
         Ok(FlemmaResponse::Accepted(Accepted {
             started: true,
             tool_ids: Vec::new(),

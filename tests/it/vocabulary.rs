@@ -1,0 +1,84 @@
+//! One vocabulary: every event name is written once, in the type that owns it
+//! (`flemma_protocol::event`), and every other source file uses the type. A name spelled as a
+//! string literal elsewhere is a second copy of the vocabulary that drifts (issue 28); tests,
+//! which check the JSON form, may spell names (a file's `#[cfg(test)]` module and the test
+//! directories are not searched).
+
+use std::path::{Path, PathBuf};
+
+use flemma_protocol::event::{DaemonEvent, EngineEvent};
+
+/// The one file allowed to spell the names.
+const OWNER: &str = "crates/flemma-protocol/src/event.rs";
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a source file, without its test module.
+fn code(text: &str) -> &str {
+    text.find("\n#[cfg(test)]").map_or(text, |at| &text[..at])
+}
+
+#[test]
+fn no_event_name_is_a_string_literal_outside_the_type_that_owns_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    for crate_dir in std::fs::read_dir(root.join("crates"))
+        .expect("crates/")
+        .flatten()
+    {
+        sources(&crate_dir.path().join("src"), &mut files);
+    }
+    assert!(
+        files.len() > 100,
+        "the sources were found ({})",
+        files.len()
+    );
+    let names: Vec<&str> = EngineEvent::NAMES
+        .iter()
+        .chain(DaemonEvent::NAMES)
+        .copied()
+        .collect();
+    let mut found = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(root).unwrap_or(file);
+        if relative == Path::new(OWNER) {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("a readable source");
+        for (number, line) in code(&text).lines().enumerate() {
+            for name in &names {
+                if line.contains(&format!("\"{name}\"")) {
+                    found.push(format!("{}:{}: \"{name}\"", relative.display(), number + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "event names spelled outside {OWNER} (use the `EngineEvent`/`DaemonEvent` variant):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The check finds what it looks for: a literal outside a test module counts, one inside does
+/// not.
+#[test]
+fn the_check_sees_a_literal_and_skips_test_modules() {
+    let text =
+        "fn a() { let _ = \"tool:executing\"; }\n#[cfg(test)]\nmod tests { \"engine:stopped\" }\n";
+    assert!(code(text).contains("\"tool:executing\""));
+    assert!(!code(text).contains("\"engine:stopped\""));
+}
