@@ -87,6 +87,7 @@ pub fn turn_event(name: &str, data: &Value) -> Option<TurnEvent> {
                 input: data.get("input").filter(|v| !v.is_null()).cloned(),
             })
         }
+        crate::compaction::COMPACTED_EVENT => TurnEvent::Compacted(crate::compaction::notice(data)),
         STOPPED_EVENT => TurnEvent::Stopped {
             reason: text("reason")?,
             message: text("message"),

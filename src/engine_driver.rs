@@ -177,6 +177,8 @@ enum Message {
     /// the cycle it concerns.
     Warning(String),
     Writer(Box<dyn ChatStore>),
+    /// The summary of an automatic compaction came back (or failed).
+    Compacted(Box<crate::compaction::AutoSummary>),
 }
 
 /// One session and the IO it performs.
@@ -221,6 +223,8 @@ pub struct Driver {
     meter: flemma_provider::Meter,
     /// The meter of the last request sent (`flemma/status`).
     context: Option<flemma_protocol::status::ContextStatus>,
+    /// Automatic compaction before a request (`context.compact_at`).
+    auto: crate::compaction::Auto,
 }
 
 impl Driver {
@@ -297,6 +301,7 @@ impl Driver {
             warned: std::collections::HashSet::new(),
             meter: flemma_provider::Meter::new(),
             context: None,
+            auto: crate::compaction::Auto::default(),
         }
     }
 
@@ -414,6 +419,7 @@ impl Driver {
                 );
                 self.feed(Input::Writer { store: id, kind });
             }
+            Message::Compacted(summary) => self.compacted(*summary),
             Message::Warning(warning) => {
                 if self.warned.insert(warning.clone()) {
                     (self.report)(Report::Notice(format!("warning: {warning}")));
@@ -717,7 +723,35 @@ impl Driver {
                 &resolved.config.context,
             ));
         }
+        if let Some(event) = self.auto.compacted_event(estimate) {
+            (self.report)(Report::Event(event));
+        }
+        // Past `context.compact_at`, the older turns are compacted first (docs/context.md).
         let token = CancellationToken::new();
+        match self.auto.start(
+            request,
+            &text,
+            &analysis,
+            estimate,
+            (&self.provider, &self.client),
+            self.id.path(),
+            token.clone(),
+        ) {
+            crate::compaction::AutoStart::Summarising(task) => {
+                self.request = Some((request, token));
+                let sender = self.sender.clone();
+                tokio::task::spawn_local(async move {
+                    let summary = task.await;
+                    let _ = sender.send(Message::Compacted(Box::new(summary)));
+                });
+                return;
+            }
+            crate::compaction::AutoStart::Cannot(why) => {
+                (self.report)(Report::Notice(why));
+            }
+            crate::compaction::AutoStart::No => {}
+        }
+        let cannot = self.auto.cannot(request);
         self.request = Some((request, token.clone()));
         let client = self.client.clone();
         let provider = self.provider.clone();
@@ -747,15 +781,15 @@ impl Driver {
                     (estimate, "estimate")
                 };
                 if used > window {
+                    let mut message =
+                        crate::context::too_long(used, window, &provider.options.model, counted);
+                    if let Some(why) = cannot {
+                        message.push_str(&format!(" (automatic compaction: {why})"));
+                    }
                     send(EngineInput::StreamEnded {
                         request,
                         outcome: StreamOutcome::Failed {
-                            message: crate::context::too_long(
-                                used,
-                                window,
-                                &provider.options.model,
-                                counted,
-                            ),
+                            message,
                             retryable: false,
                         },
                     });
@@ -805,6 +839,43 @@ impl Driver {
                 outcome,
             })));
         });
+    }
+
+    /// The summary of an automatic compaction is back: the compaction goes into the engine's
+    /// text through the session (written like the engine's own edits, merged with what others
+    /// change meanwhile), and the request starts on the compacted text; a failure, a cancel or
+    /// a chat changed meanwhile leaves the text as it was.
+    fn compacted(&mut self, summary: crate::compaction::AutoSummary) {
+        let request = summary.request;
+        let ours = match &self.request {
+            Some((current, token)) if *current == request => !token.is_cancelled(),
+            _ => return,
+        };
+        if !ours {
+            self.feed(Input::Engine(EngineInput::StreamEnded {
+                request,
+                outcome: StreamOutcome::Cancelled,
+            }));
+            return;
+        }
+        self.request = None;
+        let text = summary.text.clone();
+        match self
+            .auto
+            .finish(summary, self.id.path(), self.session.engine().text())
+        {
+            Ok((edit, next)) => {
+                self.feed(Input::Rewrite { edits: vec![edit] });
+                if self.auto.applied(self.session.engine().text()) {
+                    return self.start_request(request, next);
+                }
+                (self.report)(Report::Notice(
+                    "automatic compaction: the chat changed while its summary was written; the chat is unchanged".into(),
+                ));
+            }
+            Err(why) => (self.report)(Report::Notice(why)),
+        }
+        self.start_request(request, text);
     }
 
     /// What a call gets besides the chat's context: where it tells what it does (events of

@@ -1194,7 +1194,14 @@ async fn run_driver(
     let report_shared = shared.clone();
     let report_path = path.to_owned();
     let report = Box::new(move |report: Report| match report {
-        Report::Event(event) => report_shared.publish(&report_path, event),
+        Report::Event(event) => {
+            // A compaction is told to the editors too (it rewrote their chat).
+            if event.name == crate::compaction::COMPACTED_EVENT {
+                let notice = crate::compaction::notice(&event.data);
+                report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
+            }
+            report_shared.publish(&report_path, event)
+        }
         Report::Notice(notice) => {
             report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
         }

@@ -8,6 +8,7 @@ mod chat;
 mod chat_store;
 mod checkpoints;
 mod cli;
+mod compaction;
 mod context;
 mod daemon;
 mod driver_lock;

@@ -484,6 +484,7 @@ fn describe(event: &flemma_engine::Event) -> Option<String> {
                 text("status")
             ),
         },
+        crate::compaction::COMPACTED_EVENT => crate::compaction::notice(data),
         "job:submitted" => format!(
             "`{}` ({}) runs in the background as {}",
             text("toolName"),
