@@ -260,6 +260,14 @@ pub fn plan(doc: &Document, keep: usize) -> Result<Plan, String> {
             exchanges.len()
         ));
     };
+    if !messages[first..cut]
+        .iter()
+        .any(|m| m.role == Role::Assistant)
+    {
+        return Err(format!(
+            "the turns before the last {keep} hold no answer of the model: there is nothing older to compact"
+        ));
+    }
     // What still waits stays with its turn.
     let mut waiting: Vec<usize> = doc
         .unresolved_tool_uses()
@@ -559,9 +567,9 @@ impl Auto {
             Ok(planned) => planned,
             Err(why) => {
                 let notice = format!(
-                    "the next request fills ≈{} tokens, past `context.compact_at` ({:.0}% of the {}-token window), and the chat cannot be compacted: {why}",
-                    crate::context::thousands(estimate),
+                    "the chat is past `context.compact_at` ({:.0}% of {}'s {}-token context window) and cannot be compacted: {why}",
                     share * 100.0,
+                    chat_model.0.options.model,
                     crate::context::thousands(window),
                 );
                 self.cannot = Some(why);
@@ -714,6 +722,14 @@ mod tests {
         assert_eq!(
             &waiting[plan.start..plan.cut],
             "@You:\none\n\n@Assistant:\nfirst\n\n@You:\ntwo\n\n"
+        );
+
+        // A summary and the kept exchange: nothing older to compact.
+        let again = "@You:\nSummary.\n\n@You:\nthree\n\n@Assistant:\nx\n";
+        assert!(
+            super::plan(&doc(again), 1)
+                .unwrap_err()
+                .contains("nothing older")
         );
 
         // One long autopilot run (a single exchange): its last turns are kept.

@@ -746,8 +746,11 @@ impl Driver {
                 });
                 return;
             }
+            // Said once per driver, however many requests it concerns.
             crate::compaction::AutoStart::Cannot(why) => {
-                (self.report)(Report::Notice(why));
+                if self.warned.insert(why.clone()) {
+                    (self.report)(Report::Notice(why));
+                }
             }
             crate::compaction::AutoStart::No => {}
         }

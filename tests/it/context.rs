@@ -136,7 +136,7 @@ async fn a_request_that_cannot_fit_is_not_sent_and_says_what_to_do() {
     // Past `context.compact_at` (default 0.85), one enormous message cannot be compacted:
     // said before the request, and in the refusal.
     assert!(
-        err.contains("the chat cannot be compacted: the chat is a single exchange")
+        err.contains("cannot be compacted: the chat is a single exchange")
             && err.contains("(automatic compaction: the chat is a single exchange"),
         "{err}"
     );
