@@ -27,6 +27,8 @@ use crate::provider_setup::ProviderSetup;
 
 /// The lifecycle event of a compaction (protocol/events.md).
 pub const COMPACTED_EVENT: &str = "context:compacted";
+/// A compaction asked for by hand did not happen (`message`: why; the chat is unchanged).
+pub const COMPACTION_FAILED_EVENT: &str = "context:compaction-failed";
 
 /// Why nothing was changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -224,14 +226,40 @@ pub struct Plan {
 /// it) — and never past the turn of a call still waiting (no result, a pending placeholder, a
 /// job not delivered). What is compacted holds at least one answer of the model.
 pub fn plan(doc: &Document, keep: usize) -> Result<Plan, String> {
+    plan_for(doc, Upto::Keep(keep))
+}
+
+/// Where a compaction stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upto {
+    /// Before the last `n` exchanges (or turns: [`plan`]).
+    Keep(usize),
+    /// Through the message holding this line (0-based; "compact up to here"): the turns after
+    /// it are kept.
+    Line(usize),
+}
+
+/// [`plan`], or up to the message holding a line.
+pub fn plan_for(doc: &Document, upto: Upto) -> Result<Plan, String> {
     use flemma_syntax::Role;
-    let keep = keep.max(1);
+    let keep = match upto {
+        Upto::Keep(keep) => keep.max(1),
+        Upto::Line(_) => 1,
+    };
     let messages = doc.messages();
     let first = messages
         .iter()
         .position(|m| m.role != Role::System)
         .ok_or("the chat has no conversation to compact")?;
-    let exchanges: Vec<usize> = (first..messages.len())
+    // A last `@You:` still empty is where the next question goes, not an exchange.
+    let mut end = messages.len();
+    if end > first
+        && messages[end - 1].role == Role::You
+        && doc.slice(messages[end - 1].content).trim().is_empty()
+    {
+        end -= 1;
+    }
+    let exchanges: Vec<usize> = (first..end)
         .filter(|&i| {
             messages[i].role == Role::You
                 && !messages[i].segments.iter().any(|s| {
@@ -245,7 +273,20 @@ pub fn plan(doc: &Document, keep: usize) -> Result<Plan, String> {
     let turns: Vec<usize> = (first + 1..messages.len())
         .filter(|&i| messages[i].role == Role::Assistant)
         .collect();
-    let mut cut = if exchanges.len() > keep {
+    let mut cut = if let Upto::Line(line) = upto {
+        let offset = doc.line_index().line_start(line);
+        let here = messages
+            .iter()
+            .position(|m| m.range.contains(offset) || m.range.start >= offset)
+            .unwrap_or(messages.len());
+        exchanges
+            .iter()
+            .chain(&turns)
+            .copied()
+            .filter(|&start| start > here.max(first))
+            .min()
+            .ok_or("nothing follows this message to keep: compact up to an earlier one")?
+    } else if exchanges.len() > keep {
         exchanges[exchanges.len() - keep]
     } else if turns.len() > keep {
         turns[turns.len() - keep]
@@ -264,9 +305,15 @@ pub fn plan(doc: &Document, keep: usize) -> Result<Plan, String> {
         .iter()
         .any(|m| m.role == Role::Assistant)
     {
-        return Err(format!(
-            "the turns before the last {keep} hold no answer of the model: there is nothing older to compact"
-        ));
+        return Err(match upto {
+            Upto::Keep(_) => format!(
+                "the turns before the last {keep} hold no answer of the model: there is nothing older to compact"
+            ),
+            Upto::Line(_) => {
+                "the messages up to here hold no answer of the model: there is nothing to compact"
+                    .to_owned()
+            }
+        });
     }
     // What still waits stays with its turn.
     let mut waiting: Vec<usize> = doc
@@ -502,7 +549,20 @@ struct Written {
     compaction: Compaction,
     model: String,
     before: u64,
+    automatic: bool,
 }
+
+/// A compaction asked for by hand (`flemma/compact`: an editor's command, ACP's `/compact`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Order {
+    /// Through the message holding this line (0-based), else all but the last `context.keep`
+    /// exchanges.
+    pub line: Option<usize>,
+    pub focus: Option<String>,
+}
+
+/// The summary request of a compaction, to run on the driver's tasks.
+pub type SummaryTask = Pin<Box<dyn Future<Output = AutoSummary>>>;
 
 /// What [`Auto::start`] decided.
 pub enum AutoStart {
@@ -512,12 +572,13 @@ pub enum AutoStart {
     /// request goes as it is (and is refused when it cannot fit).
     Cannot(String),
     /// The summary is being asked for: run this and hand its answer to [`Auto::finish`].
-    Summarising(Pin<Box<dyn Future<Output = AutoSummary>>>),
+    Summarising(SummaryTask),
 }
 
 /// The answer of an automatic compaction's summary request.
 pub struct AutoSummary {
-    pub request: RequestId,
+    /// The request it was made before; `None` for a compaction asked for by hand.
+    pub request: Option<RequestId>,
     /// The text the request was to be made of (the compaction was planned on it).
     pub text: String,
     plan: Plan,
@@ -576,19 +637,49 @@ impl Auto {
                 return AutoStart::Cannot(notice);
             }
         };
-        let region = text[plan.start..plan.cut].to_owned();
-        let text = text.to_owned();
-        AutoStart::Summarising(Box::pin(async move {
-            let summary = summariser.summarise(&region, None, cancel).await;
-            AutoSummary {
-                request,
-                text,
-                plan,
-                model: summariser.model().to_owned(),
-                before: estimate,
-                summary,
-            }
-        }))
+        AutoStart::Summarising(summary_task(
+            Some(request),
+            text,
+            plan,
+            summariser,
+            None,
+            estimate,
+            cancel,
+        ))
+    }
+
+    /// A compaction asked for by hand of `text` (analysed as `analysis`, `estimate` input
+    /// tokens): its summary request, or why it cannot be done.
+    pub fn manual(
+        &mut self,
+        text: &str,
+        analysis: &flemma_ide::Analysis,
+        order: Order,
+        estimate: u64,
+        chat_model: (&ProviderSetup, &Arc<ProviderClient>),
+        chat: &Path,
+    ) -> Result<SummaryTask, String> {
+        let resolved = analysis
+            .config
+            .as_ref()
+            .ok_or("the configuration does not resolve; fix its errors first")?;
+        let upto = match order.line {
+            Some(line) => Upto::Line(line),
+            None => Upto::Keep(usize::try_from(resolved.config.context.keep).unwrap_or(usize::MAX)),
+        };
+        let plan = plan_for(&analysis.document, upto)?;
+        let summariser =
+            Summariser::for_chat(&analysis.layers, &resolved.config, chat, Some(chat_model))
+                .map_err(|error| format!("{error:#}"))?;
+        Ok(summary_task(
+            None,
+            text,
+            plan,
+            summariser,
+            order.focus,
+            estimate,
+            CancellationToken::new(),
+        ))
     }
 
     /// Why the chat could not be compacted before `request`, when it was tried and could not.
@@ -623,11 +714,17 @@ impl Auto {
                     compaction,
                     model: answer.model,
                     before: answer.before,
+                    automatic: answer.request.is_some(),
                 });
                 Ok((edit, next))
             }
             Err(why) => {
-                let notice = format!("automatic compaction: {why}; the chat is unchanged");
+                let which = if answer.request.is_some() {
+                    "automatic compaction"
+                } else {
+                    "compaction"
+                };
+                let notice = format!("{which}: {why}; the chat is unchanged");
                 self.cannot = Some(why);
                 Err(notice)
             }
@@ -659,9 +756,35 @@ impl Auto {
             name: COMPACTED_EVENT,
             data: done
                 .compaction
-                .event_data(&done.model, done.before, after, true),
+                .event_data(&done.model, done.before, after, done.automatic),
         })
     }
+}
+
+fn summary_task(
+    request: Option<RequestId>,
+    text: &str,
+    plan: Plan,
+    summariser: Summariser,
+    focus: Option<String>,
+    before: u64,
+    cancel: CancellationToken,
+) -> SummaryTask {
+    let region = text[plan.start..plan.cut].to_owned();
+    let text = text.to_owned();
+    Box::pin(async move {
+        let summary = summariser
+            .summarise(&region, focus.as_deref(), cancel)
+            .await;
+        AutoSummary {
+            request,
+            text,
+            plan,
+            model: summariser.model().to_owned(),
+            before,
+            summary,
+        }
+    })
 }
 
 /// The line that tells a compaction (`send`'s output, an editor's notice), from its event's
@@ -730,6 +853,23 @@ mod tests {
             super::plan(&doc(again), 1)
                 .unwrap_err()
                 .contains("nothing older")
+        );
+
+        // Up to the message holding a line: the turns after it are kept.
+        let plan = super::plan_for(&doc(text), Upto::Line(10)).unwrap();
+        assert_eq!(
+            &text[plan.start..plan.cut],
+            "@You:\none\n\n@Assistant:\nfirst\n\n@You:\ntwo\n\n"
+        );
+        assert!(
+            super::plan_for(&doc(text), Upto::Line(3))
+                .unwrap_err()
+                .contains("no answer")
+        );
+        assert!(
+            super::plan_for(&doc(text), Upto::Line(16))
+                .unwrap_err()
+                .contains("nothing follows")
         );
 
         // One long autopilot run (a single exchange): its last turns are kept.

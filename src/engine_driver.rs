@@ -225,6 +225,8 @@ pub struct Driver {
     context: Option<flemma_protocol::status::ContextStatus>,
     /// Automatic compaction before a request (`context.compact_at`).
     auto: crate::compaction::Auto,
+    /// A compaction asked for by hand waits for its summary: the driver does not end.
+    compacting: bool,
 }
 
 impl Driver {
@@ -302,6 +304,7 @@ impl Driver {
             meter: flemma_provider::Meter::new(),
             context: None,
             auto: crate::compaction::Auto::default(),
+            compacting: false,
         }
     }
 
@@ -350,7 +353,9 @@ impl Driver {
         self.feed(Input::Tick);
         let mut interrupted = false;
         loop {
-            if let Some(outcome) = self.outcome.take() {
+            if !self.compacting
+                && let Some(outcome) = self.outcome.take()
+            {
                 match outcome {
                     // A command that arrived meanwhile is handled before the driver ends.
                     Ok(reason) => match self.receiver.try_recv() {
@@ -849,7 +854,9 @@ impl Driver {
     /// change meanwhile), and the request starts on the compacted text; a failure, a cancel or
     /// a chat changed meanwhile leaves the text as it was.
     fn compacted(&mut self, summary: crate::compaction::AutoSummary) {
-        let request = summary.request;
+        let Some(request) = summary.request else {
+            return self.compacted_by_hand(summary);
+        };
         let ours = match &self.request {
             Some((current, token)) if *current == request => !token.is_cancelled(),
             _ => return,
@@ -879,6 +886,83 @@ impl Driver {
             Err(why) => (self.report)(Report::Notice(why)),
         }
         self.start_request(request, text);
+    }
+
+    /// Compacts the chat by hand (`flemma/compact`): the summary is asked for now, and the
+    /// driver does not end before it is back and written.
+    pub fn compact(&mut self, order: crate::compaction::Order) {
+        let text = self.session.engine().text().to_owned();
+        let analysis = crate::analyses::analysis(&self.host, &self.id, true, |host| {
+            host.change_text(&self.id, &text)
+        });
+        let analysis = match analysis {
+            Ok(analysis) => analysis,
+            Err(error) => return self.compaction_failed(format!("not compacted: {error}")),
+        };
+        let conversation = crate::context::request_conversation(&analysis).into_owned();
+        let estimate = self
+            .meter
+            .estimate(&conversation, &self.provider.options.tools);
+        match self.auto.manual(
+            &text,
+            &analysis,
+            order,
+            estimate,
+            (&self.provider, &self.client),
+            self.id.path(),
+        ) {
+            Ok(task) => {
+                self.compacting = true;
+                let sender = self.sender.clone();
+                tokio::task::spawn_local(async move {
+                    let summary = task.await;
+                    let _ = sender.send(Message::Compacted(Box::new(summary)));
+                });
+            }
+            Err(why) => self.compaction_failed(format!("not compacted: {why}")),
+        }
+    }
+
+    /// A compaction asked for by hand did not happen: its event (the editors' notice).
+    fn compaction_failed(&mut self, message: String) {
+        (self.report)(Report::Event(Event {
+            name: crate::compaction::COMPACTION_FAILED_EVENT,
+            data: serde_json::json!({ "message": message }),
+        }));
+    }
+
+    fn compacted_by_hand(&mut self, summary: crate::compaction::AutoSummary) {
+        self.compacting = false;
+        let outcome = self
+            .auto
+            .finish(summary, self.id.path(), self.session.engine().text());
+        let (edit, next) = match outcome {
+            Ok(done) => done,
+            Err(why) => return self.compaction_failed(why),
+        };
+        // The session is done again once the compaction is written.
+        if matches!(self.outcome, Some(Ok(_))) {
+            self.outcome = None;
+        }
+        self.feed(Input::Rewrite { edits: vec![edit] });
+        if !self.auto.applied(self.session.engine().text()) {
+            return self.compaction_failed(
+                "compaction: the chat changed while its summary was written; the chat is unchanged"
+                    .into(),
+            );
+        }
+        let after = crate::analyses::analysis(&self.host, &self.id, true, |host| {
+            host.change_text(&self.id, &next)
+        })
+        .map(|analysis| {
+            let conversation = crate::context::request_conversation(&analysis).into_owned();
+            self.meter
+                .estimate(&conversation, &self.provider.options.tools)
+        })
+        .unwrap_or(0);
+        if let Some(event) = self.auto.compacted_event(after) {
+            (self.report)(Report::Event(event));
+        }
     }
 
     /// What a call gets besides the chat's context: where it tells what it does (events of

@@ -49,6 +49,7 @@ fn initialize_negotiates_the_encoding_and_answers_fast() {
             "flemma.jobs",
             "flemma.usage",
             "flemma.switch",
+            "flemma.compact",
         ] {
             assert!(
                 commands.contains(&json!(command)),
