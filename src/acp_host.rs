@@ -36,7 +36,52 @@ impl AcpHost {
             .map(drop)
             .map_err(|e| e.to_string())
     }
+
+    /// `/compact [focus]`: `flemma/compact` on the chat, answered once the compaction is
+    /// written (or failed): what happened, in a sentence.
+    fn slash_compact(&self, path: &Path, focus: &str) -> Result<String, String> {
+        // Subscribed first: the driver may end before the call returns.
+        let events = self.host.subscribe();
+        let mut params = json!({});
+        if !focus.is_empty() {
+            params["focus"] = json!(focus);
+        }
+        self.call(path, "flemma/compact", params)?;
+        let deadline = std::time::Instant::now() + COMPACT_WAIT;
+        let mut outcome = None;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let Ok(event) = events.recv_timeout(left) else {
+                return Err(
+                    "the compaction has not ended yet; the chat says when it has".to_owned(),
+                );
+            };
+            if event.path != path {
+                continue;
+            }
+            match &event.event {
+                EngineEvent::ContextCompacted(data) => {
+                    outcome = Some(Ok(crate::compaction::notice(data)));
+                }
+                EngineEvent::ContextCompactionFailed(failed) => {
+                    outcome = Some(Err(failed.message.clone()));
+                }
+                EngineEvent::EngineStopped(stopped) => {
+                    return outcome.unwrap_or_else(|| {
+                        Err(stopped
+                            .message
+                            .clone()
+                            .unwrap_or_else(|| "nothing was compacted".to_owned()))
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
 }
+
+/// How long `/compact` waits for its summary.
+const COMPACT_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// What a host event of the chat means to a prompt; `None` for events it does not follow.
 pub fn turn_event(event: &EngineEvent) -> Option<TurnEvent> {
@@ -117,6 +162,9 @@ pub fn turn_event(event: &EngineEvent) -> Option<TurnEvent> {
                 title: asked.data.title.clone(),
                 input: asked.data.input.clone().filter(|v| !v.is_null()),
             })
+        }
+        EngineEvent::ContextCompacted(data) => {
+            TurnEvent::Compacted(crate::compaction::notice(data))
         }
         EngineEvent::EngineStopped(stopped) => TurnEvent::Stopped {
             reason: stopped.reason,
@@ -309,6 +357,7 @@ impl Backend for AcpHost {
         match command {
             "status" => slash_status(path, self.host.config_path()),
             "rewind" => slash_rewind(path, argument, self.host.config_path()),
+            "compact" => self.slash_compact(path, argument),
             other => Err(format!("/{other} is not a command of flemmad")),
         }
     }

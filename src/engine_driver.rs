@@ -177,6 +177,8 @@ enum Message {
     /// the cycle it concerns.
     Warning(String),
     Writer(Box<dyn ChatStore>),
+    /// The summary of an automatic compaction came back (or failed).
+    Compacted(Box<crate::compaction::AutoSummary>),
 }
 
 /// One session and the IO it performs.
@@ -221,6 +223,10 @@ pub struct Driver {
     meter: flemma_provider::Meter,
     /// The meter of the last request sent (`flemma/status`).
     context: Option<flemma_protocol::status::ContextStatus>,
+    /// Automatic compaction before a request (`context.compact_at`).
+    auto: crate::compaction::Auto,
+    /// A compaction asked for by hand waits for its summary: the driver does not end.
+    compacting: bool,
 }
 
 impl Driver {
@@ -297,6 +303,8 @@ impl Driver {
             warned: std::collections::HashSet::new(),
             meter: flemma_provider::Meter::new(),
             context: None,
+            auto: crate::compaction::Auto::default(),
+            compacting: false,
         }
     }
 
@@ -345,7 +353,9 @@ impl Driver {
         self.feed(Input::Tick);
         let mut interrupted = false;
         loop {
-            if let Some(outcome) = self.outcome.take() {
+            if !self.compacting
+                && let Some(outcome) = self.outcome.take()
+            {
                 match outcome {
                     // A command that arrived meanwhile is handled before the driver ends.
                     Ok(reason) => match self.receiver.try_recv() {
@@ -414,6 +424,7 @@ impl Driver {
                 );
                 self.feed(Input::Writer { store: id, kind });
             }
+            Message::Compacted(summary) => self.compacted(*summary),
             Message::Warning(warning) => {
                 if self.warned.insert(warning.clone()) {
                     (self.report)(Report::Notice(format!("warning: {warning}")));
@@ -724,7 +735,38 @@ impl Driver {
                 &resolved.config.context,
             ));
         }
+        if let Some(event) = self.auto.compacted_event(estimate) {
+            (self.report)(Report::Event(event));
+        }
+        // Past `context.compact_at`, the older turns are compacted first (docs/context.md).
         let token = CancellationToken::new();
+        match self.auto.start(
+            request,
+            &text,
+            &analysis,
+            estimate,
+            (&self.provider, &self.client),
+            self.id.path(),
+            token.clone(),
+        ) {
+            crate::compaction::AutoStart::Summarising(task) => {
+                self.request = Some((request, token));
+                let sender = self.sender.clone();
+                tokio::task::spawn_local(async move {
+                    let summary = task.await;
+                    let _ = sender.send(Message::Compacted(Box::new(summary)));
+                });
+                return;
+            }
+            // Said once per driver, however many requests it concerns.
+            crate::compaction::AutoStart::Cannot(why) => {
+                if self.warned.insert(why.clone()) {
+                    (self.report)(Report::Notice(why));
+                }
+            }
+            crate::compaction::AutoStart::No => {}
+        }
+        let cannot = self.auto.cannot(request);
         self.request = Some((request, token.clone()));
         let client = self.client.clone();
         let provider = self.provider.clone();
@@ -754,15 +796,15 @@ impl Driver {
                     (estimate, "estimate")
                 };
                 if used > window {
+                    let mut message =
+                        crate::context::too_long(used, window, &provider.options.model, counted);
+                    if let Some(why) = cannot {
+                        message.push_str(&format!(" (automatic compaction: {why})"));
+                    }
                     send(EngineInput::StreamEnded {
                         request,
                         outcome: StreamOutcome::Failed {
-                            message: crate::context::too_long(
-                                used,
-                                window,
-                                &provider.options.model,
-                                counted,
-                            ),
+                            message,
                             retryable: false,
                         },
                     });
@@ -812,6 +854,121 @@ impl Driver {
                 outcome,
             })));
         });
+    }
+
+    /// The summary of an automatic compaction is back: the compaction goes into the engine's
+    /// text through the session (written like the engine's own edits, merged with what others
+    /// change meanwhile), and the request starts on the compacted text; a failure, a cancel or
+    /// a chat changed meanwhile leaves the text as it was.
+    fn compacted(&mut self, summary: crate::compaction::AutoSummary) {
+        let Some(request) = summary.request else {
+            return self.compacted_by_hand(summary);
+        };
+        let ours = match &self.request {
+            Some((current, token)) if *current == request => !token.is_cancelled(),
+            _ => return,
+        };
+        if !ours {
+            self.feed(Input::Engine(EngineInput::StreamEnded {
+                request,
+                outcome: StreamOutcome::Cancelled,
+            }));
+            return;
+        }
+        self.request = None;
+        let text = summary.text.clone();
+        match self
+            .auto
+            .finish(summary, self.id.path(), self.session.engine().text())
+        {
+            Ok((edit, next)) => {
+                self.feed(Input::Rewrite { edits: vec![edit] });
+                if self.auto.applied(self.session.engine().text()) {
+                    return self.start_request(request, next);
+                }
+                (self.report)(Report::Notice(
+                    "automatic compaction: the chat changed while its summary was written; the chat is unchanged".into(),
+                ));
+            }
+            Err(why) => (self.report)(Report::Notice(why)),
+        }
+        self.start_request(request, text);
+    }
+
+    /// Compacts the chat by hand (`flemma/compact`): the summary is asked for now, and the
+    /// driver does not end before it is back and written.
+    pub fn compact(&mut self, order: crate::compaction::Order) {
+        let text = self.session.engine().text().to_owned();
+        let analysis = crate::analyses::analysis(&self.host, &self.id, true, |host| {
+            host.change_text(&self.id, &text)
+        });
+        let analysis = match analysis {
+            Ok(analysis) => analysis,
+            Err(error) => return self.compaction_failed(format!("not compacted: {error}")),
+        };
+        let conversation = crate::context::request_conversation(&analysis).into_owned();
+        let estimate = self
+            .meter
+            .estimate(&conversation, &self.provider.options.tools);
+        match self.auto.manual(
+            &text,
+            &analysis,
+            order,
+            estimate,
+            (&self.provider, &self.client),
+            self.id.path(),
+        ) {
+            Ok(task) => {
+                self.compacting = true;
+                let sender = self.sender.clone();
+                tokio::task::spawn_local(async move {
+                    let summary = task.await;
+                    let _ = sender.send(Message::Compacted(Box::new(summary)));
+                });
+            }
+            Err(why) => self.compaction_failed(format!("not compacted: {why}")),
+        }
+    }
+
+    /// A compaction asked for by hand did not happen: its event (the editors' notice).
+    fn compaction_failed(&mut self, message: String) {
+        (self.report)(Report::Event(EngineEvent::ContextCompactionFailed(
+            flemma_protocol::event::CompactionFailed { message },
+        )));
+    }
+
+    fn compacted_by_hand(&mut self, summary: crate::compaction::AutoSummary) {
+        self.compacting = false;
+        let outcome = self
+            .auto
+            .finish(summary, self.id.path(), self.session.engine().text());
+        let (edit, next) = match outcome {
+            Ok(done) => done,
+            Err(why) => return self.compaction_failed(why),
+        };
+        // The session is done again once the compaction is written.
+        if matches!(self.outcome, Some(Ok(_))) {
+            self.outcome = None;
+        }
+        self.feed(Input::Rewrite { edits: vec![edit] });
+        if !self.auto.applied(self.session.engine().text()) {
+            return self.compaction_failed(
+                "compaction: the chat changed while its summary was written; the chat is unchanged"
+                    .into(),
+            );
+        }
+        let after = crate::analyses::analysis(&self.host, &self.id, true, |host| {
+            host.change_text(&self.id, &next)
+        })
+        .map(|analysis| {
+            let conversation = crate::context::request_conversation(&analysis).into_owned();
+            self.meter
+                .estimate(&conversation, &self.provider.options.tools)
+        })
+        .unwrap_or(0);
+        if let Some(event) = self.auto.compacted_event(after) {
+            (self.report)(Report::Event(event));
+        }
     }
 
     /// What a call gets besides the chat's context: where it tells what it does (events of

@@ -196,6 +196,11 @@ enum HostCommand {
         path: PathBuf,
         input: Input,
     },
+    /// Compact the document (`flemma/compact`): a driver starts for it (none runs).
+    Compact {
+        path: PathBuf,
+        order: crate::compaction::Order,
+    },
     /// The writer of `path` may have changed (an editor attached or detached).
     Writer {
         path: PathBuf,
@@ -327,6 +332,7 @@ impl EngineHost {
             R::Usage(_) => FlemmaResponse::Usage(self.usage(path)),
             R::Switch(p) => FlemmaResponse::Switch(self.switch(path, &p.model)?),
             R::Mode(p) => FlemmaResponse::Mode(self.set_mode(path, &p.mode)?),
+            R::Compact(p) => FlemmaResponse::Accepted(self.compact(path, p)?),
         })
     }
 
@@ -549,6 +555,31 @@ impl EngineHost {
                 tool_id: tool_id.to_owned(),
             },
         )
+    }
+
+    /// `flemma/compact`: compacted through a driver of its own, so that the new text is written
+    /// by the document's writer like every other write (an editor typing meanwhile loses
+    /// nothing); refused while a driver works on the chat (automatic compaction runs there).
+    fn compact(
+        &self,
+        path: &Path,
+        params: flemma_protocol::methods::CompactParams,
+    ) -> Result<Accepted, RequestError> {
+        if self.is_running(path) {
+            return Err(RequestError::refused(format!(
+                "flemmad works on {} (a send, tools or jobs): compact once it stops (during a send, `context.compact_at` compacts on its own)",
+                path.display()
+            )));
+        }
+        let accepted = self.accepted(path);
+        self.command(HostCommand::Compact {
+            path: path.to_owned(),
+            order: crate::compaction::Order {
+                line: params.line.map(|line| line as usize),
+                focus: params.focus.filter(|focus| !focus.trim().is_empty()),
+            },
+        })?;
+        Ok(accepted)
     }
 
     fn input(&self, path: &Path, input: Input) -> Result<Accepted, RequestError> {
@@ -1094,14 +1125,8 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                         handle.input(input);
                     }
                     None => {
-                        slots.insert(path.clone(), Slot::Starting { queued: Vec::new() });
                         drop(slots);
-                        let task =
-                            tokio::task::spawn_local(drive(inner.clone(), path, input, send));
-                        let mut tasks = inner.tasks.borrow_mut();
-                        // A finished driver's handle holds its task's memory: forget it.
-                        tasks.retain(|task| !task.is_finished());
-                        tasks.push(task);
+                        start_driver(&inner, path, First::Input(input), send);
                     }
                 }
             }
@@ -1113,6 +1138,18 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                     }
                     None => {}
                 }
+            }
+            HostCommand::Compact { path, order } => {
+                if inner.stopping.get() {
+                    continue;
+                }
+                if inner.slots.borrow().contains_key(&path) {
+                    inner.shared.tell_editors(&path, |editor| {
+                        editor.notice("not compacted: a send started on the chat meanwhile");
+                    });
+                    continue;
+                }
+                start_driver(&inner, path, First::Compact(order), false);
             }
             HostCommand::Writer { path } => {
                 if let Some(Slot::Running(handle)) = inner.slots.borrow().get(&path) {
@@ -1148,7 +1185,26 @@ async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
 }
 
 /// Sets up and runs one driver for `path` until nothing runs any more.
-async fn drive(inner: Rc<Inner>, path: PathBuf, first: Input, send: bool) {
+/// Starts the driver of `path` (none runs) for `first`.
+fn start_driver(inner: &Rc<Inner>, path: PathBuf, first: First, send: bool) {
+    inner
+        .slots
+        .borrow_mut()
+        .insert(path.clone(), Slot::Starting { queued: Vec::new() });
+    let task = tokio::task::spawn_local(drive(inner.clone(), path, first, send));
+    let mut tasks = inner.tasks.borrow_mut();
+    // A finished driver's handle holds its task's memory: forget it.
+    tasks.retain(|task| !task.is_finished());
+    tasks.push(task);
+}
+
+/// What a driver starts for.
+enum First {
+    Input(Input),
+    Compact(crate::compaction::Order),
+}
+
+async fn drive(inner: Rc<Inner>, path: PathBuf, first: First, send: bool) {
     let shared = inner.shared.clone();
     shared.set_state(&path, |state| {
         state.running = true;
@@ -1185,7 +1241,7 @@ async fn drive(inner: Rc<Inner>, path: PathBuf, first: Input, send: bool) {
 async fn run_driver(
     inner: &Rc<Inner>,
     path: &Path,
-    first: Input,
+    first: First,
     send: bool,
 ) -> Result<StopReason, String> {
     let shared = inner.shared.clone();
@@ -1228,7 +1284,21 @@ async fn run_driver(
     let report_shared = shared.clone();
     let report_path = path.to_owned();
     let report = Box::new(move |report: Report| match report {
-        Report::Event(event) => report_shared.publish(&report_path, event),
+        Report::Event(event) => {
+            // A compaction is told to the editors too (it rewrote their chat).
+            match &event {
+                EngineEvent::ContextCompacted(data) => {
+                    let notice = crate::compaction::notice(data);
+                    report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
+                }
+                EngineEvent::ContextCompactionFailed(failed) => {
+                    report_shared
+                        .tell_editors(&report_path, |editor| editor.notice(&failed.message));
+                }
+                _ => {}
+            }
+            report_shared.publish(&report_path, event)
+        }
         Report::Notice(notice) => {
             report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
         }
@@ -1260,7 +1330,11 @@ async fn run_driver(
     if shared.writer_session(path) != writer {
         handle.set_store(shared.writer(path));
     }
-    let mut inputs = vec![Input::Load, first];
+    let mut inputs = vec![Input::Load];
+    match first {
+        First::Input(input) => inputs.push(input),
+        First::Compact(order) => driver.compact(order),
+    }
     inputs.extend(queued);
     if inner.stopping.get() {
         handle.leave();

@@ -9,6 +9,7 @@ mod chat_archive;
 mod chat_store;
 mod checkpoints;
 mod cli;
+mod compaction;
 mod context;
 mod daemon;
 mod driver_lock;

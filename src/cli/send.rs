@@ -487,6 +487,7 @@ fn describe(event: &EngineEvent) -> Option<String> {
                 Written::Result => format!("`{name}` ({id}) finished: {status}"),
             }
         }
+        EngineEvent::ContextCompacted(data) => crate::compaction::notice(data),
         EngineEvent::JobSubmitted(job) => format!(
             "`{}` ({}) runs in the background as {}",
             job.tool_name, job.tool_id, job.job_id

@@ -1848,7 +1848,7 @@ async fn slash_commands_status_and_rewind(sdk: Sdk) {
         .flat_map(|u| u["availableCommands"].as_array().unwrap().iter())
         .filter_map(|c| c["name"].as_str())
         .collect();
-    assert_eq!(commands, ["status", "rewind"], "{report}");
+    assert_eq!(commands, ["status", "rewind", "compact"], "{report}");
     assert_eq!(steps[1]["result"]["stopReason"], "end_turn", "{report}");
     let notes = project.cwd().join("notes.txt");
     let chat = chat_of(&report);
@@ -2040,3 +2040,52 @@ async fn the_mode_pickers_change_what_the_tools_may_do(sdk: Sdk) {
 }
 
 with_each_sdk!(the_mode_pickers_change_what_the_tools_may_do);
+
+/// `/compact` (issue 34): the older turns summarised into the chat through the engine host,
+/// answered with what was compacted; the next prompt's request holds the summary and the
+/// recent turns, not the old ones.
+#[tokio::test]
+async fn slash_compact_summarises_the_older_turns() {
+    let Some((python, project, mock)) = setup("acp /compact").await else {
+        return;
+    };
+    mock.push(Turn::text("One."));
+    mock.push(Turn::text("Two."));
+    mock.push(Turn::text("Three."));
+    mock.push(Turn::text("The user asked a first question, answered One."));
+    mock.push(Turn::text("Four."));
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "prompt", "text": "First question."},
+                {"op": "prompt", "text": "Second question."},
+                {"op": "prompt", "text": "Third question."},
+                {"op": "prompt", "text": "/compact the first answer"},
+                {"op": "prompt", "text": "Fourth question."}
+            ]),
+        )
+        .await;
+    let steps = report["steps"].as_array().unwrap();
+    let said = message_text(&steps[4]["updates"], "agent_message_chunk");
+    assert!(
+        said.contains("compacted 2 messages into a summary"),
+        "{said}\n{report}"
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 5, "{report}");
+    assert!(requests[3].raw_body.contains("the first answer"));
+    let next = &requests[4].raw_body;
+    assert!(
+        next.contains("answered One.")
+            && next.contains("Second question.")
+            && !next.contains("First question."),
+        "{next}"
+    );
+    let chat = chat_of(&report);
+    assert!(chat.contains("<!-- flemma:compacted archive="), "{chat}");
+    assert!(!chat.contains("/compact the first"), "not written: {chat}");
+    no_error_diagnostics(&chat);
+}

@@ -133,6 +133,13 @@ async fn a_request_that_cannot_fit_is_not_sent_and_says_what_to_do() {
             && err.contains("flemmad compact FILE"),
         "{err}"
     );
+    // Past `context.compact_at` (default 0.85), one enormous message cannot be compacted:
+    // said before the request, and in the refusal.
+    assert!(
+        err.contains("cannot be compacted: the chat is a single exchange")
+            && err.contains("(automatic compaction: the chat is a single exchange"),
+        "{err}"
+    );
     let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
     assert_eq!(
         paths,
@@ -424,4 +431,165 @@ async fn pruning_changes_the_request_and_not_the_file() {
         read(&chat.path).starts_with(&original),
         "the file keeps everything"
     );
+}
+
+/// Issue 34's long conversation: a 50-turn autopilot run whose tool results outgrow an
+/// 8k-token window finishes without a context error, compacting on the way (the summaries by
+/// `context.compact_model`, another provider on a second mock); each archive is a valid chat,
+/// the request after a compaction holds the summary and the recent turns verbatim, and undoing
+/// every compaction gives back every turn.
+#[tokio::test]
+async fn a_long_autopilot_run_compacts_on_the_way_and_finishes() {
+    const TURNS: usize = 50;
+    let mock = MockProvider::start().await.unwrap();
+    let summaries = MockProvider::start().await.unwrap();
+    let original = format!(
+        "{}@You:\nRead big1.txt to big50.txt.\n",
+        frontmatter("anthropic", "claude-sonnet-4-5")
+    );
+    let chat = chat(&original);
+    let dir = chat.path.parent().unwrap();
+    // About 800 tokens a read; another file each time (the loop detector stops a model that
+    // repeats a call with the same result).
+    for turn in 1..=TURNS {
+        let text = format!("file {turn}\n{}", "0123456789abcdef ".repeat(200));
+        std::fs::write(dir.join(format!("big{turn}.txt")), text).unwrap();
+    }
+    write_user_config(
+        &chat,
+        &format!(
+            "[models.\"claude-sonnet-4-5\"]\ncontext_window = 8000\n\n[context]\ncompact_model = \"$summary\"\n\n[presets.\"$summary\"]\nprovider = \"openai\"\nmodel = \"gpt-4.1\"\n\n[providers.openai]\nbase_url = \"{}/v1\"\n\n[tools]\nauto_approve = [\"read\"]\n\n[tools.autopilot]\nmax_turns = 100\n",
+            summaries.base_url()
+        ),
+    );
+    for turn in 1..=TURNS {
+        mock.push(Turn::default().tool_call_with_id(
+            "read",
+            format!("toolu_{turn:02}"),
+            serde_json::json!({"label": "read the file", "path": format!("big{turn}.txt")}),
+        ));
+    }
+    mock.push(Turn::text("All read."));
+    for n in 1..=TURNS {
+        summaries.push(Turn::text(format!(
+            "Summary {n}: the user asked to read big.txt repeatedly; it was read each time."
+        )));
+    }
+    let started = std::time::Instant::now();
+    let out = send(&chat, &mock.base_url()).await;
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("context window"), "{err}");
+    let compactions = summaries.requests().len();
+    assert!(
+        compactions >= 2,
+        "{compactions} compactions: {err}\n{}",
+        read(&chat.path).chars().take(3000).collect::<String>()
+    );
+    eprintln!("{compactions} compactions in {:?}", started.elapsed());
+    assert_eq!(
+        err.matches("compacted ").count(),
+        compactions,
+        "a line for each compaction: {err}"
+    );
+    assert_eq!(mock.requests().len(), TURNS + 1);
+    assert!(read(&chat.path).contains("All read."));
+
+    // Each archive is a valid chat.
+    let archive = archives(&chat);
+    assert_eq!(archive.len(), compactions, "{archive:?}");
+    for path in &archive {
+        let parsed = flemmad_command(&chat, &mock.base_url())
+            .arg("parse")
+            .arg(path)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            parsed.status.success(),
+            "{}: {}",
+            path.display(),
+            stderr(&parsed)
+        );
+    }
+
+    // The request after the first compaction holds its summary and the last two turns
+    // verbatim, and no older turn.
+    let requests = mock.requests();
+    let after = requests
+        .iter()
+        .position(|r| r.raw_body.contains("Summary 1:"))
+        .expect("a request holds the first summary");
+    let body = &requests[after].raw_body;
+    let last = after; // the request after `after` tool calls: toolu_01..=toolu_{after}
+    for kept in [last - 1, last] {
+        assert!(
+            body.contains(&format!("toolu_{kept:02}")),
+            "turn {kept} kept: {body}"
+        );
+    }
+    assert!(!body.contains("toolu_01\""), "{body}");
+    assert!(!requests[after - 1].raw_body.contains("Summary 1:"));
+
+    // Undoing every compaction gives back every turn, in order.
+    for _ in 0..compactions {
+        let out = flemmad(&chat, &mock, &["compact", "--undo"]).await;
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let restored = read(&chat.path);
+    assert!(restored.starts_with(&original), "{restored}");
+    assert!(!restored.contains("flemma:compacted"));
+    let mut at = 0;
+    for turn in 1..=TURNS {
+        let id = format!("**Tool Result:** `toolu_{turn:02}`");
+        at += restored[at..]
+            .find(&id)
+            .unwrap_or_else(|| panic!("{id} in order"));
+    }
+    assert!(archives(&chat).is_empty());
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}
+
+/// Automatic compaction whose summary request fails leaves the chat as it was (the request goes
+/// on as it is), and `compact_at = false` turns it off.
+#[tokio::test]
+async fn a_failing_automatic_compaction_changes_nothing_and_false_turns_it_off() {
+    let mock = MockProvider::start().await.unwrap();
+    let question = "lorem ipsum dolor sit amet ".repeat(120);
+    let original = three_exchanges().replace("Now run the tests.", &question);
+    let chat = chat(&original);
+    write_user_config(
+        &chat,
+        "[models.\"claude-sonnet-4-5\"]\ncontext_window = 4000\n\n[context]\ncompact_at = 0.3\nkeep = 1\n",
+    );
+    mock.push(Turn::failing(Failure::Unauthorized));
+    mock.push(Turn::text("Answered."));
+    let out = send(&chat, &mock.base_url()).await;
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("automatic compaction: the summary request failed")
+            && err.contains("the chat is unchanged"),
+        "{err}"
+    );
+    let text = read(&chat.path);
+    assert!(text.starts_with(&original), "{text}");
+    assert!(text.contains("Answered."));
+    assert!(archives(&chat).is_empty());
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].raw_body.contains("There are two files."));
+
+    // Off: no summary is asked for.
+    write_user_config(
+        &chat,
+        "[models.\"claude-sonnet-4-5\"]\ncontext_window = 4000\n\n[context]\ncompact_at = false\n",
+    );
+    std::fs::write(&chat.path, &original).unwrap();
+    mock.clear_requests();
+    mock.push(Turn::text("Answered again."));
+    let out = send(&chat, &mock.base_url()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(mock.requests().len(), 1);
+    assert!(!stderr(&out).contains("compact"), "{}", stderr(&out));
 }

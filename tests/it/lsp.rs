@@ -49,6 +49,7 @@ fn initialize_negotiates_the_encoding_and_answers_fast() {
             "flemma.jobs",
             "flemma.usage",
             "flemma.switch",
+            "flemma.compact",
         ] {
             assert!(
                 commands.contains(&json!(command)),
@@ -506,7 +507,17 @@ fn approve_and_reject_through_code_actions_and_commands() {
             .into_iter()
             .map(|a| a["title"].clone())
             .collect();
-        assert_eq!(on_text, [json!("Send"), json!("Approve all (2 pending)")]);
+        // On an earlier message: "compact up to here" too (docs/context.md).
+        assert_eq!(
+            on_text,
+            [
+                json!(
+                    "Compact up to here (a summary replaces this message and those before it; the ones after stay)"
+                ),
+                json!("Send"),
+                json!("Approve all (2 pending)")
+            ]
+        );
         run_command(&mut client, &actions[0]["command"]).unwrap();
         assert!(
             client

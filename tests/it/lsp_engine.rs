@@ -799,3 +799,54 @@ fn progress_says_composing_a_tool_call_while_its_arguments_stream() {
     assert_eq!(stopped["reason"], "awaiting-approval", "{stopped}");
     client.shutdown();
 }
+
+/// "Compact up to here" (issue 34): the code action runs `flemma.compact` with the line; the
+/// summary reaches the editor's buffer as an edit, while what the user types meanwhile at the
+/// end is kept; the notice says where the turns are, and the file on disk is not written.
+#[test]
+fn compact_up_to_here_rewrites_the_buffer_and_keeps_what_was_typed() {
+    let mock = Mock::start();
+    mock.provider()
+        .push(Turn::text("The user asked one thing; the answer was first.").bytes_per_sec(400));
+    let original = format!(
+        "{FRONTMATTER}@You:\none\n\n@Assistant:\nfirst\n\n@You:\ntwo\n\n@Assistant:\nsecond\n\n@You:\nthree\n"
+    );
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, &original);
+    // On the first answer: it and what is before it are compacted.
+    let line = original[..original.find("first").unwrap()].lines().count();
+    let actions = actions_at(&mut client, &uri, line);
+    let title = "Compact up to here (a summary replaces this message and those before it; the ones after stay)";
+    let accepted = pick(&mut client, &actions, title);
+    assert_eq!(accepted, json!({"started": true}));
+    // Typed while the summary is written.
+    let end = client.text(&uri).len();
+    client.type_at(&uri, end, "and four");
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    pump_until(&mut client, &uri, "the summary in the buffer", |t| {
+        t.contains("the answer was first.")
+    });
+    let text = client.text(&uri).to_owned();
+    assert!(
+        text.starts_with(&format!(
+            "{FRONTMATTER}@You:\n<!-- flemma:compacted archive="
+        )),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("@You:\ntwo\n\n@Assistant:\nsecond\n\n@You:\nthree\nand four"),
+        "{text}"
+    );
+    assert!(!text.contains("\nfirst\n"), "{text}");
+    let summary_request = &mock.provider().requests()[0].raw_body;
+    assert!(summary_request.contains("first") && !summary_request.contains("second"));
+    assert_eq!(
+        common::read(&chat.path),
+        original,
+        "the editor owns the document"
+    );
+    client.shutdown();
+}

@@ -1083,6 +1083,13 @@ impl Turn<'_> {
                     self.sync_tools()?;
                 }
                 TurnEvent::FileChanged => self.sync_tools()?,
+                // Told as text: the client's `compaction_update` needs its
+                // `session.compaction` capability, which this agent does not track yet.
+                TurnEvent::Compacted(notice) => {
+                    self.say(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                        ContentBlock::Text(TextContent::new(format!("\n\n_flemmad {notice}_\n\n"))),
+                    )))?
+                }
                 TurnEvent::AgentProgress(progress) => {
                     if !self.announced.contains(&progress.tool_id) {
                         self.sync_tools()?;

@@ -8,7 +8,7 @@ use agent_client_protocol::v1::schema::{
 };
 
 /// Name, description, and the hint for what may follow the name.
-pub const COMMANDS: [(&str, &str, Option<&str>); 2] = [
+pub const COMMANDS: [(&str, &str, Option<&str>); 3] = [
     (
         "status",
         "What the next request holds against the model's context window, and the calls waiting for approval",
@@ -18,6 +18,11 @@ pub const COMMANDS: [(&str, &str, Option<&str>); 2] = [
         "rewind",
         "Put the project's files back as they were before the conversation's last call that ran (or before the call named)",
         Some("a tool call id (default: the last call)"),
+    ),
+    (
+        "compact",
+        "Summarise the older turns into the chat (kept whole in an archive; `flemmad compact --undo` puts them back)",
+        Some("what the summary should keep above all (optional)"),
     ),
 ];
 

@@ -57,6 +57,9 @@ pub enum TurnEvent {
     AgentProgress(delegation::Progress),
     /// An agent a call of `ask_agent` asked wants permission for one of its tool calls.
     AgentPermission(delegation::Permission),
+    /// The chat was compacted before a request (its older turns summarised): what to tell the
+    /// user.
+    Compacted(String),
     /// The engine stopped (with a message for errors and refusals).
     Stopped {
         reason: flemma_protocol::event::StopLabel,

@@ -54,14 +54,20 @@ pub fn page(
     (listed, None)
 }
 
-/// A chat's title: the first line of its first question, shortened; `None` when no `@You:`
-/// holds text yet.
+/// A chat's title: the first line of its first question, shortened (a compaction's summary is
+/// not a question: the first one after it); `None` when no `@You:` holds text yet.
 pub fn title(chat: &str) -> Option<String> {
     let doc = flemma_syntax::parse(chat.to_owned());
     let line = doc
         .messages()
         .iter()
-        .filter(|message| message.role == Role::You)
+        .filter(|message| {
+            message.role == Role::You
+                && !doc
+                    .slice(message.content)
+                    .trim_start()
+                    .starts_with(flemma_syntax::write::COMPACTED_MARKER)
+        })
         .flat_map(|message| doc.slice(message.content).lines())
         .map(str::trim)
         .find(|line| !line.is_empty())?;
@@ -98,6 +104,11 @@ mod tests {
             "```json\n{}\n```\n@You:\n\n  How many files?\nsecond line\n\n@Assistant:\nTwo.\n";
         assert_eq!(title(chat).as_deref(), Some("How many files?"));
         assert_eq!(title("```json\n{}\n```\n@You:\n"), None);
+        let compacted = format!(
+            "@You:\n{}archive=\"a\" -->\nThe 2 messages before this one were compacted.\n\n@You:\nNext?\n",
+            flemma_syntax::write::COMPACTED_MARKER
+        );
+        assert_eq!(title(&compacted).as_deref(), Some("Next?"));
         let long = format!("@You:\n{}\n", "x".repeat(100));
         assert_eq!(title(&long).unwrap().chars().count(), TITLE_CHARS + 1);
     }

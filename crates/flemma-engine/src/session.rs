@@ -132,6 +132,12 @@ pub enum Input {
     Leave,
     /// A wake-up the session asked for ([`Effect::WakeAt`]).
     Tick,
+    /// The runner rewrites part of the engine's text (a compaction: older turns replaced by
+    /// their summary), in the engine's current coordinates: the engine takes it as a change,
+    /// and the session writes it to the store as it writes the engine's own edits (a change
+    /// someone makes meanwhile is merged around it). Refused (a `Notice`, nothing changed)
+    /// when the edits do not fit the text.
+    Rewrite { edits: Vec<TextEdit> },
 }
 
 /// What the runner must do.
@@ -457,6 +463,23 @@ impl Session {
             }
             // The runner's wake-up is spent: ask again for the next.
             Input::Tick => self.wake = None,
+            Input::Rewrite { edits } => {
+                let refusals = self.refusals;
+                self.feed(
+                    now,
+                    EngineInput::TextChanged {
+                        edits: edits.clone(),
+                    },
+                    &mut out,
+                );
+                if self.refusals == refusals {
+                    self.unwritten.push(edits);
+                    self.unwritten_since.get_or_insert(now);
+                    if self.write_at.is_none() {
+                        self.write_at = Some(now + self.config.coalesce);
+                    }
+                }
+            }
         }
         self.step(now, &mut out);
         out

@@ -532,3 +532,53 @@ fn an_idle_writer_is_polled_and_a_change_on_disk_is_read_at_once() {
     // A watcher's news of the file: read at once.
     assert_eq!(h.at(400, Input::StoreChanged), ["read 0"]);
 }
+
+#[test]
+fn a_rewrite_is_written_like_the_engines_edits_and_what_was_typed_meanwhile_is_kept() {
+    let chat = "@You:\nold question\n\n@Assistant:\nold answer\n\n@You:\nHello\n";
+    let mut h = Harness::file(chat);
+    h.engine(0, EngineInput::Advance);
+    // A compaction: the first exchange replaced by its summary, while the request waits.
+    let summary = "@You:\nSummary.\n\n";
+    let cut = chat.find("@You:\nHello").unwrap();
+    assert_eq!(
+        h.at(
+            10,
+            Input::Rewrite {
+                edits: vec![flemma_syntax::TextEdit {
+                    range: flemma_syntax::TextRange::new(0, cut),
+                    new_text: summary.to_owned(),
+                }],
+            },
+        ),
+        Vec::<String>::new()
+    );
+    h.stream(20, "Hi.");
+    assert_eq!(h.at(100, Input::Tick), ["read 0"]);
+    // The user typed in the last message meanwhile: merged around the rewrite.
+    let typed = chat.replace("Hello", "Hello there");
+    assert_eq!(h.read(101, FILE, &typed), ["wake at 121"]);
+    h.at(121, Input::Tick);
+    h.read(122, FILE, &typed);
+    assert_eq!(
+        h.next(),
+        "@You:\nSummary.\n\n@You:\nHello there\n\n@Assistant:\nHi."
+    );
+
+    // A rewrite that does not fit the text is refused, and nothing changes.
+    let before = h.session.engine().text().to_owned();
+    let refused = h.at(
+        200,
+        Input::Rewrite {
+            edits: vec![flemma_syntax::TextEdit {
+                range: flemma_syntax::TextRange::new(0, before.len() + 10),
+                new_text: String::new(),
+            }],
+        },
+    );
+    assert!(
+        refused.iter().any(|l| l.starts_with("notice ")),
+        "{refused:?}"
+    );
+    assert_eq!(h.session.engine().text(), before);
+}

@@ -142,6 +142,12 @@ events! {
         TrustIgnored(TrustIgnored) = "trust:ignored",
         /// The engine host's driver for the document ended, after its last write.
         EngineStopped(EngineStopped) = "engine:stopped",
+        /// The chat was compacted (docs/context.md): its older turns became a summary in it,
+        /// kept whole in an archive.
+        ContextCompacted(ContextCompacted) = "context:compacted",
+        /// A compaction asked for by hand (`flemma/compact`) did not happen; the chat is
+        /// unchanged.
+        ContextCompactionFailed(CompactionFailed) = "context:compaction-failed",
     }
 }
 
@@ -589,6 +595,28 @@ pub struct EngineStopped {
     pub reason: StopLabel,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextCompacted {
+    /// How many messages the summary replaced.
+    pub messages: u64,
+    /// The archive that holds them whole.
+    pub archive: String,
+    /// The model that wrote the summary.
+    pub model: String,
+    /// The estimated input tokens of the next request before and after.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// Made by autopilot at `context.compact_at` (else asked for by hand).
+    pub automatic: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CompactionFailed {
+    /// Why (the chat is unchanged).
+    pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

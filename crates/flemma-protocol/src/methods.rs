@@ -67,6 +67,20 @@ pub struct ModeParams {
     pub mode: String,
 }
 
+/// `flemma/compact`: the older turns of the document summarised into it (docs/context.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompactParams {
+    pub uri: String,
+    /// Compact through the message holding this line (0-based), keeping the turns after it
+    /// ("compact up to here"); without it, all but the last `context.keep` exchanges.
+    #[serde(default)]
+    pub line: Option<u32>,
+    /// What the summary should keep above all.
+    #[serde(default)]
+    pub focus: Option<String>,
+}
+
 /// Declares [`FlemmaRequest`] and what is derived from its list: the method names, each
 /// request's method and document, and the positional arguments of its command. Every params
 /// type has a `uri`.
@@ -143,6 +157,8 @@ requests! {
     "flemma/switch" => Switch(SwitchParams),
     /// Set what the document's tools may change: `ask`, `default` or `auto-edit`.
     "flemma/mode" => Mode(ModeParams),
+    /// Compact the document: its older turns become a summary in it, kept whole in an archive.
+    "flemma/compact" => Compact(CompactParams),
 }
 
 /// The notification the server sends for engine events (its params are the `event` types).
@@ -304,7 +320,7 @@ mod tests {
 
     #[test]
     fn every_method_is_a_request_and_a_command() {
-        assert_eq!(METHODS.len(), 12);
+        assert_eq!(METHODS.len(), 13);
         for method in METHODS {
             let command = command_of(method).unwrap();
             assert!(command.starts_with("flemma.") && !command.contains('/'));
@@ -319,6 +335,10 @@ mod tests {
         assert_eq!(
             FlemmaRequest::arguments("flemma/reject").unwrap(),
             "[uri, toolId, reason?]"
+        );
+        assert_eq!(
+            FlemmaRequest::arguments("flemma/compact").unwrap(),
+            "[uri, line?, focus?]"
         );
     }
 

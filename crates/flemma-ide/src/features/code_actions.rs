@@ -52,6 +52,7 @@ pub fn code_actions(doc: &Document, range: TextRange, state: DocumentState) -> V
     let mut out = Vec::new();
     placeholder_actions(doc, range, &mut out);
     quick_fixes(doc, range, &mut out);
+    compact_action(doc, range, state, &mut out);
     document_actions(doc, state, &mut out);
     out
 }
@@ -148,6 +149,33 @@ fn convert_lua(doc: &Document) -> Option<CodeAction> {
         edit: Some(vec![TextEdit::replace(frontmatter.range, block)]),
         command: None,
     })
+}
+
+/// "Compact up to here" on any message but the system prompt and the last: `flemma.compact`
+/// with the cursor's line (the messages after it are kept verbatim; docs/context.md).
+fn compact_action(
+    doc: &Document,
+    range: TextRange,
+    state: DocumentState,
+    out: &mut Vec<CodeAction>,
+) {
+    let messages = doc.messages();
+    let Some(index) = doc.message_index_at(range.start) else {
+        return;
+    };
+    if state.busy
+        || index + 1 >= messages.len()
+        || messages[index].role == flemma_syntax::Role::System
+    {
+        return;
+    }
+    let line = doc.line_index().line_of(range.start);
+    out.push(command(
+        "Compact up to here (a summary replaces this message and those before it; the ones after stay)",
+        ActionKind::Source,
+        "flemma.compact",
+        vec![json!(line)],
+    ));
 }
 
 fn document_actions(doc: &Document, state: DocumentState, out: &mut Vec<CodeAction>) {
@@ -248,6 +276,26 @@ $0```
             })
         );
         assert_eq!(found[1].command.as_ref().unwrap().name, "flemma.reject");
+    }
+
+    #[test]
+    fn a_message_before_the_last_offers_to_compact_up_to_it() {
+        let chat = "@You:\none\n\n@Assistant:\nfi$0rst\n\n@You:\ntwo\n";
+        let (_, found) = actions(chat, DocumentState::default());
+        assert_eq!(
+            found[0].command,
+            Some(Command {
+                name: "flemma.compact",
+                args: vec![json!(4)]
+            })
+        );
+        let last = "@You:\none\n\n@Assistant:\nfirst\n\n@You:\ntw$0o\n";
+        let (_, found) = actions(last, DocumentState::default());
+        assert!(found.iter().all(|a| {
+            a.command
+                .as_ref()
+                .is_none_or(|c| c.name != "flemma.compact")
+        }));
     }
 
     #[test]
