@@ -560,6 +560,9 @@ struct LiveStatus {
     composing: bool,
     /// What an asked agent does (`<agent> · <title>`).
     agent: Option<String>,
+    /// The last request's input tokens and the model's context window, when it is known
+    /// (docs/context.md).
+    context: Option<(u64, u64)>,
 }
 
 impl LiveStatus {
@@ -596,6 +599,10 @@ impl LiveStatus {
                 self.input_tokens = usage.usage.input_tokens;
                 self.output_tokens = usage.usage.output_tokens;
                 self.requests = usage.requests;
+                self.context = usage
+                    .context_window
+                    .filter(|window| *window > 0)
+                    .map(|window| (usage.context_tokens, window));
             }
             EngineEvent::AutopilotResumeScheduled(resume) => {
                 self.resume_in_ms = Some(resume.delay_ms);
@@ -657,6 +664,13 @@ fn render_live_line(status: &LiveStatus, elapsed: Duration, width: usize) -> Str
         parts.push(format!(
             "{} in / {} out tokens",
             status.input_tokens, status.output_tokens
+        ));
+    }
+    if let Some((used, window)) = status.context {
+        parts.push(format!(
+            "context {}% of {}",
+            used.saturating_mul(100) / window,
+            crate::context::thousands(window)
         ));
     }
     parts.push(format!("{:.0}s", elapsed.as_secs_f64().floor()));
@@ -913,6 +927,31 @@ mod tests {
         assert!(status.is_active());
         status.apply(&event("autopilot:resume-cancelled", serde_json::json!({})));
         assert!(!status.is_active());
+    }
+
+    #[test]
+    fn the_live_line_shows_the_context_window_once_the_model_has_one() {
+        let mut status = LiveStatus::default();
+        status.apply(&event(
+            "usage:updated",
+            serde_json::json!({"usage": {"input_tokens": 1700, "output_tokens": 45, "thinking_tokens": 0,
+                "cache_read_tokens": 0, "cache_write_tokens": 0}, "requests": 1, "costUsd": null,
+                "cacheSavedUsd": null, "rateLimits": null, "contextTokens": 1745, "contextWindow": 200000}),
+        ));
+        assert_eq!(
+            render_live_line(&status, Duration::from_secs(2), 100),
+            "flemmad: idle · 1700 in / 45 out tokens · context 0% of 200,000 · 2s"
+        );
+        status.apply(&event(
+            "usage:updated",
+            serde_json::json!({"usage": {"input_tokens": 9000, "output_tokens": 90, "thinking_tokens": 0,
+                "cache_read_tokens": 0, "cache_write_tokens": 0}, "requests": 2, "costUsd": null,
+                "cacheSavedUsd": null, "rateLimits": null, "contextTokens": 170000, "contextWindow": 200000}),
+        ));
+        assert_eq!(
+            render_live_line(&status, Duration::from_secs(3), 100),
+            "flemmad: idle · 9000 in / 90 out tokens · context 85% of 200,000 · 3s"
+        );
     }
 
     #[test]
