@@ -311,6 +311,9 @@ local function says(command, needle)
 end
 says("Flemma status", "flemmad: plugin.chat: idle")
 says("Flemma usage", "this chat: ")
+-- The statusline snippet of docs/context.md: the last request against the model's window.
+local meter = flemmad.statusline()
+check(meter:match("^context %d+%% of [%d,]+$") ~= nil, "require('flemmad').statusline() gives the context meter", meter)
 says("Flemma jobs", "flemmad: no background job in plugin.chat")
 -- (An estimate is of what a send would send: the next question typed, not yet saved.)
 vim.api.nvim_buf_set_lines(buf, -1, -1, false, { "And how many tokens is all this?" })

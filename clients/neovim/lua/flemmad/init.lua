@@ -509,6 +509,13 @@ function M.setup(opts)
   end
 end
 
+--- For a statusline: the current chat buffer's context meter (`context 85% of 200,000`, the
+--- last request against the model's window), or "" (docs/context.md):
+--- `vim.o.statusline = "%f %=%{v:lua.require'flemmad'.statusline()} "`.
+function M.statusline()
+  return require("flemmad.live").context_line(vim.api.nvim_get_current_buf()) or ""
+end
+
 --- The id of the running client (nil before the first chat buffer), for tests and statuslines.
 function M.client_id()
   return client_id

@@ -250,6 +250,17 @@ local function money(cost)
   return string.format("$%.4f", cost)
 end
 
+--- The last request's share of the model's context window (`context 85% of 200,000`), or nil
+--- before a request of a model whose window is known (docs/context.md).
+function M.context_line(bufnr)
+  local s = buffers[bufnr]
+  if s == nil or s.context == nil then
+    return nil
+  end
+  return string.format("context %d%% of %s", math.floor(s.context.used * 100 / s.context.window),
+    flemmad.thousands(s.context.window))
+end
+
 --- One line: the model, the last request's cost, cache share and tokens, the document's total.
 function M.usage_line(bufnr)
   local s = buffers[bufnr]
@@ -533,6 +544,9 @@ end
 handlers["usage:updated"] = function(bufnr, data)
   local s = state(bufnr)
   s.totals = { usage = data.usage, requests = data.requests, cost = data.costUsd }
+  if type(data.contextWindow) == "number" and data.contextWindow > 0 then
+    s.context = { used = data.contextTokens or 0, window = data.contextWindow }
+  end
   if s.last and s.last.status == "completed" then
     M.show_usage(bufnr)
   end
