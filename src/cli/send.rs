@@ -929,25 +929,27 @@ mod tests {
         assert!(!status.is_active());
     }
 
+    /// `usage:updated` after `requests` requests, the last one holding `context` tokens of a
+    /// 200,000-token window.
+    fn usage_updated(input: u64, output: u64, requests: u64, context: u64) -> EngineEvent {
+        event(
+            "usage:updated",
+            serde_json::json!({"usage": {"input_tokens": input, "output_tokens": output,
+                "thinking_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0},
+                "requests": requests, "costUsd": null, "cacheSavedUsd": null, "rateLimits": null,
+                "contextTokens": context, "contextWindow": 200000}),
+        )
+    }
+
     #[test]
     fn the_live_line_shows_the_context_window_once_the_model_has_one() {
         let mut status = LiveStatus::default();
-        status.apply(&event(
-            "usage:updated",
-            serde_json::json!({"usage": {"input_tokens": 1700, "output_tokens": 45, "thinking_tokens": 0,
-                "cache_read_tokens": 0, "cache_write_tokens": 0}, "requests": 1, "costUsd": null,
-                "cacheSavedUsd": null, "rateLimits": null, "contextTokens": 1745, "contextWindow": 200000}),
-        ));
+        status.apply(&usage_updated(1700, 45, 1, 1745));
         assert_eq!(
             render_live_line(&status, Duration::from_secs(2), 100),
             "flemmad: idle · 1700 in / 45 out tokens · context 0% of 200,000 · 2s"
         );
-        status.apply(&event(
-            "usage:updated",
-            serde_json::json!({"usage": {"input_tokens": 9000, "output_tokens": 90, "thinking_tokens": 0,
-                "cache_read_tokens": 0, "cache_write_tokens": 0}, "requests": 2, "costUsd": null,
-                "cacheSavedUsd": null, "rateLimits": null, "contextTokens": 170000, "contextWindow": 200000}),
-        ));
+        status.apply(&usage_updated(9000, 90, 2, 170_000));
         assert_eq!(
             render_live_line(&status, Duration::from_secs(3), 100),
             "flemmad: idle · 9000 in / 90 out tokens · context 85% of 200,000 · 3s"
