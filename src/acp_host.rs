@@ -457,8 +457,8 @@ fn slash_status(path: &Path, config_path: Option<&Path>) -> Result<String, Strin
 /// call recorded), as `flemmad rewind` does; a file changed since by someone else is not
 /// overwritten (then nothing is).
 fn slash_rewind(path: &Path, argument: &str, config_path: Option<&Path>) -> Result<String, String> {
-    let limits = crate::checkpoints::Limits::of_chat(path, config_path);
-    let checkpoints = crate::checkpoints::Checkpoints::of(path)
+    let limits = crate::checkpoints::limits_of_chat(path, config_path);
+    let checkpoints = crate::checkpoints::of(path)
         .map(|checkpoints| checkpoints.with_limits(limits))
         .map_err(|error| error.to_string())?;
     let target = match argument.split_whitespace().next() {

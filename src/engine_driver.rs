@@ -543,7 +543,12 @@ impl Driver {
                     task.abort();
                 }
             }
-            Effect::Emit(event) => (self.report)(Report::Event(event)),
+            Effect::Emit(event) => {
+                if let EngineEvent::RequestComposing(call) = &event {
+                    self.prepare_checkpoints(&call.tool_name);
+                }
+                (self.report)(Report::Event(event))
+            }
             Effect::Notice(message) => (self.report)(Report::Notice(message)),
             Effect::Conflict {
                 incoming,
@@ -973,6 +978,29 @@ impl Driver {
 
     /// What a call gets besides the chat's context: where it tells what it does (events of
     /// the chat), and the chat's text when the tool reads the conversation.
+    /// While the model still writes a call that can change files, the chat's first
+    /// checkpoint is prepared on a thread of its own (the project's files hashed, their
+    /// monitor started), so that the call does not wait for it (`crate::checkpoints`).
+    fn prepare_checkpoints(&self, tool_name: &str) {
+        // The `lsp` tool changes files only for a rename, not known before its input.
+        if tool_name == "lsp"
+            || !crate::checkpoints::changes_files(tool_name, &serde_json::Value::Null)
+        {
+            return;
+        }
+        let Some(chat) = self.tools.ctx.chat_path.clone() else {
+            return;
+        };
+        let tools = self.tools.clone();
+        let _ = std::thread::Builder::new()
+            .name("checkpoint ahead".into())
+            .spawn(move || {
+                if let Some(Err(error)) = tools.checkpoints(&chat).map(|c| c.prepare()) {
+                    tracing::info!(%error, "no checkpoint prepared ahead");
+                }
+            });
+    }
+
     fn tool_context(&self, ctx: &mut flemma_tools::RunContext, tool_id: &str, name: &str) {
         let sender = self.sender.clone();
         ctx.reporter = Some(Arc::new(crate::tool_reporter::CallReporter::new(
@@ -1020,10 +1048,7 @@ impl Driver {
                     .chat_path
                     .as_deref()
                     .filter(|_| crate::checkpoints::changes_files(&name, &input))
-                    .and_then(|chat| {
-                        let limits = (&tools.config.checkpoints).into();
-                        crate::checkpoints::Checkpoints::recording(chat, limits)
-                    });
+                    .and_then(|chat| tools.checkpoints(chat));
                 let record = |phase| {
                     if let Some(checkpoints) = &checkpoints
                         && let Err(error) = checkpoints.record(phase, &tool_id, &name)
@@ -1050,7 +1075,7 @@ impl Driver {
                     }
                 };
                 record(crate::checkpoints::Phase::After);
-                if let Some(Err(error)) = checkpoints.as_ref().map(|c| c.prune()) {
+                if let Some(Err(error)) = checkpoints.map(|c| c.prune()) {
                     tracing::info!(%error, "old checkpoints were not pruned");
                 }
                 let input = match job_id {

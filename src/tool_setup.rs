@@ -32,6 +32,9 @@ pub struct ToolSetup {
     pub mcp: crate::mcp_setup::McpNames,
     /// The agents `ask_agent` may ask (`crate::agent_setup`).
     pub agents: Vec<crate::agent_setup::AgentDef>,
+    /// The chat's checkpoints, set up at its first call that can change files and kept for
+    /// the next ones (their monitor knows what changed since: `crate::checkpoints`).
+    checkpoints: std::sync::OnceLock<Option<crate::checkpoints::Checkpoints>>,
 }
 
 impl ToolSetup {
@@ -200,7 +203,16 @@ impl ToolSetup {
             chain,
             mcp: Default::default(),
             agents: Vec::new(),
+            checkpoints: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The checkpoints recorded around this chat's calls (`None` when its project is not
+    /// recorded: see `Checkpoints::recording`).
+    pub fn checkpoints(&self, chat: &Path) -> Option<&crate::checkpoints::Checkpoints> {
+        self.checkpoints
+            .get_or_init(|| crate::checkpoints::recording(chat, (&self.config.checkpoints).into()))
+            .as_ref()
     }
 
     /// Registers the MCP tools discovered for this chat (offered as its configuration says).

@@ -65,8 +65,8 @@ fn checkpoints(
             &anyhow::anyhow!("{} is not a chat file that exists", file.display()),
         ));
     }
-    let limits = crate::checkpoints::Limits::of_chat(file, config_path);
-    Checkpoints::of(file)
+    let limits = crate::checkpoints::limits_of_chat(file, config_path);
+    crate::checkpoints::of(file)
         .map(|checkpoints| checkpoints.with_limits(limits))
         .map_err(|error| CliError::failed(command, error))
 }

@@ -4,6 +4,7 @@
 
 pub mod approval;
 pub mod builtin;
+pub mod checkpoints;
 pub mod context;
 pub mod harness;
 pub mod launch;
