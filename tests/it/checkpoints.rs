@@ -672,3 +672,71 @@ async fn old_and_oversized_checkpoints_of_other_chats_are_pruned() {
         );
     }
 }
+
+/// A chat in use for longer than `max_age_days` loses its own old points, not all of them:
+/// the calls of long ago are gone from `changes` and `rewind`, the recent ones stay whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_in_use_for_long_loses_only_its_old_points() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = chat("@You:\nMake files.\n");
+    let dir = chat.path.parent().unwrap().to_path_buf();
+    write_user_config(
+        &chat,
+        "[tools]\nauto_approve = [\"$standard\", \"+bash\"]\n\n[checkpoints]\nmax_age_days = 1\n",
+    );
+    // Two calls long ago.
+    for (id, name) in [("t_old1", "one.txt"), ("t_old2", "two.txt")] {
+        mock.push(Turn::text("Making.").tool_call_with_id(
+            "write",
+            id,
+            json!({"label": "make", "path": name, "content": "old\n"}),
+        ));
+    }
+    mock.push(Turn::text("Done."));
+    let file = chat.path.display().to_string();
+    let mut send = flemmad_command(&chat, &base);
+    send.args(["send", &file])
+        .env("GIT_COMMITTER_DATE", "2020-01-01T00:00:00Z");
+    let out = send.output().await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = flemmad(&chat, &base, &["changes", &file]).await;
+    assert!(stdout(&out).contains("== t_old1"), "{}", stdout(&out));
+
+    // Today: one more call; pruning is due (forget when it last was).
+    let checkpoints = dir.join("state/flemma/checkpoints");
+    for entry in std::fs::read_dir(&checkpoints).unwrap() {
+        let _ = std::fs::remove_file(entry.unwrap().path().join("pruned"));
+    }
+    let mut text = read(&chat.path);
+    if !text.trim_end().ends_with("@You:") {
+        text.push_str("\n@You:\n");
+    }
+    text.push_str("One more.\n");
+    std::fs::write(&chat.path, text).unwrap();
+    mock.push(Turn::text("Making.").tool_call_with_id(
+        "write",
+        "t_new",
+        json!({"label": "make", "path": "two.txt", "content": "new\n"}),
+    ));
+    mock.push(Turn::text("Done."));
+    let out = flemmad(&chat, &base, &["send", &file]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    let out = flemmad(&chat, &base, &["changes", &file]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let all = stdout(&out);
+    assert!(all.starts_with("== t_new (write): 1 file changed"), "{all}");
+    assert!(!all.contains("t_old"), "{all}");
+    let out = flemmad(&chat, &base, &["rewind", &file, "--to", "t_old1"]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no checkpoint of the call `t_old1`"),
+        "{}",
+        stderr(&out)
+    );
+    // The recent call is still rewound byte for byte.
+    let out = flemmad(&chat, &base, &["rewind", &file, "--to", "t_new"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read(&dir.join("two.txt")), "old\n");
+}

@@ -1209,7 +1209,7 @@ fn build_root() -> Node {
                         field(
                             "max_age_days",
                             count(
-                                "Forget the checkpoints of a chat whose last one is older than this many days (checked at most once an hour, after a call); 0 keeps them.",
+                                "Forget checkpoints older than this many days: all of another chat's when its last one is older, and the current chat's own older points (its last one stays); checked at most once an hour, after a call; 0 keeps them.",
                                 Some(30),
                             )
                             .widens(Narrowing::Never),
@@ -1217,7 +1217,7 @@ fn build_root() -> Node {
                         field(
                             "max_size_mb",
                             count(
-                                "When a project's checkpoints take more than this many MiB, forget the chats' checkpoints oldest first (never the current chat's) until they fit; 0 sets no limit.",
+                                "When a project's checkpoints take more than this many MiB, forget the other chats' checkpoints oldest first, then the older half of the current chat's points, until they fit (its last point stays); 0 sets no limit.",
                                 Some(2048),
                             )
                             .widens(Narrowing::Never),

@@ -177,6 +177,24 @@ impl Watch {
     }
 }
 
+/// What a pruning forgot.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pruned {
+    /// Chats whose checkpoints all went.
+    pub chats: usize,
+    /// Points of the pruning chat's own history that went.
+    pub points: usize,
+}
+
+/// One point of a chat's history with its dates (pruning writes the kept ones again).
+struct Dated {
+    tree: String,
+    /// Committed at (Unix seconds): what the age limit is compared with.
+    date: u64,
+    authored: u64,
+    message: String,
+}
+
 /// What a rewind does (or, with `--dry-run`, would do).
 #[derive(Debug, Default)]
 pub struct RewindPlan {
@@ -598,12 +616,14 @@ impl Checkpoints {
     }
 
     /// Forgets old checkpoints when the limits say so, at most once every [`PRUNE_EVERY`] per
-    /// project: the checkpoints of every other chat whose last one is older than the age limit,
+    /// project: the checkpoints of every other chat whose last one is older than the age limit
+    /// and this chat's own points older than it (a chat in use for longer than the limit),
     /// then, while the repository is over the size limit, other chats' checkpoints oldest
-    /// first. Returns how many chats' checkpoints went.
-    pub fn prune(&self) -> Result<usize, CheckpointError> {
+    /// first, then the older half of this chat's points, again and again (its last point
+    /// always stays: it is what "changed since" compares with). Says what went.
+    pub fn prune(&self) -> Result<Pruned, CheckpointError> {
         if self.limits.max_age.is_none() && self.limits.max_size_bytes.is_none() {
-            return Ok(0);
+            return Ok(Pruned::default());
         }
         let stamp = self.git_dir.join("pruned");
         let due = std::fs::metadata(&stamp)
@@ -612,7 +632,7 @@ impl Checkpoints {
             .and_then(|at| at.elapsed().ok())
             .is_none_or(|since| since >= PRUNE_EVERY);
         if !due {
-            return Ok(0);
+            return Ok(Pruned::default());
         }
         self.locked(|| {
             std::fs::write(&stamp, b"")?;
@@ -635,7 +655,7 @@ impl Checkpoints {
                 })
                 .filter(|(_, name)| *name != own)
                 .collect();
-            let mut gone = 0;
+            let mut pruned = Pruned::default();
             if let Some(max_age) = self.limits.max_age {
                 let (old, kept): (Vec<_>, Vec<_>) = branches
                     .into_iter()
@@ -643,25 +663,108 @@ impl Checkpoints {
                 for (_, name) in &old {
                     self.forget(name)?;
                 }
-                gone += old.len();
+                pruned.chats += old.len();
                 branches = kept;
-                if !old.is_empty() {
+                let cut_before = now.saturating_sub(max_age.as_secs());
+                pruned.points += self.cut_own_points(|points| {
+                    points
+                        .iter()
+                        .position(|point| point.date >= cut_before)
+                        .unwrap_or(points.len())
+                })?;
+                if pruned != Pruned::default() {
                     self.collect_garbage()?;
                 }
             }
             if let Some(max_size) = self.limits.max_size_bytes {
                 let mut oldest = branches.into_iter();
                 while directory_size(&self.git_dir) > max_size {
-                    let Some((_, name)) = oldest.next() else {
-                        break;
-                    };
-                    self.forget(&name)?;
+                    if let Some((_, name)) = oldest.next() {
+                        self.forget(&name)?;
+                        pruned.chats += 1;
+                    } else {
+                        let cut = self.cut_own_points(|points| points.len() / 2)?;
+                        if cut == 0 {
+                            break;
+                        }
+                        pruned.points += cut;
+                    }
                     self.collect_garbage()?;
-                    gone += 1;
                 }
             }
-            Ok(gone)
+            Ok(pruned)
         })
+    }
+
+    /// Drops the chat's oldest points: those before the index `first_kept` says (given the
+    /// points oldest first), moved back so that a call's "after" keeps the point before it
+    /// and never past the last point. The kept points are written again with their dates and
+    /// messages, the first without a parent; the branch moves only if it still ends where it
+    /// did (compare and swap). Returns how many points went.
+    fn cut_own_points(
+        &self,
+        first_kept: impl FnOnce(&[Dated]) -> usize,
+    ) -> Result<usize, CheckpointError> {
+        let branch = self.branch();
+        let Some(head) = self.head()? else {
+            return Ok(0);
+        };
+        let points: Vec<Dated> = self
+            .run(&["log", "--reverse", "--format=%T %ct %at %s", &branch])?
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.splitn(4, ' ');
+                Some(Dated {
+                    tree: words.next()?.to_owned(),
+                    date: words.next()?.parse().ok()?,
+                    authored: words.next()?.parse().ok()?,
+                    message: words.next()?.to_owned(),
+                })
+            })
+            .collect();
+        let mut keep = first_kept(&points).min(points.len().saturating_sub(1));
+        while keep > 0 && points[keep].message.starts_with("after ") {
+            keep -= 1;
+        }
+        if keep == 0 {
+            return Ok(0);
+        }
+        let mut parent: Option<String> = None;
+        for point in &points[keep..] {
+            let mut command = self.git();
+            command
+                .args(["commit-tree", &point.tree, "-m", &point.message])
+                .env("GIT_COMMITTER_DATE", format!("@{} +0000", point.date))
+                .env("GIT_AUTHOR_DATE", format!("@{} +0000", point.authored));
+            if let Some(parent) = &parent {
+                command.args(["-p", parent]);
+            }
+            let out = command.output().map_err(CheckpointError::NoGit)?;
+            if !out.status.success() {
+                return Err(CheckpointError::Git {
+                    command: "commit-tree".to_owned(),
+                    stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+                });
+            }
+            parent = Some(String::from_utf8_lossy(&out.stdout).trim().to_owned());
+        }
+        let Some(new_head) = parent else {
+            return Ok(0);
+        };
+        if self
+            .run(&["update-ref", &branch, &new_head, &head])
+            .is_err()
+        {
+            return Ok(0);
+        }
+        // The monitor's last checkpoint is the same tree under its new name.
+        let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(last) = watch.last.as_mut()
+            && last.commit.as_deref() == Some(head.as_str())
+        {
+            last.commit = Some(new_head);
+        }
+        Ok(keep)
     }
 
     /// Removes the branch `name` (`refs/heads/chat-KEY`) and the index of its chat.
