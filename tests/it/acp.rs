@@ -1848,7 +1848,11 @@ async fn slash_commands_status_and_rewind(sdk: Sdk) {
         .flat_map(|u| u["availableCommands"].as_array().unwrap().iter())
         .filter_map(|c| c["name"].as_str())
         .collect();
-    assert_eq!(commands, ["status", "rewind", "compact"], "{report}");
+    assert_eq!(
+        commands,
+        ["status", "rewind", "compact", "model", "mode"],
+        "{report}"
+    );
     assert_eq!(steps[1]["result"]["stopReason"], "end_turn", "{report}");
     let notes = project.cwd().join("notes.txt");
     let chat = chat_of(&report);
@@ -2089,3 +2093,173 @@ async fn slash_compact_summarises_the_older_turns() {
     assert!(!chat.contains("/compact the first"), "not written: {chat}");
     no_error_diagnostics(&chat);
 }
+
+/// The `config_option_update`s of a report's steps, in order.
+fn config_updates(report: &Value) -> Vec<Value> {
+    report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|step| step["updates"].as_array().unwrap())
+        .filter(|u| u["sessionUpdate"] == "config_option_update")
+        .cloned()
+        .collect()
+}
+
+/// The current value of the config option `id` among `options`.
+fn option_value<'a>(options: &'a Value, id: &str) -> &'a Value {
+    options
+        .as_array()
+        .and_then(|all| all.iter().find(|o| o["id"] == id))
+        .map_or(&Value::Null, |option| &option["currentValue"])
+}
+
+/// The `model` and `thought_level` config options (issue 32): offered with the mode, the
+/// catalogue's models of the chat's provider and the user's presets; chosen from the client
+/// they are the chat's `flemma.switch` (its next request uses them), told back as
+/// `config_option_update`; a frontmatter edited elsewhere shows in the next prompt's updates;
+/// `/model` and `/mode` do what the pickers do and list the choices without an argument.
+async fn the_model_and_thinking_pickers_switch_the_chat(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp model pickers").await else {
+        return;
+    };
+    std::fs::write(
+        project.root.join("config/flemma/config.toml"),
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[presets.\"$fast\"]\nmodel = \"anthropic/claude-haiku-4-5\"\n",
+    )
+    .unwrap();
+    mock.push(Turn::text("Haiku here."));
+    mock.push(Turn::text("Opus here."));
+    let report = project
+        .client(
+            &client,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "set_config_option", "config": "model", "value": "anthropic/claude-haiku-4-5"},
+                {"op": "set_config_option", "config": "thought_level", "value": "low"},
+                {"op": "prompt", "text": "Who are you?"},
+                {"op": "replace_in_chat", "old": "{\"flemma\":{\"tools\"",
+                 "new": "{\"flemma\":{\"model\":\"anthropic/claude-opus-4-6\",\"tools\""},
+                {"op": "prompt", "text": "And now?"},
+                {"op": "prompt", "text": "/model"},
+                {"op": "prompt", "text": "/mode ask"},
+                {"op": "prompt", "text": "/model $fast"},
+                {"op": "set_config_option", "config": "model", "value": "nobody/nothing"},
+                {"op": "set_config_option", "config": "colour", "value": "blue"}
+            ]),
+        )
+        .await;
+    let steps = report["steps"].as_array().unwrap();
+    // Offered with the mode, the current model and level selected.
+    let offered = &steps[0]["result"]["configOptions"];
+    let ids: Vec<&str> = offered
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["mode", "model", "thought_level"], "{offered}");
+    assert_eq!(
+        option_value(offered, "model"),
+        "anthropic/claude-sonnet-4-5"
+    );
+    assert_eq!(option_value(offered, "thought_level"), "high", "{offered}");
+    let model = &offered[1];
+    assert_eq!(model["category"], "model", "{model}");
+    let values: Vec<&str> = model["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "anthropic/claude-opus-4-6",
+        "anthropic/claude-haiku-4-5",
+        "$fast",
+    ] {
+        assert!(values.contains(&expected), "{expected} in {values:?}");
+    }
+    assert!(
+        !values.iter().any(|v| v.starts_with("openai/")),
+        "only the chat's provider's models: {values:?}"
+    );
+    assert_eq!(offered[2]["category"], "thought_level", "{offered}");
+    assert!(
+        offered[2]["options"].to_string().contains("\"off\""),
+        "{offered}"
+    );
+
+    // Chosen from the client: answered and told with the new values.
+    let chose_model = &steps[1]["result"]["configOptions"];
+    assert_eq!(
+        option_value(chose_model, "model"),
+        "anthropic/claude-haiku-4-5"
+    );
+    let chose_level = &steps[2]["result"]["configOptions"];
+    assert_eq!(option_value(chose_level, "thought_level"), "low");
+    assert_eq!(
+        option_value(chose_level, "model"),
+        "anthropic/claude-haiku-4-5"
+    );
+    let told = config_updates(&report);
+    assert!(
+        told.iter()
+            .any(|u| option_value(&u["configOptions"], "thought_level") == "low"),
+        "{report}"
+    );
+    // The next request uses them; the chat's file is not written by a switch.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{report}");
+    let first: Value = serde_json::from_str(&requests[0].raw_body).unwrap();
+    assert_eq!(first["model"], "claude-haiku-4-5", "{first}");
+    assert!(first["thinking"].is_object(), "thinking sent: {first}");
+    // The frontmatter edited elsewhere wins and is told at the next prompt.
+    let second: Value = serde_json::from_str(&requests[1].raw_body).unwrap();
+    assert_eq!(second["model"], "claude-opus-4-6", "{second}");
+    assert!(
+        steps[5]["updates"].as_array().unwrap().iter().any(|u| {
+            u["sessionUpdate"] == "config_option_update"
+                && option_value(&u["configOptions"], "model") == "anthropic/claude-opus-4-6"
+        }),
+        "{}",
+        steps[5]
+    );
+    // `/model` lists, the current one marked; `/mode ask` sets the mode and tells it.
+    let listed = message_text(&steps[6]["updates"], "agent_message_chunk");
+    assert!(
+        listed.contains("* anthropic/claude-opus-4-6") && listed.contains("  $fast"),
+        "{listed}"
+    );
+    let mode = &steps[7]["updates"];
+    assert!(
+        message_text(mode, "agent_message_chunk").contains("mode: ask"),
+        "{mode}"
+    );
+    assert!(
+        mode.as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["sessionUpdate"] == "current_mode_update" && u["currentModeId"] == "ask"),
+        "{mode}"
+    );
+    // A switch below the frontmatter says that the frontmatter wins.
+    let fast = message_text(&steps[8]["updates"], "agent_message_chunk");
+    assert!(fast.contains("frontmatter sets the model"), "{fast}");
+    // Values not offered and unknown options are clear errors.
+    let unknown = steps[9]["error"].to_string();
+    assert!(
+        unknown.contains("unknown model `nobody/nothing`"),
+        "{unknown}"
+    );
+    let colour = steps[10]["error"].to_string();
+    assert!(
+        colour.contains("unknown config option `colour`"),
+        "{colour}"
+    );
+    let chat = chat_of(&report);
+    assert!(!chat.contains("/model"), "commands are not written: {chat}");
+    no_error_diagnostics(&chat);
+}
+
+with_each_sdk!(the_model_and_thinking_pickers_switch_the_chat);

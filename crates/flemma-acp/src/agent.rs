@@ -32,8 +32,9 @@ use flemma_syntax::Status;
 use futures::SinkExt as _;
 use tokio::sync::watch;
 
+use crate::modes::Setting;
 use crate::{
-    Backend, ClientFiles, McpServerSpec, TurnEvent, modes, new_chat_text, prompt, replay,
+    Backend, ClientFiles, McpServerSpec, Settings, TurnEvent, modes, new_chat_text, prompt, replay,
     sessions_dir,
 };
 
@@ -205,6 +206,8 @@ struct Session {
     created: Option<String>,
     /// The title last told to the client (`session_info_update`).
     title: Mutex<Option<String>>,
+    /// The settings last told to the client (mode, model, thinking level).
+    settings: Mutex<Option<Settings>>,
     /// The session was made for another flemmad's `ask_agent`: its prompts are a model's
     /// text, written as text (neither templates nor file references nor structure).
     delegated: bool,
@@ -293,6 +296,7 @@ impl State {
             files,
             created,
             title: Mutex::new(None),
+            settings: Mutex::new(None),
             delegated,
         });
         // A session loaded again replaces the earlier one (and its files, above).
@@ -409,11 +413,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         cx: ConnectionTo<Client>| {
                 match new_session(&on_new, request, &cx) {
                     Ok(id) => {
-                        let mode = session_mode(&on_new, &id);
+                        let settings = session_settings(&on_new, &id);
                         responder.respond(
                             NewSessionResponse::new(id.clone())
-                                .modes(mode.map(modes::mode_state))
-                                .config_options(mode.map(modes::config_options)),
+                                .modes(settings.as_ref().map(|s| modes::mode_state(s.mode)))
+                                .config_options(settings.as_ref().map(modes::config_options)),
                         )?;
                         announce_commands(&cx, &id)
                     }
@@ -429,11 +433,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                 let id = request.session_id.0.to_string();
                 match load_session(&on_load, request, &cx) {
                     Ok(()) => {
-                        let mode = session_mode(&on_load, &id);
+                        let settings = session_settings(&on_load, &id);
                         responder.respond(
                             LoadSessionResponse::new()
-                                .modes(mode.map(modes::mode_state))
-                                .config_options(mode.map(modes::config_options)),
+                                .modes(settings.as_ref().map(|s| modes::mode_state(s.mode)))
+                                .config_options(settings.as_ref().map(modes::config_options)),
                         )?;
                         announce_commands(&cx, &id)
                     }
@@ -449,11 +453,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                 let id = request.session_id.0.to_string();
                 match resume_session(&on_resume, request, &cx) {
                     Ok(()) => {
-                        let mode = session_mode(&on_resume, &id);
+                        let settings = session_settings(&on_resume, &id);
                         responder.respond(
                             ResumeSessionResponse::new()
-                                .modes(mode.map(modes::mode_state))
-                                .config_options(mode.map(modes::config_options)),
+                                .modes(settings.as_ref().map(|s| modes::mode_state(s.mode)))
+                                .config_options(settings.as_ref().map(modes::config_options)),
                         )?;
                         announce_commands(&cx, &id)
                     }
@@ -488,11 +492,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         cx: ConnectionTo<Client>| {
                 match fork_session(&on_fork, request, &cx) {
                     Ok(id) => {
-                        let mode = session_mode(&on_fork, &id);
+                        let settings = session_settings(&on_fork, &id);
                         responder.respond(
                             ForkSessionResponse::new(id.clone())
-                                .modes(mode.map(modes::mode_state))
-                                .config_options(mode.map(modes::config_options)),
+                                .modes(settings.as_ref().map(|s| modes::mode_state(s.mode)))
+                                .config_options(settings.as_ref().map(modes::config_options)),
                         )?;
                         announce_commands(&cx, &id)
                     }
@@ -516,11 +520,10 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
             async move |request: SetSessionModeRequest,
                         responder: Responder<SetSessionModeResponse>,
                         cx: ConnectionTo<Client>| {
-                let id = request.session_id.0.to_string();
-                match set_mode(&on_set_mode, &request.session_id, None, &request.mode_id.0) {
-                    Ok(mode) => {
+                match set_setting(&on_set_mode, &request.session_id, None, &request.mode_id.0) {
+                    Ok((session, settings)) => {
                         responder.respond(SetSessionModeResponse::new())?;
-                        modes::announce(&cx, &id, mode)
+                        tell_settings(&session, &cx, settings)
                     }
                     Err(error) => responder.respond_with_error(error),
                 }
@@ -531,19 +534,18 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
             async move |request: SetSessionConfigOptionRequest,
                         responder: Responder<SetSessionConfigOptionResponse>,
                         cx: ConnectionTo<Client>| {
-                let id = request.session_id.0.to_string();
                 let value = modes::value_text(&request.value).unwrap_or_default();
-                match set_mode(
+                match set_setting(
                     &on_set_option,
                     &request.session_id,
                     Some(&request.config_id),
                     &value,
                 ) {
-                    Ok(mode) => {
+                    Ok((session, settings)) => {
                         responder.respond(SetSessionConfigOptionResponse::new(
-                            modes::config_options(mode),
+                            modes::config_options(&settings),
                         ))?;
-                        modes::announce(&cx, &id, mode)
+                        tell_settings(&session, &cx, settings)
                     }
                     Err(error) => responder.respond_with_error(error),
                 }
@@ -779,38 +781,137 @@ fn delete_session(state: &State, session_id: &SessionId) -> Result<DeleteSession
     Ok(DeleteSessionResponse::default().meta(meta))
 }
 
-/// The slash commands of a session, told once the client knows the session (after the
-/// answer that names it).
-/// The mode of the session `id` for the responses of `session/new`, `load`, `resume` and
-/// `fork` (none when its configuration does not resolve: the client then shows no picker).
-fn session_mode(state: &State, id: &str) -> Option<flemma_config::Mode> {
-    state.backend.mode(Path::new(id)).ok()
+/// The settings of the session `id` for the responses of `session/new`, `load`, `resume` and
+/// `fork` (none when its configuration does not resolve: the client then shows no picker),
+/// remembered as told.
+fn session_settings(state: &State, id: &str) -> Option<Settings> {
+    let settings = state.backend.settings(Path::new(id)).ok()?;
+    if let Some(session) = lock(&state.sessions).get(id) {
+        *lock(&session.settings) = Some(settings.clone());
+    }
+    Some(settings)
 }
 
-/// `session/set_mode` and `session/set_config_option`: the mode the session's tools will run
-/// in (its chat's frontmatter may make it stricter than asked). Not for a delegated session:
-/// its prompts come from another model, whose harness must not widen what it may do.
-fn set_mode(
+/// Tells the client the session's settings when they are not what it was last told (the
+/// mode's `current_mode_update` only when the mode changed).
+fn tell_settings(
+    session: &Session,
+    cx: &ConnectionTo<Client>,
+    settings: Settings,
+) -> Result<(), Error> {
+    let mut told = lock(&session.settings);
+    if told.as_ref() == Some(&settings) {
+        return Ok(());
+    }
+    let told_mode = told.as_ref().map(|s| s.mode);
+    modes::announce(cx, &session.id, &settings, told_mode)?;
+    *told = Some(settings);
+    Ok(())
+}
+
+/// The session's settings as they are now, told to the client when they changed since it
+/// was last told (the chat's frontmatter was edited, another editor switched its model).
+fn retell_settings(
+    backend: &dyn Backend,
+    session: &Session,
+    cx: &ConnectionTo<Client>,
+) -> Result<(), Error> {
+    match backend.settings(&session.path) {
+        Ok(settings) => tell_settings(session, cx, settings),
+        Err(error) => {
+            tracing::info!(chat = %session.id, %error, "the session's settings are unknown");
+            Ok(())
+        }
+    }
+}
+
+/// `session/set_mode` and `session/set_config_option`: the setting changed (the mode is the
+/// one the session's tools will run in: its chat's frontmatter may make it stricter than
+/// asked), and the settings as they are now. Not for a delegated session: its prompts come
+/// from another model, whose harness must not widen what it may do.
+fn set_setting(
     state: &State,
     id: &SessionId,
     config_id: Option<&SessionConfigId>,
     value: &str,
-) -> Result<flemma_config::Mode, Error> {
+) -> Result<(Arc<Session>, Settings), Error> {
     let session = state.session(id)?;
     if session.delegated {
         return Err(invalid(
-            "this session was opened for another agent's ask_agent: its mode is its chat's configuration's, set by flemmad's user",
+            "this session was opened for another agent's ask_agent: its settings are its chat's configuration's, set by flemmad's user",
         ));
     }
-    let mode = modes::requested(config_id, value)?;
-    state.backend.set_mode(&session.path, mode).map_err(invalid)
+    let settings = state.backend.settings(&session.path).ok();
+    let setting = modes::requested(config_id.map(|id| &*id.0), value, settings.as_ref())?;
+    apply(&*state.backend, &session.path, setting).map_err(invalid)?;
+    let settings = state.backend.settings(&session.path).map_err(internal)?;
+    Ok((session, settings))
 }
 
+/// Changes the setting of the chat at `path`: what happened, in a sentence.
+fn apply(backend: &dyn Backend, path: &Path, setting: Setting) -> Result<String, String> {
+    match setting {
+        Setting::Mode(mode) => backend.set_mode(path, mode).map(|effective| {
+            if effective == mode {
+                format!("mode: {} — {}", mode.as_str(), mode.description())
+            } else {
+                format!(
+                    "mode: {} asked, but the chat's frontmatter sets the stricter {}, which wins",
+                    mode.as_str(),
+                    effective.as_str()
+                )
+            }
+        }),
+        Setting::Model(model) => backend.set_model(path, &model),
+        Setting::ThoughtLevel(level) => backend.set_thought_level(path, &level),
+    }
+}
+
+/// The slash commands of a session, told once the client knows the session (after the
+/// answer that names it).
 fn announce_commands(cx: &ConnectionTo<Client>, session: &str) -> Result<(), Error> {
     cx.send_notification(SessionNotification::new(
         session.to_owned(),
         crate::commands::available(),
     ))
+}
+
+/// `/model [NAME]` and `/mode [NAME]`: the choices without a name, else the setting changed
+/// as its config option changes it (a model may be any `flemma.switch` takes), and the
+/// settings told. The text to show.
+fn setting_command(
+    state: &State,
+    session: &Session,
+    command: &str,
+    argument: &str,
+    cx: &ConnectionTo<Client>,
+) -> Result<String, Error> {
+    let settings = match state.backend.settings(&session.path) {
+        Ok(settings) => settings,
+        Err(error) => return Ok(format!("/{command}: {error}")),
+    };
+    let (picker, what) = match command {
+        "mode" => (Some(modes::mode_picker(settings.mode)), "modes"),
+        _ => (settings.model.clone(), "models"),
+    };
+    if argument.is_empty() {
+        return Ok(match picker {
+            Some(picker) => modes::listing(what, &picker),
+            None => format!(
+                "/{command}: no {what} to choose: the chat's configuration does not resolve (`flemmad status` says why)"
+            ),
+        });
+    }
+    let setting = match command {
+        "mode" => modes::requested(Some(modes::MODE_OPTION), argument, Some(&settings)),
+        _ => Ok(Setting::Model(argument.to_owned())),
+    };
+    let answer = match setting.map_err(|e| e.message) {
+        Ok(setting) => apply(&*state.backend, &session.path, setting),
+        Err(error) => Err(error),
+    };
+    retell_settings(&*state.backend, session, cx)?;
+    Ok(answer.unwrap_or_else(|error| format!("/{command}: {error}")))
 }
 
 fn start_prompt(
@@ -832,6 +933,8 @@ fn start_prompt(
         let running = lock(&session.running).is_some();
         let answer = if running && command != "status" {
             format!("/{command}: a prompt runs in this session; run it once that prompt has ended")
+        } else if matches!(command, "model" | "mode") {
+            setting_command(state, &session, command, &argument, &cx)?
         } else {
             match state
                 .backend
@@ -865,6 +968,8 @@ fn start_prompt(
         *running = Some(sender);
         receiver
     };
+    // The chat's frontmatter may have changed its settings since the client was told.
+    retell_settings(&*state.backend, &session, &cx)?;
     let backend = state.backend.clone();
     let task_cx = cx.clone();
     // `$/cancel_request` for this prompt cancels it as `session/cancel` does; the answer is
@@ -900,6 +1005,7 @@ fn start_prompt(
             }
         };
         *lock(&session.running) = None;
+        retell_settings(&*backend, &session, &task_cx)?;
         let sent = match result {
             Ok(stop) => responder.respond(PromptResponse::new(stop)),
             Err(error) => responder.respond_with_error(error),
