@@ -187,8 +187,12 @@ pub fn turn_event(event: &EngineEvent) -> Option<TurnEvent> {
                 input: asked.data.input.clone().filter(|v| !v.is_null()),
             })
         }
-        EngineEvent::ContextCompacted(data) => {
-            TurnEvent::Compacted(crate::compaction::notice(data))
+        EngineEvent::ContextCompacted(data) => TurnEvent::Compacted {
+            notice: crate::compaction::notice(data),
+            meta: serde_json::Map::from_iter([("flemma".to_owned(), json!(data))]),
+        },
+        EngineEvent::ContextCompactionFailed(failed) => {
+            TurnEvent::CompactionFailed(failed.message.clone())
         }
         EngineEvent::EngineStopped(stopped) => TurnEvent::Stopped {
             reason: stopped.reason,

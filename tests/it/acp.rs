@@ -20,7 +20,7 @@ use crate::common::provider_env;
 
 /// The ACP client a test runs: one written on each official SDK, speaking the same steps and
 /// printing the same report (`tests/it/acp/client.py`, `tests/it/acp/ts/client.mjs`).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Sdk {
     /// PyPI `agent-client-protocol`, its Python from `FLEMMA_TEST_ACP_PYTHON`.
     Python,
@@ -2263,3 +2263,69 @@ async fn the_model_and_thinking_pickers_switch_the_chat(sdk: Sdk) {
 }
 
 with_each_sdk!(the_model_and_thinking_pickers_switch_the_chat);
+
+/// An automatic compaction in a prompt (issue 32): a client that advertised
+/// `session.compaction` (the TypeScript SDK's) gets it as a `compaction_update` with the
+/// summary line and its facts in `_meta.flemma`; one that did not (the Python SDK, which does
+/// not know the update) gets it as a line of the reply, as before.
+async fn an_automatic_compaction_is_a_compaction_update_for_a_client_that_takes_one(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp compaction_update").await else {
+        return;
+    };
+    std::fs::write(
+        project.root.join("config/flemma/config.toml"),
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[models.\"claude-sonnet-4-5\"]\ncontext_window = 9000\n\n[context]\ncompact_at = 0.5\nkeep = 1\n",
+    )
+    .unwrap();
+    let long = "word ".repeat(4000);
+    mock.push(Turn::text("One."));
+    mock.push(Turn::text(
+        "The user asked a long first question, answered One.",
+    ));
+    mock.push(Turn::text("Two."));
+    let steps = json!([
+        {"op": "new"},
+        {"op": "prompt", "text": format!("First question: {long}")},
+        {"op": "prompt", "text": "Second question."}
+    ]);
+    let advertises = sdk == Sdk::TypeScript;
+    let steps = if advertises {
+        json!({"capabilities": {"session": {"compaction": {}}}, "steps": steps})
+    } else {
+        steps
+    };
+    let report = project.client(&client, &mock.base_url(), steps).await;
+    let second = &report["steps"][2];
+    assert_eq!(second["result"]["stopReason"], "end_turn", "{report}");
+    assert_eq!(mock.requests().len(), 3, "{report}");
+    let compactions: Vec<&Value> = second["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "compaction_update")
+        .collect();
+    let said = message_text(&second["updates"], "agent_message_chunk");
+    if advertises {
+        assert_eq!(compactions.len(), 1, "{second}");
+        let update = compactions[0];
+        assert_eq!(update["status"], "completed", "{update}");
+        assert!(
+            update["summary"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("compacted 2 messages into a summary")),
+            "{update}"
+        );
+        assert_eq!(update["_meta"]["flemma"]["messages"], 2, "{update}");
+        assert_eq!(update["_meta"]["flemma"]["automatic"], true, "{update}");
+        assert!(!said.contains("compacted"), "not also as text: {said}");
+    } else {
+        assert!(compactions.is_empty(), "{second}");
+        assert!(
+            said.contains("compacted 2 messages into a summary"),
+            "{said}"
+        );
+    }
+    assert!(said.contains("Two."), "{said}");
+}
+
+with_each_sdk!(an_automatic_compaction_is_a_compaction_update_for_a_client_that_takes_one);

@@ -21,9 +21,9 @@ use agent_client_protocol::v1::schema::{
     ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
 };
 use agent_client_protocol::v1::schema::{
-    Diff, ForkSessionRequest, ForkSessionResponse, SessionConfigId, SessionForkCapabilities,
-    SessionInfoUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse, ToolCallContent,
+    CompactionStatus, CompactionUpdate, Diff, ForkSessionRequest, ForkSessionResponse,
+    SessionConfigId, SessionForkCapabilities, SessionInfoUpdate, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, ToolCallContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
@@ -102,6 +102,7 @@ pub async fn serve(
         backend,
         sessions: Mutex::default(),
         client_fs: Mutex::default(),
+        client_compaction: std::sync::atomic::AtomicBool::new(false),
         closed,
     });
     let result = builder(state.clone())
@@ -189,6 +190,8 @@ struct State {
     backend: Arc<dyn Backend>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     client_fs: Mutex<(bool, bool)>,
+    /// The client advertised `session.compaction`: compactions are `compaction_update`s.
+    client_compaction: std::sync::atomic::AtomicBool,
     /// Set when the client's input ends.
     closed: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -380,6 +383,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         _cx: ConnectionTo<Client>| {
                 let fs = &request.client_capabilities.fs;
                 *lock(&on_initialize.client_fs) = (fs.read_text_file, fs.write_text_file);
+                let compaction = (request.client_capabilities.session.as_ref())
+                    .is_some_and(|session| session.compaction.is_some());
+                on_initialize
+                    .client_compaction
+                    .store(compaction, Ordering::Relaxed);
                 responder.respond(
                     InitializeResponse::new(ProtocolVersion::V1)
                         .agent_capabilities(
@@ -971,6 +979,7 @@ fn start_prompt(
     // The chat's frontmatter may have changed its settings since the client was told.
     retell_settings(&*state.backend, &session, &cx)?;
     let backend = state.backend.clone();
+    let compaction = state.client_compaction.load(Ordering::Relaxed);
     let task_cx = cx.clone();
     // `$/cancel_request` for this prompt cancels it as `session/cancel` does; the answer is
     // still the prompt's own (`stopReason: cancelled`).
@@ -989,6 +998,7 @@ fn start_prompt(
             unseen: HashMap::new(),
             held: Vec::new(),
             delegations: crate::delegation::Delegations::default(),
+            compaction,
         };
         let run = turn.run(&text);
         tokio::pin!(run);
@@ -1040,6 +1050,14 @@ struct Turn<'a> {
     held: Vec<SessionUpdate>,
     /// What the agents `ask_agent` calls asked have done so far.
     delegations: crate::delegation::Delegations,
+    /// The client takes `compaction_update`s.
+    compaction: bool,
+}
+
+/// A compaction's id, distinct within the process (and so within every session).
+fn compaction_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("compaction-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1189,12 +1207,31 @@ impl Turn<'_> {
                     self.sync_tools()?;
                 }
                 TurnEvent::FileChanged => self.sync_tools()?,
-                // Told as text: the client's `compaction_update` needs its
-                // `session.compaction` capability, which this agent does not track yet.
-                TurnEvent::Compacted(notice) => {
-                    self.say(SessionUpdate::AgentMessageChunk(ContentChunk::new(
-                        ContentBlock::Text(TextContent::new(format!("\n\n_flemmad {notice}_\n\n"))),
-                    )))?
+                // A client that advertised `session.compaction` gets a `compaction_update`
+                // (the summary whole: the engine has it only once it is written); another
+                // one, a line of the reply's text.
+                TurnEvent::Compacted { notice, meta } => {
+                    if self.compaction {
+                        self.say(SessionUpdate::CompactionUpdate(
+                            CompactionUpdate::new(compaction_id(), CompactionStatus::Completed)
+                                .summary(vec![ContentBlock::Text(TextContent::new(notice))])
+                                .meta(meta),
+                        ))?
+                    } else {
+                        self.say(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                            ContentBlock::Text(TextContent::new(format!(
+                                "\n\n_flemmad {notice}_\n\n"
+                            ))),
+                        )))?
+                    }
+                }
+                TurnEvent::CompactionFailed(message) => {
+                    if self.compaction {
+                        self.say(SessionUpdate::CompactionUpdate(
+                            CompactionUpdate::new(compaction_id(), CompactionStatus::Failed)
+                                .error(message),
+                        ))?
+                    }
                 }
                 TurnEvent::AgentProgress(progress) => {
                     if !self.announced.contains(&progress.tool_id) {

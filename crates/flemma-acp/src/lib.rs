@@ -58,8 +58,14 @@ pub enum TurnEvent {
     /// An agent a call of `ask_agent` asked wants permission for one of its tool calls.
     AgentPermission(delegation::Permission),
     /// The chat was compacted before a request (its older turns summarised): what to tell the
-    /// user.
-    Compacted(String),
+    /// user, and the compaction's facts for the client's `_meta` (messages, archive, model,
+    /// tokens before and after).
+    Compacted {
+        notice: String,
+        meta: serde_json::Map<String, serde_json::Value>,
+    },
+    /// A compaction failed (the chat is unchanged): why.
+    CompactionFailed(String),
     /// The engine stopped (with a message for errors and refusals).
     Stopped {
         reason: flemma_protocol::event::StopLabel,

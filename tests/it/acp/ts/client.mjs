@@ -7,6 +7,10 @@
 //
 // Usage: node client.mjs FLEMMAD CWD STEPS_JSON
 //
+// Beyond client.py: STEPS_JSON may be {"capabilities": {...}, "steps": [...]} (with or without
+// "buffers"): those client capabilities are advertised too, e.g. `session.compaction`, which
+// the Python SDK does not know.
+//
 // It uses the SDK's `/unstable` entry point because `session/fork` is unstable in ACP; a
 // `$/cancel_request` goes out the SDK's own way (aborting the request's cancellation signal).
 
@@ -35,8 +39,12 @@ const recorder = {
 
 let capabilities = {};
 if (!Array.isArray(steps)) {
-  recorder.buffers = { ...(steps.buffers ?? {}) };
-  capabilities = { fs: { readTextFile: true, writeTextFile: true } };
+  if (steps.buffers !== undefined) {
+    recorder.buffers = { ...steps.buffers };
+    capabilities = { fs: { readTextFile: true, writeTextFile: true } };
+  }
+  // More client capabilities to advertise (`{"session": {"compaction": {}}}`).
+  capabilities = { ...capabilities, ...(steps.capabilities ?? {}) };
   steps = steps.steps;
 }
 
