@@ -2329,3 +2329,59 @@ async fn an_automatic_compaction_is_a_compaction_update_for_a_client_that_takes_
 }
 
 with_each_sdk!(an_automatic_compaction_is_a_compaction_update_for_a_client_that_takes_one);
+
+/// Updates in causal order whatever the provider's pace (issue 32): with a mock that answers
+/// at once and calls that run without asking (`read`, `edit`, `write` auto-approved), the client
+/// sees each call's `tool_call`, then `in_progress`, then `completed`, the call's own file
+/// request after its `tool_call`, and all of it before the next call's `tool_call`.
+async fn updates_come_in_causal_order_with_a_provider_that_answers_at_once(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp causal order").await else {
+        return;
+    };
+    std::fs::write(
+        project.root.join("config/flemma/config.toml"),
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"read\", \"edit\", \"write\"]\n",
+    )
+    .unwrap();
+    file_tool_turns(&mock);
+    let report = project
+        .client(&client, &mock.base_url(), file_tool_steps(&project))
+        .await;
+    assert_eq!(report["steps"][1]["permissions"], json!([]), "{report}");
+    let seen: Vec<&str> = report["seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let at = |entry: &str| {
+        seen.iter()
+            .position(|s| s.starts_with(entry))
+            .unwrap_or_else(|| panic!("{entry} in {seen:#?}"))
+    };
+    let x = project.cwd().join("src/x.rs").display().to_string();
+    let new = project.cwd().join("src/new.rs").display().to_string();
+    let calls = [
+        ("r1", format!("fs/read_text_file {x}")),
+        ("e1", format!("fs/write_text_file {x}")),
+        ("w1", format!("fs/write_text_file {new}")),
+    ];
+    let mut last_completed = 0;
+    for (id, file) in &calls {
+        let announced = at(&format!("tool_call {id}"));
+        let running = at(&format!("tool_call_update {id} in_progress"));
+        let completed = at(&format!("tool_call_update {id} completed"));
+        let request = at(file);
+        assert!(
+            last_completed <= announced
+                && announced < running
+                && running < completed
+                && announced < request
+                && request < completed,
+            "{id}: {seen:#?}"
+        );
+        last_completed = completed;
+    }
+}
+
+with_each_sdk!(updates_come_in_causal_order_with_a_provider_that_answers_at_once);

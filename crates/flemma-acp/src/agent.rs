@@ -211,6 +211,9 @@ struct Session {
     title: Mutex<Option<String>>,
     /// The settings last told to the client (mode, model, thinking level).
     settings: Mutex<Option<Settings>>,
+    /// The calls the running prompt told the client about, which the tools' file requests
+    /// wait for.
+    announced: Arc<crate::files::Announced>,
     /// The session was made for another flemmad's `ask_agent`: its prompts are a model's
     /// text, written as text (neither templates nor file references nor structure).
     delegated: bool,
@@ -281,12 +284,14 @@ impl State {
     ) -> Arc<Session> {
         let id = path.display().to_string();
         let (reads, writes) = *lock(&self.client_fs);
+        let announced = Arc::new(crate::files::Announced::default());
         let files = ClientFiles::new(
             cx.clone(),
             SessionId::new(id.clone()),
             reads,
             writes,
             self.closed.clone(),
+            announced.clone(),
         );
         if let Some(files) = &files {
             self.backend.client_files(&path, files.clone());
@@ -301,6 +306,7 @@ impl State {
             title: Mutex::new(None),
             settings: Mutex::new(None),
             delegated,
+            announced,
         });
         // A session loaded again replaces the earlier one (and its files, above).
         lock(&self.sessions).insert(id, session.clone());
@@ -1015,6 +1021,7 @@ fn start_prompt(
             }
         };
         *lock(&session.running) = None;
+        session.announced.prompt_runs(false);
         retell_settings(&*backend, &session, &task_cx)?;
         let sent = match result {
             Ok(stop) => responder.respond(PromptResponse::new(stop)),
@@ -1073,8 +1080,17 @@ enum Decision {
 
 impl Turn<'_> {
     fn notify(&self, update: SessionUpdate) -> Result<(), Error> {
+        let call = match &update {
+            SessionUpdate::ToolCall(call) => Some(call.tool_call_id.0.clone()),
+            _ => None,
+        };
         self.cx
-            .send_notification(SessionNotification::new(self.session.id.clone(), update))
+            .send_notification(SessionNotification::new(self.session.id.clone(), update))?;
+        // Queued to the client: the call's own file requests may follow it.
+        if let Some(id) = call {
+            self.session.announced.add(&id);
+        }
+        Ok(())
     }
 
     fn read(&self) -> Result<String, Error> {
@@ -1136,10 +1152,12 @@ impl Turn<'_> {
         self.tell_title(&written)?;
         // Calls already in the file are history, not this prompt's.
         let doc = flemma_syntax::parse(written);
+        self.session.announced.prompt_runs(true);
         for message in doc.messages() {
             for (_, tool) in message.tool_uses() {
                 self.announced.insert(tool.id.clone());
                 self.finished.insert(tool.id.clone());
+                self.session.announced.add(&tool.id);
             }
         }
         self.backend.send(&path).map_err(invalid)?;

@@ -36,7 +36,8 @@ Steps (a JSON list):
                                                   another program edits the session's chat
                                                   file (the first `old` becomes `new`)
 The output: {"initialize": ..., "steps": [{"op", "result" | "error", "updates",
-"permissions"}]}. Updates are the session/update notifications received during the step, in
+"permissions"}], "seen": [...]}; "seen" is every update ("tool_call_update ID STATUS") and
+file request ("fs/write_text_file PATH") of the run, in the order they arrived. Updates are the session/update notifications received during the step, in
 order, as JSON.
 """
 
@@ -77,6 +78,8 @@ class Recorder:
         self.fs = []
         self.leave = None
         self.leave_after = None
+        # Every update and file request of the run, in the order they arrived.
+        self.seen = []
 
     async def request_permission(self, session_id, tool_call, options, **kwargs):
         self.permissions.append(
@@ -90,6 +93,7 @@ class Recorder:
 
     async def session_update(self, session_id, update, **kwargs):
         self.updates.append(dump(update))
+        self.seen.append(seen_entry(dump(update)))
         if self.cancel_when_seen is not None and self.cancel_when_seen in json.dumps(dump(update)):
             self.cancel_when_seen = None
             asyncio.get_running_loop().create_task(self.conn.cancel(session_id=session_id))
@@ -111,6 +115,7 @@ class Recorder:
         if self.buffers is None:
             raise acp.RequestError.method_not_found("fs/write_text_file")
         self.fs.append({"method": "fs/write_text_file", "path": path, "sessionId": session_id})
+        self.seen.append(f"fs/write_text_file {path}")
         self.buffers[path] = content
         return WriteTextFileResponse()
 
@@ -118,6 +123,7 @@ class Recorder:
         if self.buffers is None:
             raise acp.RequestError.method_not_found("fs/read_text_file")
         self.fs.append({"method": "fs/read_text_file", "path": path, "sessionId": session_id})
+        self.seen.append(f"fs/read_text_file {path}")
         if path in self.buffers:
             return ReadTextFileResponse(content=self.buffers[path])
         with open(path, encoding="utf-8") as file:
@@ -125,6 +131,16 @@ class Recorder:
 
     def on_connect(self, conn):
         self.conn = conn
+
+
+def seen_entry(update):
+    """An update as one line of the run's order: its kind, and its call and status if any."""
+    entry = update["sessionUpdate"]
+    if "toolCallId" in update:
+        entry += " " + update["toolCallId"]
+    if "status" in update:
+        entry += " " + update["status"]
+    return entry
 
 
 def blocks_of(step):
@@ -253,6 +269,7 @@ async def main():
     if recorder.buffers is not None:
         out["fs"] = recorder.fs
         out["buffers"] = recorder.buffers
+    out["seen"] = recorder.seen
     print(json.dumps(out))
 
 

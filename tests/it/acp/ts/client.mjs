@@ -35,7 +35,16 @@ const recorder = {
   sessionId: undefined,
   buffers: undefined,
   fs: [],
+  seen: [],
 };
+
+// An update as one line of the run's order (as client.py's `seen_entry`).
+function seenEntry(update) {
+  let entry = update.sessionUpdate;
+  if (update.toolCallId !== undefined) entry += ` ${update.toolCallId}`;
+  if (update.status !== undefined) entry += ` ${update.status}`;
+  return entry;
+}
 
 let capabilities = {};
 if (!Array.isArray(steps)) {
@@ -64,18 +73,21 @@ const app = acp
   .onRequest(acp.methods.client.fs.readTextFile, ({ params }) => {
     if (recorder.buffers === undefined) throw acp.RequestError.methodNotFound("fs/read_text_file");
     recorder.fs.push({ method: "fs/read_text_file", path: params.path, sessionId: params.sessionId });
+    recorder.seen.push(`fs/read_text_file ${params.path}`);
     if (params.path in recorder.buffers) return { content: recorder.buffers[params.path] };
     return { content: readFileSync(params.path, "utf8") };
   })
   .onRequest(acp.methods.client.fs.writeTextFile, ({ params }) => {
     if (recorder.buffers === undefined) throw acp.RequestError.methodNotFound("fs/write_text_file");
     recorder.fs.push({ method: "fs/write_text_file", path: params.path, sessionId: params.sessionId });
+    recorder.seen.push(`fs/write_text_file ${params.path}`);
     recorder.buffers[params.path] = params.content;
     return {};
   })
   .onNotification(acp.methods.client.session.update, ({ params }) => {
     const update = params.update;
     recorder.updates.push(update);
+    recorder.seen.push(seenEntry(update));
     if (recorder.cancelWhenSeen !== undefined && JSON.stringify(update).includes(recorder.cancelWhenSeen)) {
       recorder.cancelWhenSeen = undefined;
       void agent.notify(acp.methods.agent.session.cancel, { sessionId: params.sessionId });
@@ -200,6 +212,7 @@ if (recorder.buffers !== undefined) {
   out.fs = recorder.fs;
   out.buffers = recorder.buffers;
 }
+out.seen = recorder.seen;
 child.stdin.end();
 child.kill();
 process.stdout.write(`${JSON.stringify(out)}\n`);
