@@ -2385,3 +2385,140 @@ async fn updates_come_in_causal_order_with_a_provider_that_answers_at_once(sdk: 
 }
 
 with_each_sdk!(updates_come_in_causal_order_with_a_provider_that_answers_at_once);
+
+/// One conversation, two editors, one daemon (issue 32): an ACP client (the Python SDK's)
+/// and an LSP editor (the test client, through `flemmad lsp`) on the same chat. The ACP
+/// session's first turn is in the file the editor opens; the editor's turn (sent with
+/// `flemma.send`, saved, closed) reaches the ACP client at its next prompt as replayed updates,
+/// before that prompt's own, once; the ACP turn after it is in the file the editor opens again;
+/// `session/list` shows a chat another program created in the project's sessions folder.
+#[tokio::test]
+async fn one_conversation_in_an_acp_client_and_an_lsp_editor_through_one_daemon() {
+    let Some((python, project, mock)) = setup("acp and lsp, one daemon").await else {
+        return;
+    };
+    let mut daemon = project.daemon(&mock.base_url()).await;
+    let sessions = project.cwd().join(".flemma/sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let outside = sessions.join("written-elsewhere.chat");
+    std::fs::write(&outside, "@You:\nA chat from elsewhere.\n").unwrap();
+    mock.push(Turn::text("The first answer."));
+    mock.push(Turn::text("The editor's answer."));
+    mock.push(Turn::text("The third answer."));
+    let acp = {
+        let steps = json!([
+            {"op": "new"},
+            {"op": "prompt", "text": "First question."},
+            {"op": "wait_for_chat", "contains": "The editor's answer."},
+            {"op": "prompt", "text": "Third question."},
+            {"op": "list"}
+        ]);
+        let base = mock.base_url();
+        let (project, python) = (&project, &python);
+        async move { project.client(python, &base, steps).await }
+    };
+    let lsp = async {
+        // The ACP session's chat once its first turn is in it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let chat = loop {
+            let found = std::fs::read_dir(&sessions).ok().and_then(|entries| {
+                entries.filter_map(Result::ok).map(|e| e.path()).find(|p| {
+                    std::fs::read_to_string(p).is_ok_and(|t| t.contains("The first answer."))
+                })
+            });
+            if let Some(chat) = found {
+                break chat;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no ACP turn in {sessions:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let env: Vec<(String, String)> = project.env(&mock.base_url());
+        let cwd = project.cwd();
+        tokio::task::spawn_blocking(move || {
+            use crate::lsp::lsp_client::{Client, Flavor};
+            let env: Vec<(&str, String)> =
+                env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            let mut editor = Client::start_with_env(Flavor::Helix, &[], &env);
+            editor.initialize(&cwd);
+            let uri = format!("file://{}", chat.display());
+            let text = std::fs::read_to_string(&chat).unwrap();
+            crate::daemon_two_editors::open_settled(&mut editor, &uri, &text);
+            let end = editor.text(&uri).len();
+            editor.type_at(&uri, end, "The editor's question.\n");
+            crate::daemon_two_editors::send(&mut editor, &uri);
+            assert_eq!(
+                crate::daemon_two_editors::wait_stopped(&mut editor)["reason"],
+                "idle"
+            );
+            let saved = editor.text(&uri).to_owned();
+            assert!(
+                saved.contains("@Assistant:\nThe editor's answer."),
+                "{saved}"
+            );
+            // The editor saves and closes the chat.
+            std::fs::write(&chat, &saved).unwrap();
+            editor.notify(
+                "textDocument/didClose",
+                json!({"textDocument": {"uri": uri}}),
+            );
+            (editor, chat, uri)
+        })
+        .await
+        .unwrap()
+    };
+    let (report, (mut editor, chat, uri)) = tokio::join!(acp, lsp);
+    let steps = report["steps"].as_array().unwrap();
+    let third = &steps[3];
+    assert_eq!(third["result"]["stopReason"], "end_turn", "{report}");
+    // The editor's turn, once, before the prompt's own reply (streamed chunks joined).
+    let mut said: Vec<String> = Vec::new();
+    let mut last_kind = String::new();
+    for update in third["updates"].as_array().unwrap() {
+        let kind = update["sessionUpdate"].as_str().unwrap_or_default();
+        if kind != "user_message_chunk" && kind != "agent_message_chunk" {
+            continue;
+        }
+        let text = update["content"]["text"].as_str().unwrap_or_default();
+        match said.last_mut() {
+            Some(joined) if kind == last_kind && !joined.ends_with('.') => joined.push_str(text),
+            _ => said.push(format!("{kind}: {text}")),
+        }
+        last_kind = kind.to_owned();
+    }
+    assert_eq!(
+        said,
+        [
+            "user_message_chunk: The editor's question.",
+            "agent_message_chunk: The editor's answer.",
+            "agent_message_chunk: The third answer."
+        ],
+        "{third}"
+    );
+    // Every byte once in the file, which the editor opens again.
+    let text = std::fs::read_to_string(&chat).unwrap();
+    for once in [
+        "First question.",
+        "The first answer.",
+        "The editor's question.",
+        "The editor's answer.",
+        "Third question.",
+        "The third answer.",
+    ] {
+        assert_eq!(text.matches(once).count(), 1, "{once}: {text}");
+    }
+    let first = text.find("The first answer.").unwrap();
+    let editors = text.find("The editor's question.").unwrap();
+    let third_at = text.find("Third question.").unwrap();
+    assert!(first < editors && editors < third_at, "{text}");
+    no_error_diagnostics(&text);
+    crate::daemon_two_editors::open_settled(&mut editor, &uri, &text);
+    assert_eq!(editor.text(&uri), text);
+    // The chat another program wrote is listed with the ACP session's.
+    let listed = steps[4]["result"]["sessions"].to_string();
+    assert!(listed.contains("written-elsewhere.chat"), "{listed}");
+    assert!(listed.contains(&chat.display().to_string()), "{listed}");
+    daemon.kill().await.unwrap();
+}

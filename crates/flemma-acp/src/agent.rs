@@ -214,6 +214,9 @@ struct Session {
     /// The calls the running prompt told the client about, which the tools' file requests
     /// wait for.
     announced: Arc<crate::files::Announced>,
+    /// The chat as the client last saw it (at new, load, resume, fork, or a prompt's end):
+    /// turns added since by another editor are told at the next prompt.
+    known: Mutex<Option<String>>,
     /// The session was made for another flemmad's `ask_agent`: its prompts are a model's
     /// text, written as text (neither templates nor file references nor structure).
     delegated: bool,
@@ -307,7 +310,9 @@ impl State {
             settings: Mutex::new(None),
             delegated,
             announced,
+            known: Mutex::new(None),
         });
+        *lock(&session.known) = self.backend.read_chat(&session.path).ok();
         // A session loaded again replaces the earlier one (and its files, above).
         lock(&self.sessions).insert(id, session.clone());
         session
@@ -1022,6 +1027,7 @@ fn start_prompt(
         };
         *lock(&session.running) = None;
         session.announced.prompt_runs(false);
+        *lock(&session.known) = backend.read_chat(&session.path).ok();
         retell_settings(&*backend, &session, &task_cx)?;
         let sent = match result {
             Ok(stop) => responder.respond(PromptResponse::new(stop)),
@@ -1139,8 +1145,31 @@ impl Turn<'_> {
         Err(internal(failure))
     }
 
+    /// The turns another editor added to the chat since the client last saw it, told as a
+    /// replay (`user_message_chunk`, `agent_message_chunk`, `tool_call`…) before this
+    /// prompt's own. A chat changed otherwise (an earlier turn edited) is not told again.
+    fn tell_added_turns(&self) -> Result<(), Error> {
+        let known = lock(&self.session.known).clone();
+        let (Some(known), Ok(now)) = (known, self.read()) else {
+            return Ok(());
+        };
+        if known == now {
+            return Ok(());
+        }
+        let cwd = &self.session.cwd;
+        let before = replay::history(&known, cwd);
+        let after = replay::history(&now, cwd);
+        if after.len() > before.len() && after[..before.len()] == before[..] {
+            for update in after.into_iter().skip(before.len()) {
+                self.notify(update)?;
+            }
+        }
+        Ok(())
+    }
+
     async fn run(mut self, prompt: &str) -> Result<StopReason, Error> {
         let path = self.session.path.clone();
+        self.tell_added_turns()?;
         let mut events = self.backend.events(&path);
         // Write the prompt under the trailing `@You:`.
         let written = self

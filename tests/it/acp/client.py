@@ -35,6 +35,8 @@ Steps (a JSON list):
   {"op": "replace_in_chat", "old": ..., "new": ...}
                                                   another program edits the session's chat
                                                   file (the first `old` becomes `new`)
+  {"op": "wait_for_chat", "contains": TEXT}       waits (30 s at most) until the session's
+                                                  chat file holds TEXT (another editor's turn)
 The output: {"initialize": ..., "steps": [{"op", "result" | "error", "updates",
 "permissions"}], "seen": [...]}; "seen" is every update ("tool_call_update ID STATUS") and
 file request ("fs/write_text_file PATH") of the run, in the order they arrived. Updates are the session/update notifications received during the step, in
@@ -241,6 +243,16 @@ async def main():
                 elif step["op"] == "list":
                     response = await conn.list_sessions(cwd=cwd)
                     record["result"] = dump(response)
+                elif step["op"] == "wait_for_chat":
+                    # Another editor works on the chat: wait until the file shows it.
+                    for _ in range(600):
+                        with open(session_id, encoding="utf-8") as file:
+                            if step["contains"] in file.read():
+                                break
+                        await asyncio.sleep(0.05)
+                    else:
+                        raise AssertionError(f"the chat never held {step['contains']}")
+                    record["result"] = {}
                 elif step["op"] == "replace_in_chat":
                     with open(session_id, encoding="utf-8") as file:
                         text = file.read()

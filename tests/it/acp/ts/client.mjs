@@ -2,8 +2,8 @@
 // most editors' clients build on) that drives `flemmad acp` through a script of steps and
 // prints what it saw as one JSON object. It speaks the same step language and prints the same
 // report as ../client.py (the Python SDK's client), so tests/it/acp.rs runs one scenario with
-// either SDK; see that file for the steps. Not every step is here: `prompt_and_leave` and
-// `double_prompt` exist only in the Python client.
+// either SDK; see that file for the steps. Not every step is here: `prompt_and_leave`,
+// `double_prompt` and `wait_for_chat` exist only in the Python client.
 //
 // Usage: node client.mjs FLEMMAD CWD STEPS_JSON
 //
