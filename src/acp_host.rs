@@ -10,7 +10,7 @@ use flemma_mcp::definition::{Hidden, Origin, ServerDef, Transport};
 
 use flemma_engine::EngineEvent;
 use flemma_protocol::event::ProgressUpdate;
-use flemma_protocol::methods::FlemmaRequest;
+use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 use serde_json::{Value, json};
 
 use crate::engine_host::{DocumentRef, EngineHost};
@@ -35,6 +35,30 @@ impl AcpHost {
             .call(DocumentRef::path(path), request)
             .map(drop)
             .map_err(|e| e.to_string())
+    }
+
+    /// `flemma/switch` to `model` on the chat: its one-line message.
+    fn switch(&self, path: &Path, model: &str) -> Result<String, String> {
+        let params = json!({ "uri": path, "model": model });
+        let request = FlemmaRequest::decode("flemma/switch", params).map_err(|e| e.to_string())?;
+        match self.host.call(DocumentRef::path(path), request) {
+            Ok(FlemmaResponse::Switch(result)) => Ok(result.message),
+            Ok(_) => Ok(format!("switched to {model}")),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+
+    /// What the chat's model picker selects: the `$preset` its switch selected (unless its
+    /// frontmatter sets the model), else `provider/model`.
+    fn selected_model(&self, path: &Path, resolved: &flemma_config::ResolvedConfig) -> String {
+        let config = &resolved.config;
+        let preset = self
+            .host
+            .switched_model(path)
+            .filter(|model| model.starts_with('$'))
+            .filter(|_| resolved.source_of("model") == Some(flemma_config::LayerKind::Runtime))
+            .map(|model| model.split(';').next().unwrap_or_default().to_owned());
+        preset.unwrap_or_else(|| format!("{}/{}", config.provider.as_str(), config.model))
     }
 
     /// `/compact [focus]`: `flemma/compact` on the chat, answered once the compaction is
@@ -163,8 +187,12 @@ pub fn turn_event(event: &EngineEvent) -> Option<TurnEvent> {
                 input: asked.data.input.clone().filter(|v| !v.is_null()),
             })
         }
-        EngineEvent::ContextCompacted(data) => {
-            TurnEvent::Compacted(crate::compaction::notice(data))
+        EngineEvent::ContextCompacted(data) => TurnEvent::Compacted {
+            notice: crate::compaction::notice(data),
+            meta: serde_json::Map::from_iter([("flemma".to_owned(), json!(data))]),
+        },
+        EngineEvent::ContextCompactionFailed(failed) => {
+            TurnEvent::CompactionFailed(failed.message.clone())
         }
         EngineEvent::EngineStopped(stopped) => TurnEvent::Stopped {
             reason: stopped.reason,
@@ -353,6 +381,32 @@ impl Backend for AcpHost {
         self.mode(path)
     }
 
+    fn settings(&self, path: &Path) -> Result<flemma_acp::Settings, String> {
+        let resolved = self.host.resolved_config(path).map_err(|e| e.to_string())?;
+        let current = self.selected_model(path, &resolved);
+        Ok(flemma_acp::Settings {
+            mode: resolved.config.mode,
+            model: Some(model_picker(&resolved.config, current)),
+            thought_level: thought_picker(&resolved.config),
+        })
+    }
+
+    fn set_model(&self, path: &Path, model: &str) -> Result<String, String> {
+        self.switch(path, model)
+    }
+
+    fn set_thought_level(&self, path: &Path, level: &str) -> Result<String, String> {
+        let resolved = self.host.resolved_config(path).map_err(|e| e.to_string())?;
+        let thinking = match level {
+            "off" => "false",
+            level => level,
+        };
+        // The model selected now, with the level as its parameter (a preset keeps the rest of
+        // what it sets).
+        let model = self.selected_model(path, &resolved);
+        self.switch(path, &format!("{model};thinking={thinking}"))
+    }
+
     fn slash_command(&self, path: &Path, command: &str, argument: &str) -> Result<String, String> {
         match command {
             "status" => slash_status(path, self.host.config_path()),
@@ -368,6 +422,105 @@ impl Backend for AcpHost {
             .join("trash");
         crate::fsutil::move_to_trash(path, &trash).map_err(|error| format!("{error:#}"))
     }
+}
+
+/// The model picker of a chat configured as `config`: the catalogue's models of its provider,
+/// then the user's model presets, `current` selected (added first when neither lists it: a
+/// model the catalogue does not know).
+fn model_picker(config: &flemma_config::Config, current: String) -> flemma_acp::Picker {
+    let kind = flemma_provider::ProviderKind::from(config.provider);
+    let catalogue = crate::provider_setup::catalogue_of(config);
+    let provider = config.provider.as_str();
+    let mut choices: Vec<flemma_acp::Choice> = catalogue
+        .models()
+        .iter()
+        .filter(|spec| {
+            catalogue
+                .lookup(kind, &spec.id)
+                .is_some_and(|found| found.id == spec.id)
+        })
+        .map(|spec| flemma_acp::Choice {
+            value: format!("{provider}/{}", spec.id),
+            name: spec.id.clone(),
+            description: Some(format!(
+                "{}k context{}",
+                spec.context_window / 1000,
+                if spec.thinking { ", thinks" } else { "" }
+            )),
+        })
+        .collect();
+    choices.extend(
+        config
+            .presets
+            .iter()
+            .filter(|(_, preset)| preset.model.is_some() || preset.provider.is_some())
+            .map(|(name, preset)| flemma_acp::Choice {
+                value: name.clone(),
+                name: name.clone(),
+                description: Some(format!(
+                    "preset: {}",
+                    match (&preset.provider, &preset.model) {
+                        (Some(provider), Some(model)) => format!("{}/{model}", provider.as_str()),
+                        (Some(provider), None) => provider.as_str().to_owned(),
+                        (None, model) => model.clone().unwrap_or_default(),
+                    }
+                )),
+            }),
+    );
+    if !choices.iter().any(|choice| choice.value == current) {
+        choices.insert(
+            0,
+            flemma_acp::Choice {
+                value: current.clone(),
+                name: current.clone(),
+                description: Some("not in flemmad's catalogue".to_owned()),
+            },
+        );
+    }
+    flemma_acp::Picker { current, choices }
+}
+
+/// The thinking levels a chat configured as `config` may choose (what `thinking` takes:
+/// `off` and the levels, those the model takes when the catalogue names them; no `off` for a
+/// model that always thinks), the current one selected; `None` for a model that does not
+/// think.
+fn thought_picker(config: &flemma_config::Config) -> Option<flemma_acp::Picker> {
+    let kind = flemma_provider::ProviderKind::from(config.provider);
+    let catalogue = crate::provider_setup::catalogue_of(config);
+    if !catalogue.supports_thinking(kind, &config.model) {
+        return None;
+    }
+    let spec = catalogue.lookup(kind, &config.model);
+    let efforts = spec.map(|spec| spec.reasoning_efforts).unwrap_or_default();
+    let forced = spec.is_some_and(|spec| spec.thinking_off == flemma_provider::ThinkingOff::Forced);
+    let choice = |value: String, name: String| flemma_acp::Choice {
+        value,
+        name,
+        description: None,
+    };
+    let mut choices = Vec::new();
+    if !forced {
+        choices.push(choice("off".to_owned(), "Off".to_owned()));
+    }
+    for level in flemma_config::ThinkingLevel::VALUES {
+        if efforts.is_empty() || efforts.contains(&level.as_str()) {
+            let name = level.as_str();
+            choices.push(choice(name.to_owned(), name.to_owned()));
+        }
+    }
+    let current = match config.parameters.thinking {
+        flemma_config::Thinking::Off | flemma_config::Thinking::Budget(0) => "off".to_owned(),
+        flemma_config::Thinking::Level(level) => level.as_str().to_owned(),
+        flemma_config::Thinking::Budget(tokens) => tokens.to_string(),
+    };
+    if !choices.iter().any(|c| c.value == current) {
+        let name = match config.parameters.thinking {
+            flemma_config::Thinking::Budget(tokens) => format!("{tokens} tokens"),
+            _ => current.clone(),
+        };
+        choices.push(choice(current.clone(), name));
+    }
+    Some(flemma_acp::Picker { current, choices })
 }
 
 /// An editor's MCP server as a tool source of the session's chat: the editor's own servers,

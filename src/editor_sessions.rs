@@ -67,28 +67,50 @@ pub fn files_gone(chat: &Path, files: &ClientFiles) {
 
 /// The editor's view of files for the chat's tools, when a session gave one.
 pub fn editor_files(chat: &Path) -> Option<Arc<dyn EditorFiles>> {
-    let files = with_table(|table| table.get(chat).and_then(|given| given.files.clone()))?;
-    Some(Arc::new(ClientEditorFiles(files)))
+    editor_files_for(chat, None)
 }
 
-/// An ACP client's files as the tools see them.
+/// The editor's view of files for the call `tool_id` of the chat: its file requests wait
+/// until the client knows the call (ACP `tool_call` before the call's `fs/*`).
+pub fn editor_files_for(chat: &Path, tool_id: Option<&str>) -> Option<Arc<dyn EditorFiles>> {
+    let files = with_table(|table| table.get(chat).and_then(|given| given.files.clone()))?;
+    Some(Arc::new(ClientEditorFiles {
+        files,
+        tool_id: tool_id.map(str::to_owned),
+    }))
+}
+
+/// An ACP client's files as the tools see them (as one call's, when `tool_id` is known).
 #[derive(Debug)]
-struct ClientEditorFiles(ClientFiles);
+struct ClientEditorFiles {
+    files: ClientFiles,
+    tool_id: Option<String>,
+}
+
+impl ClientEditorFiles {
+    fn wait_for_call(&self, cancel: &Cancel) {
+        if let Some(id) = &self.tool_id {
+            self.files.wait_for_call(id, &|| cancel.is_cancelled());
+        }
+    }
+}
 
 impl EditorFiles for ClientEditorFiles {
     fn reads(&self) -> bool {
-        self.0.reads()
+        self.files.reads()
     }
 
     fn writes(&self) -> bool {
-        self.0.writes()
+        self.files.writes()
     }
 
     fn read_text(&self, path: &Path, cancel: &Cancel) -> Result<String, String> {
-        self.0.read_text(path, &|| cancel.is_cancelled())
+        self.wait_for_call(cancel);
+        self.files.read_text(path, &|| cancel.is_cancelled())
     }
 
     fn write_text(&self, path: &Path, text: &str, cancel: &Cancel) -> Result<(), String> {
-        self.0.write_text(path, text, &|| cancel.is_cancelled())
+        self.wait_for_call(cancel);
+        self.files.write_text(path, text, &|| cancel.is_cancelled())
     }
 }

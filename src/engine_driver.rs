@@ -1018,6 +1018,12 @@ impl Driver {
         if reads {
             ctx.conversation = Some(self.session.engine().text().into());
         }
+        // An ACP client's files, as this call's: its requests wait until the client knows it.
+        if ctx.editor.is_some()
+            && let Some(chat) = ctx.chat_path.clone()
+        {
+            ctx.editor = crate::editor_sessions::editor_files_for(&chat, Some(tool_id));
+        }
     }
 
     /// Runs a tool on its own thread (a killed tool's thread is never waited for).

@@ -827,6 +827,24 @@ impl EngineHost {
         Ok(resolved_config(path, &input, &frontmatter)?.config.mode)
     }
 
+    /// The document's configuration as its next request resolves it (its layers, its
+    /// `flemma/switch` and `flemma/mode` layers, its frontmatter).
+    pub fn resolved_config(&self, path: &Path) -> Result<ResolvedConfig, RequestError> {
+        let text = self.shared.text_of(path).map_err(invalid_switch)?;
+        let input = self.shared.config_input(path, self.config_path.as_deref());
+        let frontmatter = self.shared.frontmatter_layers(path, &text)?;
+        resolved_config(path, &input, &frontmatter)
+    }
+
+    /// The model the document's `flemma/switch` layer holds, as written (a `$preset` stays
+    /// one, a model string keeps its parameters); `None` before any switch.
+    pub fn switched_model(&self, path: &Path) -> Option<String> {
+        lock(&self.shared.switches)
+            .get(path)
+            .and_then(|(layer, _)| layer.get("model"))
+            .and_then(|value| value.as_str().map(str::to_owned))
+    }
+
     /// `flemma/jobs`.
     fn jobs(&self, path: &Path) -> JobsResult {
         let states = lock(&self.shared.states);

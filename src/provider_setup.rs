@@ -25,11 +25,8 @@ pub struct ProviderSetup {
     pub model_warnings: Vec<String>,
 }
 
-pub fn provider_setup(
-    config: &Config,
-    chat_path: Option<&Path>,
-    environment: &CredentialEnvironment,
-) -> anyhow::Result<ProviderSetup> {
+/// The model catalogue with the configuration's `[models."id"]` overrides (of its provider).
+pub fn catalogue_of(config: &Config) -> Catalogue {
     let kind = ProviderKind::from(config.provider);
     let overrides: Vec<ModelOverride> = config
         .models
@@ -48,7 +45,16 @@ pub fn provider_setup(
             adaptive_thinking: None,
         })
         .collect();
-    let catalogue = Catalogue::builtin().with_overrides(&overrides);
+    Catalogue::builtin().with_overrides(&overrides)
+}
+
+pub fn provider_setup(
+    config: &Config,
+    chat_path: Option<&Path>,
+    environment: &CredentialEnvironment,
+) -> anyhow::Result<ProviderSetup> {
+    let kind = ProviderKind::from(config.provider);
+    let catalogue = catalogue_of(config);
     let model = catalogue.lookup(kind, &config.model).cloned();
     let parameters = &config.parameters;
     let output_limit = model

@@ -20,7 +20,7 @@ use crate::common::provider_env;
 
 /// The ACP client a test runs: one written on each official SDK, speaking the same steps and
 /// printing the same report (`tests/it/acp/client.py`, `tests/it/acp/ts/client.mjs`).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Sdk {
     /// PyPI `agent-client-protocol`, its Python from `FLEMMA_TEST_ACP_PYTHON`.
     Python,
@@ -1848,7 +1848,11 @@ async fn slash_commands_status_and_rewind(sdk: Sdk) {
         .flat_map(|u| u["availableCommands"].as_array().unwrap().iter())
         .filter_map(|c| c["name"].as_str())
         .collect();
-    assert_eq!(commands, ["status", "rewind", "compact"], "{report}");
+    assert_eq!(
+        commands,
+        ["status", "rewind", "compact", "model", "mode"],
+        "{report}"
+    );
     assert_eq!(steps[1]["result"]["stopReason"], "end_turn", "{report}");
     let notes = project.cwd().join("notes.txt");
     let chat = chat_of(&report);
@@ -2088,4 +2092,433 @@ async fn slash_compact_summarises_the_older_turns() {
     assert!(chat.contains("<!-- flemma:compacted archive="), "{chat}");
     assert!(!chat.contains("/compact the first"), "not written: {chat}");
     no_error_diagnostics(&chat);
+}
+
+/// The `config_option_update`s of a report's steps, in order.
+fn config_updates(report: &Value) -> Vec<Value> {
+    report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|step| step["updates"].as_array().unwrap())
+        .filter(|u| u["sessionUpdate"] == "config_option_update")
+        .cloned()
+        .collect()
+}
+
+/// The current value of the config option `id` among `options`.
+fn option_value<'a>(options: &'a Value, id: &str) -> &'a Value {
+    options
+        .as_array()
+        .and_then(|all| all.iter().find(|o| o["id"] == id))
+        .map_or(&Value::Null, |option| &option["currentValue"])
+}
+
+/// The `model` and `thought_level` config options (issue 32): offered with the mode, the
+/// catalogue's models of the chat's provider and the user's presets; chosen from the client
+/// they are the chat's `flemma.switch` (its next request uses them), told back as
+/// `config_option_update`; a frontmatter edited elsewhere shows in the next prompt's updates;
+/// `/model` and `/mode` do what the pickers do and list the choices without an argument.
+async fn the_model_and_thinking_pickers_switch_the_chat(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp model pickers").await else {
+        return;
+    };
+    std::fs::write(
+        project.root.join("config/flemma/config.toml"),
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[presets.\"$fast\"]\nmodel = \"anthropic/claude-haiku-4-5\"\n",
+    )
+    .unwrap();
+    mock.push(Turn::text("Haiku here."));
+    mock.push(Turn::text("Opus here."));
+    let report = project
+        .client(
+            &client,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "set_config_option", "config": "model", "value": "anthropic/claude-haiku-4-5"},
+                {"op": "set_config_option", "config": "thought_level", "value": "low"},
+                {"op": "prompt", "text": "Who are you?"},
+                {"op": "replace_in_chat", "old": "{\"flemma\":{\"tools\"",
+                 "new": "{\"flemma\":{\"model\":\"anthropic/claude-opus-4-6\",\"tools\""},
+                {"op": "prompt", "text": "And now?"},
+                {"op": "prompt", "text": "/model"},
+                {"op": "prompt", "text": "/mode ask"},
+                {"op": "prompt", "text": "/model $fast"},
+                {"op": "set_config_option", "config": "model", "value": "nobody/nothing"},
+                {"op": "set_config_option", "config": "colour", "value": "blue"}
+            ]),
+        )
+        .await;
+    let steps = report["steps"].as_array().unwrap();
+    // Offered with the mode, the current model and level selected.
+    let offered = &steps[0]["result"]["configOptions"];
+    let ids: Vec<&str> = offered
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["mode", "model", "thought_level"], "{offered}");
+    assert_eq!(
+        option_value(offered, "model"),
+        "anthropic/claude-sonnet-4-5"
+    );
+    assert_eq!(option_value(offered, "thought_level"), "high", "{offered}");
+    let model = &offered[1];
+    assert_eq!(model["category"], "model", "{model}");
+    let values: Vec<&str> = model["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "anthropic/claude-opus-4-6",
+        "anthropic/claude-haiku-4-5",
+        "$fast",
+    ] {
+        assert!(values.contains(&expected), "{expected} in {values:?}");
+    }
+    assert!(
+        !values.iter().any(|v| v.starts_with("openai/")),
+        "only the chat's provider's models: {values:?}"
+    );
+    assert_eq!(offered[2]["category"], "thought_level", "{offered}");
+    assert!(
+        offered[2]["options"].to_string().contains("\"off\""),
+        "{offered}"
+    );
+
+    // Chosen from the client: answered and told with the new values.
+    let chose_model = &steps[1]["result"]["configOptions"];
+    assert_eq!(
+        option_value(chose_model, "model"),
+        "anthropic/claude-haiku-4-5"
+    );
+    let chose_level = &steps[2]["result"]["configOptions"];
+    assert_eq!(option_value(chose_level, "thought_level"), "low");
+    assert_eq!(
+        option_value(chose_level, "model"),
+        "anthropic/claude-haiku-4-5"
+    );
+    let told = config_updates(&report);
+    assert!(
+        told.iter()
+            .any(|u| option_value(&u["configOptions"], "thought_level") == "low"),
+        "{report}"
+    );
+    // The next request uses them; the chat's file is not written by a switch.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{report}");
+    let first: Value = serde_json::from_str(&requests[0].raw_body).unwrap();
+    assert_eq!(first["model"], "claude-haiku-4-5", "{first}");
+    assert!(first["thinking"].is_object(), "thinking sent: {first}");
+    // The frontmatter edited elsewhere wins and is told at the next prompt.
+    let second: Value = serde_json::from_str(&requests[1].raw_body).unwrap();
+    assert_eq!(second["model"], "claude-opus-4-6", "{second}");
+    assert!(
+        steps[5]["updates"].as_array().unwrap().iter().any(|u| {
+            u["sessionUpdate"] == "config_option_update"
+                && option_value(&u["configOptions"], "model") == "anthropic/claude-opus-4-6"
+        }),
+        "{}",
+        steps[5]
+    );
+    // `/model` lists, the current one marked; `/mode ask` sets the mode and tells it.
+    let listed = message_text(&steps[6]["updates"], "agent_message_chunk");
+    assert!(
+        listed.contains("* anthropic/claude-opus-4-6") && listed.contains("  $fast"),
+        "{listed}"
+    );
+    let mode = &steps[7]["updates"];
+    assert!(
+        message_text(mode, "agent_message_chunk").contains("mode: ask"),
+        "{mode}"
+    );
+    assert!(
+        mode.as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["sessionUpdate"] == "current_mode_update" && u["currentModeId"] == "ask"),
+        "{mode}"
+    );
+    // A switch below the frontmatter says that the frontmatter wins.
+    let fast = message_text(&steps[8]["updates"], "agent_message_chunk");
+    assert!(fast.contains("frontmatter sets the model"), "{fast}");
+    // Values not offered and unknown options are clear errors.
+    let unknown = steps[9]["error"].to_string();
+    assert!(
+        unknown.contains("unknown model `nobody/nothing`"),
+        "{unknown}"
+    );
+    let colour = steps[10]["error"].to_string();
+    assert!(
+        colour.contains("unknown config option `colour`"),
+        "{colour}"
+    );
+    let chat = chat_of(&report);
+    assert!(!chat.contains("/model"), "commands are not written: {chat}");
+    no_error_diagnostics(&chat);
+}
+
+with_each_sdk!(the_model_and_thinking_pickers_switch_the_chat);
+
+/// An automatic compaction in a prompt (issue 32): a client that advertised
+/// `session.compaction` (the TypeScript SDK's) gets it as a `compaction_update` with the
+/// summary line and its facts in `_meta.flemma`; one that did not (the Python SDK, which does
+/// not know the update) gets it as a line of the reply, as before.
+async fn an_automatic_compaction_is_a_compaction_update_for_a_client_that_takes_one(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp compaction_update").await else {
+        return;
+    };
+    std::fs::write(
+        project.root.join("config/flemma/config.toml"),
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[models.\"claude-sonnet-4-5\"]\ncontext_window = 9000\n\n[context]\ncompact_at = 0.5\nkeep = 1\n",
+    )
+    .unwrap();
+    let long = "word ".repeat(4000);
+    mock.push(Turn::text("One."));
+    mock.push(Turn::text(
+        "The user asked a long first question, answered One.",
+    ));
+    mock.push(Turn::text("Two."));
+    let steps = json!([
+        {"op": "new"},
+        {"op": "prompt", "text": format!("First question: {long}")},
+        {"op": "prompt", "text": "Second question."}
+    ]);
+    let advertises = sdk == Sdk::TypeScript;
+    let steps = if advertises {
+        json!({"capabilities": {"session": {"compaction": {}}}, "steps": steps})
+    } else {
+        steps
+    };
+    let report = project.client(&client, &mock.base_url(), steps).await;
+    let second = &report["steps"][2];
+    assert_eq!(second["result"]["stopReason"], "end_turn", "{report}");
+    assert_eq!(mock.requests().len(), 3, "{report}");
+    let compactions: Vec<&Value> = second["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "compaction_update")
+        .collect();
+    let said = message_text(&second["updates"], "agent_message_chunk");
+    if advertises {
+        assert_eq!(compactions.len(), 1, "{second}");
+        let update = compactions[0];
+        assert_eq!(update["status"], "completed", "{update}");
+        assert!(
+            update["summary"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("compacted 2 messages into a summary")),
+            "{update}"
+        );
+        assert_eq!(update["_meta"]["flemma"]["messages"], 2, "{update}");
+        assert_eq!(update["_meta"]["flemma"]["automatic"], true, "{update}");
+        assert!(!said.contains("compacted"), "not also as text: {said}");
+    } else {
+        assert!(compactions.is_empty(), "{second}");
+        assert!(
+            said.contains("compacted 2 messages into a summary"),
+            "{said}"
+        );
+    }
+    assert!(said.contains("Two."), "{said}");
+}
+
+with_each_sdk!(an_automatic_compaction_is_a_compaction_update_for_a_client_that_takes_one);
+
+/// Updates in causal order whatever the provider's pace (issue 32): with a mock that answers
+/// at once and calls that run without asking (`read`, `edit`, `write` auto-approved), the client
+/// sees each call's `tool_call`, then `in_progress`, then `completed`, the call's own file
+/// request after its `tool_call`, and all of it before the next call's `tool_call`.
+async fn updates_come_in_causal_order_with_a_provider_that_answers_at_once(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp causal order").await else {
+        return;
+    };
+    std::fs::write(
+        project.root.join("config/flemma/config.toml"),
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n[tools]\nauto_approve = [\"read\", \"edit\", \"write\"]\n",
+    )
+    .unwrap();
+    file_tool_turns(&mock);
+    let report = project
+        .client(&client, &mock.base_url(), file_tool_steps(&project))
+        .await;
+    assert_eq!(report["steps"][1]["permissions"], json!([]), "{report}");
+    let seen: Vec<&str> = report["seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let at = |entry: &str| {
+        seen.iter()
+            .position(|s| s.starts_with(entry))
+            .unwrap_or_else(|| panic!("{entry} in {seen:#?}"))
+    };
+    let x = project.cwd().join("src/x.rs").display().to_string();
+    let new = project.cwd().join("src/new.rs").display().to_string();
+    let calls = [
+        ("r1", format!("fs/read_text_file {x}")),
+        ("e1", format!("fs/write_text_file {x}")),
+        ("w1", format!("fs/write_text_file {new}")),
+    ];
+    let mut last_completed = 0;
+    for (id, file) in &calls {
+        let announced = at(&format!("tool_call {id}"));
+        let running = at(&format!("tool_call_update {id} in_progress"));
+        let completed = at(&format!("tool_call_update {id} completed"));
+        let request = at(file);
+        assert!(
+            last_completed <= announced
+                && announced < running
+                && running < completed
+                && announced < request
+                && request < completed,
+            "{id}: {seen:#?}"
+        );
+        last_completed = completed;
+    }
+}
+
+with_each_sdk!(updates_come_in_causal_order_with_a_provider_that_answers_at_once);
+
+/// One conversation, two editors, one daemon (issue 32): an ACP client (the Python SDK's)
+/// and an LSP editor (the test client, through `flemmad lsp`) on the same chat. The ACP
+/// session's first turn is in the file the editor opens; the editor's turn (sent with
+/// `flemma.send`, saved, closed) reaches the ACP client at its next prompt as replayed updates,
+/// before that prompt's own, once; the ACP turn after it is in the file the editor opens again;
+/// `session/list` shows a chat another program created in the project's sessions folder.
+#[tokio::test]
+async fn one_conversation_in_an_acp_client_and_an_lsp_editor_through_one_daemon() {
+    let Some((python, project, mock)) = setup("acp and lsp, one daemon").await else {
+        return;
+    };
+    let mut daemon = project.daemon(&mock.base_url()).await;
+    let sessions = project.cwd().join(".flemma/sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let outside = sessions.join("written-elsewhere.chat");
+    std::fs::write(&outside, "@You:\nA chat from elsewhere.\n").unwrap();
+    mock.push(Turn::text("The first answer."));
+    mock.push(Turn::text("The editor's answer."));
+    mock.push(Turn::text("The third answer."));
+    let acp = {
+        let steps = json!([
+            {"op": "new"},
+            {"op": "prompt", "text": "First question."},
+            {"op": "wait_for_chat", "contains": "The editor's answer."},
+            {"op": "prompt", "text": "Third question."},
+            {"op": "list"}
+        ]);
+        let base = mock.base_url();
+        let (project, python) = (&project, &python);
+        async move { project.client(python, &base, steps).await }
+    };
+    let lsp = async {
+        // The ACP session's chat once its first turn is in it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let chat = loop {
+            let found = std::fs::read_dir(&sessions).ok().and_then(|entries| {
+                entries.filter_map(Result::ok).map(|e| e.path()).find(|p| {
+                    std::fs::read_to_string(p).is_ok_and(|t| t.contains("The first answer."))
+                })
+            });
+            if let Some(chat) = found {
+                break chat;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no ACP turn in {sessions:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let env: Vec<(String, String)> = project.env(&mock.base_url());
+        let cwd = project.cwd();
+        tokio::task::spawn_blocking(move || {
+            use crate::lsp::lsp_client::{Client, Flavor};
+            let env: Vec<(&str, String)> =
+                env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            let mut editor = Client::start_with_env(Flavor::Helix, &[], &env);
+            editor.initialize(&cwd);
+            let uri = format!("file://{}", chat.display());
+            let text = std::fs::read_to_string(&chat).unwrap();
+            crate::daemon_two_editors::open_settled(&mut editor, &uri, &text);
+            let end = editor.text(&uri).len();
+            editor.type_at(&uri, end, "The editor's question.\n");
+            crate::daemon_two_editors::send(&mut editor, &uri);
+            assert_eq!(
+                crate::daemon_two_editors::wait_stopped(&mut editor)["reason"],
+                "idle"
+            );
+            let saved = editor.text(&uri).to_owned();
+            assert!(
+                saved.contains("@Assistant:\nThe editor's answer."),
+                "{saved}"
+            );
+            // The editor saves and closes the chat.
+            std::fs::write(&chat, &saved).unwrap();
+            editor.notify(
+                "textDocument/didClose",
+                json!({"textDocument": {"uri": uri}}),
+            );
+            (editor, chat, uri)
+        })
+        .await
+        .unwrap()
+    };
+    let (report, (mut editor, chat, uri)) = tokio::join!(acp, lsp);
+    let steps = report["steps"].as_array().unwrap();
+    let third = &steps[3];
+    assert_eq!(third["result"]["stopReason"], "end_turn", "{report}");
+    // The editor's turn, once, before the prompt's own reply (streamed chunks joined).
+    let mut said: Vec<String> = Vec::new();
+    let mut last_kind = String::new();
+    for update in third["updates"].as_array().unwrap() {
+        let kind = update["sessionUpdate"].as_str().unwrap_or_default();
+        if kind != "user_message_chunk" && kind != "agent_message_chunk" {
+            continue;
+        }
+        let text = update["content"]["text"].as_str().unwrap_or_default();
+        match said.last_mut() {
+            Some(joined) if kind == last_kind && !joined.ends_with('.') => joined.push_str(text),
+            _ => said.push(format!("{kind}: {text}")),
+        }
+        last_kind = kind.to_owned();
+    }
+    assert_eq!(
+        said,
+        [
+            "user_message_chunk: The editor's question.",
+            "agent_message_chunk: The editor's answer.",
+            "agent_message_chunk: The third answer."
+        ],
+        "{third}"
+    );
+    // Every byte once in the file, which the editor opens again.
+    let text = std::fs::read_to_string(&chat).unwrap();
+    for once in [
+        "First question.",
+        "The first answer.",
+        "The editor's question.",
+        "The editor's answer.",
+        "Third question.",
+        "The third answer.",
+    ] {
+        assert_eq!(text.matches(once).count(), 1, "{once}: {text}");
+    }
+    let first = text.find("The first answer.").unwrap();
+    let editors = text.find("The editor's question.").unwrap();
+    let third_at = text.find("Third question.").unwrap();
+    assert!(first < editors && editors < third_at, "{text}");
+    no_error_diagnostics(&text);
+    crate::daemon_two_editors::open_settled(&mut editor, &uri, &text);
+    assert_eq!(editor.text(&uri), text);
+    // The chat another program wrote is listed with the ACP session's.
+    let listed = steps[4]["result"]["sessions"].to_string();
+    assert!(listed.contains("written-elsewhere.chat"), "{listed}");
+    assert!(listed.contains(&chat.display().to_string()), "{listed}");
+    daemon.kill().await.unwrap();
 }

@@ -21,9 +21,9 @@ use agent_client_protocol::v1::schema::{
     ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
 };
 use agent_client_protocol::v1::schema::{
-    Diff, ForkSessionRequest, ForkSessionResponse, SessionConfigId, SessionForkCapabilities,
-    SessionInfoUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse, ToolCallContent,
+    CompactionStatus, CompactionUpdate, Diff, ForkSessionRequest, ForkSessionResponse,
+    SessionConfigId, SessionForkCapabilities, SessionInfoUpdate, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, ToolCallContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
@@ -32,8 +32,9 @@ use flemma_syntax::Status;
 use futures::SinkExt as _;
 use tokio::sync::watch;
 
+use crate::modes::Setting;
 use crate::{
-    Backend, ClientFiles, McpServerSpec, TurnEvent, modes, new_chat_text, prompt, replay,
+    Backend, ClientFiles, McpServerSpec, Settings, TurnEvent, modes, new_chat_text, prompt, replay,
     sessions_dir,
 };
 
@@ -101,6 +102,7 @@ pub async fn serve(
         backend,
         sessions: Mutex::default(),
         client_fs: Mutex::default(),
+        client_compaction: std::sync::atomic::AtomicBool::new(false),
         closed,
     });
     let result = builder(state.clone())
@@ -188,6 +190,8 @@ struct State {
     backend: Arc<dyn Backend>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     client_fs: Mutex<(bool, bool)>,
+    /// The client advertised `session.compaction`: compactions are `compaction_update`s.
+    client_compaction: std::sync::atomic::AtomicBool,
     /// Set when the client's input ends.
     closed: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -205,6 +209,14 @@ struct Session {
     created: Option<String>,
     /// The title last told to the client (`session_info_update`).
     title: Mutex<Option<String>>,
+    /// The settings last told to the client (mode, model, thinking level).
+    settings: Mutex<Option<Settings>>,
+    /// The calls the running prompt told the client about, which the tools' file requests
+    /// wait for.
+    announced: Arc<crate::files::Announced>,
+    /// The chat as the client last saw it (at new, load, resume, fork, or a prompt's end):
+    /// turns added since by another editor are told at the next prompt.
+    known: Mutex<Option<String>>,
     /// The session was made for another flemmad's `ask_agent`: its prompts are a model's
     /// text, written as text (neither templates nor file references nor structure).
     delegated: bool,
@@ -275,12 +287,14 @@ impl State {
     ) -> Arc<Session> {
         let id = path.display().to_string();
         let (reads, writes) = *lock(&self.client_fs);
+        let announced = Arc::new(crate::files::Announced::default());
         let files = ClientFiles::new(
             cx.clone(),
             SessionId::new(id.clone()),
             reads,
             writes,
             self.closed.clone(),
+            announced.clone(),
         );
         if let Some(files) = &files {
             self.backend.client_files(&path, files.clone());
@@ -293,8 +307,12 @@ impl State {
             files,
             created,
             title: Mutex::new(None),
+            settings: Mutex::new(None),
             delegated,
+            announced,
+            known: Mutex::new(None),
         });
+        *lock(&session.known) = self.backend.read_chat(&session.path).ok();
         // A session loaded again replaces the earlier one (and its files, above).
         lock(&self.sessions).insert(id, session.clone());
         session
@@ -376,6 +394,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         _cx: ConnectionTo<Client>| {
                 let fs = &request.client_capabilities.fs;
                 *lock(&on_initialize.client_fs) = (fs.read_text_file, fs.write_text_file);
+                let compaction = (request.client_capabilities.session.as_ref())
+                    .is_some_and(|session| session.compaction.is_some());
+                on_initialize
+                    .client_compaction
+                    .store(compaction, Ordering::Relaxed);
                 responder.respond(
                     InitializeResponse::new(ProtocolVersion::V1)
                         .agent_capabilities(
@@ -409,11 +432,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         cx: ConnectionTo<Client>| {
                 match new_session(&on_new, request, &cx) {
                     Ok(id) => {
-                        let mode = session_mode(&on_new, &id);
+                        let settings = session_settings(&on_new, &id);
                         responder.respond(
                             NewSessionResponse::new(id.clone())
-                                .modes(mode.map(modes::mode_state))
-                                .config_options(mode.map(modes::config_options)),
+                                .modes(settings.as_ref().map(|s| modes::mode_state(s.mode)))
+                                .config_options(settings.as_ref().map(modes::config_options)),
                         )?;
                         announce_commands(&cx, &id)
                     }
@@ -429,11 +452,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                 let id = request.session_id.0.to_string();
                 match load_session(&on_load, request, &cx) {
                     Ok(()) => {
-                        let mode = session_mode(&on_load, &id);
+                        let settings = session_settings(&on_load, &id);
                         responder.respond(
                             LoadSessionResponse::new()
-                                .modes(mode.map(modes::mode_state))
-                                .config_options(mode.map(modes::config_options)),
+                                .modes(settings.as_ref().map(|s| modes::mode_state(s.mode)))
+                                .config_options(settings.as_ref().map(modes::config_options)),
                         )?;
                         announce_commands(&cx, &id)
                     }
@@ -449,11 +472,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                 let id = request.session_id.0.to_string();
                 match resume_session(&on_resume, request, &cx) {
                     Ok(()) => {
-                        let mode = session_mode(&on_resume, &id);
+                        let settings = session_settings(&on_resume, &id);
                         responder.respond(
                             ResumeSessionResponse::new()
-                                .modes(mode.map(modes::mode_state))
-                                .config_options(mode.map(modes::config_options)),
+                                .modes(settings.as_ref().map(|s| modes::mode_state(s.mode)))
+                                .config_options(settings.as_ref().map(modes::config_options)),
                         )?;
                         announce_commands(&cx, &id)
                     }
@@ -488,11 +511,11 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         cx: ConnectionTo<Client>| {
                 match fork_session(&on_fork, request, &cx) {
                     Ok(id) => {
-                        let mode = session_mode(&on_fork, &id);
+                        let settings = session_settings(&on_fork, &id);
                         responder.respond(
                             ForkSessionResponse::new(id.clone())
-                                .modes(mode.map(modes::mode_state))
-                                .config_options(mode.map(modes::config_options)),
+                                .modes(settings.as_ref().map(|s| modes::mode_state(s.mode)))
+                                .config_options(settings.as_ref().map(modes::config_options)),
                         )?;
                         announce_commands(&cx, &id)
                     }
@@ -516,11 +539,10 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
             async move |request: SetSessionModeRequest,
                         responder: Responder<SetSessionModeResponse>,
                         cx: ConnectionTo<Client>| {
-                let id = request.session_id.0.to_string();
-                match set_mode(&on_set_mode, &request.session_id, None, &request.mode_id.0) {
-                    Ok(mode) => {
+                match set_setting(&on_set_mode, &request.session_id, None, &request.mode_id.0) {
+                    Ok((session, settings)) => {
                         responder.respond(SetSessionModeResponse::new())?;
-                        modes::announce(&cx, &id, mode)
+                        tell_settings(&session, &cx, settings)
                     }
                     Err(error) => responder.respond_with_error(error),
                 }
@@ -531,19 +553,18 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
             async move |request: SetSessionConfigOptionRequest,
                         responder: Responder<SetSessionConfigOptionResponse>,
                         cx: ConnectionTo<Client>| {
-                let id = request.session_id.0.to_string();
                 let value = modes::value_text(&request.value).unwrap_or_default();
-                match set_mode(
+                match set_setting(
                     &on_set_option,
                     &request.session_id,
                     Some(&request.config_id),
                     &value,
                 ) {
-                    Ok(mode) => {
+                    Ok((session, settings)) => {
                         responder.respond(SetSessionConfigOptionResponse::new(
-                            modes::config_options(mode),
+                            modes::config_options(&settings),
                         ))?;
-                        modes::announce(&cx, &id, mode)
+                        tell_settings(&session, &cx, settings)
                     }
                     Err(error) => responder.respond_with_error(error),
                 }
@@ -779,38 +800,137 @@ fn delete_session(state: &State, session_id: &SessionId) -> Result<DeleteSession
     Ok(DeleteSessionResponse::default().meta(meta))
 }
 
-/// The slash commands of a session, told once the client knows the session (after the
-/// answer that names it).
-/// The mode of the session `id` for the responses of `session/new`, `load`, `resume` and
-/// `fork` (none when its configuration does not resolve: the client then shows no picker).
-fn session_mode(state: &State, id: &str) -> Option<flemma_config::Mode> {
-    state.backend.mode(Path::new(id)).ok()
+/// The settings of the session `id` for the responses of `session/new`, `load`, `resume` and
+/// `fork` (none when its configuration does not resolve: the client then shows no picker),
+/// remembered as told.
+fn session_settings(state: &State, id: &str) -> Option<Settings> {
+    let settings = state.backend.settings(Path::new(id)).ok()?;
+    if let Some(session) = lock(&state.sessions).get(id) {
+        *lock(&session.settings) = Some(settings.clone());
+    }
+    Some(settings)
 }
 
-/// `session/set_mode` and `session/set_config_option`: the mode the session's tools will run
-/// in (its chat's frontmatter may make it stricter than asked). Not for a delegated session:
-/// its prompts come from another model, whose harness must not widen what it may do.
-fn set_mode(
+/// Tells the client the session's settings when they are not what it was last told (the
+/// mode's `current_mode_update` only when the mode changed).
+fn tell_settings(
+    session: &Session,
+    cx: &ConnectionTo<Client>,
+    settings: Settings,
+) -> Result<(), Error> {
+    let mut told = lock(&session.settings);
+    if told.as_ref() == Some(&settings) {
+        return Ok(());
+    }
+    let told_mode = told.as_ref().map(|s| s.mode);
+    modes::announce(cx, &session.id, &settings, told_mode)?;
+    *told = Some(settings);
+    Ok(())
+}
+
+/// The session's settings as they are now, told to the client when they changed since it
+/// was last told (the chat's frontmatter was edited, another editor switched its model).
+fn retell_settings(
+    backend: &dyn Backend,
+    session: &Session,
+    cx: &ConnectionTo<Client>,
+) -> Result<(), Error> {
+    match backend.settings(&session.path) {
+        Ok(settings) => tell_settings(session, cx, settings),
+        Err(error) => {
+            tracing::info!(chat = %session.id, %error, "the session's settings are unknown");
+            Ok(())
+        }
+    }
+}
+
+/// `session/set_mode` and `session/set_config_option`: the setting changed (the mode is the
+/// one the session's tools will run in: its chat's frontmatter may make it stricter than
+/// asked), and the settings as they are now. Not for a delegated session: its prompts come
+/// from another model, whose harness must not widen what it may do.
+fn set_setting(
     state: &State,
     id: &SessionId,
     config_id: Option<&SessionConfigId>,
     value: &str,
-) -> Result<flemma_config::Mode, Error> {
+) -> Result<(Arc<Session>, Settings), Error> {
     let session = state.session(id)?;
     if session.delegated {
         return Err(invalid(
-            "this session was opened for another agent's ask_agent: its mode is its chat's configuration's, set by flemmad's user",
+            "this session was opened for another agent's ask_agent: its settings are its chat's configuration's, set by flemmad's user",
         ));
     }
-    let mode = modes::requested(config_id, value)?;
-    state.backend.set_mode(&session.path, mode).map_err(invalid)
+    let settings = state.backend.settings(&session.path).ok();
+    let setting = modes::requested(config_id.map(|id| &*id.0), value, settings.as_ref())?;
+    apply(&*state.backend, &session.path, setting).map_err(invalid)?;
+    let settings = state.backend.settings(&session.path).map_err(internal)?;
+    Ok((session, settings))
 }
 
+/// Changes the setting of the chat at `path`: what happened, in a sentence.
+fn apply(backend: &dyn Backend, path: &Path, setting: Setting) -> Result<String, String> {
+    match setting {
+        Setting::Mode(mode) => backend.set_mode(path, mode).map(|effective| {
+            if effective == mode {
+                format!("mode: {} — {}", mode.as_str(), mode.description())
+            } else {
+                format!(
+                    "mode: {} asked, but the chat's frontmatter sets the stricter {}, which wins",
+                    mode.as_str(),
+                    effective.as_str()
+                )
+            }
+        }),
+        Setting::Model(model) => backend.set_model(path, &model),
+        Setting::ThoughtLevel(level) => backend.set_thought_level(path, &level),
+    }
+}
+
+/// The slash commands of a session, told once the client knows the session (after the
+/// answer that names it).
 fn announce_commands(cx: &ConnectionTo<Client>, session: &str) -> Result<(), Error> {
     cx.send_notification(SessionNotification::new(
         session.to_owned(),
         crate::commands::available(),
     ))
+}
+
+/// `/model [NAME]` and `/mode [NAME]`: the choices without a name, else the setting changed
+/// as its config option changes it (a model may be any `flemma.switch` takes), and the
+/// settings told. The text to show.
+fn setting_command(
+    state: &State,
+    session: &Session,
+    command: &str,
+    argument: &str,
+    cx: &ConnectionTo<Client>,
+) -> Result<String, Error> {
+    let settings = match state.backend.settings(&session.path) {
+        Ok(settings) => settings,
+        Err(error) => return Ok(format!("/{command}: {error}")),
+    };
+    let (picker, what) = match command {
+        "mode" => (Some(modes::mode_picker(settings.mode)), "modes"),
+        _ => (settings.model.clone(), "models"),
+    };
+    if argument.is_empty() {
+        return Ok(match picker {
+            Some(picker) => modes::listing(what, &picker),
+            None => format!(
+                "/{command}: no {what} to choose: the chat's configuration does not resolve (`flemmad status` says why)"
+            ),
+        });
+    }
+    let setting = match command {
+        "mode" => modes::requested(Some(modes::MODE_OPTION), argument, Some(&settings)),
+        _ => Ok(Setting::Model(argument.to_owned())),
+    };
+    let answer = match setting.map_err(|e| e.message) {
+        Ok(setting) => apply(&*state.backend, &session.path, setting),
+        Err(error) => Err(error),
+    };
+    retell_settings(&*state.backend, session, cx)?;
+    Ok(answer.unwrap_or_else(|error| format!("/{command}: {error}")))
 }
 
 fn start_prompt(
@@ -832,6 +952,8 @@ fn start_prompt(
         let running = lock(&session.running).is_some();
         let answer = if running && command != "status" {
             format!("/{command}: a prompt runs in this session; run it once that prompt has ended")
+        } else if matches!(command, "model" | "mode") {
+            setting_command(state, &session, command, &argument, &cx)?
         } else {
             match state
                 .backend
@@ -865,7 +987,10 @@ fn start_prompt(
         *running = Some(sender);
         receiver
     };
+    // The chat's frontmatter may have changed its settings since the client was told.
+    retell_settings(&*state.backend, &session, &cx)?;
     let backend = state.backend.clone();
+    let compaction = state.client_compaction.load(Ordering::Relaxed);
     let task_cx = cx.clone();
     // `$/cancel_request` for this prompt cancels it as `session/cancel` does; the answer is
     // still the prompt's own (`stopReason: cancelled`).
@@ -884,6 +1009,7 @@ fn start_prompt(
             unseen: HashMap::new(),
             held: Vec::new(),
             delegations: crate::delegation::Delegations::default(),
+            compaction,
         };
         let run = turn.run(&text);
         tokio::pin!(run);
@@ -900,6 +1026,9 @@ fn start_prompt(
             }
         };
         *lock(&session.running) = None;
+        session.announced.prompt_runs(false);
+        *lock(&session.known) = backend.read_chat(&session.path).ok();
+        retell_settings(&*backend, &session, &task_cx)?;
         let sent = match result {
             Ok(stop) => responder.respond(PromptResponse::new(stop)),
             Err(error) => responder.respond_with_error(error),
@@ -934,6 +1063,14 @@ struct Turn<'a> {
     held: Vec<SessionUpdate>,
     /// What the agents `ask_agent` calls asked have done so far.
     delegations: crate::delegation::Delegations,
+    /// The client takes `compaction_update`s.
+    compaction: bool,
+}
+
+/// A compaction's id, distinct within the process (and so within every session).
+fn compaction_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("compaction-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -949,8 +1086,17 @@ enum Decision {
 
 impl Turn<'_> {
     fn notify(&self, update: SessionUpdate) -> Result<(), Error> {
+        let call = match &update {
+            SessionUpdate::ToolCall(call) => Some(call.tool_call_id.0.clone()),
+            _ => None,
+        };
         self.cx
-            .send_notification(SessionNotification::new(self.session.id.clone(), update))
+            .send_notification(SessionNotification::new(self.session.id.clone(), update))?;
+        // Queued to the client: the call's own file requests may follow it.
+        if let Some(id) = call {
+            self.session.announced.add(&id);
+        }
+        Ok(())
     }
 
     fn read(&self) -> Result<String, Error> {
@@ -999,8 +1145,31 @@ impl Turn<'_> {
         Err(internal(failure))
     }
 
+    /// The turns another editor added to the chat since the client last saw it, told as a
+    /// replay (`user_message_chunk`, `agent_message_chunk`, `tool_call`…) before this
+    /// prompt's own. A chat changed otherwise (an earlier turn edited) is not told again.
+    fn tell_added_turns(&self) -> Result<(), Error> {
+        let known = lock(&self.session.known).clone();
+        let (Some(known), Ok(now)) = (known, self.read()) else {
+            return Ok(());
+        };
+        if known == now {
+            return Ok(());
+        }
+        let cwd = &self.session.cwd;
+        let before = replay::history(&known, cwd);
+        let after = replay::history(&now, cwd);
+        if after.len() > before.len() && after[..before.len()] == before[..] {
+            for update in after.into_iter().skip(before.len()) {
+                self.notify(update)?;
+            }
+        }
+        Ok(())
+    }
+
     async fn run(mut self, prompt: &str) -> Result<StopReason, Error> {
         let path = self.session.path.clone();
+        self.tell_added_turns()?;
         let mut events = self.backend.events(&path);
         // Write the prompt under the trailing `@You:`.
         let written = self
@@ -1012,10 +1181,12 @@ impl Turn<'_> {
         self.tell_title(&written)?;
         // Calls already in the file are history, not this prompt's.
         let doc = flemma_syntax::parse(written);
+        self.session.announced.prompt_runs(true);
         for message in doc.messages() {
             for (_, tool) in message.tool_uses() {
                 self.announced.insert(tool.id.clone());
                 self.finished.insert(tool.id.clone());
+                self.session.announced.add(&tool.id);
             }
         }
         self.backend.send(&path).map_err(invalid)?;
@@ -1083,12 +1254,31 @@ impl Turn<'_> {
                     self.sync_tools()?;
                 }
                 TurnEvent::FileChanged => self.sync_tools()?,
-                // Told as text: the client's `compaction_update` needs its
-                // `session.compaction` capability, which this agent does not track yet.
-                TurnEvent::Compacted(notice) => {
-                    self.say(SessionUpdate::AgentMessageChunk(ContentChunk::new(
-                        ContentBlock::Text(TextContent::new(format!("\n\n_flemmad {notice}_\n\n"))),
-                    )))?
+                // A client that advertised `session.compaction` gets a `compaction_update`
+                // (the summary whole: the engine has it only once it is written); another
+                // one, a line of the reply's text.
+                TurnEvent::Compacted { notice, meta } => {
+                    if self.compaction {
+                        self.say(SessionUpdate::CompactionUpdate(
+                            CompactionUpdate::new(compaction_id(), CompactionStatus::Completed)
+                                .summary(vec![ContentBlock::Text(TextContent::new(notice))])
+                                .meta(meta),
+                        ))?
+                    } else {
+                        self.say(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                            ContentBlock::Text(TextContent::new(format!(
+                                "\n\n_flemmad {notice}_\n\n"
+                            ))),
+                        )))?
+                    }
+                }
+                TurnEvent::CompactionFailed(message) => {
+                    if self.compaction {
+                        self.say(SessionUpdate::CompactionUpdate(
+                            CompactionUpdate::new(compaction_id(), CompactionStatus::Failed)
+                                .error(message),
+                        ))?
+                    }
                 }
                 TurnEvent::AgentProgress(progress) => {
                     if !self.announced.contains(&progress.tool_id) {

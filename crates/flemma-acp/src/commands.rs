@@ -1,6 +1,7 @@
 //! The slash commands an ACP client offers (`available_commands_update`): typed as the whole
-//! prompt (`/status`, `/rewind toolu_01…`), answered by flemmad without asking the model and
-//! without writing the chat.
+//! prompt (`/status`, `/rewind toolu_01…`, `/model openai/gpt-5.4`), answered by flemmad
+//! without asking the model and without writing the chat. flemmad has no prompt templates of
+//! the user's to offer as commands (a chat's templates are its own text).
 
 use agent_client_protocol::v1::schema::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentBlock, SessionUpdate,
@@ -8,7 +9,7 @@ use agent_client_protocol::v1::schema::{
 };
 
 /// Name, description, and the hint for what may follow the name.
-pub const COMMANDS: [(&str, &str, Option<&str>); 3] = [
+pub const COMMANDS: [(&str, &str, Option<&str>); 5] = [
     (
         "status",
         "What the next request holds against the model's context window, and the calls waiting for approval",
@@ -23,6 +24,16 @@ pub const COMMANDS: [(&str, &str, Option<&str>); 3] = [
         "compact",
         "Summarise the older turns into the chat (kept whole in an archive; `flemmad compact --undo` puts them back)",
         Some("what the summary should keep above all (optional)"),
+    ),
+    (
+        "model",
+        "Switch the model of the chat's next requests (as `flemma.switch`; its frontmatter wins), or list the choices",
+        Some("provider/model, a model of the chat's provider, or a $preset (none: list them)"),
+    ),
+    (
+        "mode",
+        "Set what the chat's tools may change (ask, default, auto-edit), or list the modes",
+        Some("ask, default or auto-edit (none: list them)"),
     ),
 ];
 

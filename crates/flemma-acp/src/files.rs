@@ -3,9 +3,10 @@
 //! `read`, `write` and `edit` see the editor's unsaved buffers and their edits show in the
 //! editor at once. Calls block the calling thread (a tool's), never the connection.
 
+use std::collections::HashSet;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::ConnectionTo;
@@ -18,6 +19,62 @@ use agent_client_protocol::{Client, JsonRpcRequest};
 pub const FILE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a waiting call looks at its cancel flag.
 const POLL: Duration = Duration::from_millis(50);
+
+/// How long a call's file request waits at most for the call's `tool_call` to reach the
+/// client (the session announces it once the chat shows the call, within about 100 ms).
+pub const ANNOUNCE_WAIT: Duration = Duration::from_secs(3);
+
+/// The calls a session's running prompt has told the client about (`tool_call`): a call's
+/// own file request waits for its announcement, so the client never sees a tool read or
+/// write a file before it knows the call (whatever the provider's pace).
+#[derive(Debug, Default)]
+pub struct Announced {
+    /// Whether a prompt runs, and the calls told so far.
+    state: Mutex<(bool, HashSet<String>)>,
+    changed: Condvar,
+}
+
+impl Announced {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (bool, HashSet<String>)> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A prompt starts (`true`) or ended: without one, nothing tells the client about calls
+    /// and nobody waits.
+    pub(crate) fn prompt_runs(&self, runs: bool) {
+        let mut state = self.lock();
+        state.0 = runs;
+        if !runs {
+            state.1.clear();
+        }
+        self.changed.notify_all();
+    }
+
+    /// The client knows the call `tool_id`.
+    pub(crate) fn add(&self, tool_id: &str) {
+        self.lock().1.insert(tool_id.to_owned());
+        self.changed.notify_all();
+    }
+
+    /// Waits until the client knows the call `tool_id`, while a prompt runs, at most
+    /// [`ANNOUNCE_WAIT`] and until `cancelled`.
+    fn wait_for(&self, tool_id: &str, cancelled: &dyn Fn() -> bool) {
+        let deadline = Instant::now() + ANNOUNCE_WAIT;
+        let mut state = self.lock();
+        while state.0 && !state.1.contains(tool_id) && !cancelled() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::info!(tool_id, "a file request went out before its call was told");
+                return;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, left.min(POLL))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
 
 /// One session's access to the client's files.
 #[derive(Clone)]
@@ -34,6 +91,8 @@ pub struct ClientFiles {
     closed: Arc<AtomicBool>,
     /// Tells this session's access from another's (of another connection) on the same chat.
     id: u64,
+    /// The calls the session's prompt told the client about.
+    announced: Arc<Announced>,
 }
 
 impl std::fmt::Debug for ClientFiles {
@@ -55,6 +114,7 @@ impl ClientFiles {
         reads: bool,
         writes: bool,
         closed: Arc<AtomicBool>,
+        announced: Arc<Announced>,
     ) -> Option<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let runtime = tokio::runtime::Handle::try_current().ok()?;
@@ -66,6 +126,7 @@ impl ClientFiles {
             writes,
             closed,
             id: NEXT.fetch_add(1, Ordering::Relaxed),
+            announced,
         })
     }
 
@@ -77,6 +138,12 @@ impl ClientFiles {
     /// Whether the client writes files, and is still there.
     pub fn writes(&self) -> bool {
         self.writes && !self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the client knows the call `tool_id` (its `tool_call` was sent) before that
+    /// call's file request, while a prompt of the session runs (at most [`ANNOUNCE_WAIT`]).
+    pub fn wait_for_call(&self, tool_id: &str, cancelled: &dyn Fn() -> bool) {
+        self.announced.wait_for(tool_id, cancelled);
     }
 
     /// Whether `other` is this same access (not another connection's on the same chat).

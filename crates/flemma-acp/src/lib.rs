@@ -58,13 +58,52 @@ pub enum TurnEvent {
     /// An agent a call of `ask_agent` asked wants permission for one of its tool calls.
     AgentPermission(delegation::Permission),
     /// The chat was compacted before a request (its older turns summarised): what to tell the
-    /// user.
-    Compacted(String),
+    /// user, and the compaction's facts for the client's `_meta` (messages, archive, model,
+    /// tokens before and after).
+    Compacted {
+        notice: String,
+        meta: serde_json::Map<String, serde_json::Value>,
+    },
+    /// A compaction failed (the chat is unchanged): why.
+    CompactionFailed(String),
     /// The engine stopped (with a message for errors and refusals).
     Stopped {
         reason: flemma_protocol::event::StopLabel,
         message: Option<String>,
     },
+}
+
+/// One value a session setting may take (a model, a thought level).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    /// What selects it (`anthropic/claude-sonnet-4-5`, `$fast`, `high`).
+    pub value: String,
+    /// What the user sees.
+    pub name: String,
+    pub description: Option<String>,
+}
+
+/// A session setting's choices, `current` among them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Picker {
+    pub current: String,
+    pub choices: Vec<Choice>,
+}
+
+impl Picker {
+    pub fn has(&self, value: &str) -> bool {
+        self.choices.iter().any(|choice| choice.value == value)
+    }
+}
+
+/// What a session's next prompt runs with, as the client's pickers show it: the mode
+/// (docs/modes.md), the model (`None` when the configuration does not resolve) and the
+/// thinking level (`None` for a model that does not think).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub mode: flemma_config::Mode,
+    pub model: Option<Picker>,
+    pub thought_level: Option<Picker>,
 }
 
 /// An MCP server the editor gives a session (`mcpServers`).
@@ -145,6 +184,28 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<flemma_config::Mode, String> {
         let _ = (path, mode);
         Err("modes are not available here".to_owned())
+    }
+    /// The settings of the chat at `path`'s next prompt: its mode, model and thinking level
+    /// with their choices.
+    fn settings(&self, path: &Path) -> Result<Settings, String> {
+        Ok(Settings {
+            mode: self.mode(path)?,
+            model: None,
+            thought_level: None,
+        })
+    }
+    /// The chat's next requests use `model` (`provider/model`, a model of its provider, a
+    /// `$preset`), as `flemma.switch` sets it (below its frontmatter); what happened, in a
+    /// sentence.
+    fn set_model(&self, path: &Path, model: &str) -> Result<String, String> {
+        let _ = (path, model);
+        Err("models are not available here".to_owned())
+    }
+    /// The chat's next requests think at `level` (a value of [`Settings::thought_level`]),
+    /// as `set_model` sets a model; what happened, in a sentence.
+    fn set_thought_level(&self, path: &Path, level: &str) -> Result<String, String> {
+        let _ = (path, level);
+        Err("thinking levels are not available here".to_owned())
     }
     /// `session/delete`: moves the chat at `path` out of its project into flemmad's trash
     /// (never destroyed); returns where it lies now, for the user to restore by moving it back.

@@ -35,8 +35,11 @@ Steps (a JSON list):
   {"op": "replace_in_chat", "old": ..., "new": ...}
                                                   another program edits the session's chat
                                                   file (the first `old` becomes `new`)
+  {"op": "wait_for_chat", "contains": TEXT}       waits (30 s at most) until the session's
+                                                  chat file holds TEXT (another editor's turn)
 The output: {"initialize": ..., "steps": [{"op", "result" | "error", "updates",
-"permissions"}]}. Updates are the session/update notifications received during the step, in
+"permissions"}], "seen": [...]}; "seen" is every update ("tool_call_update ID STATUS") and
+file request ("fs/write_text_file PATH") of the run, in the order they arrived. Updates are the session/update notifications received during the step, in
 order, as JSON.
 """
 
@@ -77,6 +80,8 @@ class Recorder:
         self.fs = []
         self.leave = None
         self.leave_after = None
+        # Every update and file request of the run, in the order they arrived.
+        self.seen = []
 
     async def request_permission(self, session_id, tool_call, options, **kwargs):
         self.permissions.append(
@@ -90,6 +95,7 @@ class Recorder:
 
     async def session_update(self, session_id, update, **kwargs):
         self.updates.append(dump(update))
+        self.seen.append(seen_entry(dump(update)))
         if self.cancel_when_seen is not None and self.cancel_when_seen in json.dumps(dump(update)):
             self.cancel_when_seen = None
             asyncio.get_running_loop().create_task(self.conn.cancel(session_id=session_id))
@@ -111,6 +117,7 @@ class Recorder:
         if self.buffers is None:
             raise acp.RequestError.method_not_found("fs/write_text_file")
         self.fs.append({"method": "fs/write_text_file", "path": path, "sessionId": session_id})
+        self.seen.append(f"fs/write_text_file {path}")
         self.buffers[path] = content
         return WriteTextFileResponse()
 
@@ -118,6 +125,7 @@ class Recorder:
         if self.buffers is None:
             raise acp.RequestError.method_not_found("fs/read_text_file")
         self.fs.append({"method": "fs/read_text_file", "path": path, "sessionId": session_id})
+        self.seen.append(f"fs/read_text_file {path}")
         if path in self.buffers:
             return ReadTextFileResponse(content=self.buffers[path])
         with open(path, encoding="utf-8") as file:
@@ -125,6 +133,16 @@ class Recorder:
 
     def on_connect(self, conn):
         self.conn = conn
+
+
+def seen_entry(update):
+    """An update as one line of the run's order: its kind, and its call and status if any."""
+    entry = update["sessionUpdate"]
+    if "toolCallId" in update:
+        entry += " " + update["toolCallId"]
+    if "status" in update:
+        entry += " " + update["status"]
+    return entry
 
 
 def blocks_of(step):
@@ -225,6 +243,16 @@ async def main():
                 elif step["op"] == "list":
                     response = await conn.list_sessions(cwd=cwd)
                     record["result"] = dump(response)
+                elif step["op"] == "wait_for_chat":
+                    # Another editor works on the chat: wait until the file shows it.
+                    for _ in range(600):
+                        with open(session_id, encoding="utf-8") as file:
+                            if step["contains"] in file.read():
+                                break
+                        await asyncio.sleep(0.05)
+                    else:
+                        raise AssertionError(f"the chat never held {step['contains']}")
+                    record["result"] = {}
                 elif step["op"] == "replace_in_chat":
                     with open(session_id, encoding="utf-8") as file:
                         text = file.read()
@@ -253,6 +281,7 @@ async def main():
     if recorder.buffers is not None:
         out["fs"] = recorder.fs
         out["buffers"] = recorder.buffers
+    out["seen"] = recorder.seen
     print(json.dumps(out))
 
 

@@ -2,10 +2,14 @@
 // most editors' clients build on) that drives `flemmad acp` through a script of steps and
 // prints what it saw as one JSON object. It speaks the same step language and prints the same
 // report as ../client.py (the Python SDK's client), so tests/it/acp.rs runs one scenario with
-// either SDK; see that file for the steps. Not every step is here: `prompt_and_leave` and
-// `double_prompt` exist only in the Python client.
+// either SDK; see that file for the steps. Not every step is here: `prompt_and_leave`,
+// `double_prompt` and `wait_for_chat` exist only in the Python client.
 //
 // Usage: node client.mjs FLEMMAD CWD STEPS_JSON
+//
+// Beyond client.py: STEPS_JSON may be {"capabilities": {...}, "steps": [...]} (with or without
+// "buffers"): those client capabilities are advertised too, e.g. `session.compaction`, which
+// the Python SDK does not know.
 //
 // It uses the SDK's `/unstable` entry point because `session/fork` is unstable in ACP; a
 // `$/cancel_request` goes out the SDK's own way (aborting the request's cancellation signal).
@@ -31,12 +35,25 @@ const recorder = {
   sessionId: undefined,
   buffers: undefined,
   fs: [],
+  seen: [],
 };
+
+// An update as one line of the run's order (as client.py's `seen_entry`).
+function seenEntry(update) {
+  let entry = update.sessionUpdate;
+  if (update.toolCallId !== undefined) entry += ` ${update.toolCallId}`;
+  if (update.status !== undefined) entry += ` ${update.status}`;
+  return entry;
+}
 
 let capabilities = {};
 if (!Array.isArray(steps)) {
-  recorder.buffers = { ...(steps.buffers ?? {}) };
-  capabilities = { fs: { readTextFile: true, writeTextFile: true } };
+  if (steps.buffers !== undefined) {
+    recorder.buffers = { ...steps.buffers };
+    capabilities = { fs: { readTextFile: true, writeTextFile: true } };
+  }
+  // More client capabilities to advertise (`{"session": {"compaction": {}}}`).
+  capabilities = { ...capabilities, ...(steps.capabilities ?? {}) };
   steps = steps.steps;
 }
 
@@ -56,18 +73,21 @@ const app = acp
   .onRequest(acp.methods.client.fs.readTextFile, ({ params }) => {
     if (recorder.buffers === undefined) throw acp.RequestError.methodNotFound("fs/read_text_file");
     recorder.fs.push({ method: "fs/read_text_file", path: params.path, sessionId: params.sessionId });
+    recorder.seen.push(`fs/read_text_file ${params.path}`);
     if (params.path in recorder.buffers) return { content: recorder.buffers[params.path] };
     return { content: readFileSync(params.path, "utf8") };
   })
   .onRequest(acp.methods.client.fs.writeTextFile, ({ params }) => {
     if (recorder.buffers === undefined) throw acp.RequestError.methodNotFound("fs/write_text_file");
     recorder.fs.push({ method: "fs/write_text_file", path: params.path, sessionId: params.sessionId });
+    recorder.seen.push(`fs/write_text_file ${params.path}`);
     recorder.buffers[params.path] = params.content;
     return {};
   })
   .onNotification(acp.methods.client.session.update, ({ params }) => {
     const update = params.update;
     recorder.updates.push(update);
+    recorder.seen.push(seenEntry(update));
     if (recorder.cancelWhenSeen !== undefined && JSON.stringify(update).includes(recorder.cancelWhenSeen)) {
       recorder.cancelWhenSeen = undefined;
       void agent.notify(acp.methods.agent.session.cancel, { sessionId: params.sessionId });
@@ -192,6 +212,7 @@ if (recorder.buffers !== undefined) {
   out.fs = recorder.fs;
   out.buffers = recorder.buffers;
 }
+out.seen = recorder.seen;
 child.stdin.end();
 child.kill();
 process.stdout.write(`${JSON.stringify(out)}\n`);
