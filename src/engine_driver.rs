@@ -139,6 +139,11 @@ impl DriverHandle {
         self.sender.send(Message::Session(Input::Leave)).is_ok()
     }
 
+    /// Rewrites the input of the pending call `tool_id` as `input` (`flemma/reviseProposal`).
+    pub fn revise(&self, tool_id: String, input: serde_json::Value) -> bool {
+        self.sender.send(Message::Revise(tool_id, input)).is_ok()
+    }
+
     /// Writes through `store` from now on (an editor opened or closed the document).
     pub fn set_store(&self, store: Box<dyn ChatStore>) -> bool {
         self.sender.send(Message::Writer(store)).is_ok()
@@ -170,6 +175,8 @@ pub struct DriverParts {
 /// What arrives from the driver's tasks and threads.
 enum Message {
     Session(Input),
+    /// A pending call's input rewritten ([`DriverHandle::revise`]).
+    Revise(String, serde_json::Value),
     /// An event a running tool tells (`tool:progress`, `agent:permission-required`).
     Event(EngineEvent),
     Notice(String),
@@ -425,6 +432,7 @@ impl Driver {
                 self.feed(Input::Writer { store: id, kind });
             }
             Message::Compacted(summary) => self.compacted(*summary),
+            Message::Revise(tool_id, input) => self.revise(&tool_id, &input),
             Message::Warning(warning) => {
                 if self.warned.insert(warning.clone()) {
                     (self.report)(Report::Notice(format!("warning: {warning}")));
@@ -900,6 +908,41 @@ impl Driver {
         self.start_request(request, text);
     }
 
+    /// Rewrites the input of the call `tool_id`, still pending in the engine's text, as
+    /// `input` (`flemma/reviseProposal`): written through the session as the engine's own edits
+    /// are (what someone types meanwhile is merged around it). A call no longer pending is left
+    /// as it is, and the editors are told.
+    fn revise(&mut self, tool_id: &str, input: &serde_json::Value) {
+        let doc = flemma_syntax::Document::parse(self.session.engine().text().to_owned());
+        let pending = doc
+            .unresolved_tool_uses()
+            .iter()
+            .any(|(_, _, tool_use)| tool_use.id == tool_id)
+            || flemma_ide::actions::check_pending(&doc, tool_id).is_ok();
+        let fence = doc
+            .tool_use(tool_id)
+            .and_then(|(_, _, tool_use)| tool_use.fence.clone())
+            .filter(|fence| pending && fence.close.is_some());
+        // The session is done again once the revision is written (as after a compaction).
+        if matches!(self.outcome, Some(Ok(_))) {
+            self.outcome = None;
+        }
+        let (Some(fence), Ok(json)) = (fence, serde_json::to_string_pretty(input)) else {
+            (self.report)(Report::Notice(format!(
+                "the proposal of `{tool_id}` was not written back: the call is no longer waiting for approval"
+            )));
+            // Nothing to write: any input but a tick makes the session say it is done again
+            // (this one only has it check the file), so the driver does not wait for nothing.
+            return self.feed(Input::StoreChanged);
+        };
+        let edit = flemma_syntax::TextEdit {
+            range: fence.content,
+            // Pretty JSON: no line of it is a fence's closer.
+            new_text: format!("{json}\n"),
+        };
+        self.feed(Input::Rewrite { edits: vec![edit] });
+    }
+
     /// Compacts the chat by hand (`flemma/compact`): the summary is asked for now, and the
     /// driver does not end before it is back and written.
     pub fn compact(&mut self, order: crate::compaction::Order) {
@@ -1065,19 +1108,25 @@ impl Driver {
                 // The file an approved `write`/`edit` changes is still the one reviewed.
                 let reviewed = match ctx.chat_path.as_deref() {
                     Some(chat) => crate::reviewed::check(chat, &tool_id, &name, &input, &ctx),
-                    None => Ok(()),
+                    None => Ok(crate::reviewed::Checked::AsWritten),
                 };
                 record(crate::checkpoints::Phase::Before);
+                let run =
+                    |input| match tools
+                        .registry
+                        .execute(&name, input, &ctx, &tools.store, &tool_id)
+                    {
+                        Ok(outcome) => (outcome.text, outcome.is_error),
+                        Err(error) => (error.to_string(), true),
+                    };
                 let (text, is_error) = match reviewed {
                     Err(refusal) => (refusal, true),
-                    Ok(()) => {
-                        match tools
-                            .registry
-                            .execute(&name, input, &ctx, &tools.store, &tool_id)
-                        {
-                            Ok(outcome) => (outcome.text, outcome.is_error),
-                            Err(error) => (error.to_string(), true),
-                        }
+                    Ok(crate::reviewed::Checked::AsWritten) => run(input),
+                    // Some hunks only were approved: the call applies those, and its result
+                    // tells the model which were rejected and why.
+                    Ok(crate::reviewed::Checked::Narrowed { input, note }) => {
+                        let (text, is_error) = run(input);
+                        (format!("{}\n\n{note}", text.trim_end()), is_error)
                     }
                 };
                 record(crate::checkpoints::Phase::After);

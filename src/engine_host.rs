@@ -201,6 +201,13 @@ enum HostCommand {
         path: PathBuf,
         order: crate::compaction::Order,
     },
+    /// Rewrite the input of the pending call `tool_id` (`flemma/reviseProposal`): fed to the
+    /// running driver, or a driver starts for it.
+    Revise {
+        path: PathBuf,
+        tool_id: String,
+        input: serde_json::Value,
+    },
     /// The writer of `path` may have changed (an editor attached or detached).
     Writer {
         path: PathBuf,
@@ -289,7 +296,13 @@ impl EngineHost {
         }
         if matches!(
             request,
-            R::Send(_) | R::Approve(_) | R::Reject(_) | R::ApproveAll(_) | R::Execute(_)
+            R::Send(_)
+                | R::Approve(_)
+                | R::Reject(_)
+                | R::ApproveAll(_)
+                | R::Execute(_)
+                | R::ReviseProposal(_)
+                | R::ApproveHunks(_)
         ) {
             self.check_driver(path)?;
         }
@@ -333,7 +346,77 @@ impl EngineHost {
             R::Switch(p) => FlemmaResponse::Switch(self.switch(path, &p.model)?),
             R::Mode(p) => FlemmaResponse::Mode(self.set_mode(path, &p.mode)?),
             R::Compact(p) => FlemmaResponse::Accepted(self.compact(path, p)?),
+            R::Proposal(p) => FlemmaResponse::Proposal(crate::proposals::result(
+                &self.pending(document, &p.tool_id)?,
+            )),
+            R::ReviseProposal(p) => FlemmaResponse::Accepted(self.revise(document, p)?),
+            R::ApproveHunks(p) => FlemmaResponse::Accepted(self.approve_hunks(document, p)?),
         })
+    }
+
+    /// The pending `write` or `edit` call `tool_id` of `document` (as the caller's buffer, else
+    /// the writer's text, says) and its change against the file now.
+    fn pending(
+        &self,
+        document: DocumentRef<'_>,
+        tool_id: &str,
+    ) -> Result<crate::proposals::Pending, RequestError> {
+        let text = match document.buffer {
+            Some(buffer) => buffer.text().to_owned(),
+            None => self
+                .shared
+                .text_of(document.path)
+                .map_err(RequestError::invalid_params)?,
+        };
+        crate::proposals::pending(document.path, text, tool_id, self.config_path())
+            .map_err(RequestError::refused)
+    }
+
+    /// `flemma/reviseProposal`: the call's input rewritten in the chat so that it leaves its
+    /// file as `content`, through the document's writer (a driver of its own, or the running
+    /// one), so that what an editor types meanwhile is merged, not lost.
+    fn revise(
+        &self,
+        document: DocumentRef<'_>,
+        params: flemma_protocol::methods::ReviseParams,
+    ) -> Result<Accepted, RequestError> {
+        let pending = self.pending(document, &params.tool_id)?;
+        let input = crate::proposals::revised_input(&pending, &params.content)
+            .map_err(RequestError::refused)?;
+        let accepted = Accepted {
+            started: !self.is_running(document.path),
+            tool_ids: vec![params.tool_id.clone()],
+        };
+        self.command(HostCommand::Revise {
+            path: document.path.to_owned(),
+            tool_id: params.tool_id,
+            input,
+        })?;
+        Ok(accepted)
+    }
+
+    /// `flemma/approveHunks`: the call is recorded as approved in part (it will run the
+    /// narrowed input, its result naming the hunks rejected and why), then approved as
+    /// `flemma/approve` does; a refused approval forgets the record.
+    fn approve_hunks(
+        &self,
+        document: DocumentRef<'_>,
+        params: flemma_protocol::methods::ApproveHunksParams,
+    ) -> Result<Accepted, RequestError> {
+        let pending = self.pending(document, &params.tool_id)?;
+        crate::proposals::record_in_part(
+            document.path,
+            &params.tool_id,
+            &pending,
+            &params.hunks,
+            params.reason.as_deref(),
+        )
+        .map_err(RequestError::refused)?;
+        let input = Input::Approve {
+            tool_id: params.tool_id.clone(),
+        };
+        self.decide(document, Some(&params.tool_id), "approved", input)
+            .inspect_err(|_| crate::reviewed::forget_partial(document.path, &params.tool_id))
     }
 
     /// Refuses a document that is neither open in an editor (the caller's or another) nor a
@@ -1122,9 +1205,10 @@ struct Inner {
 
 /// A document with a driver.
 enum Slot {
-    /// Being set up: inputs that arrive meanwhile wait here.
+    /// Being set up: inputs (and revisions of a call's input) that arrive meanwhile wait here.
     Starting {
         queued: Vec<Input>,
+        revisions: Vec<(String, serde_json::Value)>,
     },
     Running(DriverHandle),
 }
@@ -1138,7 +1222,7 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                 }
                 let mut slots = inner.slots.borrow_mut();
                 match slots.get_mut(&path) {
-                    Some(Slot::Starting { queued }) => queued.push(input),
+                    Some(Slot::Starting { queued, .. }) => queued.push(input),
                     Some(Slot::Running(handle)) => {
                         handle.input(input);
                     }
@@ -1150,7 +1234,7 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
             }
             HostCommand::IfRunning { path, input } => {
                 match inner.slots.borrow_mut().get_mut(&path) {
-                    Some(Slot::Starting { queued }) => queued.push(input),
+                    Some(Slot::Starting { queued, .. }) => queued.push(input),
                     Some(Slot::Running(handle)) => {
                         handle.input(input);
                     }
@@ -1168,6 +1252,26 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                     continue;
                 }
                 start_driver(&inner, path, First::Compact(order), false);
+            }
+            HostCommand::Revise {
+                path,
+                tool_id,
+                input,
+            } => {
+                if inner.stopping.get() {
+                    continue;
+                }
+                let mut slots = inner.slots.borrow_mut();
+                match slots.get_mut(&path) {
+                    Some(Slot::Starting { revisions, .. }) => revisions.push((tool_id, input)),
+                    Some(Slot::Running(handle)) => {
+                        handle.revise(tool_id, input);
+                    }
+                    None => {
+                        drop(slots);
+                        start_driver(&inner, path, First::Revise(tool_id, input), false);
+                    }
+                }
             }
             HostCommand::Writer { path } => {
                 if let Some(Slot::Running(handle)) = inner.slots.borrow().get(&path) {
@@ -1205,10 +1309,13 @@ async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
 /// Sets up and runs one driver for `path` until nothing runs any more.
 /// Starts the driver of `path` (none runs) for `first`.
 fn start_driver(inner: &Rc<Inner>, path: PathBuf, first: First, send: bool) {
-    inner
-        .slots
-        .borrow_mut()
-        .insert(path.clone(), Slot::Starting { queued: Vec::new() });
+    inner.slots.borrow_mut().insert(
+        path.clone(),
+        Slot::Starting {
+            queued: Vec::new(),
+            revisions: Vec::new(),
+        },
+    );
     let task = tokio::task::spawn_local(drive(inner.clone(), path, first, send));
     let mut tasks = inner.tasks.borrow_mut();
     // A finished driver's handle holds its task's memory: forget it.
@@ -1220,6 +1327,8 @@ fn start_driver(inner: &Rc<Inner>, path: PathBuf, first: First, send: bool) {
 enum First {
     Input(Input),
     Compact(crate::compaction::Order),
+    /// A pending call's input rewritten (`flemma/reviseProposal`).
+    Revise(String, serde_json::Value),
 }
 
 async fn drive(inner: Rc<Inner>, path: PathBuf, first: First, send: bool) {
@@ -1336,13 +1445,13 @@ async fn run_driver(
         state_shared.set_state(&state_path, |doc| doc.driver = Some(state));
     }));
     let handle = driver.commands();
-    let queued = match inner
+    let (queued, revisions) = match inner
         .slots
         .borrow_mut()
         .insert(path.to_owned(), Slot::Running(handle.clone()))
     {
-        Some(Slot::Starting { queued }) => queued,
-        _ => Vec::new(),
+        Some(Slot::Starting { queued, revisions }) => (queued, revisions),
+        _ => (Vec::new(), Vec::new()),
     };
     // The writer may have changed while the driver was set up.
     if shared.writer_session(path) != writer {
@@ -1352,6 +1461,13 @@ async fn run_driver(
     match first {
         First::Input(input) => inputs.push(input),
         First::Compact(order) => driver.compact(order),
+        // After `Load` (the revision is a message the driver reads once it runs).
+        First::Revise(tool_id, input) => {
+            handle.revise(tool_id, input);
+        }
+    }
+    for (tool_id, input) in revisions {
+        handle.revise(tool_id, input);
     }
     inputs.extend(queued);
     if inner.stopping.get() {

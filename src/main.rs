@@ -21,6 +21,7 @@ mod fsutil;
 mod interruptions;
 mod lsp_backend;
 mod mcp_setup;
+mod proposals;
 mod provider_setup;
 mod reviewed;
 mod rewind_chat;

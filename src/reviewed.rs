@@ -31,6 +31,27 @@ struct Base {
     path: PathBuf,
     /// Its SHA-256 (hex) then; `None`: it did not exist.
     sha256: Option<String>,
+    /// Some hunks only were approved (`flemma/approveHunks`): what the call runs instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    partial: Option<Partial>,
+}
+
+/// A call approved in part: the input that applies the approved hunks only, and what its
+/// result tells the model about the others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Partial {
+    input: Value,
+    note: String,
+}
+
+/// What an approved call runs, once its file is checked ([`check`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Checked {
+    /// Its input, as the chat says.
+    AsWritten,
+    /// Some hunks only were approved: this input instead (it applies those), and this note
+    /// after the tool's result (which hunks were rejected, and why).
+    Narrowed { input: Value, note: String },
 }
 
 /// One change of the records at a time in this process (the calls of one answer are checked
@@ -125,7 +146,14 @@ pub fn pending(chat: &Path, calls: &[flemma_engine::PendingCall], ctx: &flemma_t
         let Ok(sha256) = digest(&path) else {
             continue;
         };
-        bases.insert(call.tool_id.clone(), Base { path, sha256 });
+        bases.insert(
+            call.tool_id.clone(),
+            Base {
+                path,
+                sha256,
+                partial: None,
+            },
+        );
         added = true;
     }
     if added && let Err(error) = save(chat, &bases) {
@@ -133,30 +161,74 @@ pub fn pending(chat: &Path, calls: &[flemma_engine::PendingCall], ctx: &flemma_t
     }
 }
 
+/// Some hunks of the pending call `tool_id` are approved: when it runs, it runs `input` (which
+/// applies those hunks to `path`, computed against the file as it is now) and its result ends
+/// with `note`. The file is recorded as it is now: the hunks were reviewed against it.
+pub fn approve_in_part(
+    chat: &Path,
+    tool_id: &str,
+    path: &Path,
+    input: Value,
+    note: String,
+) -> Result<(), String> {
+    let sha256 = digest(path).map_err(|error| {
+        format!(
+            "{} cannot be read to record what its hunks were approved against ({error})",
+            path.display()
+        )
+    })?;
+    let _guard = guard();
+    let mut bases = read(chat);
+    bases.insert(
+        tool_id.to_owned(),
+        Base {
+            path: path.to_owned(),
+            sha256,
+            partial: Some(Partial { input, note }),
+        },
+    );
+    save(chat, &bases).map_err(|error| {
+        format!("cannot record which hunks were approved ({error:#}); nothing was approved")
+    })
+}
+
+/// Forgets that some hunks of `tool_id` were approved (the approval was refused).
+pub fn forget_partial(chat: &Path, tool_id: &str) {
+    let _guard = guard();
+    let mut bases = read(chat);
+    if let Some(base) = bases.get_mut(tool_id)
+        && base.partial.take().is_some()
+        && let Err(error) = save(chat, &bases)
+    {
+        tracing::warn!(chat = %chat.display(), "cannot update what the pending calls were reviewed against ({error:#})");
+    }
+}
+
 /// Before the approved call `tool_id` runs: `Err` (the tool's error text; nothing may be
 /// written) when the file it changes is no longer what it was while the call waited for
-/// approval. The call's record is removed either way.
+/// approval; else what it runs ([`Checked`]). The call's record is removed either way.
 pub fn check(
     chat: &Path,
     tool_id: &str,
     name: &str,
     input: &Value,
     ctx: &flemma_tools::RunContext,
-) -> Result<(), String> {
+) -> Result<Checked, String> {
     let base = {
         let _guard = guard();
         let mut bases = read(chat);
         let Some(base) = bases.remove(tool_id) else {
-            return Ok(());
+            return Ok(Checked::AsWritten);
         };
         if let Err(error) = save(chat, &bases) {
             tracing::warn!(chat = %chat.display(), "cannot update what the pending calls were reviewed against ({error:#})");
         }
         base
     };
-    // A call whose path was edited before approval was reviewed in its new form.
+    // A call whose path was edited before approval was reviewed in its new form (and hunks
+    // approved of its old form mean nothing for it).
     let Some(path) = target(name, input, ctx).filter(|path| *path == base.path) else {
-        return Ok(());
+        return Ok(Checked::AsWritten);
     };
     let now = digest(&path).map_err(|error| {
         format!(
@@ -165,7 +237,10 @@ pub fn check(
         )
     })?;
     if now == base.sha256 {
-        return Ok(());
+        return Ok(match base.partial {
+            Some(Partial { input, note }) => Checked::Narrowed { input, note },
+            None => Checked::AsWritten,
+        });
     }
     let shown = input
         .get("path")

@@ -33,12 +33,28 @@ pub struct ApproveArgs {
     /// With a daemon: return once it took the approval instead of following the cycle.
     #[arg(long, conflicts_with = "no_daemon")]
     pub detach: bool,
+    /// Approve only these hunks of one pending `write` or `edit` (numbered from 1, in the
+    /// order `flemmad status FILE --diff` shows its `@@` lines); the others are rejected and
+    /// the call's result tells the model which.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        conflicts_with = "all",
+        value_name = "N,…"
+    )]
+    pub hunks: Option<Vec<u32>>,
+    /// With `--hunks`: why the other hunks were rejected (the model reads it).
+    #[arg(long, requires = "hunks")]
+    pub reason: Option<String>,
 }
 
 /// How often an edit is rebuilt when the file changes between our read and our write.
 const ATTEMPTS: usize = 20;
 
-pub fn run(args: ApproveArgs) -> Result<ExitCode, CliError> {
+pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+    if let Some(hunks) = &args.hunks {
+        return approve_hunks(&args, hunks, config_path);
+    }
     let build = |doc: &Document| {
         if args.all {
             actions::approve_all(doc)
@@ -97,6 +113,78 @@ pub fn run(args: ApproveArgs) -> Result<ExitCode, CliError> {
         if ids.len() == 1 { "it" } else { "them" }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `flemmad approve FILE ID --hunks N,… [--reason …]`: the call is recorded as approved in
+/// part (it runs the approved hunks only; its result names the others and the reason), then
+/// approved as usual — through the daemon when one runs (`flemma/approveHunks`), else in the
+/// file.
+fn approve_hunks(
+    args: &ApproveArgs,
+    hunks: &[u32],
+    config_path: Option<&Path>,
+) -> Result<ExitCode, CliError> {
+    const COMMAND: &str = "approve";
+    let [tool_id] = args.tool_ids.as_slice() else {
+        return Err(CliError::unreadable(
+            COMMAND,
+            &anyhow::anyhow!("--hunks approves part of one call: name exactly one tool id"),
+        ));
+    };
+    let text =
+        fsutil::read_chat(&args.file).map_err(|error| CliError::unreadable(COMMAND, &error))?;
+    let chat = std::path::absolute(&args.file).unwrap_or_else(|_| args.file.clone());
+    let refused = |why: String| {
+        CliError::unreadable(
+            COMMAND,
+            &anyhow::anyhow!("{why}; nothing was changed in {}", args.file.display()),
+        )
+    };
+    // Checked here first (exit 2, nothing changed), with a daemon too: the daemon checks
+    // again on the chat as it holds it.
+    let pending = crate::proposals::pending(&chat, text, tool_id, config_path).map_err(refused)?;
+    crate::proposals::approved_in_part(&pending, hunks, args.reason.as_deref()).map_err(refused)?;
+    if !args.no_daemon
+        && let Some(client) = DaemonClient::connect()
+    {
+        return via_daemon::run_with(
+            client,
+            COMMAND,
+            &args.file,
+            Action::ApproveHunks {
+                tool_id: tool_id.clone(),
+                hunks: hunks.to_vec(),
+                reason: args.reason.clone(),
+            },
+            Follow::progress(args.detach),
+        );
+    }
+    if args.detach {
+        return Err(CliError::failed(COMMAND, via_daemon::NO_DAEMON_TO_DETACH));
+    }
+    let note =
+        crate::proposals::record_in_part(&chat, tool_id, &pending, hunks, args.reason.as_deref())
+            .map_err(refused)?;
+    let ids = std::slice::from_ref(tool_id);
+    let approved = edit_placeholders(COMMAND, &args.file, |doc: &Document| {
+        actions::approve(doc, ids).map(|edits| (ids.to_vec(), edits))
+    })
+    .inspect_err(|_| crate::reviewed::forget_partial(&chat, tool_id))?;
+    let calls: Vec<_> = call_of_text(&args.file, tool_id).into_iter().collect();
+    record_approvals(&args.file, &calls);
+    eprintln!(
+        "flemmad approve: approved part of `{}`: {note}\nRun `flemmad send {}` to run it",
+        approved.join(", "),
+        shell_quote(&args.file.display().to_string())
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The call `id` of the chat at `file` as it is on disk now: its id, name and input.
+fn call_of_text(file: &Path, id: &str) -> Option<(String, String, serde_json::Value)> {
+    let text = fsutil::read_chat(file).ok()?;
+    let doc = flemma_syntax::parse(text.as_str());
+    call_of(&doc, id).map(|(name, input)| (id.to_owned(), name, input))
 }
 
 /// Whether `id` names an asked agent's question rather than a tool call.

@@ -341,7 +341,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Parse(args) => parse::run(args, config),
         Command::Fmt(args) => return Ok(fmt::run(args)?),
         Command::Send(args) => return send::run(args, config),
-        Command::Approve(args) => return approve::run(args),
+        Command::Approve(args) => return approve::run(args, config),
         Command::Reject(args) => return reject::run(args),
         Command::Cancel(args) => cancel::run(args),
         Command::Status(args) => status::run(args, config),

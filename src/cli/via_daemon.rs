@@ -191,6 +191,12 @@ pub enum Action {
         tool_id: String,
         reason: Option<String>,
     },
+    /// Some hunks of one call approved, the others rejected (`flemma/approveHunks`).
+    ApproveHunks {
+        tool_id: String,
+        hunks: Vec<u32>,
+        reason: Option<String>,
+    },
 }
 
 /// Runs `action` on `file` through the daemon and follows the document until its cycle stops.
@@ -237,6 +243,17 @@ pub fn run_with(
                 params["reason"] = json!(reason);
             }
             vec![("flemma/reject", params)]
+        }
+        Action::ApproveHunks {
+            tool_id,
+            hunks,
+            reason,
+        } => {
+            let mut params = json!({"uri": uri, "toolId": tool_id, "hunks": hunks});
+            if let Some(reason) = reason {
+                params["reason"] = json!(reason);
+            }
+            vec![("flemma/approveHunks", params)]
         }
     };
     for (method, params) in requests {

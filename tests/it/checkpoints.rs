@@ -50,7 +50,7 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 /// `flemmad ARGS` for `chat` against the mock provider at `base`, run to its end.
-fn flemmad(
+pub(crate) fn flemmad(
     chat: &crate::common::Chat,
     base: &str,
     args: &[&str],

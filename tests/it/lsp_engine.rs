@@ -850,3 +850,118 @@ fn compact_up_to_here_rewrites_the_buffer_and_keeps_what_was_typed() {
     );
     client.shutdown();
 }
+
+/// Review before approval in an editor (issue 35): a pending `write` has a "Review changes"
+/// code action whose command answers the proposal (the file now and after, its hunks); the
+/// proposal edited and saved back (`flemma.reviseProposal`) rewrites the call's input in the
+/// buffer, nothing else; `flemma.approveHunks` applies one hunk of it, and the result the model
+/// reads names the other and the reason.
+#[test]
+fn a_proposal_is_reviewed_revised_and_approved_in_part_through_the_editor() {
+    const BEFORE: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n";
+    let mock = Mock::start();
+    let after = BEFORE
+        .replace("1\n2\n", "one\n2\n")
+        .replace("12\n", "twelve\n");
+    mock.provider().push(Turn::default().tool_call_with_id(
+        "write",
+        "toolu_w1",
+        json!({"label": "words", "path": "notes.md", "content": after}),
+    ));
+    mock.provider().push(Turn::text("Understood."));
+    let original = format!("{FRONTMATTER}@You:\nnumber them in words\n");
+    let chat = common::chat(&original);
+    // `write` waits for approval.
+    common::write_user_config(&chat, "[tools]\nauto_approve = [\"read\"]\n");
+    let dir = chat.path.parent().unwrap();
+    std::fs::write(dir.join("notes.md"), BEFORE).unwrap();
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, &original);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "awaiting-approval", "{stopped}");
+    pump_until(&mut client, &uri, "the placeholder", |t| {
+        t.contains("`toolu_w1` (pending)")
+    });
+    // The code action, on the placeholder.
+    let line = client
+        .text(&uri)
+        .lines()
+        .position(|l| l.contains("`toolu_w1` (pending)"))
+        .unwrap();
+    let actions = actions_at(&mut client, &uri, line);
+    let review = actions
+        .iter()
+        .find(|c| c["command"] == "flemma.proposal")
+        .unwrap_or_else(|| panic!("no review action in {actions:?}"))
+        .clone();
+    assert_eq!(review["arguments"], json!([uri, "toolu_w1"]));
+    let proposal = command(&mut client, "flemma.proposal", review["arguments"].clone()).unwrap();
+    assert_eq!(proposal["tool"], "write", "{proposal}");
+    assert_eq!(proposal["before"], BEFORE, "{proposal}");
+    assert_eq!(proposal["after"], after.as_str(), "{proposal}");
+    assert_eq!(proposal["hunks"].as_array().unwrap().len(), 2, "{proposal}");
+    assert_eq!(
+        proposal["hunks"][1]["header"], "@@ -9,4 +9,4 @@",
+        "{proposal}"
+    );
+    // Edited as a document and saved back: the call's input in the buffer changes.
+    let revised = BEFORE
+        .replace("1\n2\n", "ONE\n2\n")
+        .replace("12\n", "TWELVE\n");
+    let answer = command(
+        &mut client,
+        "flemma.reviseProposal",
+        json!([uri, "toolu_w1", revised]),
+    )
+    .unwrap();
+    assert_eq!(answer["toolIds"], json!(["toolu_w1"]), "{answer}");
+    pump_until(&mut client, &uri, "the revised input", |t| {
+        t.contains(r#""content": "ONE\n2\n3"#)
+    });
+    wait_stopped(&mut client, Duration::from_secs(30));
+    assert!(
+        client.text(&uri).contains("`toolu_w1` (pending)"),
+        "{}",
+        client.text(&uri)
+    );
+    assert_eq!(common::read(&dir.join("notes.md")), BEFORE);
+    // A hunk that does not exist is refused, and nothing is decided.
+    let error = command(
+        &mut client,
+        "flemma.approveHunks",
+        json!([uri, "toolu_w1", [3]]),
+    )
+    .unwrap_err();
+    assert!(
+        error["message"].as_str().unwrap().contains("no hunk 3"),
+        "{error}"
+    );
+    let approved = command(
+        &mut client,
+        "flemma.approveHunks",
+        json!([uri, "toolu_w1", [2], "keep the digit"]),
+    )
+    .unwrap();
+    assert_eq!(approved["toolIds"], json!(["toolu_w1"]), "{approved}");
+    pump_until(&mut client, &uri, "the final reply", |t| {
+        t.contains("Understood.")
+    });
+    assert_eq!(
+        common::read(&dir.join("notes.md")),
+        BEFORE.replace("12\n", "TWELVE\n")
+    );
+    let note = "hunk 2 of 2 applied; hunk 1 rejected and not applied (the file does not have them). User feedback: keep the digit";
+    assert!(client.text(&uri).contains(note), "{}", client.text(&uri));
+    let requests = mock.provider().requests();
+    assert!(
+        requests
+            .last()
+            .unwrap()
+            .raw_body
+            .contains("User feedback: keep the digit"),
+        "the model was told"
+    );
+    client.shutdown();
+}

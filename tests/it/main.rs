@@ -42,6 +42,7 @@ mod lsp_two_writers;
 mod modes;
 mod provider_data;
 mod reads;
+mod review_hunks;
 mod sandbox_holds;
 mod start_nothing;
 mod trust;

@@ -102,6 +102,26 @@ CHAT
 @You:
 Here is the snippet:
 CHAT
+  # Review before approval (0.11, review.lua): a pending write of notes.md, two hunks.
+  printf '1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n' > "$work/chats/notes.md"
+  cat > "$work/chats/review.chat" <<'CHAT'
+```json
+{ "flemma": { "provider": "anthropic", "model": "claude-sonnet-4-5", "thinking": false } }
+```
+@You:
+Number the lines in words.
+
+@Assistant:
+**Tool Use:** `write` (`toolu_01REV`)
+```json
+{"label":"words","path":"notes.md","content":"one\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\ntwelve\n"}
+```
+
+@You:
+**Tool Result:** `toolu_01REV` (pending)
+```
+```
+CHAT
   # The plugin's pass (0.11): Flemma's top-level `thinking` alias, bash always asks.
   cat > "$work/chats/plugin.chat" <<'CHAT'
 ```json
@@ -179,6 +199,12 @@ if [ "$modern" = 1 ]; then
   write_chats
   cd "$work/chats"
   run_nvim "$here/init-0.11.lua" plugin.lua || { server_log; exit 1; }
+
+  echo "-- review before approval: the proposal in a diff split, edited and written back, one hunk approved"
+  cd "$work"
+  write_chats
+  cd "$work/chats"
+  run_nvim "$here/init-0.11.lua" review.lua || { server_log; exit 1; }
 
   echo "-- the 0.11 set-up with flemmad missing says so, once, with the fix"
   cd "$work"

@@ -9,6 +9,7 @@ import {
   type StreamInfo,
 } from 'vscode-languageclient/node';
 import { CHAT_LANGUAGE, applyEditMiddleware, registerFeatures } from './features';
+import { PROPOSAL_SCHEME, ProposalFileSystem, reviewMiddleware } from './review';
 import { connectOrSpawn } from './server';
 import { configurationChange, serverSettings } from './trust';
 import { ReplyUndoGroups, type LspApplyEditParams } from './undo';
@@ -40,6 +41,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     output.info(`started ${connection.executable} lsp`);
     return connection.process;
   };
+  // The proposals' documents (review before approval), answered through the client once it runs.
+  const port = {
+    sendRequest: (method: string, params: unknown) =>
+      client === undefined ? Promise.reject(new Error('the language server is not running')) : client.sendRequest(method, params),
+    onNotification: (method: string, handler: (params: unknown) => void) =>
+      client === undefined ? { dispose: () => undefined } : client.onNotification(method, handler),
+  };
+  const proposals = new ProposalFileSystem(port);
+  const executeCommand = reviewMiddleware(port, proposals);
+  context.subscriptions.push(
+    vscode.workspace.registerFileSystemProvider(PROPOSAL_SCHEME, proposals, { isCaseSensitive: true }),
+  );
   client = new LanguageClient(
     'flemma',
     'Flemma',
@@ -48,7 +61,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       documentSelector: [{ language: CHAT_LANGUAGE }],
       initializationOptions: serverConfig,
       outputChannel: output,
-      middleware: { workspace: { handleApplyEdit } },
+      middleware: {
+        workspace: { handleApplyEdit },
+        executeCommand: (command, args, next) =>
+          executeCommand(command, args, (c, a) => next(c, a as never[])),
+      },
     },
   );
   const lsp = client;

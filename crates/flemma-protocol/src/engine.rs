@@ -76,6 +76,38 @@ pub struct ModeResult {
     pub message: String,
 }
 
+/// The answer of `flemma/proposal`: what a pending `write` or `edit` would change, against the
+/// file as it is now (computed when asked).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalResult {
+    /// The call's tool (`write` or `edit`).
+    pub tool: String,
+    /// The file as the call names it.
+    pub shown: String,
+    /// The file's absolute path.
+    pub path: String,
+    /// The file's text now (`null`: it does not exist; the call creates it).
+    pub before: Option<String>,
+    /// Its text after the call.
+    pub after: String,
+    /// The change as a unified diff (empty: the call changes nothing).
+    pub diff: String,
+    /// The diff's hunks, numbered from 1 (what `flemma/approveHunks` names).
+    pub hunks: Vec<ProposalHunk>,
+}
+
+/// One hunk of a [`ProposalResult`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalHunk {
+    pub number: u32,
+    /// `@@ -a,b +c,d @@`.
+    pub header: String,
+    /// The hunk's lines, its header first.
+    pub diff: String,
+}
+
 /// A background job the engine started or recovered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -17,7 +17,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::engine::{Accepted, EngineStatus, JobsResult, ModeResult, SwitchResult, UsageTotals};
+use crate::engine::{
+    Accepted, EngineStatus, JobsResult, ModeResult, ProposalResult, SwitchResult, UsageTotals,
+};
 use crate::error::{RequestError, codes};
 
 /// A request about one document.
@@ -79,6 +81,31 @@ pub struct CompactParams {
     /// What the summary should keep above all.
     #[serde(default)]
     pub focus: Option<String>,
+}
+
+/// `flemma/reviseProposal`: the new content a pending `write` or `edit` should give its file
+/// (the proposal edited as a document), written back into the call's input in the chat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviseParams {
+    pub uri: String,
+    pub tool_id: String,
+    /// The file's whole text as the call should leave it.
+    pub content: String,
+}
+
+/// `flemma/approveHunks`: approve some hunks of a pending `write` or `edit`, reject the others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApproveHunksParams {
+    pub uri: String,
+    pub tool_id: String,
+    /// The hunks applied, numbered from 1 as `flemma/proposal` lists them; the others are
+    /// rejected (the call's result says which).
+    pub hunks: Vec<u32>,
+    /// Why the other hunks were rejected (the model reads it in the call's result).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Declares [`FlemmaRequest`] and what is derived from its list: the method names, each
@@ -159,6 +186,13 @@ requests! {
     "flemma/mode" => Mode(ModeParams),
     /// Compact the document: its older turns become a summary in it, kept whole in an archive.
     "flemma/compact" => Compact(CompactParams),
+    /// What a pending `write` or `edit` would change: its file now and after, the diff and its
+    /// numbered hunks (docs/review.md).
+    "flemma/proposal" => Proposal(ToolCallParams),
+    /// Write new proposed content into a pending `write` or `edit` call's input in the chat.
+    "flemma/reviseProposal" => ReviseProposal(ReviseParams),
+    /// Approve some hunks of a pending `write` or `edit` and reject the others, with a reason.
+    "flemma/approveHunks" => ApproveHunks(ApproveHunksParams),
 }
 
 /// The notification the server sends for engine events (its params are the `event` types).
@@ -282,13 +316,15 @@ pub fn commands() -> impl Iterator<Item = String> {
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum FlemmaResponse {
-    /// `send`, `cancel`, `approve`, `reject`, `approveAll`, `background`, `execute`.
+    /// `send`, `cancel`, `approve`, `reject`, `approveAll`, `background`, `execute`,
+    /// `reviseProposal`, `approveHunks`.
     Accepted(Accepted),
     Status(EngineStatus),
     Jobs(JobsResult),
     Usage(UsageTotals),
     Switch(SwitchResult),
     Mode(ModeResult),
+    Proposal(ProposalResult),
 }
 
 #[cfg(test)]
@@ -320,7 +356,7 @@ mod tests {
 
     #[test]
     fn every_method_is_a_request_and_a_command() {
-        assert_eq!(METHODS.len(), 13);
+        assert_eq!(METHODS.len(), 16);
         for method in METHODS {
             let command = command_of(method).unwrap();
             assert!(command.starts_with("flemma.") && !command.contains('/'));

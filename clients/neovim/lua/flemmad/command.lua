@@ -1,6 +1,6 @@
 -- `:Flemma {subcommand}` with completion (Neovim 0.11 and later), for what Flemma users type:
 -- send, cancel, switch, mode, status, usage, estimate, approve, reject, approve-all, background,
--- execute, autopilot, jobs, messages. Flemma's own spellings (`usage:recall`,
+-- execute, autopilot, jobs, messages, review, approve-hunks. Flemma's own spellings (`usage:recall`,
 -- `usage:estimate`, `tool:approve`, `tool:reject`, `tool:approve-all`, `autopilot:enable`, …)
 -- work too. Every subcommand says what it did.
 local M = {}
@@ -134,15 +134,35 @@ commands.usage = { run = usage_now }
 commands.estimate = { run = estimate }
 commands.jobs = { run = jobs }
 commands.messages = { run = show_messages, anywhere = true }
+--- Runs `run(id)` on the pending call `args[1]`, else the one at or above the cursor.
+local function on_pending(b, args, run)
+  local id = pending_or_cursor(b, args[1])
+  if id == nil then
+    flemmad.notify("no pending tool call at or above the cursor", vim.log.levels.WARN)
+    return
+  end
+  run(id)
+end
 commands.approve = {
   run = function(b, args)
-    local id = pending_or_cursor(b, args[1])
-    if id == nil then
-      flemmad.notify("no pending tool call at or above the cursor", vim.log.levels.WARN)
-      return
-    end
-    flemmad.execute("flemma.approve", b, id)
+    on_pending(b, args, function(id)
+      flemmad.execute("flemma.approve", b, id)
+    end)
   end,
+}
+commands.review = {
+  run = function(b, args)
+    on_pending(b, args, function(id)
+      require("flemmad.review").open(b, id)
+    end)
+  end,
+}
+-- In a proposal's buffer too (it names its chat and call).
+commands["approve-hunks"] = {
+  run = function(_, args)
+    require("flemmad.review").approve_hunks(args)
+  end,
+  anywhere = true,
 }
 commands["approve-all"] = { run = function(b) flemmad.execute("flemma.approveAll", b) end }
 commands.reject = {

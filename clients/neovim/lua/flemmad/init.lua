@@ -506,6 +506,7 @@ function M.setup(opts)
   if methods then
     require("flemmad.ui").setup(group)
     require("flemmad.command").setup()
+    require("flemmad.review").setup()
   end
 end
 

@@ -49,6 +49,16 @@ failures = 0
 checks = 0
 
 
+REVIEWED_BEFORE = "".join(f"{n}\n" for n in range(1, 13))
+REVIEW_CHAT = (
+    "@You:\nNumber the lines in words.\n\n@Assistant:\n"
+    "**Tool Use:** `write` (`toolu_01REV`)\n```json\n"
+    + json.dumps({"label": "words", "path": "notes.md",
+                  "content": REVIEWED_BEFORE.replace("1\n2\n", "one\n2\n", 1).replace("12\n", "twelve\n")})
+    + "\n```\n\n@You:\n**Tool Result:** `toolu_01REV` (pending)\n```\n```\n"
+)
+
+
 def check(ok, what, detail=None):
     global failures, checks
     checks += 1
@@ -90,6 +100,11 @@ def main():
     chat = os.path.join(workspace, "talk.chat")
     with open(chat, "w") as f:
         f.write(FRONTMATTER + "@You:\nSay hello to VS Code.\n")
+    # Review before approval: a pending write of notes.md (two hunks).
+    with open(os.path.join(workspace, "notes.md"), "w") as f:
+        f.write(REVIEWED_BEFORE)
+    with open(os.path.join(workspace, "review.chat"), "w") as f:
+        f.write(REVIEW_CHAT)
     with open(os.path.join(workspace, "broken.chat"), "w") as f:
         f.write("@You:\nlook:\n```\nnever closed\n")
     # What the extension starts: `flemmad lsp`, in process (no daemon here).
@@ -338,6 +353,32 @@ def steps(page):
     text = saved()
     check(text.endswith("Here:\n```rust\nfn main() {}\n\n```\nand:\n```\n\n```\n") and "````" not in text,
           "code fences typed by hand keep three backticks", text[-200:])
+
+    # Review before approval: "Review changes" (a code action on the pending write, Ctrl+.)
+    # opens VS Code's diff editor between notes.md and the proposed content.
+    open_file("review.chat")
+    line = REVIEW_CHAT.splitlines().index("**Tool Result:** `toolu_01REV` (pending)") + 1
+    page.locator(".editor-instance .view-lines").first.click()
+    page.keyboard.press("Control+G")
+    page.wait_for_selector(".quick-input-widget input", timeout=20_000)
+    page.keyboard.type(str(line), delay=50)
+    page.keyboard.press("Enter")
+    review = page.locator(".action-widget .monaco-list-row", has_text="Review changes")
+    for _ in range(5):
+        page.keyboard.press("Control+Period")
+        if wait_until(lambda: review.count() > 0, 10, 0.3):
+            break
+        page.keyboard.press("Escape")
+    offered = review.count() > 0
+    check(offered, "a pending write offers the code action Review changes (Ctrl+.)",
+          page.locator("body").inner_text()[-1500:])
+    if offered:
+        review.first.click()
+        diff = page.locator(".monaco-diff-editor")
+        opened = wait_until(lambda: diff.count() > 0 and "twelve" in diff.first.inner_text(), 30, 0.3)
+        check(opened and "proposed by toolu_01REV" in page.locator(".tab.active").first.inner_text(),
+              "Review changes opens the diff editor between notes.md and the proposal",
+              diff.first.inner_text() if diff.count() else "no diff editor")
 
 
 if __name__ == "__main__":

@@ -184,7 +184,55 @@ export const languages = {
   },
 };
 
-const fake = { Disposable, EventEmitter, Position, Range, CodeLens, StatusBarAlignment, commands, window, languages };
+/** The parts of `vscode.Uri` the review's documents use. */
+export class Uri {
+  private constructor(
+    readonly scheme: string,
+    readonly path: string,
+  ) {}
+  static from(parts: { scheme: string; path: string }): Uri {
+    return new Uri(parts.scheme, parts.path);
+  }
+  static file(path: string): Uri {
+    return new Uri('file', path);
+  }
+  toString(): string {
+    return `${this.scheme}:${this.path}`;
+  }
+}
+
+export class FileSystemError extends Error {
+  static FileNotFound(uri: unknown): FileSystemError {
+    return new FileSystemError(`FileNotFound: ${String(uri)}`);
+  }
+  static NoPermissions(uri: unknown): FileSystemError {
+    return new FileSystemError(`NoPermissions: ${String(uri)}`);
+  }
+  static Unavailable(message: string): FileSystemError {
+    return new FileSystemError(`Unavailable: ${message}`);
+  }
+}
+
+export const FileType = { File: 1, Directory: 2 };
+export const FileChangeType = { Changed: 1, Created: 2, Deleted: 3 };
+export const FilePermission = { Readonly: 1 };
+
+const fake = {
+  Disposable,
+  EventEmitter,
+  Position,
+  Range,
+  CodeLens,
+  StatusBarAlignment,
+  commands,
+  window,
+  languages,
+  Uri,
+  FileSystemError,
+  FileType,
+  FileChangeType,
+  FilePermission,
+};
 
 type Loader = (request: string, parent: unknown, isMain: boolean) => unknown;
 const moduleWithLoad = Module as unknown as { _load: Loader };

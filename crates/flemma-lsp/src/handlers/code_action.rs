@@ -27,6 +27,8 @@ pub(crate) fn handle(
         busy: open.engine.busy(),
         untrusted,
     };
+    // "Review changes" on a pending `write` or `edit` (its own file: issue 35).
+    let reviews = super::review::review_actions(syntax, range, uri.as_str());
     let actions = code_actions::code_actions(syntax, range, state)
         .into_iter()
         .map(|action| {
@@ -53,6 +55,7 @@ pub(crate) fn handle(
                 ..Default::default()
             })
         })
+        .chain(reviews)
         .collect();
     Ok(Some(actions))
 }

@@ -13,6 +13,7 @@ pub(crate) mod folding_range;
 pub(crate) mod hover;
 pub(crate) mod initialize;
 pub(crate) mod inlay_hint;
+pub(crate) mod review;
 pub(crate) mod semantic_tokens;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
