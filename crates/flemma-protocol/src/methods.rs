@@ -79,6 +79,20 @@ pub struct CompactParams {
     /// What the summary should keep above all.
     #[serde(default)]
     pub focus: Option<String>,
+    /// Without `line`: the exchanges kept verbatim at the end (default `context.keep`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<u32>,
+}
+
+/// `flemma/compactUndo`: a compaction put back exactly (docs/context.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompactUndoParams {
+    pub uri: String,
+    /// The summary whose marker (or text) holds this line (0-based); without it, the last
+    /// summary of the document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 /// Declares [`FlemmaRequest`] and what is derived from its list: the method names, each
@@ -159,6 +173,8 @@ requests! {
     "flemma/mode" => Mode(ModeParams),
     /// Compact the document: its older turns become a summary in it, kept whole in an archive.
     "flemma/compact" => Compact(CompactParams),
+    /// Undo a compaction: its summary is replaced by the turns its archive holds, exactly.
+    "flemma/compactUndo" => CompactUndo(CompactUndoParams),
 }
 
 /// The notification the server sends for engine events (its params are the `event` types).
@@ -320,7 +336,7 @@ mod tests {
 
     #[test]
     fn every_method_is_a_request_and_a_command() {
-        assert_eq!(METHODS.len(), 13);
+        assert_eq!(METHODS.len(), 14);
         for method in METHODS {
             let command = command_of(method).unwrap();
             assert!(command.starts_with("flemma.") && !command.contains('/'));
@@ -338,7 +354,11 @@ mod tests {
         );
         assert_eq!(
             FlemmaRequest::arguments("flemma/compact").unwrap(),
-            "[uri, line?, focus?]"
+            "[uri, line?, focus?, keep?]"
+        );
+        assert_eq!(
+            FlemmaRequest::arguments("flemma/compactUndo").unwrap(),
+            "[uri, line?]"
         );
     }
 
