@@ -707,3 +707,73 @@ fn compact_and_undo_go_through_the_daemon_into_the_open_editor() {
     );
     runtime.block_on(mock.shutdown());
 }
+
+/// A background job that delivers while an automatic compaction's summary is written (issue
+/// 34): its turn is not compacted (a job not delivered keeps its turn), its result lands in the
+/// chat beside the summary, the archive does not hold it, and the model gets it.
+#[tokio::test]
+async fn a_job_delivering_during_an_automatic_compaction_is_kept() {
+    let mock = MockProvider::start().await.unwrap();
+    let summaries = MockProvider::start().await.unwrap();
+    let chat = chat(&three_exchanges());
+    let dir = chat.path.parent().unwrap();
+    // About 4000 tokens: the request after the read is past `compact_at`.
+    let big = format!("big\n{}", "0123456789abcdef ".repeat(1000));
+    std::fs::write(dir.join("big.txt"), big).unwrap();
+    write_user_config(
+        &chat,
+        &format!(
+            "[models.\"claude-sonnet-4-5\"]\ncontext_window = 8000\n\n[context]\ncompact_at = 0.5\nkeep = 1\ncompact_model = \"$summary\"\n\n[presets.\"$summary\"]\nprovider = \"openai\"\nmodel = \"gpt-4.1\"\n\n[providers.openai]\nbase_url = \"{}/v1\"\n\n[tools]\nauto_approve = [\"read\", \"bash\"]\n",
+            summaries.base_url()
+        ),
+    );
+    mock.push(
+        Turn::default()
+            .tool_call_with_id(
+                "bash",
+                "t2",
+                serde_json::json!({"label": "slow", "command": "sleep 0.2; echo the job is done",
+                    "timeout": null, "flemma.background": true}),
+            )
+            .tool_call_with_id(
+                "read",
+                "t3",
+                serde_json::json!({"label": "big", "path": "big.txt"}),
+            ),
+    );
+    // The summary pauses on its way: the job delivers meanwhile.
+    summaries.push(
+        Turn::text("Summary: the files are main.rs and lib.rs; main.rs is the entry point.")
+            .stall(2500),
+    );
+    mock.push(Turn::text("Read it."));
+    mock.push(Turn::text("The job is done too."));
+    let out = send(&chat, &mock.base_url()).await;
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(summaries.requests().len(), 1, "{err}");
+    assert!(err.contains("compacted 6 messages"), "{err}");
+    // The job finished while the summary was written; delivered once the compaction was in.
+    assert!(
+        err.find("compacted 6 messages") < err.find("delivered"),
+        "{err}"
+    );
+    let text = read(&chat.path);
+    assert!(text.contains("main.rs is the entry point."), "{text}");
+    assert!(!text.contains("There are two files."), "{text}");
+    // The job's turn and its result are in the chat, not in the archive.
+    let delivered = text.find("the job is done").expect("the job's result");
+    assert!(
+        delivered > text.find("**Tool Use:** `bash` (`t2`)").unwrap(),
+        "{text}"
+    );
+    let archive = archives(&chat).remove(0);
+    assert!(!read(&archive).contains("t2"), "{}", read(&archive));
+    // The model read it.
+    assert!(
+        mock.requests()
+            .iter()
+            .any(|request| request.raw_body.contains("the job is done")),
+        "{text}"
+    );
+}
