@@ -23,7 +23,7 @@ use flemma_syntax::write::COMPACTED_MARKER as MARKER;
 use flemma_syntax::{Document, SegmentKind, TextEdit, TextRange};
 use tokio_util::sync::CancellationToken;
 
-use flemma_protocol::event::{ContextCompacted, EngineEvent};
+use flemma_protocol::event::{ContextCompacted, ContextRestored, EngineEvent};
 
 use crate::provider_setup::ProviderSetup;
 
@@ -455,24 +455,88 @@ fn archive_path(chat: &Path) -> Option<PathBuf> {
     Some(archive_dir(chat)?.join(format!("{nanos}.chat")))
 }
 
-/// `--undo`: the last summary in the chat replaced by the turns its archive holds, when the
-/// archive is this chat's and unchanged.
-pub fn undo(path: &Path) -> Result<PathBuf, Refused> {
+/// An undo ready to be written: replace `range` of the text it was planned on with `turns`,
+/// then [`spend`](Self::spend) the archive once the chat is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    /// The summary message.
+    pub range: TextRange,
+    /// The turns it replaced, exactly as they were.
+    pub turns: String,
+    pub archive: PathBuf,
+}
+
+impl Restore {
+    /// The chat after the undo, from `text` (the text it was planned on).
+    pub fn apply(&self, text: &str) -> String {
+        format!(
+            "{}{}{}",
+            &text[..self.range.start],
+            self.turns,
+            &text[self.range.end..]
+        )
+    }
+
+    /// The edit that undoes the compaction.
+    pub fn edit(&self) -> TextEdit {
+        TextEdit {
+            range: self.range,
+            new_text: self.turns.clone(),
+        }
+    }
+
+    /// Whether `current` (the text after the edit) holds the turns where the summary was.
+    pub fn applied(&self, current: &str) -> bool {
+        current.get(self.range.start..self.range.start + self.turns.len())
+            == Some(self.turns.as_str())
+    }
+
+    /// How many messages come back.
+    pub fn messages(&self) -> usize {
+        flemma_syntax::parse(self.turns.clone()).messages().len()
+    }
+
+    /// The chat is written: the archive goes (what it held is in the chat again).
+    pub fn spend(&self) {
+        let _ = std::fs::remove_file(&self.archive);
+    }
+
+    /// The lifecycle event's data.
+    pub fn event_data(&self) -> ContextRestored {
+        ContextRestored {
+            messages: self.messages() as u64,
+            archive: self.archive.display().to_string(),
+        }
+    }
+}
+
+/// The undo of a compaction of the chat `path` whose text is `text`: the summary whose message
+/// holds `line` (0-based), else the last summary, replaced by the turns its archive holds —
+/// when the archive is this chat's and unchanged since it was written.
+pub fn plan_undo(path: &Path, text: &str, line: Option<usize>) -> Result<Restore, Refused> {
     let failed = |why: String| Refused::Unchanged(why);
-    let text = crate::fsutil::read_chat(path)
-        .map_err(|error| Refused::Unreadable(format!("{error:#}")))?;
-    let doc = flemma_syntax::parse(text.clone());
-    let (message, marker) = doc
-        .messages()
-        .iter()
-        .rev()
-        .filter(|m| m.role == flemma_syntax::Role::You)
-        .find_map(|m| {
-            let body = doc.slice(m.body);
-            body.starts_with(MARKER)
-                .then(|| (m, body.lines().next().unwrap_or_default()))
-        })
-        .ok_or_else(|| failed("the chat holds no compaction summary".to_owned()))?;
+    let doc = flemma_syntax::parse(text.to_owned());
+    let summary = |m: &&flemma_syntax::Message| {
+        m.role == flemma_syntax::Role::You && doc.slice(m.body).starts_with(MARKER)
+    };
+    let message = match line {
+        Some(line) => {
+            let offset = doc.line_index().line_start(line);
+            doc.message_index_at(offset)
+                .map(|index| &doc.messages()[index])
+                .filter(summary)
+                .ok_or_else(|| {
+                    failed(format!("line {} is not in a compaction summary", line + 1))
+                })?
+        }
+        None => doc
+            .messages()
+            .iter()
+            .rev()
+            .find(summary)
+            .ok_or_else(|| failed("the chat holds no compaction summary".to_owned()))?,
+    };
+    let marker = doc.slice(message.body).lines().next().unwrap_or_default();
     let field = |name: &str| {
         let start = marker.find(&format!("{name}=\""))? + name.len() + 2;
         let end = marker[start..].find('"')? + start;
@@ -510,12 +574,21 @@ pub fn undo(path: &Path) -> Result<PathBuf, Refused> {
         .ok()
         .and_then(|from| archived.get(from..))
         .ok_or_else(|| failed("the summary's `from` does not fit its archive".to_owned()))?;
-    let next = format!(
-        "{}{turns}{}",
-        &text[..message.range.start],
-        &text[message.range.end..]
-    );
-    match crate::fsutil::replace_chat_if_unchanged(path, &text, &next) {
+    Ok(Restore {
+        range: message.range,
+        turns: turns.to_owned(),
+        archive,
+    })
+}
+
+/// `--undo` on the file: the last summary in the chat replaced by the turns its archive holds
+/// ([`plan_undo`]).
+pub fn undo(path: &Path) -> Result<Restore, Refused> {
+    let failed = |why: String| Refused::Unchanged(why);
+    let text = crate::fsutil::read_chat(path)
+        .map_err(|error| Refused::Unreadable(format!("{error:#}")))?;
+    let restore = plan_undo(path, &text, None)?;
+    match crate::fsutil::replace_chat_if_unchanged(path, &text, &restore.apply(&text)) {
         Ok(true) => {}
         Ok(false) => {
             return Err(failed(
@@ -524,8 +597,8 @@ pub fn undo(path: &Path) -> Result<PathBuf, Refused> {
         }
         Err(error) => return Err(failed(format!("{error:#}"))),
     }
-    let _ = std::fs::remove_file(&archive);
-    Ok(archive)
+    restore.spend();
+    Ok(restore)
 }
 
 /// Automatic compaction before a request (`context.compact_at`), for one engine driver: the
@@ -556,6 +629,17 @@ pub struct Order {
     /// exchanges.
     pub line: Option<usize>,
     pub focus: Option<String>,
+    /// Without `line`: the exchanges kept verbatim (else `context.keep`).
+    pub keep: Option<usize>,
+}
+
+/// What is asked of a chat's compaction by hand, through its document session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ByHand {
+    /// `flemma/compact`.
+    Compact(Order),
+    /// `flemma/compactUndo`: the summary holding this line (0-based), else the last.
+    Undo { line: Option<usize> },
 }
 
 /// The summary request of a compaction, to run on the driver's tasks.
@@ -660,10 +744,13 @@ impl Auto {
             .config
             .as_ref()
             .ok_or("the configuration does not resolve; fix its errors first")?;
-        let upto = match order.line {
-            Some(line) => Upto::Line(line),
-            None => Upto::Keep(usize::try_from(resolved.config.context.keep).unwrap_or(usize::MAX)),
-        };
+        let upto =
+            match order.line {
+                Some(line) => Upto::Line(line),
+                None => Upto::Keep(order.keep.unwrap_or(
+                    usize::try_from(resolved.config.context.keep).unwrap_or(usize::MAX),
+                )),
+            };
         let plan = plan_for(&analysis.document, upto)?;
         let summariser =
             Summariser::for_chat(&analysis.layers, &resolved.config, chat, Some(chat_model))
@@ -794,6 +881,14 @@ pub fn notice(data: &ContextCompacted) -> String {
         crate::context::thousands(data.tokens_before),
         crate::context::thousands(data.tokens_after),
         data.archive,
+    )
+}
+
+/// The line that tells an undone compaction, from its event's data.
+pub fn restored_notice(data: &ContextRestored) -> String {
+    format!(
+        "restored the {} compacted messages from {}, exactly as they were",
+        data.messages, data.archive
     )
 }
 

@@ -150,6 +150,29 @@ pub fn advice(status: &ContextStatus) -> Option<String> {
     }
 }
 
+/// [`advice`] for a diagnostic republished as the user types: an estimate is said to three
+/// significant digits, so that a key (a token more or less) leaves the message as it was and
+/// the editor is not sent the document's diagnostics again (at 10 MB, Neovim spends 40–60 ms
+/// handling a publish; docs/benchmarks.md, "Typing in Neovim"). The inlay hint keeps the
+/// exact estimate.
+pub fn advice_while_typing(status: &ContextStatus) -> Option<String> {
+    if status.counted == "exact" {
+        return advice(status);
+    }
+    let mut rounded = status.clone();
+    rounded.used = three_digits(status.used);
+    advice(&rounded)
+}
+
+/// `n` to three significant digits (`2,531,234` → `2,530,000`, `2,345` → `2,350`).
+fn three_digits(n: u64) -> u64 {
+    let mut unit = 1u64;
+    while n / unit >= 1000 {
+        unit *= 10;
+    }
+    (n + unit / 2) / unit * unit
+}
+
 /// The refusal of a request that cannot fit, with what to do (the same advice as a provider's
 /// "too long" answer, `flemma_provider::explain::CONTEXT_FIX`).
 pub fn too_long(used: u64, window: u64, model: &str, counted: &str) -> String {
@@ -177,6 +200,42 @@ pub fn thousands(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_estimate_while_typing_keeps_three_digits() {
+        assert_eq!(super::three_digits(2_531_234), 2_530_000);
+        assert_eq!(super::three_digits(2_535_000), 2_540_000);
+        assert_eq!(super::three_digits(2_345), 2_350);
+        assert_eq!(super::three_digits(999), 999);
+        assert_eq!(super::three_digits(0), 0);
+    }
+
+    #[test]
+    fn a_key_typed_leaves_the_editors_warning_as_it_was() {
+        let status = |used: u64| flemma_protocol::status::ContextStatus {
+            model: "claude-sonnet-4-5".into(),
+            used,
+            counted: "estimate".into(),
+            window: Some(200_000),
+            share: Some(used as f64 / 200_000.0),
+            next_cost: None,
+            warn_at: 0.8,
+            compact_at: Some(0.85),
+            state: "full".into(),
+        };
+        let before = super::advice_while_typing(&status(2_531_234)).unwrap();
+        assert_eq!(
+            super::advice_while_typing(&status(2_531_236)),
+            Some(before.clone())
+        );
+        assert!(before.contains("about 2,530,000 input tokens"), "{before}");
+        // `status` and `count` say it to the token.
+        assert!(
+            super::advice(&status(2_531_234))
+                .unwrap()
+                .contains("2,531,234")
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -186,6 +186,8 @@ enum Message {
     Writer(Box<dyn ChatStore>),
     /// The summary of an automatic compaction came back (or failed).
     Compacted(Box<crate::compaction::AutoSummary>),
+    /// Undo a compaction (`flemma/compactUndo`): the summary holding this line, else the last.
+    Restore(Option<usize>),
 }
 
 /// One session and the IO it performs.
@@ -234,6 +236,8 @@ pub struct Driver {
     auto: crate::compaction::Auto,
     /// A compaction asked for by hand waits for its summary: the driver does not end.
     compacting: bool,
+    /// The compactions undone: their archives are removed once the file holds their turns.
+    restored: Vec<crate::compaction::Restore>,
 }
 
 impl Driver {
@@ -312,6 +316,7 @@ impl Driver {
             context: None,
             auto: crate::compaction::Auto::default(),
             compacting: false,
+            restored: Vec::new(),
         }
     }
 
@@ -368,8 +373,16 @@ impl Driver {
                     Ok(reason) => match self.receiver.try_recv() {
                         Ok(message) => self.receive(message),
                         Err(_) => {
-                            // Everything is written: nothing for the next driver to recover.
+                            // Everything is written: nothing for the next driver to recover,
+                            // and what the undone compactions' archives held is in the file
+                            // (an editor's buffer may still be thrown away: kept then).
                             crate::interruptions::clear(self.id.path());
+                            let on_disk = self.session.writer() == FILE;
+                            for restore in self.restored.drain(..) {
+                                if on_disk {
+                                    restore.spend();
+                                }
+                            }
                             return Ok(reason);
                         }
                     },
@@ -433,6 +446,7 @@ impl Driver {
             }
             Message::Compacted(summary) => self.compacted(*summary),
             Message::Revise(tool_id, input) => self.revise(&tool_id, &input),
+            Message::Restore(line) => self.restore(line),
             Message::Warning(warning) => {
                 if self.warned.insert(warning.clone()) {
                     (self.report)(Report::Notice(format!("warning: {warning}")));
@@ -941,6 +955,45 @@ impl Driver {
             new_text: format!("{json}\n"),
         };
         self.feed(Input::Rewrite { edits: vec![edit] });
+    }
+
+    /// A compaction or its undo asked for by hand (`flemma/compact`, `flemma/compactUndo`),
+    /// before the driver runs.
+    pub fn by_hand(&mut self, order: crate::compaction::ByHand) {
+        match order {
+            crate::compaction::ByHand::Compact(order) => self.compact(order),
+            // Once the driver runs (after its text is loaded).
+            crate::compaction::ByHand::Undo { line } => {
+                let _ = self.sender.send(Message::Restore(line));
+            }
+        }
+    }
+
+    /// Undoes a compaction (`flemma/compactUndo`) through the session: the summary is replaced
+    /// by the turns its archive holds (written like the engine's own edits, merged with what an
+    /// editor types meanwhile); the archive goes once the file is written (an editor's buffer
+    /// may be thrown away unsaved: its archive is kept).
+    fn restore(&mut self, line: Option<usize>) {
+        let text = self.session.engine().text().to_owned();
+        let restore = match crate::compaction::plan_undo(self.id.path(), &text, line) {
+            Ok(restore) => restore,
+            Err(refused) => return self.compaction_failed(format!("not restored: {refused}")),
+        };
+        // The session is done again once the undo is written.
+        if matches!(self.outcome, Some(Ok(_))) {
+            self.outcome = None;
+        }
+        self.feed(Input::Rewrite {
+            edits: vec![restore.edit()],
+        });
+        if !restore.applied(self.session.engine().text()) {
+            return self.compaction_failed(
+                "not restored: the chat changed meanwhile; nothing was changed".into(),
+            );
+        }
+        let event = EngineEvent::ContextRestored(restore.event_data());
+        self.restored.push(restore);
+        (self.report)(Report::Event(event));
     }
 
     /// Compacts the chat by hand (`flemma/compact`): the summary is asked for now, and the

@@ -196,10 +196,11 @@ enum HostCommand {
         path: PathBuf,
         input: Input,
     },
-    /// Compact the document (`flemma/compact`): a driver starts for it (none runs).
+    /// Compact the document (`flemma/compact`) or undo a compaction (`flemma/compactUndo`):
+    /// a driver starts for it (none runs).
     Compact {
         path: PathBuf,
-        order: crate::compaction::Order,
+        order: crate::compaction::ByHand,
     },
     /// Rewrite the input of the pending call `tool_id` (`flemma/reviseProposal`): fed to the
     /// running driver, or a driver starts for it.
@@ -351,6 +352,7 @@ impl EngineHost {
             )),
             R::ReviseProposal(p) => FlemmaResponse::Accepted(self.revise(document, p)?),
             R::ApproveHunks(p) => FlemmaResponse::Accepted(self.approve_hunks(document, p)?),
+            R::CompactUndo(p) => FlemmaResponse::Accepted(self.compact_undo(document, &p)?),
         })
     }
 
@@ -648,19 +650,63 @@ impl EngineHost {
         path: &Path,
         params: flemma_protocol::methods::CompactParams,
     ) -> Result<Accepted, RequestError> {
+        self.by_hand(
+            path,
+            crate::compaction::ByHand::Compact(crate::compaction::Order {
+                line: params.line.map(|line| line as usize),
+                focus: params.focus.filter(|focus| !focus.trim().is_empty()),
+                keep: params.keep.map(|keep| (keep as usize).max(1)),
+            }),
+        )
+    }
+
+    /// `flemma/compactUndo`: the turns a compaction replaced put back exactly, through a driver
+    /// of its own as `flemma/compact` is. What can be known before is refused at once (no
+    /// summary there, an archive that is not this chat's or changed since it was written) on
+    /// the caller's buffer, else the file when no editor has it open; the driver checks again
+    /// on the text it writes.
+    fn compact_undo(
+        &self,
+        document: DocumentRef<'_>,
+        params: &flemma_protocol::methods::CompactUndoParams,
+    ) -> Result<Accepted, RequestError> {
+        let path = document.path;
+        let line = params.line.map(|line| line as usize);
+        let text = match document.buffer {
+            Some(buffer) => Some(buffer.text().to_owned()),
+            // Another editor's buffer is not known here: the driver's text says.
+            None if self.has_editor(path) => None,
+            None => Some(
+                crate::fsutil::read_chat(path)
+                    .map_err(|error| RequestError::invalid_params(format!("{error:#}")))?,
+            ),
+        };
+        if let Some(text) = text {
+            crate::compaction::plan_undo(path, &text, line)
+                .map_err(|refused| RequestError::refused(refused.to_string()))?;
+        }
+        self.by_hand(path, crate::compaction::ByHand::Undo { line })
+    }
+
+    fn by_hand(
+        &self,
+        path: &Path,
+        order: crate::compaction::ByHand,
+    ) -> Result<Accepted, RequestError> {
         if self.is_running(path) {
             return Err(RequestError::refused(format!(
-                "flemmad works on {} (a send, tools or jobs): compact once it stops (during a send, `context.compact_at` compacts on its own)",
-                path.display()
+                "flemmad works on {} (a send, tools or jobs): {} once it stops (during a send, `context.compact_at` compacts on its own)",
+                path.display(),
+                match order {
+                    crate::compaction::ByHand::Compact(_) => "compact",
+                    crate::compaction::ByHand::Undo { .. } => "undo the compaction",
+                }
             )));
         }
         let accepted = self.accepted(path);
         self.command(HostCommand::Compact {
             path: path.to_owned(),
-            order: crate::compaction::Order {
-                line: params.line.map(|line| line as usize),
-                focus: params.focus.filter(|focus| !focus.trim().is_empty()),
-            },
+            order,
         })?;
         Ok(accepted)
     }
@@ -1326,7 +1372,7 @@ fn start_driver(inner: &Rc<Inner>, path: PathBuf, first: First, send: bool) {
 /// What a driver starts for.
 enum First {
     Input(Input),
-    Compact(crate::compaction::Order),
+    Compact(crate::compaction::ByHand),
     /// A pending call's input rewritten (`flemma/reviseProposal`).
     Revise(String, serde_json::Value),
 }
@@ -1422,6 +1468,10 @@ async fn run_driver(
                     report_shared
                         .tell_editors(&report_path, |editor| editor.notice(&failed.message));
                 }
+                EngineEvent::ContextRestored(data) => {
+                    let notice = crate::compaction::restored_notice(data);
+                    report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
+                }
                 _ => {}
             }
             report_shared.publish(&report_path, event)
@@ -1460,7 +1510,7 @@ async fn run_driver(
     let mut inputs = vec![Input::Load];
     match first {
         First::Input(input) => inputs.push(input),
-        First::Compact(order) => driver.compact(order),
+        First::Compact(order) => driver.by_hand(order),
         // After `Load` (the revision is a message the driver reads once it runs).
         First::Revise(tool_id, input) => {
             handle.revise(tool_id, input);

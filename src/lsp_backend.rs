@@ -202,7 +202,8 @@ impl Backend for HostBackend {
         let status = crate::context::estimate(meter, analysis, &path, &tools)?;
         Some(flemma_lsp::ContextMeter {
             line: crate::context::line(&status),
-            advice: crate::context::advice(&status).map(|advice| (advice, status.state == "full")),
+            advice: crate::context::advice_while_typing(&status)
+                .map(|advice| (advice, status.state == "full")),
         })
     }
 

@@ -2,7 +2,9 @@
 //! older turns of a chat replaced by a summary written into the chat as ordinary text, the
 //! turns themselves moved byte for byte into an archive `.chat` where no tool of the chat can
 //! write, and put back exactly by `--undo` (docs/context.md). The compaction itself is
-//! `crate::compaction`'s; this is its command on the file.
+//! `crate::compaction`'s; this is its command: through the running daemon when one answers
+//! (`flemma/compact`, `flemma/compactUndo`: written by the document's writer, so an editor
+//! with the chat open gets the change as an edit), else on the file.
 
 use std::path::{Path, PathBuf};
 
@@ -27,9 +29,18 @@ pub struct CompactArgs {
     /// Put back the turns the last compaction replaced, exactly as they were.
     #[arg(long)]
     pub undo: bool,
+    /// Work on the file in this process even when a daemon (`flemmad serve`) runs (an editor
+    /// with the chat open through it then finds the file changed under it).
+    #[arg(long)]
+    pub no_daemon: bool,
 }
 
 pub fn run(args: CompactArgs, config_path: Option<&Path>) -> Result<(), CliError> {
+    if !args.no_daemon
+        && let Some(client) = super::via_daemon::DaemonClient::connect()
+    {
+        return through_daemon(client, &args);
+    }
     if let Some(owner) = crate::driver_lock::DriverLock::owner(&args.file) {
         return Err(CliError::failed(
             "compact",
@@ -41,10 +52,10 @@ pub fn run(args: CompactArgs, config_path: Option<&Path>) -> Result<(), CliError
     }
     if args.undo {
         return match compaction::undo(&args.file) {
-            Ok(archive) => {
+            Ok(restore) => {
                 println!(
                     "restored the compacted turns from {} into {}",
-                    archive.display(),
+                    restore.archive.display(),
                     args.file.display()
                 );
                 Ok(())
@@ -122,4 +133,74 @@ pub fn run(args: CompactArgs, config_path: Option<&Path>) -> Result<(), CliError
         args.file.display()
     );
     Ok(())
+}
+
+/// The compaction (or its undo) asked of the daemon, which writes it through the document's
+/// writer (an editor with the chat open, else the file); follows the document's events until
+/// its driver stops and says what happened as the in-process command does.
+fn through_daemon(
+    mut client: super::via_daemon::DaemonClient,
+    args: &CompactArgs,
+) -> Result<(), CliError> {
+    use flemma_protocol::event::EngineEvent;
+    use serde_json::json;
+    // An unreadable chat says so (exit 2) as the in-process command does.
+    crate::fsutil::read_chat(&args.file)
+        .map_err(|error| CliError::unreadable("compact", &error))?;
+    let path = std::path::absolute(&args.file).map_err(|error| {
+        CliError::failed(
+            "compact",
+            format!("cannot make {} absolute: {error}", args.file.display()),
+        )
+    })?;
+    let uri = path.display().to_string();
+    let failed = |error: super::via_daemon::ClientError| match error {
+        super::via_daemon::ClientError::Refused(message) => CliError::failed("compact", message),
+        other => CliError::failed("compact", other),
+    };
+    client
+        .request("flemma/subscribe", json!({"uri": uri, "text": false}))
+        .map_err(failed)?;
+    let (method, params) = if args.undo {
+        ("flemma/compactUndo", json!({"uri": uri}))
+    } else {
+        let mut params = json!({"uri": uri});
+        if let Some(focus) = &args.focus {
+            params["focus"] = json!(focus);
+        }
+        if let Some(keep) = args.keep {
+            params["keep"] = json!(u32::try_from(keep).unwrap_or(u32::MAX));
+        }
+        ("flemma/compact", params)
+    };
+    client.request(method, params).map_err(failed)?;
+    let mut outcome: Option<Result<String, String>> = None;
+    loop {
+        let event = client.next_event().map_err(failed)?;
+        let Some(event) = super::via_daemon::decode_event(&event) else {
+            continue;
+        };
+        match event {
+            EngineEvent::ContextCompacted(data) => {
+                outcome = Some(Ok(crate::compaction::notice(&data)));
+            }
+            EngineEvent::ContextRestored(data) => {
+                outcome = Some(Ok(crate::compaction::restored_notice(&data)));
+            }
+            EngineEvent::ContextCompactionFailed(failed) => outcome = Some(Err(failed.message)),
+            EngineEvent::EngineStopped(stopped) => {
+                let why = stopped
+                    .message
+                    .unwrap_or_else(|| "the daemon did nothing".to_owned());
+                break match outcome.unwrap_or(Err(format!("{why}; nothing was changed"))) {
+                    Ok(line) => {
+                        println!("{line} (through the daemon)");
+                        Ok(())
+                    }
+                    Err(why) => Err(CliError::failed("compact", why)),
+                };
+            }
+            _ => {}
+        }
+    }
 }

@@ -369,7 +369,7 @@ pub fn run_with(
 }
 
 /// The event of a `flemma/event` notification's params (`{name, uri, data}`).
-fn decode_event(params: &Value) -> Option<EngineEvent> {
+pub(super) fn decode_event(params: &Value) -> Option<EngineEvent> {
     let name = params.get("name").and_then(Value::as_str)?;
     EngineEvent::from_parts(name, params.get("data").cloned().unwrap_or(Value::Null))
 }

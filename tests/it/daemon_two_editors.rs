@@ -156,6 +156,23 @@ fn two_editors_on_one_document_the_most_recently_active_receives_the_edits() {
     runtime.block_on(mock.shutdown());
 }
 
+/// A daemon for `chat` with the providers at `base`, and an editor of `flavor` that has the
+/// chat open through it (as `text`); with the chat's uri.
+pub(crate) fn daemon_and_editor(
+    flavor: Flavor,
+    base: &str,
+    chat: &Chat,
+    text: &str,
+) -> (Daemon, Client, String) {
+    let dir = chat.path.parent().unwrap().to_owned();
+    let env = environment(base, chat);
+    let daemon = serve(&env, &dir);
+    let uri = format!("file://{}", chat.path.display());
+    let mut client = editor(flavor, &env, &dir);
+    open_settled(&mut client, &uri, text);
+    (daemon, client, uri)
+}
+
 /// Opens `uri` in `client` and waits until its session has it (a request after the
 /// `didOpen` is answered after it): which editor opened last is then certain.
 pub(crate) fn open_settled(client: &mut Client, uri: &str, text: &str) {

@@ -50,6 +50,7 @@ fn initialize_negotiates_the_encoding_and_answers_fast() {
             "flemma.usage",
             "flemma.switch",
             "flemma.compact",
+            "flemma.compactUndo",
         ] {
             assert!(
                 commands.contains(&json!(command)),

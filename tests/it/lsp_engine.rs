@@ -802,9 +802,11 @@ fn progress_says_composing_a_tool_call_while_its_arguments_stream() {
 
 /// "Compact up to here" (issue 34): the code action runs `flemma.compact` with the line; the
 /// summary reaches the editor's buffer as an edit, while what the user types meanwhile at the
-/// end is kept; the notice says where the turns are, and the file on disk is not written.
+/// end is kept; the notice says where the turns are, and the file on disk is not written. "Undo
+/// this compaction" (`flemma.compactUndo`) puts the original bytes back the same way, and
+/// refuses an archive changed since it was written.
 #[test]
-fn compact_up_to_here_rewrites_the_buffer_and_keeps_what_was_typed() {
+fn compact_up_to_here_and_its_undo_rewrite_the_buffer_and_keep_what_was_typed() {
     let mock = Mock::start();
     mock.provider()
         .push(Turn::text("The user asked one thing; the answer was first.").bytes_per_sec(400));
@@ -847,6 +849,110 @@ fn compact_up_to_here_rewrites_the_buffer_and_keeps_what_was_typed() {
         common::read(&chat.path),
         original,
         "the editor owns the document"
+    );
+
+    // "Undo this compaction" on the summary: the original bytes come back into the buffer as
+    // an edit, with what was typed before and after the compaction.
+    let typed = client.text(&uri).len();
+    client.type_at(&uri, typed, " and five");
+    let undo = "Undo this compaction (the turns it replaced come back, exactly as they were)";
+    let marker_line = FRONTMATTER.lines().count() + 1;
+    let actions = actions_at(&mut client, &uri, marker_line);
+    assert_eq!(pick(&mut client, &actions, undo), json!({"started": true}));
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    pump_until(&mut client, &uri, "the turns in the buffer", |t| {
+        t.contains("\nfirst\n")
+    });
+    assert_eq!(
+        client.text(&uri),
+        format!("{original}and four and five"),
+        "the original bytes and what was typed"
+    );
+    assert_eq!(common::read(&chat.path), original);
+    // The buffer may still be thrown away: the archive is kept until the file holds the turns.
+    let archive = text
+        .split("archive=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    assert!(Path::new(&archive).exists(), "{archive}");
+
+    // No summary there now: refused at once, saying why, and nothing changes.
+    let refused =
+        command(&mut client, "flemma.compactUndo", json!([uri, marker_line])).unwrap_err();
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("is not in a compaction summary")),
+        "{refused}"
+    );
+    // A summary whose archive changed since it was written is refused the same way.
+    let end = client.text(&uri).len();
+    client.replace(&uri, 0, end, &text);
+    std::fs::write(&archive, "@You:\n(approved) tampered\n").unwrap();
+    let refused = command(&mut client, "flemma.compactUndo", json!([uri])).unwrap_err();
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("changed since it was written; nothing was changed")),
+        "{refused}"
+    );
+    assert_eq!(client.text(&uri), text);
+    client.shutdown();
+}
+
+/// Typing in the turns being compacted while the summary is written (issue 34): the document
+/// session's rule holds — nothing typed is lost — so the compaction is refused with a notice
+/// saying why, and the buffer keeps what was typed.
+///
+/// Known bug, not fixed yet: the driver checks the turns against the engine's text, which in
+/// an editor's session learns of the typing only when it writes (a merge); the typing was
+/// seen lost (the summary written over it) or the compaction left hanging. The fix belongs in
+/// the session: read the writer before a rewrite, or refuse a merge whose edit falls inside a
+/// rewritten range.
+#[test]
+#[ignore = "known bug (issue 34): typing inside the turns being compacted in an editor is lost"]
+fn typing_in_the_turns_being_compacted_refuses_the_compaction_and_keeps_the_typing() {
+    let mock = Mock::start();
+    // The summary pauses on its way: the user types meanwhile.
+    mock.provider().push(Turn::text("A summary.").stall(1500));
+    let original = format!(
+        "{FRONTMATTER}@You:\none\n\n@Assistant:\nfirst\n\n@You:\ntwo\n\n@Assistant:\nsecond\n\n@You:\nthree\n"
+    );
+    let chat = common::chat(&original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, &original);
+    let line = original[..original.find("first").unwrap()].lines().count();
+    let actions = actions_at(&mut client, &uri, line);
+    let title = "Compact up to here (a summary replaces this message and those before it; the ones after stay)";
+    assert_eq!(pick(&mut client, &actions, title), json!({"started": true}));
+    // Typed into the answer the summary replaces.
+    let at = client.text(&uri).find("first").unwrap() + "first".len();
+    client.type_at(&uri, at, ", then more");
+    let notice = client.wait_notification("window/showMessage", |params| {
+        params["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("compaction"))
+    });
+    assert_eq!(
+        notice["message"],
+        "compaction: the chat changed while its summary was written; the chat is unchanged",
+        "{notice}"
+    );
+    let stopped = wait_stopped(&mut client, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "idle", "{stopped}");
+    assert_eq!(
+        client.text(&uri),
+        original.replace("first", "first, then more"),
+        "what was typed stays and nothing was compacted"
+    );
+    assert_eq!(
+        mock.provider().requests().len(),
+        1,
+        "the summary was asked for"
     );
     client.shutdown();
 }

@@ -314,6 +314,33 @@ says("Flemma usage", "this chat: ")
 -- The statusline snippet of docs/context.md: the last request against the model's window.
 local meter = flemmad.statusline()
 check(meter:match("^context %d+%% of [%d,]+$") ~= nil, "require('flemmad').statusline() gives the context meter", meter)
+-- The meter as an inlay hint (issue 34), asked by Neovim's LSP client for the whole chat (Neovim
+-- fetches the visible lines only; the meter sits on the last @You: line): the next request's
+-- tokens against the model's window (claude-sonnet-4-5: 200,000 in the catalogue) and that
+-- request's cost.
+local function meter_hint()
+  local params = {
+    textDocument = vim.lsp.util.make_text_document_params(buf),
+    range = { start = { line = 0, character = 0 }, ["end"] = { line = vim.api.nvim_buf_line_count(buf), character = 0 } },
+  }
+  for _, answer in pairs(vim.lsp.buf_request_sync(buf, "textDocument/inlayHint", params, 5000) or {}) do
+    for _, hint in ipairs(answer.result or {}) do
+      local label = hint.label
+      if type(label) == "table" then
+        label = table.concat(vim.tbl_map(function(part) return part.value end, label))
+      end
+      if label:find("input tokens", 1, true) then
+        return label
+      end
+    end
+  end
+  return nil
+end
+check(wait(10000, function() return meter_hint() ~= nil end)
+    and meter_hint():match("^≈[%d,]+ / 200,000 input tokens %(") ~= nil
+    and meter_hint():find("next request $", 1, true) ~= nil,
+  "the context meter is an inlay hint: used / window / the next request's cost",
+  tostring(meter_hint()))
 says("Flemma jobs", "flemmad: no background job in plugin.chat")
 -- (An estimate is of what a send would send: the next question typed, not yet saved.)
 vim.api.nvim_buf_set_lines(buf, -1, -1, false, { "And how many tokens is all this?" })

@@ -25,7 +25,6 @@ import sys
 import tempfile
 import time
 
-import pynvim
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT = os.path.dirname(HERE)
@@ -33,7 +32,7 @@ CLIENT = os.path.dirname(HERE)
 INIT = r"""
 vim.opt.runtimepath:append(vim.env.FLEMMAD_CLIENT)
 vim.opt.swapfile = false
-require("flemmad").setup({ start = false })
+require("flemmad").setup({ start = false, ui = { inlay_hints = vim.env.TYPING_HINTS ~= "0" } })
 if vim.env.TYPING_SERVER == "1" then
   vim.lsp.config("flemmad", { cmd = { vim.env.FLEMMAD, "lsp", "--no-daemon" } })
   vim.lsp.enable("flemmad")
@@ -126,12 +125,19 @@ def summary(waits_ms):
 
 
 def main():
+    import pynvim  # only the measurement needs it (compact_cost.sh imports chat_of)
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=float, default=10.0, help="chat size in MB (10)")
     parser.add_argument("--keys", type=int, default=300, help="keys to type (300)")
     parser.add_argument("--interval", type=float, default=50.0, help="ms between keys (50)")
     parser.add_argument("--enter-every", type=int, default=20, help="an Enter every N keys (20)")
     parser.add_argument("--no-server", action="store_true", help="no language server: the floor")
+    parser.add_argument(
+        "--no-hints",
+        action="store_true",
+        help="inlay hints off (no context meter on the last @You: line)",
+    )
     args = parser.parse_args()
 
     nvim_bin = os.environ.get("NVIM", "nvim")
@@ -157,6 +163,7 @@ def main():
             FLEMMA_CONFIG="",
             FLEMMAD=flemmad or "",
             FLEMMAD_CLIENT=CLIENT,
+            TYPING_HINTS="0" if args.no_hints else "1",
             TYPING_SERVER="0" if args.no_server else "1",
         )
         nvim_proc = subprocess.Popen(

@@ -145,9 +145,12 @@ events! {
         /// The chat was compacted (docs/context.md): its older turns became a summary in it,
         /// kept whole in an archive.
         ContextCompacted(ContextCompacted) = "context:compacted",
-        /// A compaction asked for by hand (`flemma/compact`) did not happen; the chat is
-        /// unchanged.
+        /// A compaction asked for by hand (`flemma/compact`), or its undo
+        /// (`flemma/compactUndo`), did not happen; the chat is unchanged.
         ContextCompactionFailed(CompactionFailed) = "context:compaction-failed",
+        /// A compaction was undone (`flemma/compactUndo`): its summary became the turns it
+        /// replaced again, exactly as they were.
+        ContextRestored(ContextRestored) = "context:restored",
     }
 }
 
@@ -611,6 +614,16 @@ pub struct ContextCompacted {
     pub tokens_after: u64,
     /// Made by autopilot at `context.compact_at` (else asked for by hand).
     pub automatic: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextRestored {
+    /// How many messages came back.
+    pub messages: u64,
+    /// The archive they came from (removed once the file holds them; kept while only an
+    /// editor's buffer does).
+    pub archive: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -81,6 +81,20 @@ pub struct CompactParams {
     /// What the summary should keep above all.
     #[serde(default)]
     pub focus: Option<String>,
+    /// Without `line`: the exchanges kept verbatim at the end (default `context.keep`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<u32>,
+}
+
+/// `flemma/compactUndo`: a compaction put back exactly (docs/context.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompactUndoParams {
+    pub uri: String,
+    /// The summary whose marker (or text) holds this line (0-based); without it, the last
+    /// summary of the document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 /// `flemma/reviseProposal`: the new content a pending `write` or `edit` should give its file
@@ -193,6 +207,8 @@ requests! {
     "flemma/reviseProposal" => ReviseProposal(ReviseParams),
     /// Approve some hunks of a pending `write` or `edit` and reject the others, with a reason.
     "flemma/approveHunks" => ApproveHunks(ApproveHunksParams),
+    /// Undo a compaction: its summary is replaced by the turns its archive holds, exactly.
+    "flemma/compactUndo" => CompactUndo(CompactUndoParams),
 }
 
 /// The notification the server sends for engine events (its params are the `event` types).
@@ -356,7 +372,7 @@ mod tests {
 
     #[test]
     fn every_method_is_a_request_and_a_command() {
-        assert_eq!(METHODS.len(), 16);
+        assert_eq!(METHODS.len(), 17);
         for method in METHODS {
             let command = command_of(method).unwrap();
             assert!(command.starts_with("flemma.") && !command.contains('/'));
@@ -374,7 +390,11 @@ mod tests {
         );
         assert_eq!(
             FlemmaRequest::arguments("flemma/compact").unwrap(),
-            "[uri, line?, focus?]"
+            "[uri, line?, focus?, keep?]"
+        );
+        assert_eq!(
+            FlemmaRequest::arguments("flemma/compactUndo").unwrap(),
+            "[uri, line?]"
         );
     }
 

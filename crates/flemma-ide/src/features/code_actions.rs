@@ -53,6 +53,7 @@ pub fn code_actions(doc: &Document, range: TextRange, state: DocumentState) -> V
     placeholder_actions(doc, range, &mut out);
     quick_fixes(doc, range, &mut out);
     compact_action(doc, range, state, &mut out);
+    undo_compaction_action(doc, range, state, &mut out);
     document_actions(doc, state, &mut out);
     out
 }
@@ -178,6 +179,32 @@ fn compact_action(
     ));
 }
 
+/// "Undo this compaction" on a compaction's summary: `flemma.compactUndo` with the cursor's
+/// line (the turns its archive holds replace it, exactly as they were; docs/context.md).
+fn undo_compaction_action(
+    doc: &Document,
+    range: TextRange,
+    state: DocumentState,
+    out: &mut Vec<CodeAction>,
+) {
+    let Some(index) = doc.message_index_at(range.start) else {
+        return;
+    };
+    let message = &doc.messages()[index];
+    let summary = message.role == flemma_syntax::Role::You
+        && doc.slice(message.body).starts_with(write::COMPACTED_MARKER);
+    if state.busy || !summary {
+        return;
+    }
+    let line = doc.line_index().line_of(range.start);
+    out.push(command(
+        "Undo this compaction (the turns it replaced come back, exactly as they were)",
+        ActionKind::Source,
+        "flemma.compactUndo",
+        vec![json!(line)],
+    ));
+}
+
 fn document_actions(doc: &Document, state: DocumentState, out: &mut Vec<CodeAction>) {
     if state.busy {
         out.push(command(
@@ -296,6 +323,38 @@ $0```
                 .as_ref()
                 .is_none_or(|c| c.name != "flemma.compact")
         }));
+    }
+
+    #[test]
+    fn a_compaction_summary_offers_its_undo() {
+        let chat = "@You:\n<!-- flemma:compacted archive=\"/s/1.chat\" sha256=\"ab\" from=\"0\" -->\nThe 2 messages before this one were compacted.\n\nWe d$0id X.\n\n@You:\nnext\n";
+        let (_, found) = actions(chat, DocumentState::default());
+        let undo = found.iter().find_map(|a| {
+            a.command
+                .as_ref()
+                .filter(|c| c.name == "flemma.compactUndo")
+        });
+        assert_eq!(
+            undo,
+            Some(&Command {
+                name: "flemma.compactUndo",
+                args: vec![json!(4)]
+            })
+        );
+        // Not on another message, nor while the engine works on the chat.
+        let elsewhere = chat.replace("$0", "").replace("next", "ne$0xt");
+        let busy = DocumentState {
+            busy: true,
+            ..DocumentState::default()
+        };
+        for (text, state) in [(elsewhere.as_str(), DocumentState::default()), (chat, busy)] {
+            let (_, found) = actions(text, state);
+            assert!(found.iter().all(|a| {
+                a.command
+                    .as_ref()
+                    .is_none_or(|c| c.name != "flemma.compactUndo")
+            }));
+        }
     }
 
     #[test]
