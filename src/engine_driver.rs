@@ -186,6 +186,9 @@ enum Message {
     Writer(Box<dyn ChatStore>),
     /// The summary of an automatic compaction came back (or failed).
     Compacted(Box<crate::compaction::AutoSummary>),
+    /// The session read the writer after `Input::Sync` (`Effect::Synced`): the summary that
+    /// waited for it is written now.
+    Synced,
     /// Undo a compaction (`flemma/compactUndo`): the summary holding this line, else the last.
     Restore(Option<usize>),
 }
@@ -236,6 +239,8 @@ pub struct Driver {
     auto: crate::compaction::Auto,
     /// A compaction asked for by hand waits for its summary: the driver does not end.
     compacting: bool,
+    /// A compaction's summary, back, waiting for the session to read the writer (`Synced`).
+    summary_waiting: Option<Box<crate::compaction::AutoSummary>>,
     /// The compactions undone: their archives are removed once the file holds their turns.
     restored: Vec<crate::compaction::Restore>,
 }
@@ -316,6 +321,7 @@ impl Driver {
             context: None,
             auto: crate::compaction::Auto::default(),
             compacting: false,
+            summary_waiting: None,
             restored: Vec::new(),
         }
     }
@@ -444,7 +450,17 @@ impl Driver {
                 );
                 self.feed(Input::Writer { store: id, kind });
             }
-            Message::Compacted(summary) => self.compacted(*summary),
+            // What the user typed until now must be in the engine's text before the summary
+            // replaces the turns it read (typing inside them refuses the compaction).
+            Message::Compacted(summary) => {
+                self.summary_waiting = Some(summary);
+                self.feed(Input::Sync);
+            }
+            Message::Synced => {
+                if let Some(summary) = self.summary_waiting.take() {
+                    self.compacted(*summary);
+                }
+            }
             Message::Revise(tool_id, input) => self.revise(&tool_id, &input),
             Message::Restore(line) => self.restore(line),
             Message::Warning(warning) => {
@@ -603,6 +619,11 @@ impl Driver {
                 }
             }
             Effect::WakeAt(at) => self.wake = Some(self.epoch + Duration::from_millis(at)),
+            // Handled after the effects of this input (a `Done` among them must not end the
+            // driver after the summary's rewrite was fed).
+            Effect::Synced => {
+                let _ = self.sender.send(Message::Synced);
+            }
             Effect::Done(reason) => {
                 if let StopReason::AwaitingApproval { .. } = &reason {
                     // What each pending `write` and `edit` is reviewed against until approved.
@@ -613,6 +634,8 @@ impl Driver {
             }
             Effect::Failed(message) => {
                 tracing::warn!(%message, "the document session stopped");
+                // Nothing more is written: a compaction waiting for the session ends too.
+                self.compacting = false;
                 self.outcome = Some(Err(message));
             }
             Effect::Saw {

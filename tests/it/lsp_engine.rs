@@ -905,15 +905,10 @@ fn compact_up_to_here_and_its_undo_rewrite_the_buffer_and_keep_what_was_typed() 
 
 /// Typing in the turns being compacted while the summary is written (issue 34): the document
 /// session's rule holds — nothing typed is lost — so the compaction is refused with a notice
-/// saying why, and the buffer keeps what was typed.
-///
-/// Known bug, not fixed yet: the driver checks the turns against the engine's text, which in
-/// an editor's session learns of the typing only when it writes (a merge); the typing was
-/// seen lost (the summary written over it) or the compaction left hanging. The fix belongs in
-/// the session: read the writer before a rewrite, or refuse a merge whose edit falls inside a
-/// rewritten range.
+/// saying why, and the buffer keeps what was typed. (Before `Input::Sync` the driver checked
+/// the turns against an engine text that had not read the buffer since: the summary was
+/// written over the typing.)
 #[test]
-#[ignore = "known bug (issue 34): typing inside the turns being compacted in an editor is lost"]
 fn typing_in_the_turns_being_compacted_refuses_the_compaction_and_keeps_the_typing() {
     let mock = Mock::start();
     // The summary pauses on its way: the user types meanwhile.
@@ -929,7 +924,13 @@ fn typing_in_the_turns_being_compacted_refuses_the_compaction_and_keeps_the_typi
     let actions = actions_at(&mut client, &uri, line);
     let title = "Compact up to here (a summary replaces this message and those before it; the ones after stay)";
     assert_eq!(pick(&mut client, &actions, title), json!({"started": true}));
-    // Typed into the answer the summary replaces.
+    // Typed into the answer the summary replaces, once the summary is asked for (the turns it
+    // reads are the ones without the typing).
+    let asked = Instant::now() + Duration::from_secs(20);
+    while mock.provider().requests().is_empty() {
+        assert!(Instant::now() < asked, "the summary was never asked for");
+        client.pump(Duration::from_millis(20));
+    }
     let at = client.text(&uri).find("first").unwrap() + "first".len();
     client.type_at(&uri, at, ", then more");
     let notice = client.wait_notification("window/showMessage", |params| {
@@ -939,7 +940,7 @@ fn typing_in_the_turns_being_compacted_refuses_the_compaction_and_keeps_the_typi
     });
     assert_eq!(
         notice["message"],
-        "compaction: the chat changed while its summary was written; the chat is unchanged",
+        "flemma: compaction: the chat changed while its summary was written; the chat is unchanged",
         "{notice}"
     );
     let stopped = wait_stopped(&mut client, Duration::from_secs(30));

@@ -138,6 +138,10 @@ pub enum Input {
     /// someone makes meanwhile is merged around it). Refused (a `Notice`, nothing changed)
     /// when the edits do not fit the text.
     Rewrite { edits: Vec<TextEdit> },
+    /// The runner is about to rewrite part of the text from what the engine holds (a
+    /// compaction's summary is back): read the writer first, so that the engine's text holds
+    /// what the user typed until now, and answer [`Effect::Synced`] once it is merged.
+    Sync,
 }
 
 /// What the runner must do.
@@ -206,6 +210,9 @@ pub enum Effect {
     /// Feed [`Input::Tick`] at this time (the earliest the session needs one; a later effect
     /// replaces an earlier one).
     WakeAt(Millis),
+    /// The writer was read after [`Input::Sync`] and what it held is merged: the engine's text
+    /// holds everything typed before the sync.
+    Synced,
     /// Everything is written and nothing runs: the runner may end (an input arriving later
     /// goes on).
     Done(StopReason),
@@ -324,6 +331,8 @@ pub struct Session {
     /// the number of that read.
     sends: Vec<EngineInput>,
     sends_after_read: u64,
+    /// [`Input::Sync`] waits for this read of the writer.
+    sync_after_read: Option<u64>,
 }
 
 impl std::fmt::Debug for Session {
@@ -382,6 +391,7 @@ impl Session {
             read_in_flight: 0,
             sends: Vec::new(),
             sends_after_read: 0,
+            sync_after_read: None,
         }
     }
 
@@ -434,6 +444,12 @@ impl Session {
                 self.write_at = Some(self.write_at.map_or(now, |at| at.min(now)));
             }
             Input::Engine(input) => self.feed(now, input, &mut out),
+            // As a send: a read of the writer asked for after it came.
+            Input::Sync => {
+                self.sync_after_read = Some(self.reads + 1);
+                self.settled = false;
+                self.write_at = Some(self.write_at.map_or(now, |at| at.min(now)));
+            }
             Input::Read { store, outcome } => self.read_answered(now, store, outcome, &mut out),
             Input::Replaced { store, outcome } => {
                 self.replace_answered(now, store, outcome, &mut out)
@@ -867,6 +883,13 @@ impl Session {
             return;
         }
         self.stored.version = current.version;
+        if self
+            .sync_after_read
+            .is_some_and(|after| self.read_in_flight >= after)
+        {
+            self.sync_after_read = None;
+            out.push(Effect::Synced);
+        }
         if !self.sends.is_empty() && self.read_in_flight >= self.sends_after_read {
             // The text holds what the user typed before sending: send it.
             for send in std::mem::take(&mut self.sends) {

@@ -53,6 +53,7 @@ pub fn line(effect: &Effect) -> String {
         }
         Effect::Left { store, text } => format!("left {store} holding {text:?}"),
         Effect::WakeAt(at) => format!("wake at {at}"),
+        Effect::Synced => "synced".to_owned(),
         Effect::Done(reason) => format!("done {reason:?}"),
         Effect::Failed(message) => format!("failed {message}"),
     }
@@ -301,6 +302,24 @@ fn a_send_right_after_the_user_typed_waits_for_a_read_that_shows_what_was_typed(
         "{}",
         h.session.engine().text()
     );
+}
+
+#[test]
+fn a_sync_reads_the_editor_and_answers_once_what_was_typed_is_in_the_engine_text() {
+    // A compaction's summary is back: before it replaces the turns it read, the engine's text
+    // must hold what the user typed since the last read (in those turns, it refuses).
+    let base: Arc<str> = Arc::from(CHAT);
+    let mut h = Harness::with(EDITOR, &StoreKind::Editor { base }, CHAT, Some(1));
+    let asked = h.at(10, Input::Sync);
+    assert_eq!(asked, ["read 1"], "{asked:?}");
+    let typed = CHAT.replace("Hello", "Hello, typed meanwhile");
+    let lines = h.read_version(11, EDITOR, &typed, Some(2));
+    assert!(lines.contains(&"synced".to_owned()), "{lines:?}");
+    assert_eq!(h.session.engine().text(), typed);
+    // Once: a later read says nothing more.
+    h.at(300, Input::Tick);
+    let again = h.read_version(301, EDITOR, &typed, Some(2));
+    assert!(!again.contains(&"synced".to_owned()), "{again:?}");
 }
 
 #[test]

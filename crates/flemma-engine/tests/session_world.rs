@@ -197,7 +197,8 @@ impl World {
                 | Effect::CancelTimer { .. }
                 | Effect::Emit(_)
                 | Effect::Notice(_)
-                | Effect::Saw { .. } => {}
+                | Effect::Saw { .. }
+                | Effect::Synced => {}
             }
         }
     }
