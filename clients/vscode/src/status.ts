@@ -4,7 +4,8 @@
 //
 // The event shapes are protocol/events.md's (the engine's lifecycle events) plus the server's
 // `engine:stopped` {reason}: `request:finished` {status, costUsd} is one request's cost,
-// `usage:updated` {costUsd} the document's total. `request:sending` names the provider and
+// `usage:updated` {costUsd} the document's total, and {contextTokens, contextWindow} the last
+// request's share of the model's context window. `request:sending` names the provider and
 // the model (`anthropic/claude-sonnet-4-5`); the item keeps the last one it was told. Missing or
 // mistyped fields are ignored, so an older or newer server never breaks the status bar.
 
@@ -19,6 +20,8 @@ export interface DocumentStatus {
   jobs: number | undefined;
   /** A subscription's windows as the last response reported them (`5h 42% · week 8%`). */
   limits: string | undefined;
+  /** The last request's share of the model's context window (`context 42% of 200k`). */
+  context: string | undefined;
 }
 
 export interface FlemmaEvent {
@@ -33,6 +36,7 @@ export const INITIAL_STATUS: DocumentStatus = {
   cost: undefined,
   jobs: undefined,
   limits: undefined,
+  context: undefined,
 };
 
 function field(data: unknown, ...names: string[]): unknown {
@@ -127,6 +131,7 @@ export function reduceStatus(status: DocumentStatus, event: FlemmaEvent): Docume
         ...status,
         cost: costOf(d, status.cost, true),
         limits: formatLimits(field(d, 'rateLimits')) ?? status.limits,
+        context: formatContext(num(field(d, 'contextTokens')), num(field(d, 'contextWindow'))) ?? status.context,
       };
     case 'rate-limits:updated':
       return { ...status, limits: formatLimits(field(d, 'rateLimits')) ?? status.limits };
@@ -148,6 +153,17 @@ export function reduceStatus(status: DocumentStatus, event: FlemmaEvent): Docume
   }
 }
 
+/**
+ * The last request's share of the model's context window (`usage:updated` {contextTokens,
+ * contextWindow}): `context 42% of 200k`; nothing when the window is unknown.
+ */
+export function formatContext(tokens: number | undefined, window: number | undefined): string | undefined {
+  if (tokens === undefined || window === undefined || window <= 0) return undefined;
+  const share = Math.round((tokens / window) * 100);
+  const size = window >= 1_000_000 ? `${+(window / 1_000_000).toFixed(1)}M` : `${Math.round(window / 1000)}k`;
+  return `context ${share}% of ${size}`;
+}
+
 /** Formats a cost like `$0.0123` (four decimals under a dollar, two above). */
 export function formatCost(cost: number): string {
   return cost < 1 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
@@ -161,6 +177,7 @@ export function statusText(status: DocumentStatus): string {
   if (status.activity !== 'idle') parts.push(status.activity);
   if (status.jobs !== undefined && status.jobs > 0) parts.push(`${status.jobs} job${status.jobs === 1 ? '' : 's'}`);
   if (status.cost !== undefined) parts.push(formatCost(status.cost));
+  if (status.context !== undefined) parts.push(status.context);
   if (status.limits !== undefined) parts.push(status.limits);
   return `${icon} ${parts.join(' · ')}`;
 }

@@ -20,6 +20,17 @@ test('a turn: streaming, finished with its cost, the total, idle', () => {
   assert.equal(statusText(done), '$(comment-discussion) flemma · $0.0060');
 });
 
+test("the last request's share of the context window shows (issue 34)", () => {
+  const s = fold([
+    { name: 'usage:updated', uri, data: { costUsd: 0.01, contextTokens: 84_000, contextWindow: 200_000 } },
+  ]);
+  assert.equal(statusText(s), '$(comment-discussion) flemma · $0.0100 · context 42% of 200k');
+  const big = reduceStatus(s, { name: 'usage:updated', uri, data: { contextTokens: 500_000, contextWindow: 1_000_000 } });
+  assert.equal(big.context, 'context 50% of 1M');
+  // An unknown window keeps what was shown.
+  assert.equal(reduceStatus(s, { name: 'usage:updated', uri, data: { contextTokens: 1, contextWindow: null } }).context, 'context 42% of 200k');
+});
+
 test('tools run, wait for approval, and the cycle goes on', () => {
   const waiting = fold([
     { name: 'request:sending', uri, data: { requestId: 1 } },

@@ -52,13 +52,22 @@ fn project(root: &Path) -> (PathBuf, Vec<PathBuf>) {
             let kind = entry.file_type().expect("file type");
             if kind.is_dir() {
                 stack.push(entry.path());
-            } else if kind.is_file() && files.len() < 10_000 {
+            } else if kind.is_file() && files.len() < 10_000 && recorded(&entry.path()) {
                 files.push(entry.path());
             }
         }
     }
     files.sort();
     (project, files)
+}
+
+/// A file a checkpoint records, and changing it changes nothing else: not a chat, not in
+/// flemmad's store, not an ignore file (a changed `.gitignore` sends the monitor back to a
+/// whole scan).
+fn recorded(path: &Path) -> bool {
+    path.extension().is_none_or(|ext| ext != "chat")
+        && path.file_name().is_none_or(|name| name != ".gitignore")
+        && !path.components().any(|part| part.as_os_str() == ".flemma")
 }
 
 fn copy_tree(from: &Path, to: &Path) {

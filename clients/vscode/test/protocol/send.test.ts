@@ -230,7 +230,11 @@ test(
       // The status bar followed: streaming while the reply came, then the cost.
       assert.ok(statusTexts.some((t) => t.startsWith('$(sync~spin)')), `the status bar spins while it streams: ${JSON.stringify(statusTexts)}`);
       const finalStatus = statusTexts[statusTexts.length - 1];
-      assert.match(finalStatus, /^\$\(comment-discussion\) .* · \$0\.\d{4}$/, `idle with the chat's cost at the end: ${finalStatus}`);
+      assert.match(
+        finalStatus,
+        /^\$\(comment-discussion\) .* · \$0\.\d{4} · context \d+% of 200k$/,
+        `idle with the chat's cost and the context window's share at the end: ${finalStatus}`,
+      );
       assert.ok(progress.length > 0, 'the server reports $/progress while it works');
 
       // 2. A reply with a tool call: the placeholder is pending, the code lens offers Approve;
@@ -275,7 +279,11 @@ test(
       assert.equal(secondReply.filter((e) => e.undoStopBefore).length, 1, 'the next reply is one undo stop too');
       assert.deepEqual(state.messages.filter((m) => m.level === 'error'), [], 'no command failed');
       await until('the end of the last request', () => events.filter((e) => e.name === 'request:finished').length >= 3, 5000, detail);
-      assert.match(statusTexts[statusTexts.length - 1], /^\$\(comment-discussion\) .* · \$0\.\d{4}$/, 'idle with the cost after the cycle');
+      assert.match(
+        statusTexts[statusTexts.length - 1],
+        /^\$\(comment-discussion\) .* · \$0\.\d{4} · context \d+% of 200k$/,
+        'idle with the cost after the cycle',
+      );
 
       // Show status (the status bar item's click) tells the state and the usage in one line.
       const statusShown = () => state.messages.filter((m) => m.level === 'info' && m.text.startsWith('Flemma: talk.chat: '));
