@@ -572,6 +572,14 @@ impl Checkpoints {
     /// it is (for a project never recorded, the hashing of every file). Nothing is committed.
     /// Does nothing when it was done, or when the project cannot be monitored.
     pub fn prepare(&self) -> Result<(), CheckpointError> {
+        // Every call the model composes asks: once prepared, answer without the project's lock.
+        if self
+            .watch
+            .lock()
+            .is_ok_and(|watch| watch.last.is_some() || watch.unmonitored)
+        {
+            return Ok(());
+        }
         self.locked(|| {
             let git = || self.git();
             let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
