@@ -951,11 +951,7 @@ impl Driver {
     /// as it is, and the editors are told.
     fn revise(&mut self, tool_id: &str, input: &serde_json::Value) {
         let doc = flemma_syntax::Document::parse(self.session.engine().text().to_owned());
-        let pending = doc
-            .unresolved_tool_uses()
-            .iter()
-            .any(|(_, _, tool_use)| tool_use.id == tool_id)
-            || flemma_ide::actions::check_pending(&doc, tool_id).is_ok();
+        let pending = flemma_ide::actions::awaits_approval(&doc, tool_id);
         let fence = doc
             .tool_use(tool_id)
             .and_then(|(_, _, tool_use)| tool_use.fence.clone())

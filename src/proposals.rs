@@ -40,11 +40,7 @@ pub fn pending(
         crate::chat::LoadError::Failed { message, .. } => message,
     })?;
     let doc = &*loaded.analysis.document;
-    let unresolved = doc
-        .unresolved_tool_uses()
-        .iter()
-        .any(|(_, _, tool_use)| tool_use.id == tool_id)
-        || flemma_ide::actions::check_pending(doc, tool_id).is_ok();
+    let unresolved = flemma_ide::actions::awaits_approval(doc, tool_id);
     let Some((_, _, tool_use)) = doc.tool_use(tool_id).filter(|_| unresolved) else {
         let pending = flemma_ide::actions::pending_ids(doc);
         return Err(format!(

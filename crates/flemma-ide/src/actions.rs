@@ -47,6 +47,15 @@ pub fn pending_ids(doc: &Document) -> Vec<String> {
         .collect()
 }
 
+/// Whether the call `tool_id` still waits for the user: it has no result yet, or its result is
+/// the `pending` placeholder. (What a proposal can be reviewed or revised for.)
+pub fn awaits_approval(doc: &Document, tool_id: &str) -> bool {
+    doc.unresolved_tool_uses()
+        .iter()
+        .any(|(_, _, tool_use)| tool_use.id == tool_id)
+        || check_pending(doc, tool_id).is_ok()
+}
+
 /// Checks that `tool_id` has a `pending` placeholder.
 pub fn check_pending(doc: &Document, tool_id: &str) -> Result<(), ActionError> {
     let Some((_, _, result)) = doc.tool_result(tool_id) else {
@@ -195,5 +204,23 @@ mod tests {
             error.to_string(),
             "the tool call `t1` is not waiting for approval: its status is `approved`; waiting for approval: `t2`"
         );
+    }
+
+    #[test]
+    fn a_call_awaits_approval_until_it_has_a_result() {
+        let doc = flemma_syntax::parse(CHAT);
+        assert!(awaits_approval(&doc, "t1"));
+        let approved = apply(CHAT, &approve(&doc, &["t1".to_owned()]).unwrap());
+        let doc = flemma_syntax::parse(approved.as_str());
+        assert!(
+            !awaits_approval(&doc, "t1"),
+            "an approved call is no proposal"
+        );
+        assert!(awaits_approval(&doc, "t2"));
+        assert!(!awaits_approval(&doc, "t9"));
+        // A call with no placeholder yet (the model just wrote it) still waits.
+        let unresolved = CHAT.split("\n@You:\n**Tool Result:**").next().unwrap();
+        let doc = flemma_syntax::parse(unresolved);
+        assert!(awaits_approval(&doc, "t1") && awaits_approval(&doc, "t2"));
     }
 }
