@@ -7,7 +7,9 @@
 //! The lock lies in flemmad's state folder, which no tool of any chat can write (a lock beside
 //! the chat, in its store, could be removed by a sandboxed command and taken twice). It is
 //! opened following no symlink, must be a regular file with one link, and its owner is read
-//! with a cap. A process that dies releases it (the kernel drops the `flock`).
+//! with a cap. A process that dies releases it (the kernel drops the `flock`). A holder that is
+//! only taking or letting go of the lock (no owner written, this process, or a process gone) is
+//! waited for up to a second, so that one driver following another is never refused.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -65,6 +67,18 @@ pub struct DriverLock {
 
 /// The most of a lock file read for its owner.
 const OWNER_CAP: u64 = 64;
+
+/// How long a lock whose holder is taking or letting go of it is waited for before refusing.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether `pid` is a live process (a zombie counts as gone).
+fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
 
 /// The role this process writes in the locks it takes: its command (`send`, `serve`, …).
 pub fn process_role() -> String {
@@ -129,21 +143,10 @@ impl DriverLock {
         let mut file = folder
             .open_for_write(OsStr::new(&name), 0o600, false)
             .map_err(create)?;
-        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {}
-            Err(errno) if errno == rustix::io::Errno::WOULDBLOCK => {
-                let owner = read_owner(&mut file);
-                return Err(LockError::Busy {
-                    chat: chat.display().to_string(),
-                    stop: owner
-                        .as_ref()
-                        .filter(|owner| owner.role == "send")
-                        .map_or_else(String::new, |owner| format!(" (kill -INT {})", owner.pid)),
-                    owner,
-                });
-            }
-            Err(errno) => return Err(create(errno.into())),
-        }
+        wait_for_lock(&mut file, chat).map_err(|error| match error {
+            Waited::Busy(busy) => busy,
+            Waited::Failed(errno) => create(errno.into()),
+        })?;
         let _ = file.set_len(0);
         let _ = file.rewind();
         let _ = writeln!(file, "{} {role}", std::process::id());
@@ -158,7 +161,50 @@ impl DriverLock {
         let folder = Self::folder(false).ok()?;
         let name = lock_name(chat);
         let mut file = folder.open_regular(OsStr::new(&name)).ok()??;
-        read_owner(&mut file).filter(|owner| Path::new(&format!("/proc/{}", owner.pid)).exists())
+        read_owner(&mut file).filter(|owner| process_alive(owner.pid))
+    }
+}
+
+/// How taking an open lock file ended badly.
+enum Waited {
+    Busy(LockError),
+    Failed(rustix::io::Errno),
+}
+
+/// Takes the `flock` of the open lock file of `chat` without waiting for a driver, only for a
+/// holder that is taking or letting go of it (at most [`SETTLE`]).
+fn wait_for_lock(file: &mut File, chat: &Path) -> Result<(), Waited> {
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        match rustix::fs::flock(&*file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(errno) if errno == rustix::io::Errno::WOULDBLOCK => {
+                let owner = read_owner(file);
+                // A holder that is another live process drives: refused at once. A holder
+                // not written yet or clearing itself (it is taking or letting go of the
+                // lock), this process itself (its previous driver of the chat letting go) or
+                // a process gone (a child between its fork and exec still holds the file
+                // for an instant) is given a moment.
+                let settling = owner.as_ref().is_none_or(|owner| {
+                    owner.pid == std::process::id() || !process_alive(owner.pid)
+                });
+                if !settling || std::time::Instant::now() >= deadline {
+                    return Err(Waited::Busy(LockError::Busy {
+                        chat: chat.display().to_string(),
+                        stop: owner
+                            .as_ref()
+                            .filter(|owner| owner.role == "send")
+                            .map_or_else(String::new, |owner| {
+                                format!(" (kill -INT {})", owner.pid)
+                            }),
+                        owner,
+                    }));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                let _ = file.rewind();
+            }
+            Err(errno) => return Err(Waited::Failed(errno)),
+        }
     }
 }
 
@@ -182,5 +228,94 @@ impl Drop for DriverLock {
     fn drop(&mut self) {
         // Releasing is closing; clear the owner so a stale one is never shown.
         let _ = self.file.set_len(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A lock file held through a second open file (another holder), with `owner` written in.
+    fn held(dir: &Path, owner: &str) -> (File, File) {
+        let path = dir.join("chat.lock");
+        let mut holder = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        rustix::fs::flock(&holder, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
+        write!(holder, "{owner}").unwrap();
+        let mine = File::options().read(true).write(true).open(&path).unwrap();
+        (holder, mine)
+    }
+
+    fn busy_owner(waited: Result<(), Waited>) -> Option<Owner> {
+        match waited {
+            Err(Waited::Busy(LockError::Busy { owner, .. })) => owner,
+            Err(Waited::Busy(other)) => panic!("{other}"),
+            Err(Waited::Failed(errno)) => panic!("{errno}"),
+            Ok(()) => panic!("the lock was taken"),
+        }
+    }
+
+    /// The flake of issue 28: a driver letting go (its owner cleared, the lock not yet
+    /// released) refused the next one as "another flemmad (pid unknown)".
+    #[test]
+    fn a_holder_letting_go_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let (holder, mut mine) = held(dir.path(), "");
+        let letting_go = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            drop(holder);
+        });
+        let started = Instant::now();
+        assert!(wait_for_lock(&mut mine, Path::new("c.chat")).is_ok());
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        letting_go.join().unwrap();
+    }
+
+    #[test]
+    fn another_live_driver_is_refused_at_once_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut other = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let (_holder, mut mine) = held(dir.path(), &format!("{} send\n", other.id()));
+        let started = Instant::now();
+        let owner = busy_owner(wait_for_lock(&mut mine, Path::new("c.chat")));
+        let _ = other.kill();
+        let _ = other.wait();
+        assert!(started.elapsed() < SETTLE / 2, "{:?}", started.elapsed());
+        assert_eq!(
+            owner,
+            Some(Owner {
+                pid: other.id(),
+                role: "send".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_holder_that_never_lets_go_is_refused_after_a_moment() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_holder, mut mine) = held(dir.path(), "");
+        let started = Instant::now();
+        assert_eq!(busy_owner(wait_for_lock(&mut mine, Path::new("c.chat"))), None);
+        assert!(started.elapsed() >= SETTLE, "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_zombie_is_no_live_process() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // Not reaped yet: a zombie once it has exited.
+        while process_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!process_alive(pid));
+        child.wait().unwrap();
+        assert!(process_alive(std::process::id()));
     }
 }
