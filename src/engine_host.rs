@@ -30,7 +30,7 @@ use flemma_config::{ConfigLayer, LayerKind, ResolvedConfig};
 use flemma_engine::{CancelScope, EngineEvent, Input, StopReason};
 use flemma_ide::{ConfigInput, DocumentId};
 use flemma_protocol::engine::{
-    Accepted, EngineJob, EngineStatus, JobsResult, ModeResult, ModelSwitch, SwitchResult,
+    Accepted, EngineJob, EngineStatus, JobState, JobsResult, ModeResult, ModelSwitch, SwitchResult,
     UsageTotals,
 };
 use flemma_protocol::error::RequestError;
@@ -768,7 +768,10 @@ impl EngineHost {
                 }
             }
             Some(d) if d.streaming => "streaming",
-            Some(d) if !d.running_tools.is_empty() || d.jobs.iter().any(|j| j.3 == "running") => {
+            Some(d)
+                if !d.running_tools.is_empty()
+                    || d.jobs.iter().any(|j| j.state == JobState::Running) =>
+            {
                 "tools"
             }
             _ => "working",
@@ -1117,19 +1120,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn jobs_of(driver: Option<&DriverState>) -> Vec<EngineJob> {
-    driver
-        .map(|d| {
-            d.jobs
-                .iter()
-                .map(|(job_id, tool_id, tool_name, state)| EngineJob {
-                    job_id: job_id.clone(),
-                    tool_id: tool_id.clone(),
-                    tool_name: tool_name.clone(),
-                    state: (*state).to_owned(),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    driver.map(|d| d.jobs.clone()).unwrap_or_default()
 }
 
 fn usage_of(driver: Option<&DriverState>) -> UsageTotals {

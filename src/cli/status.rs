@@ -6,6 +6,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use flemma_protocol::engine::JobState;
 use flemma_protocol::status::{
     Approval, ChatStatus, JobStatus, McpServerStatus, ToolStatus, UnresolvedCall,
 };
@@ -74,9 +75,9 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     if let Some(engine) = &engine {
         for job in &mut jobs {
             if let Some(live) = engine.jobs.iter().find(|j| j.job_id == job.job_id)
-                && job.state != "delivered"
+                && job.state != JobState::Delivered
             {
-                job.state = live.state.clone();
+                job.state = live.state;
             }
         }
     }
@@ -246,7 +247,13 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     }
     writeln!(out, "\njobs: {}", status.jobs.len())?;
     for job in &status.jobs {
-        writeln!(out, "  {} ({}): {}", job.job_id, job.tool_id, job.state)?;
+        writeln!(
+            out,
+            "  {} ({}): {}",
+            job.job_id,
+            job.tool_id,
+            job.state.as_str()
+        )?;
     }
     let now = crate::usage_report::unix_now();
     match &engine {
@@ -443,16 +450,16 @@ fn jobs(doc: &Document, send_running: bool) -> Vec<JobStatus> {
                 continue;
             };
             let state = if doc.job_result(job_id).is_some() {
-                "delivered"
+                JobState::Delivered
             } else if send_running {
-                "running"
+                JobState::Running
             } else {
-                "orphaned"
+                JobState::Orphaned
             };
             jobs.push(JobStatus {
                 job_id: job_id.clone(),
                 tool_id: result.tool_use_id.clone(),
-                state: state.to_owned(),
+                state,
             });
         }
     }
