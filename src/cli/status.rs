@@ -53,13 +53,15 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
         .map_err(|message| CliError::failed("status", message))?;
     // The chat's MCP servers are started to show their state and tools.
     let runtime = crate::runtime::get().map_err(|e| CliError::failed("status", e.to_string()))?;
+    let hub = crate::mcp_setup::new_hub();
     let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(
+        &hub,
         resolved,
         Some(&args.file),
         &[],
         tools.sandbox_wrap(),
     ));
-    runtime.block_on(crate::mcp_setup::shutdown());
+    runtime.block_on(hub.shutdown());
     runtime.block_on(crate::agent_setup::shutdown());
     tools.add_mcp(&mcp);
     let _ = tools.add_agents(resolved, false);
