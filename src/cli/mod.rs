@@ -15,6 +15,7 @@ mod lsp;
 mod models;
 mod parse;
 mod progress;
+mod proposed;
 mod proxy;
 mod questions;
 mod reject;

@@ -13,19 +13,6 @@ use flemma_protocol::event::{LifecycleEvent, Written};
 
 use crate::engine_driver::Report;
 
-/// The changes the pending calls of `path` would make, when `wanted` (`--diff`).
-pub(super) fn diffs(
-    wanted: bool,
-    path: &Path,
-    config_path: Option<&Path>,
-) -> std::collections::HashMap<String, Result<String, String>> {
-    if wanted {
-        super::status::proposed_diffs(path, config_path)
-    } else {
-        Default::default()
-    }
-}
-
 /// The stderr listing of the calls waiting for approval, with the commands to answer them
 /// (and, with `--diff`, what each `write` and `edit` would change: `diffs` by tool use id).
 pub(super) fn approval_listing(
@@ -51,13 +38,23 @@ pub(super) fn approval_listing(
             shell_quote(&call.tool_id),
         ));
         if let Some(change) = diffs.get(&call.tool_id) {
-            out.push_str(&super::status::indented_diff(change));
+            out.push_str(&indented_diff(change));
         }
     }
     out.push_str(&format!(
         "then run `flemmad send {file}` again (or `flemmad approve {file} --all`)\n"
     ));
     out
+}
+
+/// A call's change under its line in a listing: the diff indented by four spaces, `(no
+/// change)`, or `(no diff: why)`.
+pub(super) fn indented_diff(change: &Result<String, String>) -> String {
+    match change {
+        Ok(diff) if diff.is_empty() => "    (no change)\n".to_owned(),
+        Ok(diff) => diff.lines().map(|line| format!("    {line}\n")).collect(),
+        Err(error) => format!("    (no diff: {error})\n"),
+    }
 }
 
 /// A one-line preview of a tool input (at most 100 characters).

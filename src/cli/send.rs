@@ -13,7 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::CliError;
 use super::error::AWAITING_APPROVAL_EXIT;
-use super::progress::{Progress, approval_listing, diffs, summary};
+use super::progress::{Progress, approval_listing, summary};
+use super::proposed::diffs;
 use crate::chat;
 use crate::driver_lock::{DriverLock, LockError};
 use crate::engine_driver::{Driver, Report};

@@ -347,7 +347,7 @@ pub fn run_with(
             if pending.is_empty() {
                 pending = pending_from_status(&mut client, &uri);
             }
-            let diffs = super::progress::diffs(follow.diff, file, None);
+            let diffs = super::proposed::diffs(follow.diff, file, None);
             eprint!("{}", approval_listing(file, &pending, &summary, &diffs));
             Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
         }
