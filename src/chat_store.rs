@@ -1,7 +1,8 @@
 //! Where a driver reads and writes its chat: the file on disk ([`FileStore`]) or the buffer
-//! of the LSP client that has it open ([`EditorStore`]). Exactly one store writes a document
-//! at a time (design.md, "Who writes a document"); the engine host decides which, and the
-//! document session (`flemma_engine::session`) decides what is read and written when.
+//! of the LSP client that has it open (`lsp_backend::EditorStore`: the LSP's types stay
+//! there, out of the host's reach). Exactly one store writes a document at a time
+//! (design.md, "Who writes a document"); the engine host decides which, and the document
+//! session (`flemma_engine::session`) decides what is read and written when.
 //!
 //! Only IO here: read a [`Snapshot`], and replace it with a new text only if the store still
 //! holds it; a `false` answer means "someone changed it meanwhile" (the session reads again
@@ -11,11 +12,8 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 pub use flemma_engine::session::Snapshot;
-use flemma_lsp::{BufferAnswer, BufferSnapshot, Outbox, Reply, Task};
-use tokio::sync::oneshot;
 
 use crate::fsutil;
 
@@ -101,12 +99,12 @@ impl SharedText {
         self.lock().closed = true;
     }
 
-    fn is_closed(&self) -> bool {
+    pub fn is_closed(&self) -> bool {
         self.lock().closed
     }
 
     /// Which opening this is (unique while it lives).
-    fn instance(&self) -> usize {
+    pub fn instance(&self) -> usize {
         Arc::as_ptr(&self.0) as usize
     }
 }
@@ -172,22 +170,7 @@ impl ChatStore for FileStore {
 }
 
 /// How long an editor may take to answer a read or an edit before the driver gives up on it.
-const EDITOR_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The buffer of an LSP client: reads are the session's mirror (text and version); a
-/// replacement is one versioned `workspace/applyEdit` of the single diff, answered `true` only
-/// once the client applied it and echoed it through `didChange`.
-#[derive(Debug, Clone)]
-pub struct EditorStore {
-    /// The LSP session (unique in the process).
-    pub session: u64,
-    pub uri: String,
-    pub outbox: Outbox,
-    /// For messages.
-    pub name: String,
-    /// What the editor and the engine last agreed on.
-    pub shared: SharedText,
-}
+pub const EDITOR_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Why an editor store cannot go on: the host then hands the document to another store.
 #[derive(Debug, thiserror::Error)]
@@ -196,93 +179,4 @@ pub enum EditorGone {
     Closed(String),
     #[error("the editor did not answer about {0} within {EDITOR_TIMEOUT:?}")]
     Timeout(String),
-}
-
-impl EditorStore {
-    async fn ask<T>(&self, task: impl FnOnce(Reply<T>) -> Task) -> anyhow::Result<T>
-    where
-        T: Send + 'static,
-    {
-        // A document closed and opened again is another buffer, with another store.
-        if self.shared.is_closed() {
-            return Err(EditorGone::Closed(self.uri.clone()).into());
-        }
-        let (sender, receiver) = oneshot::channel();
-        let reply = Reply::new(move |answer| {
-            let _ = sender.send(answer);
-        });
-        if !self.outbox.send(task(reply)) {
-            return Err(EditorGone::Closed(self.uri.clone()).into());
-        }
-        match tokio::time::timeout(EDITOR_TIMEOUT, receiver).await {
-            Ok(Ok(answer)) => Ok(answer),
-            // The session dropped the reply: it ended.
-            Ok(Err(_)) => Err(EditorGone::Closed(self.uri.clone()).into()),
-            Err(_) => Err(EditorGone::Timeout(self.uri.clone()).into()),
-        }
-    }
-}
-
-impl ChatStore for EditorStore {
-    fn read(&self) -> StoreFuture<'_, Snapshot> {
-        Box::pin(async move {
-            let uri = self.uri.clone();
-            let snapshot: Option<BufferSnapshot> =
-                self.ask(|reply| Task::ReadBuffer { uri, reply }).await?;
-            let snapshot = snapshot.ok_or_else(|| EditorGone::Closed(self.uri.clone()))?;
-            Ok(Snapshot {
-                text: snapshot.text,
-                version: Some(snapshot.version),
-            })
-        })
-    }
-
-    fn replace_if_unchanged<'a>(
-        &'a self,
-        current: &'a Snapshot,
-        next: &'a str,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let Some(version) = current.version else {
-                anyhow::bail!("an editor snapshot without a version (a bug in flemmad)");
-            };
-            let edit = flemma_syntax::single_edit(&current.text, next);
-            let uri = self.uri.clone();
-            let answer = self
-                .ask(|reply| Task::ReplaceBuffer {
-                    uri,
-                    version,
-                    range: edit.range,
-                    text: edit.new_text,
-                    reply,
-                })
-                .await?;
-            match answer {
-                BufferAnswer::Applied => Ok(true),
-                BufferAnswer::Moved | BufferAnswer::Refused | BufferAnswer::Dropped => Ok(false),
-                BufferAnswer::Closed => Err(EditorGone::Closed(self.uri.clone()).into()),
-            }
-        })
-    }
-
-    fn describe(&self) -> String {
-        format!("{}'s buffer of {}", self.name, self.uri)
-    }
-
-    fn key(&self) -> String {
-        format!(
-            "editor {} {} {}",
-            self.session,
-            self.uri,
-            self.shared.instance()
-        )
-    }
-
-    fn shared_base(&self) -> Option<Arc<str>> {
-        Some(self.shared.get())
-    }
-
-    fn left(&self, text: &str) {
-        self.shared.set(text);
-    }
 }

@@ -18,8 +18,8 @@ use flemma_engine::session::{
     Effect, Input, ReadOutcome, ReplaceOutcome, Session, SessionConfig, StoreId, StoreKind,
 };
 use flemma_engine::{
-    Engine, EngineConfig, EngineEvent, Input as EngineInput, JobState, Millis, RequestId,
-    StopReason, StreamOutcome, TimerId,
+    Engine, EngineConfig, EngineEvent, Input as EngineInput, Millis, RequestId, StopReason,
+    StreamOutcome, TimerId,
 };
 use flemma_ide::DocumentId;
 use flemma_provider::explain::ProviderError;
@@ -64,8 +64,8 @@ pub struct DriverState {
     pub running_tool_names: Vec<String>,
     /// Tool calls waiting for approval (tool use ids).
     pub pending: Vec<String>,
-    /// Background jobs the engine knows: (job id, tool use id, tool name, state).
-    pub jobs: Vec<(String, String, String, &'static str)>,
+    /// Background jobs the engine knows.
+    pub jobs: Vec<flemma_protocol::engine::EngineJob>,
     pub usage: flemma_conversation::Usage,
     pub cost: Option<f64>,
     pub cache_saved: Option<f64>,
@@ -89,18 +89,11 @@ impl DriverState {
                 .collect(),
             jobs: engine
                 .jobs()
-                .map(|job| {
-                    let state = match job.state {
-                        JobState::Running => "running",
-                        JobState::Completed { .. } => "completed",
-                        JobState::Delivered => "delivered",
-                    };
-                    (
-                        job.job_id.clone(),
-                        job.tool_id.clone(),
-                        job.tool_name.clone(),
-                        state,
-                    )
+                .map(|job| flemma_protocol::engine::EngineJob {
+                    job_id: job.job_id.clone(),
+                    tool_id: job.tool_id.clone(),
+                    tool_name: job.tool_name.clone(),
+                    state: job.state,
                 })
                 .collect(),
             usage: engine.usage(),

@@ -30,7 +30,7 @@ use flemma_config::{ConfigLayer, LayerKind, ResolvedConfig};
 use flemma_engine::{CancelScope, EngineEvent, Input, StopReason};
 use flemma_ide::{ConfigInput, DocumentId};
 use flemma_protocol::engine::{
-    Accepted, EngineJob, EngineStatus, JobsResult, ModeResult, ModelSwitch, SwitchResult,
+    Accepted, EngineJob, EngineStatus, JobState, JobsResult, ModeResult, ModelSwitch, SwitchResult,
     UsageTotals,
 };
 use flemma_protocol::error::RequestError;
@@ -164,6 +164,8 @@ struct Shared {
     switches: Mutex<HashMap<PathBuf, (ConfigLayer, ModelSwitch)>>,
     /// The runtime layer of every document `flemma/mode` set a mode for, with that mode.
     modes: Mutex<HashMap<PathBuf, (ConfigLayer, flemma_config::Mode)>>,
+    /// The host's MCP servers (the drivers' chats share them), closed when the host stops.
+    mcp: flemma_mcp::McpHub,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -237,6 +239,7 @@ impl EngineHost {
             subscribers: Mutex::default(),
             switches: Mutex::default(),
             modes: Mutex::default(),
+            mcp: crate::mcp_setup::new_hub(),
         });
         let runtime = crate::runtime::get()?;
         let thread_shared = shared.clone();
@@ -260,6 +263,11 @@ impl EngineHost {
             config_path,
             thread: Mutex::new(Some(thread)),
         }))
+    }
+
+    /// The host's MCP servers (the tools they offer complete in an editor).
+    pub fn mcp_hub(&self) -> &flemma_mcp::McpHub {
+        &self.shared.mcp
     }
 
     fn command(&self, command: HostCommand) -> Result<(), RequestError> {
@@ -768,7 +776,10 @@ impl EngineHost {
                 }
             }
             Some(d) if d.streaming => "streaming",
-            Some(d) if !d.running_tools.is_empty() || d.jobs.iter().any(|j| j.3 == "running") => {
+            Some(d)
+                if !d.running_tools.is_empty()
+                    || d.jobs.iter().any(|j| j.state == JobState::Running) =>
+            {
                 "tools"
             }
             _ => "working",
@@ -1117,19 +1128,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn jobs_of(driver: Option<&DriverState>) -> Vec<EngineJob> {
-    driver
-        .map(|d| {
-            d.jobs
-                .iter()
-                .map(|(job_id, tool_id, tool_name, state)| EngineJob {
-                    job_id: job_id.clone(),
-                    tool_id: tool_id.clone(),
-                    tool_name: tool_name.clone(),
-                    state: (*state).to_owned(),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    driver.map(|d| d.jobs.clone()).unwrap_or_default()
 }
 
 fn usage_of(driver: Option<&DriverState>) -> UsageTotals {
@@ -1337,7 +1336,7 @@ async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<HostCo
                     tracing::warn!("drivers still writing after shutdown began; stopping anyway");
                 }
                 // The MCP servers live on this thread's runtime: close them before it ends.
-                crate::mcp_setup::shutdown().await;
+                inner.shared.mcp.shutdown().await;
                 crate::agent_setup::shutdown().await;
                 let _ = done.send(());
                 return;
@@ -1427,6 +1426,7 @@ async fn run_driver(
         shared.config_input(path, inner.config_path.as_deref()),
         SetupOptions::default(),
         &shared.analyses,
+        &shared.mcp,
     )
     .await
     {

@@ -96,6 +96,7 @@ pub async fn prepare(
     config: ConfigInput,
     options: SetupOptions,
     analyses: &crate::analyses::Analyses,
+    mcp: &flemma_mcp::McpHub,
 ) -> Result<Prepared, SetupError> {
     let absolute: PathBuf = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     let id = DocumentId::new(absolute.clone());
@@ -120,6 +121,7 @@ pub async fn prepare(
     let mut tools = ToolSetup::for_chat(&analysis, &absolute).map_err(SetupError::Failed)?;
     let session_servers = crate::editor_sessions::mcp_servers(&absolute);
     let mcp = crate::mcp_setup::McpTools::discover(
+        mcp,
         resolved,
         Some(&absolute),
         &session_servers,

@@ -13,7 +13,10 @@ use flemma_lsp::{Backend, ClientConfig, Outbox, RequestDocument, Task};
 use flemma_protocol::error::RequestError;
 use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 
-use crate::chat_store::{ChatStore, EditorStore, SharedText};
+use flemma_lsp::{BufferAnswer, BufferSnapshot, Reply};
+use tokio::sync::oneshot;
+
+use crate::chat_store::{ChatStore, EDITOR_TIMEOUT, EditorGone, SharedText, Snapshot, StoreFuture};
 use crate::engine_host::{DocumentRef, Editor, EditorHandle, EngineHost};
 
 /// Session ids, unique in the process.
@@ -21,7 +24,7 @@ static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
 /// One LSP session's view of the engine host.
 #[derive(Debug)]
-pub struct HostBackend {
+pub struct LspBackend {
     host: Arc<EngineHost>,
     session: u64,
     client: String,
@@ -34,7 +37,7 @@ pub struct HostBackend {
     meters: std::collections::HashMap<String, flemma_provider::Meter>,
 }
 
-impl HostBackend {
+impl LspBackend {
     pub fn new(host: Arc<EngineHost>) -> Self {
         Self {
             host,
@@ -139,9 +142,9 @@ fn display_name(client: &str) -> String {
     }
 }
 
-impl Backend for HostBackend {
+impl Backend for LspBackend {
     fn discovered_tools(&self) -> Vec<(String, String)> {
-        crate::mcp_setup::hub().known_tools()
+        self.host.mcp_hub().known_tools()
     }
 
     fn call(
@@ -253,7 +256,7 @@ impl Backend for HostBackend {
     }
 }
 
-impl Drop for HostBackend {
+impl Drop for LspBackend {
     fn drop(&mut self) {
         for (_, path, shared) in self.open.drain(..) {
             shared.close();
@@ -267,4 +270,108 @@ impl Drop for HostBackend {
 fn tool_setup(uri: &str, analysis: &flemma_ide::Analysis) -> Option<crate::tool_setup::ToolSetup> {
     let path = flemma_lsp::uri_to_path(uri)?;
     crate::tool_setup::ToolSetup::for_chat(analysis, &path).ok()
+}
+
+/// The buffer of an LSP client: reads are the session's mirror (text and version); a
+/// replacement is one versioned `workspace/applyEdit` of the single diff, answered `true` only
+/// once the client applied it and echoed it through `didChange`.
+#[derive(Debug, Clone)]
+pub struct EditorStore {
+    /// The LSP session (unique in the process).
+    pub session: u64,
+    pub uri: String,
+    pub outbox: Outbox,
+    /// For messages.
+    pub name: String,
+    /// What the editor and the engine last agreed on.
+    pub shared: SharedText,
+}
+
+impl EditorStore {
+    async fn ask<T>(&self, task: impl FnOnce(Reply<T>) -> Task) -> anyhow::Result<T>
+    where
+        T: Send + 'static,
+    {
+        // A document closed and opened again is another buffer, with another store.
+        if self.shared.is_closed() {
+            return Err(EditorGone::Closed(self.uri.clone()).into());
+        }
+        let (sender, receiver) = oneshot::channel();
+        let reply = Reply::new(move |answer| {
+            let _ = sender.send(answer);
+        });
+        if !self.outbox.send(task(reply)) {
+            return Err(EditorGone::Closed(self.uri.clone()).into());
+        }
+        match tokio::time::timeout(EDITOR_TIMEOUT, receiver).await {
+            Ok(Ok(answer)) => Ok(answer),
+            // The session dropped the reply: it ended.
+            Ok(Err(_)) => Err(EditorGone::Closed(self.uri.clone()).into()),
+            Err(_) => Err(EditorGone::Timeout(self.uri.clone()).into()),
+        }
+    }
+}
+
+impl ChatStore for EditorStore {
+    fn read(&self) -> StoreFuture<'_, Snapshot> {
+        Box::pin(async move {
+            let uri = self.uri.clone();
+            let snapshot: Option<BufferSnapshot> =
+                self.ask(|reply| Task::ReadBuffer { uri, reply }).await?;
+            let snapshot = snapshot.ok_or_else(|| EditorGone::Closed(self.uri.clone()))?;
+            Ok(Snapshot {
+                text: snapshot.text,
+                version: Some(snapshot.version),
+            })
+        })
+    }
+
+    fn replace_if_unchanged<'a>(
+        &'a self,
+        current: &'a Snapshot,
+        next: &'a str,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let Some(version) = current.version else {
+                anyhow::bail!("an editor snapshot without a version (a bug in flemmad)");
+            };
+            let edit = flemma_syntax::single_edit(&current.text, next);
+            let uri = self.uri.clone();
+            let answer = self
+                .ask(|reply| Task::ReplaceBuffer {
+                    uri,
+                    version,
+                    range: edit.range,
+                    text: edit.new_text,
+                    reply,
+                })
+                .await?;
+            match answer {
+                BufferAnswer::Applied => Ok(true),
+                BufferAnswer::Moved | BufferAnswer::Refused | BufferAnswer::Dropped => Ok(false),
+                BufferAnswer::Closed => Err(EditorGone::Closed(self.uri.clone()).into()),
+            }
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("{}'s buffer of {}", self.name, self.uri)
+    }
+
+    fn key(&self) -> String {
+        format!(
+            "editor {} {} {}",
+            self.session,
+            self.uri,
+            self.shared.instance()
+        )
+    }
+
+    fn shared_base(&self) -> Option<Arc<str>> {
+        Some(self.shared.get())
+    }
+
+    fn left(&self, text: &str) {
+        self.shared.set(text);
+    }
 }

@@ -26,6 +26,7 @@ mod provider_setup;
 mod reviewed;
 mod rewind_chat;
 mod runtime;
+mod runtime_dir;
 mod tool_reporter;
 mod tool_setup;
 mod trust;

@@ -1,11 +1,12 @@
-//! The MCP servers of this process and of one chat: the process's [`McpHub`] (stdio servers
-//! started through flemmad's own parent-death shim), the servers a chat's configuration
+//! The MCP servers of a command or an engine host and of one chat: an [`McpHub`] (stdio
+//! servers started through flemmad's own parent-death shim; made by [`new_hub`] where a
+//! command or the host starts, handed down, and shut down where it ends: no process-wide
+//! global), the servers a chat's configuration
 //! defines (plus any a session adds), their discovery, and their tools registered beside the
 //! built-ins. Shared by `send`, the engine host, `tools`, `status` and `doctor`; opening a
 //! document in the language server never gets here.
 
 use std::path::Path;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use flemma_config::ResolvedConfig;
@@ -15,19 +16,12 @@ use flemma_mcp::{HubOptions, McpHub, ServerDef, ServerState, ServerStatus};
 use flemma_tools::registry::Registry;
 use flemma_tools::truncate::Keep;
 
-/// The process's MCP servers.
-pub fn hub() -> &'static McpHub {
-    static HUB: OnceLock<McpHub> = OnceLock::new();
-    HUB.get_or_init(|| {
-        let mut options = HubOptions::default();
-        options.launch.shim = std::env::current_exe().ok();
-        McpHub::new(options)
-    })
-}
-
-/// Closes every MCP server of this process (at the end of a command, or of the daemon).
-pub async fn shutdown() {
-    hub().shutdown().await;
+/// A new set of MCP servers (none started yet): a command's, or an engine host's. Close it
+/// with [`McpHub::shutdown`] where its owner ends.
+pub fn new_hub() -> McpHub {
+    let mut options = HubOptions::default();
+    options.launch.shim = std::env::current_exe().ok();
+    McpHub::new(options)
 }
 
 /// The MCP side of one chat's tools: the servers' states, what was ignored, and how calls run.
@@ -45,9 +39,10 @@ pub struct McpTools {
 }
 
 impl McpTools {
-    /// Starts (or reuses) the servers `resolved` defines for the chat at `chat` (its
+    /// Starts (or reuses, in `hub`) the servers `resolved` defines for the chat at `chat` (its
     /// directory; without a chat, the current directory), plus `extra` (a session's own).
     pub async fn discover(
+        hub: &McpHub,
         resolved: &ResolvedConfig,
         chat: Option<&Path>,
         extra: &[ServerDef],
@@ -69,7 +64,7 @@ impl McpTools {
             };
         }
         let startup = Duration::from_secs(mcp.startup_timeout);
-        let mut servers = hub().ensure(&defs, startup, sandbox).await;
+        let mut servers = hub.ensure(&defs, startup, sandbox).await;
         // Exclusion runs first: an excluded tool is not this chat's at all.
         let mut excluded = Vec::new();
         for server in &mut servers {

@@ -490,8 +490,8 @@ fn prune_sandboxes(sandboxes: &Path, keep: &str) {
 /// The daemon's directory is created (`0700`, as the daemon does) when missing, so that a
 /// daemon started later is hidden too.
 fn hidden_from_sandbox() -> Vec<PathBuf> {
-    let daemon = crate::daemon::socket::RuntimePaths::from_env().dir;
-    if let Err(error) = crate::daemon::socket::ensure_dir(&daemon) {
+    let daemon = crate::runtime_dir::RuntimePaths::from_env().dir;
+    if let Err(error) = crate::runtime_dir::ensure_dir(&daemon) {
         tracing::debug!(%error, "the daemon's runtime directory cannot be prepared for hiding");
     }
     let mut hidden = Vec::new();

@@ -2,7 +2,7 @@
 //! context"): the XDG base directories when set to an absolute path (an unset, empty or
 //! relative value is ignored, as the XDG Base Directory specification says), else their
 //! defaults under `$HOME` (itself only when absolute). The daemon's runtime folder has its own
-//! fallback (`/tmp/flemma-$UID`, `daemon::socket::RuntimePaths::dir_for`).
+//! fallback (`/tmp/flemma-$UID`, `runtime_dir::RuntimePaths::dir_for`).
 //!
 //! [`UserDirs::from_vars`] is the rule, pure, for whoever reads the environment another way
 //! (`flemmad doctor` reads the environment a test gives it); the functions below read this

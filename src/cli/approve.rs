@@ -10,7 +10,7 @@ use flemma_ide::actions::{self, ActionError};
 use flemma_syntax::{Document, TextEdit};
 
 use super::CliError;
-use super::send::shell_quote;
+use super::progress::shell_quote;
 use super::via_daemon::{self, Action, DaemonClient, Follow};
 use crate::fsutil;
 
@@ -107,11 +107,11 @@ pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
         .map(|id| format!("`{id}`"))
         .collect::<Vec<_>>()
         .join(", ");
-    eprintln!(
-        "flemmad approve: approved {list}; run `flemmad send {}` to run {}",
+    super::Ui::new("approve").note(format!(
+        "approved {list}; run `flemmad send {}` to run {}",
         shell_quote(&args.file.display().to_string()),
         if ids.len() == 1 { "it" } else { "them" }
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -172,11 +172,11 @@ fn approve_hunks(
     .inspect_err(|_| crate::reviewed::forget_partial(&chat, tool_id))?;
     let calls: Vec<_> = call_of_text(&args.file, tool_id).into_iter().collect();
     record_approvals(&args.file, &calls);
-    eprintln!(
-        "flemmad approve: approved part of `{}`: {note}\nRun `flemmad send {}` to run it",
+    super::Ui::new("approve").note(format!(
+        "approved part of `{}`: {note}\nRun `flemmad send {}` to run it",
         approved.join(", "),
         shell_quote(&args.file.display().to_string())
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -213,9 +213,9 @@ fn record_approvals(file: &Path, calls: &[(String, String, serde_json::Value)]) 
     let records = crate::trust::CallRecords::from_env();
     for (id, name, input) in calls {
         if let Err(error) = records.record(&chat, flemma_config::Seen::Approved, id, name, input) {
-            eprintln!(
-                "flemmad approve: warning: cannot record the approval of `{id}` ({error:#}); if the chat is untrusted, `flemmad send` will ask for it again"
-            );
+            super::Ui::new("approve").warn(format!(
+                "cannot record the approval of `{id}` ({error:#}); if the chat is untrusted, `flemmad send` will ask for it again"
+            ));
         }
     }
 }

@@ -54,11 +54,11 @@ pub fn run(args: CancelArgs) -> Result<(), CliError> {
             rustix::process::kill_process(pid, rustix::process::Signal::INT).map_err(|error| {
                 CliError::failed("cancel", format!("cannot interrupt {owner}: {error}"))
             })?;
-            eprintln!(
-                "flemmad cancel: interrupted the `flemmad send` of {} (pid {}); it marks what ran `aborted` and exits 130",
+            super::Ui::new("cancel").note(format!(
+                "interrupted the `flemmad send` of {} (pid {}); it marks what ran `aborted` and exits 130",
                 args.file.display(),
                 owner.pid
-            );
+            ));
             Ok(())
         }
     }

@@ -177,7 +177,7 @@ pub fn run_rewind(args: RewindArgs, config_path: Option<&std::path::Path>) -> Re
     eprintln!(
         "flemmad rewind: the whole chat as it was is kept in {}; `flemmad rewind {} --undo-chat` puts it back",
         archive.display(),
-        super::send::shell_quote(&args.file.display().to_string()),
+        super::progress::shell_quote(&args.file.display().to_string()),
     );
     Ok(())
 }

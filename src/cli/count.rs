@@ -51,7 +51,8 @@ pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> 
             "nothing was counted; fix the errors above and count again",
         ));
     }
-    eprint!("{report}");
+    let ui = super::Ui::new("count");
+    ui.stderr(&report);
     let Some(resolved) = &loaded.analysis.config else {
         return Err(CliError::failed(
             "count",
@@ -92,9 +93,9 @@ pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> 
             setup.kind
         ),
     };
-    println!("{}{how}", crate::context::line(&meter));
+    ui.line(&format!("{}{how}", crate::context::line(&meter)))?;
     if let Some(advice) = crate::context::advice(&meter) {
-        eprintln!("count: {advice}");
+        ui.stderr(&format!("count: {advice}\n"));
     }
     Ok(())
 }

@@ -21,6 +21,9 @@ pub enum ErrorKind {
 /// ended by SIGPIPE (128 + 13).
 pub const BROKEN_PIPE_EXIT: u8 = 141;
 
+/// Exit status while a tool call waits for `flemmad approve` / `flemmad reject`.
+pub const AWAITING_APPROVAL_EXIT: u8 = 3;
+
 impl ErrorKind {
     /// The exit status: 2 for unreadable input (clap exits 2 for usage errors before a
     /// command runs), 130 for an interruption, 1 for everything else.

@@ -4,7 +4,7 @@ use std::io::{BufRead as _, BufReader, Write as _};
 
 use serde_json::{Value, json};
 
-use crate::daemon::RuntimePaths;
+use crate::runtime_dir::RuntimePaths;
 
 use super::CliError;
 

@@ -47,10 +47,11 @@ fn convert_lua(text: &str) -> anyhow::Result<Option<String>> {
 }
 
 pub fn run(args: FmtArgs) -> anyhow::Result<ExitCode> {
+    let ui = super::Ui::new("fmt");
     let text = match fsutil::read_chat(&args.file) {
         Ok(text) => text,
         Err(error) => {
-            eprintln!("flemmad fmt: {error:#}");
+            ui.note(format!("{error:#}"));
             return Ok(ExitCode::from(2));
         }
     };
@@ -59,7 +60,7 @@ pub fn run(args: FmtArgs) -> anyhow::Result<ExitCode> {
         match convert_lua(original) {
             Ok(converted) => converted,
             Err(error) => {
-                eprintln!("{}:1: error: {error:#}", args.file.display());
+                ui.stderr(&format!("{}:1: error: {error:#}\n", args.file.display()));
                 return Ok(ExitCode::from(1));
             }
         }
@@ -73,37 +74,43 @@ pub fn run(args: FmtArgs) -> anyhow::Result<ExitCode> {
             .frontmatter()
             .is_some_and(|f| f.language == flemma_syntax::FrontmatterLanguage::Lua)
     {
-        eprintln!(
-            "{}:1: note: the frontmatter is Lua, which flemmad does not run; `flemmad fmt --convert-lua {}` converts it to Rhai",
+        ui.stderr(&format!(
+            "{}:1: note: the frontmatter is Lua, which flemmad does not run; `flemmad fmt --convert-lua {}` converts it to Rhai\n",
             args.file.display(),
             args.file.display()
-        );
+        ));
     }
     let changes = doc.format_edits();
     let change_count = changes.len() + usize::from(converted.is_some());
     if change_count == 0 {
         if args.check {
-            eprintln!("{}: already formatted", args.file.display());
+            ui.stderr(&format!("{}: already formatted\n", args.file.display()));
         }
         return Ok(ExitCode::SUCCESS);
     }
     let index = doc.line_index();
     if args.check {
         if converted.is_some() {
-            println!(
+            ui.line(&format!(
                 "{}:1: would convert the Lua frontmatter to Rhai",
                 args.file.display()
-            );
+            ))?;
         }
         for (edit, description) in &changes {
             let line = index.line_of(edit.range.start) + 1;
-            println!("{}:{line}: would {description}", args.file.display());
+            ui.line(&format!(
+                "{}:{line}: would {description}",
+                args.file.display()
+            ))?;
         }
         return Ok(ExitCode::from(1));
     }
     let edits: Vec<_> = changes.iter().map(|(e, _)| e.clone()).collect();
     let formatted = flemma_syntax::apply_edits(text, &edits)?;
     fsutil::write_chat(&args.file, &formatted)?;
-    eprintln!("{}: {change_count} change(s) written", args.file.display());
+    ui.stderr(&format!(
+        "{}: {change_count} change(s) written\n",
+        args.file.display()
+    ));
     Ok(ExitCode::SUCCESS)
 }

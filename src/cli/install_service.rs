@@ -57,6 +57,7 @@ fn units_dir() -> Option<PathBuf> {
 }
 
 pub fn run(args: InstallServiceArgs) -> Result<(), CliError> {
+    let ui = super::Ui::new("install-service");
     let binary = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .map_err(|error| {
@@ -68,7 +69,9 @@ pub fn run(args: InstallServiceArgs) -> Result<(), CliError> {
     let service = service_unit(&binary);
     let socket = socket_unit();
     if args.print {
-        print!("# flemmad.service\n{service}\n# flemmad.socket\n{socket}");
+        ui.write(&format!(
+            "# flemmad.service\n{service}\n# flemmad.socket\n{socket}"
+        ))?;
         return Ok(());
     }
     let dir = units_dir().ok_or_else(|| {
@@ -91,9 +94,9 @@ pub fn run(args: InstallServiceArgs) -> Result<(), CliError> {
                 format!("cannot write {}: {error:#}", path.display()),
             )
         })?;
-        println!("wrote {}", path.display());
+        ui.line(&format!("wrote {}", path.display()))?;
     }
-    println!("now run: {NEXT_COMMAND}");
+    ui.line(&format!("now run: {NEXT_COMMAND}"))?;
     Ok(())
 }
 

@@ -34,7 +34,7 @@ pub fn run(args: LspArgs, config: Option<&std::path::Path>) -> anyhow::Result<Ex
     }
     let engine = crate::engine_host::EngineHost::start(config.map(std::path::Path::to_owned))
         .context("cannot start the engine")?;
-    let backend = Box::new(crate::lsp_backend::HostBackend::new(engine.clone()));
+    let backend = Box::new(crate::lsp_backend::LspBackend::new(engine.clone()));
     // The user's config file (FLEMMA_CONFIG / XDG), as the CLI reads it: problems with it are
     // diagnostics of every open chat, not a refusal to start.
     let host = flemma_ide::AnalysisHost::with_template_cache(

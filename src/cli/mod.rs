@@ -14,6 +14,8 @@ mod install_service;
 mod lsp;
 mod models;
 mod parse;
+mod progress;
+mod proposed;
 mod proxy;
 mod questions;
 mod reject;
@@ -22,6 +24,7 @@ mod serve;
 mod status;
 mod tools;
 mod trust;
+mod ui;
 mod via_daemon;
 
 use std::path::PathBuf;
@@ -30,6 +33,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub use error::{BROKEN_PIPE_EXIT, CliError};
+use ui::Ui;
 
 /// flemmad makes `.chat` files live conversations with LLMs, from any editor or the command line.
 ///

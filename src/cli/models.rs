@@ -21,6 +21,7 @@ pub struct ModelsArgs {
 }
 
 pub fn run(args: ModelsArgs, config_path: Option<&Path>) -> Result<(), CliError> {
+    let ui = super::Ui::new("models");
     let input = crate::chat::config_input(config_path);
     let problems = input.diagnostics();
     if !problems.is_empty() {
@@ -81,7 +82,7 @@ pub fn run(args: ModelsArgs, config_path: Option<&Path>) -> Result<(), CliError>
                 input_price_per_mtok: spec.map(|s| s.input),
                 output_price_per_mtok: spec.map(|s| s.output),
             };
-            println!("{}", serde_json::to_string(&entry)?);
+            ui.json(&entry)?;
         } else {
             let prices = spec.map_or(String::new(), |s| {
                 let paid = if s.subscription {
@@ -91,7 +92,7 @@ pub fn run(args: ModelsArgs, config_path: Option<&Path>) -> Result<(), CliError>
                 };
                 format!("  ${:.2} in / ${:.2} out per Mtok{paid}", s.input, s.output)
             });
-            println!("{}{}", model.id, prices);
+            ui.line(&format!("{}{}", model.id, prices))?;
         }
     }
     Ok(())

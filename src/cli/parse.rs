@@ -73,7 +73,7 @@ fn run_eval(args: &ParseArgs, config_path: Option<&std::path::Path>) -> Result<(
             "this chat cannot be sent as it is; fix the errors above",
         ));
     }
-    eprint!("{report}");
+    super::Ui::new("parse").stderr(&report);
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::daemon::RuntimePaths;
+use crate::runtime_dir::RuntimePaths;
 
 /// What the pipe says when the daemon closed the connection before the editor ended its
 /// session: the editor should start the server again.

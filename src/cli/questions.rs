@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 
-use super::send::shell_quote;
+use super::progress::shell_quote;
 use crate::agent_permissions::Pending;
 
 /// The questions an in-process send met (it stops at the first).

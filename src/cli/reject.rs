@@ -12,7 +12,7 @@ use super::CliError;
 use super::approve::{
     check_placeholders, edit_placeholders, is_permission_id, no_daemon_to_answer,
 };
-use super::send::shell_quote;
+use super::progress::shell_quote;
 use super::via_daemon::{self, Action, DaemonClient, Follow};
 
 #[derive(Debug, Args)]
@@ -65,10 +65,10 @@ pub fn run(args: RejectArgs) -> Result<ExitCode, CliError> {
         ));
     }
     edit_placeholders("reject", &args.file, build)?;
-    eprintln!(
-        "flemmad reject: rejected `{}`; run `flemmad send {}` to tell the model",
+    super::Ui::new("reject").note(format!(
+        "rejected `{}`; run `flemmad send {}` to tell the model",
         args.tool_id,
         shell_quote(&args.file.display().to_string())
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }

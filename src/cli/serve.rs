@@ -1,6 +1,7 @@
 //! `flemmad serve`: runs the daemon (see `crate::daemon`).
 
-use crate::daemon::{self, RuntimePaths, ServeOptions};
+use crate::daemon::{self, ServeOptions};
+use crate::runtime_dir::RuntimePaths;
 
 use super::CliError;
 

@@ -6,6 +6,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use flemma_protocol::engine::JobState;
 use flemma_protocol::status::{
     Approval, ChatStatus, JobStatus, McpServerStatus, ToolStatus, UnresolvedCall,
 };
@@ -13,6 +14,7 @@ use flemma_syntax::{Document, SuffixValue};
 use serde_json::{Map, Value};
 
 use super::CliError;
+use super::proposed::{input_of, proposed_diff, unresolved_ids};
 use crate::chat;
 use crate::driver_lock::DriverLock;
 use crate::tool_setup::ToolSetup;
@@ -52,13 +54,15 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
         .map_err(|message| CliError::failed("status", message))?;
     // The chat's MCP servers are started to show their state and tools.
     let runtime = crate::runtime::get().map_err(|e| CliError::failed("status", e.to_string()))?;
+    let hub = crate::mcp_setup::new_hub();
     let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(
+        &hub,
         resolved,
         Some(&args.file),
         &[],
         tools.sandbox_wrap(),
     ));
-    runtime.block_on(crate::mcp_setup::shutdown());
+    runtime.block_on(hub.shutdown());
     runtime.block_on(crate::agent_setup::shutdown());
     tools.add_mcp(&mcp);
     let _ = tools.add_agents(resolved, false);
@@ -74,9 +78,9 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
     if let Some(engine) = &engine {
         for job in &mut jobs {
             if let Some(live) = engine.jobs.iter().find(|j| j.job_id == job.job_id)
-                && job.state != "delivered"
+                && job.state != JobState::Delivered
             {
-                job.state = live.state.clone();
+                job.state = live.state;
             }
         }
     }
@@ -240,13 +244,19 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
                 (None, None) => None,
             };
             if let Some(change) = change {
-                write!(out, "{}", indented_diff(&change))?;
+                write!(out, "{}", super::progress::indented_diff(&change))?;
             }
         }
     }
     writeln!(out, "\njobs: {}", status.jobs.len())?;
     for job in &status.jobs {
-        writeln!(out, "  {} ({}): {}", job.job_id, job.tool_id, job.state)?;
+        writeln!(
+            out,
+            "  {} ({}): {}",
+            job.job_id,
+            job.tool_id,
+            job.state.as_str()
+        )?;
     }
     let now = crate::usage_report::unix_now();
     match &engine {
@@ -338,78 +348,6 @@ fn approval(decision: flemma_tools::approval::Decision) -> Approval {
     }
 }
 
-fn input_of(doc: &Document, tool_id: &str) -> Value {
-    doc.tool_use(tool_id)
-        .and_then(|(_, _, tool_use)| tool_use.fence.as_ref())
-        .and_then(|fence| serde_json::from_str::<Value>(doc.slice(fence.content)).ok())
-        .filter(Value::is_object)
-        .unwrap_or(Value::Null)
-}
-
-/// What a call of `tool` with `input` would change, as a unified diff against the file as it
-/// is now (`None`: a tool whose effect cannot be known before it runs).
-fn proposed_diff(tools: &ToolSetup, tool: &str, input: &Value) -> Option<Result<String, String>> {
-    flemma_tools::review::proposed_change(tool, input, &tools.ctx)
-        .map(|change| change.map(|change| change.unified_diff()))
-}
-
-/// A call's change under its line in a listing: the diff indented by four spaces, `(no
-/// change)`, or `(no diff: why)`.
-pub(super) fn indented_diff(change: &Result<String, String>) -> String {
-    match change {
-        Ok(diff) if diff.is_empty() => "    (no change)\n".to_owned(),
-        Ok(diff) => diff.lines().map(|line| format!("    {line}\n")).collect(),
-        Err(error) => format!("    (no diff: {error})\n"),
-    }
-}
-
-/// The diffs of the unresolved calls of the chat at `file` (`send --diff`), by tool use id;
-/// empty when the chat cannot be loaded (the listing then goes without them).
-pub(super) fn proposed_diffs(
-    file: &Path,
-    config_path: Option<&Path>,
-) -> std::collections::HashMap<String, Result<String, String>> {
-    let Ok(loaded) = chat::load("send", flemma_ide::Purpose::Inspect, file, config_path) else {
-        return Default::default();
-    };
-    let Ok(tools) = ToolSetup::for_chat(&loaded.analysis, file) else {
-        return Default::default();
-    };
-    let doc = &*loaded.analysis.document;
-    unresolved_ids(doc)
-        .into_iter()
-        .filter_map(|(id, name, _)| {
-            let diff = proposed_diff(&tools, &name, &input_of(doc, &id))?;
-            Some((id, diff))
-        })
-        .collect()
-}
-
-/// Every unresolved call: its id, tool name and status (`no result` for a use without a
-/// result, else its placeholder's status).
-fn unresolved_ids(doc: &Document) -> Vec<(String, String, String)> {
-    let mut ids: Vec<(String, String, String)> = doc
-        .unresolved_tool_uses()
-        .into_iter()
-        .map(|(_, _, tool_use)| {
-            let name = tool_use.name.clone();
-            (tool_use.id.clone(), name, "no result".to_owned())
-        })
-        .collect();
-    for (_, _, result) in doc.placeholders(None) {
-        let name = doc
-            .tool_use(&result.tool_use_id)
-            .map_or_else(String::new, |(_, _, u)| u.name.clone());
-        let status = result
-            .suffix
-            .as_ref()
-            .and_then(|s| s.status())
-            .map_or_else(String::new, |s| s.to_string());
-        ids.push((result.tool_use_id.clone(), name, status));
-    }
-    ids
-}
-
 fn unresolved(doc: &Document, tools: &ToolSetup) -> Vec<UnresolvedCall> {
     unresolved_ids(doc)
         .into_iter()
@@ -443,16 +381,16 @@ fn jobs(doc: &Document, send_running: bool) -> Vec<JobStatus> {
                 continue;
             };
             let state = if doc.job_result(job_id).is_some() {
-                "delivered"
+                JobState::Delivered
             } else if send_running {
-                "running"
+                JobState::Running
             } else {
-                "orphaned"
+                JobState::Orphaned
             };
             jobs.push(JobStatus {
                 job_id: job_id.clone(),
                 tool_id: result.tool_use_id.clone(),
-                state: state.to_owned(),
+                state,
             });
         }
     }

@@ -9,6 +9,7 @@ use flemma_tools::Verdict;
 use flemma_tools::registry::Registered;
 use serde_json::{Value, json};
 
+use super::Ui;
 use crate::chat;
 use crate::mcp_setup::{Excluded, McpTools};
 use crate::tool_setup::{ToolSetup, to_definition};
@@ -44,6 +45,7 @@ pub enum ToolsAction {
 /// or, without one, the user configuration's in the current directory. The one place this
 /// command loads a chat.
 fn setup(
+    ui: &Ui,
     chat: Option<&Path>,
     config_path: Option<&Path>,
 ) -> Result<(Setup, flemma_config::ResolvedConfig), String> {
@@ -55,7 +57,7 @@ fn setup(
             if loaded.analysis.has_blocking_diagnostics() {
                 return Err(report.trim_end().to_string());
             }
-            eprint!("{report}");
+            ui.stderr(&report);
             let setup = ToolSetup::for_chat(&loaded.analysis, path)?;
             let resolved = loaded
                 .analysis
@@ -87,49 +89,53 @@ fn setup(
 }
 
 pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let (mut setup, resolved) = match setup(args.chat.as_deref(), config_path) {
+    let ui = Ui::new("tools");
+    let (mut setup, resolved) = match setup(&ui, args.chat.as_deref(), config_path) {
         Ok(setup) => setup,
         Err(message) => {
-            eprintln!("flemmad tools: {message}");
+            ui.note(message);
             return Ok(ExitCode::from(2));
         }
     };
     // MCP servers start here (and end with the command); their calls run on this runtime.
     let runtime = crate::runtime::get()?;
+    let hub = crate::mcp_setup::new_hub();
     let mcp = runtime.block_on(McpTools::discover(
+        &hub,
         &resolved,
         args.chat.as_deref(),
         &[],
         setup.sandbox_wrap(),
     ));
     for warning in mcp.warnings() {
-        eprintln!("flemmad tools: warning: {warning}");
+        ui.warn(warning);
     }
     setup.add_mcp(&mcp);
     for note in setup.add_agents(&resolved, false) {
-        eprintln!("flemmad tools: warning: {note}");
+        ui.warn(note);
     }
     let setup = std::sync::Arc::new(setup);
     let outcome = match args.action {
-        None => list(&setup, &mcp, args.json),
+        None => list(&ui, &setup, &mcp, args.json),
         Some(ToolsAction::Run { name, input }) => {
             let setup = setup.clone();
             let excluded = mcp.exclusion(&name).cloned();
+            let ui = ui.sub("run");
             runtime.block_on(async move {
                 tokio::task::spawn_blocking(move || {
-                    run_one(&setup, excluded.as_ref(), &name, &input)
+                    run_one(&ui, &setup, excluded.as_ref(), &name, &input)
                 })
                 .await
                 .map_err(|error| anyhow::anyhow!("the tool thread failed: {error}"))?
             })
         }
     };
-    runtime.block_on(crate::mcp_setup::shutdown());
+    runtime.block_on(hub.shutdown());
     runtime.block_on(crate::agent_setup::shutdown());
     outcome
 }
 
-fn list(setup: &Setup, mcp: &McpTools, as_json: bool) -> anyhow::Result<ExitCode> {
+fn list(ui: &Ui, setup: &Setup, mcp: &McpTools, as_json: bool) -> anyhow::Result<ExitCode> {
     let chain = &setup.chain;
     let enabled: Vec<&Registered> = setup.enabled();
     let available: Vec<&Registered> = setup
@@ -157,7 +163,7 @@ fn list(setup: &Setup, mcp: &McpTools, as_json: bool) -> anyhow::Result<ExitCode
         ),
         Err(reason) => format!("none: {reason}"),
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = ui.stdout();
     if as_json {
         let describe = |tool: &&Registered, offered: bool| {
             let decision = chain.decide(&tool.spec, &json!({}));
@@ -336,35 +342,33 @@ fn describe_inputs(schema: &Value) -> String {
 }
 
 fn run_one(
+    ui: &Ui,
     setup: &Setup,
     excluded: Option<&Excluded>,
     name: &str,
     input: &str,
 ) -> anyhow::Result<ExitCode> {
     if let Some(excluded) = excluded {
-        eprintln!("flemmad tools run: {excluded}");
+        ui.note(excluded);
         return Ok(ExitCode::from(2));
     }
     let input: Value = match serde_json::from_str(input) {
         Ok(value @ Value::Object(_)) => value,
         Ok(other) => {
-            eprintln!(
-                "flemmad tools run: the input must be a JSON object, got {}",
-                other
-            );
+            ui.note(format!("the input must be a JSON object, got {other}"));
             return Ok(ExitCode::from(2));
         }
         Err(error) => {
-            eprintln!(
-                "flemmad tools run: the input is not valid JSON ({error}); quote it for the shell, e.g. '{{\"label\": \"x\", \"command\": \"ls\", \"timeout\": null}}'"
-            );
+            ui.note(format!(
+                "the input is not valid JSON ({error}); quote it for the shell, e.g. '{{\"label\": \"x\", \"command\": \"ls\", \"timeout\": null}}'"
+            ));
             return Ok(ExitCode::from(2));
         }
     };
     if setup.enabled_tool(name).is_none() && setup.registry.get(name).is_some() {
-        eprintln!(
-            "flemmad tools run: note: `{name}` is not enabled for this chat; running it anyway"
-        );
+        ui.note(format!(
+            "note: `{name}` is not enabled for this chat; running it anyway"
+        ));
     }
     let call_id = format!("cli_{}", std::process::id());
     match setup
@@ -372,12 +376,10 @@ fn run_one(
         .execute(name, input, &setup.ctx, &setup.store, &call_id)
     {
         Ok(outcome) => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(outcome.text.as_bytes())?;
+            ui.write(&outcome.text)?;
             if !outcome.text.ends_with('\n') {
-                out.write_all(b"\n")?;
+                ui.write("\n")?;
             }
-            out.flush()?;
             Ok(if outcome.is_error {
                 ExitCode::from(1)
             } else {
@@ -385,7 +387,7 @@ fn run_one(
             })
         }
         Err(error) => {
-            eprintln!("flemmad tools run: {error}");
+            ui.note(error);
             Ok(ExitCode::from(2))
         }
     }

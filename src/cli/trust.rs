@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::CliError;
+use super::{CliError, Ui};
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["dir", "list"])))]
@@ -21,8 +21,9 @@ pub struct TrustArgs {
 }
 
 pub fn run(args: TrustArgs, config_path: Option<&Path>) -> Result<(), CliError> {
+    let ui = Ui::new("trust");
     if args.list {
-        return list(config_path);
+        return list(&ui, config_path);
     }
     let Some(dir) = args.dir else {
         return Err(CliError::failed("trust", "name a folder, or use --list"));
@@ -44,35 +45,35 @@ pub fn run(args: TrustArgs, config_path: Option<&Path>) -> Result<(), CliError> 
             ));
         }
         for folder in removed {
-            eprintln!(
-                "flemmad trust: {} is no longer trusted (removed from {file})",
+            ui.note(format!(
+                "{} is no longer trusted (removed from {file})",
                 folder.display()
-            );
+            ));
         }
         return Ok(());
     }
     let added = crate::trust::trust_folder(&dir)
         .map_err(|error| CliError::failed("trust", format!("{error:#}")))?;
     if added.is_empty() {
-        eprintln!("flemmad trust: {} is trusted already", dir.display());
+        ui.note(format!("{} is trusted already", dir.display()));
     }
     for folder in added {
-        eprintln!(
-            "flemmad trust: trusted {} and every chat below it (in {file}); undo with `flemmad trust --remove {}`",
+        ui.note(format!(
+            "trusted {} and every chat below it (in {file}); undo with `flemmad trust --remove {}`",
             folder.display(),
-            super::send::shell_quote(&folder.display().to_string())
-        );
+            super::progress::shell_quote(&folder.display().to_string())
+        ));
     }
     Ok(())
 }
 
-fn list(config_path: Option<&Path>) -> Result<(), CliError> {
+fn list(ui: &Ui, config_path: Option<&Path>) -> Result<(), CliError> {
     let (folders, warning) = crate::trust::read_folders();
     if let Some(warning) = warning {
-        eprintln!("flemmad trust: warning: {warning}");
+        ui.warn(warning);
     }
     for folder in &folders {
-        println!("{}", folder.display());
+        ui.line(&folder.display().to_string())?;
     }
     let input = crate::chat::config_input(config_path);
     let settings = flemma_config::resolve(&input.layers)
@@ -80,18 +81,16 @@ fn list(config_path: Option<&Path>) -> Result<(), CliError> {
         .ok();
     if let Some(settings) = &settings {
         for pattern in &settings.paths {
-            println!("{pattern}\t(trust.paths in the configuration)");
+            ui.line(&format!("{pattern}\t(trust.paths in the configuration)"))?;
         }
         if settings.restricted {
-            eprintln!(
-                "flemmad trust: trust.restricted is set in the configuration: no chat is trusted"
-            );
+            ui.note("trust.restricted is set in the configuration: no chat is trusted");
         }
     }
     let none = folders.is_empty() && settings.as_ref().is_none_or(|s| s.paths.is_empty());
     if none {
-        eprintln!(
-            "flemmad trust: no folder is trusted: every chat's frontmatter is untrusted (see `flemmad trust --help`)"
+        ui.note(
+            "no folder is trusted: every chat's frontmatter is untrusted (see `flemmad trust --help`)",
         );
     }
     Ok(())

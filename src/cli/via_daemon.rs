@@ -15,9 +15,10 @@ use flemma_protocol::engine::UsageTotals;
 use serde_json::{Value, json};
 
 use super::CliError;
-use super::send::{AWAITING_APPROVAL_EXIT, Progress, approval_listing, shell_quote};
-use crate::daemon::RuntimePaths;
+use super::error::AWAITING_APPROVAL_EXIT;
+use super::progress::{Progress, approval_listing, shell_quote};
 use crate::engine_driver::Report;
+use crate::runtime_dir::RuntimePaths;
 use flemma_engine::EngineEvent;
 use flemma_protocol::event::{EngineStopped, StopLabel};
 
@@ -328,7 +329,7 @@ pub fn run_with(
         .ok()
         .and_then(|usage| serde_json::from_value(usage).ok())
         .unwrap_or_default();
-    let summary = super::send::summary(started.elapsed(), &usage);
+    let summary = super::progress::summary(started.elapsed(), &usage);
     let Some(EngineStopped { reason, message }) = ended else {
         eprint!(
             "{}",
@@ -346,7 +347,7 @@ pub fn run_with(
             if pending.is_empty() {
                 pending = pending_from_status(&mut client, &uri);
             }
-            let diffs = super::send::diffs(follow.diff, file, None);
+            let diffs = super::proposed::diffs(follow.diff, file, None);
             eprint!("{}", approval_listing(file, &pending, &summary, &diffs));
             Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
         }

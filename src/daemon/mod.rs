@@ -23,9 +23,10 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::runtime_dir::RuntimePaths;
 pub use events::{Event, EventHub, Filter};
 use flemma_protocol::event::{DaemonEvent, SessionClosed, SessionOpened};
-pub use socket::{RuntimePaths, SocketError};
+pub use socket::SocketError;
 
 /// What `serve` needs to know.
 #[derive(Debug, Clone)]
@@ -176,7 +177,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
     let paths = &options.paths;
     // Before any thread starts: taking the activation fds edits the environment.
     let activated = socket::activated_listeners()?;
-    socket::ensure_dir(&paths.dir)?;
+    crate::runtime_dir::ensure_dir(&paths.dir).map_err(SocketError::from)?;
     let mut pid_lock = socket::PidLock::acquire(&paths.pid_file)?;
     // The sockets this process bound (and removes at the end); systemd owns the ones it
     // passed.
@@ -378,7 +379,7 @@ fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
     match flemma_lsp::transport::streams(reader, stream) {
         Ok((connection, io_threads)) => {
             let backend: Box<dyn flemma_lsp::Backend> = match daemon.engine.get() {
-                Some(engine) => Box::new(crate::lsp_backend::HostBackend::new(engine.clone())),
+                Some(engine) => Box::new(crate::lsp_backend::LspBackend::new(engine.clone())),
                 None => Box::new(flemma_lsp::NoEngine),
             };
             let host = flemma_ide::AnalysisHost::with_template_cache(

@@ -1,71 +1,20 @@
-//! The daemon's place on disk and its sockets: the runtime directory (`0700`, ours), the
-//! single-instance lock (`daemon.pid`), binding `0600` sockets (replacing a dead daemon's,
-//! never stealing a live one's), the peer-uid check, systemd socket activation and
-//! `sd_notify` readiness.
+//! The daemon's sockets in its runtime folder (`crate::runtime_dir`): the single-instance
+//! lock (`daemon.pid`), binding `0600` sockets (replacing a dead daemon's, never stealing a
+//! live one's), the peer-uid check, systemd socket activation and `sd_notify` readiness.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read as _, Seek as _, Write as _};
-use std::os::unix::fs::{
-    DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
-};
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::FlockOperation;
 
-/// Where the daemon's files live.
-#[derive(Debug, Clone)]
-pub struct RuntimePaths {
-    pub dir: PathBuf,
-    pub lsp_socket: PathBuf,
-    pub rpc_socket: PathBuf,
-    pub acp_socket: PathBuf,
-    pub pid_file: PathBuf,
-}
-
-impl RuntimePaths {
-    /// `$XDG_RUNTIME_DIR/flemma/`, or `/tmp/flemma-$UID/` when `XDG_RUNTIME_DIR` is unset,
-    /// empty or relative.
-    pub fn from_env() -> Self {
-        let runtime = crate::user_dirs::runtime_dir();
-        Self::in_dir(Self::dir_for(runtime.as_deref(), current_uid()))
-    }
-
-    /// The one rule for the daemon's folder, given `$XDG_RUNTIME_DIR` and the user's uid.
-    pub fn dir_for(xdg_runtime_dir: Option<&Path>, uid: u32) -> PathBuf {
-        match xdg_runtime_dir.filter(|dir| dir.is_absolute()) {
-            Some(runtime) => runtime.join("flemma"),
-            None => PathBuf::from(format!("/tmp/flemma-{uid}")),
-        }
-    }
-
-    pub fn in_dir(dir: PathBuf) -> Self {
-        Self {
-            lsp_socket: dir.join("lsp.sock"),
-            rpc_socket: dir.join("rpc.sock"),
-            acp_socket: dir.join("acp.sock"),
-            pid_file: dir.join("daemon.pid"),
-            dir,
-        }
-    }
-}
+use crate::runtime_dir::{RuntimeDirError, RuntimePaths, check_dir, current_uid};
 
 /// What went wrong setting up or reaching the daemon's sockets.
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
-    #[error(
-        "{} is owned by uid {owner}, not by you (uid {me}); remove it or set XDG_RUNTIME_DIR to a directory of yours",
-        path.display()
-    )]
-    ForeignDirectory { path: PathBuf, owner: u32, me: u32 },
-    #[error(
-        "{} has mode {mode:04o}, which lets other users in; run `chmod 700 {}`",
-        path.display(),
-        path.display()
-    )]
-    OpenDirectory { path: PathBuf, mode: u32 },
-    #[error("{} is not a directory (a symlink or a file); remove it", path.display())]
-    NotADirectory { path: PathBuf },
     #[error("a daemon already runs (pid {pid}); use it, or stop it first (`kill {pid}`)")]
     AlreadyRunning { pid: String },
     #[error("{} exists and is not a socket; remove it", path.display())]
@@ -80,6 +29,8 @@ pub enum SocketError {
         name: &'static str,
         names: String,
     },
+    #[error(transparent)]
+    RuntimeDir(#[from] RuntimeDirError),
     #[error("{what} {}: {source}", path.display())]
     Io {
         what: &'static str,
@@ -94,60 +45,6 @@ fn io_error<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
         path: path.to_owned(),
         source,
     }
-}
-
-pub fn current_uid() -> u32 {
-    rustix::process::geteuid().as_raw()
-}
-
-/// Creates the runtime directory `0700` when missing; refuses one that is not ours or that
-/// other users can enter.
-pub fn ensure_dir(dir: &Path) -> Result<(), SocketError> {
-    match fs::symlink_metadata(dir) {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => fs::DirBuilder::new()
-            .recursive(false)
-            .mode(0o700)
-            .create(dir)
-            .or_else(|error| {
-                // Someone (a second daemon starting) created it meanwhile: check it below.
-                if error.kind() == io::ErrorKind::AlreadyExists {
-                    Ok(())
-                } else {
-                    Err(error)
-                }
-            })
-            .map_err(io_error("cannot create the runtime directory", dir))?,
-        Err(error) => return Err(io_error("cannot inspect the runtime directory", dir)(error)),
-        Ok(_) => {}
-    }
-    check_dir(dir)
-}
-
-/// Checks that the runtime directory is a real directory, ours, with no group/other bits.
-pub fn check_dir(dir: &Path) -> Result<(), SocketError> {
-    let meta =
-        fs::symlink_metadata(dir).map_err(io_error("cannot inspect the runtime directory", dir))?;
-    if !meta.is_dir() {
-        return Err(SocketError::NotADirectory {
-            path: dir.to_owned(),
-        });
-    }
-    let me = current_uid();
-    if meta.uid() != me {
-        return Err(SocketError::ForeignDirectory {
-            path: dir.to_owned(),
-            owner: meta.uid(),
-            me,
-        });
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        return Err(SocketError::OpenDirectory {
-            path: dir.to_owned(),
-            mode,
-        });
-    }
-    Ok(())
 }
 
 /// The single-instance lock: `daemon.pid`, locked (`flock`) for the daemon's lifetime and
@@ -408,65 +305,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ensure_dir_creates_a_private_directory() {
-        let root = tempfile::tempdir().expect("a temp dir");
-        let dir = root.path().join("flemma");
-        ensure_dir(&dir).expect("created");
-        let mode = fs::metadata(&dir).expect("metadata").mode() & 0o777;
-        assert_eq!(mode, 0o700);
-        // A second check of the same directory passes.
-        ensure_dir(&dir).expect("checked");
-    }
-
-    #[test]
-    fn check_dir_refuses_group_or_other_bits_and_says_how_to_fix_it() {
-        let root = tempfile::tempdir().expect("a temp dir");
-        fs::set_permissions(root.path(), fs::Permissions::from_mode(0o750)).expect("chmod");
-        let error = check_dir(root.path()).expect_err("refused");
-        assert!(matches!(
-            error,
-            SocketError::OpenDirectory { mode: 0o750, .. }
-        ));
-        assert!(error.to_string().contains("chmod 700"), "{error}");
-    }
-
-    #[test]
-    fn check_dir_refuses_a_symlink() {
-        let root = tempfile::tempdir().expect("a temp dir");
-        let real = root.path().join("real");
-        fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&real)
-            .expect("mkdir");
-        let link = root.path().join("link");
-        std::os::unix::fs::symlink(&real, &link).expect("symlink");
-        assert!(matches!(
-            check_dir(&link),
-            Err(SocketError::NotADirectory { .. })
-        ));
-    }
-
-    #[test]
-    fn check_dir_refuses_a_directory_of_another_uid() {
-        if current_uid() != 0 {
-            eprintln!("skipped: only root can give a directory to another uid");
-            return;
-        }
-        let root = tempfile::tempdir().expect("a temp dir");
-        let dir = root.path().join("theirs");
-        fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .expect("mkdir");
-        std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).expect("chown");
-        let error = check_dir(&dir).expect_err("refused");
-        assert!(matches!(
-            error,
-            SocketError::ForeignDirectory { owner: 65534, .. }
-        ));
-    }
-
-    #[test]
     fn a_second_lock_on_the_pid_file_is_refused_with_the_holders_pid() {
         let root = tempfile::tempdir().expect("a temp dir");
         let path = root.path().join("daemon.pid");
@@ -492,14 +330,5 @@ mod tests {
             Err(SocketError::NotASocket { .. })
         ));
         assert_eq!(fs::read_to_string(&path).expect("kept"), "precious");
-    }
-
-    #[test]
-    fn runtime_paths_name_the_sockets_and_the_pid_file() {
-        let paths = RuntimePaths::in_dir(PathBuf::from("/x/flemma"));
-        assert_eq!(paths.rpc_socket, Path::new("/x/flemma/rpc.sock"));
-        assert_eq!(paths.lsp_socket, Path::new("/x/flemma/lsp.sock"));
-        assert_eq!(paths.acp_socket, Path::new("/x/flemma/acp.sock"));
-        assert_eq!(paths.pid_file, Path::new("/x/flemma/daemon.pid"));
     }
 }

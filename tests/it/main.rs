@@ -32,6 +32,7 @@ mod flemma14_requests;
 mod flemma14_switch;
 mod flemma14_tools;
 mod help_snapshots;
+mod import_cycles;
 mod lsp;
 mod lsp_engine;
 mod lsp_hostile_files;

@@ -480,9 +480,264 @@ fn search_tool(doc: &'static str, with_exclude: bool) -> Node {
 }
 
 fn build_root() -> Node {
-    let provider_names: Vec<&'static str> = Provider::ALL.iter().map(|p| p.as_str()).collect();
+    object(
+        "flemmad configuration.",
+        vec![
+            field(
+                "provider",
+                choice(&provider_names(), "The LLM provider.", Some("anthropic")),
+            ),
+            field(
+                "model",
+                string(
+                    "Model id, or a model string: `provider/model` (`anthropic/claude-opus-4-8`) also selects the provider, `;key=value` sets a parameter (`vertex/gemini-2.5-pro;project_id=my-project;thinking=low`, the provider's own table first, then the general `parameters`), `;key=nil` clears one, and `$name` selects the model preset `[presets.\"$name\"]`. Unset, or set in a lower layer than `provider`, means the provider's default model (anthropic `claude-sonnet-4-6`, openai `gpt-5.4`, gemini/vertex `gemini-3.1-pro-preview`, moonshot `kimi-k2.6`, openai-compatible `llama3.2`, codex `gpt-5.5`).",
+                    None,
+                ),
+            ),
+            field(
+                "mode",
+                choice(
+                    &MODES,
+                    "What the chat's tools may change (docs/modes.md): `ask` only reads — the reading tools, and `bash` in a sandbox where nothing but its private `/tmp` is writable; a file tool's write, any other tool and `bash` without a sandbox are refused; `default` follows the approval settings; `auto-edit` also approves `write` and `edit` inside the project. A chat may make it stricter (`auto-edit` → `default` → `ask`); `flemmad send --mode`, `flemma.switch` and an ACP client's mode picker set it for a session.",
+                    Some("default"),
+                )
+                .widens(Narrowing::Bound(Bound::Stricter(&MODES))),
+            ),
+            field("parameters", parameters_schema()),
+            field(
+                "providers",
+                object(
+                    "Per-provider connection settings.",
+                    provider_names().iter().map(|name| base_url(name)).collect(),
+                )
+                .widens(Narrowing::Never),
+            ),
+            field(
+                "models",
+                Node::new(
+                    Kind::Map {
+                        key: KeyRule::Any,
+                        value: Box::new(model_entry_schema()),
+                    },
+                    "Model catalogue overrides keyed by model id (`[models.\"gpt-5\"]`).",
+                    None,
+                ),
+            ),
+            field("tools", tools_schema()),
+            field("agents", agents_schema()),
+            field(
+                "presets",
+                Node::new(
+                    Kind::Map {
+                        key: KeyRule::Preset,
+                        value: Box::new(preset_schema()),
+                    },
+                    "Presets keyed by `$name`: approval presets (`[presets.\"$yolo\"] auto_approve = [..]`, spread into `tools.auto_approve`; they override the built-ins `$readonly` and `$standard`) and model presets (`[presets.\"$fast\"] provider = \"vertex\"`, `model = \"gemini-2.5-flash\"`, `[presets.\"$fast\".parameters]`, `tools`), selected with `model = \"$fast\"`. A preset an untrusted chat defines serves only that chat's own `model = \"$name\"`, and what it selects is judged as that chat's frontmatter.",
+                    None,
+                ),
+            ),
+            field("sandbox", sandbox_schema()),
+            field(
+                "checkpoints",
+                object(
+                    "The checkpoints of the project's files around tool calls (`flemmad changes`, `flemmad rewind`; docs/review.md). Only the user's configuration and trusted chats set them.",
+                    vec![
+                        field(
+                            "max_age_days",
+                            count(
+                                "Forget checkpoints older than this many days: all of another chat's when its last one is older, and the current chat's own older points (its last one stays); checked at most once an hour, after a call; 0 keeps them.",
+                                Some(30),
+                            )
+                            .widens(Narrowing::Never),
+                        ),
+                        field(
+                            "max_size_mb",
+                            count(
+                                "When a project's checkpoints take more than this many MiB, forget the other chats' checkpoints oldest first, then the older half of the current chat's points, until they fit (its last point stays); 0 sets no limit.",
+                                Some(2048),
+                            )
+                            .widens(Narrowing::Never),
+                        ),
+                        field(
+                            "max_file_mb",
+                            integer(
+                                1,
+                                i64::MAX,
+                                "Files larger than this many MiB are left out of checkpoints (a rewind neither restores nor removes them).",
+                                Some(16),
+                            )
+                            .widens(Narrowing::Never),
+                        ),
+                    ],
+                ),
+            ),
+            field("trust", trust_schema()),
+            field(
+                "templating",
+                object(
+                    "Template extensions (the Rhai counterparts of Flemma's populators and custom frontmatter parsers).",
+                    vec![
+                        field(
+                            "modules",
+                            list(
+                                ItemKind::Text,
+                                "Rhai files of `fn` definitions and `const`s loaded, in order, before every chat's frontmatter; their functions are available to the frontmatter, messages and included files (a later module overrides an earlier one's function of the same name and arity). `~` is expanded; relative paths resolve against the chat file's directory.",
+                                &[],
+                            ),
+                        ),
+                        field(
+                            "frontmatter_parsers",
+                            Node::new(
+                                Kind::Map {
+                                    key: KeyRule::Any,
+                                    value: Box::new(Node::new(
+                                        Kind::Strings,
+                                        "The command (program, then arguments) that reads the frontmatter code on stdin and prints one JSON object on stdout; it runs in `/`, found on the absolute entries of `PATH`.",
+                                        None,
+                                    )),
+                                },
+                                "Commands keyed by frontmatter language (the fence's info string): `yaml = [\"yq\", \"-o\", \"json\"]`. Their JSON output is treated exactly like JSON frontmatter (variables, and options under `flemma`). They never run for an untrusted chat that is only opened (an editor, `parse`, `status`): its frontmatter is evaluated when it is sent.",
+                                None,
+                            ),
+                        ),
+                    ],
+                )
+                .widens(Narrowing::Never),
+            ),
+            field(
+                "editing",
+                object(
+                    "How the daemon edits documents.",
+                    vec![
+                        field(
+                            "compact_headers",
+                            boolean("Write compact tool headers.", Some(true)),
+                        ),
+                        field(
+                            "coalesce_ms",
+                            count(
+                                "Milliseconds over which streamed edits are coalesced into one edit.",
+                                Some(100),
+                            ),
+                        ),
+                    ],
+                ),
+            ),
+            field(
+                "secrets",
+                object(
+                    "Credential resolvers.",
+                    vec![
+                        field(
+                            "gcloud",
+                            object(
+                                "The gcloud resolver (Vertex AI access tokens).",
+                                vec![field(
+                                    "path",
+                                    string("The gcloud executable.", Some("gcloud")),
+                                )],
+                            ),
+                        ),
+                        field(
+                            "chatgpt",
+                            object(
+                                "The ChatGPT login of the Codex CLI (provider `codex`).",
+                                vec![field(
+                                    "auth_file",
+                                    string(
+                                        "The `auth.json` `codex login` writes; flemmad reads the tokens there and writes refreshed ones back. Unset: `$CODEX_HOME/auth.json`, else `~/.codex/auth.json`.",
+                                        None,
+                                    ),
+                                )],
+                            ),
+                        ),
+                    ],
+                )
+                .widens(Narrowing::Never),
+            ),
+            field(
+                "context",
+                object(
+                    "The context window: the meter's warning and compaction (docs/context.md).",
+                    vec![
+                        field(
+                            "warn_at",
+                            Node::new(
+                                Kind::Number { min: 0.0, max: 1.0 },
+                                "The share of the model's context window past which the next request is warned about (a diagnostic, a line in `status`).",
+                                Some(json!(0.8)),
+                            ),
+                        ),
+                        field(
+                            "compact_at",
+                            one_of(
+                                vec![
+                                    alternative(Kind::Number { min: 0.0, max: 1.0 }),
+                                    alternative(Kind::False),
+                                ],
+                                "The share of the window at which autopilot compacts the chat before its next request; `false` never.",
+                                Some(json!(0.85)),
+                            ),
+                        ),
+                        field(
+                            "compact_model",
+                            string(
+                                "The model that writes a compaction's summary: a model string or `$preset`; unset, the chat's own model.",
+                                None,
+                            ),
+                        ),
+                        field(
+                            "keep",
+                            integer(
+                                1,
+                                i64::MAX,
+                                "The exchanges (a `@You:` and the replies and tool results that answer it) a compaction keeps verbatim at the end of the chat.",
+                                Some(2),
+                            ),
+                        ),
+                        field(
+                            "prune_after",
+                            count(
+                                "Leave the tool results older than this many tool cycles out of each request, each replaced by a short placeholder naming the chat line that holds it (the file keeps everything); 0 sends them all.",
+                                Some(0),
+                            ),
+                        ),
+                    ],
+                ),
+            ),
+            field(
+                "log",
+                object(
+                    "Daemon logging.",
+                    vec![
+                        field(
+                            "level",
+                            choice(
+                                &["error", "warn", "info", "debug", "trace"],
+                                "Log level (`RUST_LOG` wins when set).",
+                                Some("info"),
+                            ),
+                        ),
+                        field(
+                            "file",
+                            string("Log file; unset logs to stderr.", None)
+                                .widens(Narrowing::Never),
+                        ),
+                    ],
+                ),
+            ),
+        ],
+    )
+}
 
-    let parameters = object(
+/// The providers' configuration names.
+fn provider_names() -> Vec<&'static str> {
+    Provider::ALL.iter().map(|p| p.as_str()).collect()
+}
+
+/// The model parameters (`parameters.*`, also a preset's).
+fn parameters_schema() -> Node {
+    object(
         "Request parameters. The provider-specific tables win over the general options.",
         vec![
             field(
@@ -656,9 +911,12 @@ fn build_root() -> Node {
                 ),
             ),
         ],
-    );
+    )
+}
 
-    let model_entry = object(
+/// One `[[models]]` entry.
+fn model_entry_schema() -> Node {
+    object(
         "Catalogue entry for one model id; every field is optional and overrides the built-in catalogue.",
         vec![
             field("input", price("Price per million input tokens (USD).")),
@@ -688,9 +946,12 @@ fn build_root() -> Node {
                 boolean("Whether the model supports thinking.", None),
             ),
         ],
-    );
+    )
+}
 
-    let custom_tool = object(
+/// One custom tool (`[tools.custom.NAME]`).
+fn custom_tool_schema() -> Node {
+    object(
         "A tool backed by a command: the input is passed as JSON on stdin, stdout is the result.",
         vec![
             required("name", string("Tool name offered to the model.", None)),
@@ -731,9 +992,12 @@ fn build_root() -> Node {
                 ),
             ),
         ],
-    );
+    )
+}
 
-    let tool_source = object(
+/// One tool source.
+fn tool_source_schema() -> Node {
+    object(
         "A command that prints tool definitions (JSON) for discovery.",
         vec![
             required("command", string("Command line, run with `bash -c`.", None)),
@@ -747,8 +1011,11 @@ fn build_root() -> Node {
                 ),
             ),
         ],
-    );
+    )
+}
 
+/// `tools.autopilot`.
+fn autopilot_schema() -> Node {
     let mut autopilot = object(
         "Autopilot: run approved tools and send their results automatically. `tools.autopilot = false` is short for `tools.autopilot.enabled = false`.",
         vec![
@@ -774,8 +1041,12 @@ fn build_root() -> Node {
     if let Kind::Object { bool_shorthand, .. } = &mut autopilot.kind {
         *bool_shorthand = Some("enabled");
     }
+    autopilot
+}
 
-    let store = object(
+/// `tools.store`.
+fn store_schema() -> Node {
+    object(
         "Tool result store (overflowing outputs, `flemma.save_to` redirects).",
         vec![
             field(
@@ -825,10 +1096,11 @@ fn build_root() -> Node {
                 ),
             ),
         ],
-    );
+    )
+}
 
-    let mcp = mcp_schema();
-
+/// `tools.*`.
+fn tools_schema() -> Node {
     let mut tools = object(
         "Tools offered to the model and how they are approved. `tools = [..]` is short for `tools.enabled = [..]`.",
         vec![
@@ -882,8 +1154,8 @@ fn build_root() -> Node {
                 integer(1, i64::MAX, "Default tool timeout in seconds.", Some(30))
                     .widens(Narrowing::Bound(Bound::Ceiling)),
             ),
-            field("autopilot", autopilot),
-            field("store", store),
+            field("autopilot", autopilot_schema()),
+            field("store", store_schema()),
             field(
                 "skills_dir",
                 string(
@@ -960,17 +1232,17 @@ fn build_root() -> Node {
             field(
                 "custom",
                 Node::new(
-                    Kind::Records(Box::new(custom_tool)),
+                    Kind::Records(Box::new(custom_tool_schema())),
                     "Command-line tools (`[[tools.custom]]`). The highest layer that sets this list replaces it as a whole.",
                     Some(json!([])),
                 )
                 .widens(Narrowing::Never),
             ),
-            field("mcp", mcp),
+            field("mcp", mcp_schema()),
             field(
                 "sources",
                 Node::new(
-                    Kind::Records(Box::new(tool_source)),
+                    Kind::Records(Box::new(tool_source_schema())),
                     "Tool sources (`[[tools.sources]]`): commands that print tool definitions. Replaced as a whole by the highest layer.",
                     Some(json!([])),
                 )
@@ -984,8 +1256,12 @@ fn build_root() -> Node {
     {
         *array_shorthand = Some("enabled");
     }
+    tools
+}
 
-    let preset = object(
+/// One preset (`[presets.NAME]`).
+fn preset_schema() -> Node {
+    object(
         "A preset: an approval preset (`auto_approve`, spread into `tools.auto_approve` by `$name`) and/or a model preset (`provider`, `model`, `parameters`, `tools`, selected by `model = \"$name\"`).",
         vec![
             field(
@@ -1000,7 +1276,7 @@ fn build_root() -> Node {
             field(
                 "provider",
                 choice(
-                    &provider_names,
+                    &provider_names(),
                     "The provider `model = \"$name\"` selects.",
                     None,
                 ),
@@ -1013,7 +1289,7 @@ fn build_root() -> Node {
                 ),
             ),
             field("parameters", {
-                let mut parameters = without_defaults(parameters.clone());
+                let mut parameters = without_defaults(parameters_schema());
                 parameters.doc = "Request parameters `model = \"$name\"` sets (the options of `parameters`), unless the layer that selects the preset sets them itself.";
                 parameters
             }),
@@ -1026,9 +1302,12 @@ fn build_root() -> Node {
                 ),
             ),
         ],
-    );
+    )
+}
 
-    let sandbox = object(
+/// `sandbox.*`.
+fn sandbox_schema() -> Node {
+    object(
         "Sandboxing of tool processes.",
         vec![
             field(
@@ -1120,9 +1399,12 @@ fn build_root() -> Node {
             ),
         ],
     )
-    .widens(Narrowing::Never);
+    .widens(Narrowing::Never)
+}
 
-    let trust = object(
+/// `trust.*`.
+fn trust_schema() -> Node {
+    object(
         "Which chats' frontmatter is trusted (docs/security.md). A chat is trusted when it lies in a folder trusted with `flemmad trust` or matches `paths`; an untrusted chat's frontmatter cannot set the options that widen what a chat may do (the last column of this reference). Read from the layers below the frontmatter only.",
         vec![
             field(
@@ -1142,256 +1424,7 @@ fn build_root() -> Node {
             ),
         ],
     )
-    .widens(Narrowing::Never);
-
-    object(
-        "flemmad configuration.",
-        vec![
-            field(
-                "provider",
-                choice(&provider_names, "The LLM provider.", Some("anthropic")),
-            ),
-            field(
-                "model",
-                string(
-                    "Model id, or a model string: `provider/model` (`anthropic/claude-opus-4-8`) also selects the provider, `;key=value` sets a parameter (`vertex/gemini-2.5-pro;project_id=my-project;thinking=low`, the provider's own table first, then the general `parameters`), `;key=nil` clears one, and `$name` selects the model preset `[presets.\"$name\"]`. Unset, or set in a lower layer than `provider`, means the provider's default model (anthropic `claude-sonnet-4-6`, openai `gpt-5.4`, gemini/vertex `gemini-3.1-pro-preview`, moonshot `kimi-k2.6`, openai-compatible `llama3.2`, codex `gpt-5.5`).",
-                    None,
-                ),
-            ),
-            field(
-                "mode",
-                choice(
-                    &MODES,
-                    "What the chat's tools may change (docs/modes.md): `ask` only reads — the reading tools, and `bash` in a sandbox where nothing but its private `/tmp` is writable; a file tool's write, any other tool and `bash` without a sandbox are refused; `default` follows the approval settings; `auto-edit` also approves `write` and `edit` inside the project. A chat may make it stricter (`auto-edit` → `default` → `ask`); `flemmad send --mode`, `flemma.switch` and an ACP client's mode picker set it for a session.",
-                    Some("default"),
-                )
-                .widens(Narrowing::Bound(Bound::Stricter(&MODES))),
-            ),
-            field("parameters", parameters),
-            field(
-                "providers",
-                object(
-                    "Per-provider connection settings.",
-                    provider_names.iter().map(|name| base_url(name)).collect(),
-                )
-                .widens(Narrowing::Never),
-            ),
-            field(
-                "models",
-                Node::new(
-                    Kind::Map {
-                        key: KeyRule::Any,
-                        value: Box::new(model_entry),
-                    },
-                    "Model catalogue overrides keyed by model id (`[models.\"gpt-5\"]`).",
-                    None,
-                ),
-            ),
-            field("tools", tools),
-            field("agents", agents_schema()),
-            field(
-                "presets",
-                Node::new(
-                    Kind::Map {
-                        key: KeyRule::Preset,
-                        value: Box::new(preset),
-                    },
-                    "Presets keyed by `$name`: approval presets (`[presets.\"$yolo\"] auto_approve = [..]`, spread into `tools.auto_approve`; they override the built-ins `$readonly` and `$standard`) and model presets (`[presets.\"$fast\"] provider = \"vertex\"`, `model = \"gemini-2.5-flash\"`, `[presets.\"$fast\".parameters]`, `tools`), selected with `model = \"$fast\"`. A preset an untrusted chat defines serves only that chat's own `model = \"$name\"`, and what it selects is judged as that chat's frontmatter.",
-                    None,
-                ),
-            ),
-            field("sandbox", sandbox),
-            field(
-                "checkpoints",
-                object(
-                    "The checkpoints of the project's files around tool calls (`flemmad changes`, `flemmad rewind`; docs/review.md). Only the user's configuration and trusted chats set them.",
-                    vec![
-                        field(
-                            "max_age_days",
-                            count(
-                                "Forget checkpoints older than this many days: all of another chat's when its last one is older, and the current chat's own older points (its last one stays); checked at most once an hour, after a call; 0 keeps them.",
-                                Some(30),
-                            )
-                            .widens(Narrowing::Never),
-                        ),
-                        field(
-                            "max_size_mb",
-                            count(
-                                "When a project's checkpoints take more than this many MiB, forget the other chats' checkpoints oldest first, then the older half of the current chat's points, until they fit (its last point stays); 0 sets no limit.",
-                                Some(2048),
-                            )
-                            .widens(Narrowing::Never),
-                        ),
-                        field(
-                            "max_file_mb",
-                            integer(
-                                1,
-                                i64::MAX,
-                                "Files larger than this many MiB are left out of checkpoints (a rewind neither restores nor removes them).",
-                                Some(16),
-                            )
-                            .widens(Narrowing::Never),
-                        ),
-                    ],
-                ),
-            ),
-            field("trust", trust),
-            field(
-                "templating",
-                object(
-                    "Template extensions (the Rhai counterparts of Flemma's populators and custom frontmatter parsers).",
-                    vec![
-                        field(
-                            "modules",
-                            list(
-                                ItemKind::Text,
-                                "Rhai files of `fn` definitions and `const`s loaded, in order, before every chat's frontmatter; their functions are available to the frontmatter, messages and included files (a later module overrides an earlier one's function of the same name and arity). `~` is expanded; relative paths resolve against the chat file's directory.",
-                                &[],
-                            ),
-                        ),
-                        field(
-                            "frontmatter_parsers",
-                            Node::new(
-                                Kind::Map {
-                                    key: KeyRule::Any,
-                                    value: Box::new(Node::new(
-                                        Kind::Strings,
-                                        "The command (program, then arguments) that reads the frontmatter code on stdin and prints one JSON object on stdout; it runs in `/`, found on the absolute entries of `PATH`.",
-                                        None,
-                                    )),
-                                },
-                                "Commands keyed by frontmatter language (the fence's info string): `yaml = [\"yq\", \"-o\", \"json\"]`. Their JSON output is treated exactly like JSON frontmatter (variables, and options under `flemma`). They never run for an untrusted chat that is only opened (an editor, `parse`, `status`): its frontmatter is evaluated when it is sent.",
-                                None,
-                            ),
-                        ),
-                    ],
-                )
-                .widens(Narrowing::Never),
-            ),
-            field(
-                "editing",
-                object(
-                    "How the daemon edits documents.",
-                    vec![
-                        field(
-                            "compact_headers",
-                            boolean("Write compact tool headers.", Some(true)),
-                        ),
-                        field(
-                            "coalesce_ms",
-                            count(
-                                "Milliseconds over which streamed edits are coalesced into one edit.",
-                                Some(100),
-                            ),
-                        ),
-                    ],
-                ),
-            ),
-            field(
-                "secrets",
-                object(
-                    "Credential resolvers.",
-                    vec![
-                        field(
-                            "gcloud",
-                            object(
-                                "The gcloud resolver (Vertex AI access tokens).",
-                                vec![field(
-                                    "path",
-                                    string("The gcloud executable.", Some("gcloud")),
-                                )],
-                            ),
-                        ),
-                        field(
-                            "chatgpt",
-                            object(
-                                "The ChatGPT login of the Codex CLI (provider `codex`).",
-                                vec![field(
-                                    "auth_file",
-                                    string(
-                                        "The `auth.json` `codex login` writes; flemmad reads the tokens there and writes refreshed ones back. Unset: `$CODEX_HOME/auth.json`, else `~/.codex/auth.json`.",
-                                        None,
-                                    ),
-                                )],
-                            ),
-                        ),
-                    ],
-                )
-                .widens(Narrowing::Never),
-            ),
-            field(
-                "context",
-                object(
-                    "The context window: the meter's warning and compaction (docs/context.md).",
-                    vec![
-                        field(
-                            "warn_at",
-                            Node::new(
-                                Kind::Number { min: 0.0, max: 1.0 },
-                                "The share of the model's context window past which the next request is warned about (a diagnostic, a line in `status`).",
-                                Some(json!(0.8)),
-                            ),
-                        ),
-                        field(
-                            "compact_at",
-                            one_of(
-                                vec![
-                                    alternative(Kind::Number { min: 0.0, max: 1.0 }),
-                                    alternative(Kind::False),
-                                ],
-                                "The share of the window at which autopilot compacts the chat before its next request; `false` never.",
-                                Some(json!(0.85)),
-                            ),
-                        ),
-                        field(
-                            "compact_model",
-                            string(
-                                "The model that writes a compaction's summary: a model string or `$preset`; unset, the chat's own model.",
-                                None,
-                            ),
-                        ),
-                        field(
-                            "keep",
-                            integer(
-                                1,
-                                i64::MAX,
-                                "The exchanges (a `@You:` and the replies and tool results that answer it) a compaction keeps verbatim at the end of the chat.",
-                                Some(2),
-                            ),
-                        ),
-                        field(
-                            "prune_after",
-                            count(
-                                "Leave the tool results older than this many tool cycles out of each request, each replaced by a short placeholder naming the chat line that holds it (the file keeps everything); 0 sends them all.",
-                                Some(0),
-                            ),
-                        ),
-                    ],
-                ),
-            ),
-            field(
-                "log",
-                object(
-                    "Daemon logging.",
-                    vec![
-                        field(
-                            "level",
-                            choice(
-                                &["error", "warn", "info", "debug", "trace"],
-                                "Log level (`RUST_LOG` wins when set).",
-                                Some("info"),
-                            ),
-                        ),
-                        field(
-                            "file",
-                            string("Log file; unset logs to stderr.", None)
-                                .widens(Narrowing::Never),
-                        ),
-                    ],
-                ),
-            ),
-        ],
-    )
+    .widens(Narrowing::Never)
 }
 
 fn string_map(doc: &'static str, value_doc: &'static str) -> Node {

@@ -2,17 +2,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-/// Where a job is in its life.
+pub use flemma_protocol::engine::JobState;
+
+/// A finished job's result while it waits for a delivery point.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobState {
-    Running,
-    /// Finished; the result waits for a delivery point.
-    Completed {
-        text: String,
-        is_error: bool,
-    },
-    /// The `**Job Result:**` block was written.
-    Delivered,
+struct Waiting {
+    text: String,
+    is_error: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +21,8 @@ pub struct Job {
     pub started_at: crate::Millis,
     /// When it finished, once it has.
     pub finished_at: Option<crate::Millis>,
+    /// Its result while it is [`JobState::Completed`].
+    waiting: Option<Waiting>,
 }
 
 /// Jobs by id, and the FIFO of completed ones.
@@ -45,6 +43,7 @@ impl JobTable {
                 state: JobState::Running,
                 started_at: now,
                 finished_at: None,
+                waiting: None,
             },
         );
     }
@@ -73,7 +72,8 @@ impl JobTable {
     ) -> bool {
         match self.jobs.get_mut(job_id) {
             Some(job) if job.state == JobState::Running => {
-                job.state = JobState::Completed { text, is_error };
+                job.state = JobState::Completed;
+                job.waiting = Some(Waiting { text, is_error });
                 job.finished_at = Some(now);
                 self.queue.push_back(job_id.to_owned());
                 true
@@ -89,9 +89,8 @@ impl JobTable {
             let Some(job) = self.jobs.get_mut(&id) else {
                 continue;
             };
-            if let JobState::Completed { text, is_error } =
-                std::mem::replace(&mut job.state, JobState::Delivered)
-            {
+            if let Some(Waiting { text, is_error }) = job.waiting.take() {
+                job.state = JobState::Delivered;
                 out.push((job.clone(), text, is_error));
             }
         }

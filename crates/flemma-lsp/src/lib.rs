@@ -15,13 +15,14 @@
 //! [`transport`] frames messages over stdio.
 
 mod agent_permission;
-mod analyses;
+mod analysis_worker;
 mod backend;
 mod commands;
 mod from_proto;
 mod handlers;
 mod main_loop;
 mod progress;
+mod publish;
 mod session;
 mod settings;
 mod tasks;

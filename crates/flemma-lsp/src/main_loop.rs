@@ -30,7 +30,7 @@ enum Event {
     /// A deadline passed: a diagnostics debounce ended.
     Deadline,
     /// The analysis worker finished a document.
-    Analyzed(crate::analyses::Finished),
+    Analyzed(crate::analysis_worker::Finished),
     /// The client connection closed without `exit`.
     Disconnected,
 }
@@ -70,7 +70,7 @@ pub fn run_with(
     }
     let base_config = host.config().clone();
     let (task_tx, task_rx) = crossbeam_channel::unbounded();
-    let (analyses, analyzed_rx) = crate::analyses::Analyses::start();
+    let (analyses, analyzed_rx) = crate::analysis_worker::Analyses::start();
     let mut session = Session {
         sender: connection.sender.clone(),
         encoding,
@@ -111,9 +111,9 @@ pub fn run_with(
             Event::Deadline => {
                 let now = Instant::now();
                 tasks::expire_buffer_edits(&mut session, now);
-                handlers::diagnostics_due(&mut session, now);
+                crate::analysis_worker::diagnostics_due(&mut session, now);
             }
-            Event::Analyzed(finished) => crate::analyses::finished(&mut session, finished),
+            Event::Analyzed(finished) => crate::analysis_worker::finished(&mut session, finished),
             Event::Disconnected => {
                 tracing::info!("the client went away without `exit`");
                 break;
@@ -146,7 +146,7 @@ fn next_event(
     session: &Session,
     lsp: &Receiver<Message>,
     tasks: &Receiver<Task>,
-    analyzed: &Receiver<crate::analyses::Finished>,
+    analyzed: &Receiver<crate::analysis_worker::Finished>,
 ) -> Event {
     let deadline = session
         .documents

@@ -1,11 +1,11 @@
 //! `$/progress` of the engine's work on an open document, derived from the document's
-//! lifecycle events (the engine knows no LSP; it tells what happens, `flemma/event`): a reply
-//! streams between `request:sending` and `request:finished`; a foreground tool runs between
-//! `tool:executing` and `tool:completed` (or `job:submitted`, when it moves to the background).
-//! While either is true the document is busy: a progress begins (`talk.chat: streaming the
+//! lifecycle events (the engine knows no LSP; it tells what happens, `flemma/event`) by the
+//! one fold of them, [`Activity`]: a reply streams, or foreground tools run. While either is
+//! true the document is busy: a progress begins (`talk.chat: streaming the
 //! reply`: without the server's name, which Helix puts before it), reports what changes (`running bash`), and ends `done` when nothing runs; the
 //! engine's `engine:stopped` ends it with its reason, a failure with `failed`.
 
+use flemma_protocol::activity::Activity;
 use flemma_protocol::event::EngineEvent;
 
 use crate::session::{ResponseHandler, Session};
@@ -13,16 +13,10 @@ use crate::session::{ResponseHandler, Session};
 /// What the engine does for an open document, as its events tell it.
 #[derive(Debug, Default)]
 pub(crate) struct EngineActivity {
-    /// A reply streams into the document.
-    pub streaming: bool,
-    /// The foreground tool calls running: (tool use id, tool name).
-    pub tools: Vec<(String, String)>,
+    /// What the engine does.
+    pub activity: Activity,
     /// The work-done progress shown for it.
     pub progress: Option<lsp_types::ProgressToken>,
-    /// The model composes a tool call (its arguments stream).
-    pub composing: bool,
-    /// What an agent `ask_agent` asked does (`<agent> · <title>`).
-    pub agent: Option<String>,
     /// The last message reported (a report is sent only when it changes).
     pub shown: String,
 }
@@ -30,18 +24,19 @@ pub(crate) struct EngineActivity {
 impl EngineActivity {
     /// A reply streams or tools run (diagnostics wait longer, `Cancel the request` is offered).
     pub fn busy(&self) -> bool {
-        self.streaming || !self.tools.is_empty()
+        self.activity.busy()
     }
 
     fn message(&self) -> String {
-        if self.streaming && self.composing {
+        let activity = &self.activity;
+        if activity.requesting && activity.composing {
             "Composing a tool call".to_owned()
-        } else if self.streaming {
+        } else if activity.requesting {
             "streaming the reply".to_owned()
-        } else if let Some(agent) = &self.agent {
+        } else if let Some(agent) = &activity.agent {
             agent.clone()
         } else {
-            let names: Vec<&str> = self.tools.iter().map(|(_, name)| name.as_str()).collect();
+            let names: Vec<&str> = activity.tool_names().collect();
             format!("running {}", names.join(", "))
         }
     }
@@ -52,34 +47,13 @@ pub(crate) fn on_event(session: &mut Session, uri: &str, event: &EngineEvent) {
     let Some(doc) = session.documents.get_mut(uri) else {
         return;
     };
+    if let EngineEvent::EngineStopped(stopped) = event {
+        return stop(session, uri, stopped.reason.as_str());
+    }
     let activity = &mut doc.engine;
     let was_busy = activity.busy();
-    match event {
-        EngineEvent::RequestSending(_) => activity.streaming = true,
-        EngineEvent::RequestFinished(_) => {
-            activity.streaming = false;
-            activity.composing = false;
-        }
-        EngineEvent::RequestComposing(_) => activity.composing = true,
-        EngineEvent::RequestComposed(_) => activity.composing = false,
-        EngineEvent::ToolProgress(progress) => {
-            activity.agent = Some(progress.data.message.clone());
-        }
-        EngineEvent::ToolExecuting(tool) => activity
-            .tools
-            .push((tool.tool_id.clone(), tool.tool_name.clone())),
-        EngineEvent::ToolCompleted(done) => {
-            activity.tools.retain(|(id, _)| *id != done.tool_id);
-            activity.agent = None;
-        }
-        EngineEvent::JobSubmitted(job) => {
-            activity.tools.retain(|(id, _)| *id != job.tool_id);
-            activity.agent = None;
-        }
-        EngineEvent::EngineStopped(stopped) => {
-            return stop(session, uri, stopped.reason.as_str());
-        }
-        _ => return,
+    if !activity.activity.apply(event) {
+        return;
     }
     let (busy, message) = (activity.busy(), activity.message());
     // Reported only when it changes (an asked agent tells every piece of its answer).
@@ -102,10 +76,7 @@ pub(crate) fn on_event(session: &mut Session, uri: &str, event: &EngineEvent) {
 /// The engine's work on `uri` stopped (`reason`: `idle`, `failed`, …): nothing runs any more.
 pub(crate) fn stop(session: &mut Session, uri: &str, reason: &str) {
     if let Some(doc) = session.documents.get_mut(uri) {
-        doc.engine.streaming = false;
-        doc.engine.composing = false;
-        doc.engine.agent = None;
-        doc.engine.tools.clear();
+        doc.engine.activity.stop();
     }
     end(session, uri, reason);
 }

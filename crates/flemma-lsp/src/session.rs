@@ -101,8 +101,8 @@ pub(crate) struct Session {
     pub base_config: flemma_ide::ConfigInput,
     /// The analysis of every open document: text, syntax tree, evaluation, diagnostics.
     pub host: AnalysisHost,
-    /// The analyses running off the main loop (see [`crate::analyses`]).
-    pub analyses: crate::analyses::Analyses,
+    /// The analyses running off the main loop (see [`crate::analysis_worker`]).
+    pub analyses: crate::analysis_worker::Analyses,
     pub requests: ReqQueue<(), ResponseHandler>,
     pub backend: Box<dyn Backend>,
     pub outbox: Outbox,

@@ -57,7 +57,7 @@ pub(crate) fn apply(session: &mut Session, config: Option<ClientConfig>) {
     session.backend.client_config(config);
     let open: Vec<String> = session.documents.keys().cloned().collect();
     for uri in open {
-        crate::analyses::schedule(session, &uri);
+        crate::analysis_worker::schedule(session, &uri);
     }
 }
 
@@ -74,7 +74,7 @@ pub(crate) fn set_trusted_folders(session: &mut Session, folders: Vec<std::path:
     session.host.set_config(input);
     let open: Vec<String> = session.documents.keys().cloned().collect();
     for uri in open {
-        crate::analyses::schedule(session, &uri);
+        crate::analysis_worker::schedule(session, &uri);
     }
 }
 

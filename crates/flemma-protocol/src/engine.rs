@@ -115,8 +115,39 @@ pub struct EngineJob {
     pub job_id: String,
     pub tool_id: String,
     pub tool_name: String,
-    /// `running`, `completed` (its result waits for a delivery point) or `delivered`.
-    pub state: String,
+    pub state: JobState,
+}
+
+/// Where a background job is in its life. The one job state: the engine's job table,
+/// `flemma/jobs`, the `flemma.jobs.status` tool and the hover speak it; its JSON form is the
+/// lower-case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Running.
+    Running,
+    /// Finished; its result waits for a delivery point.
+    Completed,
+    /// Its `**Job Result:**` block was written.
+    Delivered,
+    /// No process runs it (`flemmad status` of a file no send owns): the next send marks it
+    /// lost.
+    Orphaned,
+    /// The daemon that ran it went away (orphan recovery marks it).
+    Lost,
+}
+
+impl JobState {
+    /// The JSON name (`running`, `completed`, `delivered`, `orphaned`, `lost`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Running => "running",
+            JobState::Completed => "completed",
+            JobState::Delivered => "delivered",
+            JobState::Orphaned => "orphaned",
+            JobState::Lost => "lost",
+        }
+    }
 }
 
 /// `flemma/jobs`.

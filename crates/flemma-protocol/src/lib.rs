@@ -12,9 +12,12 @@
 //! * [`methods`]: the `flemma/*` requests (every front end decodes into them) and their
 //!   answers; [`error`]: how a refused request is answered; [`document`]: how a request names
 //!   its document.
+//! * [`activity`]: what the engine is doing for a document, folded from its events (a type,
+//!   not a JSON form: the CLI's live line and the LSP's `$/progress` share it).
 //! * [`approval`]: the approval chain's verdict on a call (a type, not a JSON form: the chain,
 //!   the engine and the editor share it).
 
+pub mod activity;
 pub mod approval;
 pub mod document;
 pub mod engine;

@@ -187,5 +187,5 @@ pub struct JobStatus {
     pub tool_id: String,
     /// `delivered` (its `**Job Result:**` is in the file), `running` (a send owns the file and
     /// waits for it) or `orphaned` (no process runs it: the next send marks it lost).
-    pub state: String,
+    pub state: crate::engine::JobState,
 }

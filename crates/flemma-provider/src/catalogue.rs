@@ -11,6 +11,7 @@ use flemma_conversation::Usage;
 
 pub use crate::LongContextPrices;
 use crate::{CacheRetention, Prices, ProviderKind, ThinkingOff};
+use ProviderKind::{Anthropic, Codex, Gemini, Moonshot, OpenAi};
 
 /// What flemmad knows about one model.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,83 +104,6 @@ pub struct Catalogue {
     models: Vec<ModelSpec>,
 }
 
-struct Row {
-    provider: ProviderKind,
-    id: &'static str,
-    input: f64,
-    output: f64,
-    cache_read: f64,
-    context_window: u64,
-    max_output_tokens: u64,
-    thinking: bool,
-    adaptive_thinking: bool,
-    thinking_off: ThinkingOff,
-    reasoning_efforts: &'static [&'static str],
-    long_context: Option<LongContextPrices>,
-    subscription: bool,
-}
-
-const fn row(
-    provider: ProviderKind,
-    id: &'static str,
-    prices: (f64, f64, f64),
-    context_window: u64,
-    max_output_tokens: u64,
-    thinking: bool,
-) -> Row {
-    Row {
-        provider,
-        id,
-        input: prices.0,
-        output: prices.1,
-        cache_read: prices.2,
-        context_window,
-        max_output_tokens,
-        thinking,
-        adaptive_thinking: false,
-        thinking_off: ThinkingOff::Omit,
-        reasoning_efforts: &[],
-        long_context: None,
-        subscription: false,
-    }
-}
-
-/// A model of a subscription (`codex`): its prices are the API's, for comparison only.
-const fn subscription(mut base: Row) -> Row {
-    base.subscription = true;
-    base
-}
-
-const fn long(mut base: Row, above: u64, prices: (f64, f64, f64)) -> Row {
-    base.long_context = Some(LongContextPrices {
-        above_input_tokens: above,
-        input: prices.0,
-        output: prices.1,
-        cache_read: prices.2,
-    });
-    base
-}
-
-/// Anthropic adaptive thinking (`{"type":"adaptive"}` + effort; budgets are refused).
-const fn adaptive(mut base: Row) -> Row {
-    base.adaptive_thinking = true;
-    base
-}
-
-/// How a request says "no thinking" to this model.
-const fn off(mut base: Row, thinking_off: ThinkingOff) -> Row {
-    base.thinking_off = thinking_off;
-    base
-}
-
-/// The reasoning effort values the model takes.
-const fn efforts(mut base: Row, values: &'static [&'static str]) -> Row {
-    base.reasoning_efforts = values;
-    base
-}
-
-use ProviderKind::{Anthropic, Codex, Gemini, Moonshot, OpenAi};
-
 /// GPT-5.2 and later: `xhigh` above `high`, no `minimal`.
 const GPT_52_EFFORTS: &[&str] = &["low", "medium", "high", "xhigh"];
 /// GPT-5.6 Sol: `max` above `xhigh`.
@@ -187,501 +111,116 @@ const GPT_56_SOL_EFFORTS: &[&str] = &["low", "medium", "high", "xhigh", "max"];
 /// Kimi K3's top-level `reasoning_effort`.
 const KIMI_K3_EFFORTS: &[&str] = &["low", "high", "max"];
 
-/// (input, output, cache read) per million tokens. Anthropic cache writes are derived: 1.25×
-/// input (5 minutes) and 2× input (1 hour).
-///
-/// The list follows Flemma 0.14's model list as far as it is public: Flemma's model tables
-/// (0.11) for the models they list, and the providers' own announcements and price pages (as of
-/// July 2026) for the models released since (Claude Opus 4.8, Sonnet 5, Fable 5; GPT-5.6;
-/// Gemini 3.5/3.6; Kimi K3). Retired models are not listed (they get the "did you mean" warning).
-const BUILTIN: &[Row] = &[
-    // Codex (a ChatGPT subscription): the models of the Codex backend, with their API prices
-    // for comparison (the plan pays); its context is 272k whatever the API offers.
-    subscription(efforts(
-        row(Codex, "gpt-5.5", (5.0, 30.0, 0.5), 272_000, 128_000, true),
-        GPT_52_EFFORTS,
-    )),
-    subscription(efforts(
-        row(Codex, "gpt-5.4", (2.5, 15.0, 0.25), 272_000, 128_000, true),
-        GPT_52_EFFORTS,
-    )),
-    subscription(efforts(
-        row(
-            Codex,
-            "gpt-5.4-mini",
-            (0.75, 4.5, 0.075),
-            272_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    )),
-    subscription(efforts(
-        row(
-            Codex,
-            "gpt-5.3-codex-spark",
-            (1.75, 14.0, 0.175),
-            128_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    )),
-    // Anthropic. Fable 5 always thinks; Sonnet 5 thinks unless told `{"type":"disabled"}`;
-    // from the 4.6 generation on, thinking is adaptive (budgets are refused by 4.7 and later).
-    off(
-        adaptive(row(
-            Anthropic,
-            "claude-fable-5",
-            (10.0, 50.0, 1.0),
-            1_000_000,
-            128_000,
-            true,
-        )),
-        ThinkingOff::Forced,
-    ),
-    adaptive(row(
-        Anthropic,
-        "claude-opus-4-8",
-        (5.0, 25.0, 0.5),
-        1_000_000,
-        128_000,
-        true,
-    )),
-    adaptive(row(
-        Anthropic,
-        "claude-opus-4-7",
-        (5.0, 25.0, 0.5),
-        1_000_000,
-        128_000,
-        true,
-    )),
-    adaptive(row(
-        Anthropic,
-        "claude-opus-4-6",
-        (5.0, 25.0, 0.5),
-        1_000_000,
-        128_000,
-        true,
-    )),
-    off(
-        adaptive(row(
-            Anthropic,
-            "claude-sonnet-5",
-            (3.0, 15.0, 0.3),
-            1_000_000,
-            128_000,
-            true,
-        )),
-        ThinkingOff::Disable,
-    ),
-    adaptive(row(
-        Anthropic,
-        "claude-sonnet-4-6",
-        (3.0, 15.0, 0.3),
-        1_000_000,
-        64_000,
-        true,
-    )),
-    row(
-        Anthropic,
-        "claude-opus-4-5",
-        (5.0, 25.0, 0.5),
-        200_000,
-        64_000,
-        true,
-    ),
-    long(
-        row(
-            Anthropic,
-            "claude-sonnet-4-5",
-            (3.0, 15.0, 0.3),
-            200_000,
-            64_000,
-            true,
-        ),
-        200_000,
-        (6.0, 22.5, 0.6),
-    ),
-    row(
-        Anthropic,
-        "claude-haiku-4-5",
-        (1.0, 5.0, 0.1),
-        200_000,
-        64_000,
-        true,
-    ),
-    row(
-        Anthropic,
-        "claude-opus-4-1",
-        (15.0, 75.0, 1.5),
-        200_000,
-        32_000,
-        true,
-    ),
-    row(
-        Anthropic,
-        "claude-opus-4",
-        (15.0, 75.0, 1.5),
-        200_000,
-        32_000,
-        true,
-    ),
-    long(
-        row(
-            Anthropic,
-            "claude-sonnet-4",
-            (3.0, 15.0, 0.3),
-            200_000,
-            64_000,
-            true,
-        ),
-        200_000,
-        (6.0, 22.5, 0.6),
-    ),
-    // OpenAI (cache read = cached input)
-    efforts(
-        row(
-            OpenAi,
-            "gpt-5.6-sol",
-            (5.0, 30.0, 0.5),
-            1_050_000,
-            128_000,
-            true,
-        ),
-        GPT_56_SOL_EFFORTS,
-    ),
-    efforts(
-        row(
-            OpenAi,
-            "gpt-5.6-terra",
-            (2.5, 15.0, 0.25),
-            1_050_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    ),
-    efforts(
-        row(
-            OpenAi,
-            "gpt-5.6-luna",
-            (1.0, 6.0, 0.1),
-            1_050_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    ),
-    efforts(
-        row(
-            OpenAi,
-            "gpt-5.5",
-            (5.0, 30.0, 0.5),
-            1_050_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    ),
-    efforts(
-        row(
-            OpenAi,
-            "gpt-5.5-pro",
-            (30.0, 180.0, 30.0),
-            1_050_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    ),
-    efforts(
-        row(
-            OpenAi,
-            "gpt-5.4",
-            (2.5, 15.0, 0.25),
-            1_050_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    ),
-    efforts(
-        row(
-            OpenAi,
-            "gpt-5.4-pro",
-            (30.0, 180.0, 30.0),
-            1_050_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    ),
-    efforts(
-        row(
-            OpenAi,
-            "gpt-5.4-mini",
-            (0.75, 4.5, 0.075),
-            400_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    ),
-    efforts(
-        row(
-            OpenAi,
-            "gpt-5.4-nano",
-            (0.2, 1.25, 0.02),
-            400_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    ),
-    efforts(
-        row(
-            OpenAi,
-            "gpt-5.3-codex",
-            (1.75, 14.0, 0.175),
-            400_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    ),
-    efforts(
-        row(
-            OpenAi,
-            "gpt-5.2",
-            (1.75, 14.0, 0.175),
-            400_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    ),
-    efforts(
-        row(
-            OpenAi,
-            "gpt-5.2-pro",
-            (21.0, 168.0, 21.0),
-            400_000,
-            128_000,
-            true,
-        ),
-        GPT_52_EFFORTS,
-    ),
-    row(
-        OpenAi,
-        "gpt-5.1",
-        (1.25, 10.0, 0.125),
-        400_000,
-        128_000,
-        true,
-    ),
-    row(OpenAi, "gpt-5", (1.25, 10.0, 0.125), 400_000, 128_000, true),
-    row(
-        OpenAi,
-        "gpt-5-mini",
-        (0.25, 2.0, 0.025),
-        400_000,
-        128_000,
-        true,
-    ),
-    row(
-        OpenAi,
-        "gpt-5-nano",
-        (0.05, 0.4, 0.005),
-        400_000,
-        128_000,
-        true,
-    ),
-    row(
-        OpenAi,
-        "gpt-5-pro",
-        (15.0, 120.0, 15.0),
-        400_000,
-        272_000,
-        true,
-    ),
-    row(OpenAi, "gpt-4.1", (2.0, 8.0, 0.5), 1_047_576, 32_768, false),
-    row(
-        OpenAi,
-        "gpt-4.1-mini",
-        (0.4, 1.6, 0.1),
-        1_047_576,
-        32_768,
-        false,
-    ),
-    row(
-        OpenAi,
-        "gpt-4.1-nano",
-        (0.1, 0.4, 0.025),
-        1_047_576,
-        32_768,
-        false,
-    ),
-    row(OpenAi, "gpt-4o", (2.5, 10.0, 1.25), 128_000, 16_384, false),
-    row(
-        OpenAi,
-        "gpt-4o-mini",
-        (0.15, 0.6, 0.075),
-        128_000,
-        16_384,
-        false,
-    ),
-    row(OpenAi, "o3", (2.0, 8.0, 0.5), 200_000, 100_000, true),
-    row(OpenAi, "o3-pro", (20.0, 80.0, 20.0), 200_000, 100_000, true),
-    row(OpenAi, "o4-mini", (1.1, 4.4, 0.275), 200_000, 100_000, true),
-    row(OpenAi, "o3-mini", (1.1, 4.4, 0.55), 200_000, 100_000, true),
-    row(OpenAi, "o1", (15.0, 60.0, 7.5), 200_000, 100_000, true),
-    // Gemini API and Vertex AI (thoughts are billed as output)
-    row(
-        Gemini,
-        "gemini-3.6-flash",
-        (1.5, 7.5, 0.15),
-        1_048_576,
-        65_536,
-        true,
-    ),
-    row(
-        Gemini,
-        "gemini-3.5-flash",
-        (1.5, 9.0, 0.15),
-        1_048_576,
-        65_536,
-        true,
-    ),
-    row(
-        Gemini,
-        "gemini-3.5-flash-lite",
-        (0.3, 2.5, 0.03),
-        1_048_576,
-        65_536,
-        true,
-    ),
-    long(
-        row(
-            Gemini,
-            "gemini-3.1-pro-preview",
-            (2.0, 12.0, 0.2),
-            1_048_576,
-            65_536,
-            true,
-        ),
-        200_000,
-        (4.0, 18.0, 0.4),
-    ),
-    row(
-        Gemini,
-        "gemini-3.1-flash-lite",
-        (0.25, 1.5, 0.025),
-        1_048_576,
-        65_536,
-        true,
-    ),
-    row(
-        Gemini,
-        "gemini-3-flash-preview",
-        (0.5, 3.0, 0.05),
-        1_048_576,
-        65_536,
-        true,
-    ),
-    long(
-        row(
-            Gemini,
-            "gemini-2.5-pro",
-            (1.25, 10.0, 0.125),
-            1_048_576,
-            65_536,
-            true,
-        ),
-        200_000,
-        (2.5, 15.0, 0.25),
-    ),
-    row(
-        Gemini,
-        "gemini-2.5-flash",
-        (0.3, 2.5, 0.03),
-        1_048_576,
-        65_536,
-        true,
-    ),
-    row(
-        Gemini,
-        "gemini-2.5-flash-lite",
-        (0.1, 0.4, 0.01),
-        1_048_576,
-        65_536,
-        true,
-    ),
-    // Moonshot (Kimi). K3 always thinks and takes `reasoning_effort`; K2.5/K2.6 think unless
-    // told `thinking: {"type": "disabled"}`. The K2 preview, turbo and thinking models were
-    // retired on May 25, 2026.
-    off(
-        efforts(
-            row(
-                Moonshot,
-                "kimi-k3",
-                (3.0, 15.0, 0.3),
-                1_048_576,
-                65_536,
-                true,
-            ),
-            KIMI_K3_EFFORTS,
-        ),
-        ThinkingOff::Forced,
-    ),
-    off(
-        row(
-            Moonshot,
-            "kimi-k2.6",
-            (0.95, 4.0, 0.16),
-            262_144,
-            65_536,
-            true,
-        ),
-        ThinkingOff::Disable,
-    ),
-    off(
-        row(
-            Moonshot,
-            "kimi-k2.5",
-            (0.6, 3.0, 0.1),
-            262_144,
-            65_536,
-            true,
-        ),
-        ThinkingOff::Disable,
-    ),
-];
+/// The built-in table as data: `models.toml` (its header says what each field means).
+const BUILTIN_TOML: &str = include_str!("models.toml");
+
+/// The built-in table, parsed once.
+static BUILTIN: std::sync::LazyLock<Vec<ModelSpec>> = std::sync::LazyLock::new(|| {
+    // The embedded file is checked by the tests (`the_builtin_table_parses`): a failure here
+    // is a bug in this crate, not input.
+    parse_table(BUILTIN_TOML).unwrap_or_else(|error| panic!("models.toml: {error}"))
+});
+
+/// One `[[model]]` of `models.toml`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Row {
+    provider: String,
+    id: String,
+    prices: [f64; 3],
+    context: u64,
+    max_output: u64,
+    #[serde(default)]
+    thinking: bool,
+    #[serde(default)]
+    adaptive: bool,
+    #[serde(default)]
+    thinking_off: Option<String>,
+    #[serde(default)]
+    efforts: Option<String>,
+    #[serde(default)]
+    long_context: Option<LongRow>,
+    #[serde(default)]
+    subscription: bool,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LongRow {
+    above: u64,
+    prices: [f64; 3],
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Table {
+    model: Vec<Row>,
+}
+
+/// The models of a catalogue file; the error names the entry and what is wrong with it.
+fn parse_table(text: &str) -> Result<Vec<ModelSpec>, String> {
+    let table: Table = toml::from_str(text).map_err(|error| error.to_string())?;
+    table
+        .model
+        .into_iter()
+        .map(|row| {
+            let id = row.id.clone();
+            ModelSpec::from_row(row).map_err(|error| format!("model `{id}`: {error}"))
+        })
+        .collect()
+}
 
 impl ModelSpec {
-    fn from_row(row: &Row) -> Self {
-        let (cache_write_5m, cache_write_1h) = if row.provider == Anthropic {
-            (row.input * 1.25, row.input * 2.0)
-        } else {
-            (row.input, row.input)
+    fn from_row(row: Row) -> Result<Self, String> {
+        let provider = match row.provider.as_str() {
+            "anthropic" => Anthropic,
+            "openai" => OpenAi,
+            "codex" => Codex,
+            "gemini" => Gemini,
+            "moonshot" => Moonshot,
+            other => return Err(format!("unknown provider `{other}`")),
         };
-        ModelSpec {
-            provider: row.provider,
-            id: row.id.to_string(),
-            input: row.input,
-            output: row.output,
-            cache_read: row.cache_read,
+        let thinking_off = match row.thinking_off.as_deref() {
+            None | Some("omit") => ThinkingOff::Omit,
+            Some("disable") => ThinkingOff::Disable,
+            Some("forced") => ThinkingOff::Forced,
+            Some(other) => return Err(format!("unknown thinking_off `{other}`")),
+        };
+        let reasoning_efforts = match row.efforts.as_deref() {
+            None => &[][..],
+            Some("gpt-5.2") => GPT_52_EFFORTS,
+            Some("gpt-5.6-sol") => GPT_56_SOL_EFFORTS,
+            Some("kimi-k3") => KIMI_K3_EFFORTS,
+            Some(other) => return Err(format!("unknown efforts `{other}`")),
+        };
+        let [input, output, cache_read] = row.prices;
+        let (cache_write_5m, cache_write_1h) = if provider == Anthropic {
+            (input * 1.25, input * 2.0)
+        } else {
+            (input, input)
+        };
+        Ok(ModelSpec {
+            provider,
+            id: row.id,
+            input,
+            output,
+            cache_read,
             cache_write_5m,
             cache_write_1h,
-            context_window: row.context_window,
-            max_output_tokens: row.max_output_tokens,
+            context_window: row.context,
+            max_output_tokens: row.max_output,
             thinking: row.thinking,
-            adaptive_thinking: row.adaptive_thinking,
-            thinking_off: row.thinking_off,
-            reasoning_efforts: row.reasoning_efforts,
-            long_context: row.long_context,
+            adaptive_thinking: row.adaptive,
+            thinking_off,
+            reasoning_efforts,
+            long_context: row.long_context.map(|long| LongContextPrices {
+                above_input_tokens: long.above,
+                input: long.prices[0],
+                output: long.prices[1],
+                cache_read: long.prices[2],
+            }),
             subscription: row.subscription,
-        }
+        })
     }
 
     /// The model's prices for a request whose cache writes are kept `retention` long (the
@@ -718,7 +257,7 @@ impl Catalogue {
     /// The built-in table.
     pub fn builtin() -> Self {
         Catalogue {
-            models: BUILTIN.iter().map(ModelSpec::from_row).collect(),
+            models: BUILTIN.clone(),
         }
     }
 
@@ -896,6 +435,66 @@ pub fn cost_with(usage: &Usage, model: &ModelSpec, retention: CacheRetention) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_builtin_table_parses_and_each_entry_is_sound() {
+        let models = parse_table(BUILTIN_TOML).unwrap_or_else(|error| panic!("{error}"));
+        assert!(models.len() > 40, "{} models", models.len());
+        let mut seen = std::collections::HashSet::new();
+        for model in &models {
+            assert!(
+                seen.insert((model.provider, model.id.clone())),
+                "`{}` twice",
+                model.id
+            );
+            assert!(!model.id.is_empty() && model.id.trim() == model.id);
+            assert!(
+                model.input >= 0.0 && model.output >= model.input,
+                "{}",
+                model.id
+            );
+            assert!(model.cache_read <= model.input, "{}", model.id);
+            assert!(
+                model.max_output_tokens <= model.context_window,
+                "{}",
+                model.id
+            );
+            assert!(
+                model.reasoning_efforts.is_empty() || model.thinking,
+                "{}: efforts without thinking",
+                model.id
+            );
+            if let Some(long) = model.long_context {
+                assert!(
+                    long.input >= model.input && long.output >= model.output,
+                    "{}",
+                    model.id
+                );
+            }
+        }
+        assert_eq!(Catalogue::builtin().models(), &models[..]);
+    }
+
+    #[test]
+    fn a_bad_entry_is_named_with_what_is_wrong() {
+        let entry = |extra: &str| {
+            format!(
+                "[[model]]\nprovider = \"openai\"\nid = \"m\"\nprices = [1.0, 2.0, 0.1]\ncontext = 10\nmax_output = 5\n{extra}"
+            )
+        };
+        assert_eq!(parse_table(&entry("")).map(|m| m.len()), Ok(1));
+        let error = parse_table(&entry("efforts = \"huge\"\n")).unwrap_err();
+        assert_eq!(error, "model `m`: unknown efforts `huge`");
+        let error = parse_table(&entry("thinking_off = \"never\"\n")).unwrap_err();
+        assert_eq!(error, "model `m`: unknown thinking_off `never`");
+        let error = parse_table(&entry("").replace("openai", "nobody")).unwrap_err();
+        assert_eq!(error, "model `m`: unknown provider `nobody`");
+        assert!(
+            parse_table(&entry("colour = 1\n"))
+                .unwrap_err()
+                .contains("colour")
+        );
+    }
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9

@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::credentials::{CredentialEnvironment, Secret};
+use crate::environment::{CredentialEnvironment, Secret};
 
 /// The Codex CLI's token endpoint.
 pub const REFRESH_URL: &str = "https://auth.openai.com/oauth/token";

@@ -16,6 +16,7 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 use crate::chatgpt::{ChatGptLogin, LoginError};
+pub use crate::environment::{CredentialEnvironment, Secret};
 use crate::service_account::ServiceAccountKey;
 
 /// How long a `gcloud` access token is kept (tokens live one hour; refresh a little early).
@@ -23,35 +24,6 @@ pub const GCLOUD_TOKEN_TTL: Duration = Duration::from_secs(55 * 60);
 
 /// How long one resolver subprocess may run before it is killed.
 pub const DEFAULT_SUBPROCESS_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A credential value. It prints as `[redacted]`; call [`Secret::expose`] only to put it in
-/// an HTTP header.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The raw value, for an authentication header and nothing else.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl std::fmt::Display for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
 
 /// Every resolver failed. The message lists each resolver and why it could not help.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -68,67 +40,6 @@ pub struct CredentialError {
     pub env_var: String,
     /// One line per resolver tried: what it checked and why it did not help.
     pub attempts: Vec<String>,
-}
-
-/// The environment the resolvers see: variables (including `PATH`) and the operating system.
-#[derive(Debug, Clone)]
-pub struct CredentialEnvironment {
-    vars: HashMap<String, String>,
-    is_macos: bool,
-    is_linux: bool,
-}
-
-impl CredentialEnvironment {
-    /// A snapshot of this process's environment.
-    pub fn from_process() -> Self {
-        CredentialEnvironment {
-            vars: std::env::vars().collect(),
-            is_macos: cfg!(target_os = "macos"),
-            is_linux: cfg!(target_os = "linux"),
-        }
-    }
-
-    /// An explicit set of variables (tests, embedding), for the current operating system.
-    pub fn from_vars<K: Into<String>, V: Into<String>>(
-        vars: impl IntoIterator<Item = (K, V)>,
-    ) -> Self {
-        CredentialEnvironment {
-            vars: vars
-                .into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
-            is_macos: cfg!(target_os = "macos"),
-            is_linux: cfg!(target_os = "linux"),
-        }
-    }
-
-    /// The value of a variable.
-    pub fn var(&self, name: &str) -> Option<&str> {
-        self.vars.get(name).map(String::as_str)
-    }
-
-    /// Finds an executable by name on the absolute entries of this environment's `PATH` (`.`,
-    /// empty and relative entries would name folders of whatever the working directory is: a
-    /// project's `./gcloud`); a name with a `/` is taken as a path (made absolute: the program
-    /// runs in `/`).
-    pub fn find_executable(&self, name: &str) -> Option<PathBuf> {
-        if name.contains('/') {
-            let path = std::path::absolute(name).ok()?;
-            return is_executable(&path).then_some(path);
-        }
-        let path_var = self.var("PATH")?;
-        std::env::split_paths(path_var)
-            .filter(|dir| dir.is_absolute())
-            .map(|dir| dir.join(name))
-            .find(|candidate| is_executable(candidate))
-    }
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 /// Options of the built-in resolvers (config namespace `secrets`).

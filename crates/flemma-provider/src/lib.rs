@@ -8,6 +8,7 @@ pub use flemma_wire::*;
 pub mod catalogue;
 pub mod chatgpt;
 pub mod credentials;
+mod environment;
 pub mod explain;
 pub mod http;
 pub mod retry;

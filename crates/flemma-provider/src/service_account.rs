@@ -10,7 +10,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::credentials::Secret;
+use crate::environment::Secret;
 
 /// The scope Vertex AI needs.
 pub const CLOUD_PLATFORM_SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";

@@ -43,6 +43,7 @@ mod bounded;
 mod cache;
 mod convert;
 mod engine;
+mod environment;
 mod files;
 mod host;
 mod lua;

@@ -1,24 +1,16 @@
 //! Built-in personalities: `include("urn:flemma:personality:<name>")`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::engine::format_date;
-use crate::host::PersonalityContext;
+use crate::environment::{Ambient, Environment};
 use crate::origin::Origin;
-use crate::render::Environment;
 
 /// The URN prefix `include()` recognises.
 pub(crate) const URN_PREFIX: &str = "urn:flemma:personality:";
 
 /// The built-in personality names.
 pub const PERSONALITIES: [&str; 1] = ["coding-assistant"];
-
-/// What a personality describes, read once per evaluation.
-#[derive(Debug, Clone)]
-pub(crate) struct Ambient {
-    context: PersonalityContext,
-    project_files: Vec<(PathBuf, String)>,
-}
 
 /// Renders the personality `name`, or says which names exist.
 pub(crate) fn render(

@@ -2,9 +2,8 @@
 //! `emit`, `include`…) and the error mapping.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
 
 use flemma_conversation::Part;
 use flemma_syntax::{Severity, TextRange};
@@ -14,6 +13,7 @@ use rhai::{
 };
 
 use crate::engine::{Attachment, CANCELLED, Emitted, emitted};
+pub(crate) use crate::environment::Environment;
 use crate::files;
 use crate::origin::Origin;
 use crate::personality;
@@ -47,29 +47,6 @@ pub(crate) fn lock(state: &SharedState) -> MutexGuard<'_, RenderState> {
     state
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// What native functions need besides the render state.
-#[derive(Debug, Clone)]
-pub(crate) struct Environment {
-    pub host: Arc<dyn crate::Host>,
-    /// What the evaluation may still read.
-    pub reader: files::Reader,
-    pub home: Option<PathBuf>,
-    pub now: SystemTime,
-    pub chat_path: Option<PathBuf>,
-    pub max_include_depth: usize,
-    /// The personality's project context and environment, computed once per evaluation.
-    pub personality_cache: Arc<Mutex<Option<personality::Ambient>>>,
-    /// What the frontmatter configured (the personality falls back to its tool list).
-    pub opt: crate::opt::SharedOpt,
-    /// The configuration layers below the frontmatter.
-    pub config_layers: Arc<Vec<flemma_config::ConfigLayer>>,
-    /// Compiled templates.
-    pub cache: crate::TemplateCache,
-    /// Set when a template reads from the outside world (files, the clock): its result must
-    /// not be reused by a later evaluation.
-    pub impure: Arc<AtomicBool>,
 }
 
 /// Appends text to `output`, merging with a trailing text part.

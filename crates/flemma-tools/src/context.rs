@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::sandbox::Bwrap;
+pub use crate::sandbox::PathGuard;
 
 /// Cooperative cancellation shared between the shell and a running tool.
 #[derive(Debug, Clone, Default)]
@@ -21,18 +22,6 @@ impl Cancel {
     }
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::SeqCst)
-    }
-}
-
-/// Decides whether a path may be written. Implemented by the sandbox policy; symlinks and `..`
-/// are resolved before the check. Returns the resolved path, or the reason it is refused.
-pub trait PathGuard: Send + Sync + std::fmt::Debug {
-    fn check_write(&self, path: &Path) -> Result<PathBuf, String>;
-
-    /// Where an absolute `path` a tool names is on the host: the sandbox's private `/tmp` and
-    /// cache are where its commands see them, so `write /tmp/x` then `bash cat /tmp/x` agree.
-    fn host_path(&self, path: &Path) -> PathBuf {
-        path.to_path_buf()
     }
 }
 

@@ -60,6 +60,16 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// The full path of `program` on `PATH`, its relative entries (`.`, empty ones) ignored; a
+/// name with a `/` is taken against [`NEUTRAL_DIR`] (see [`find_program`]).
+pub fn find_on_path(program: &str) -> Option<PathBuf> {
+    find_program(
+        program,
+        std::env::var_os("PATH").as_deref(),
+        Path::new(NEUTRAL_DIR),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

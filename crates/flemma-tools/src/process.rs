@@ -485,16 +485,7 @@ pub fn on_path(program: &str) -> bool {
     find_on_path(program).is_some()
 }
 
-/// The full path of `program` on `PATH`, its relative entries (`.`, empty ones) ignored; a
-/// name with a `/` is taken against [`crate::launch::NEUTRAL_DIR`] (see
-/// [`crate::launch::find_program`]).
-pub fn find_on_path(program: &str) -> Option<std::path::PathBuf> {
-    crate::launch::find_program(
-        program,
-        std::env::var_os("PATH").as_deref(),
-        Path::new(crate::launch::NEUTRAL_DIR),
-    )
-}
+pub use crate::launch::find_on_path;
 
 #[cfg(test)]
 mod tests {

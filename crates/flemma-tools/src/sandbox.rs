@@ -8,7 +8,17 @@ use std::sync::OnceLock;
 
 use flemma_config::SandboxPolicy;
 
-use crate::context::PathGuard;
+/// Decides whether a path may be written. Implemented by the sandbox policy; symlinks and `..`
+/// are resolved before the check. Returns the resolved path, or the reason it is refused.
+pub trait PathGuard: Send + Sync + std::fmt::Debug {
+    fn check_write(&self, path: &Path) -> Result<PathBuf, String>;
+
+    /// Where an absolute `path` a tool names is on the host: the sandbox's private `/tmp` and
+    /// cache are where its commands see them, so `write /tmp/x` then `bash cat /tmp/x` agree.
+    fn host_path(&self, path: &Path) -> PathBuf {
+        path.to_path_buf()
+    }
+}
 
 /// Where the policy's URNs point for one chat.
 #[derive(Debug, Clone, Default)]
@@ -487,7 +497,7 @@ pub fn bwrap_availability() -> Result<PathBuf, String> {
 }
 
 fn detect_bwrap() -> Result<PathBuf, String> {
-    let Some(program) = crate::process::find_on_path("bwrap") else {
+    let Some(program) = crate::launch::find_on_path("bwrap") else {
         return Err("bwrap is not installed (apt-get install bubblewrap)".into());
     };
     let output = Command::new(&program)

@@ -6,7 +6,7 @@ use super::*;
 /// the daemon itself decides): right owner and mode, and whether a daemon answers on them.
 pub(super) fn check_daemon(machine: &Machine, findings: &mut Vec<Finding>) {
     const CHECK: &str = "daemon";
-    let dir = crate::daemon::socket::RuntimePaths::dir_for(
+    let dir = crate::runtime_dir::RuntimePaths::dir_for(
         machine.var("XDG_RUNTIME_DIR").map(Path::new),
         machine.uid,
     );

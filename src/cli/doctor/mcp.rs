@@ -21,13 +21,15 @@ pub(super) fn check_mcp(config_path: Option<&Path>, findings: &mut Vec<Finding>)
     let Ok(runtime) = crate::runtime::get() else {
         return;
     };
+    let hub = crate::mcp_setup::new_hub();
     let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(
+        &hub,
         &resolved,
         None,
         &[],
         None,
     ));
-    runtime.block_on(crate::mcp_setup::shutdown());
+    runtime.block_on(hub.shutdown());
     runtime.block_on(crate::agent_setup::shutdown());
     for note in &mcp.notes {
         findings.push(Finding::new(CHECK, Status::Warn, note.clone()));

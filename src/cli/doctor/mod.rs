@@ -144,6 +144,7 @@ impl Machine {
 }
 
 pub fn run(args: DoctorArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+    let ui = super::Ui::new("doctor");
     let machine = Machine::from_process();
     let mut findings = Vec::new();
     let config = check_config(config_path, &machine, &mut findings);
@@ -173,9 +174,9 @@ pub fn run(args: DoctorArgs, config_path: Option<&Path>) -> Result<ExitCode, Cli
 
     let failed = findings.iter().any(|f| f.status == Status::Fail);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&findings)?);
+        ui.json_pretty(&findings)?;
     } else {
-        print!("{}", render(&findings));
+        ui.write(&render(&findings))?;
     }
     Ok(if failed {
         ExitCode::FAILURE

@@ -483,9 +483,12 @@ impl Engine {
         let job = self.jobs.get(job_id);
         let status = match job.map(|j| &j.state) {
             Some(JobState::Running) => "running",
-            Some(JobState::Completed { .. }) => "completed (delivery pending)",
+            Some(JobState::Completed) => "completed (delivery pending)",
             Some(JobState::Delivered) if in_text => "completed",
-            Some(JobState::Delivered) => "completed (removed from conversation)",
+            // `Orphaned` and `Lost` are what others tell of a job: the engine never holds one.
+            Some(JobState::Delivered | JobState::Orphaned | JobState::Lost) => {
+                "completed (removed from conversation)"
+            }
             None if in_text => "completed",
             None => {
                 return (

@@ -26,23 +26,7 @@ mod fixture;
 mod totality;
 
 /// The live state of a background job, as the engine knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobState {
-    Running,
-    Completed,
-    /// The daemon that ran it went away (orphan recovery marks it).
-    Lost,
-}
-
-impl JobState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Running => "running",
-            JobState::Completed => "completed",
-            JobState::Lost => "lost",
-        }
-    }
-}
+pub use flemma_protocol::engine::JobState;
 
 /// Looks up the state of a job by id; `None` when the engine does not know it.
 pub type JobStates<'a> = &'a dyn Fn(&str) -> Option<JobState>;

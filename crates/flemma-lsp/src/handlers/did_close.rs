@@ -15,7 +15,7 @@ pub(crate) fn handle(
     let mut shown = false;
     if let Some(doc) = session.documents.remove(uri.as_str()) {
         shown = doc.published.is_some_and(|d| !d.is_empty());
-        crate::analyses::closed(session, uri.as_str());
+        crate::analysis_worker::closed(session, uri.as_str());
         session.host.remove(&doc.id);
         if let Some(mut edit) = doc.buffer_edit
             && let Some(reply) = edit.reply.take()

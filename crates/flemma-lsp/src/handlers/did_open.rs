@@ -35,7 +35,7 @@ pub(crate) fn handle(
             published: None,
         },
     );
-    crate::analyses::schedule(session, &key);
+    crate::analysis_worker::schedule(session, &key);
     let outbox = session.outbox.clone();
     let text = session
         .documents

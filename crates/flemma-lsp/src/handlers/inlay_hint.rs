@@ -22,7 +22,7 @@ pub(crate) fn handle(
             .into_iter()
             .map(|hint| hint_at(position(hint.offset), hint.label))
             .collect();
-        let at = super::meter_range(syntax).end;
+        let at = crate::publish::meter_range(syntax).end;
         let meter_at = (range.start <= at && at <= range.end).then(|| position(at));
         (hints, meter_at, open.id.clone())
     };

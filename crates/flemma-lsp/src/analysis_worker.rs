@@ -239,7 +239,7 @@ pub(crate) fn finished(session: &mut Session, finished: Finished) {
         let known = Known::of(&analysis);
         if session.host.store_analysis(revision, analysis) {
             session.analyses.known.insert(uri.clone(), known);
-            crate::handlers::publish_diagnostics(session, &uri);
+            crate::publish::publish_diagnostics(session, &uri);
         }
     }
     start_next(session);
@@ -256,7 +256,7 @@ fn start_next(session: &mut Session) {
             continue;
         };
         let Some(job) = session.host.analysis_job(&doc.id) else {
-            crate::handlers::publish_diagnostics(session, &uri);
+            crate::publish::publish_diagnostics(session, &uri);
             continue;
         };
         let cancel = Arc::new(AtomicBool::new(false));
@@ -275,5 +275,21 @@ fn start_next(session: &mut Session) {
             revision,
             cancel,
         });
+    }
+}
+
+/// Publishes the diagnostics whose debounce window has ended.
+pub(crate) fn diagnostics_due(session: &mut Session, now: std::time::Instant) {
+    let due: Vec<String> = session
+        .documents
+        .iter()
+        .filter(|(_, d)| d.diagnostics_at.is_some_and(|at| at <= now))
+        .map(|(uri, _)| uri.clone())
+        .collect();
+    for uri in due {
+        if let Some(doc) = session.documents.get_mut(&uri) {
+            doc.diagnostics_at = None;
+        }
+        schedule(session, &uri);
     }
 }
