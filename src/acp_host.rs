@@ -9,7 +9,7 @@ use flemma_acp::{Backend, McpServerSpec, TurnEvent};
 use flemma_mcp::definition::{Hidden, Origin, ServerDef, Transport};
 
 use flemma_engine::EngineEvent;
-use flemma_protocol::event::ProgressUpdate;
+use flemma_protocol::event::{ProgressUpdate, ToolStatus};
 use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 use serde_json::{Value, json};
 
@@ -112,15 +112,44 @@ pub fn turn_event(event: &EngineEvent) -> Option<TurnEvent> {
     Some(match event {
         EngineEvent::RequestText(streamed) => TurnEvent::Text(streamed.text.clone()),
         EngineEvent::RequestThinking(streamed) => TurnEvent::Thinking(streamed.text.clone()),
+        EngineEvent::RequestComposed(call) => TurnEvent::ToolComposed {
+            tool_id: call.tool_id.clone(),
+            name: call.tool_name.clone(),
+            input: call.input.clone()?,
+        },
         EngineEvent::ToolExecuting(tool) => TurnEvent::ToolStarted {
             tool_id: tool.tool_id.clone(),
+            name: tool.tool_name.clone(),
+            input: tool.input.clone(),
         },
         EngineEvent::ToolCompleted(done) => TurnEvent::ToolFinished {
             tool_id: done.tool_id.clone(),
+            name: done.tool_name.clone(),
+            output: done.output.clone().unwrap_or_default(),
+            failed: done.status == ToolStatus::Error,
         },
-        EngineEvent::RequestFinished(_) | EngineEvent::ToolApprovalRequired(_) => {
-            TurnEvent::FileChanged
-        }
+        EngineEvent::ToolDeclined(declined) => TurnEvent::ToolFinished {
+            tool_id: declined.tool_id.clone(),
+            name: declined.tool_name.clone(),
+            output: declined.output.clone(),
+            failed: true,
+        },
+        EngineEvent::JobSubmitted(job) => TurnEvent::ToolInBackground {
+            tool_id: job.tool_id.clone(),
+            name: job.tool_name.clone(),
+            job_id: job.job_id.clone(),
+        },
+        EngineEvent::ToolApprovalRequired(required) => TurnEvent::ApprovalRequired(
+            required
+                .tools
+                .iter()
+                .map(|tool| flemma_acp::PendingCall {
+                    tool_id: tool.tool_id.clone(),
+                    name: tool.tool_name.clone(),
+                    input: tool.input.clone(),
+                })
+                .collect(),
+        ),
         EngineEvent::UsageUpdated(usage) => {
             let mut flemma = serde_json::Map::new();
             flemma.insert("usage".to_owned(), json!(usage.usage));
@@ -671,7 +700,9 @@ mod tests {
                 json!({"toolId": "t1", "toolName": "bash"})
             ),
             Some(TurnEvent::ToolStarted {
-                tool_id: "t1".into()
+                tool_id: "t1".into(),
+                name: "bash".into(),
+                input: None,
             })
         );
         assert_eq!(

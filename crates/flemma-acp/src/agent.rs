@@ -28,8 +28,8 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
 use flemma_protocol::event::StopLabel;
-use flemma_syntax::Status;
 use futures::SinkExt as _;
+use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::modes::Setting;
@@ -243,12 +243,6 @@ fn allow_always(session: &str, tool: String) {
         .or_default()
         .insert(tool);
 }
-
-/// How often the file is read for a call or result the engine has and the file does not show
-/// yet (the session writes within about 100 ms), and how many times at most (one the user's
-/// edit left nowhere is not waited for).
-const RESULT_POLL: std::time::Duration = std::time::Duration::from_millis(25);
-const RESULT_POLLS: u32 = 80;
 
 /// How often, and how many times, a cancel that found nothing running is tried again.
 const CANCEL_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
@@ -1005,9 +999,8 @@ fn start_prompt(
             announced: HashSet::new(),
             finished: HashSet::new(),
             decided: HashSet::new(),
-            started: HashSet::new(),
-            unseen: HashMap::new(),
-            held: Vec::new(),
+            calls: HashMap::new(),
+            pending: Vec::new(),
             delegations: crate::delegation::Delegations::default(),
             compaction,
         };
@@ -1052,15 +1045,10 @@ struct Turn<'a> {
     finished: HashSet<String>,
     /// Pending calls the user decided on.
     decided: HashSet<String>,
-    /// Calls the engine started.
-    started: HashSet<String>,
-    /// What the engine told of calls that the file does not show yet (the file is written a
-    /// moment after the engine has it): a started call's block, or a finished call's result;
-    /// and how many times the file was read for it since.
-    unseen: HashMap<String, (Unseen, u32)>,
-    /// Reply text held back while something is unseen, so a call's result is told before the
-    /// reply that answers it.
-    held: Vec<SessionUpdate>,
+    /// The tool and input of each call the engine told of (for its result's diff).
+    calls: HashMap<String, (String, serde_json::Value)>,
+    /// The calls that waited for approval when the engine last said so.
+    pending: Vec<crate::PendingCall>,
     /// What the agents `ask_agent` calls asked have done so far.
     delegations: crate::delegation::Delegations,
     /// The client takes `compaction_update`s.
@@ -1071,12 +1059,6 @@ struct Turn<'a> {
 fn compaction_id() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     format!("compaction-{}", NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Unseen {
-    Call,
-    Result,
 }
 
 enum Decision {
@@ -1185,8 +1167,10 @@ impl Turn<'_> {
         for message in doc.messages() {
             for (_, tool) in message.tool_uses() {
                 self.announced.insert(tool.id.clone());
-                self.finished.insert(tool.id.clone());
                 self.session.announced.add(&tool.id);
+                if replay::result_fields(&doc, &tool.id, &self.session.cwd).is_some() {
+                    self.finished.insert(tool.id.clone());
+                }
             }
         }
         self.backend.send(&path).map_err(invalid)?;
@@ -1194,14 +1178,9 @@ impl Turn<'_> {
         // about to start (a send or an approval was just handed to it).
         let mut retry = tokio::time::interval(CANCEL_RETRY);
         let mut cancel_tries: Option<u32> = None;
-        let mut results = tokio::time::interval(RESULT_POLL);
         loop {
             let event = tokio::select! {
                 event = events.recv() => event,
-                _ = results.tick(), if !self.unseen.is_empty() => {
-                    self.sync_tools()?;
-                    continue;
-                }
                 _ = self.cancel.changed(), if !self.cancelled => {
                     self.cancelled = true;
                     if !self.backend.cancel(&path) {
@@ -1216,8 +1195,6 @@ impl Turn<'_> {
                     if self.backend.cancel(&path) {
                         cancel_tries = None;
                     } else if tries >= CANCEL_TRIES {
-                        self.sync_tools()?;
-                        self.flush_held()?;
                         return Ok(StopReason::Cancelled);
                     }
                     continue;
@@ -1229,43 +1206,76 @@ impl Turn<'_> {
                 ));
             };
             match event {
-                TurnEvent::Text(text) => self.say(SessionUpdate::AgentMessageChunk(
+                TurnEvent::Text(text) => self.notify(SessionUpdate::AgentMessageChunk(
                     ContentChunk::new(ContentBlock::Text(TextContent::new(text))),
                 ))?,
-                TurnEvent::Thinking(text) => self.say(SessionUpdate::AgentThoughtChunk(
+                TurnEvent::Thinking(text) => self.notify(SessionUpdate::AgentThoughtChunk(
                     ContentChunk::new(ContentBlock::Text(TextContent::new(text))),
                 ))?,
-                TurnEvent::ToolStarted { tool_id } => {
+                TurnEvent::ToolComposed {
+                    tool_id,
+                    name,
+                    input,
+                } => self.announce(&tool_id, &name, Some(input))?,
+                TurnEvent::ToolStarted {
+                    tool_id,
+                    name,
+                    input,
+                } => {
                     // Announced, then in progress, then (a fast tool) its result.
-                    self.started.insert(tool_id.clone());
-                    if self.announced.contains(&tool_id) && !self.finished.contains(&tool_id) {
-                        self.notify(SessionUpdate::ToolCallUpdate(replay::in_progress(&tool_id)))?;
-                    } else if !self.announced.contains(&tool_id) {
-                        self.unseen.insert(tool_id, (Unseen::Call, 0));
-                        results.reset_immediately();
-                    }
-                    self.sync_tools()?;
-                }
-                TurnEvent::ToolFinished { tool_id } => {
+                    self.announce(&tool_id, &name, input)?;
                     if !self.finished.contains(&tool_id) {
-                        self.unseen.insert(tool_id, (Unseen::Result, 0));
-                        results.reset_immediately();
+                        self.notify(SessionUpdate::ToolCallUpdate(replay::in_progress(&tool_id)))?;
                     }
-                    self.sync_tools()?;
                 }
-                TurnEvent::FileChanged => self.sync_tools()?,
+                TurnEvent::ToolFinished {
+                    tool_id,
+                    name,
+                    output,
+                    failed,
+                } => {
+                    self.announce(&tool_id, &name, None)?;
+                    let input = self
+                        .calls
+                        .get(&tool_id)
+                        .map(|(_, input)| input.clone())
+                        .unwrap_or_default();
+                    let fields =
+                        replay::finished(&name, &input, &output, failed, &self.session.cwd);
+                    self.finish(tool_id, fields)?;
+                }
+                TurnEvent::ToolInBackground {
+                    tool_id,
+                    name,
+                    job_id,
+                } => {
+                    self.announce(&tool_id, &name, None)?;
+                    let text = format!(
+                        "running in the background as the job `{job_id}`; its result comes in a later turn"
+                    );
+                    self.finish(
+                        tool_id,
+                        replay::finished("", &Value::Null, &text, false, &self.session.cwd),
+                    )?;
+                }
+                TurnEvent::ApprovalRequired(calls) => {
+                    for call in &calls {
+                        self.announce(&call.tool_id, &call.name, Some(call.input.clone()))?;
+                    }
+                    self.pending = calls;
+                }
                 // A client that advertised `session.compaction` gets a `compaction_update`
                 // (the summary whole: the engine has it only once it is written); another
                 // one, a line of the reply's text.
                 TurnEvent::Compacted { notice, meta } => {
                     if self.compaction {
-                        self.say(SessionUpdate::CompactionUpdate(
+                        self.notify(SessionUpdate::CompactionUpdate(
                             CompactionUpdate::new(compaction_id(), CompactionStatus::Completed)
                                 .summary(vec![ContentBlock::Text(TextContent::new(notice))])
                                 .meta(meta),
                         ))?
                     } else {
-                        self.say(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                        self.notify(SessionUpdate::AgentMessageChunk(ContentChunk::new(
                             ContentBlock::Text(TextContent::new(format!(
                                 "\n\n_flemmad {notice}_\n\n"
                             ))),
@@ -1274,16 +1284,13 @@ impl Turn<'_> {
                 }
                 TurnEvent::CompactionFailed(message) => {
                     if self.compaction {
-                        self.say(SessionUpdate::CompactionUpdate(
+                        self.notify(SessionUpdate::CompactionUpdate(
                             CompactionUpdate::new(compaction_id(), CompactionStatus::Failed)
                                 .error(message),
                         ))?
                     }
                 }
                 TurnEvent::AgentProgress(progress) => {
-                    if !self.announced.contains(&progress.tool_id) {
-                        self.sync_tools()?;
-                    }
                     if self.announced.contains(&progress.tool_id)
                         && let Some(update) = self.delegations.update(&progress)
                     {
@@ -1291,9 +1298,6 @@ impl Turn<'_> {
                     }
                 }
                 TurnEvent::AgentPermission(permission) => {
-                    if !self.announced.contains(&permission.tool_id) {
-                        self.sync_tools()?;
-                    }
                     let asked = tokio::select! {
                         asked = crate::delegation::ask(self.cx, &self.session.id, &permission) => asked?,
                         _ = self.cancel.changed(), if !self.cancelled => {
@@ -1324,10 +1328,6 @@ impl Turn<'_> {
                     ))?;
                 }
                 TurnEvent::Stopped { reason, message } => {
-                    self.sync_tools()?;
-                    // Everything is written at a stop: nothing is held any longer.
-                    self.unseen.clear();
-                    self.flush_held()?;
                     if self.cancelled || reason == StopLabel::Cancelled {
                         return Ok(StopReason::Cancelled);
                     }
@@ -1352,66 +1352,43 @@ impl Turn<'_> {
         }
     }
 
-    /// Reply text, told at once unless a call's block or result the engine has is not in the
-    /// file yet (then after it).
-    fn say(&mut self, update: SessionUpdate) -> Result<(), Error> {
-        if self.unseen.is_empty() {
-            self.notify(update)
-        } else {
-            self.held.push(update);
-            Ok(())
+    /// The final update of the call `id`, unless it had one.
+    fn finish(&mut self, id: String, fields: ToolCallUpdateFields) -> Result<(), Error> {
+        if !self.finished.insert(id.clone()) {
+            return Ok(());
         }
+        self.notify(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            id, fields,
+        )))
     }
 
-    fn flush_held(&mut self) -> Result<(), Error> {
-        for update in std::mem::take(&mut self.held) {
-            self.notify(update)?;
+    /// Announces the call `id` (`tool_call`) unless it was: with `input` as the engine told it
+    /// (`{}` when it did not).
+    fn announce(
+        &mut self,
+        id: &str,
+        name: &str,
+        input: Option<serde_json::Value>,
+    ) -> Result<(), Error> {
+        if let Some(input) = input {
+            self.calls
+                .entry(id.to_owned())
+                .or_insert_with(|| (name.to_owned(), input));
         }
-        Ok(())
-    }
-
-    /// Announces the calls that appeared in the file (in progress when they run) and the
-    /// results that became final, then tells the text held back for them.
-    fn sync_tools(&mut self) -> Result<(), Error> {
-        let text = self.read()?;
-        let doc = flemma_syntax::parse(text);
-        let cwd = &self.session.cwd;
-        let mut updates = Vec::new();
-        for message in doc.messages() {
-            for (_, tool) in message.tool_uses() {
-                if self.announced.insert(tool.id.clone()) {
-                    updates.push(SessionUpdate::ToolCall(replay::tool_call(&doc, tool, cwd)));
-                    if self.started.contains(&tool.id) {
-                        updates.push(SessionUpdate::ToolCallUpdate(replay::in_progress(&tool.id)));
-                    }
-                }
-                if !self.finished.contains(&tool.id)
-                    && let Some(fields) = replay::result_fields(&doc, &tool.id, cwd)
-                {
-                    self.finished.insert(tool.id.clone());
-                    updates.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                        tool.id.clone(),
-                        fields,
-                    )));
-                }
-            }
+        if !self.announced.insert(id.to_owned()) {
+            return Ok(());
         }
-        for update in updates {
-            self.notify(update)?;
-        }
-        let (announced, finished) = (&self.announced, &self.finished);
-        self.unseen.retain(|id, (unseen, reads)| {
-            let seen = match unseen {
-                Unseen::Call => announced.contains(id),
-                Unseen::Result => finished.contains(id),
-            };
-            *reads += 1;
-            !seen && *reads <= RESULT_POLLS
-        });
-        if self.unseen.is_empty() {
-            self.flush_held()?;
-        }
-        Ok(())
+        let input = self
+            .calls
+            .get(id)
+            .map(|(_, input)| input.clone())
+            .unwrap_or_default();
+        self.notify(SessionUpdate::ToolCall(replay::call(
+            id,
+            name,
+            input,
+            &self.session.cwd,
+        )))
     }
 
     /// Marks the pending calls `ids` aborted in the chat (a cancelled permission request:
@@ -1427,30 +1404,24 @@ impl Turn<'_> {
     /// Asks the client about every pending call not decided yet, then approves or rejects
     /// them (the engine goes on once none is pending).
     async fn ask_permissions(&mut self) -> Result<Decision, Error> {
-        let text = self.read()?;
-        let doc = flemma_syntax::parse(text);
-        let pending: Vec<(String, String)> = doc
-            .placeholders(Some(Status::Pending))
+        let pending: Vec<crate::PendingCall> = std::mem::take(&mut self.pending)
             .into_iter()
-            .map(|(_, _, result)| result.tool_use_id.clone())
-            .filter(|id| !self.decided.contains(id))
-            .filter_map(|id| {
-                let (_, _, tool) = doc.tool_use(&id)?;
-                Some((id, tool.name.clone()))
-            })
+            .filter(|call| !self.decided.contains(&call.tool_id))
             .collect();
         // Cancelled, none of them runs: all are aborted in the file.
-        let asked: Vec<String> = pending.iter().map(|(id, _)| id.clone()).collect();
+        let asked: Vec<String> = pending.iter().map(|call| call.tool_id.clone()).collect();
         let mut decisions = Vec::new();
-        for (id, name) in pending {
+        for crate::PendingCall {
+            tool_id: id,
+            name,
+            input,
+        } in pending
+        {
             if always_allowed(&self.session.id, &name) {
                 decisions.push((id, true));
                 continue;
             }
-            let Some((_, _, tool)) = doc.tool_use(&id) else {
-                continue;
-            };
-            let call = replay::tool_call(&doc, tool, &self.session.cwd);
+            let call = replay::call(&id, &name, input, &self.session.cwd);
             let mut fields = ToolCallUpdateFields::new()
                 .title(call.title.clone())
                 .kind(call.kind)

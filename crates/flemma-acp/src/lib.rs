@@ -37,13 +37,34 @@ pub enum TurnEvent {
     Text(String),
     /// Thinking text as it streams in.
     Thinking(String),
-    /// A tool started running.
-    ToolStarted { tool_id: String },
-    /// A tool finished: the engine has its result, which reaches the file a moment later.
-    ToolFinished { tool_id: String },
-    /// The file may hold new tool calls or results (a reply finished, calls wait for
-    /// approval).
-    FileChanged,
+    /// The model composed a tool call (its block is in the chat now): its tool and input.
+    ToolComposed {
+        tool_id: String,
+        name: String,
+        input: serde_json::Value,
+    },
+    /// A tool started running, with the input it got.
+    ToolStarted {
+        tool_id: String,
+        name: String,
+        input: Option<serde_json::Value>,
+    },
+    /// A call got its final result: the output written (the model's text), and whether it
+    /// failed (an error, or a call that did not run: rejected, denied, aborted).
+    ToolFinished {
+        tool_id: String,
+        name: String,
+        output: String,
+        failed: bool,
+    },
+    /// A call went to the background as the job `job_id`: its result comes later.
+    ToolInBackground {
+        tool_id: String,
+        name: String,
+        job_id: String,
+    },
+    /// Calls wait for approval: each one's id, tool and input.
+    ApprovalRequired(Vec<PendingCall>),
     /// A request finished: the tokens in context (`used`) of the model's context window
     /// (`size`), the session's cost when known, and what else the engine tells (the cache,
     /// a subscription's rate limits), for the client's `_meta`.
@@ -71,6 +92,14 @@ pub enum TurnEvent {
         reason: flemma_protocol::event::StopLabel,
         message: Option<String>,
     },
+}
+
+/// A call waiting for the user's approval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingCall {
+    pub tool_id: String,
+    pub name: String,
+    pub input: serde_json::Value,
 }
 
 /// One value a session setting may take (a model, a thought level).

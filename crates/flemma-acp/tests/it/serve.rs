@@ -150,6 +150,16 @@ fn a_pending_call_is_asked_before_it_runs_and_the_turn_ends_after_it() {
             Some(TOOL_CHAT.to_owned()),
             vec![
                 TurnEvent::Text("Running.".into()),
+                TurnEvent::ToolComposed {
+                    tool_id: "t1".into(),
+                    name: "bash".into(),
+                    input: json!({"label": "run it", "command": "true"}),
+                },
+                TurnEvent::ApprovalRequired(vec![flemma_acp::PendingCall {
+                    tool_id: "t1".into(),
+                    name: "bash".into(),
+                    input: json!({"label": "run it", "command": "true"}),
+                }]),
                 TurnEvent::Stopped {
                     reason: flemma_protocol::event::StopLabel::AwaitingApproval,
                     message: None,
@@ -161,8 +171,15 @@ fn a_pending_call_is_asked_before_it_runs_and_the_turn_ends_after_it() {
             vec![
                 TurnEvent::ToolStarted {
                     tool_id: "t1".into(),
+                    name: "bash".into(),
+                    input: Some(json!({"label": "run it", "command": "true"})),
                 },
-                TurnEvent::FileChanged,
+                TurnEvent::ToolFinished {
+                    tool_id: "t1".into(),
+                    name: "bash".into(),
+                    output: "ok\n".into(),
+                    failed: false,
+                },
                 TurnEvent::Stopped {
                     reason: flemma_protocol::event::StopLabel::Idle,
                     message: None,
