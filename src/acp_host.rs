@@ -10,7 +10,10 @@ use flemma_mcp::definition::{Hidden, Origin, ServerDef, Transport};
 
 use flemma_engine::EngineEvent;
 use flemma_protocol::event::{ProgressUpdate, ToolStatus};
-use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
+use flemma_protocol::methods::{
+    CompactParams, DocumentParams, FlemmaRequest, FlemmaResponse, ModeParams, RejectParams,
+    SwitchParams, ToolCallParams,
+};
 use serde_json::{Value, json};
 
 use crate::engine_host::{DocumentRef, EngineHost};
@@ -26,25 +29,30 @@ impl AcpHost {
         Self { host }
     }
 
-    /// One `flemma/*` request about the chat at `path` (`params` without its `uri`), through
-    /// the host's one command surface.
-    fn call(&self, path: &Path, method: &str, mut params: Value) -> Result<(), String> {
-        params["uri"] = json!(path);
-        let request = FlemmaRequest::decode(method, params).map_err(|e| e.to_string())?;
+    /// One typed `flemma/*` request about the chat at `path`, through the host's one command
+    /// surface (no JSON in between).
+    fn call(
+        &self,
+        path: &Path,
+        request: impl FnOnce(String) -> FlemmaRequest,
+    ) -> Result<FlemmaResponse, String> {
+        let uri = path.to_string_lossy().into_owned();
         self.host
-            .call(DocumentRef::path(path), request)
-            .map(drop)
+            .call(DocumentRef::path(path), request(uri))
             .map_err(|e| e.to_string())
     }
 
     /// `flemma/switch` to `model` on the chat: its one-line message.
     fn switch(&self, path: &Path, model: &str) -> Result<String, String> {
-        let params = json!({ "uri": path, "model": model });
-        let request = FlemmaRequest::decode("flemma/switch", params).map_err(|e| e.to_string())?;
-        match self.host.call(DocumentRef::path(path), request) {
-            Ok(FlemmaResponse::Switch(result)) => Ok(result.message),
-            Ok(_) => Ok(format!("switched to {model}")),
-            Err(error) => Err(error.to_string()),
+        let model = model.to_owned();
+        match self.call(path, |uri| {
+            FlemmaRequest::Switch(SwitchParams {
+                uri,
+                model: model.clone(),
+            })
+        })? {
+            FlemmaResponse::Switch(result) => Ok(result.message),
+            _ => Ok(format!("switched to {model}")),
         }
     }
 
@@ -66,11 +74,15 @@ impl AcpHost {
     fn slash_compact(&self, path: &Path, focus: &str) -> Result<String, String> {
         // Subscribed first: the driver may end before the call returns.
         let events = self.host.subscribe();
-        let mut params = json!({});
-        if !focus.is_empty() {
-            params["focus"] = json!(focus);
-        }
-        self.call(path, "flemma/compact", params)?;
+        let focus = Some(focus.to_owned()).filter(|focus| !focus.is_empty());
+        self.call(path, |uri| {
+            FlemmaRequest::Compact(CompactParams {
+                uri,
+                line: None,
+                focus,
+                keep: None,
+            })
+        })?;
         let deadline = std::time::Instant::now() + COMPACT_WAIT;
         let mut outcome = None;
         loop {
@@ -352,23 +364,33 @@ impl Backend for AcpHost {
     }
 
     fn send(&self, path: &Path) -> Result<(), String> {
-        self.call(path, "flemma/send", json!({}))
+        self.call(path, |uri| FlemmaRequest::Send(DocumentParams { uri }))
+            .map(drop)
     }
 
     fn approve(&self, path: &Path, tool_id: &str) -> Result<(), String> {
-        self.call(path, "flemma/approve", json!({ "toolId": tool_id }))
+        let tool_id = tool_id.to_owned();
+        self.call(path, |uri| {
+            FlemmaRequest::Approve(ToolCallParams { uri, tool_id })
+        })
+        .map(drop)
     }
 
     fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String> {
-        let mut params = json!({ "toolId": tool_id });
-        if let Some(reason) = reason {
-            params["reason"] = json!(reason);
-        }
-        self.call(path, "flemma/reject", params)
+        let tool_id = tool_id.to_owned();
+        self.call(path, |uri| {
+            FlemmaRequest::Reject(RejectParams {
+                uri,
+                tool_id,
+                reason,
+            })
+        })
+        .map(drop)
     }
 
     fn cancel(&self, path: &Path) -> bool {
-        self.call(path, "flemma/cancel", json!({})).is_ok()
+        self.call(path, |uri| FlemmaRequest::Cancel(DocumentParams { uri }))
+            .is_ok()
     }
 
     fn mcp_servers(&self, path: &Path, servers: Vec<McpServerSpec>) -> Vec<String> {
@@ -406,7 +428,12 @@ impl Backend for AcpHost {
         path: &Path,
         mode: flemma_config::Mode,
     ) -> Result<flemma_config::Mode, String> {
-        self.call(path, "flemma/mode", json!({ "mode": mode.as_str() }))?;
+        self.call(path, |uri| {
+            FlemmaRequest::Mode(ModeParams {
+                uri,
+                mode: mode.as_str().to_owned(),
+            })
+        })?;
         self.mode(path)
     }
 

@@ -927,6 +927,41 @@ fn setting_command(
     Ok(answer.unwrap_or_else(|error| format!("/{command}: {error}")))
 }
 
+/// `/compact [focus]` for a client that takes `compaction_update`s: one `in_progress`, then
+/// `completed` with the line saying what was compacted (or `failed` with why); the text to
+/// show as the command's answer, as for any client.
+fn compact_command(
+    state: &State,
+    session: &Session,
+    focus: &str,
+    cx: &ConnectionTo<Client>,
+) -> Result<String, Error> {
+    let id = compaction_id();
+    let tell = |update: CompactionUpdate| {
+        cx.send_notification(SessionNotification::new(
+            session.id.clone(),
+            SessionUpdate::CompactionUpdate(update),
+        ))
+    };
+    tell(CompactionUpdate::new(
+        id.clone(),
+        CompactionStatus::InProgress,
+    ))?;
+    match state.backend.slash_command(&session.path, "compact", focus) {
+        Ok(text) => {
+            tell(
+                CompactionUpdate::new(id, CompactionStatus::Completed)
+                    .summary(vec![ContentBlock::Text(TextContent::new(text.clone()))]),
+            )?;
+            Ok(text)
+        }
+        Err(error) => {
+            tell(CompactionUpdate::new(id, CompactionStatus::Failed).error(error.clone()))?;
+            Ok(format!("/compact: {error}"))
+        }
+    }
+}
+
 fn start_prompt(
     state: &Arc<State>,
     request: PromptRequest,
@@ -948,6 +983,8 @@ fn start_prompt(
             format!("/{command}: a prompt runs in this session; run it once that prompt has ended")
         } else if matches!(command, "model" | "mode") {
             setting_command(state, &session, command, &argument, &cx)?
+        } else if command == "compact" && state.client_compaction.load(Ordering::Relaxed) {
+            compact_command(state, &session, &argument, &cx)?
         } else {
             match state
                 .backend
