@@ -2296,6 +2296,62 @@ async fn the_model_and_thinking_pickers_switch_the_chat(sdk: Sdk) {
 
 with_each_sdk!(the_model_and_thinking_pickers_switch_the_chat);
 
+/// Choosing another model resets the thinking level to the configuration's (the switch's
+/// runtime layer is replaced, level and all), and the client is told with a
+/// `config_option_update` as well as in the answer (issue 32).
+#[tokio::test]
+async fn choosing_a_model_resets_the_thinking_level_and_tells_it() {
+    let Some((python, project, mock)) = setup("acp level reset").await else {
+        return;
+    };
+    std::fs::write(
+        project.root.join("config/flemma/config.toml"),
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n",
+    )
+    .unwrap();
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "set_config_option", "config": "thought_level", "value": "low"},
+                {"op": "set_config_option", "config": "model", "value": "anthropic/claude-haiku-4-5"},
+                // Answered by flemmad alone; the updates sent after the last answer arrive here.
+                {"op": "prompt", "text": "/mode"}
+            ]),
+        )
+        .await;
+    let steps = report["steps"].as_array().unwrap();
+    let configured = option_value(&steps[0]["result"]["configOptions"], "thought_level").clone();
+    assert_ne!(configured, "low", "{report}");
+    assert_eq!(
+        option_value(&steps[1]["result"]["configOptions"], "thought_level"),
+        "low"
+    );
+    let chose_model = &steps[2]["result"]["configOptions"];
+    assert_eq!(
+        option_value(chose_model, "model"),
+        "anthropic/claude-haiku-4-5"
+    );
+    assert_eq!(
+        *option_value(chose_model, "thought_level"),
+        configured,
+        "the level is the configuration's again: {report}"
+    );
+    let told = config_updates(&report);
+    let last = told.last().expect("config_option_update sent");
+    assert_eq!(
+        option_value(&last["configOptions"], "model"),
+        "anthropic/claude-haiku-4-5"
+    );
+    assert_eq!(
+        *option_value(&last["configOptions"], "thought_level"),
+        configured,
+        "{report}"
+    );
+}
+
 /// An automatic compaction in a prompt (issue 32): a client that advertised
 /// `session.compaction` (the TypeScript SDK's) gets it as a `compaction_update` with the
 /// summary line and its facts in `_meta.flemma`; one that did not (the Python SDK, which does
