@@ -9,11 +9,9 @@ use flemma_acp::{Backend, McpServerSpec, TurnEvent};
 use flemma_mcp::definition::{Hidden, Origin, ServerDef, Transport};
 
 use flemma_engine::EngineEvent;
+use flemma_protocol::error::RequestError;
 use flemma_protocol::event::{ProgressUpdate, ToolStatus};
-use flemma_protocol::methods::{
-    CompactParams, DocumentParams, FlemmaRequest, FlemmaResponse, ModeParams, RejectParams,
-    SwitchParams, ToolCallParams,
-};
+use flemma_protocol::methods::{CompactParams, FlemmaRequest, FlemmaResponse, SwitchParams};
 use serde_json::{Value, json};
 
 use crate::engine_host::{DocumentRef, EngineHost};
@@ -29,23 +27,21 @@ impl AcpHost {
         Self { host }
     }
 
-    /// One typed `flemma/*` request about the chat at `path`, through the host's one command
-    /// surface (no JSON in between).
-    fn call(
+    /// The typed `flemma/*` request `request` makes of the chat's URI, through the host's one
+    /// command surface (no JSON in between); a refusal's message.
+    fn request(
         &self,
         path: &Path,
         request: impl FnOnce(String) -> FlemmaRequest,
     ) -> Result<FlemmaResponse, String> {
         let uri = path.to_string_lossy().into_owned();
-        self.host
-            .call(DocumentRef::path(path), request(uri))
-            .map_err(|e| e.to_string())
+        Backend::call(self, path, request(uri)).map_err(|e| e.message)
     }
 
     /// `flemma/switch` to `model` on the chat: its one-line message.
     fn switch(&self, path: &Path, model: &str) -> Result<String, String> {
         let model = model.to_owned();
-        match self.call(path, |uri| {
+        match self.request(path, |uri| {
             FlemmaRequest::Switch(SwitchParams {
                 uri,
                 model: model.clone(),
@@ -75,7 +71,7 @@ impl AcpHost {
         // Subscribed first: the driver may end before the call returns.
         let events = self.host.subscribe();
         let focus = Some(focus.to_owned()).filter(|focus| !focus.is_empty());
-        self.call(path, |uri| {
+        self.request(path, |uri| {
             FlemmaRequest::Compact(CompactParams {
                 uri,
                 line: None,
@@ -363,34 +359,8 @@ impl Backend for AcpHost {
         receiver
     }
 
-    fn send(&self, path: &Path) -> Result<(), String> {
-        self.call(path, |uri| FlemmaRequest::Send(DocumentParams { uri }))
-            .map(drop)
-    }
-
-    fn approve(&self, path: &Path, tool_id: &str) -> Result<(), String> {
-        let tool_id = tool_id.to_owned();
-        self.call(path, |uri| {
-            FlemmaRequest::Approve(ToolCallParams { uri, tool_id })
-        })
-        .map(drop)
-    }
-
-    fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String> {
-        let tool_id = tool_id.to_owned();
-        self.call(path, |uri| {
-            FlemmaRequest::Reject(RejectParams {
-                uri,
-                tool_id,
-                reason,
-            })
-        })
-        .map(drop)
-    }
-
-    fn cancel(&self, path: &Path) -> bool {
-        self.call(path, |uri| FlemmaRequest::Cancel(DocumentParams { uri }))
-            .is_ok()
+    fn call(&self, path: &Path, request: FlemmaRequest) -> Result<FlemmaResponse, RequestError> {
+        self.host.call(DocumentRef::path(path), request)
     }
 
     fn mcp_servers(&self, path: &Path, servers: Vec<McpServerSpec>) -> Vec<String> {
@@ -421,20 +391,6 @@ impl Backend for AcpHost {
         self.host
             .resolved_mode(path, None)
             .map_err(|e| e.to_string())
-    }
-
-    fn set_mode(
-        &self,
-        path: &Path,
-        mode: flemma_config::Mode,
-    ) -> Result<flemma_config::Mode, String> {
-        self.call(path, |uri| {
-            FlemmaRequest::Mode(ModeParams {
-                uri,
-                mode: mode.as_str().to_owned(),
-            })
-        })?;
-        self.mode(path)
     }
 
     fn settings(&self, path: &Path) -> Result<flemma_acp::Settings, String> {

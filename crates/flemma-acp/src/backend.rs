@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use flemma_protocol::error::RequestError;
+use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
+
 use crate::files::ClientFiles;
 use crate::{delegation, list};
 
@@ -164,12 +167,10 @@ pub trait Backend: Send + Sync + 'static {
     fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, String>;
     /// The events of the chat at `path` from now on.
     fn events(&self, path: &Path) -> tokio::sync::mpsc::UnboundedReceiver<TurnEvent>;
-    /// Runs the engine cycle on the chat, as `flemmad send` does.
-    fn send(&self, path: &Path) -> Result<(), String>;
-    fn approve(&self, path: &Path, tool_id: &str) -> Result<(), String>;
-    fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String>;
-    /// Cancels what runs for the chat; `false` when nothing ran.
-    fn cancel(&self, path: &Path) -> bool;
+    /// A typed `flemma/*` request about the chat at `path` (send, approve, reject, cancel,
+    /// mode, switch, compact…), as every front end makes it: the engine host's one command
+    /// path, its typed answer or refusal.
+    fn call(&self, path: &Path, request: FlemmaRequest) -> Result<FlemmaResponse, RequestError>;
     /// A slash command of [`crate::commands::COMMANDS`] on the chat at `path` (`argument`: the text
     /// typed after its name): the text to show the user. The chat is not written.
     fn slash_command(&self, path: &Path, command: &str, argument: &str) -> Result<String, String> {
@@ -180,16 +181,6 @@ pub trait Backend: Send + Sync + 'static {
     fn mode(&self, path: &Path) -> Result<flemma_config::Mode, String> {
         let _ = path;
         Ok(flemma_config::Mode::Default)
-    }
-    /// Sets the mode of the chat at `path` for this daemon or process (never in the chat's
-    /// file); the mode its tools will run in (its frontmatter may make it stricter).
-    fn set_mode(
-        &self,
-        path: &Path,
-        mode: flemma_config::Mode,
-    ) -> Result<flemma_config::Mode, String> {
-        let _ = (path, mode);
-        Err("modes are not available here".to_owned())
     }
     /// The settings of the chat at `path`'s next prompt: its mode, model and thinking level
     /// with their choices.

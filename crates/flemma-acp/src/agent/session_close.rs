@@ -3,7 +3,7 @@
 use agent_client_protocol::Error;
 use agent_client_protocol::v1::schema::{DeleteSessionResponse, SessionId};
 
-use super::state::{State, chat_of, invalid, lock};
+use super::state::{State, cancel, chat_of, invalid, lock};
 
 /// `session/close`: the prompt that runs is cancelled (what it wrote stays in the chat) and
 /// the session is forgotten by this connection; its chat stays where it is. Closing a session
@@ -29,7 +29,7 @@ pub(super) fn delete_session(
 ) -> Result<DeleteSessionResponse, Error> {
     let path = chat_of(session_id)?;
     close_session(state, session_id);
-    state.backend.cancel(&path);
+    cancel(&*state.backend, &path);
     let trashed = state.backend.trash_chat(&path).map_err(invalid)?;
     tracing::info!(chat = %path.display(), to = %trashed.display(), "session/delete");
     let meta = serde_json::Map::from_iter([(

@@ -8,13 +8,15 @@ use agent_client_protocol::v1::schema::SessionConfigId;
 use agent_client_protocol::v1::schema::SessionId;
 use agent_client_protocol::{Client, Error};
 
+use flemma_protocol::methods::{FlemmaRequest, ModeParams};
+
 use crate::modes::Setting;
 use crate::{
     backend::{Backend, Settings},
     modes,
 };
 
-use super::state::{Session, State, internal, invalid, retell_settings};
+use super::state::{Session, State, engine, internal, invalid, retell_settings};
 
 /// `session/set_mode` and `session/set_config_option`: the setting changed (the mode is the
 /// one the session's tools will run in: its chat's frontmatter may make it stricter than
@@ -40,13 +42,30 @@ pub(super) fn set_setting(
 }
 
 /// Changes the setting of the chat at `path`: what happened, in a sentence.
+/// Sets the mode of the chat at `path` for this daemon or process (never in the chat's file)
+/// with `flemma/mode`; the mode its tools will run in (its frontmatter may make it stricter).
+fn set_mode(
+    backend: &dyn Backend,
+    path: &Path,
+    mode: flemma_config::Mode,
+) -> Result<flemma_config::Mode, String> {
+    engine(backend, path, |uri| {
+        FlemmaRequest::Mode(ModeParams {
+            uri,
+            mode: mode.as_str().to_owned(),
+        })
+    })
+    .map_err(|error| error.message)?;
+    backend.mode(path)
+}
+
 pub(super) fn apply(
     backend: &dyn Backend,
     path: &Path,
     setting: Setting,
 ) -> Result<String, String> {
     match setting {
-        Setting::Mode(mode) => backend.set_mode(path, mode).map(|effective| {
+        Setting::Mode(mode) => set_mode(backend, path, mode).map(|effective| {
             if effective == mode {
                 format!("mode: {} — {}", mode.as_str(), mode.description())
             } else {

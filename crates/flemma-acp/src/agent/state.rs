@@ -7,6 +7,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{SessionId, SessionNotification};
 use agent_client_protocol::{Client, Error};
+use flemma_protocol::error::RequestError;
+use flemma_protocol::methods::{
+    DocumentParams, FlemmaRequest, FlemmaResponse, RejectParams, ToolCallParams,
+};
 use tokio::sync::watch;
 
 use crate::{
@@ -78,6 +82,46 @@ pub(super) fn allow_always(session: &str, tool: String) {
 /// How often, and how many times, a cancel that found nothing running is tried again.
 pub(super) const CANCEL_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 pub(super) const CANCEL_TRIES: u32 = 20;
+
+/// The typed `flemma/*` request `request` makes of the chat's URI, through the backend.
+pub(super) fn engine(
+    backend: &dyn Backend,
+    path: &Path,
+    request: impl FnOnce(String) -> FlemmaRequest,
+) -> Result<FlemmaResponse, RequestError> {
+    backend.call(path, request(path.to_string_lossy().into_owned()))
+}
+
+/// The ACP error of a refused `flemma/*` request: its code and message as they are.
+pub(super) fn refused(error: RequestError) -> Error {
+    Error::new(error.code, error.message)
+}
+
+/// Cancels what runs for the chat at `path`; `false` when nothing ran.
+pub(super) fn cancel(backend: &dyn Backend, path: &Path) -> bool {
+    engine(backend, path, |uri| {
+        FlemmaRequest::Cancel(DocumentParams { uri })
+    })
+    .is_ok()
+}
+
+/// Approves (`allowed`) or rejects the pending call `tool_id` of the chat at `path`.
+pub(super) fn decide(
+    backend: &dyn Backend,
+    path: &Path,
+    tool_id: &str,
+    allowed: bool,
+) -> Result<FlemmaResponse, RequestError> {
+    let tool_id = tool_id.to_owned();
+    engine(backend, path, |uri| match allowed {
+        true => FlemmaRequest::Approve(ToolCallParams { uri, tool_id }),
+        false => FlemmaRequest::Reject(RejectParams {
+            uri,
+            tool_id,
+            reason: None,
+        }),
+    })
+}
 
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)

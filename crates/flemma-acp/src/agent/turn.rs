@@ -14,6 +14,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Client, Error};
 use flemma_protocol::event::StopLabel;
+use flemma_protocol::methods::{DocumentParams, FlemmaRequest};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -23,7 +24,8 @@ use crate::{
 };
 
 use super::state::{
-    CANCEL_RETRY, CANCEL_TRIES, Session, allow_always, always_allowed, internal, invalid, lock,
+    CANCEL_RETRY, CANCEL_TRIES, Session, allow_always, always_allowed, cancel, decide, engine,
+    internal, lock, refused,
 };
 
 /// One `session/prompt`.
@@ -166,7 +168,10 @@ impl Turn<'_> {
                 }
             }
         }
-        self.backend.send(&path).map_err(invalid)?;
+        engine(self.backend, &path, |uri| {
+            FlemmaRequest::Send(DocumentParams { uri })
+        })
+        .map_err(refused)?;
         // A cancel that finds nothing running is tried again for a moment: the engine may be
         // about to start (a send or an approval was just handed to it).
         let mut retry = tokio::time::interval(CANCEL_RETRY);
@@ -176,7 +181,7 @@ impl Turn<'_> {
                 event = events.recv() => event,
                 _ = self.cancel.changed(), if !self.cancelled => {
                     self.cancelled = true;
-                    if !self.backend.cancel(&path) {
+                    if !cancel(self.backend, &path) {
                         cancel_tries = Some(0);
                         retry.reset();
                     }
@@ -185,7 +190,7 @@ impl Turn<'_> {
                 _ = retry.tick(), if cancel_tries.is_some() => {
                     let tries = cancel_tries.unwrap_or_default() + 1;
                     cancel_tries = Some(tries);
-                    if self.backend.cancel(&path) {
+                    if cancel(self.backend, &path) {
                         cancel_tries = None;
                     } else if tries >= CANCEL_TRIES {
                         return Ok(StopReason::Cancelled);
@@ -295,15 +300,12 @@ impl Turn<'_> {
                         asked = crate::delegation::ask(self.cx, &self.session.id, &permission) => asked?,
                         _ = self.cancel.changed(), if !self.cancelled => {
                             self.cancelled = true;
-                            self.backend.cancel(&path);
+                            cancel(self.backend, &path);
                             None
                         }
                     };
                     let id = &permission.permission_id;
-                    let outcome = match asked {
-                        Some(true) => self.backend.approve(&path, id),
-                        Some(false) | None => self.backend.reject(&path, id, None),
-                    };
+                    let outcome = decide(self.backend, &path, id, asked == Some(true));
                     if let Err(error) = outcome {
                         tracing::info!(%error, "the asked agent's permission was not answered");
                     }
@@ -470,12 +472,7 @@ impl Turn<'_> {
         let path = &self.session.path;
         for (id, allowed) in decisions {
             self.decided.insert(id.clone());
-            let outcome = if allowed {
-                self.backend.approve(path, &id)
-            } else {
-                self.backend.reject(path, &id, None)
-            };
-            outcome.map_err(internal)?;
+            decide(self.backend, path, &id, allowed).map_err(refused)?;
         }
         Ok(Decision::Continue)
     }
