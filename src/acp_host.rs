@@ -9,8 +9,9 @@ use flemma_acp::{Backend, McpServerSpec, TurnEvent};
 use flemma_mcp::definition::{Hidden, Origin, ServerDef, Transport};
 
 use flemma_engine::EngineEvent;
-use flemma_protocol::event::ProgressUpdate;
-use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
+use flemma_protocol::error::RequestError;
+use flemma_protocol::event::{ProgressUpdate, ToolStatus};
+use flemma_protocol::methods::{CompactParams, FlemmaRequest, FlemmaResponse, SwitchParams};
 use serde_json::{Value, json};
 
 use crate::engine_host::{DocumentRef, EngineHost};
@@ -26,25 +27,28 @@ impl AcpHost {
         Self { host }
     }
 
-    /// One `flemma/*` request about the chat at `path` (`params` without its `uri`), through
-    /// the host's one command surface.
-    fn call(&self, path: &Path, method: &str, mut params: Value) -> Result<(), String> {
-        params["uri"] = json!(path);
-        let request = FlemmaRequest::decode(method, params).map_err(|e| e.to_string())?;
-        self.host
-            .call(DocumentRef::path(path), request)
-            .map(drop)
-            .map_err(|e| e.to_string())
+    /// The typed `flemma/*` request `request` makes of the chat's URI, through the host's one
+    /// command surface (no JSON in between); a refusal's message.
+    fn request(
+        &self,
+        path: &Path,
+        request: impl FnOnce(String) -> FlemmaRequest,
+    ) -> Result<FlemmaResponse, String> {
+        let uri = path.to_string_lossy().into_owned();
+        Backend::call(self, path, request(uri)).map_err(|e| e.message)
     }
 
     /// `flemma/switch` to `model` on the chat: its one-line message.
     fn switch(&self, path: &Path, model: &str) -> Result<String, String> {
-        let params = json!({ "uri": path, "model": model });
-        let request = FlemmaRequest::decode("flemma/switch", params).map_err(|e| e.to_string())?;
-        match self.host.call(DocumentRef::path(path), request) {
-            Ok(FlemmaResponse::Switch(result)) => Ok(result.message),
-            Ok(_) => Ok(format!("switched to {model}")),
-            Err(error) => Err(error.to_string()),
+        let model = model.to_owned();
+        match self.request(path, |uri| {
+            FlemmaRequest::Switch(SwitchParams {
+                uri,
+                model: model.clone(),
+            })
+        })? {
+            FlemmaResponse::Switch(result) => Ok(result.message),
+            _ => Ok(format!("switched to {model}")),
         }
     }
 
@@ -66,11 +70,15 @@ impl AcpHost {
     fn slash_compact(&self, path: &Path, focus: &str) -> Result<String, String> {
         // Subscribed first: the driver may end before the call returns.
         let events = self.host.subscribe();
-        let mut params = json!({});
-        if !focus.is_empty() {
-            params["focus"] = json!(focus);
-        }
-        self.call(path, "flemma/compact", params)?;
+        let focus = Some(focus.to_owned()).filter(|focus| !focus.is_empty());
+        self.request(path, |uri| {
+            FlemmaRequest::Compact(CompactParams {
+                uri,
+                line: None,
+                focus,
+                keep: None,
+            })
+        })?;
         let deadline = std::time::Instant::now() + COMPACT_WAIT;
         let mut outcome = None;
         loop {
@@ -112,15 +120,44 @@ pub fn turn_event(event: &EngineEvent) -> Option<TurnEvent> {
     Some(match event {
         EngineEvent::RequestText(streamed) => TurnEvent::Text(streamed.text.clone()),
         EngineEvent::RequestThinking(streamed) => TurnEvent::Thinking(streamed.text.clone()),
+        EngineEvent::RequestComposed(call) => TurnEvent::ToolComposed {
+            tool_id: call.tool_id.clone(),
+            name: call.tool_name.clone(),
+            input: call.input.clone()?,
+        },
         EngineEvent::ToolExecuting(tool) => TurnEvent::ToolStarted {
             tool_id: tool.tool_id.clone(),
+            name: tool.tool_name.clone(),
+            input: tool.input.clone(),
         },
         EngineEvent::ToolCompleted(done) => TurnEvent::ToolFinished {
             tool_id: done.tool_id.clone(),
+            name: done.tool_name.clone(),
+            output: done.output.clone().unwrap_or_default(),
+            failed: done.status == ToolStatus::Error,
         },
-        EngineEvent::RequestFinished(_) | EngineEvent::ToolApprovalRequired(_) => {
-            TurnEvent::FileChanged
-        }
+        EngineEvent::ToolDeclined(declined) => TurnEvent::ToolFinished {
+            tool_id: declined.tool_id.clone(),
+            name: declined.tool_name.clone(),
+            output: declined.output.clone(),
+            failed: true,
+        },
+        EngineEvent::JobSubmitted(job) => TurnEvent::ToolInBackground {
+            tool_id: job.tool_id.clone(),
+            name: job.tool_name.clone(),
+            job_id: job.job_id.clone(),
+        },
+        EngineEvent::ToolApprovalRequired(required) => TurnEvent::ApprovalRequired(
+            required
+                .tools
+                .iter()
+                .map(|tool| flemma_acp::PendingCall {
+                    tool_id: tool.tool_id.clone(),
+                    name: tool.tool_name.clone(),
+                    input: tool.input.clone(),
+                })
+                .collect(),
+        ),
         EngineEvent::UsageUpdated(usage) => {
             let mut flemma = serde_json::Map::new();
             flemma.insert("usage".to_owned(), json!(usage.usage));
@@ -322,24 +359,8 @@ impl Backend for AcpHost {
         receiver
     }
 
-    fn send(&self, path: &Path) -> Result<(), String> {
-        self.call(path, "flemma/send", json!({}))
-    }
-
-    fn approve(&self, path: &Path, tool_id: &str) -> Result<(), String> {
-        self.call(path, "flemma/approve", json!({ "toolId": tool_id }))
-    }
-
-    fn reject(&self, path: &Path, tool_id: &str, reason: Option<String>) -> Result<(), String> {
-        let mut params = json!({ "toolId": tool_id });
-        if let Some(reason) = reason {
-            params["reason"] = json!(reason);
-        }
-        self.call(path, "flemma/reject", params)
-    }
-
-    fn cancel(&self, path: &Path) -> bool {
-        self.call(path, "flemma/cancel", json!({})).is_ok()
+    fn call(&self, path: &Path, request: FlemmaRequest) -> Result<FlemmaResponse, RequestError> {
+        self.host.call(DocumentRef::path(path), request)
     }
 
     fn mcp_servers(&self, path: &Path, servers: Vec<McpServerSpec>) -> Vec<String> {
@@ -370,15 +391,6 @@ impl Backend for AcpHost {
         self.host
             .resolved_mode(path, None)
             .map_err(|e| e.to_string())
-    }
-
-    fn set_mode(
-        &self,
-        path: &Path,
-        mode: flemma_config::Mode,
-    ) -> Result<flemma_config::Mode, String> {
-        self.call(path, "flemma/mode", json!({ "mode": mode.as_str() }))?;
-        self.mode(path)
     }
 
     fn settings(&self, path: &Path) -> Result<flemma_acp::Settings, String> {
@@ -671,7 +683,9 @@ mod tests {
                 json!({"toolId": "t1", "toolName": "bash"})
             ),
             Some(TurnEvent::ToolStarted {
-                tool_id: "t1".into()
+                tool_id: "t1".into(),
+                name: "bash".into(),
+                input: None,
             })
         );
         assert_eq!(

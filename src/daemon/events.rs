@@ -284,6 +284,7 @@ mod tests {
         let executing = ev::EngineEvent::ToolExecuting(ev::ToolRef {
             tool_id: "t1".into(),
             tool_name: "bash".into(),
+            input: None,
         });
         let text = ev::EngineEvent::RequestText(ev::StreamedText { text: "hi".into() });
         let stopped = ev::EngineEvent::EngineStopped(ev::EngineStopped {

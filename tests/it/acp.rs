@@ -2048,9 +2048,8 @@ with_each_sdk!(the_mode_pickers_change_what_the_tools_may_do);
 /// `/compact` (issue 34): the older turns summarised into the chat through the engine host,
 /// answered with what was compacted; the next prompt's request holds the summary and the
 /// recent turns, not the old ones.
-#[tokio::test]
-async fn slash_compact_summarises_the_older_turns() {
-    let Some((python, project, mock)) = setup("acp /compact").await else {
+async fn slash_compact_summarises_the_older_turns(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp /compact").await else {
         return;
     };
     mock.push(Turn::text("One."));
@@ -2058,26 +2057,46 @@ async fn slash_compact_summarises_the_older_turns() {
     mock.push(Turn::text("Three."));
     mock.push(Turn::text("The user asked a first question, answered One."));
     mock.push(Turn::text("Four."));
-    let report = project
-        .client(
-            &python,
-            &mock.base_url(),
-            json!([
-                {"op": "new"},
-                {"op": "prompt", "text": "First question."},
-                {"op": "prompt", "text": "Second question."},
-                {"op": "prompt", "text": "Third question."},
-                {"op": "prompt", "text": "/compact the first answer"},
-                {"op": "prompt", "text": "Fourth question."}
-            ]),
-        )
-        .await;
+    let steps = json!([
+        {"op": "new"},
+        {"op": "prompt", "text": "First question."},
+        {"op": "prompt", "text": "Second question."},
+        {"op": "prompt", "text": "Third question."},
+        {"op": "prompt", "text": "/compact the first answer"},
+        {"op": "prompt", "text": "Fourth question."}
+    ]);
+    let (advertises, steps) = advertising_compaction(sdk, steps);
+    let report = project.client(&client, &mock.base_url(), steps).await;
     let steps = report["steps"].as_array().unwrap();
     let said = message_text(&steps[4]["updates"], "agent_message_chunk");
     assert!(
         said.contains("compacted 2 messages into a summary"),
         "{said}\n{report}"
     );
+    let compactions: Vec<&Value> = steps[4]["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "compaction_update")
+        .collect();
+    if advertises {
+        // `/compact` is reported as a compaction too: in progress, then its summary line.
+        let statuses: Vec<&Value> = compactions.iter().map(|u| &u["status"]).collect();
+        assert_eq!(statuses, ["in_progress", "completed"], "{}", steps[4]);
+        assert_eq!(
+            compactions[0]["compactionId"], compactions[1]["compactionId"],
+            "one compaction"
+        );
+        assert!(
+            compactions[1]["summary"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("compacted 2 messages into a summary")),
+            "{}",
+            compactions[1]
+        );
+    } else {
+        assert!(compactions.is_empty(), "{}", steps[4]);
+    }
     let requests = mock.requests();
     assert_eq!(requests.len(), 5, "{report}");
     assert!(requests[3].raw_body.contains("the first answer"));
@@ -2092,6 +2111,19 @@ async fn slash_compact_summarises_the_older_turns() {
     assert!(chat.contains("<!-- flemma:compacted archive="), "{chat}");
     assert!(!chat.contains("/compact the first"), "not written: {chat}");
     no_error_diagnostics(&chat);
+}
+
+with_each_sdk!(slash_compact_summarises_the_older_turns);
+
+/// The client's `steps` with `session.compaction` advertised where its SDK knows the
+/// `compaction_update` (the TypeScript one; the Python SDK does not), and whether it is.
+fn advertising_compaction(sdk: Sdk, steps: Value) -> (bool, Value) {
+    if sdk == Sdk::TypeScript {
+        let steps = json!({"capabilities": {"session": {"compaction": {}}}, "steps": steps});
+        (true, steps)
+    } else {
+        (false, steps)
+    }
 }
 
 /// The `config_option_update`s of a report's steps, in order.
@@ -2264,6 +2296,62 @@ async fn the_model_and_thinking_pickers_switch_the_chat(sdk: Sdk) {
 
 with_each_sdk!(the_model_and_thinking_pickers_switch_the_chat);
 
+/// Choosing another model resets the thinking level to the configuration's (the switch's
+/// runtime layer is replaced, level and all), and the client is told with a
+/// `config_option_update` as well as in the answer (issue 32).
+#[tokio::test]
+async fn choosing_a_model_resets_the_thinking_level_and_tells_it() {
+    let Some((python, project, mock)) = setup("acp level reset").await else {
+        return;
+    };
+    std::fs::write(
+        project.root.join("config/flemma/config.toml"),
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n",
+    )
+    .unwrap();
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "new"},
+                {"op": "set_config_option", "config": "thought_level", "value": "low"},
+                {"op": "set_config_option", "config": "model", "value": "anthropic/claude-haiku-4-5"},
+                // Answered by flemmad alone; the updates sent after the last answer arrive here.
+                {"op": "prompt", "text": "/mode"}
+            ]),
+        )
+        .await;
+    let steps = report["steps"].as_array().unwrap();
+    let configured = option_value(&steps[0]["result"]["configOptions"], "thought_level").clone();
+    assert_ne!(configured, "low", "{report}");
+    assert_eq!(
+        option_value(&steps[1]["result"]["configOptions"], "thought_level"),
+        "low"
+    );
+    let chose_model = &steps[2]["result"]["configOptions"];
+    assert_eq!(
+        option_value(chose_model, "model"),
+        "anthropic/claude-haiku-4-5"
+    );
+    assert_eq!(
+        *option_value(chose_model, "thought_level"),
+        configured,
+        "the level is the configuration's again: {report}"
+    );
+    let told = config_updates(&report);
+    let last = told.last().expect("config_option_update sent");
+    assert_eq!(
+        option_value(&last["configOptions"], "model"),
+        "anthropic/claude-haiku-4-5"
+    );
+    assert_eq!(
+        *option_value(&last["configOptions"], "thought_level"),
+        configured,
+        "{report}"
+    );
+}
+
 /// An automatic compaction in a prompt (issue 32): a client that advertised
 /// `session.compaction` (the TypeScript SDK's) gets it as a `compaction_update` with the
 /// summary line and its facts in `_meta.flemma`; one that did not (the Python SDK, which does
@@ -2288,12 +2376,7 @@ async fn an_automatic_compaction_is_a_compaction_update_for_a_client_that_takes_
         {"op": "prompt", "text": format!("First question: {long}")},
         {"op": "prompt", "text": "Second question."}
     ]);
-    let advertises = sdk == Sdk::TypeScript;
-    let steps = if advertises {
-        json!({"capabilities": {"session": {"compaction": {}}}, "steps": steps})
-    } else {
-        steps
-    };
+    let (advertises, steps) = advertising_compaction(sdk, steps);
     let report = project.client(&client, &mock.base_url(), steps).await;
     let second = &report["steps"][2];
     assert_eq!(second["result"]["stopReason"], "end_turn", "{report}");

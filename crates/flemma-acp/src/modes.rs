@@ -14,7 +14,7 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::{Client, Error};
 use flemma_config::Mode;
 
-use crate::{Picker, Settings};
+use crate::backend::{Picker, Settings};
 
 /// The ids of the config options.
 pub const MODE_OPTION: &str = "mode";
@@ -193,7 +193,7 @@ pub fn mode_picker(current: Mode) -> Picker {
         current: current.as_str().to_owned(),
         choices: Mode::ALL
             .into_iter()
-            .map(|mode| crate::Choice {
+            .map(|mode| crate::backend::Choice {
                 value: mode.as_str().to_owned(),
                 name: name_of(mode).to_owned(),
                 description: Some(mode.description().to_owned()),

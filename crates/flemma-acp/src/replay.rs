@@ -104,19 +104,55 @@ fn input_of(doc: &Document, tool: &ToolUse) -> Value {
 /// A tool call as announced when it appears: `pending`, with title (its label), kind, raw
 /// input and, for file tools, its location.
 pub fn tool_call(doc: &Document, tool: &ToolUse, cwd: &Path) -> ToolCall {
-    let input = input_of(doc, tool);
+    call(&tool.id, &tool.name, input_of(doc, tool), cwd)
+}
+
+/// The call `id` of the tool `name` with `input` (an object; anything else counts as `{}`), as
+/// announced when the engine tells of it: `pending`, with title (its label), kind, raw input
+/// and, for file tools, its location.
+pub fn call(id: &str, name: &str, input: Value, cwd: &Path) -> ToolCall {
+    let input = Some(input)
+        .filter(Value::is_object)
+        .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
     let title = input
         .get("label")
         .and_then(Value::as_str)
         .filter(|label| !label.trim().is_empty())
-        .map_or_else(|| tool.name.clone(), str::to_owned);
-    let mut call = ToolCall::new(tool.id.clone(), title)
-        .kind(tool_kind(&tool.name))
+        .map_or_else(|| name.to_owned(), str::to_owned);
+    let mut call = ToolCall::new(id.to_owned(), title)
+        .kind(tool_kind(name))
         .status(ToolCallStatus::Pending);
-    if let Some(path) = file_of(&tool.name, &input, cwd) {
+    if let Some(path) = file_of(name, &input, cwd) {
         call = call.locations(vec![ToolCallLocation::new(path)]);
     }
     call.raw_input(input)
+}
+
+/// The final update of a call of the tool `name` with `input` whose result is `output`:
+/// `completed` (with a diff for a `write` or `edit`) or `failed`.
+pub fn finished(
+    name: &str,
+    input: &Value,
+    output: &str,
+    failed: bool,
+    cwd: &Path,
+) -> ToolCallUpdateFields {
+    let status = if failed {
+        ToolCallStatus::Failed
+    } else {
+        ToolCallStatus::Completed
+    };
+    let mut content = Vec::new();
+    if !failed {
+        content.extend(diffs(name, input, cwd));
+    }
+    let output = output.trim_end();
+    if !output.is_empty() {
+        content.push(ToolCallContent::Content(Content::new(ContentBlock::Text(
+            TextContent::new(output.to_owned()),
+        ))));
+    }
+    ToolCallUpdateFields::new().status(status).content(content)
 }
 
 /// The tool call with its result when the file has one (for a replay).
@@ -149,30 +185,21 @@ fn file_of(name: &str, input: &Value, cwd: &Path) -> Option<std::path::PathBuf> 
 pub fn result_fields(doc: &Document, tool_id: &str, cwd: &Path) -> Option<ToolCallUpdateFields> {
     let (_, _, result) = doc.tool_result(tool_id)?;
     let status = result.suffix.as_ref().and_then(|s| s.status());
-    let status = match status {
-        None => ToolCallStatus::Completed,
-        Some(Status::Error | Status::Rejected | Status::Denied | Status::Aborted) => {
-            ToolCallStatus::Failed
-        }
+    let failed = match status {
+        None => false,
+        Some(Status::Error | Status::Rejected | Status::Denied | Status::Aborted) => true,
         Some(Status::Pending | Status::Approved) => return None,
     };
     let output = result
         .fence
         .as_ref()
-        .map(|fence| doc.slice(fence.content).trim_end().to_owned())
+        .map(|fence| doc.slice(fence.content))
         .unwrap_or_default();
-    let mut content = Vec::new();
-    if status == ToolCallStatus::Completed
-        && let Some((_, _, tool)) = doc.tool_use(tool_id)
-    {
-        content.extend(diffs(&tool.name, &input_of(doc, tool), cwd));
-    }
-    if !output.is_empty() {
-        content.push(ToolCallContent::Content(Content::new(ContentBlock::Text(
-            TextContent::new(output),
-        ))));
-    }
-    Some(ToolCallUpdateFields::new().status(status).content(content))
+    let (name, input) = match doc.tool_use(tool_id) {
+        Some((_, _, tool)) => (tool.name.as_str(), input_of(doc, tool)),
+        None => ("", Value::Null),
+    };
+    Some(finished(name, &input, output, failed, cwd))
 }
 
 /// The diff content of a `write` (the new file) or an `edit` (each replaced text).

@@ -279,13 +279,29 @@ fn a_pending_call_stops_the_cycle_with_one_approval_batch_and_approve_resumes() 
     });
     assert_eq!(
         lines,
-        ["emit tool:executing", r#"start bash t1 {"command":"make"}"#]
+        [
+            "emit tool:executing",
+            r#"start bash t1 {"command":"make"}"#,
+            "emit tool:declined"
+        ]
     );
     assert!(
         d.shell
             .contains("**Tool Result:** `t2` (error)\n```\nUser feedback: just run make\n```\n")
     );
+    // The rejection is told with what the model gets (the ACP agent's final update of it).
+    assert_eq!(
+        d.event("tool:declined").map(|e| e.data),
+        Some(
+            serde_json::json!({"toolId": "t2", "toolName": "bash", "status": "rejected", "output": "User feedback: just run make"})
+        )
+    );
     d.send(finished("t1", "ok"));
+    // A finished tool's event carries its output.
+    assert_eq!(
+        d.event("tool:completed").map(|e| e.data["output"].clone()),
+        Some(serde_json::json!("ok"))
+    );
     assert_eq!(d.engine.request(), Some(RequestId(2)));
 }
 
@@ -507,7 +523,15 @@ fn cancelling_everything_aborts_running_and_waiting_tools() {
     let lines = d.send(Input::Cancel {
         scope: CancelScope::All,
     });
-    assert_eq!(lines, ["kill t1", "stopped Cancelled"]);
+    assert_eq!(
+        lines,
+        [
+            "kill t1",
+            "emit tool:declined",
+            "emit tool:declined",
+            "stopped Cancelled"
+        ]
+    );
     assert_eq!(d.shell.matches("(aborted)").count(), 2);
     // A late result of the killed tool is dropped; the next advance sends the aborted results.
     assert!(d.send(finished("t1", "late")).is_empty());

@@ -112,6 +112,9 @@ events! {
         ToolProgress(OfCall<AgentProgress>) = "tool:progress",
         /// A tool's output was written.
         ToolCompleted(ToolCompleted) = "tool:completed",
+        /// A call that did not run got its final result: rejected or denied before it ran,
+        /// or aborted.
+        ToolDeclined(ToolDeclined) = "tool:declined",
         /// Calls wait for the user's approval.
         ToolApprovalRequired(ApprovalRequired) = "tool:approval-required",
         /// An untrusted chat's call waits for approval although its text said otherwise.
@@ -210,6 +213,10 @@ pub struct ComposingCall {
     pub request_id: u64,
     pub tool_id: String,
     pub tool_name: String,
+    /// The call's input, once its arguments are complete (`request:composed`; `{}` when they
+    /// are not a JSON object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
 }
 
 /// How a request ended.
@@ -279,6 +286,9 @@ pub struct RateLimitsUpdated {
 pub struct ToolRef {
     pub tool_id: String,
     pub tool_name: String,
+    /// The call's input as the tool gets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
 }
 
 /// What a running call tells (`data`), with the call's id and tool after it.
@@ -430,6 +440,31 @@ pub struct ToolCompleted {
     pub tool_name: String,
     pub status: ToolStatus,
     pub written: Written,
+    /// The output written (as the model gets it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+/// How a call that did not run was settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Declined {
+    /// The user rejected it.
+    Rejected,
+    /// A policy denied it.
+    Denied,
+    /// A cancel (or the user) aborted it.
+    Aborted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDeclined {
+    pub tool_id: String,
+    pub tool_name: String,
+    pub status: Declined,
+    /// The result written, as the model gets it.
+    pub output: String,
 }
 
 /// A call waiting for the user's approval.
@@ -663,6 +698,7 @@ mod tests {
                 EngineEvent::ToolExecuting(ToolRef {
                     tool_id: "t1".into(),
                     tool_name: "bash".into(),
+                    input: None,
                 }),
                 r#"{"name":"tool:executing","data":{"toolId":"t1","toolName":"bash"}}"#,
             ),
@@ -692,6 +728,7 @@ mod tests {
                     tool_name: "bash".into(),
                     status: ToolStatus::Success,
                     written: Written::BelowUserText,
+                    output: None,
                 }),
                 r#"{"name":"tool:completed","data":{"toolId":"t1","toolName":"bash","status":"success","written":"below-user-text"}}"#,
             ),

@@ -25,9 +25,8 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::transcript::Entry;
-use super::{
-    AgentCommand, AgentInfo, AgentUpdate, AskEnd, AskEvents, AskOutcome, AskRequest,
+use super::types::{
+    AgentCommand, AgentInfo, AgentUpdate, AskEnd, AskEvents, AskOutcome, AskRequest, Entry,
     PermissionAnswer, PermissionQuestion,
 };
 

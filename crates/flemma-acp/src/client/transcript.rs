@@ -6,25 +6,7 @@
 
 use flemma_syntax::write::{AssistantText, closing_prompt, literal_user_text, thinking_block};
 
-use super::PermissionAnswer;
-
-/// What happened in one run, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Entry {
-    /// The task as sent.
-    Prompt(String),
-    Text(String),
-    Thought(String),
-    ToolCall {
-        id: String,
-        title: String,
-        status: String,
-    },
-    Permission {
-        title: String,
-        answer: PermissionAnswer,
-    },
-}
+use super::types::{Entry, PermissionAnswer};
 
 /// The chat of a run: `frontmatter` (the text before the first role line, such as the working
 /// directory's), the entries, and how the run ended (`ending`: a line said after the answer,

@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use flemma_acp::{Backend, McpServerSpec, TurnEvent};
+use flemma_protocol::engine::Accepted;
+use flemma_protocol::error::RequestError;
+use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 use serde_json::{Value, json};
 
 /// A backend whose chats live in memory and whose engine replays a script: each `send` or
@@ -66,26 +69,26 @@ impl Backend for Scripted {
         *self.sender.lock().unwrap() = Some(sender);
         receiver
     }
-    fn send(&self, path: &Path) -> Result<(), String> {
-        self.calls.lock().unwrap().push("send".into());
+    fn call(&self, path: &Path, request: FlemmaRequest) -> Result<FlemmaResponse, RequestError> {
+        let call = match &request {
+            FlemmaRequest::Send(_) => "send".to_owned(),
+            FlemmaRequest::Approve(call) => format!("approve {}", call.tool_id),
+            FlemmaRequest::Reject(call) => format!("reject {}", call.tool_id),
+            // Nothing runs to cancel.
+            FlemmaRequest::Cancel(_) => return Err(RequestError::refused("nothing runs")),
+            other => {
+                return Err(RequestError::refused(format!(
+                    "{} is not scripted",
+                    other.method()
+                )));
+            }
+        };
+        self.calls.lock().unwrap().push(call);
         self.play(path);
-        Ok(())
-    }
-    fn approve(&self, path: &Path, tool_id: &str) -> Result<(), String> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("approve {tool_id}"));
-        self.play(path);
-        Ok(())
-    }
-    fn reject(&self, path: &Path, tool_id: &str, _reason: Option<String>) -> Result<(), String> {
-        self.calls.lock().unwrap().push(format!("reject {tool_id}"));
-        self.play(path);
-        Ok(())
-    }
-    fn cancel(&self, _path: &Path) -> bool {
-        false
+        Ok(FlemmaResponse::Accepted(Accepted {
+            started: true,
+            tool_ids: Vec::new(),
+        }))
     }
     fn mcp_servers(&self, _path: &Path, _servers: Vec<McpServerSpec>) -> Vec<String> {
         Vec::new()
@@ -150,6 +153,16 @@ fn a_pending_call_is_asked_before_it_runs_and_the_turn_ends_after_it() {
             Some(TOOL_CHAT.to_owned()),
             vec![
                 TurnEvent::Text("Running.".into()),
+                TurnEvent::ToolComposed {
+                    tool_id: "t1".into(),
+                    name: "bash".into(),
+                    input: json!({"label": "run it", "command": "true"}),
+                },
+                TurnEvent::ApprovalRequired(vec![flemma_acp::PendingCall {
+                    tool_id: "t1".into(),
+                    name: "bash".into(),
+                    input: json!({"label": "run it", "command": "true"}),
+                }]),
                 TurnEvent::Stopped {
                     reason: flemma_protocol::event::StopLabel::AwaitingApproval,
                     message: None,
@@ -161,8 +174,15 @@ fn a_pending_call_is_asked_before_it_runs_and_the_turn_ends_after_it() {
             vec![
                 TurnEvent::ToolStarted {
                     tool_id: "t1".into(),
+                    name: "bash".into(),
+                    input: Some(json!({"label": "run it", "command": "true"})),
                 },
-                TurnEvent::FileChanged,
+                TurnEvent::ToolFinished {
+                    tool_id: "t1".into(),
+                    name: "bash".into(),
+                    output: "ok\n".into(),
+                    failed: false,
+                },
                 TurnEvent::Stopped {
                     reason: flemma_protocol::event::StopLabel::Idle,
                     message: None,

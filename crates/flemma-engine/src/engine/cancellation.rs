@@ -80,6 +80,7 @@ impl Engine {
         }
         if let Some(edit) = self.doc.set_tool_result_status(id, Some(Status::Aborted)) {
             self.apply(vec![edit], out);
+            self.emit_declined(id, Declined::Aborted, "", out);
         }
         true
     }

@@ -284,7 +284,7 @@ impl Engine {
                     &canonical_json(&input),
                     message,
                 );
-                self.write_result(id, &message, true, out);
+                self.decline(id, Declined::Denied, &message, out);
                 Resolution::Done
             }
             Status::Rejected => {
@@ -293,7 +293,7 @@ impl Engine {
                 } else {
                     texts::REJECTED.to_owned()
                 };
-                self.write_result(id, &message, true, out);
+                self.decline(id, Declined::Rejected, &message, out);
                 Resolution::Done
             }
             Status::Aborted => {
@@ -302,7 +302,7 @@ impl Engine {
                 } else {
                     texts::ABORTED.to_owned()
                 };
-                self.write_result(id, &message, true, out);
+                self.decline(id, Declined::Aborted, &message, out);
                 Resolution::Done
             }
             Status::Error => Resolution::Done,
@@ -323,6 +323,32 @@ impl Engine {
         {
             self.apply(vec![edit], out);
         }
+    }
+
+    /// Writes the final result of a call that did not run (`tool:declined`).
+    fn decline(&mut self, id: &str, status: Declined, message: &str, out: &mut Vec<Effect>) {
+        self.write_result(id, message, true, out);
+        self.emit_declined(id, status, message, out);
+    }
+
+    /// `tool:declined` for the call `id`, whose result says `output`.
+    pub(super) fn emit_declined(
+        &self,
+        id: &str,
+        status: Declined,
+        output: &str,
+        out: &mut Vec<Effect>,
+    ) {
+        let tool_name = self.call(id).map(|(name, _)| name).unwrap_or_default();
+        emit(
+            out,
+            EngineEvent::ToolDeclined(ToolDeclined {
+                tool_id: id.to_owned(),
+                tool_name,
+                status,
+                output: output.to_owned(),
+            }),
+        );
     }
 
     /// The name and input of the tool use `id`.
@@ -388,6 +414,7 @@ impl Engine {
             EngineEvent::ToolExecuting(ToolRef {
                 tool_id: id.to_owned(),
                 tool_name: name.clone(),
+                input: Some(input.clone()),
             }),
         );
         out.push(Effect::StartTool {

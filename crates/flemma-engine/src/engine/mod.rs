@@ -16,10 +16,10 @@ use serde_json::{Value, json};
 
 use crate::config::EngineConfig;
 use flemma_protocol::event::{
-    Accounted, ApprovalRequired, ComposingCall, DocumentRecovered, Empty, JobCompleted,
+    Accounted, ApprovalRequired, ComposingCall, Declined, DocumentRecovered, Empty, JobCompleted,
     JobSubmitted, PendingTool, RateLimitsUpdated, RequestFinished, RequestSending, RequestStatus,
-    ResumeScheduled, ToolCompleted, ToolRef, ToolStatus, ToolUnconfirmed, Unconfirmed,
-    UsageUpdated, Written,
+    ResumeScheduled, ToolCompleted, ToolDeclined, ToolRef, ToolStatus, ToolUnconfirmed,
+    Unconfirmed, UsageUpdated, Written,
 };
 
 use crate::events::emit;

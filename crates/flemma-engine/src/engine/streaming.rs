@@ -39,18 +39,25 @@ impl Engine {
                         request_id,
                         tool_id: id.clone(),
                         tool_name: name.clone(),
+                        input: None,
                     }),
                 );
             }
-            StreamEvent::ToolCallEnd { index, .. } => {
+            StreamEvent::ToolCallEnd { index, arguments } => {
                 stream.tool_uses += 1;
                 if let Some((id, name)) = stream.composing.remove(index) {
+                    // The input as the call's block will hold it (an object, else `{}`).
+                    let input = serde_json::from_str::<Value>(arguments)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
                     emit(
                         out,
                         EngineEvent::RequestComposed(ComposingCall {
                             request_id,
                             tool_id: id,
                             tool_name: name,
+                            input: Some(input),
                         }),
                     );
                 }

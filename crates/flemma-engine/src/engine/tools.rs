@@ -47,6 +47,7 @@ impl Engine {
                     ToolStatus::Success
                 },
                 written,
+                output: Some(text),
             }),
         );
         self.start_waiting(out);

@@ -551,6 +551,7 @@ impl Backend for Cycle {
         let tool = |tool_id: &str, tool_name: &str| ev::ToolRef {
             tool_id: tool_id.into(),
             tool_name: tool_name.into(),
+            input: None,
         };
         event(sending(1));
         event(ev::EngineEvent::RequestFinished(ev::RequestFinished {
@@ -566,6 +567,7 @@ impl Backend for Cycle {
             tool_name: "bash".into(),
             status: ev::ToolStatus::Success,
             written: ev::Written::Result,
+            output: None,
         }));
         event(ev::EngineEvent::JobSubmitted(ev::JobSubmitted {
             job_id: "job_1".into(),
