@@ -21,6 +21,7 @@ const TREES: &[&str] = &[
     "crates/flemma-ide/src",
     "crates/flemma-syntax/src",
     "crates/flemma-wire/src",
+    "crates/flemma-acp/src",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
