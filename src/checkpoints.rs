@@ -112,6 +112,44 @@ fn own_tree(chat: &Path, project: PathBuf) -> PathBuf {
     if ignored { start } else { project }
 }
 
+/// The checkpoints of the chat at `chat` under its configuration's limits, for the commands
+/// that work on them outside a driver (`flemmad changes`/`rewind`, `flemma/changes`/`rewind`).
+pub fn of_chat(chat: &Path, config_path: Option<&Path>) -> Result<Checkpoints, CheckpointError> {
+    let limits = limits_of_chat(chat, config_path);
+    of(chat).map(|checkpoints| checkpoints.with_limits(limits))
+}
+
+/// `flemma/changes`: what the calls of the chat at `chat` changed (only `tool_id`'s when
+/// given), as data.
+pub fn changes_result(
+    chat: &Path,
+    tool_id: Option<&str>,
+) -> Result<flemma_protocol::engine::ChangesResult, CheckpointError> {
+    use flemma_protocol::engine::{CallChanges, ChangedFile, ChangesResult};
+    let calls = tool_id.map(|id| vec![id.to_owned()]);
+    let changes = of(chat)?.call_changes(calls.as_deref())?;
+    Ok(ChangesResult {
+        calls: changes
+            .into_iter()
+            .map(|call| CallChanges {
+                tool_id: call.tool_id,
+                tool: call.tool_name,
+                files: call
+                    .files
+                    .into_iter()
+                    .map(|file| ChangedFile {
+                        path: file.path,
+                        from: file.from,
+                        added: file.added,
+                        removed: file.removed,
+                    })
+                    .collect(),
+                diff: call.diff,
+            })
+            .collect(),
+    })
+}
+
 /// What the checkpoints take on disk: the folder of the shadow repositories, their bytes, and
 /// how many projects they record (`flemmad doctor`). `None` without a state folder.
 pub fn space_used() -> Option<(PathBuf, u64, usize)> {
