@@ -31,6 +31,34 @@ fn pump_until(client: &mut Client, uri: &str, done: impl Fn(&str) -> bool) {
     }
 }
 
+/// The document's code lenses as (line, title, command, arguments).
+fn lenses(client: &mut Client, uri: &str) -> Vec<(u64, String, String, Value)> {
+    let answer = client
+        .request(
+            "textDocument/codeLens",
+            json!({"textDocument": {"uri": uri}}),
+        )
+        .unwrap();
+    answer
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lens| {
+            (
+                lens["range"]["start"]["line"].as_u64().unwrap(),
+                lens["command"]["title"].as_str().unwrap().to_owned(),
+                lens["command"]["command"].as_str().unwrap().to_owned(),
+                lens["command"]["arguments"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// The 0-based line `needle` starts on in `text`.
+fn line_of(text: &str, needle: &str) -> u64 {
+    text[..text.find(needle).unwrap()].matches('\n').count() as u64
+}
+
 /// Waits until no driver works on the document (the cut's driver ends after its last write).
 fn wait_idle(client: &mut Client, uri: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -89,6 +117,50 @@ fn changes_and_rewind_from_the_editor_and_through_the_daemon() {
     let sent = read(&chat.path);
 
     let (_daemon, mut editor, uri) = daemon_and_editor(Flavor::Helix, &base, &chat, &sent);
+
+    // A lens on each answer that changed files: its count, the diff, the way back.
+    let first = lenses(&mut editor, &uri);
+    assert_eq!(
+        first,
+        [
+            (
+                3,
+                "1 file changed".to_owned(),
+                "flemma.changes".to_owned(),
+                json!([uri, "t_write"])
+            ),
+            (
+                3,
+                "Diff".to_owned(),
+                "flemma.changes".to_owned(),
+                json!([uri, "t_write"])
+            ),
+            (
+                3,
+                "Rewind".to_owned(),
+                "flemma.rewind".to_owned(),
+                json!([uri, "t_write", true, true])
+            ),
+            (
+                line_of(&sent, "@Assistant:\nEditing."),
+                "2 files changed".to_owned(),
+                "flemma.changes".to_owned(),
+                json!([uri, "t_bash"])
+            ),
+            (
+                line_of(&sent, "@Assistant:\nEditing."),
+                "Diff".to_owned(),
+                "flemma.changes".to_owned(),
+                json!([uri, "t_bash"])
+            ),
+            (
+                line_of(&sent, "@Assistant:\nEditing."),
+                "Rewind".to_owned(),
+                "flemma.rewind".to_owned(),
+                json!([uri, "t_bash", true, true])
+            ),
+        ]
+    );
 
     // Each call's files, with their line counts and diff.
     let changes = command(&mut editor, "flemma.changes", json!([uri]));
@@ -160,6 +232,11 @@ fn changes_and_rewind_from_the_editor_and_through_the_daemon() {
         .to_owned();
     assert_eq!(read(std::path::Path::new(&archive)), typed);
 
+    // The rewind was recorded: the lens of the answer cut away is gone, the first one stays.
+    let after_cut = lenses(&mut editor, &uri);
+    assert_eq!(after_cut.len(), 3, "{after_cut:?}");
+    assert_eq!(after_cut[0].1, "1 file changed");
+
     // The editor's command: back to before the first call, files and chat.
     let before = editor.text(&uri).to_owned();
     let answer = command(
@@ -177,6 +254,7 @@ fn changes_and_rewind_from_the_editor_and_through_the_daemon() {
     let cut = before.find("@Assistant:\nWriting.").unwrap();
     assert_eq!(editor.text(&uri), &before[..cut]);
     assert_eq!(read(&chat.path), sent);
+    assert!(lenses(&mut editor, &uri).is_empty());
 
     // A dry run changes nothing; a call not in the chat is refused at once.
     let dry = command(

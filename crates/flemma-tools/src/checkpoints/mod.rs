@@ -955,6 +955,53 @@ impl Checkpoints {
         Ok(out)
     }
 
+    /// The chat's last recorded point as its branch says, read without running git (the loose
+    /// ref, else `packed-refs`): while it is the same, nothing was recorded or rewound, so what
+    /// was computed from the checkpoints still holds. `None`: nothing recorded.
+    pub fn tip(&self) -> Option<String> {
+        let branch = self.branch();
+        if let Ok(text) = std::fs::read_to_string(self.git_dir.join(&branch)) {
+            return Some(text.trim().to_owned());
+        }
+        let packed = std::fs::read_to_string(self.git_dir.join("packed-refs")).ok()?;
+        packed.lines().find_map(|line| {
+            let (hash, name) = line.split_once(' ')?;
+            (name == branch).then(|| hash.to_owned())
+        })
+    }
+
+    /// How many files each call changed, by tool use id (calls that changed nothing left
+    /// out), counted as [`Checkpoints::call_changes`] counts them (each point's change from
+    /// the one before it), in one git process however many calls there are.
+    pub fn file_counts(&self) -> Result<std::collections::HashMap<String, usize>, CheckpointError> {
+        let mut counts = std::collections::HashMap::new();
+        if self.tip().is_none() {
+            return Ok(counts);
+        }
+        // Each point: a \x01, its parents and message on one line, then its numstat lines.
+        let log = self.run(&["log", "--format=%x01%P %s", "--numstat", &self.branch()])?;
+        for record in log.split('\x01').skip(1) {
+            let mut lines = record.lines();
+            let Some((parents, message)) = lines.next().and_then(|line| line.split_once(' '))
+            else {
+                continue;
+            };
+            let mut words = message.split(' ');
+            let (Some("after"), Some(tool_id), name) = (words.next(), words.next(), words.next())
+            else {
+                continue;
+            };
+            if parents.is_empty() || name == Some("rewind") {
+                continue;
+            }
+            let files = lines.filter(|line| !line.trim().is_empty()).count();
+            if files > 0 {
+                counts.insert(tool_id.to_owned(), files);
+            }
+        }
+        Ok(counts)
+    }
+
     /// Puts the project's files back as they were before the call `tool_id`. A file changed
     /// since the conversation's last recorded point (by you, not by a call) is refused unless
     /// `force`; `dry_run` only says what would happen.
@@ -1205,6 +1252,15 @@ mod tests {
         }
         // The monitor was in use (no silent fallback to scanning every time).
         assert!(fast > 50, "only {fast} of 100 checkpoints used the monitor");
+        // The code lenses' counts, in one process, are what `changes` shows call by call.
+        let shown: std::collections::HashMap<String, usize> = monitored
+            .call_changes(None)
+            .expect("changes")
+            .into_iter()
+            .map(|call| (call.tool_id, call.files.len()))
+            .collect();
+        assert!(shown.len() > 30, "{shown:?}");
+        assert_eq!(monitored.file_counts().expect("counts"), shown);
     }
 
     /// A checkpoint prepared ahead, then a branch moved by someone else (a rewind, another
