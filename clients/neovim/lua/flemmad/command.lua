@@ -1,6 +1,6 @@
 -- `:Flemma {subcommand}` with completion (Neovim 0.11 and later), for what Flemma users type:
 -- send, cancel, switch, mode, status, usage, estimate, approve, reject, approve-all, background,
--- execute, autopilot, jobs, messages, review, approve-hunks. Flemma's own spellings (`usage:recall`,
+-- execute, autopilot, jobs, messages, review, approve-hunks, changes, rewind. Flemma's own spellings (`usage:recall`,
 -- `usage:estimate`, `tool:approve`, `tool:reject`, `tool:approve-all`, `autopilot:enable`, …)
 -- work too. Every subcommand says what it did.
 local M = {}
@@ -155,6 +155,26 @@ commands.review = {
     on_pending(b, args, function(id)
       require("flemmad.review").open(b, id)
     end)
+  end,
+}
+--- The tool call `args[1]`, else the one at or above the cursor.
+local function call_or_cursor(b, args)
+  return args[1] or flemmad.tool_id_at(b, vim.api.nvim_win_get_cursor(0)[1], false)
+end
+-- Every call's changes when the cursor is on no call.
+commands.changes = {
+  run = function(b, args)
+    require("flemmad.changes").show(b, call_or_cursor(b, args))
+  end,
+}
+commands.rewind = {
+  run = function(b, args)
+    local id = call_or_cursor(b, args)
+    if id == nil then
+      flemmad.notify("no tool call at or above the cursor: :Flemma rewind {id}", vim.log.levels.WARN)
+      return
+    end
+    require("flemmad.changes").rewind(b, id)
   end,
 }
 -- In a proposal's buffer too (it names its chat and call).
