@@ -7,20 +7,10 @@ local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
 local T = dofile(here .. "helpers.lua")
 local check, wait, text = T.check, T.wait, T.text
 
-local flemmad = require("flemmad")
 
 local BEFORE = "1\n2\n3\n"
 
-vim.cmd("edit " .. vim.fn.fnameescape(vim.env.CHATS .. "/rewind.chat"))
-local chat = vim.api.nvim_get_current_buf()
-local attached = wait(10000, function()
-  local c = flemmad.client(chat)
-  return c ~= nil and c.initialized and vim.lsp.buf_is_attached(chat, c.id)
-end)
-check(attached, "the client attaches to the chat")
-if not attached then
-  T.finish()
-end
+local chat = T.open_chat("rewind.chat")
 
 -- 1. The pending write approved: it runs (a checkpoint before and after it), the model answers.
 T.queue_turns({ { steps = { { text = "Numbered in words." } } } })

@@ -161,6 +161,15 @@ commands.review = {
 local function call_or_cursor(b, args)
   return args[1] or flemmad.tool_id_at(b, vim.api.nvim_win_get_cursor(0)[1], false)
 end
+--- Runs `run(id)` on the tool call `args[1]`, else the one at or above the cursor.
+local function on_call(b, args, run)
+  local id = call_or_cursor(b, args)
+  if id == nil then
+    flemmad.notify("no tool call at or above the cursor", vim.log.levels.WARN)
+    return
+  end
+  run(id)
+end
 -- Every call's changes when the cursor is on no call.
 commands.changes = {
   run = function(b, args)
@@ -169,12 +178,9 @@ commands.changes = {
 }
 commands.rewind = {
   run = function(b, args)
-    local id = call_or_cursor(b, args)
-    if id == nil then
-      flemmad.notify("no tool call at or above the cursor: :Flemma rewind {id}", vim.log.levels.WARN)
-      return
-    end
-    require("flemmad.changes").rewind(b, id)
+    on_call(b, args, function(id)
+      require("flemmad.changes").rewind(b, id)
+    end)
   end,
 }
 -- In a proposal's buffer too (it names its chat and call).
@@ -201,22 +207,16 @@ commands.reject = {
 }
 commands.background = {
   run = function(b, args)
-    local id = args[1] or flemmad.tool_id_at(b, vim.api.nvim_win_get_cursor(0)[1], false)
-    if id == nil then
-      flemmad.notify("no tool call at or above the cursor", vim.log.levels.WARN)
-      return
-    end
-    flemmad.execute("flemma.background", b, id)
+    on_call(b, args, function(id)
+      flemmad.execute("flemma.background", b, id)
+    end)
   end,
 }
 commands.execute = {
   run = function(b, args)
-    local id = args[1] or flemmad.tool_id_at(b, vim.api.nvim_win_get_cursor(0)[1], false)
-    if id == nil then
-      flemmad.notify("no tool call at or above the cursor", vim.log.levels.WARN)
-      return
-    end
-    flemmad.execute("flemma.execute", b, id)
+    on_call(b, args, function(id)
+      flemmad.execute("flemma.execute", b, id)
+    end)
   end,
 }
 commands.mode = {
