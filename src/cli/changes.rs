@@ -303,7 +303,7 @@ fn rewind_through_daemon(
                         eprintln!(
                             "flemmad rewind: the whole chat as it was is kept in {}; `flemmad rewind {} --undo-chat` puts it back",
                             data.archive,
-                            super::send::shell_quote(&args.file.display().to_string()),
+                            super::progress::shell_quote(&args.file.display().to_string()),
                         );
                         Ok(())
                     }
