@@ -112,6 +112,90 @@ fn own_tree(chat: &Path, project: PathBuf) -> PathBuf {
     if ignored { start } else { project }
 }
 
+/// The checkpoints of the chat at `chat` under its configuration's limits, for the commands
+/// that work on them outside a driver (`flemmad changes`/`rewind`, `flemma/changes`/`rewind`).
+pub fn of_chat(chat: &Path, config_path: Option<&Path>) -> Result<Checkpoints, CheckpointError> {
+    let limits = limits_of_chat(chat, config_path);
+    of(chat).map(|checkpoints| checkpoints.with_limits(limits))
+}
+
+/// `flemma/changes`: what the calls of the chat at `chat` changed (only `tool_id`'s when
+/// given), as data.
+pub fn changes_result(
+    chat: &Path,
+    tool_id: Option<&str>,
+) -> Result<flemma_protocol::engine::ChangesResult, CheckpointError> {
+    use flemma_protocol::engine::{CallChanges, ChangedFile, ChangesResult};
+    let calls = tool_id.map(|id| vec![id.to_owned()]);
+    let changes = of(chat)?.call_changes(calls.as_deref())?;
+    Ok(ChangesResult {
+        calls: changes
+            .into_iter()
+            .map(|call| CallChanges {
+                tool_id: call.tool_id,
+                tool: call.tool_name,
+                files: call
+                    .files
+                    .into_iter()
+                    .map(|file| ChangedFile {
+                        path: file.path,
+                        from: file.from,
+                        added: file.added,
+                        removed: file.removed,
+                    })
+                    .collect(),
+                diff: call.diff,
+            })
+            .collect(),
+    })
+}
+
+/// How many files each call of the chat at `chat` changed, by tool use id (the editors' code
+/// lenses). Asked on every `textDocument/codeLens`: kept per chat (with its checkpoints, so
+/// its project is found once) while its branch's tip is the same, which costs one small file
+/// read; computed again, in one git process, once a checkpoint was recorded or rewound.
+/// `None` when the chat has no checkpoints to read.
+pub fn changed_files(chat: &Path) -> Option<std::collections::HashMap<String, usize>> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, PoisonError};
+    struct Known {
+        checkpoints: Checkpoints,
+        tip: Option<String>,
+        counts: HashMap<String, usize>,
+    }
+    static KNOWN: Mutex<Option<HashMap<PathBuf, Known>>> = Mutex::new(None);
+    let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
+    let known = known.get_or_insert_with(HashMap::new);
+    let checkpoints = match known.get(chat) {
+        Some(entry) => {
+            let tip = entry.checkpoints.tip();
+            if tip == entry.tip {
+                return Some(entry.counts.clone());
+            }
+            entry.checkpoints.clone()
+        }
+        None => of(chat).ok()?,
+    };
+    let tip = checkpoints.tip();
+    let counts = checkpoints
+        .file_counts()
+        .map_err(|error| tracing::debug!(%error, "no changes for the code lenses"))
+        .ok()?;
+    // A handful of chats are open at once; a long-lived daemon forgets the others.
+    if known.len() >= 64 {
+        known.clear();
+    }
+    known.insert(
+        chat.to_owned(),
+        Known {
+            checkpoints,
+            tip,
+            counts: counts.clone(),
+        },
+    );
+    Some(counts)
+}
+
 /// What the checkpoints take on disk: the folder of the shadow repositories, their bytes, and
 /// how many projects they record (`flemmad doctor`). `None` without a state folder.
 pub fn space_used() -> Option<(PathBuf, u64, usize)> {

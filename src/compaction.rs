@@ -640,6 +640,9 @@ pub enum ByHand {
     Compact(Order),
     /// `flemma/compactUndo`: the summary holding this line (0-based), else the last.
     Undo { line: Option<usize> },
+    /// `flemma/rewind` with `chat`: the chat cut back to before the answer that made the call
+    /// (`crate::rewind_chat`).
+    Rewind { tool_id: String },
 }
 
 /// The summary request of a compaction, to run on the driver's tasks.

@@ -246,7 +246,11 @@ mod tests {
             .truncate(true)
             .open(&path)
             .unwrap();
-        rustix::fs::flock(&holder, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
+        rustix::fs::flock(
+            &holder,
+            rustix::fs::FlockOperation::NonBlockingLockExclusive,
+        )
+        .unwrap();
         write!(holder, "{owner}").unwrap();
         let mine = File::options().read(true).write(true).open(&path).unwrap();
         (holder, mine)
@@ -280,7 +284,10 @@ mod tests {
     #[test]
     fn another_live_driver_is_refused_at_once_and_named() {
         let dir = tempfile::tempdir().unwrap();
-        let mut other = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let (_holder, mut mine) = held(dir.path(), &format!("{} send\n", other.id()));
         let started = Instant::now();
         let owner = busy_owner(wait_for_lock(&mut mine, Path::new("c.chat")));
@@ -301,7 +308,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (_holder, mut mine) = held(dir.path(), "");
         let started = Instant::now();
-        assert_eq!(busy_owner(wait_for_lock(&mut mine, Path::new("c.chat"))), None);
+        assert_eq!(
+            busy_owner(wait_for_lock(&mut mine, Path::new("c.chat"))),
+            None
+        );
         assert!(started.elapsed() >= SETTLE, "{:?}", started.elapsed());
     }
 

@@ -184,6 +184,8 @@ enum Message {
     Synced,
     /// Undo a compaction (`flemma/compactUndo`): the summary holding this line, else the last.
     Restore(Option<usize>),
+    /// Cut the chat back to before the answer that made this call (`flemma/rewind`).
+    CutChat(String),
 }
 
 /// One session and the IO it performs.
@@ -456,6 +458,7 @@ impl Driver {
             }
             Message::Revise(tool_id, input) => self.revise(&tool_id, &input),
             Message::Restore(line) => self.restore(line),
+            Message::CutChat(tool_id) => self.cut_chat(&tool_id),
             Message::Warning(warning) => {
                 if self.warned.insert(warning.clone()) {
                     (self.report)(Report::Notice(format!("warning: {warning}")));
@@ -978,7 +981,38 @@ impl Driver {
             crate::compaction::ByHand::Undo { line } => {
                 let _ = self.sender.send(Message::Restore(line));
             }
+            crate::compaction::ByHand::Rewind { tool_id } => {
+                let _ = self.sender.send(Message::CutChat(tool_id));
+            }
         }
+    }
+
+    /// Cuts the chat back to before the answer that made the call `tool_id` (`flemma/rewind`
+    /// with `chat`) through the session, as the engine's own edits are written: an editor with
+    /// the chat open gets an edit, and what it types after the cut meanwhile stays. The whole
+    /// chat as it was is kept first (`crate::rewind_chat`).
+    fn cut_chat(&mut self, tool_id: &str) {
+        let failed = |message: String| {
+            EngineEvent::ChatRewindFailed(flemma_protocol::event::CompactionFailed { message })
+        };
+        let text = self.session.engine().text().to_owned();
+        let prepared = match crate::rewind_chat::prepare(self.id.path(), &text, tool_id) {
+            Ok(prepared) => prepared,
+            Err(why) => return (self.report)(Report::Event(failed(format!("not cut: {why}")))),
+        };
+        // The session is done again once the cut is written.
+        if matches!(self.outcome, Some(Ok(_))) {
+            self.outcome = None;
+        }
+        self.feed(Input::Rewrite {
+            edits: vec![prepared.edit()],
+        });
+        let event = if prepared.applied(self.session.engine().text()) {
+            EngineEvent::ChatRewound(prepared.event(tool_id))
+        } else {
+            failed("not cut: the chat changed meanwhile; nothing was changed".into())
+        };
+        (self.report)(Report::Event(event));
     }
 
     /// Undoes a compaction (`flemma/compactUndo`) through the session: the summary is replaced

@@ -361,6 +361,11 @@ impl EngineHost {
             R::ReviseProposal(p) => FlemmaResponse::Accepted(self.revise(document, p)?),
             R::ApproveHunks(p) => FlemmaResponse::Accepted(self.approve_hunks(document, p)?),
             R::CompactUndo(p) => FlemmaResponse::Accepted(self.compact_undo(document, &p)?),
+            R::Changes(p) => FlemmaResponse::Changes(
+                crate::checkpoints::changes_result(path, p.tool_id.as_deref())
+                    .map_err(checkpoint_refusal)?,
+            ),
+            R::Rewind(p) => FlemmaResponse::Rewind(self.rewind(document, &p)?),
         })
     }
 
@@ -696,6 +701,79 @@ impl EngineHost {
         self.by_hand(path, crate::compaction::ByHand::Undo { line })
     }
 
+    /// `flemma/rewind`: the files put back here (refused while a driver works on the chat),
+    /// then the chat cut through a driver of its own as a compaction is, so that an editor
+    /// with the chat open gets the cut as an edit. The cut is checked on the caller's buffer
+    /// (else the writer's text) first, so that `chat` with `files` changes nothing when the
+    /// call is not in the chat.
+    fn rewind(
+        &self,
+        document: DocumentRef<'_>,
+        params: &flemma_protocol::methods::RewindParams,
+    ) -> Result<flemma_protocol::engine::RewindResult, RequestError> {
+        let path = document.path;
+        let tool_id = &params.tool_id;
+        let dry_run = params.dry_run == Some(true);
+        if self.is_running(path) {
+            return Err(RequestError::refused(format!(
+                "flemmad works on {} (a send, tools or jobs): rewind once it stops (cancel it first)",
+                path.display()
+            )));
+        }
+        self.check_driver(path)?;
+        let cut = if params.cuts_chat() {
+            let text = match document.buffer {
+                Some(buffer) => buffer.text().to_owned(),
+                None => self
+                    .shared
+                    .text_of(path)
+                    .map_err(RequestError::invalid_params)?,
+            };
+            let cut =
+                crate::rewind_chat::cut_point(&text, tool_id).map_err(RequestError::refused)?;
+            Some(flemma_protocol::engine::ChatCut {
+                line: cut.line as u64,
+                messages: cut.messages as u64,
+            })
+        } else {
+            None
+        };
+        let mut result = flemma_protocol::engine::RewindResult {
+            dry_run,
+            restored: Vec::new(),
+            removed: Vec::new(),
+            changed_since: Vec::new(),
+            refused: false,
+            chat: None,
+            message: String::new(),
+        };
+        if params.rewinds_files() {
+            let plan = crate::checkpoints::of_chat(path, self.config_path())
+                .and_then(|checkpoints| {
+                    checkpoints.rewind(tool_id, params.force == Some(true), dry_run)
+                })
+                .map_err(checkpoint_refusal)?;
+            result.refused = params.force != Some(true) && !plan.changed_since.is_empty();
+            result.restored = plan.restored;
+            result.removed = plan.removed;
+            result.changed_since = plan.changed_since;
+        }
+        result.message = crate::rewind_chat::summary(tool_id, &result, cut.as_ref());
+        if result.refused {
+            return Ok(result);
+        }
+        result.chat = cut;
+        if result.chat.is_some() && !dry_run {
+            self.by_hand(
+                path,
+                crate::compaction::ByHand::Rewind {
+                    tool_id: tool_id.clone(),
+                },
+            )?;
+        }
+        Ok(result)
+    }
+
     fn by_hand(
         &self,
         path: &Path,
@@ -708,6 +786,7 @@ impl EngineHost {
                 match order {
                     crate::compaction::ByHand::Compact(_) => "compact",
                     crate::compaction::ByHand::Undo { .. } => "undo the compaction",
+                    crate::compaction::ByHand::Rewind { .. } => "cut the chat back",
                 }
             )));
         }
@@ -1368,6 +1447,17 @@ fn start_driver(inner: &Rc<Inner>, path: PathBuf, first: First, send: bool) {
     tasks.push(task);
 }
 
+/// A checkpoint's failure as the answer of `flemma/changes` or `flemma/rewind`: a call with no
+/// checkpoint is the caller's mistake, the rest flemmad's.
+fn checkpoint_refusal(error: crate::checkpoints::CheckpointError) -> RequestError {
+    match error {
+        crate::checkpoints::CheckpointError::UnknownCall(_) => {
+            RequestError::invalid_params(error.to_string())
+        }
+        other => RequestError::refused(other.to_string()),
+    }
+}
+
 /// What a driver starts for.
 enum First {
     Input(Input),
@@ -1471,6 +1561,14 @@ async fn run_driver(
                 EngineEvent::ContextRestored(data) => {
                     let notice = crate::compaction::restored_notice(data);
                     report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
+                }
+                EngineEvent::ChatRewound(data) => {
+                    let notice = crate::rewind_chat::notice(data);
+                    report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
+                }
+                EngineEvent::ChatRewindFailed(failed) => {
+                    report_shared
+                        .tell_editors(&report_path, |editor| editor.notice(&failed.message));
                 }
                 _ => {}
             }

@@ -191,6 +191,11 @@ impl Backend for LspBackend {
         Some(change.map(|change| change.unified_diff()))
     }
 
+    fn changed_files(&mut self, uri: &str) -> Option<std::collections::HashMap<String, usize>> {
+        let path = self.path_of("textDocument/codeLens", uri).ok()?;
+        crate::checkpoints::changed_files(&path)
+    }
+
     fn context(
         &mut self,
         uri: &str,

@@ -46,12 +46,17 @@ fn refuse_when_driven(path: &Path) -> Result<(), String> {
     }
 }
 
+/// The whole chat (`text`) kept as the archive of `cut` before it is made.
+fn keep(path: &Path, text: &str, cut: &Cut) -> Result<PathBuf, String> {
+    crate::chat_archive::write(KIND, path, &format!("at{}", cut.at), text)
+        .map_err(|error| format!("cannot keep the cut part ({error:#}); nothing was changed"))
+}
+
 /// Cuts the chat at `path` (whose text is `text`) at `cut`, after keeping the whole chat as an
 /// archive; returns the archive's path.
 pub fn cut(path: &Path, text: &str, cut: &Cut) -> Result<PathBuf, String> {
     refuse_when_driven(path)?;
-    let archive = crate::chat_archive::write(KIND, path, &format!("at{}", cut.at), text)
-        .map_err(|error| format!("cannot keep the cut part ({error:#}); nothing was changed"))?;
+    let archive = keep(path, text, cut)?;
     match crate::fsutil::replace_chat_if_unchanged(path, text, &text[..cut.at]) {
         Ok(true) => Ok(archive),
         Ok(false) => {
@@ -65,6 +70,133 @@ pub fn cut(path: &Path, text: &str, cut: &Cut) -> Result<PathBuf, String> {
             ))
         }
     }
+}
+
+/// A cut to write through a document's session (an editor with the chat open gets it as an
+/// edit): the whole text as it was is kept first; [`Prepared::applied`] tells, on the text
+/// after the edit, whether the cut was taken, and the archive goes when it was not.
+pub struct Prepared {
+    pub cut: Cut,
+    pub archive: PathBuf,
+    /// What stays before the cut.
+    kept: String,
+    /// What the cut removes.
+    removed: String,
+}
+
+impl Prepared {
+    /// The edit that cuts the chat.
+    pub fn edit(&self) -> flemma_syntax::TextEdit {
+        flemma_syntax::TextEdit {
+            range: flemma_syntax::TextRange::new(self.cut.at, self.cut.at + self.removed.len()),
+            new_text: String::new(),
+        }
+    }
+
+    /// Whether `current` (the text after the edit) took the cut: what stood before it is
+    /// unchanged and what it removed is gone (what was typed after it meanwhile stays). The
+    /// archive is removed when it did not.
+    pub fn applied(&self, current: &str) -> bool {
+        let taken = current.get(..self.cut.at) == Some(self.kept.as_str())
+            && !current[self.cut.at..].starts_with(&self.removed);
+        if !taken {
+            let _ = std::fs::remove_file(&self.archive);
+        }
+        taken
+    }
+
+    /// The event that says it happened.
+    pub fn event(&self, tool_id: &str) -> flemma_protocol::event::ChatRewound {
+        flemma_protocol::event::ChatRewound {
+            tool_id: tool_id.to_owned(),
+            line: self.cut.line as u64,
+            messages: self.cut.messages as u64,
+            archive: self.archive.display().to_string(),
+        }
+    }
+}
+
+/// Prepares the cut of the chat at `path` (whose text is `text`) before the call `tool_id`:
+/// the whole text kept as an archive first.
+pub fn prepare(path: &Path, text: &str, tool_id: &str) -> Result<Prepared, String> {
+    let cut = cut_point(text, tool_id)?;
+    let archive = keep(path, text, &cut)?;
+    Ok(Prepared {
+        archive,
+        kept: text[..cut.at].to_owned(),
+        removed: text[cut.at..].to_owned(),
+        cut,
+    })
+}
+
+/// What `flemmad rewind` says of a cut: "the chat from line …".
+pub fn describe(tool_id: &str, line: u64, messages: u64) -> String {
+    format!(
+        "the chat from line {line} (the `@Assistant:` message that made `{tool_id}`, and the {} message{} after it)",
+        messages - 1,
+        if messages == 2 { "" } else { "s" }
+    )
+}
+
+/// The line the editors and `flemmad rewind` show once a cut is written.
+pub fn notice(event: &flemma_protocol::event::ChatRewound) -> String {
+    format!(
+        "cut {}; the whole chat as it was is kept in {}",
+        describe(&event.tool_id, event.line, event.messages),
+        event.archive
+    )
+}
+
+/// Why a rewind changed nothing: the files `changed` since the conversation's last call, and
+/// how to overwrite them (`again`).
+pub fn changed_since(changed: &[String], again: &str) -> String {
+    format!(
+        "nothing was changed: {} changed since the conversation's last call ({}); look at them, then {again} to overwrite them",
+        if changed.len() == 1 {
+            "this file was"
+        } else {
+            "these files were"
+        },
+        changed.join(", ")
+    )
+}
+
+/// The one line `flemma/rewind` answers with: what was (would be) put back and cut, or why
+/// nothing was changed.
+pub fn summary(
+    tool_id: &str,
+    result: &flemma_protocol::engine::RewindResult,
+    cut: Option<&flemma_protocol::engine::ChatCut>,
+) -> String {
+    if result.refused {
+        return changed_since(&result.changed_since, "rewind again with force");
+    }
+    let would = if result.dry_run { "would " } else { "" };
+    let mut said = Vec::new();
+    let files = result.restored.len() + result.removed.len();
+    if files > 0 {
+        said.push(format!(
+            "{would}put back {files} file{} as before `{tool_id}` ({} restored, {} removed)",
+            if files == 1 { "" } else { "s" },
+            result.restored.len(),
+            result.removed.len()
+        ));
+    }
+    if let Some(cut) = cut {
+        said.push(format!(
+            "{} {}",
+            if result.dry_run {
+                "would cut"
+            } else {
+                "cutting"
+            },
+            describe(tool_id, cut.line, cut.messages)
+        ));
+    }
+    if said.is_empty() {
+        return format!("the files are already as they were before `{tool_id}`");
+    }
+    said.join("; ")
 }
 
 /// The offset of the cut an archive records in its name (`…-at<offset>.chat`).

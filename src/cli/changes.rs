@@ -52,6 +52,11 @@ pub struct RewindArgs {
     /// program), which are otherwise refused.
     #[arg(long)]
     pub force: bool,
+    /// With --chat or --both: cut the chat in this process even when a daemon (`flemmad
+    /// serve`) runs (an editor with the chat open through it then finds the file changed
+    /// under it).
+    #[arg(long)]
+    pub no_daemon: bool,
 }
 
 fn checkpoints(
@@ -65,10 +70,7 @@ fn checkpoints(
             &anyhow::anyhow!("{} is not a chat file that exists", file.display()),
         ));
     }
-    let limits = crate::checkpoints::limits_of_chat(file, config_path);
-    crate::checkpoints::of(file)
-        .map(|checkpoints| checkpoints.with_limits(limits))
-        .map_err(|error| CliError::failed(command, error))
+    crate::checkpoints::of_chat(file, config_path).map_err(|error| CliError::failed(command, error))
 }
 
 fn failed(command: &str, error: CheckpointError) -> CliError {
@@ -145,6 +147,12 @@ pub fn run_rewind(args: RewindArgs, config_path: Option<&std::path::Path>) -> Re
             "--to ID names the call to go back before",
         ));
     };
+    if (args.chat || args.both)
+        && !args.no_daemon
+        && let Some(client) = super::via_daemon::DaemonClient::connect()
+    {
+        return rewind_through_daemon(client, &args, to);
+    }
     // The chat's cut is found first: --both changes nothing when the call is not in the chat.
     let chat_cut = if args.chat || args.both {
         let text = crate::fsutil::read_chat(&args.file)
@@ -161,12 +169,7 @@ pub fn run_rewind(args: RewindArgs, config_path: Option<&std::path::Path>) -> Re
     let Some((text, cut)) = chat_cut else {
         return Ok(());
     };
-    let what = format!(
-        "the chat from line {} (the `@Assistant:` message that made `{to}`, and the {} message{} after it)",
-        cut.line,
-        cut.messages - 1,
-        if cut.messages == 2 { "" } else { "s" }
-    );
+    let what = crate::rewind_chat::describe(to, cut.line as u64, cut.messages as u64);
     if args.dry_run {
         println!("would cut {what}");
         return Ok(());
@@ -192,29 +195,11 @@ fn rewind_files(
         .rewind(to, args.force, args.dry_run)
         .map_err(|error| failed("rewind", error))?;
     let refused = !args.force && !plan.changed_since.is_empty();
-    let verb = if args.dry_run || refused {
-        ("would restore", "would remove")
-    } else {
-        ("restored", "removed")
-    };
-    for path in &plan.restored {
-        println!("{} {path}", verb.0);
-    }
-    for path in &plan.removed {
-        println!("{} {path}", verb.1);
-    }
+    print_files(&plan.restored, &plan.removed, args.dry_run || refused);
     if refused {
         return Err(CliError::failed(
             "rewind",
-            format!(
-                "nothing was changed: {} changed since the conversation's last call ({}); look at them, then run again with --force to overwrite them",
-                if plan.changed_since.len() == 1 {
-                    "this file was"
-                } else {
-                    "these files were"
-                },
-                plan.changed_since.join(", ")
-            ),
+            crate::rewind_chat::changed_since(&plan.changed_since, "run again with --force"),
         ));
     }
     let chat = if args.both {
@@ -230,4 +215,102 @@ fn rewind_files(
         eprintln!("flemmad rewind: the files are as they were before `{to}`; {chat}");
     }
     Ok(())
+}
+
+/// The files a rewind put back (`would`: would put back) and removed, one a line.
+fn print_files(restored: &[String], removed: &[String], would: bool) {
+    let (restore, remove) = if would {
+        ("would restore", "would remove")
+    } else {
+        ("restored", "removed")
+    };
+    for path in restored {
+        println!("{restore} {path}");
+    }
+    for path in removed {
+        println!("{remove} {path}");
+    }
+}
+
+/// `rewind --chat`/`--both` asked of the daemon (`flemma/rewind`): the daemon puts the files
+/// back and cuts the chat through the document's writer (an editor with the chat open gets
+/// the cut as an edit, the file is not written under it); follows the document's events until
+/// the cut is written and says what happened as the in-process command does.
+fn rewind_through_daemon(
+    mut client: super::via_daemon::DaemonClient,
+    args: &RewindArgs,
+    to: &str,
+) -> Result<(), CliError> {
+    use flemma_protocol::event::EngineEvent;
+    let uri = client.subscribe_chat("rewind", &args.file)?;
+    let failed = |error: super::via_daemon::ClientError| error.failed("rewind");
+    let params = flemma_protocol::methods::RewindParams {
+        uri,
+        tool_id: to.to_owned(),
+        files: Some(args.both),
+        chat: Some(true),
+        force: Some(args.force),
+        dry_run: Some(args.dry_run),
+    };
+    let params = serde_json::to_value(&params)
+        .map_err(|error| CliError::failed("rewind", format!("{error}")))?;
+    let answer = client.request("flemma/rewind", params).map_err(failed)?;
+    let result: flemma_protocol::engine::RewindResult =
+        serde_json::from_value(answer).map_err(|error| {
+            CliError::failed(
+                "rewind",
+                format!("the daemon's answer is not understood: {error}"),
+            )
+        })?;
+    print_files(
+        &result.restored,
+        &result.removed,
+        result.dry_run || result.refused,
+    );
+    if result.refused {
+        return Err(CliError::failed("rewind", result.message));
+    }
+    let Some(cut) = &result.chat else {
+        return Err(CliError::failed("rewind", result.message));
+    };
+    if result.dry_run {
+        println!(
+            "would cut {}",
+            crate::rewind_chat::describe(to, cut.line, cut.messages)
+        );
+        eprintln!("flemmad rewind: --dry-run: nothing was changed");
+        return Ok(());
+    }
+    let mut outcome: Option<Result<flemma_protocol::event::ChatRewound, String>> = None;
+    loop {
+        let event = client.next_event().map_err(failed)?;
+        let Some(event) = super::via_daemon::decode_event(&event) else {
+            continue;
+        };
+        match event {
+            EngineEvent::ChatRewound(data) => outcome = Some(Ok(data)),
+            EngineEvent::ChatRewindFailed(failed) => outcome = Some(Err(failed.message)),
+            EngineEvent::EngineStopped(stopped) => {
+                let why = stopped
+                    .message
+                    .unwrap_or_else(|| "the daemon did nothing".to_owned());
+                break match outcome.unwrap_or(Err(format!("{why}; the chat was not cut"))) {
+                    Ok(data) => {
+                        println!(
+                            "cut {} (through the daemon)",
+                            crate::rewind_chat::describe(to, data.line, data.messages)
+                        );
+                        eprintln!(
+                            "flemmad rewind: the whole chat as it was is kept in {}; `flemmad rewind {} --undo-chat` puts it back",
+                            data.archive,
+                            super::progress::shell_quote(&args.file.display().to_string()),
+                        );
+                        Ok(())
+                    }
+                    Err(why) => Err(CliError::failed("rewind", why)),
+                };
+            }
+            _ => {}
+        }
+    }
 }

@@ -144,23 +144,8 @@ fn through_daemon(
 ) -> Result<(), CliError> {
     use flemma_protocol::event::EngineEvent;
     use serde_json::json;
-    // An unreadable chat says so (exit 2) as the in-process command does.
-    crate::fsutil::read_chat(&args.file)
-        .map_err(|error| CliError::unreadable("compact", &error))?;
-    let path = std::path::absolute(&args.file).map_err(|error| {
-        CliError::failed(
-            "compact",
-            format!("cannot make {} absolute: {error}", args.file.display()),
-        )
-    })?;
-    let uri = path.display().to_string();
-    let failed = |error: super::via_daemon::ClientError| match error {
-        super::via_daemon::ClientError::Refused(message) => CliError::failed("compact", message),
-        other => CliError::failed("compact", other),
-    };
-    client
-        .request("flemma/subscribe", json!({"uri": uri, "text": false}))
-        .map_err(failed)?;
+    let uri = client.subscribe_chat("compact", &args.file)?;
+    let failed = |error: super::via_daemon::ClientError| error.failed("compact");
     let (method, params) = if args.undo {
         ("flemma/compactUndo", json!({"uri": uri}))
     } else {

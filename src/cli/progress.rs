@@ -47,12 +47,27 @@ pub(super) fn approval_listing(
     out
 }
 
-/// A call's change under its line in a listing: the diff indented by four spaces, `(no
+/// A call's change under its line in a listing: the diff indented by four spaces, each hunk's
+/// `@@` line numbered as `flemma/proposal` numbers them (`approve --hunks` names them), `(no
 /// change)`, or `(no diff: why)`.
 pub(super) fn indented_diff(change: &Result<String, String>) -> String {
     match change {
         Ok(diff) if diff.is_empty() => "    (no change)\n".to_owned(),
-        Ok(diff) => diff.lines().map(|line| format!("    {line}\n")).collect(),
+        Ok(diff) => {
+            let mut hunk = 0;
+            diff.lines()
+                .map(|line| {
+                    // The body's lines start with ` `, `+`, `-` or `\`: `@@` is a hunk's header
+                    // (text after its second `@@` is a heading, so the diff stays a diff).
+                    if line.starts_with("@@ ") {
+                        hunk += 1;
+                        format!("    {line} (hunk {hunk})\n")
+                    } else {
+                        format!("    {line}\n")
+                    }
+                })
+                .collect()
+        }
         Err(error) => format!("    (no diff: {error})\n"),
     }
 }
@@ -682,5 +697,20 @@ mod tests {
             serde_json::json!({"toolId": "t1", "toolName": "bash", "status": "success", "written": "result"}),
         );
         assert!(!worth_a_line_above_the_live_line(&plain));
+    }
+}
+
+#[cfg(test)]
+mod listing_tests {
+    use super::*;
+
+    #[test]
+    fn the_listing_numbers_the_hunks_as_the_proposal_does() {
+        let diff = "--- a/n\n+++ b/n\n@@ -1,2 +1,2 @@\n-1\n+one\n@@ -9,2 +9,2 @@\n-12\n+twelve\n";
+        assert_eq!(
+            indented_diff(&Ok(diff.to_owned())),
+            "    --- a/n\n    +++ b/n\n    @@ -1,2 +1,2 @@ (hunk 1)\n    -1\n    +one\n    @@ -9,2 +9,2 @@ (hunk 2)\n    -12\n    +twelve\n"
+        );
+        assert_eq!(indented_diff(&Ok(String::new())), "    (no change)\n");
     }
 }

@@ -54,7 +54,33 @@ pub enum ClientError {
     NoAnswer(String),
 }
 
+impl ClientError {
+    /// The command's failure (exit 1): a refusal says the daemon's reason as it is.
+    pub fn failed(self, command: &str) -> CliError {
+        match self {
+            ClientError::Refused(message) => CliError::failed(command, message),
+            other => CliError::failed(command, other),
+        }
+    }
+}
+
 impl DaemonClient {
+    /// Follows the events of the chat at `file` (an unreadable chat says so first, exit 2, as
+    /// the in-process commands do); its uri, as the daemon's requests name it.
+    pub fn subscribe_chat(&mut self, command: &str, file: &Path) -> Result<String, CliError> {
+        crate::fsutil::read_chat(file).map_err(|error| CliError::unreadable(command, &error))?;
+        let path = std::path::absolute(file).map_err(|error| {
+            CliError::failed(
+                command,
+                format!("cannot make {} absolute: {error}", file.display()),
+            )
+        })?;
+        let uri = path.display().to_string();
+        self.request("flemma/subscribe", json!({"uri": uri, "text": false}))
+            .map_err(|error| error.failed(command))?;
+        Ok(uri)
+    }
+
     /// A connection to the running daemon, `None` when none answers.
     pub fn connect() -> Option<Self> {
         let paths = RuntimePaths::from_env();

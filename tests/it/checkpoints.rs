@@ -234,8 +234,8 @@ async fn status_diff_shows_what_pending_writes_and_edits_would_change() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     for expected in [
-        "    --- a/new.txt\n    +++ b/new.txt\n    @@ -0,0 +1 @@\n    +fresh\n",
-        "    --- a/notes.md\n    +++ b/notes.md\n    @@ -1,2 +1,2 @@\n     alpha\n    -beta\n    +BETA\n",
+        "    --- a/new.txt\n    +++ b/new.txt\n    @@ -0,0 +1 @@ (hunk 1)\n    +fresh\n",
+        "    --- a/notes.md\n    +++ b/notes.md\n    @@ -1,2 +1,2 @@ (hunk 1)\n     alpha\n    -beta\n    +BETA\n",
         "    (no diff: notes.md: edit #1",
     ] {
         assert!(text.contains(expected), "{expected:?} in:\n{text}");
@@ -290,7 +290,7 @@ async fn send_diff_lists_what_the_pending_edit_would_change() {
     assert!(
         err.contains("  `edit` (e1), asked by ")
             && err.contains(
-                "    --- a/notes.md\n    +++ b/notes.md\n    @@ -1,2 +1,2 @@\n     alpha\n    -beta\n    +BETA\n"
+                "    --- a/notes.md\n    +++ b/notes.md\n    @@ -1,2 +1,2 @@ (hunk 1)\n     alpha\n    -beta\n    +BETA\n"
             ),
         "{err}"
     );

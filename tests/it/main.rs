@@ -44,6 +44,7 @@ mod modes;
 mod provider_data;
 mod reads;
 mod review_hunks;
+mod rewind_ui;
 mod sandbox_holds;
 mod start_nothing;
 mod trust;

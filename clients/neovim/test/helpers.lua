@@ -20,6 +20,23 @@ function T.finish()
   vim.cmd(T.failures > 0 and "cquit 1" or "qall!")
 end
 
+--- Opens `$CHATS/name` and waits until the flemmad client is attached to it; its buffer, or
+--- the tally and the end when it never attaches.
+function T.open_chat(name)
+  vim.cmd("edit " .. vim.fn.fnameescape(vim.env.CHATS .. "/" .. name))
+  local chat = vim.api.nvim_get_current_buf()
+  local flemmad = require("flemmad")
+  local attached = T.wait(10000, function()
+    local c = flemmad.client(chat)
+    return c ~= nil and c.initialized and vim.lsp.buf_is_attached(chat, c.id)
+  end)
+  T.check(attached, "the client attaches to the chat")
+  if not attached then
+    T.finish()
+  end
+  return chat
+end
+
 function T.wait(ms, predicate)
   vim.wait(ms, predicate, 20)
   return predicate()

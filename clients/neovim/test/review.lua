@@ -7,20 +7,10 @@ local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
 local T = dofile(here .. "helpers.lua")
 local check, wait, text = T.check, T.wait, T.text
 
-local flemmad = require("flemmad")
 
 local BEFORE = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n"
 
-vim.cmd("edit " .. vim.fn.fnameescape(vim.env.CHATS .. "/review.chat"))
-local chat = vim.api.nvim_get_current_buf()
-local attached = wait(10000, function()
-  local c = flemmad.client(chat)
-  return c ~= nil and c.initialized and vim.lsp.buf_is_attached(chat, c.id)
-end)
-check(attached, "the client attaches to the chat")
-if not attached then
-  T.finish()
-end
+local chat = T.open_chat("review.chat")
 
 -- 1. The code action on the pending placeholder opens the diff split.
 local placeholder = T.line_of(chat, "**Tool Result:** `toolu_01REV` (pending)")

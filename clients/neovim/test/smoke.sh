@@ -122,6 +122,26 @@ Number the lines in words.
 ```
 ```
 CHAT
+  # Changes and rewind (0.11, rewind.lua): a pending write of words.txt, approved and run.
+  printf '1\n2\n3\n' > "$work/chats/words.txt"
+  cat > "$work/chats/rewind.chat" <<'CHAT'
+```json
+{ "flemma": { "provider": "anthropic", "model": "claude-sonnet-4-5", "thinking": false } }
+```
+@You:
+Number the lines in words.
+
+@Assistant:
+**Tool Use:** `write` (`toolu_01RW`)
+```json
+{"label":"words","path":"words.txt","content":"one\n2\n3\n"}
+```
+
+@You:
+**Tool Result:** `toolu_01RW` (pending)
+```
+```
+CHAT
   # The plugin's pass (0.11): Flemma's top-level `thinking` alias, bash always asks.
   cat > "$work/chats/plugin.chat" <<'CHAT'
 ```json
@@ -205,6 +225,12 @@ if [ "$modern" = 1 ]; then
   write_chats
   cd "$work/chats"
   run_nvim "$here/init-0.11.lua" review.lua || { server_log; exit 1; }
+
+  echo "-- changes and rewind: the lens on the answer, the diff in a split, the file and the chat put back"
+  cd "$work"
+  write_chats
+  cd "$work/chats"
+  run_nvim "$here/init-0.11.lua" rewind.lua || { server_log; exit 1; }
 
   echo "-- the 0.11 set-up with flemmad missing says so, once, with the fix"
   cd "$work"

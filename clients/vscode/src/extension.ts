@@ -9,6 +9,7 @@ import {
   type StreamInfo,
 } from 'vscode-languageclient/node';
 import { CHAT_LANGUAGE, applyEditMiddleware, registerFeatures } from './features';
+import { CHANGES_SCHEME, ChangesDocuments, changesMiddleware } from './changes';
 import { PROPOSAL_SCHEME, ProposalFileSystem, reviewMiddleware } from './review';
 import { connectOrSpawn } from './server';
 import { configurationChange, serverSettings } from './trust';
@@ -49,9 +50,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       client === undefined ? { dispose: () => undefined } : client.onNotification(method, handler),
   };
   const proposals = new ProposalFileSystem(port);
-  const executeCommand = reviewMiddleware(port, proposals);
+  // What the conversation changed (the code lenses' Diff) and the way back (their Rewind).
+  const changes = new ChangesDocuments();
+  const executeCommand = changesMiddleware(port, changes, reviewMiddleware(port, proposals));
   context.subscriptions.push(
     vscode.workspace.registerFileSystemProvider(PROPOSAL_SCHEME, proposals, { isCaseSensitive: true }),
+    vscode.workspace.registerTextDocumentContentProvider(CHANGES_SCHEME, changes),
   );
   client = new LanguageClient(
     'flemma',

@@ -5,7 +5,7 @@ import './support/fakeVscode';
 import assert from 'node:assert/strict';
 import { beforeEach, test } from 'node:test';
 import { Uri, state } from './support/fakeVscode';
-import type { LspPort } from '../src/features';
+import { Port } from './support/fakePort';
 import { ProposalFileSystem, proposalPath, reviewMiddleware, reviewTitle, type Proposal } from '../src/review';
 
 const CHAT = 'file:///work/t.chat';
@@ -19,17 +19,6 @@ const PROPOSAL: Proposal = {
   hunks: [{ number: 1, header: '@@ -1,2 +1,2 @@', diff: '@@ -1,2 +1,2 @@\n alpha\n-beta\n+BETA\n' }],
 };
 
-class Port implements LspPort {
-  requests: { method: string; params: unknown }[] = [];
-  answers: unknown[] = [];
-  sendRequest(method: string, params: unknown): Promise<unknown> {
-    this.requests.push({ method, params });
-    return Promise.resolve(this.answers.shift());
-  }
-  onNotification() {
-    return { dispose: () => undefined };
-  }
-}
 
 let diffs: unknown[][] = [];
 beforeEach(() => {

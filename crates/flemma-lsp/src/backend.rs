@@ -221,6 +221,15 @@ pub trait Backend: Send {
         None
     }
 
+    /// How many files each tool call of the document `uri` changed, by tool use id (calls that
+    /// changed nothing left out), from its checkpoints: the code lenses on the answers that
+    /// changed files. Asked on every `textDocument/codeLens`, so it must be cheap (the backend
+    /// keeps it per chat until a checkpoint is recorded or rewound); `None` when it cannot say.
+    fn changed_files(&mut self, uri: &str) -> Option<std::collections::HashMap<String, usize>> {
+        let _ = uri;
+        None
+    }
+
     /// Tools this process discovered at run time (the tools of the MCP servers running in it)
     /// as `(name, description)`, for completion and hover. Never starts anything: opening or
     /// editing a document does not start a server.

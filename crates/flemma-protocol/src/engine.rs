@@ -108,6 +108,78 @@ pub struct ProposalHunk {
     pub diff: String,
 }
 
+/// The answer of `flemma/changes`: what the document's tool calls changed in its project's
+/// files, call by call, from its checkpoints (docs/review.md); calls that changed nothing are
+/// left out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangesResult {
+    /// In the order the calls ran.
+    pub calls: Vec<CallChanges>,
+}
+
+/// What one call changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallChanges {
+    pub tool_id: String,
+    /// The call's tool (`bash`, `write`, …).
+    pub tool: String,
+    /// The files it changed, in the diff's order.
+    pub files: Vec<ChangedFile>,
+    /// The change as a unified diff (git's: `diff --git a/… b/…` per file).
+    pub diff: String,
+}
+
+/// One file a call changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangedFile {
+    /// Relative to the project (the new path of a file renamed).
+    pub path: String,
+    /// The old path of a file renamed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Lines added (`null`: a binary file).
+    pub added: Option<u64>,
+    /// Lines removed (`null`: a binary file).
+    pub removed: Option<u64>,
+}
+
+/// The answer of `flemma/rewind`: what was (with `dryRun`, would be) restored, removed and
+/// cut.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RewindResult {
+    pub dry_run: bool,
+    /// Files written back to their content before the call (relative to the project).
+    pub restored: Vec<String>,
+    /// Files created by the call or a later one, removed.
+    pub removed: Vec<String>,
+    /// Files changed since the conversation's last call (by you or another program): without
+    /// `force` nothing is changed when there are any (`refused`).
+    pub changed_since: Vec<String>,
+    /// The files were not put back (and the chat not cut) because of `changedSince`.
+    pub refused: bool,
+    /// Where the chat is (would be) cut, when asked: the cut itself is written through the
+    /// document's writer (an editor with the chat open gets an edit); `chat:rewound` or
+    /// `chat:rewind-failed` follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<ChatCut>,
+    /// One line for the user: what happened.
+    pub message: String,
+}
+
+/// Where a chat is cut back (`flemma/rewind` with `chat`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatCut {
+    /// The 1-based line of the `@Assistant:` message that made the call (the first cut).
+    pub line: u64,
+    /// How many messages go (that one and those after it).
+    pub messages: u64,
+}
+
 /// A background job the engine started or recovered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -154,6 +154,11 @@ events! {
         /// A compaction was undone (`flemma/compactUndo`): its summary became the turns it
         /// replaced again, exactly as they were.
         ContextRestored(ContextRestored) = "context:restored",
+        /// The chat was cut back to before a call (`flemma/rewind` with `chat`): the cut part
+        /// is kept whole as an archive (docs/review.md).
+        ChatRewound(ChatRewound) = "chat:rewound",
+        /// A cut asked for by `flemma/rewind` did not happen; the chat is unchanged.
+        ChatRewindFailed(CompactionFailed) = "chat:rewind-failed",
     }
 }
 
@@ -658,6 +663,19 @@ pub struct ContextRestored {
     pub messages: u64,
     /// The archive they came from (removed once the file holds them; kept while only an
     /// editor's buffer does).
+    pub archive: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatRewound {
+    /// The call the chat went back before.
+    pub tool_id: String,
+    /// The 1-based line the cut began at.
+    pub line: u64,
+    /// How many messages went.
+    pub messages: u64,
+    /// Where the whole chat as it was is kept (`flemmad rewind FILE --undo-chat`).
     pub archive: String,
 }
 

@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::{
-    Accepted, EngineStatus, JobsResult, ModeResult, ProposalResult, SwitchResult, UsageTotals,
+    Accepted, ChangesResult, EngineStatus, JobsResult, ModeResult, ProposalResult, RewindResult,
+    SwitchResult, UsageTotals,
 };
 use crate::error::{RequestError, codes};
 
@@ -122,6 +123,51 @@ pub struct ApproveHunksParams {
     pub reason: Option<String>,
 }
 
+/// `flemma/changes`: what the document's tool calls changed in its project's files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChangesParams {
+    pub uri: String,
+    /// Only this call's changes; without it, every call's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_id: Option<String>,
+}
+
+/// `flemma/rewind`: the project's files put back as they were before a call, and/or the chat
+/// cut back to before the answer that made it (docs/review.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RewindParams {
+    pub uri: String,
+    /// The call to go back before.
+    pub tool_id: String,
+    /// Put the files back (default: `true` unless `chat` is `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<bool>,
+    /// Cut the chat back (the cut part kept whole as an archive); with `files`, only once the
+    /// files were put back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<bool>,
+    /// Overwrite files changed since the conversation's last call too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
+    /// Say what would happen and change nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+}
+
+impl RewindParams {
+    /// Whether the files are put back.
+    pub fn rewinds_files(&self) -> bool {
+        self.files.unwrap_or(self.chat != Some(true))
+    }
+
+    /// Whether the chat is cut back.
+    pub fn cuts_chat(&self) -> bool {
+        self.chat == Some(true)
+    }
+}
+
 /// Declares [`FlemmaRequest`] and what is derived from its list: the method names, each
 /// request's method and document, and the positional arguments of its command. Every params
 /// type has a `uri`.
@@ -209,6 +255,10 @@ requests! {
     "flemma/approveHunks" => ApproveHunks(ApproveHunksParams),
     /// Undo a compaction: its summary is replaced by the turns its archive holds, exactly.
     "flemma/compactUndo" => CompactUndo(CompactUndoParams),
+    /// What the document's tool calls changed in its project's files, call by call.
+    "flemma/changes" => Changes(ChangesParams),
+    /// Put the project's files back as they were before a call, and/or cut the chat back.
+    "flemma/rewind" => Rewind(RewindParams),
 }
 
 /// The notification the server sends for engine events (its params are the `event` types).
@@ -341,6 +391,8 @@ pub enum FlemmaResponse {
     Switch(SwitchResult),
     Mode(ModeResult),
     Proposal(ProposalResult),
+    Changes(ChangesResult),
+    Rewind(RewindResult),
 }
 
 #[cfg(test)]
@@ -372,7 +424,7 @@ mod tests {
 
     #[test]
     fn every_method_is_a_request_and_a_command() {
-        assert_eq!(METHODS.len(), 17);
+        assert_eq!(METHODS.len(), 19);
         for method in METHODS {
             let command = command_of(method).unwrap();
             assert!(command.starts_with("flemma.") && !command.contains('/'));
@@ -396,6 +448,36 @@ mod tests {
             FlemmaRequest::arguments("flemma/compactUndo").unwrap(),
             "[uri, line?]"
         );
+        assert_eq!(
+            FlemmaRequest::arguments("flemma/rewind").unwrap(),
+            "[uri, toolId, files?, chat?, force?, dryRun?]"
+        );
+        assert_eq!(
+            FlemmaRequest::arguments("flemma/changes").unwrap(),
+            "[uri, toolId?]"
+        );
+        // The editors' "Rewind" lens: both, by position.
+        let rewind = FlemmaRequest::from_command(
+            "flemma.rewind",
+            &[json!("u"), json!("t1"), json!(true), json!(true)],
+        )
+        .unwrap();
+        let FlemmaRequest::Rewind(params) = rewind else {
+            panic!("{rewind:?}");
+        };
+        assert!(params.rewinds_files() && params.cuts_chat());
+        let chat_only = RewindParams {
+            chat: Some(true),
+            files: None,
+            ..params.clone()
+        };
+        assert!(!chat_only.rewinds_files() && chat_only.cuts_chat());
+        let default = RewindParams {
+            chat: None,
+            files: None,
+            ..params
+        };
+        assert!(default.rewinds_files() && !default.cuts_chat());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 -- `:Flemma {subcommand}` with completion (Neovim 0.11 and later), for what Flemma users type:
 -- send, cancel, switch, mode, status, usage, estimate, approve, reject, approve-all, background,
--- execute, autopilot, jobs, messages, review, approve-hunks. Flemma's own spellings (`usage:recall`,
+-- execute, autopilot, jobs, messages, review, approve-hunks, changes, rewind. Flemma's own spellings (`usage:recall`,
 -- `usage:estimate`, `tool:approve`, `tool:reject`, `tool:approve-all`, `autopilot:enable`, …)
 -- work too. Every subcommand says what it did.
 local M = {}
@@ -157,6 +157,32 @@ commands.review = {
     end)
   end,
 }
+--- The tool call `args[1]`, else the one at or above the cursor.
+local function call_or_cursor(b, args)
+  return args[1] or flemmad.tool_id_at(b, vim.api.nvim_win_get_cursor(0)[1], false)
+end
+--- Runs `run(id)` on the tool call `args[1]`, else the one at or above the cursor.
+local function on_call(b, args, run)
+  local id = call_or_cursor(b, args)
+  if id == nil then
+    flemmad.notify("no tool call at or above the cursor", vim.log.levels.WARN)
+    return
+  end
+  run(id)
+end
+-- Every call's changes when the cursor is on no call.
+commands.changes = {
+  run = function(b, args)
+    require("flemmad.changes").show(b, call_or_cursor(b, args))
+  end,
+}
+commands.rewind = {
+  run = function(b, args)
+    on_call(b, args, function(id)
+      require("flemmad.changes").rewind(b, id)
+    end)
+  end,
+}
 -- In a proposal's buffer too (it names its chat and call).
 commands["approve-hunks"] = {
   run = function(_, args)
@@ -181,22 +207,16 @@ commands.reject = {
 }
 commands.background = {
   run = function(b, args)
-    local id = args[1] or flemmad.tool_id_at(b, vim.api.nvim_win_get_cursor(0)[1], false)
-    if id == nil then
-      flemmad.notify("no tool call at or above the cursor", vim.log.levels.WARN)
-      return
-    end
-    flemmad.execute("flemma.background", b, id)
+    on_call(b, args, function(id)
+      flemmad.execute("flemma.background", b, id)
+    end)
   end,
 }
 commands.execute = {
   run = function(b, args)
-    local id = args[1] or flemmad.tool_id_at(b, vim.api.nvim_win_get_cursor(0)[1], false)
-    if id == nil then
-      flemmad.notify("no tool call at or above the cursor", vim.log.levels.WARN)
-      return
-    end
-    flemmad.execute("flemma.execute", b, id)
+    on_call(b, args, function(id)
+      flemmad.execute("flemma.execute", b, id)
+    end)
   end,
 }
 commands.mode = {

@@ -507,6 +507,7 @@ function M.setup(opts)
     require("flemmad.ui").setup(group)
     require("flemmad.command").setup()
     require("flemmad.review").setup()
+    require("flemmad.changes").setup()
   end
 end
 

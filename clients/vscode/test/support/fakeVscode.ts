@@ -109,7 +109,17 @@ export const state = {
   quickPickAnswers: [] as (string | undefined)[],
   quickPicks: [] as string[][],
   activeEditorListeners: [] as (() => void)[],
+  /** What `showWarningMessage` answers next (a modal's button), and what it was asked. */
+  warningAnswers: [] as (string | undefined)[],
+  warnings: [] as { text: string; options: unknown }[],
+  /** The documents `window.showTextDocument` showed: their URI and text. */
+  shown: [] as { uri: string; text: string }[],
+  contentProviders: new Map<string, { provideTextDocumentContent(uri: Uri): string }>(),
   reset(): void {
+    this.warningAnswers = [];
+    this.warnings = [];
+    this.shown = [];
+    this.contentProviders = new Map();
     this.commands.clear();
     this.codeLensProviders = [];
     this.statusBarItems = [];
@@ -164,6 +174,14 @@ export const window = {
     state.messages.push({ level: 'error', text });
     return Promise.resolve(undefined);
   },
+  showWarningMessage(text: string, options: unknown) {
+    state.warnings.push({ text, options });
+    return Promise.resolve(state.warningAnswers.shift());
+  },
+  showTextDocument(document: { uri: Uri; getText(): string }) {
+    state.shown.push({ uri: document.uri.toString(), text: document.getText() });
+    return Promise.resolve(undefined);
+  },
   showInputBox() {
     return Promise.resolve(state.inputBoxAnswers.shift());
   },
@@ -176,6 +194,25 @@ export const window = {
     return new Disposable();
   },
 };
+
+/** A virtual document's text comes from the content provider of its scheme. */
+export const workspace = {
+  registerTextDocumentContentProvider(
+    scheme: string,
+    provider: { provideTextDocumentContent(uri: Uri): string },
+  ) {
+    state.contentProviders.set(scheme, provider);
+    return new Disposable(() => state.contentProviders.delete(scheme));
+  },
+  openTextDocument(uri: Uri) {
+    const provider = state.contentProviders.get(uri.scheme);
+    if (provider === undefined) return Promise.reject(new Error(`no provider for ${uri.scheme}`));
+    const text = provider.provideTextDocumentContent(uri);
+    return Promise.resolve({ uri, getText: () => text });
+  },
+};
+
+export const ViewColumn = { Active: -1, Beside: -2 };
 
 export const languages = {
   registerCodeLensProvider(selector: unknown, provider: { provideCodeLenses(d: FakeDocument): CodeLens[] }) {
@@ -226,6 +263,8 @@ const fake = {
   StatusBarAlignment,
   commands,
   window,
+  workspace,
+  ViewColumn,
   languages,
   Uri,
   FileSystemError,

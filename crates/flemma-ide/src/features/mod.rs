@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use flemma_syntax::{Document, SegmentKind, SuffixValue, TextRange, ToolResult};
 
 pub mod code_actions;
+pub mod code_lenses;
 pub mod completion;
 pub mod definition;
 pub mod folding;

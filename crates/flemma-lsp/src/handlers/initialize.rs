@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use flemma_syntax::Encoding;
 use lsp_types::{
-    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions,
-    ExecuteCommandOptions, FoldingRangeProviderCapability, HoverProviderCapability,
-    InitializeResult, OneOf, SemanticTokensFullOptions, SemanticTokensOptions,
-    SemanticTokensServerCapabilities, ServerCapabilities, ServerInfo, TextDocumentSyncCapability,
-    TextDocumentSyncKind, TextDocumentSyncOptions,
+    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CodeLensOptions,
+    CompletionOptions, ExecuteCommandOptions, FoldingRangeProviderCapability,
+    HoverProviderCapability, InitializeResult, OneOf, SemanticTokensFullOptions,
+    SemanticTokensOptions, SemanticTokensServerCapabilities, ServerCapabilities, ServerInfo,
+    TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
 };
 
 use crate::to_proto;
@@ -53,6 +53,9 @@ pub(crate) fn result(encoding: Encoding) -> InitializeResult {
                 code_action_kinds: Some(vec![CodeActionKind::QUICKFIX, CodeActionKind::SOURCE]),
                 ..Default::default()
             })),
+            code_lens_provider: Some(CodeLensOptions {
+                resolve_provider: Some(false),
+            }),
             execute_command_provider: Some(ExecuteCommandOptions {
                 commands: crate::commands::commands(),
                 ..Default::default()

@@ -2,6 +2,7 @@
 //! A panic in a request handler answers that request with an error; the server goes on.
 
 pub(crate) mod code_action;
+pub(crate) mod code_lens;
 pub(crate) mod completion;
 pub(crate) mod definition;
 pub(crate) mod did_change;
@@ -69,6 +70,9 @@ pub(crate) fn on_request(session: &mut Session, request: Request) {
         r::Completion::METHOD => dispatch::<r::Completion>(session, request, completion::handle),
         r::CodeActionRequest::METHOD => {
             dispatch::<r::CodeActionRequest>(session, request, code_action::handle)
+        }
+        r::CodeLensRequest::METHOD => {
+            dispatch::<r::CodeLensRequest>(session, request, code_lens::handle)
         }
         r::ExecuteCommand::METHOD => execute_command(session, request),
         method if method.starts_with("flemma/") => flemma_request(session, request),

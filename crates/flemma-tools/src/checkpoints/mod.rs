@@ -195,6 +195,59 @@ struct Dated {
     message: String,
 }
 
+/// What one call changed in the project's files ([`Checkpoints::call_changes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallChanges {
+    pub tool_id: String,
+    pub tool_name: String,
+    /// The files it changed, in the diff's order.
+    pub files: Vec<FileChange>,
+    /// The change as a unified diff (git's, `diff --git a/… b/…` per file).
+    pub diff: String,
+}
+
+/// One file a call changed: its path in the project (the new one of a file renamed, with
+/// the old one in `from`) and the lines it added and removed (`None` for a binary file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    pub path: String,
+    pub from: Option<String>,
+    pub added: Option<u64>,
+    pub removed: Option<u64>,
+}
+
+impl FileChange {
+    /// The records of `git diff --numstat -z`: `added\tremoved\tpath\0`, or for a rename
+    /// `added\tremoved\t\0old\0new\0`.
+    fn from_numstat(out: &str) -> Vec<Self> {
+        let mut fields = out.split('\0');
+        let mut files = Vec::new();
+        while let Some(record) = fields.next() {
+            let mut parts = record.splitn(3, '\t');
+            let (Some(added), Some(removed), Some(path)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let (path, from) = if path.is_empty() {
+                let (Some(old), Some(new)) = (fields.next(), fields.next()) else {
+                    break;
+                };
+                (new.to_owned(), Some(old.to_owned()))
+            } else {
+                (path.to_owned(), None)
+            };
+            files.push(FileChange {
+                path,
+                from,
+                added: added.parse().ok(),
+                removed: removed.parse().ok(),
+            });
+        }
+        files
+    }
+}
+
 /// What a rewind does (or, with `--dry-run`, would do).
 #[derive(Debug, Default)]
 pub struct RewindPlan {
@@ -836,8 +889,32 @@ impl Checkpoints {
     /// `== call` line as a unified diff; calls that changed nothing are left out. One call
     /// named alone that has no checkpoint is an error ([`CheckpointError::UnknownCall`]).
     pub fn changes(&self, calls: Option<&[String]>) -> Result<String, CheckpointError> {
+        Ok(self
+            .call_changes(calls)?
+            .iter()
+            .map(|call| {
+                let files = call.files.len();
+                format!(
+                    "== {} ({}): {files} file{} changed\n{}",
+                    call.tool_id,
+                    call.tool_name,
+                    if files == 1 { "" } else { "s" },
+                    call.diff
+                )
+            })
+            .collect())
+    }
+
+    /// What the calls `calls` changed (every call's when `None`), in order, as data: each
+    /// call's files with their added and removed lines, and its unified diff; calls that
+    /// changed nothing are left out. One call named alone that has no checkpoint is an error
+    /// ([`CheckpointError::UnknownCall`]).
+    pub fn call_changes(
+        &self,
+        calls: Option<&[String]>,
+    ) -> Result<Vec<CallChanges>, CheckpointError> {
         let points = self.points()?;
-        let mut out = String::new();
+        let mut out = Vec::new();
         // A call's changes: from the point recorded just before its "after" (its own
         // "before", or, when calls ran at once, the other call's "after") to its "after", so
         // that nothing is counted twice.
@@ -855,16 +932,20 @@ impl Checkpoints {
             if diff.is_empty() {
                 continue;
             }
-            let files = self
-                .run(&["diff", "--name-only", &start.commit, &after.commit])?
-                .lines()
-                .count();
-            out.push_str(&format!(
-                "== {} ({}): {files} file{} changed\n{diff}",
-                after.tool_id,
-                after.tool_name,
-                if files == 1 { "" } else { "s" },
-            ));
+            // `-z`: paths as they are, not quoted.
+            let files = FileChange::from_numstat(&self.run(&[
+                "diff",
+                "--numstat",
+                "-z",
+                &start.commit,
+                &after.commit,
+            ])?);
+            out.push(CallChanges {
+                tool_id: after.tool_id.clone(),
+                tool_name: after.tool_name.clone(),
+                files,
+                diff,
+            });
         }
         if let Some([id]) = calls
             && out.is_empty()
@@ -872,6 +953,53 @@ impl Checkpoints {
             self.point(Phase::Before, id)?;
         }
         Ok(out)
+    }
+
+    /// The chat's last recorded point as its branch says, read without running git (the loose
+    /// ref, else `packed-refs`): while it is the same, nothing was recorded or rewound, so what
+    /// was computed from the checkpoints still holds. `None`: nothing recorded.
+    pub fn tip(&self) -> Option<String> {
+        let branch = self.branch();
+        if let Ok(text) = std::fs::read_to_string(self.git_dir.join(&branch)) {
+            return Some(text.trim().to_owned());
+        }
+        let packed = std::fs::read_to_string(self.git_dir.join("packed-refs")).ok()?;
+        packed.lines().find_map(|line| {
+            let (hash, name) = line.split_once(' ')?;
+            (name == branch).then(|| hash.to_owned())
+        })
+    }
+
+    /// How many files each call changed, by tool use id (calls that changed nothing left
+    /// out), counted as [`Checkpoints::call_changes`] counts them (each point's change from
+    /// the one before it), in one git process however many calls there are.
+    pub fn file_counts(&self) -> Result<std::collections::HashMap<String, usize>, CheckpointError> {
+        let mut counts = std::collections::HashMap::new();
+        if self.tip().is_none() {
+            return Ok(counts);
+        }
+        // Each point: a \x01, its parents and message on one line, then its numstat lines.
+        let log = self.run(&["log", "--format=%x01%P %s", "--numstat", &self.branch()])?;
+        for record in log.split('\x01').skip(1) {
+            let mut lines = record.lines();
+            let Some((parents, message)) = lines.next().and_then(|line| line.split_once(' '))
+            else {
+                continue;
+            };
+            let mut words = message.split(' ');
+            let (Some("after"), Some(tool_id), name) = (words.next(), words.next(), words.next())
+            else {
+                continue;
+            };
+            if parents.is_empty() || name == Some("rewind") {
+                continue;
+            }
+            let files = lines.filter(|line| !line.trim().is_empty()).count();
+            if files > 0 {
+                counts.insert(tool_id.to_owned(), files);
+            }
+        }
+        Ok(counts)
     }
 
     /// Puts the project's files back as they were before the call `tool_id`. A file changed
@@ -968,6 +1096,27 @@ pub fn directory_size(dir: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numstat_records_are_read_with_renames_and_binary_files() {
+        let out = "2\t1\ta b.txt\0-\t-\timg.png\u{0}0\t0\t\0src.txt\0moved.txt\0";
+        let files = FileChange::from_numstat(out);
+        let file = |path: &str, from: Option<&str>, added, removed| FileChange {
+            path: path.to_owned(),
+            from: from.map(str::to_owned),
+            added,
+            removed,
+        };
+        assert_eq!(
+            files,
+            vec![
+                file("a b.txt", None, Some(2), Some(1)),
+                file("img.png", None, None, None),
+                file("moved.txt", Some("src.txt"), Some(0), Some(0)),
+            ]
+        );
+        assert!(FileChange::from_numstat("").is_empty());
+    }
 
     /// The checkpoints of the chat `key` of `project` in the shadow repository `git_dir`.
     fn checkpoints(git_dir: &Path, project: &Path, key: &str) -> Checkpoints {
@@ -1103,6 +1252,15 @@ mod tests {
         }
         // The monitor was in use (no silent fallback to scanning every time).
         assert!(fast > 50, "only {fast} of 100 checkpoints used the monitor");
+        // The code lenses' counts, in one process, are what `changes` shows call by call.
+        let shown: std::collections::HashMap<String, usize> = monitored
+            .call_changes(None)
+            .expect("changes")
+            .into_iter()
+            .map(|call| (call.tool_id, call.files.len()))
+            .collect();
+        assert!(shown.len() > 30, "{shown:?}");
+        assert_eq!(monitored.file_counts().expect("counts"), shown);
     }
 
     /// A checkpoint prepared ahead, then a branch moved by someone else (a rewind, another
