@@ -162,6 +162,35 @@ fn changes_and_rewind_from_the_editor_and_through_the_daemon() {
         ]
     );
 
+    // Helix has no code lenses: the lens's Rewind is a code action on the answer too.
+    let answer_line = line_of(&sent, "@Assistant:\nEditing.") + 1;
+    let actions = editor
+        .request(
+            "textDocument/codeAction",
+            json!({
+                "textDocument": {"uri": uri},
+                "range": {"start": {"line": answer_line, "character": 0},
+                          "end": {"line": answer_line, "character": 0}},
+                "context": {"diagnostics": []}
+            }),
+        )
+        .unwrap();
+    let rewinds: Vec<&Value> = actions
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|action| action["command"]["command"] == "flemma.rewind")
+        .collect();
+    assert_eq!(rewinds.len(), 1, "{actions:#}");
+    assert_eq!(
+        rewinds[0]["title"],
+        "Rewind to before this message (its 2 changed files and the chat after it)"
+    );
+    assert_eq!(
+        rewinds[0]["command"]["arguments"],
+        json!([uri, "t_bash", true, true])
+    );
+
     // Each call's files, with their line counts and diff.
     let changes = command(&mut editor, "flemma.changes", json!([uri]));
     let calls = changes["calls"].as_array().unwrap();

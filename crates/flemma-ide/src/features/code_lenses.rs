@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use flemma_syntax::{Document, Role, TextRange};
 use serde_json::json;
 
-use super::code_actions::Command;
+use super::code_actions::{ActionKind, CodeAction, Command};
 
 /// A lens over `range` (a message's role line).
 #[derive(Debug, Clone, PartialEq)]
@@ -30,18 +30,7 @@ pub fn change_lenses(doc: &Document, changed: &HashMap<String, usize>) -> Vec<Co
     }
     let mut out = Vec::new();
     for message in doc.messages() {
-        if message.role != Role::Assistant {
-            continue;
-        }
-        let mut first = None;
-        let mut files = 0;
-        for (_, tool_use) in message.tool_uses() {
-            if let Some(count) = changed.get(&tool_use.id) {
-                first.get_or_insert(tool_use.id.clone());
-                files += count;
-            }
-        }
-        let Some(first) = first else {
+        let Some((first, files)) = message_changes(message, changed) else {
             continue;
         };
         let lens = |title: String, name: &'static str, args| CodeLens {
@@ -66,6 +55,56 @@ pub fn change_lenses(doc: &Document, changed: &HashMap<String, usize>) -> Vec<Co
         ));
     }
     out
+}
+
+/// The first call of an `@Assistant:` message that changed files, and how many files its
+/// calls changed in all (`None` for any other message).
+fn message_changes(
+    message: &flemma_syntax::Message,
+    changed: &HashMap<String, usize>,
+) -> Option<(String, usize)> {
+    if message.role != Role::Assistant {
+        return None;
+    }
+    let mut first = None;
+    let mut files = 0;
+    for (_, tool_use) in message.tool_uses() {
+        if let Some(count) = changed.get(&tool_use.id) {
+            first.get_or_insert(tool_use.id.clone());
+            files += count;
+        }
+    }
+    Some((first?, files))
+}
+
+/// The lenses' "Rewind" as a code action, for editors without code lenses (Helix): on an
+/// `@Assistant:` message whose calls changed files, the files and the chat back to before its
+/// first such call (`flemma.rewind [uri, toolId, true, true]`). None while a request runs (a
+/// rewind is refused then).
+pub fn change_actions(
+    doc: &Document,
+    range: TextRange,
+    changed: &HashMap<String, usize>,
+    busy: bool,
+) -> Vec<CodeAction> {
+    let Some(index) = doc.message_index_at(range.start).filter(|_| !busy) else {
+        return Vec::new();
+    };
+    let Some((first, files)) = message_changes(&doc.messages()[index], changed) else {
+        return Vec::new();
+    };
+    vec![CodeAction {
+        title: format!(
+            "Rewind to before this message (its {files} changed file{} and the chat after it)",
+            if files == 1 { "" } else { "s" }
+        ),
+        kind: ActionKind::Source,
+        edit: None,
+        command: Some(Command {
+            name: "flemma.rewind",
+            args: vec![json!(first), json!(true), json!(true)],
+        }),
+    }]
 }
 
 #[cfg(test)]
@@ -103,5 +142,33 @@ mod tests {
             text.rfind("@Assistant:").unwrap_or(0)
         );
         assert!(change_lenses(&doc, &HashMap::new()).is_empty());
+    }
+
+    #[test]
+    fn the_rewind_is_a_code_action_on_the_message_that_changed_files() {
+        let text = "@You:\nGo.\n\n@Assistant:\n**Tool Use:** `write` (`w1`)\n```json\n{}\n```\n\n@You:\n**Tool Result:** `w1`\n```\nok\n```\n\n@Assistant:\nDone.\n";
+        let doc = flemma_syntax::parse(text.to_owned());
+        let changed: HashMap<String, usize> = [("w1".to_owned(), 2)].into_iter().collect();
+        let at = |needle: &str| {
+            let start = text.find(needle).unwrap_or(0);
+            TextRange::new(start, start)
+        };
+        let actions = change_actions(&doc, at("**Tool Use:**"), &changed, false);
+        assert_eq!(actions.len(), 1);
+        assert_eq!(
+            actions[0].title,
+            "Rewind to before this message (its 2 changed files and the chat after it)"
+        );
+        let command = actions[0]
+            .command
+            .as_ref()
+            .map(|c| (c.name, c.args.clone()));
+        assert_eq!(
+            command,
+            Some(("flemma.rewind", vec![json!("w1"), json!(true), json!(true)]))
+        );
+        assert!(change_actions(&doc, at("Done."), &changed, false).is_empty());
+        assert!(change_actions(&doc, at("Go."), &changed, false).is_empty());
+        assert!(change_actions(&doc, at("**Tool Use:**"), &changed, true).is_empty());
     }
 }

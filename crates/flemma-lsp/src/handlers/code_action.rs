@@ -1,10 +1,12 @@
 //! `textDocument/codeAction`: every action of `flemma_ide::features::code_actions` (approve and
 //! reject on a pending placeholder, background/execute on a running tool, send or cancel,
-//! approve all, convert Lua frontmatter, split a legacy marker, normalise the file). Commands
+//! approve all, convert Lua frontmatter, split a legacy marker, normalise the file, and the code
+//! lenses' "Rewind" on an answer that changed files). Commands
 //! carry `[uri, …args]`; edits are versioned workspace edits (Helix resolves nothing lazily:
 //! everything is in the action).
 
 use flemma_ide::features::code_actions::{self, ActionKind, DocumentState};
+use flemma_ide::features::code_lenses::change_actions;
 use lsp_types::{
     CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, CodeActionResponse, Command,
 };
@@ -19,6 +21,9 @@ pub(crate) fn handle(
     params: CodeActionParams,
 ) -> HandlerResult<Option<CodeActionResponse>> {
     let uri = params.text_document.uri;
+    // Checked first: an unknown document is an error, whatever the backend knows.
+    document(session, &uri)?;
+    let changed = session.backend.changed_files(uri.as_str());
     let (open, syntax) = document(session, &uri)?;
     let range = from_proto::range(&open.index, syntax.text(), params.range, session.encoding);
     // From the last finished analysis: a code action never waits for an evaluation.
@@ -29,8 +34,13 @@ pub(crate) fn handle(
     };
     // "Review changes" on a pending `write` or `edit` (its own file: issue 35).
     let reviews = super::review::review_actions(syntax, range, uri.as_str());
+    // The code lenses' "Rewind", for editors without lenses (Helix).
+    let rewinds = changed.map_or_else(Vec::new, |changed| {
+        change_actions(syntax, range, &changed, state.busy)
+    });
     let actions = code_actions::code_actions(syntax, range, state)
         .into_iter()
+        .chain(rewinds)
         .map(|action| {
             let command = action.command.map(|command| {
                 let mut arguments = vec![Value::from(uri.as_str())];
