@@ -7,7 +7,7 @@ Usage: scripts/daemon-edit.py target/debug/flemmad [edits]
 Starts its own `flemmad serve --config <file>` in a temp dir (XDG dirs inside it), reads the
 daemon's VmRSS 0.5 s after its socket answers, opens one LSP session (UTF-16 client), opens a
 generated 10.5 MB chat (the language server bench's: prose with CJK and emoji, a `bash` tool use
-and its result per turn), then types one character in the middle turn and deletes it again,
+and its result per turn), then types one character in the middle turn's tool input and deletes it again,
 `edits` times (default 60), timing each `didChange` to the `publishDiagnostics` of that version.
 Prints p50 / p99 / max and the mean, and the idle RSS."""
 import json, os, socket, subprocess, sys, time, tempfile, shutil
@@ -103,8 +103,11 @@ send({"jsonrpc": "2.0", "method": "textDocument/didOpen",
       "params": {"textDocument": {"uri": uri, "languageId": "chat", "version": 0, "text": text}}})
 diagnostics(0)
 opened = time.perf_counter() - start
-# The middle turn's prose line: "please run the tests of module N …" (line 1 of a turn of 28 lines).
-line = (turns // 2) * 28 + 1
+# The middle turn's tool input line, `{"command":…}` (line 8 of a turn of 28 lines): a character
+# typed before it makes the input invalid JSON (a diagnostic appears) and deleting it mends it
+# (the diagnostic goes), so each edit changes the diagnostics and is published (the server sends
+# only what differs from what the client has: an edit in prose is never published).
+line = (turns // 2) * 28 + 8
 version, times = 0, []
 for i in range(edits):
     version += 1
