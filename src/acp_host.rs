@@ -1,6 +1,7 @@
 //! The ACP agent's [`flemma_acp::Backend`] backed by the process's [`EngineHost`]: the one
-//! place `flemmad acp` touches the engine host. Chats are files (the host writes them on disk,
-//! as for `flemmad send`); the host's events of a chat become [`TurnEvent`]s.
+//! place `flemmad acp` touches the engine host. A chat is read and written through its writer,
+//! as the document session does: the buffer of an LSP editor that has it open, else the file;
+//! the host's events of a chat become [`TurnEvent`]s.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -110,6 +111,20 @@ impl AcpHost {
             }
         }
     }
+}
+
+/// Runs the future `make` makes (an editor store's IO: async, not `Send`) to its end on a
+/// thread of its own, on the process's runtime: the agent's calls to the backend are
+/// synchronous, and may come from inside that runtime.
+fn on_store_thread<T, F>(make: impl FnOnce() -> F + Send) -> Result<T, String>
+where
+    T: Send,
+    F: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let runtime = crate::runtime::handle().map_err(|e| format!("{e:#}"))?;
+    std::thread::scope(|scope| scope.spawn(move || runtime.block_on(make())).join())
+        .map_err(|_| "reading or writing the editor's buffer failed (a bug in flemmad)".to_owned())?
+        .map_err(|e| format!("{e:#}"))
 }
 
 /// How long `/compact` waits for its summary.
@@ -302,8 +317,14 @@ impl Backend for AcpHost {
             .map_err(|e| format!("cannot write the chat {}: {e}", path.display()))
     }
 
+    /// The chat as its writer holds it: the buffer of the editor that has it open (its unsaved
+    /// text too), else the file.
     fn read_chat(&self, path: &Path) -> Result<String, String> {
-        crate::fsutil::read_chat(path).map_err(|e| format!("{e:#}"))
+        let store = self.host.writer(path);
+        if store.is_disk() {
+            return crate::fsutil::read_chat(path).map_err(|e| format!("{e:#}"));
+        }
+        on_store_thread(move || async move { store.read().await.map(|read| read.text) })
     }
 
     fn chats_in(&self, dir: &Path) -> Vec<flemma_acp::list::ChatEntry> {
@@ -332,8 +353,22 @@ impl Backend for AcpHost {
             .map_err(|e| format!("cannot remove the unused chat {}: {e}", path.display()))
     }
 
+    /// Through the chat's writer, as the document session writes it: an editor that has the
+    /// chat open receives the change as an edit of its buffer (the file under it is not
+    /// written); else the file.
     fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, String> {
-        crate::fsutil::replace_chat_if_unchanged(path, expected, text).map_err(|e| format!("{e:#}"))
+        let store = self.host.writer(path);
+        if store.is_disk() {
+            return crate::fsutil::replace_chat_if_unchanged(path, expected, text)
+                .map_err(|e| format!("{e:#}"));
+        }
+        on_store_thread(move || async move {
+            let current = store.read().await?;
+            if current.text != expected {
+                return Ok(false);
+            }
+            store.replace_if_unchanged(&current, text).await
+        })
     }
 
     fn events(&self, path: &Path) -> tokio::sync::mpsc::UnboundedReceiver<TurnEvent> {

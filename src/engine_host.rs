@@ -265,6 +265,14 @@ impl EngineHost {
         }))
     }
 
+    /// The store that writes `path` now, the one the document session goes through: the
+    /// buffer of the most recently active editor that has it open, else the file. For a
+    /// front end that writes a chat without a driver (the ACP agent's prompt), so that an
+    /// editor's unsaved text is read and its buffer receives the edit.
+    pub fn writer(&self, path: &Path) -> Box<dyn ChatStore> {
+        self.shared.writer(path)
+    }
+
     /// The host's MCP servers (the tools they offer complete in an editor).
     pub fn mcp_hub(&self) -> &flemma_mcp::McpHub {
         &self.shared.mcp

@@ -2605,3 +2605,209 @@ async fn one_conversation_in_an_acp_client_and_an_lsp_editor_through_one_daemon(
     assert!(listed.contains(&chat.display().to_string()), "{listed}");
     daemon.kill().await.unwrap();
 }
+
+/// One chat open in an LSP editor (unsaved typing in it) and prompted from an ACP client
+/// through one daemon: the prompt reaches the editor's buffer as an edit (the file is not
+/// written under it), the reply streams into it, and what the user types there while the reply
+/// streams is kept; each once, and the file holds all of it once the editor saves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_prompt_goes_through_the_buffer_of_an_editor_that_has_the_chat_open() {
+    let Some((python, project, mock)) = setup("acp and an lsp editor").await else {
+        return;
+    };
+    let mut daemon = project.daemon(&mock.base_url()).await;
+    let chat = project.cwd().join("both.chat");
+    let original = "@You:\nFirst question.\n\n@Assistant:\nFirst answer.\n\n@You:\n";
+    std::fs::write(&chat, original).unwrap();
+    let (mut editor, uri) = editor_with(&project, &mock, &chat, original);
+    // Unsaved typing in the editor before the prompt.
+    let at = original.find("First question").unwrap() + "First question".len();
+    editor.type_at(&uri, at, " (edited)");
+
+    let reply = "Second answer, the first half. And the second half.";
+    mock.push(Turn::text(reply).stall(1500));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pump = {
+        let (stop, uri) = (stop.clone(), uri.clone());
+        std::thread::spawn(move || {
+            let mut typed = false;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                editor.pump(Duration::from_millis(20));
+                let text = editor.text(&uri).to_owned();
+                // The reply streams into the buffer: the user types meanwhile.
+                if !typed && text.contains("Second question.") && text.contains("Second answer") {
+                    assert!(!text.contains(reply), "typed after the reply ended: {text}");
+                    let at = text.find("First answer").unwrap() + "First answer".len();
+                    editor.type_at(&uri, at, " (noted)");
+                    typed = true;
+                }
+            }
+            (editor, typed)
+        })
+    };
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "load", "session": chat},
+                {"op": "prompt", "text": "Second question."}
+            ]),
+        )
+        .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut editor, typed) = pump.join().unwrap();
+    assert!(typed, "the reply never streamed into the editor's buffer");
+    let prompt = &report["steps"][1];
+    assert_eq!(prompt["result"]["stopReason"], "end_turn", "{prompt}");
+    assert_eq!(
+        message_text(&prompt["updates"], "agent_message_chunk"),
+        reply
+    );
+    // The reply's last edit may still be on its way to the buffer.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !editor.text(&uri).contains(reply) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            editor.text(&uri)
+        );
+        editor.pump(Duration::from_millis(20));
+    }
+    let text = editor.text(&uri).to_owned();
+    for part in [" (edited)", " (noted)", "Second question.", reply] {
+        assert_eq!(text.matches(part).count(), 1, "{part:?} in {text}");
+    }
+    assert!(
+        text.starts_with(
+            "@You:\nFirst question (edited).\n\n@Assistant:\nFirst answer (noted).\n\n@You:\nSecond question.\n\n@Assistant:\n"
+        ),
+        "{text}"
+    );
+    // The file under the editor was not written: the editor holds the chat.
+    assert_eq!(std::fs::read_to_string(&chat).unwrap(), original);
+    // The editor saves.
+    std::fs::write(&chat, &text).unwrap();
+    editor.notify(
+        "textDocument/didSave",
+        json!({"textDocument": {"uri": uri}}),
+    );
+    assert_eq!(std::fs::read_to_string(&chat).unwrap(), text);
+    drop(editor);
+    daemon.kill().await.unwrap();
+}
+
+/// An LSP editor (Helix, through the project's daemon) with `chat` open holding `text`; its
+/// URI.
+fn editor_with(
+    project: &Project,
+    mock: &MockProvider,
+    chat: &Path,
+    text: &str,
+) -> (crate::lsp::lsp_client::Client, String) {
+    let uri = format!("file://{}", chat.display());
+    let env: Vec<(&str, String)> = project
+        .env(&mock.base_url())
+        .into_iter()
+        .map(|(key, value)| (&*key.leak(), value))
+        .collect();
+    let flavor = crate::lsp::lsp_client::Flavor::Helix;
+    let mut editor = crate::daemon_two_editors::editor(flavor, &env, &project.cwd());
+    crate::daemon_two_editors::open_settled(&mut editor, &uri, text);
+    (editor, uri)
+}
+
+/// A call approved in the LSP editor while the ACP client's permission request for it is
+/// open: the agent withdraws the request (the client would answer it too late), the call runs
+/// once, and the prompt goes on to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_approved_in_the_lsp_editor_withdraws_the_acp_permission_request() {
+    let Some((python, project, mock)) = setup("acp approval from the editor").await else {
+        return;
+    };
+    let mut daemon = project.daemon(&mock.base_url()).await;
+    let chat = project.cwd().join("approve.chat");
+    let original = "@You:\nHello.\n\n@Assistant:\nHi.\n\n@You:\n";
+    std::fs::write(&chat, original).unwrap();
+    let (mut editor, uri) = editor_with(&project, &mock, &chat, original);
+    mock.push(bash_turn("p1", "echo once >> ran.txt"));
+    mock.push(Turn::text("It ran."));
+    let asked = project.root.join("asked");
+    let release = project.root.join("release");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pump = {
+        let (stop, uri, asked, release) =
+            (stop.clone(), uri.clone(), asked.clone(), release.clone());
+        let ran = project.cwd().join("ran.txt");
+        std::thread::spawn(move || {
+            let mut approved = None;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                editor.pump(Duration::from_millis(20));
+                if approved.is_none() && asked.exists() {
+                    approved =
+                        Some(editor.request("flemma/approve", json!({"uri": uri, "toolId": "p1"})));
+                }
+                // The client answers (too late) once the call has run.
+                if approved.is_some() && ran.exists() && !release.exists() {
+                    std::fs::write(&release, "").unwrap();
+                }
+            }
+            (editor, approved)
+        })
+    };
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "load", "session": chat},
+                {"op": "prompt", "text": "Run it.", "permission": "hold",
+                 "asked_marker": asked, "release_marker": release}
+            ]),
+        )
+        .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut editor, approved) = pump.join().unwrap();
+    let approved = approved.expect("the client was never asked");
+    assert!(approved.is_ok(), "{approved:?}");
+    let prompt = &report["steps"][1];
+    assert_eq!(prompt["result"]["stopReason"], "end_turn", "{prompt}");
+    assert_eq!(
+        prompt["permissions"].as_array().unwrap().len(),
+        1,
+        "{prompt}"
+    );
+    let updates = &prompt["updates"];
+    assert!(
+        updates
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["toolCallId"] == "p1"
+                && u["sessionUpdate"] == "tool_call_update"
+                && u["status"] == "completed"),
+        "{updates}"
+    );
+    assert_eq!(
+        message_text(updates, "agent_message_chunk"),
+        "Let me run it.It ran."
+    );
+    // The call ran once.
+    let ran = std::fs::read_to_string(project.cwd().join("ran.txt")).unwrap();
+    assert_eq!(ran, "once\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !editor.text(&uri).contains("It ran.") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            editor.text(&uri)
+        );
+        editor.pump(Duration::from_millis(20));
+    }
+    assert_eq!(
+        editor.text(&uri).matches("**Tool Result:** `p1`").count(),
+        1
+    );
+    drop(editor);
+    daemon.kill().await.unwrap();
+}

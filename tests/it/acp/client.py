@@ -19,7 +19,11 @@ Steps (a JSON list):
                                                   after N agent_message_chunks,
                                                   `cancel_request_after_chunks` sends
                                                   $/cancel_request for the prompt instead,
-                                                  `cancel_when_seen` once an update holds TEXT
+                                                  `cancel_when_seen` once an update holds TEXT;
+                                                  "permission": "hold" leaves the request open
+                                                  (creating the file `asked_marker` names) until
+                                                  the file `release_marker` names exists, then
+                                                  rejects it (the SDK reads nothing meanwhile)
   {"op": "list"}                                  session/list in CWD
   {"op": "set_mode", "mode": ID}                  session/set_mode of the current session
   {"op": "set_config_option", "config": ID,       session/set_config_option of the current
@@ -73,6 +77,8 @@ class Recorder:
         self.cancel_request_after = None
         self.prompt_request_id = None
         self.cancel_when_seen = None
+        self.asked_marker = None
+        self.release_marker = None
         self.chunks = 0
         self.conn = None
         self.session_id = None
@@ -89,6 +95,16 @@ class Recorder:
         )
         if self.answer == "cancel":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        if self.answer == "hold":
+            # Left open (as a user who has not looked yet) until the test releases it.
+            open(self.asked_marker, "w").close()
+            for _ in range(3000):
+                if os.path.exists(self.release_marker):
+                    break
+                await asyncio.sleep(0.02)
+            return RequestPermissionResponse(
+                outcome=AllowedOutcome(outcome="selected", option_id="reject_once")
+            )
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=self.answer)
         )
@@ -180,6 +196,8 @@ async def main():
             recorder.cancel_after = step.get("cancel_after_chunks")
             recorder.cancel_request_after = step.get("cancel_request_after_chunks")
             recorder.cancel_when_seen = step.get("cancel_when_seen")
+            recorder.asked_marker = step.get("asked_marker")
+            recorder.release_marker = step.get("release_marker")
             record = {"op": step["op"]}
             try:
                 if step["op"] == "new":

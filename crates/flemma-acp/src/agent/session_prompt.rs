@@ -132,6 +132,7 @@ pub(super) fn start_prompt(
             pending: Vec::new(),
             delegations: crate::delegation::Delegations::default(),
             compaction,
+            backlog: std::collections::VecDeque::new(),
         };
         let run = turn.run(&text);
         tokio::pin!(run);

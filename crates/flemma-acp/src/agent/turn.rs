@@ -1,6 +1,6 @@
 //! The turn of one `session/prompt`: write the prompt, run the engine, tell what it does from its typed events, ask for permissions, answer with the stop reason.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use agent_client_protocol::v1::ConnectionTo;
@@ -48,6 +48,8 @@ pub(super) struct Turn<'a> {
     pub(super) delegations: crate::delegation::Delegations,
     /// The client takes `compaction_update`s.
     pub(super) compaction: bool,
+    /// Events that came while the client was asked for a permission, told once it answered.
+    pub(super) backlog: VecDeque<TurnEvent>,
 }
 
 /// A compaction's id, distinct within the process (and so within every session).
@@ -177,7 +179,10 @@ impl Turn<'_> {
         let mut retry = tokio::time::interval(CANCEL_RETRY);
         let mut cancel_tries: Option<u32> = None;
         loop {
-            let event = tokio::select! {
+            let event = if let Some(event) = self.backlog.pop_front() {
+                Some(event)
+            } else {
+                tokio::select! {
                 event = events.recv() => event,
                 _ = self.cancel.changed(), if !self.cancelled => {
                     self.cancelled = true;
@@ -196,6 +201,7 @@ impl Turn<'_> {
                         return Ok(StopReason::Cancelled);
                     }
                     continue;
+                }
                 }
             };
             let Some(event) = event else {
@@ -330,10 +336,12 @@ impl Turn<'_> {
                         StopLabel::Idle | StopLabel::StepDone => return Ok(StopReason::EndTurn),
                         StopLabel::MaxTurns => return Ok(StopReason::MaxTurnRequests),
                         StopLabel::Refused => return Ok(StopReason::Refusal),
-                        StopLabel::AwaitingApproval => match self.ask_permissions().await? {
-                            Decision::Continue => {}
-                            Decision::Cancelled => return Ok(StopReason::Cancelled),
-                        },
+                        StopLabel::AwaitingApproval => {
+                            match self.ask_permissions(&mut events).await? {
+                                Decision::Continue => {}
+                                Decision::Cancelled => return Ok(StopReason::Cancelled),
+                            }
+                        }
                         StopLabel::Error
                         | StopLabel::Cancelled
                         | StopLabel::UserContentInApproved => {
@@ -386,6 +394,17 @@ impl Turn<'_> {
         )))
     }
 
+    /// The engine started or declined the call `id` (its events wait in the backlog): someone
+    /// else decided it.
+    fn decided_elsewhere(&self, id: &str) -> bool {
+        self.backlog.iter().any(|event| match event {
+            TurnEvent::ToolStarted { tool_id, .. }
+            | TurnEvent::ToolFinished { tool_id, .. }
+            | TurnEvent::ToolInBackground { tool_id, .. } => tool_id == id,
+            _ => false,
+        })
+    }
+
     /// Marks the pending calls `ids` aborted in the chat (a cancelled permission request:
     /// they did not run, and the next prompt tells the model so instead of asking again).
     fn abort_calls(&self, ids: &[String]) -> Result<(), Error> {
@@ -397,8 +416,14 @@ impl Turn<'_> {
     }
 
     /// Asks the client about every pending call not decided yet, then approves or rejects
-    /// them (the engine goes on once none is pending).
-    async fn ask_permissions(&mut self) -> Result<Decision, Error> {
+    /// them (the engine goes on once none is pending). A call decided elsewhere meanwhile (an
+    /// LSP editor's `flemma.approve` or `flemma.reject`: the engine starts or declines it)
+    /// is not asked about any more: its open request is withdrawn (`$/cancel_request`, sent
+    /// when the SDK drops it) and the engine's events go on.
+    async fn ask_permissions(
+        &mut self,
+        events: &mut tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
+    ) -> Result<Decision, Error> {
         let pending: Vec<crate::backend::PendingCall> = std::mem::take(&mut self.pending)
             .into_iter()
             .filter(|call| !self.decided.contains(&call.tool_id))
@@ -446,13 +471,35 @@ impl Turn<'_> {
                     ),
                 ],
             );
-            let answer = tokio::select! {
-                answer = self.cx.send_request(request).block_task() => answer?,
-                _ = self.cancel.changed(), if !self.cancelled => {
-                    self.cancelled = true;
-                    self.abort_calls(&asked)?;
-                    return Ok(Decision::Cancelled);
+            if self.decided_elsewhere(&id) {
+                self.decided.insert(id);
+                continue;
+            }
+            let sent = self.cx.send_request(request).block_task();
+            tokio::pin!(sent);
+            let mut listening = true;
+            let answer = loop {
+                tokio::select! {
+                    answer = &mut sent => break Some(answer?),
+                    _ = self.cancel.changed(), if !self.cancelled => {
+                        self.cancelled = true;
+                        self.abort_calls(&asked)?;
+                        return Ok(Decision::Cancelled);
+                    }
+                    event = events.recv(), if listening => match event {
+                        Some(event) => {
+                            self.backlog.push_back(event);
+                            if self.decided_elsewhere(&id) {
+                                break None;
+                            }
+                        }
+                        None => listening = false,
+                    },
                 }
+            };
+            let Some(answer) = answer else {
+                self.decided.insert(id);
+                continue;
             };
             match answer.outcome {
                 RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
