@@ -410,16 +410,16 @@ impl Backend for AcpHost {
                 }
             })
             .collect();
-        crate::editor_sessions::set_mcp_servers(path, defs);
+        self.host.editor_sessions().set_mcp_servers(path, defs);
         refused
     }
 
     fn client_files(&self, path: &Path, files: flemma_acp::ClientFiles) {
-        crate::editor_sessions::set_files(path, files);
+        self.host.editor_sessions().set_files(path, files);
     }
 
     fn client_gone(&self, path: &Path, files: &flemma_acp::ClientFiles) {
-        crate::editor_sessions::files_gone(path, files);
+        self.host.editor_sessions().files_gone(path, files);
     }
 
     fn mode(&self, path: &Path) -> Result<flemma_config::Mode, String> {

@@ -163,6 +163,18 @@ pub struct DriverParts {
     pub untrusted: Option<Arc<CallRecords>>,
     /// What the chat's last driver left when it did not end cleanly (`crate::interruptions`).
     pub recovery: flemma_engine::Recovery,
+    /// What the owner of the drivers shares with each.
+    pub services: DriverServices,
+}
+
+/// What the owner of the drivers (the engine host, `flemmad send`) owns and hands to each of
+/// them, instead of a process-wide global: the file watcher and the editors' sessions.
+#[derive(Debug, Clone, Default)]
+pub struct DriverServices {
+    /// Tells of changes made on disk by others.
+    pub watcher: crate::watcher::ChatWatcher,
+    /// What ACP sessions gave the chats (MCP servers, the client's files).
+    pub editors: crate::editor_sessions::EditorSessions,
 }
 
 /// What arrives from the driver's tasks and threads.
@@ -201,6 +213,8 @@ pub struct Driver {
     id: DocumentId,
     /// The records of an untrusted chat's calls (see [`DriverParts::untrusted`]).
     records: Option<Arc<CallRecords>>,
+    /// The watcher and the editors' sessions (see [`DriverParts::services`]).
+    services: DriverServices,
     epoch: Instant,
     /// When the session wants a tick.
     wake: Option<Instant>,
@@ -297,6 +311,7 @@ impl Driver {
             host: parts.host,
             id: parts.id,
             records: parts.untrusted,
+            services: parts.services,
             epoch: Instant::now(),
             wake: None,
             state: None,
@@ -358,7 +373,7 @@ impl Driver {
         interrupt: CancellationToken,
     ) -> anyhow::Result<StopReason> {
         // Changes made on disk by others are told as soon as the watcher sees them.
-        let file_watch = crate::watcher::watch(&self.path);
+        let file_watch = self.services.watcher.watch(&self.path);
         self.session.set_watched(file_watch.is_some());
         for input in inputs {
             self.feed(Input::Engine(input));
@@ -1164,7 +1179,7 @@ impl Driver {
         if ctx.editor.is_some()
             && let Some(chat) = ctx.chat_path.clone()
         {
-            ctx.editor = crate::editor_sessions::editor_files_for(&chat, Some(tool_id));
+            ctx.editor = self.services.editors.editor_files_for(&chat, Some(tool_id));
         }
     }
 

@@ -166,6 +166,8 @@ struct Shared {
     modes: Mutex<HashMap<PathBuf, (ConfigLayer, flemma_config::Mode)>>,
     /// The host's MCP servers (the drivers' chats share them), closed when the host stops.
     mcp: flemma_mcp::McpHub,
+    /// The host's file watcher and editors' sessions (the drivers' chats share them).
+    services: crate::engine_driver::DriverServices,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -240,6 +242,7 @@ impl EngineHost {
             switches: Mutex::default(),
             modes: Mutex::default(),
             mcp: crate::mcp_setup::new_hub(),
+            services: crate::engine_driver::DriverServices::default(),
         });
         let runtime = crate::runtime::get()?;
         let thread_shared = shared.clone();
@@ -276,6 +279,11 @@ impl EngineHost {
     /// The host's MCP servers (the tools they offer complete in an editor).
     pub fn mcp_hub(&self) -> &flemma_mcp::McpHub {
         &self.shared.mcp
+    }
+
+    /// What the editors' ACP sessions gave the host's chats (their drivers read it).
+    pub fn editor_sessions(&self) -> &crate::editor_sessions::EditorSessions {
+        &self.shared.services.editors
     }
 
     fn command(&self, command: HostCommand) -> Result<(), RequestError> {
@@ -1525,6 +1533,7 @@ async fn run_driver(
         SetupOptions::default(),
         &shared.analyses,
         &shared.mcp,
+        &shared.services,
     )
     .await
     {

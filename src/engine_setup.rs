@@ -97,6 +97,7 @@ pub async fn prepare(
     options: SetupOptions,
     analyses: &crate::analyses::Analyses,
     mcp: &flemma_mcp::McpHub,
+    services: &crate::engine_driver::DriverServices,
 ) -> Result<Prepared, SetupError> {
     let absolute: PathBuf = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     let id = DocumentId::new(absolute.clone());
@@ -119,7 +120,9 @@ pub async fn prepare(
         .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
     // The chat's own approval function (frontmatter Rhai) decides too.
     let mut tools = ToolSetup::for_chat(&analysis, &absolute).map_err(SetupError::Failed)?;
-    let session_servers = crate::editor_sessions::mcp_servers(&absolute);
+    // An ACP session's view of files and MCP servers, when one gave them for this chat.
+    tools.ctx.editor = services.editors.editor_files(&absolute);
+    let session_servers = services.editors.mcp_servers(&absolute);
     let mcp = crate::mcp_setup::McpTools::discover(
         mcp,
         resolved,
@@ -203,6 +206,7 @@ pub async fn prepare(
             id,
             untrusted,
             recovery,
+            services: services.clone(),
         },
     })
 }

@@ -152,9 +152,6 @@ impl ToolSetup {
         let mut ctx = RunContext::new(cwd, Arc::new(policy));
         // `~/` in the tools' paths: the home directory, for the runners and the approval policy.
         ctx.home = crate::user_dirs::home();
-        ctx.editor = chat
-            .as_deref()
-            .and_then(crate::editor_sessions::editor_files);
         ctx.chat_path = chat;
         ctx.fetch_private_addresses = config.tools.fetch_private_addresses;
         ctx.timeout = std::time::Duration::from_secs(config.tools.default_timeout);

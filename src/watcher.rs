@@ -2,16 +2,17 @@
 //! writes, so that it re-reads and merges by anchors (the driver's own logic) instead of
 //! waiting for its next poll.
 //!
-//! One `notify` watcher (inotify on Linux) with `notify-debouncer-full` for the process. It
-//! watches *directories*, never files, and matches events by path: an editor's atomic save
+//! One `notify` watcher (inotify on Linux) with `notify-debouncer-full` per [`ChatWatcher`],
+//! owned by whoever runs drivers (the engine host of the daemon or of `flemmad acp`, `flemmad
+//! send`) and handed to each driver in its parts; it starts with the first watch. It watches *directories*, never files, and matches events by path: an editor's atomic save
 //! (write a temporary file, rename it over the chat; vim's rename to a backup and write anew)
 //! replaces the file's inode, which a watch on the file itself would lose; a watch on its
 //! directory sees the rename, and the driver re-reads the path, whatever inode it names now.
 //! A file deleted or moved away is an event like any other: the driver's read fails and it
 //! stops writing (nothing recreates the file).
 //!
-//! When the watcher cannot be set up (inotify limits, `FLEMMAD_WATCH=poll`), [`watch`] answers
-//! `None`, the driver polls instead, and this is logged once.
+//! When the watcher cannot be set up (inotify limits, `FLEMMAD_WATCH=poll`),
+//! [`ChatWatcher::watch`] answers `None`, the driver polls instead, and this is logged once.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -223,32 +224,49 @@ impl Drop for FileWatch {
     }
 }
 
-/// Watches `path` with the process's watcher; `None` when watching is off or impossible
-/// (the caller polls then). Failures are logged once per process.
-pub fn watch(path: &Path) -> Option<FileWatch> {
-    static SHARED: OnceLock<Option<FileWatcher>> = OnceLock::new();
-    static WARNED: AtomicBool = AtomicBool::new(false);
-    let watcher = SHARED.get_or_init(|| {
-        if std::env::var(WATCH_ENV).is_ok_and(|value| value == "poll") {
-            tracing::info!("{WATCH_ENV}=poll: chat files are polled, not watched");
-            return None;
-        }
-        match FileWatcher::start() {
-            Ok(watcher) => Some(watcher),
+/// The watcher of the chats of one owner (the engine host, `flemmad send`), handed to its
+/// drivers (cheap to clone). The `notify` watcher starts with the first watch (an idle daemon
+/// runs none); when it cannot, or watching is off, every watch is `None` and the drivers poll.
+#[derive(Debug, Clone, Default)]
+pub struct ChatWatcher {
+    inner: Arc<ChatWatcherInner>,
+}
+
+#[derive(Debug, Default)]
+struct ChatWatcherInner {
+    /// Started at the first watch: `None` when watching is off or impossible.
+    watcher: OnceLock<Option<FileWatcher>>,
+    /// A failure was logged (once per owner).
+    warned: AtomicBool,
+}
+
+impl ChatWatcher {
+    /// Watches `path`; `None` when watching is off or impossible (the caller polls then).
+    /// Failures are logged once.
+    pub fn watch(&self, path: &Path) -> Option<FileWatch> {
+        let inner = &self.inner;
+        let watcher = inner.watcher.get_or_init(|| {
+            if std::env::var(WATCH_ENV).is_ok_and(|value| value == "poll") {
+                tracing::info!("{WATCH_ENV}=poll: chat files are polled, not watched");
+                return None;
+            }
+            match FileWatcher::start() {
+                Ok(watcher) => Some(watcher),
+                Err(error) => {
+                    inner.warned.store(true, Ordering::Relaxed);
+                    tracing::warn!(%error, "chat files are polled instead of watched (changes made by others are seen within a poll interval)");
+                    None
+                }
+            }
+        });
+        match watcher.as_ref()?.watch(path) {
+            Ok(watch) => Some(watch),
             Err(error) => {
-                WARNED.store(true, Ordering::Relaxed);
-                tracing::warn!(%error, "chat files are polled instead of watched (changes made by others are seen within a poll interval)");
+                if !inner.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(%error, "a chat file is polled instead of watched (the inotify watch limit? raise fs.inotify.max_user_watches); logged once");
+                }
                 None
             }
-        }
-    });
-    match watcher.as_ref()?.watch(path) {
-        Ok(watch) => Some(watch),
-        Err(error) => {
-            if !WARNED.swap(true, Ordering::Relaxed) {
-                tracing::warn!(%error, "a chat file is polled instead of watched (the inotify watch limit? raise fs.inotify.max_user_watches); logged once");
-            }
-            None
         }
     }
 }

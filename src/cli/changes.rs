@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::CliError;
+use super::{CliError, Ui};
 use crate::checkpoints::{CheckpointError, Checkpoints};
 
 #[derive(Debug, Args)]
@@ -120,25 +120,27 @@ pub fn run_changes(
     let text = checkpoints
         .changes(calls.as_deref())
         .map_err(|error| failed("changes", error))?;
+    let ui = Ui::new("changes");
     if text.is_empty() {
-        eprintln!(
-            "flemmad changes: no call of {} changed the project's files (only calls recorded since checkpoints exist are known)",
+        ui.note(format_args!(
+            "no call of {} changed the project's files (only calls recorded since checkpoints exist are known)",
             args.file.display()
-        );
+        ));
     } else {
-        print!("{text}");
+        ui.write(&text)?;
     }
     Ok(())
 }
 
 pub fn run_rewind(args: RewindArgs, config_path: Option<&std::path::Path>) -> Result<(), CliError> {
+    let ui = Ui::new("rewind");
     if args.undo_chat {
         let archive =
             crate::rewind_chat::undo(&args.file).map_err(|why| CliError::failed("rewind", why))?;
-        eprintln!(
-            "flemmad rewind: the chat is as it was before it was cut back (from {})",
+        ui.note(format_args!(
+            "the chat is as it was before it was cut back (from {})",
             archive.display()
-        );
+        ));
         return Ok(());
     }
     let Some(to) = args.to.as_deref() else {
@@ -151,7 +153,7 @@ pub fn run_rewind(args: RewindArgs, config_path: Option<&std::path::Path>) -> Re
         && !args.no_daemon
         && let Some(client) = super::via_daemon::DaemonClient::connect()
     {
-        return rewind_through_daemon(client, &args, to);
+        return rewind_through_daemon(&ui, client, &args, to);
     }
     // The chat's cut is found first: --both changes nothing when the call is not in the chat.
     let chat_cut = if args.chat || args.both {
@@ -164,28 +166,33 @@ pub fn run_rewind(args: RewindArgs, config_path: Option<&std::path::Path>) -> Re
         None
     };
     if !args.chat {
-        rewind_files(&args, to, config_path)?;
+        rewind_files(&ui, &args, to, config_path)?;
     }
     let Some((text, cut)) = chat_cut else {
         return Ok(());
     };
     let what = crate::rewind_chat::describe(to, cut.line as u64, cut.messages as u64);
     if args.dry_run {
-        println!("would cut {what}");
+        ui.line(&format!("would cut {what}"))?;
         return Ok(());
     }
     let archive = crate::rewind_chat::cut(&args.file, &text, &cut)
         .map_err(|why| CliError::failed("rewind", why))?;
-    println!("cut {what}");
-    eprintln!(
-        "flemmad rewind: the whole chat as it was is kept in {}; `flemmad rewind {} --undo-chat` puts it back",
-        archive.display(),
-        super::progress::shell_quote(&args.file.display().to_string()),
-    );
+    ui.line(&format!("cut {what}"))?;
+    say_chat_kept(&ui, &archive.display(), &args.file);
     Ok(())
 }
 
+/// Where the whole chat as it was is kept, and how to put it back.
+fn say_chat_kept(ui: &Ui, archive: &dyn std::fmt::Display, file: &std::path::Path) {
+    ui.note(format_args!(
+        "the whole chat as it was is kept in {archive}; `flemmad rewind {} --undo-chat` puts it back",
+        super::progress::shell_quote(&file.display().to_string()),
+    ));
+}
+
 fn rewind_files(
+    ui: &Ui,
     args: &RewindArgs,
     to: &str,
     config_path: Option<&std::path::Path>,
@@ -195,7 +202,7 @@ fn rewind_files(
         .rewind(to, args.force, args.dry_run)
         .map_err(|error| failed("rewind", error))?;
     let refused = !args.force && !plan.changed_since.is_empty();
-    print_files(&plan.restored, &plan.removed, args.dry_run || refused);
+    print_files(ui, &plan.restored, &plan.removed, args.dry_run || refused)?;
     if refused {
         return Err(CliError::failed(
             "rewind",
@@ -208,28 +215,38 @@ fn rewind_files(
         "the chat itself is unchanged"
     };
     if plan.restored.is_empty() && plan.removed.is_empty() {
-        eprintln!("flemmad rewind: the files are already as they were before `{to}`");
+        ui.note(format_args!(
+            "the files are already as they were before `{to}`"
+        ));
     } else if args.dry_run {
-        eprintln!("flemmad rewind: --dry-run: nothing was changed");
+        ui.note("--dry-run: nothing was changed");
     } else {
-        eprintln!("flemmad rewind: the files are as they were before `{to}`; {chat}");
+        ui.note(format_args!(
+            "the files are as they were before `{to}`; {chat}"
+        ));
     }
     Ok(())
 }
 
 /// The files a rewind put back (`would`: would put back) and removed, one a line.
-fn print_files(restored: &[String], removed: &[String], would: bool) {
+fn print_files(
+    ui: &Ui,
+    restored: &[String],
+    removed: &[String],
+    would: bool,
+) -> std::io::Result<()> {
     let (restore, remove) = if would {
         ("would restore", "would remove")
     } else {
         ("restored", "removed")
     };
     for path in restored {
-        println!("{restore} {path}");
+        ui.line(&format!("{restore} {path}"))?;
     }
     for path in removed {
-        println!("{remove} {path}");
+        ui.line(&format!("{remove} {path}"))?;
     }
+    Ok(())
 }
 
 /// `rewind --chat`/`--both` asked of the daemon (`flemma/rewind`): the daemon puts the files
@@ -237,6 +254,7 @@ fn print_files(restored: &[String], removed: &[String], would: bool) {
 /// the cut as an edit, the file is not written under it); follows the document's events until
 /// the cut is written and says what happened as the in-process command does.
 fn rewind_through_daemon(
+    ui: &Ui,
     mut client: super::via_daemon::DaemonClient,
     args: &RewindArgs,
     to: &str,
@@ -244,17 +262,16 @@ fn rewind_through_daemon(
     use flemma_protocol::event::EngineEvent;
     let uri = client.subscribe_chat("rewind", &args.file)?;
     let failed = |error: super::via_daemon::ClientError| error.failed("rewind");
-    let params = flemma_protocol::methods::RewindParams {
-        uri,
-        tool_id: to.to_owned(),
-        files: Some(args.both),
-        chat: Some(true),
-        force: Some(args.force),
-        dry_run: Some(args.dry_run),
-    };
-    let params = serde_json::to_value(&params)
-        .map_err(|error| CliError::failed("rewind", format!("{error}")))?;
-    let answer = client.request("flemma/rewind", params).map_err(failed)?;
+    let request =
+        flemma_protocol::methods::FlemmaRequest::Rewind(flemma_protocol::methods::RewindParams {
+            uri,
+            tool_id: to.to_owned(),
+            files: Some(args.both),
+            chat: Some(true),
+            force: Some(args.force),
+            dry_run: Some(args.dry_run),
+        });
+    let answer = client.call(&request).map_err(failed)?;
     let result: flemma_protocol::engine::RewindResult =
         serde_json::from_value(answer).map_err(|error| {
             CliError::failed(
@@ -263,10 +280,11 @@ fn rewind_through_daemon(
             )
         })?;
     print_files(
+        ui,
         &result.restored,
         &result.removed,
         result.dry_run || result.refused,
-    );
+    )?;
     if result.refused {
         return Err(CliError::failed("rewind", result.message));
     }
@@ -274,11 +292,11 @@ fn rewind_through_daemon(
         return Err(CliError::failed("rewind", result.message));
     };
     if result.dry_run {
-        println!(
+        ui.line(&format!(
             "would cut {}",
             crate::rewind_chat::describe(to, cut.line, cut.messages)
-        );
-        eprintln!("flemmad rewind: --dry-run: nothing was changed");
+        ))?;
+        ui.note("--dry-run: nothing was changed");
         return Ok(());
     }
     let mut outcome: Option<Result<flemma_protocol::event::ChatRewound, String>> = None;
@@ -296,15 +314,11 @@ fn rewind_through_daemon(
                     .unwrap_or_else(|| "the daemon did nothing".to_owned());
                 break match outcome.unwrap_or(Err(format!("{why}; the chat was not cut"))) {
                     Ok(data) => {
-                        println!(
+                        ui.line(&format!(
                             "cut {} (through the daemon)",
                             crate::rewind_chat::describe(to, data.line, data.messages)
-                        );
-                        eprintln!(
-                            "flemmad rewind: the whole chat as it was is kept in {}; `flemmad rewind {} --undo-chat` puts it back",
-                            data.archive,
-                            super::progress::shell_quote(&args.file.display().to_string()),
-                        );
+                        ))?;
+                        say_chat_kept(ui, &data.archive, &args.file);
                         Ok(())
                     }
                     Err(why) => Err(CliError::failed("rewind", why)),

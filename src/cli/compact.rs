@@ -53,11 +53,11 @@ pub fn run(args: CompactArgs, config_path: Option<&Path>) -> Result<(), CliError
     if args.undo {
         return match compaction::undo(&args.file) {
             Ok(restore) => {
-                println!(
+                super::Ui::new("compact").line(&format!(
                     "restored the compacted turns from {} into {}",
                     restore.archive.display(),
                     args.file.display()
-                );
+                ))?;
                 Ok(())
             }
             Err(Refused::Unreadable(why)) => {
@@ -123,7 +123,7 @@ pub fn run(args: CompactArgs, config_path: Option<&Path>) -> Result<(), CliError
     )
     .map(|loaded| meter.estimate(&loaded.analysis.evaluation.conversation, &[]))
     .unwrap_or(before);
-    println!(
+    super::Ui::new("compact").line(&format!(
         "compacted {} messages into a summary by {} (≈{} → ≈{} tokens of messages); the turns are kept in {}; `flemmad compact --undo {}` puts them back",
         compacted.plan.messages,
         summariser.model(),
@@ -131,7 +131,7 @@ pub fn run(args: CompactArgs, config_path: Option<&Path>) -> Result<(), CliError
         crate::context::thousands(after),
         compacted.archive.display(),
         args.file.display()
-    );
+    ))?;
     Ok(())
 }
 
@@ -143,22 +143,22 @@ fn through_daemon(
     args: &CompactArgs,
 ) -> Result<(), CliError> {
     use flemma_protocol::event::EngineEvent;
-    use serde_json::json;
+    use flemma_protocol::methods::{CompactParams, CompactUndoParams, FlemmaRequest};
     let uri = client.subscribe_chat("compact", &args.file)?;
     let failed = |error: super::via_daemon::ClientError| error.failed("compact");
-    let (method, params) = if args.undo {
-        ("flemma/compactUndo", json!({"uri": uri}))
+    let request = if args.undo {
+        FlemmaRequest::CompactUndo(CompactUndoParams { uri, line: None })
     } else {
-        let mut params = json!({"uri": uri});
-        if let Some(focus) = &args.focus {
-            params["focus"] = json!(focus);
-        }
-        if let Some(keep) = args.keep {
-            params["keep"] = json!(u32::try_from(keep).unwrap_or(u32::MAX));
-        }
-        ("flemma/compact", params)
+        FlemmaRequest::Compact(CompactParams {
+            uri,
+            line: None,
+            focus: args.focus.clone(),
+            keep: args
+                .keep
+                .map(|keep| u32::try_from(keep).unwrap_or(u32::MAX)),
+        })
     };
-    client.request(method, params).map_err(failed)?;
+    client.call(&request).map_err(failed)?;
     let mut outcome: Option<Result<String, String>> = None;
     loop {
         let event = client.next_event().map_err(failed)?;
@@ -179,7 +179,7 @@ fn through_daemon(
                     .unwrap_or_else(|| "the daemon did nothing".to_owned());
                 break match outcome.unwrap_or(Err(format!("{why}; nothing was changed"))) {
                     Ok(line) => {
-                        println!("{line} (through the daemon)");
+                        super::Ui::new("compact").line(&format!("{line} (through the daemon)"))?;
                         Ok(())
                     }
                     Err(why) => Err(CliError::failed("compact", why)),

@@ -80,7 +80,7 @@ impl CliError {
 
     /// Prints the report and returns the exit status.
     pub fn exit(self) -> ExitCode {
-        eprint!("{}", self.report);
+        super::Ui::root().stderr(&self.report);
         ExitCode::from(self.kind.exit_code())
     }
 }

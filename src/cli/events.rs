@@ -20,14 +20,15 @@ pub fn run(_args: EventsArgs) -> Result<(), CliError> {
     let Some(mut stream) = crate::daemon::socket::connect_running(&paths, &paths.rpc_socket) else {
         return Err(CliError::failed("events", NO_DAEMON));
     };
-    let subscribe = json!({"jsonrpc": "2.0", "id": 1, "method": "flemma/subscribe"});
+    let subscribe =
+        json!({"jsonrpc": "2.0", "id": 1, "method": flemma_protocol::methods::SUBSCRIBE});
     writeln!(stream, "{subscribe}").map_err(|error| {
         CliError::failed("events", format!("cannot talk to the daemon: {error}"))
     })?;
     let reader = stream.try_clone().map_err(|error| {
         CliError::failed("events", format!("cannot read from the daemon: {error}"))
     })?;
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = super::Ui::new("events").stdout();
     for line in BufReader::new(reader).lines() {
         let line = line.map_err(|error| {
             CliError::failed(
@@ -45,7 +46,9 @@ pub fn run(_args: EventsArgs) -> Result<(), CliError> {
                 format!("the daemon refused: {error}"),
             ));
         }
-        if message.get("method") == Some(&json!("flemma/event")) {
+        if message.get("method").and_then(Value::as_str)
+            == Some(flemma_protocol::methods::EVENT_NOTIFICATION)
+        {
             let params = message.get("params").cloned().unwrap_or(Value::Null);
             writeln!(stdout, "{params}").and_then(|()| stdout.flush())?;
         }

@@ -318,10 +318,10 @@ pub fn init_logging(cli: &Cli) {
             .append(true)
             .open(&path)
             .map_err(|error| {
-                eprintln!(
-                    "flemmad: cannot open the log file {} ({error}); logging to stderr. Fix `log.file` in the configuration",
+                Ui::root().note(format_args!(
+                    "cannot open the log file {} ({error}); logging to stderr. Fix `log.file` in the configuration",
                     path.display()
-                );
+                ));
             })
             .ok()
     });
@@ -331,7 +331,7 @@ pub fn init_logging(cli: &Cli) {
             .with_writer(std::sync::Mutex::new(file))
             .try_init(),
         None => subscriber
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_ansi(Ui::root().stderr_is_terminal())
             .with_writer(std::io::stderr)
             .try_init(),
     };

@@ -30,7 +30,7 @@ pub fn run(args: ParseArgs, config_path: Option<&std::path::Path>) -> Result<(),
     let text =
         fsutil::read_chat(&args.file).map_err(|error| CliError::unreadable("parse", &error))?;
     let doc = flemma_syntax::parse(text);
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = super::Ui::new("parse").stdout();
     if args.json {
         let tree = flemma_ide::to_protocol::parsed_document(&doc, args.position_encoding.into());
         serde_json::to_writer_pretty(&mut stdout, &tree)?;
@@ -50,7 +50,7 @@ fn run_eval(args: &ParseArgs, config_path: Option<&std::path::Path>) -> Result<(
         &args.file,
         config_path,
     )?;
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = super::Ui::new("parse").stdout();
     if args.json {
         let json = flemma_ide::to_protocol::evaluated_document(
             &loaded.analysis,

@@ -2,7 +2,6 @@
 //! daemon, `via_daemon`): the live line on a terminal, plain lines elsewhere, `--events` JSON
 //! lines, the listing of calls waiting for approval and the closing summary.
 
-use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,6 +10,7 @@ use flemma_engine::{EngineEvent, PendingCall};
 use flemma_protocol::activity::Activity;
 use flemma_protocol::event::{LifecycleEvent, Written};
 
+use super::Ui;
 use crate::engine_driver::Report;
 
 /// The stderr listing of the calls waiting for approval, with the commands to answer them
@@ -111,6 +111,7 @@ pub fn shell_quote(word: &str) -> String {
 /// stderr (unless `--quiet`): on a terminal one live line rewritten in place ([`LiveLine`]) with
 /// the notable events printed above it; elsewhere plain lines and the streamed text.
 pub(super) struct Progress {
+    ui: Ui,
     uri: String,
     events: bool,
     quiet: bool,
@@ -125,14 +126,15 @@ pub(super) struct Progress {
 }
 
 impl Progress {
-    pub(super) fn new(uri: String, events: bool, quiet: bool) -> Self {
-        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    pub(super) fn new(ui: Ui, uri: String, events: bool, quiet: bool) -> Self {
+        let terminal = ui.stderr_is_terminal();
         Self {
+            live: (terminal && !quiet).then(|| LiveLine::start(ui.clone())),
+            ui,
             uri,
             events,
             quiet,
             at_line_start: true,
-            live: (terminal && !quiet).then(LiveLine::start),
             announce: None,
             requested: std::sync::Arc::default(),
         }
@@ -163,11 +165,8 @@ impl Progress {
                 }
                 if self.events {
                     let line = LifecycleEvent::new(self.uri.clone(), &event);
-                    if let Ok(json) = serde_json::to_string(&line) {
-                        let mut out = std::io::stdout().lock();
-                        let _ = writeln!(out, "{json}");
-                        let _ = out.flush();
-                    }
+                    // A reader gone away stops no send: the reply still goes to the file.
+                    let _ = self.ui.json(&line);
                 }
                 let line = describe(&event);
                 if let Some(live) = &self.live {
@@ -181,7 +180,7 @@ impl Progress {
                 if let Some(live) = &self.live {
                     live.update(None, |status| status.apply_text(&text));
                 } else if !self.quiet {
-                    eprint!("{text}");
+                    self.ui.stderr(&text);
                     self.at_line_start = text.ends_with('\n');
                 }
             }
@@ -193,10 +192,10 @@ impl Progress {
                     return;
                 }
                 if !self.at_line_start {
-                    eprintln!();
+                    self.ui.stderr("\n");
                     self.at_line_start = true;
                 }
-                eprintln!("flemmad: {notice}");
+                self.ui.note(notice);
             }
         }
     }
@@ -206,9 +205,9 @@ impl Progress {
             return;
         }
         if !self.at_line_start {
-            eprintln!();
+            self.ui.stderr("\n");
         }
-        eprintln!("flemmad: {line}");
+        self.ui.note(line);
         self.at_line_start = true;
     }
 }
@@ -414,6 +413,7 @@ struct LiveLine {
 }
 
 struct LiveShared {
+    ui: Ui,
     status: LiveStatus,
     started: Instant,
     /// The line is on screen now.
@@ -426,8 +426,9 @@ struct LiveShared {
 const LIVE_TICK: Duration = Duration::from_millis(250);
 
 impl LiveLine {
-    fn start() -> Self {
+    fn start(ui: Ui) -> Self {
         let shared = Arc::new(std::sync::Mutex::new(LiveShared {
+            ui,
             status: LiveStatus::default(),
             started: Instant::now(),
             drawn: false,
@@ -461,7 +462,7 @@ impl LiveLine {
         };
         if let Some(line) = above {
             shared.erase();
-            eprintln!("flemmad: {line}");
+            shared.ui.note(line);
         }
         change(&mut shared.status);
         if shared.status.is_active() {
@@ -476,15 +477,13 @@ impl LiveShared {
     fn draw(&mut self) {
         let line = render_live_line(&self.status, self.started.elapsed(), terminal_width());
         // `\r` to the line's start, the line, then erase what a longer line left.
-        eprint!("\r{line}\x1b[K");
-        let _ = std::io::stderr().flush();
+        self.ui.stderr(&format!("\r{line}\x1b[K"));
         self.drawn = true;
     }
 
     fn erase(&mut self) {
         if self.drawn {
-            eprint!("\r\x1b[K");
-            let _ = std::io::stderr().flush();
+            self.ui.stderr("\r\x1b[K");
             self.drawn = false;
         }
     }

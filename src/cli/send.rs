@@ -127,6 +127,7 @@ async fn send(
         options,
         &crate::analyses::analyses(flemma_template::TemplateCache::new()),
         hub,
+        &crate::engine_driver::DriverServices::default(),
     )
     .await
     {
@@ -145,6 +146,7 @@ async fn send(
         Err(SetupError::Failed(message)) => return Err(CliError::failed("send", message)),
     };
     let doc = &prepared.analysis.document;
+    let ui = super::Ui::root();
     if !args.quiet {
         let shown: Vec<_> = prepared
             .analysis
@@ -153,10 +155,11 @@ async fn send(
             .filter(|d| d.severity <= flemma_syntax::Severity::Warning && d.code != TOOL_DIAGNOSTIC)
             .cloned()
             .collect();
-        eprint!(
-            "{}",
-            chat::render_all(&path, Some((doc, &doc.line_index())), &shown)
-        );
+        ui.stderr(&chat::render_all(
+            &path,
+            Some((doc, &doc.line_index())),
+            &shown,
+        ));
     }
     // The reply must have somewhere to go before it is paid for.
     if let Err(error) = crate::fsutil::check_writable(&path) {
@@ -170,7 +173,7 @@ async fn send(
         .iter()
         .chain(&prepared.tool_warnings)
     {
-        eprintln!("flemmad: warning: {warning}");
+        ui.warn(warning);
     }
     if !prepared.nothing_to_send.is_empty() {
         return Err(CliError::blocked(
@@ -187,6 +190,7 @@ async fn send(
     let coalesce_ms = prepared.parts.coalesce.as_millis() as u64;
     let parts = prepared.parts;
     let mut progress = Progress::new(
+        ui.clone(),
         flemma_protocol::document::path_to_uri(&absolute),
         args.events,
         args.quiet,
@@ -218,7 +222,7 @@ async fn send(
         .run_until(driver.run(vec![Input::Load, Input::Advance], interrupt))
         .await
         .map_err(|error| CliError::failed("send", format!("{error:#}")))?;
-    eprintln!();
+    ui.stderr("\n");
     tracing::info!(
         max_delay_ms = driver.max_write_delay().as_millis() as u64,
         coalesce_ms,
@@ -242,24 +246,21 @@ async fn send(
         )
     };
     if let Some(listing) = asked.listing(&path, &summary) {
-        eprint!("{listing}");
+        ui.stderr(&listing);
         return Ok(ExitCode::from(AWAITING_APPROVAL_EXIT));
     }
     match stopped {
         StopReason::Idle | StopReason::StepDone => {
-            eprintln!("flemmad: done in {summary}");
+            ui.note(format_args!("done in {summary}"));
             Ok(ExitCode::SUCCESS)
         }
         StopReason::AwaitingApproval { .. } => {
-            eprint!(
-                "{}",
-                approval_listing(
-                    &path,
-                    &engine.pending_calls(),
-                    &summary,
-                    &diffs(args.diff, &path, config_path)
-                )
-            );
+            ui.stderr(&approval_listing(
+                &path,
+                &engine.pending_calls(),
+                &summary,
+                &diffs(args.diff, &path, config_path),
+            ));
             Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
         }
         StopReason::UserContentInApproved { tool_id } => Err(CliError::failed(

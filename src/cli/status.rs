@@ -140,7 +140,7 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             &tools.definitions(),
         ),
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = super::Ui::new("status").stdout();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&status)?)?;
         return Ok(());

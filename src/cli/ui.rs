@@ -24,11 +24,23 @@ impl Ui {
         }
     }
 
+    /// The output of `flemmad` itself (`send`'s progress: `flemmad: done in …`).
+    pub fn root() -> Self {
+        Self {
+            prefix: "flemmad".to_owned(),
+        }
+    }
+
     /// The same output for a subcommand (`tools run`).
     pub fn sub(&self, command: &str) -> Self {
         Self {
             prefix: format!("{} {command}", self.prefix),
         }
+    }
+
+    /// Whether stderr is a terminal (the send's live line).
+    pub fn stderr_is_terminal(&self) -> bool {
+        std::io::IsTerminal::is_terminal(&std::io::stderr())
     }
 
     /// Stdout, locked, for a command that writes its result in many pieces.

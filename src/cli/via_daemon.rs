@@ -14,13 +14,17 @@ use flemma_engine::PendingCall;
 use flemma_protocol::engine::UsageTotals;
 use serde_json::{Value, json};
 
-use super::CliError;
 use super::error::AWAITING_APPROVAL_EXIT;
 use super::progress::{Progress, approval_listing, shell_quote};
+use super::{CliError, Ui};
 use crate::engine_driver::Report;
 use crate::runtime_dir::RuntimePaths;
 use flemma_engine::EngineEvent;
 use flemma_protocol::event::{EngineStopped, StopLabel};
+use flemma_protocol::methods::{
+    ApproveHunksParams, DocumentParams, EVENT_NOTIFICATION, FlemmaRequest, RejectParams, SUBSCRIBE,
+    ToolCallParams,
+};
 
 /// How long a request may wait for its answer.
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -76,7 +80,7 @@ impl DaemonClient {
             )
         })?;
         let uri = path.display().to_string();
-        self.request("flemma/subscribe", json!({"uri": uri, "text": false}))
+        self.request(SUBSCRIBE, json!({"uri": uri, "text": false}))
             .map_err(|error| error.failed(command))?;
         Ok(uri)
     }
@@ -94,9 +98,15 @@ impl DaemonClient {
         })
     }
 
-    /// Sends a request and waits for its answer (events meanwhile are kept for
+    /// Sends an engine request and waits for its answer (events meanwhile are kept for
     /// [`DaemonClient::next_event`]).
-    pub fn request(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+    pub fn call(&mut self, request: &FlemmaRequest) -> Result<Value, ClientError> {
+        let params = request.params().map_err(std::io::Error::other)?;
+        self.request(request.method(), params)
+    }
+
+    /// Sends a request of `rpc.sock` itself (`flemma/subscribe`) and waits for its answer.
+    fn request(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
@@ -142,14 +152,14 @@ impl DaemonClient {
         self.writer.set_read_timeout(None)?;
         loop {
             let message = self.read_message()?;
-            if message.get("method") == Some(&json!("flemma/event")) {
+            if message.get("method").and_then(Value::as_str) == Some(EVENT_NOTIFICATION) {
                 return Ok(message.get("params").cloned().unwrap_or(Value::Null));
             }
         }
     }
 
     fn queue_event(&mut self, message: Value) {
-        if message.get("method") == Some(&json!("flemma/event")) {
+        if message.get("method").and_then(Value::as_str) == Some(EVENT_NOTIFICATION) {
             self.queued
                 .push_back(message.get("params").cloned().unwrap_or(Value::Null));
         }
@@ -251,56 +261,61 @@ pub fn run_with(
     let uri = path.display().to_string();
     if !follow.detach {
         client
-            .request(
-                "flemma/subscribe",
-                json!({"uri": uri, "text": !follow.quiet}),
-            )
+            .request(SUBSCRIBE, json!({"uri": uri, "text": !follow.quiet}))
             .map_err(|error| daemon_failed(command, error))?;
     }
-    let requests: Vec<(&str, Value)> = match &action {
-        Action::Send => vec![("flemma/send", json!({"uri": uri}))],
-        Action::ApproveAll => vec![("flemma/approveAll", json!({"uri": uri}))],
+    let document = || DocumentParams { uri: uri.clone() };
+    let requests: Vec<FlemmaRequest> = match &action {
+        Action::Send => vec![FlemmaRequest::Send(document())],
+        Action::ApproveAll => vec![FlemmaRequest::ApproveAll(document())],
         Action::Approve(ids) => ids
             .iter()
-            .map(|id| ("flemma/approve", json!({"uri": uri, "toolId": id})))
+            .map(|id| {
+                FlemmaRequest::Approve(ToolCallParams {
+                    uri: uri.clone(),
+                    tool_id: id.clone(),
+                })
+            })
             .collect(),
-        Action::Reject { tool_id, reason } => {
-            let mut params = json!({"uri": uri, "toolId": tool_id});
-            if let Some(reason) = reason {
-                params["reason"] = json!(reason);
-            }
-            vec![("flemma/reject", params)]
-        }
+        Action::Reject { tool_id, reason } => vec![FlemmaRequest::Reject(RejectParams {
+            uri: uri.clone(),
+            tool_id: tool_id.clone(),
+            reason: reason.clone(),
+        })],
         Action::ApproveHunks {
             tool_id,
             hunks,
             reason,
-        } => {
-            let mut params = json!({"uri": uri, "toolId": tool_id, "hunks": hunks});
-            if let Some(reason) = reason {
-                params["reason"] = json!(reason);
-            }
-            vec![("flemma/approveHunks", params)]
-        }
+        } => vec![FlemmaRequest::ApproveHunks(ApproveHunksParams {
+            uri: uri.clone(),
+            tool_id: tool_id.clone(),
+            hunks: hunks.clone(),
+            reason: reason.clone(),
+        })],
     };
-    for (method, params) in requests {
+    for request in &requests {
         client
-            .request(method, params)
+            .call(request)
             .map_err(|error| daemon_failed(command, error))?;
     }
     let file_arg = shell_quote(&file.display().to_string());
     if follow.detach {
-        eprintln!(
-            "flemmad {command}: the daemon took it; follow it with `flemmad events`, see where it is with `flemmad status {file_arg}`, stop it with `flemmad cancel {file_arg}`"
-        );
+        Ui::new(command).note(format!(
+            "the daemon took it; follow it with `flemmad events`, see where it is with `flemmad status {file_arg}`, stop it with `flemmad cancel {file_arg}`"
+        ));
         return Ok(ExitCode::SUCCESS);
     }
+    let ui = Ui::root();
     if !follow.quiet && matches!(action, Action::Send) {
-        eprintln!("flemmad: sending {} through the daemon…", file.display());
+        ui.note(format_args!(
+            "sending {} through the daemon…",
+            file.display()
+        ));
     }
     let started = Instant::now();
     cancel_on_ctrl_c(command, &uri);
     let mut progress = Progress::new(
+        ui.clone(),
         flemma_protocol::document::path_to_uri(&path),
         follow.events,
         follow.quiet,
@@ -336,11 +351,11 @@ pub fn run_with(
                 break None;
             }
             EngineEvent::ToolUnconfirmed(unconfirmed) if !follow.quiet => {
-                eprintln!("flemmad: warning: {}", unconfirmed.message);
+                ui.warn(&unconfirmed.message);
             }
             EngineEvent::TrustIgnored(ignored) if !follow.quiet => {
                 for option in &ignored.options {
-                    eprintln!("flemmad: warning: {}", option.message);
+                    ui.warn(&option.message);
                 }
             }
             _ => {}
@@ -349,24 +364,21 @@ pub fn run_with(
             progress.show(Report::Event(event));
         }
     };
-    eprintln!();
+    ui.stderr("\n");
     let usage: UsageTotals = client
-        .request("flemma/usage", json!({"uri": uri}))
+        .call(&FlemmaRequest::Usage(document()))
         .ok()
         .and_then(|usage| serde_json::from_value(usage).ok())
         .unwrap_or_default();
     let summary = super::progress::summary(started.elapsed(), &usage);
     let Some(EngineStopped { reason, message }) = ended else {
-        eprint!(
-            "{}",
-            super::questions::listing(file, &asked, &summary, true)
-        );
+        ui.stderr(&super::questions::listing(file, &asked, &summary, true));
         return Ok(ExitCode::from(AWAITING_APPROVAL_EXIT));
     };
     let message = message.unwrap_or_default();
     match reason {
         StopLabel::Idle | StopLabel::StepDone => {
-            eprintln!("flemmad: done in {summary}");
+            ui.note(format_args!("done in {summary}"));
             Ok(ExitCode::SUCCESS)
         }
         StopLabel::AwaitingApproval => {
@@ -374,7 +386,7 @@ pub fn run_with(
                 pending = pending_from_status(&mut client, &uri);
             }
             let diffs = super::proposed::diffs(follow.diff, file, None);
-            eprint!("{}", approval_listing(file, &pending, &summary, &diffs));
+            ui.stderr(&approval_listing(file, &pending, &summary, &diffs));
             Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
         }
         StopLabel::Cancelled => Err(CliError::interrupted(
@@ -434,7 +446,9 @@ fn pending_calls(required: &flemma_protocol::event::ApprovalRequired) -> Vec<Pen
 /// The pending calls the daemon knows of, when no event named them.
 fn pending_from_status(client: &mut DaemonClient, uri: &str) -> Vec<PendingCall> {
     let status = client
-        .request("flemma/status", json!({"uri": uri}))
+        .call(&FlemmaRequest::Status(DocumentParams {
+            uri: uri.to_owned(),
+        }))
         .unwrap_or(Value::Null);
     status
         .get("pending")
@@ -467,11 +481,16 @@ fn cancel_on_ctrl_c(command: &str, uri: &str) {
             if runtime.block_on(tokio::signal::ctrl_c()).is_err() {
                 return;
             }
-            let cancelled = DaemonClient::connect()
-                .ok_or(ClientError::Closed)
-                .and_then(|mut client| client.request("flemma/cancel", json!({"uri": uri})));
+            let cancelled =
+                DaemonClient::connect()
+                    .ok_or(ClientError::Closed)
+                    .and_then(|mut client| {
+                        client.call(&FlemmaRequest::Cancel(DocumentParams { uri: uri.clone() }))
+                    });
             if let Err(error) = cancelled {
-                eprintln!("\nflemmad {command}: interrupted ({error})");
+                let ui = Ui::new(&command);
+                ui.stderr("\n");
+                ui.note(format_args!("interrupted ({error})"));
                 std::process::exit(130);
             }
         });
@@ -486,12 +505,14 @@ pub fn cancel(file: &Path) -> Option<Result<(), CliError>> {
     Some((|| {
         let path = absolute("cancel", file)?;
         client
-            .request("flemma/cancel", json!({"uri": path.display().to_string()}))
+            .call(&FlemmaRequest::Cancel(DocumentParams {
+                uri: path.display().to_string(),
+            }))
             .map_err(|error| daemon_failed("cancel", error))?;
-        eprintln!(
-            "flemmad cancel: cancelled what ran for {}; what had started is marked `aborted` in the file",
+        Ui::new("cancel").note(format_args!(
+            "cancelled what ran for {}; what had started is marked `aborted` in the file",
             file.display()
-        );
+        ));
         Ok(())
     })())
 }
@@ -502,7 +523,9 @@ pub fn engine_status(file: &Path) -> Option<flemma_protocol::engine::EngineStatu
     let mut client = DaemonClient::connect()?;
     let path = std::path::absolute(file).ok()?;
     let status = client
-        .request("flemma/status", json!({"uri": path.display().to_string()}))
+        .call(&FlemmaRequest::Status(DocumentParams {
+            uri: path.display().to_string(),
+        }))
         .ok()?;
     serde_json::from_value(status).ok()
 }

@@ -275,7 +275,7 @@ fn wait_for_stop(daemon: &Daemon) -> Result<&'static str, DaemonError> {
         Ok(tokio::select! {
             _ = terminate.recv() => "SIGTERM",
             _ = interrupt.recv() => "SIGINT",
-            () = daemon.shutdown_requested.notified() => "flemma/shutdown",
+            () = daemon.shutdown_requested.notified() => flemma_protocol::methods::SHUTDOWN,
         })
     })
 }

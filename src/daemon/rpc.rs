@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use flemma_protocol::error::{RequestError, codes};
-use flemma_protocol::methods::{FlemmaRequest, METHODS};
+use flemma_protocol::methods::{FlemmaRequest, METHODS, Method, PING, SHUTDOWN, SUBSCRIBE};
 use jsonrpsee::types::ErrorObjectOwned;
 use jsonrpsee::{Extensions, Methods, RpcModule};
 use serde_json::{Value, json};
@@ -52,13 +52,13 @@ struct ConnectionState {
 /// The methods of `rpc.sock`, registered once.
 pub fn methods() -> Result<Methods, jsonrpsee::core::RegisterMethodError> {
     let mut module = RpcModule::new(());
-    module.register_method("flemma/ping", |_, _, _| "pong")?;
-    module.register_method("flemma/shutdown", |_, _, extensions| {
+    module.register_method(PING, |_, _, _| "pong")?;
+    module.register_method(SHUTDOWN, |_, _, extensions| {
         let connection = connection(extensions)?;
         connection.0.shutdown.store(true, Ordering::SeqCst);
         Ok::<_, ErrorObjectOwned>(Value::Null)
     })?;
-    module.register_method("flemma/subscribe", |params, _, extensions| {
+    module.register_method(SUBSCRIBE, |params, _, extensions| {
         let connection = connection(extensions)?;
         let filter = subscribe_filter(params_value(&params)).map_err(error_object)?;
         subscribe(&connection.0, filter);
@@ -70,7 +70,9 @@ pub fn methods() -> Result<Methods, jsonrpsee::core::RegisterMethodError> {
             let connection = connection(extensions)?;
             let params = params_value(&params);
             // `flemma/status` without a document is the daemon's own status.
-            if method == "flemma/status" && params.as_ref().is_none_or(is_empty) {
+            if Method::of_name(method) == Some(Method::Status)
+                && params.as_ref().is_none_or(is_empty)
+            {
                 return Ok(daemon_status(&connection.0.daemon));
             }
             engine_call(&connection.0.daemon, method, params).map_err(error_object)
@@ -290,13 +292,13 @@ fn subscribe_filter(params: Option<Value>) -> Result<Filter, RequestError> {
         None | Some(Value::Null) => return Ok(Filter::default()),
         Some(params) => serde_json::from_value(params).map_err(|error| {
             RequestError::invalid_params(format!(
-                "invalid params for `flemma/subscribe`: {error}; it takes {{\"uri\"?: an absolute path or file:// URI, \"text\"?: true}}"
+                "invalid params for `{SUBSCRIBE}`: {error}; it takes {{\"uri\"?: an absolute path or file:// URI, \"text\"?: true}}"
             ))
         })?,
     };
     let uri = match params.uri {
         Some(uri) => Some(flemma_protocol::document::path_to_uri(
-            &flemma_protocol::document::document_path("flemma/subscribe", &uri, None)?,
+            &flemma_protocol::document::document_path(SUBSCRIBE, &uri, None)?,
         )),
         None => None,
     };

@@ -13,6 +13,7 @@ mod cli_figures;
 mod cli_lsp_tool;
 mod cli_mcp;
 mod cli_models_count;
+mod cli_output;
 mod cli_parse_fmt;
 mod cli_progress;
 mod cli_safety;

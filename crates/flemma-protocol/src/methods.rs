@@ -183,11 +183,47 @@ macro_rules! requests {
         /// The method names, in the order of [`FlemmaRequest`].
         pub const METHODS: &[&str] = &[$($method),*];
 
+        /// The method of a request without its params: what a front end compares a method
+        /// name with (`rpc.sock`'s `flemma/status` without a document).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Method {
+            $( $variant, )*
+        }
+
+        impl Method {
+            /// Every method, in the order of [`METHODS`].
+            pub const ALL: &[Method] = &[$(Method::$variant),*];
+
+            /// Its name on the wire (`flemma/send`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $method,)*
+                }
+            }
+
+            /// The method named `name`, if it is one of [`METHODS`].
+            pub fn of_name(name: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|method| method.name() == name)
+            }
+        }
+
         impl FlemmaRequest {
             /// The request's method (`flemma/approve`).
             pub fn method(&self) -> &'static str {
+                self.kind().name()
+            }
+
+            /// Which method this request is.
+            pub fn kind(&self) -> Method {
                 match self {
-                    $(Self::$variant(_) => $method,)*
+                    $(Self::$variant(_) => Method::$variant,)*
+                }
+            }
+
+            /// Its params as they go on the wire (the JSON object of its params type).
+            pub fn params(&self) -> Result<Value, serde_json::Error> {
+                match self {
+                    $(Self::$variant(params) => serde_json::to_value(params),)*
                 }
             }
 
@@ -263,6 +299,16 @@ requests! {
 
 /// The notification the server sends for engine events (its params are the `event` types).
 pub const EVENT_NOTIFICATION: &str = "flemma/event";
+
+/// `rpc.sock`'s own methods (docs/rpc.md), beside the engine's requests: `flemma/ping` answers
+/// `"pong"`.
+pub const PING: &str = "flemma/ping";
+/// `flemma/subscribe {"uri"?, "text"?}`: the connection follows the events (of one document).
+pub const SUBSCRIBE: &str = "flemma/subscribe";
+/// `flemma/shutdown`: the daemon stops once the answer is written.
+pub const SHUTDOWN: &str = "flemma/shutdown";
+/// The methods only `rpc.sock` answers.
+pub const DAEMON_METHODS: &[&str] = &[PING, SUBSCRIBE, SHUTDOWN];
 
 impl FlemmaRequest {
     /// Decodes a `flemma/*` request: an unknown method is [`codes::METHOD_NOT_FOUND`], params
@@ -417,6 +463,11 @@ mod tests {
         assert_eq!(request.method(), "flemma/reject");
         assert_eq!(request.uri(), "talk.chat");
         assert_eq!(serde_json::to_value(&request).unwrap(), value);
+        assert_eq!(request.kind(), Method::Reject);
+        assert_eq!(
+            FlemmaRequest::decode(request.method(), request.params().unwrap()).unwrap(),
+            request
+        );
         let unknown = json!({"method": "flemma/send", "params": {"uri": "a", "x": 1}});
         let error = serde_json::from_value::<FlemmaRequest>(unknown).unwrap_err();
         assert!(error.to_string().contains("unknown field `x`"), "{error}");
@@ -425,7 +476,10 @@ mod tests {
     #[test]
     fn every_method_is_a_request_and_a_command() {
         assert_eq!(METHODS.len(), 19);
+        assert_eq!(Method::ALL.len(), METHODS.len());
+        assert_eq!(Method::of_name("flemma/ping"), None);
         for method in METHODS {
+            assert_eq!(Method::of_name(method).map(Method::name), Some(*method));
             let command = command_of(method).unwrap();
             assert!(command.starts_with("flemma.") && !command.contains('/'));
             assert!(
