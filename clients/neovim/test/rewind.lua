@@ -56,8 +56,19 @@ if scratch ~= nil then
   local shown = text(scratch)
   check(shown:find("== toolu_01RW (write): 1 file changed", 1, true) ~= nil
     and shown:find("\n-1\n+one\n", 1, true) ~= nil, "it is the call's diff", shown)
+  check(vim.bo[scratch].filetype == "diff" and not vim.bo[scratch].modifiable,
+    "the diff is a read-only diff buffer", vim.bo[scratch].filetype)
   vim.api.nvim_win_close(vim.fn.bufwinid(scratch), true)
 end
+
+-- `:Flemma messages` shows what flemmad said, in the same kind of scratch split.
+vim.api.nvim_set_current_buf(chat)
+vim.cmd("Flemma messages")
+local messages = vim.api.nvim_get_current_buf()
+check(vim.api.nvim_buf_get_name(messages):find("flemmad messages", 1, true) ~= nil
+  and vim.bo[messages].buftype == "nofile" and #text(messages) > 0,
+  ":Flemma messages opens the messages", vim.api.nvim_buf_get_name(messages))
+vim.api.nvim_win_close(vim.fn.bufwinid(messages), true)
 
 -- 4. `:Flemma rewind`: the file back byte for byte, the chat cut back in the buffer.
 vim.api.nvim_set_current_buf(chat)

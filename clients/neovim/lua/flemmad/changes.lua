@@ -31,15 +31,7 @@ end
 --- split (filetype diff).
 function M.show(bufnr, id)
   flemmad.ask("flemma.changes", bufnr, id and { id } or {}, function(answer)
-    vim.cmd("botright new")
-    local scratch = vim.api.nvim_get_current_buf()
-    vim.bo[scratch].buftype = "nofile"
-    vim.bo[scratch].bufhidden = "wipe"
-    vim.bo[scratch].swapfile = false
-    vim.api.nvim_buf_set_lines(scratch, 0, -1, false, M.lines(answer))
-    vim.bo[scratch].modifiable = false
-    vim.bo[scratch].filetype = "diff"
-    pcall(vim.api.nvim_buf_set_name, scratch, "flemma-changes://" .. (id or "all"))
+    flemmad.scratch_split("flemma-changes://" .. (id or "all"), M.lines(answer), "diff")
   end)
 end
 

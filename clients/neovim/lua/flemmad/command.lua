@@ -115,13 +115,7 @@ local function show_messages()
   if #lines == 0 then
     lines = { "(no message yet)" }
   end
-  vim.cmd("botright new")
-  local scratch = vim.api.nvim_get_current_buf()
-  vim.bo[scratch].buftype = "nofile"
-  vim.bo[scratch].bufhidden = "wipe"
-  vim.api.nvim_buf_set_lines(scratch, 0, -1, false, lines)
-  vim.bo[scratch].modifiable = false
-  vim.api.nvim_buf_set_name(scratch, "flemmad messages")
+  flemmad.scratch_split("flemmad messages", lines)
 end
 
 --- The subcommands: each `run(bufnr, args)`; `complete(arglead)` for its argument.

@@ -80,6 +80,23 @@ local history = {}
 --- Tells the user `message` (vim.notify with a level), cut to one line that fits the command
 --- line when vim.notify is Neovim's own (which would otherwise ask for Enter); the whole text
 --- stays in `:Flemma messages`.
+--- Opens a read-only scratch split at the bottom named `name` showing `lines` (with
+--- `filetype`, if given): `:Flemma messages`, `:Flemma changes`.
+function M.scratch_split(name, lines, filetype)
+  vim.cmd("botright new")
+  local scratch = vim.api.nvim_get_current_buf()
+  vim.bo[scratch].buftype = "nofile"
+  vim.bo[scratch].bufhidden = "wipe"
+  vim.bo[scratch].swapfile = false
+  vim.api.nvim_buf_set_lines(scratch, 0, -1, false, lines)
+  vim.bo[scratch].modifiable = false
+  if filetype then
+    vim.bo[scratch].filetype = filetype
+  end
+  pcall(vim.api.nvim_buf_set_name, scratch, name)
+  return scratch
+end
+
 function M.notify(message, level)
   level = level or vim.log.levels.INFO
   message = "flemmad: " .. tostring(message)

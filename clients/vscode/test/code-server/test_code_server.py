@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A real VS Code (code-server) with the extension installed from our .vsix, driven like a user
 in a headless Chromium through Playwright: activation, diagnostics, send, typing while a reply
-streams, approve through the code lens, and a code fence typed by hand.
+streams, approve through the code lens, a code fence typed by hand, review before approval, and
+the change lenses (Diff, Rewind) after it.
 
 Run by run.sh, which installs code-server, Node 24, Chromium and Playwright and passes:
   CODE_SERVER   the code-server launcher        VSIX       the extension package
@@ -379,6 +380,60 @@ def steps(page):
         check(opened and "proposed by toolu_01REV" in page.locator(".tab.active").first.inner_text(),
               "Review changes opens the diff editor between notes.md and the proposal",
               diff.first.inner_text() if diff.count() else "no diff editor")
+
+    # Rewind after: approved, the write changes notes.md; the answer that made it gets the code
+    # lenses "1 file changed · Diff · Rewind"; Diff opens what it changed, Rewind (after a
+    # modal question) puts notes.md back and cuts the chat back to before the answer.
+    open_file("review.chat")
+    review_chat = os.path.join(WORK, "workspace", "review.chat")
+    notes = os.path.join(WORK, "workspace", "notes.md")
+    approve = page.locator(".codelens-decoration a", has_text="Approve")
+    if not check(wait_until(lambda: approve.count() > 0, 30, 0.3),
+                 "review.chat's pending write has an Approve code lens", editor_text()):
+        return
+    approve.first.click()
+    with open(notes) as f:
+        before = f.read()
+    check(before == REVIEWED_BEFORE, "notes.md is as it was before the approval", before)
+    changed = page.locator(".codelens-decoration a", has_text="1 file changed")
+    check(wait_until(lambda: changed.count() > 0, 60, 0.3),
+          "after the write runs, its answer has the code lens \"1 file changed\"", editor_text())
+    with open(notes) as f:
+        written = f.read()
+    check(written != REVIEWED_BEFORE and "twelve" in written, "the approved write changed notes.md", written)
+    diff_lens = page.locator(".codelens-decoration a", has_text="Diff")
+    if check(diff_lens.count() > 0, "beside it, the lens Diff"):
+        diff_lens.first.click()
+        changes_tab = page.locator(".tab.active[aria-label^='toolu_01REV.diff']")
+        active = page.locator(".editor-group-container.active .view-lines")
+
+        def active_text():
+            return active.first.inner_text().replace("\u00a0", " ") if active.count() else ""
+        shown = wait_until(lambda: changes_tab.count() > 0 and "+twelve" in active_text(), 30, 0.3)
+        check(shown, "Diff opens what the call changed (a read-only toolu_01REV.diff beside the chat)",
+              active_text())
+        open_file("review.chat")
+    rewind_lens = page.locator(".codelens-decoration a", has_text="Rewind")
+    if check(rewind_lens.count() > 0, "and the lens Rewind"):
+        rewind_lens.first.click()
+        button = page.locator(".monaco-dialog-box .monaco-button", has_text="Rewind")
+        asked = wait_until(lambda: button.count() > 0, 20, 0.3)
+        check(asked, "Rewind asks first, in a modal dialog", page.locator("body").inner_text()[-800:])
+        if asked:
+            button.first.click()
+
+            def notes_back():
+                with open(notes) as f:
+                    return f.read() == REVIEWED_BEFORE
+            check(wait_until(notes_back, 30, 0.3), "Rewind puts notes.md back as it was")
+            cut = wait_until(lambda: "@Assistant:" not in editor_text()
+                             and "Number the lines in words." in editor_text(), 30, 0.3)
+            time.sleep(1.5)
+            save()
+            with open(review_chat) as f:
+                on_disk = f.read()
+            check(cut and "@Assistant:" not in on_disk and "Number the lines in words." in on_disk,
+                  "and cuts the chat back to before the answer, in the editor (saved: on disk)", on_disk)
 
 
 if __name__ == "__main__":
