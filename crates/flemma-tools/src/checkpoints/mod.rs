@@ -1056,17 +1056,20 @@ impl Checkpoints {
             if dry_run || (!force && !plan.changed_since.is_empty()) {
                 return Ok(plan);
             }
-            if !plan.restored.is_empty() {
-                let mut args = vec!["checkout", target.commit.as_str(), "--"];
-                args.extend(plan.restored.iter().map(String::as_str));
-                self.run(&args)?;
-            }
+            // What the call added goes first: an added entry may be a link planted where a
+            // folder of restored files was (`remove_file` removes the link, never its target),
+            // and git then puts the folder back instead of writing through the link.
             for path in &plan.removed {
                 match std::fs::remove_file(self.project.join(path)) {
                     Ok(()) => {}
                     Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
                     Err(error) => return Err(error.into()),
                 }
+            }
+            if !plan.restored.is_empty() {
+                let mut args = vec!["checkout", target.commit.as_str(), "--"];
+                args.extend(plan.restored.iter().map(String::as_str));
+                self.run(&args)?;
             }
             // The files as they are now are the new baseline for "changed since".
             self.record_locked(Phase::After, tool_id, "rewind")?;
@@ -1293,6 +1296,67 @@ mod tests {
         assert_eq!(fresh.points().expect("points").len(), 1);
         let truth = scanned.record(Phase::After, "y", "bash").expect("scan");
         assert_eq!(tree_of(&fresh, &first), tree_of(&scanned, &truth));
+    }
+
+    /// A model that plants symlinks after a checkpoint (a file replaced by a link to a file
+    /// outside the project, a folder replaced by a link to a folder outside it) cannot make a
+    /// rewind write or delete anything outside the project: the links themselves are put back
+    /// as the files and folders they were.
+    #[cfg(unix)]
+    #[test]
+    fn a_rewind_through_planted_symlinks_changes_nothing_outside_the_project() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let project = dir.path().join("project");
+        let outside = dir.path().join("outside");
+        let git_dir = dir.path().join("shadow.git");
+        std::fs::create_dir_all(project.join("sub")).expect("mkdir");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        std::fs::write(project.join("a.txt"), "original a").expect("write");
+        std::fs::write(project.join("sub/b.txt"), "original b").expect("write");
+        std::fs::write(outside.join("victim.txt"), "victim").expect("write");
+        std::fs::write(outside.join("b.txt"), "outside b").expect("write");
+        std::fs::write(outside.join("new.txt"), "outside new").expect("write");
+        let before_outside = walk(&outside)
+            .into_iter()
+            .map(|path| (path.clone(), std::fs::read(&path).ok()))
+            .collect::<Vec<_>>();
+        let chat = checkpoints(&git_dir, &project, "chat").without_monitor();
+        chat.record(Phase::Before, "w1", "write")
+            .expect("before w1");
+        // The call changes both files and adds one in the folder.
+        std::fs::write(project.join("a.txt"), "changed a").expect("write");
+        std::fs::write(project.join("sub/b.txt"), "changed b").expect("write");
+        std::fs::write(project.join("sub/new.txt"), "added").expect("write");
+        chat.record(Phase::After, "w1", "write").expect("after w1");
+        // A later call plants the links.
+        chat.record(Phase::Before, "b2", "bash").expect("before b2");
+        std::fs::remove_file(project.join("a.txt")).expect("rm");
+        std::os::unix::fs::symlink(outside.join("victim.txt"), project.join("a.txt"))
+            .expect("symlink");
+        std::fs::remove_dir_all(project.join("sub")).expect("rm -r");
+        std::os::unix::fs::symlink(&outside, project.join("sub")).expect("symlink");
+        chat.record(Phase::After, "b2", "bash").expect("after b2");
+
+        let rewound = chat.rewind("w1", true, false);
+        let after_outside = walk(&outside)
+            .into_iter()
+            .map(|path| (path.clone(), std::fs::read(&path).ok()))
+            .collect::<Vec<_>>();
+        assert_eq!(
+            before_outside, after_outside,
+            "the rewind ({rewound:?}) changed files outside the project"
+        );
+        rewound.expect("rewind");
+        let a = project.join("a.txt");
+        assert!(!a.symlink_metadata().expect("a.txt").is_symlink());
+        assert_eq!(std::fs::read_to_string(&a).expect("a.txt"), "original a");
+        let sub = project.join("sub");
+        assert!(!sub.symlink_metadata().expect("sub").is_symlink());
+        assert_eq!(
+            std::fs::read_to_string(sub.join("b.txt")).expect("sub/b.txt"),
+            "original b"
+        );
+        assert!(!sub.join("new.txt").exists());
     }
 
     #[test]
