@@ -190,24 +190,25 @@ fn make_conversations_dir(chat: &Path) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// Registers `ask_agent` in `setup` when the chat may ask agents: its description lists
-/// them (with the title an agent gave when it has no description and ran before). A chat that
-/// is being sent (`for_send`) gets its conversations folder now, before any of its tools runs,
-/// so that every sandbox keeps it read-only. Returns what was ignored.
+/// Registers `ask_agent` in the `registry` of the chat at `chat` when it may ask agents: its
+/// description lists them (with the title an agent gave when it has no description and ran
+/// before). A chat that is being sent (`for_send`) gets its conversations folder now, before
+/// any of its tools runs, so that every sandbox keeps it read-only. Returns the agents it may
+/// ask and what was ignored.
 pub fn register(
-    setup: &mut crate::tool_setup::ToolSetup,
+    registry: &mut flemma_tools::registry::Registry,
+    chat: Option<&Path>,
     resolved: &ResolvedConfig,
     for_send: bool,
-) -> Vec<String> {
-    let chat = setup.ctx.chat_path.clone();
-    let dir = crate::tool_setup::chat_folder(chat.as_deref());
+) -> (Vec<AgentDef>, Vec<String>) {
+    let dir = crate::fsutil::chat_folder(chat);
     let env = |name: &str| std::env::var(name).ok();
     let defined = defined(resolved, &dir, &env);
     let mut notes = defined.notes;
     if defined.agents.is_empty() {
-        return notes;
+        return (Vec::new(), notes);
     }
-    if let Some(chat) = chat.as_ref().filter(|_| for_send)
+    if let Some(chat) = chat.filter(|_| for_send)
         && let Err(error) = make_conversations_dir(chat)
     {
         notes.push(format!("ask_agent: {error}"));
@@ -223,17 +224,17 @@ pub fn register(
                 .or_else(|| hub().info(&agent.name).and_then(|info| info.title)),
         })
         .collect();
-    setup.agents = defined.agents.clone();
+    let registered = defined.agents.clone();
     let agents = Arc::new(Agents {
         defs: defined.agents,
         idle: Duration::from_secs(resolved.config.parameters.idle_timeout.max(1)),
     });
-    setup.registry.register(
+    registry.register(
         ask::spec(&listed),
         move |ctx, input| run(ctx, input, &agents),
         Keep::Head,
     );
-    notes
+    (registered, notes)
 }
 
 /// The least time an agent is given to start and answer `initialize`.

@@ -15,7 +15,7 @@ pub fn dir(kind: &str, chat: &Path) -> Option<PathBuf> {
     Some(
         crate::user_dirs::flemma_state()?
             .join(kind)
-            .join(crate::trust::chat_key(&absolute)),
+            .join(crate::user_dirs::chat_key(&absolute)),
     )
 }
 

@@ -25,7 +25,7 @@ pub fn limits_of_chat(chat: &Path, config_path: Option<&Path>) -> Limits {
 /// The checkpoints of the chat at `chat` (absolute), whose project is `project`.
 pub fn for_chat(chat: &Path, project: &Path) -> Result<Checkpoints, CheckpointError> {
     let state = crate::user_dirs::flemma_state().ok_or(CheckpointError::NoHome)?;
-    let project_key = crate::trust::chat_key(project);
+    let project_key = crate::user_dirs::chat_key(project);
     // flemmad's own folders when they lie in the project (its state holds the repository).
     let dirs = crate::user_dirs::UserDirs::from_process();
     let excluded = [dirs.state, dirs.cache]
@@ -42,7 +42,7 @@ pub fn for_chat(chat: &Path, project: &Path) -> Result<Checkpoints, CheckpointEr
             .join("checkpoints")
             .join(format!("{}.git", &project_key[..32])),
         project.to_path_buf(),
-        crate::trust::chat_key(chat)[..32].to_owned(),
+        crate::user_dirs::chat_key(chat)[..32].to_owned(),
     )
     .excluding(excluded);
     // `FLEMMAD_WATCH=poll` turns inotify off for checkpoints too: each one scans.

@@ -143,6 +143,8 @@ pub struct Compaction {
     pub archive: PathBuf,
     /// The summary as a `@You:` message.
     pub message: String,
+    /// The summary as the model wrote it.
+    pub summary: String,
 }
 
 impl Compaction {
@@ -176,6 +178,7 @@ impl Compaction {
             tokens_before: before,
             tokens_after: after,
             automatic,
+            summary: Some(self.summary.clone()),
         }
     }
 }
@@ -205,6 +208,7 @@ pub fn prepare(chat: &Path, text: &str, plan: Plan, summary: &str) -> Result<Com
         plan,
         archive,
         message,
+        summary: summary.trim().to_owned(),
     })
 }
 
@@ -444,7 +448,7 @@ fn archive_dir(chat: &Path) -> Option<PathBuf> {
     Some(
         crate::user_dirs::flemma_state()?
             .join("compacted")
-            .join(crate::trust::chat_key(&absolute)),
+            .join(crate::user_dirs::chat_key(&absolute)),
     )
 }
 

@@ -211,7 +211,7 @@ fn wait_for_lock(file: &mut File, chat: &Path) -> Result<(), Waited> {
 /// The lock file's name for `chat`: its key in flemmad's folders.
 fn lock_name(chat: &Path) -> String {
     let chat = std::path::absolute(chat).unwrap_or_else(|_| chat.to_path_buf());
-    format!("{}.lock", crate::trust::chat_key(&chat))
+    format!("{}.lock", crate::user_dirs::chat_key(&chat))
 }
 
 /// The owner in an open lock file (at most [`OWNER_CAP`] bytes read).

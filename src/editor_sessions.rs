@@ -1,7 +1,7 @@
 //! What an editor's session gives a chat besides its text, by chat path: the MCP servers of
 //! an ACP session (`mcpServers`, tool sources beside the configuration's) and the editor's
 //! view of files (ACP `fs/*`, through which `read`, `write` and `edit` go). Set by
-//! `crate::acp_host`, read when a chat's tools are set up (`crate::engine_setup`,
+//! `crate::acp_backend`, read when a chat's tools are set up (`crate::engine_setup`,
 //! the drivers). One table per engine host (the daemon's, or `flemmad acp`'s), which owns it and
 //! hands it to its drivers ([`crate::engine_driver::DriverServices`]); `flemmad send` has an
 //! empty one. A client that went away answers no file calls (its `ClientFiles` knows), so the

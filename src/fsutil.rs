@@ -3,7 +3,7 @@
 //! temporary file in the same directory, fsync, rename; never truncate-and-write).
 
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
@@ -141,6 +141,23 @@ fn replace_in_place(
         .write(true)
         .open(path)
         .with_context(|| format!("cannot open {} to write it", path.display()))?;
+    // How the file stood before it was read: an editor that writes it meanwhile (truncate and
+    // write, no lock) changes its size or times, and is seen below.
+    // (An editor that saves by renaming a new file over the chat leaves this one unlinked:
+    // the path then names another file, seen below too.)
+    let stamp = |file: &std::fs::File| {
+        use std::os::unix::fs::MetadataExt as _;
+        file.metadata().ok().map(|m| {
+            (
+                m.len(),
+                m.modified().ok(),
+                m.ctime(),
+                m.ctime_nsec(),
+                m.ino(),
+            )
+        })
+    };
+    let before = stamp(&file);
     let mut current = Vec::new();
     file.read_to_end(&mut current)
         .with_context(|| format!("cannot read {}", path.display()))?;
@@ -157,6 +174,24 @@ fn replace_in_place(
     }
     if let Some(journal) = &journal {
         journal.save(&current[..offset], &contents[offset..], new.len())?;
+    }
+    // The journal's fsync takes milliseconds: a write by someone else in that time would be
+    // overwritten. Checked again just before writing, so that only microseconds are left
+    // (an editor takes no lock; none can close the window entirely).
+    let renamed_over = || {
+        use std::os::unix::fs::MetadataExt as _;
+        match (std::fs::metadata(path), &before) {
+            (Ok(named), Some(stamp)) => named.ino() != stamp.4,
+            (Ok(_), None) => false,
+            // Deleted meanwhile: the driver's next read says so.
+            (Err(_), _) => true,
+        }
+    };
+    if stamp(&file) != before || renamed_over() {
+        if let Some(journal) = journal {
+            journal.done();
+        }
+        return Ok(false);
     }
     file.write_all_at(&new[offset..], offset as u64)
         .with_context(|| format!("cannot write {}", path.display()))?;
@@ -281,7 +316,7 @@ impl Journal {
 
     fn in_dir(dir: &Path, chat: &Path) -> Self {
         Self {
-            path: dir.join(format!("{}.json", crate::trust::chat_key(chat))),
+            path: dir.join(format!("{}.json", crate::user_dirs::chat_key(chat))),
         }
     }
 
@@ -359,6 +394,17 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// The folder a chat's relative settings are taken against: the chat's own, made absolute
+/// before anything joins onto it (the folder of a bare `c.chat` is ""), else the current one.
+pub fn chat_folder(chat: Option<&Path>) -> PathBuf {
+    chat.and_then(|chat| std::path::absolute(chat).ok())
+        .as_deref()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ fn memory() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Record>> {
 
 fn file_of(chat: &Path) -> Option<PathBuf> {
     let dir = crate::user_dirs::flemma_state()?.join("interrupted");
-    Some(dir.join(format!("{}.json", crate::trust::chat_key(chat))))
+    Some(dir.join(format!("{}.json", crate::user_dirs::chat_key(chat))))
 }
 
 fn read_file(chat: &Path) -> Option<Record> {

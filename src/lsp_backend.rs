@@ -162,6 +162,25 @@ impl Backend for LspBackend {
         self.host.call(document, request)
     }
 
+    fn call_later(
+        &mut self,
+        document: RequestDocument<'_>,
+        request: FlemmaRequest,
+        outbox: &Outbox,
+        answer: flemma_lsp::Answer,
+    ) {
+        let path = match self.path_of(request.method(), document.uri) {
+            Ok(path) => path,
+            Err(refused) => return answer(Err(refused)),
+        };
+        self.touch(document.uri, &path, outbox);
+        let document = DocumentRef {
+            path: &path,
+            buffer: document.buffer,
+        };
+        self.host.call_later(document, request, answer);
+    }
+
     fn approval(
         &mut self,
         uri: &str,

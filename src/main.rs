@@ -1,6 +1,6 @@
 //! `flemmad`: the command-line entry point. Parses arguments and hands off to `cli::*`.
 
-mod acp_host;
+mod acp_backend;
 mod agent_permissions;
 mod agent_setup;
 mod analyses;

@@ -49,7 +49,7 @@ impl McpTools {
         sandbox: Option<flemma_mcp::connection::SandboxWrap>,
     ) -> Self {
         let mcp = &resolved.config.tools.mcp;
-        let dir = crate::tool_setup::chat_folder(chat);
+        let dir = crate::fsutil::chat_folder(chat);
         let env = |name: &str| std::env::var(name).ok();
         let defined = flemma_mcp::definition::defined(resolved, &dir, &env);
         let mut notes = defined.notes;

@@ -64,7 +64,7 @@ fn guard() -> std::sync::MutexGuard<'static, ()> {
 
 fn record_file(chat: &Path) -> Option<PathBuf> {
     let dir = crate::user_dirs::flemma_state()?.join("reviewed");
-    Some(dir.join(format!("{}.json", crate::trust::chat_key(chat))))
+    Some(dir.join(format!("{}.json", crate::user_dirs::chat_key(chat))))
 }
 
 fn read(chat: &Path) -> BTreeMap<String, Base> {

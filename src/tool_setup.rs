@@ -225,7 +225,14 @@ impl ToolSetup {
         resolved: &flemma_config::ResolvedConfig,
         for_send: bool,
     ) -> Vec<String> {
-        crate::agent_setup::register(self, resolved, for_send)
+        let (agents, notes) = crate::agent_setup::register(
+            &mut self.registry,
+            self.ctx.chat_path.as_deref(),
+            resolved,
+            for_send,
+        );
+        self.agents = agents;
+        notes
     }
 
     /// What wraps an MCP server that runs in the sandbox (`sandbox = true`): this chat's
@@ -272,17 +279,6 @@ impl ToolSetup {
         self.enabled_tool(name)
             .map(|tool| self.chain.decide(&tool.spec, input))
     }
-}
-
-/// The folder a chat's relative settings are taken against: the chat's own, made absolute
-/// before anything joins onto it (the folder of a bare `c.chat` is ""), else the current one.
-pub fn chat_folder(chat: Option<&Path>) -> PathBuf {
-    chat.and_then(|chat| std::path::absolute(chat).ok())
-        .as_deref()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_default()
 }
 
 /// The tools' working directory for `setting` (`tools.bash.cwd`) of a chat in `chat_dir`:
@@ -443,7 +439,7 @@ const HOME_START_UP: [&str; 22] = [
 fn private_places(chat: Option<&Path>) -> Option<PrivatePlaces> {
     let cache = crate::user_dirs::cache_home()?;
     let sandboxes = cache.join("flemma").join("sandbox");
-    let key = chat.map_or_else(|| "no-chat".to_owned(), crate::trust::chat_key);
+    let key = chat.map_or_else(|| "no-chat".to_owned(), crate::user_dirs::chat_key);
     let mut targets = Vec::new();
     if let Some(home) = crate::user_dirs::home() {
         targets.push(home.join(".cache"));

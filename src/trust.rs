@@ -18,6 +18,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::user_dirs::{chat_key, hex};
 use anyhow::Context as _;
 use flemma_config::{CallHistory, CallRef, Seen};
 use rustix::fs::{Mode, OFlags};
@@ -207,18 +208,6 @@ fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
 /// The record file of the chat at `chat` (its path made absolute and lexical).
 fn records_file(dir: &Path, chat: &Path) -> PathBuf {
     dir.join(format!("{}.jsonl", chat_key(chat)))
-}
-
-/// A chat's name in flemmad's own folders: the SHA-256 of its path (made absolute and
-/// lexical), in hex.
-pub fn chat_key(chat: &Path) -> String {
-    let chat = flemma_protocol::document::normalize(chat);
-    let digest = ring::digest::digest(&ring::digest::SHA256, chat.as_os_str().as_encoded_bytes());
-    hex(digest.as_ref())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A call's fingerprint: SHA-256 of its tool name and canonical input.

@@ -85,6 +85,19 @@ pub fn runtime_dir() -> Option<PathBuf> {
     UserDirs::from_process().runtime
 }
 
+/// A chat's name in flemmad's own folders (records, journal, locks, archives, checkpoints): the
+/// SHA-256 of its path (made absolute and lexical), in hex.
+pub fn chat_key(chat: &std::path::Path) -> String {
+    let chat = flemma_protocol::document::normalize(chat);
+    let digest = ring::digest::digest(&ring::digest::SHA256, chat.as_os_str().as_encoded_bytes());
+    hex(digest.as_ref())
+}
+
+/// Bytes in lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
 //! `flemmad acp`: the Agent Client Protocol agent over stdio (what Zed, JetBrains,
 //! CodeCompanion, avante.nvim and Emacs agent-shell launch). The protocol is `flemma_acp`'s,
-//! served over an engine host (`crate::acp_host`): the daemon's when one answers (this process
+//! served over an engine host (`crate::acp_backend`): the daemon's when one answers (this process
 //! is then a byte pipe to its `acp.sock`, as `flemmad lsp` is to `lsp.sock`, so background
 //! jobs, the editor's MCP servers and its files live in the daemon), else one in this process.
 //!
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use super::proxy;
-use crate::acp_host::AcpHost;
+use crate::acp_backend::AcpBackend;
 
 #[derive(Debug, clap::Args)]
 pub struct AcpArgs {
@@ -36,7 +36,7 @@ pub fn run(args: AcpArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let engine = crate::engine_host::EngineHost::start(config.map(Path::to_owned))
         .context("cannot start the engine")?;
     tracing::info!("acp: serving on stdio");
-    let backend = Arc::new(AcpHost::new(engine.clone()));
+    let backend = Arc::new(AcpBackend::new(engine.clone()));
     let outcome = runtime.block_on(flemma_acp::serve(backend, input, std::io::stdout()));
     // What still runs is cancelled with the abort marker (in-process, nothing outlives the
     // editor).

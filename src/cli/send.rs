@@ -8,11 +8,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use flemma_engine::{Input, StopReason};
+use flemma_engine::Input;
+use flemma_protocol::event::EngineStopped;
 use tokio_util::sync::CancellationToken;
 
 use super::CliError;
-use super::error::AWAITING_APPROVAL_EXIT;
+use super::error::{CycleEnd, cycle_end};
 use super::progress::{Progress, approval_listing, summary};
 use super::proposed::diffs;
 use crate::chat;
@@ -247,36 +248,22 @@ async fn send(
     };
     if let Some(listing) = asked.listing(&path, &summary) {
         ui.stderr(&listing);
-        return Ok(ExitCode::from(AWAITING_APPROVAL_EXIT));
+        return Ok(CycleEnd::AwaitingApproval.exit_code());
     }
-    match stopped {
-        StopReason::Idle | StopReason::StepDone => {
-            ui.note(format_args!("done in {summary}"));
-            Ok(ExitCode::SUCCESS)
-        }
-        StopReason::AwaitingApproval { .. } => {
-            ui.stderr(&approval_listing(
-                &path,
-                &engine.pending_calls(),
-                &summary,
-                &diffs(args.diff, &path, config_path),
-            ));
-            Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
-        }
-        StopReason::UserContentInApproved { tool_id } => Err(CliError::failed(
-            "send",
-            format!(
-                "the approved tool call `{tool_id}` was not run because its result block holds text you typed; review it (delete the text to run the tool, or mark the block as your result) and send again"
-            ),
-        )),
-        StopReason::MaxTurns { message } => Err(CliError::failed("send", message)),
-        StopReason::Error { message } | StopReason::Refused { message } => Err(CliError::failed(
-            "send",
-            format!("{message} (everything before is in the file)"),
-        )),
-        StopReason::Cancelled => Err(CliError::interrupted(
-            "send",
-            "cancelled; what ran was stopped and marked `aborted` in the file",
+    // The exit code, decided from the typed stop as the daemon's followers decide it.
+    let stopped = EngineStopped {
+        reason: stopped.label(),
+        message: stopped.message(),
+    };
+    let end = cycle_end("send", &stopped)?;
+    match end {
+        CycleEnd::Done => ui.note(format_args!("done in {summary}")),
+        CycleEnd::AwaitingApproval => ui.stderr(&approval_listing(
+            &path,
+            &engine.pending_calls(),
+            &summary,
+            &diffs(args.diff, &path, config_path),
         )),
     }
+    Ok(end.exit_code())
 }

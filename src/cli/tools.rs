@@ -58,7 +58,7 @@ fn setup(
                 return Err(report.trim_end().to_string());
             }
             ui.stderr(&report);
-            let setup = ToolSetup::for_chat(&loaded.analysis, path)?;
+            let setup = ToolSetup::for_chat(&loaded.analysis, &absolute(path)?)?;
             let resolved = loaded
                 .analysis
                 .config
@@ -88,6 +88,12 @@ fn setup(
     }
 }
 
+/// `chat` made absolute (against the current directory), or why it cannot be.
+fn absolute(chat: &Path) -> Result<std::path::PathBuf, String> {
+    std::path::absolute(chat)
+        .map_err(|error| format!("cannot make {} absolute: {error}", chat.display()))
+}
+
 pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let ui = Ui::new("tools");
     let (mut setup, resolved) = match setup(&ui, args.chat.as_deref(), config_path) {
@@ -100,10 +106,19 @@ pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     // MCP servers start here (and end with the command); their calls run on this runtime.
     let runtime = crate::runtime::get()?;
     let hub = crate::mcp_setup::new_hub();
+    // The chat's path as every part below takes it: absolute, resolved once here (a bare
+    // `c.chat` has the folder "", which once became MCP servers' working directory).
+    let chat = match args.chat.as_deref().map(absolute).transpose() {
+        Ok(chat) => chat,
+        Err(message) => {
+            ui.note(message);
+            return Ok(ExitCode::from(2));
+        }
+    };
     let mcp = runtime.block_on(McpTools::discover(
         &hub,
         &resolved,
-        args.chat.as_deref(),
+        chat.as_deref(),
         &[],
         setup.sandbox_wrap(),
     ));

@@ -14,13 +14,13 @@ use flemma_engine::PendingCall;
 use flemma_protocol::engine::UsageTotals;
 use serde_json::{Value, json};
 
-use super::error::AWAITING_APPROVAL_EXIT;
+use super::error::{CycleEnd, cycle_end};
 use super::progress::{Progress, approval_listing, shell_quote};
 use super::{CliError, Ui};
 use crate::engine_driver::Report;
 use crate::runtime_dir::RuntimePaths;
 use flemma_engine::EngineEvent;
-use flemma_protocol::event::{EngineStopped, StopLabel};
+
 use flemma_protocol::methods::{
     ApproveHunksParams, DocumentParams, EVENT_NOTIFICATION, FlemmaRequest, RejectParams, SUBSCRIBE,
     ToolCallParams,
@@ -371,40 +371,22 @@ pub fn run_with(
         .and_then(|usage| serde_json::from_value(usage).ok())
         .unwrap_or_default();
     let summary = super::progress::summary(started.elapsed(), &usage);
-    let Some(EngineStopped { reason, message }) = ended else {
+    let Some(stopped) = ended else {
         ui.stderr(&super::questions::listing(file, &asked, &summary, true));
-        return Ok(ExitCode::from(AWAITING_APPROVAL_EXIT));
+        return Ok(CycleEnd::AwaitingApproval.exit_code());
     };
-    let message = message.unwrap_or_default();
-    match reason {
-        StopLabel::Idle | StopLabel::StepDone => {
-            ui.note(format_args!("done in {summary}"));
-            Ok(ExitCode::SUCCESS)
-        }
-        StopLabel::AwaitingApproval => {
+    let end = cycle_end(command, &stopped)?;
+    match end {
+        CycleEnd::Done => ui.note(format_args!("done in {summary}")),
+        CycleEnd::AwaitingApproval => {
             if pending.is_empty() {
                 pending = pending_from_status(&mut client, &uri);
             }
             let diffs = super::proposed::diffs(follow.diff, file, None);
             ui.stderr(&approval_listing(file, &pending, &summary, &diffs));
-            Ok(ExitCode::from(AWAITING_APPROVAL_EXIT))
-        }
-        StopLabel::Cancelled => Err(CliError::interrupted(
-            command,
-            "cancelled; what ran was stopped and marked `aborted` in the file",
-        )),
-        // Refused before anything was sent: the message says why.
-        StopLabel::Error if message.starts_with("nothing was sent") => {
-            Err(CliError::failed(command, message))
-        }
-        StopLabel::Error | StopLabel::Refused => Err(CliError::failed(
-            command,
-            format!("{message} (everything before is in the file)"),
-        )),
-        StopLabel::MaxTurns | StopLabel::UserContentInApproved => {
-            Err(CliError::failed(command, message))
         }
     }
+    Ok(end.exit_code())
 }
 
 /// The event of a `flemma/event` notification's params (`{name, uri, data}`).

@@ -2,7 +2,7 @@
 //!
 //! Three Unix sockets in the runtime directory ([`socket`]): `lsp.sock` serves one LSP session
 //! per connection (a thread each, all in this process), `rpc.sock` speaks line-delimited
-//! JSON-RPC 2.0 ([`rpc`]: a `jsonrpsee` module fed by our own transport, documented in
+//! JSON-RPC 2.0 ([`rpc`]: each line decoded once into the typed requests, documented in
 //! `docs/rpc.md`), `acp.sock` serves one Agent Client Protocol connection per connection
 //! (`flemmad acp` pipes an editor's stdio to it). Every connection's peer uid is checked. All
 //! reach the engine through the one `EngineHost::call`, so they answer the same requests the
@@ -45,8 +45,6 @@ pub enum DaemonError {
     Thread(std::io::Error),
     #[error("cannot wait for signals: {0}")]
     Signals(std::io::Error),
-    #[error("cannot register the RPC methods: {0}")]
-    Methods(#[from] jsonrpsee::core::RegisterMethodError),
     #[error("{0:#}")]
     Runtime(anyhow::Error),
 }
@@ -66,8 +64,6 @@ pub struct Daemon {
     pub events: EventHub,
     /// The engine every LSP session shares (set once `serve` starts it).
     engine: std::sync::OnceLock<Arc<crate::engine_host::EngineHost>>,
-    /// The methods of `rpc.sock` (registered once, when `serve` starts).
-    rpc: std::sync::OnceLock<jsonrpsee::Methods>,
     /// The configuration file (`--config`), else the user's default: for the engine and the
     /// LSP sessions' diagnostics alike.
     config_path: Option<std::path::PathBuf>,
@@ -85,7 +81,6 @@ impl Daemon {
             shutdown_requested: tokio::sync::Notify::new(),
             events: EventHub::default(),
             engine: std::sync::OnceLock::new(),
-            rpc: std::sync::OnceLock::new(),
             config_path,
         }
     }
@@ -227,7 +222,6 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
         .map_err(|error| DaemonError::Thread(std::io::Error::other(error.to_string())))?;
     forward_engine_events(&daemon, &engine)?;
     let _ = daemon.engine.set(engine.clone());
-    let _ = daemon.rpc.set(rpc::methods()?);
     spawn_accept_loop("lsp-accept", lsp, Arc::clone(&daemon), serve_lsp)?;
     spawn_accept_loop(
         "rpc-accept",
@@ -425,7 +419,7 @@ fn serve_acp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
         }
     };
     tracing::info!(connection = id, peer_pid, "ACP connection opened");
-    let backend = Arc::new(crate::acp_host::AcpHost::new(engine.clone()));
+    let backend = Arc::new(crate::acp_backend::AcpBackend::new(engine.clone()));
     if let Err(error) = runtime.block_on(flemma_acp::serve(backend, reader, stream)) {
         tracing::warn!(connection = id, %error, "ACP connection ended with an error");
     }

@@ -1,16 +1,20 @@
 //! `rpc.sock`: JSON-RPC 2.0, one JSON message per line (`docs/rpc.md`).
 //!
-//! The methods are one `jsonrpsee` module, registered once ([`methods`]): every `flemma/*`
-//! request of `flemma_protocol::methods::METHODS` (decoded into a `FlemmaRequest` and answered
-//! by `EngineHost::call`, as the language server's are), and the daemon's own `flemma/ping`,
-//! `flemma/status` (without a document), `flemma/subscribe` and `flemma/shutdown`. jsonrpsee
-//! serves no socket here: this file is the transport that feeds the module. It reads lines from
-//! a Unix-socket connection (peer uid checked at accept), answers what is not a request itself
-//! (a line that is not JSON, JSON that is not a request, an unknown method) and hands each
-//! request to the module with `raw_json_request`, under its own id, writing the answer back
-//! under the caller's (so any JSON id works). The connection reaches the methods that need it
-//! (`flemma/subscribe`, `flemma/shutdown`) as a [`Connection`] in the call's extensions.
+//! Each line is decoded once: the envelope (`jsonrpc`, `id`, `method`) is read borrowing from
+//! the line, the `id` and the `params` kept as their JSON text ([`RawValue`]); the method is
+//! matched against the typed list (`flemma_protocol::methods`), and a `flemma/*` request's
+//! params are decoded from their text straight into its params type
+//! (`FlemmaRequest::decode_text`), answered by `EngineHost::call` as the language server's
+//! are. The daemon's own `flemma/ping`, `flemma/status` (without a document),
+//! `flemma/subscribe` and `flemma/shutdown` are answered here. The answer is written once,
+//! with the caller's id as it was sent (so any JSON id works). A line that is not JSON, JSON
+//! that is not a request and an unknown method are answered with their JSON-RPC errors. The
+//! peer's uid is checked at accept (`socket`). Why not a `jsonrpsee` module (as before issue
+//! 28): it takes a whole request as text and answers with text, so the line was parsed by us,
+//! written again and parsed by it, its params parsed once more into a `Value`, and its answer
+//! parsed back to put the caller's id on it — about seven decodes of each request.
 
+use std::borrow::Cow;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,15 +22,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use flemma_protocol::error::{RequestError, codes};
+use flemma_protocol::event::{DaemonEvent, EventsDropped};
 use flemma_protocol::methods::{FlemmaRequest, METHODS, Method, PING, SHUTDOWN, SUBSCRIBE};
-use jsonrpsee::types::ErrorObjectOwned;
-use jsonrpsee::{Extensions, Methods, RpcModule};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::events::Subscription;
 use super::{Daemon, Event, Filter};
 use crate::engine_host::DocumentRef;
-use flemma_protocol::event::{DaemonEvent, EventsDropped};
 
 /// How long a write to a client that does not read may block before the client is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -35,10 +39,6 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_LINE: usize = 1 << 20;
 
 type Writer = Arc<Mutex<UnixStream>>;
-
-/// One connection, as its methods see it (the extension of every call it makes).
-#[derive(Debug, Clone)]
-pub struct Connection(Arc<ConnectionState>);
 
 #[derive(Debug)]
 struct ConnectionState {
@@ -49,47 +49,60 @@ struct ConnectionState {
     shutdown: AtomicBool,
 }
 
-/// The methods of `rpc.sock`, registered once.
-pub fn methods() -> Result<Methods, jsonrpsee::core::RegisterMethodError> {
-    let mut module = RpcModule::new(());
-    module.register_method(PING, |_, _, _| "pong")?;
-    module.register_method(SHUTDOWN, |_, _, extensions| {
-        let connection = connection(extensions)?;
-        connection.0.shutdown.store(true, Ordering::SeqCst);
-        Ok::<_, ErrorObjectOwned>(Value::Null)
-    })?;
-    module.register_method(SUBSCRIBE, |params, _, extensions| {
-        let connection = connection(extensions)?;
-        let filter = subscribe_filter(params_value(&params)).map_err(error_object)?;
-        subscribe(&connection.0, filter);
-        let subscribed = lock(&connection.0.subscription).is_some();
-        Ok::<_, ErrorObjectOwned>(json!({ "subscribed": subscribed }))
-    })?;
-    for &method in METHODS {
-        module.register_method(method, move |params, _, extensions| {
-            let connection = connection(extensions)?;
-            let params = params_value(&params);
-            // `flemma/status` without a document is the daemon's own status.
-            if Method::of_name(method) == Some(Method::Status)
-                && params.as_ref().is_none_or(is_empty)
-            {
-                return Ok(daemon_status(&connection.0.daemon));
-            }
-            engine_call(&connection.0.daemon, method, params).map_err(error_object)
-        })?;
+/// A request as the line holds it: the envelope decoded, borrowing from the line, and the
+/// `id` and `params` as their JSON text.
+#[derive(Deserialize)]
+struct Incoming<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    /// Present (even `null`): a request to answer; absent: a notification.
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+}
+
+/// A field that is there, whatever its value (`null` included).
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// The answer to one call: what the method gave, or why it refused.
+fn answer(
+    connection: &ConnectionState,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Result<Value, RequestError> {
+    let params = params.map(RawValue::get);
+    match method {
+        PING => Ok(json!("pong")),
+        SHUTDOWN => {
+            connection.shutdown.store(true, Ordering::SeqCst);
+            Ok(Value::Null)
+        }
+        SUBSCRIBE => {
+            subscribe(connection, subscribe_filter(params)?);
+            let subscribed = lock(&connection.subscription).is_some();
+            Ok(json!({ "subscribed": subscribed }))
+        }
+        // `flemma/status` without a document is the daemon's own status.
+        _ if Method::of_name(method) == Some(Method::Status) && params.is_none_or(is_empty) => {
+            Ok(daemon_status(&connection.daemon))
+        }
+        _ if METHODS.contains(&method) => engine_call(&connection.daemon, method, params),
+        _ => Err(flemma_protocol::methods::unknown_method(method)),
     }
-    Ok(module.into())
 }
 
 /// A `flemma/*` request, as the language server answers it: decoded, its document resolved
 /// (an absolute path or a `file://` URI: the daemon does not know the caller's working
 /// directory), answered by the engine host.
-fn engine_call(
-    daemon: &Daemon,
-    method: &str,
-    params: Option<Value>,
-) -> Result<Value, RequestError> {
-    let request = FlemmaRequest::decode(method, params.unwrap_or(Value::Null))?;
+fn engine_call(daemon: &Daemon, method: &str, params: Option<&str>) -> Result<Value, RequestError> {
+    let request = FlemmaRequest::decode_text(method, params)?;
     let engine = daemon.engine().ok_or_else(|| {
         RequestError::shutting_down(
             "the daemon's engine is not running (it is starting or stopping); try again",
@@ -115,28 +128,14 @@ fn daemon_status(daemon: &Daemon) -> Value {
     })
 }
 
-fn is_empty(params: &Value) -> bool {
-    params.is_null() || params.as_object().is_some_and(serde_json::Map::is_empty)
-}
-
-/// The call's params as JSON (`None` when it has none; the transport passed valid JSON).
-fn params_value(params: &jsonrpsee::types::Params<'_>) -> Option<Value> {
-    params
-        .as_str()
-        .and_then(|raw| serde_json::from_str(raw).ok())
-}
-
-fn connection(extensions: &Extensions) -> Result<&Connection, ErrorObjectOwned> {
-    extensions.get::<Connection>().ok_or_else(|| {
-        error_object(RequestError::new(
-            codes::INTERNAL_ERROR,
-            "the call came without its connection",
-        ))
-    })
-}
-
-fn error_object(error: RequestError) -> ErrorObjectOwned {
-    ErrorObjectOwned::owned(error.code, error.message, None::<()>)
+/// Params that name nothing: `null` or `{}` (read from the text: it is valid JSON).
+fn is_empty(params: &str) -> bool {
+    let params = params.trim();
+    params == "null"
+        || params
+            .strip_prefix('{')
+            .and_then(|inner| inner.strip_suffix('}'))
+            .is_some_and(|inner| inner.trim().is_empty())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -144,7 +143,10 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn send(writer: &Writer, message: &Value) -> std::io::Result<()> {
-    let mut line = message.to_string();
+    send_line(writer, message.to_string())
+}
+
+fn send_line(writer: &Writer, mut line: String) -> std::io::Result<()> {
     line.push('\n');
     let mut stream = lock(writer);
     stream.write_all(line.as_bytes())?;
@@ -158,13 +160,6 @@ fn error_response(id: Value, code: i32, message: impl Into<String>) -> Value {
 /// Serves one RPC client until it disconnects.
 pub fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
     tracing::debug!(connection = id, peer_pid, "RPC client connected");
-    let (Some(methods), Ok(runtime)) = (daemon.rpc.get(), crate::runtime::handle()) else {
-        tracing::error!(
-            connection = id,
-            "the RPC methods or the runtime are missing"
-        );
-        return;
-    };
     let reader = match stream.try_clone() {
         Ok(reader) => reader,
         Err(error) => {
@@ -180,10 +175,6 @@ pub fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_
         subscription: Mutex::new(None),
         shutdown: AtomicBool::new(false),
     });
-    let mut methods = methods.clone();
-    methods
-        .extensions_mut()
-        .insert(Connection(Arc::clone(&state)));
     let mut reader = BufReader::new(reader);
     let mut line = Vec::new();
     loop {
@@ -213,9 +204,9 @@ pub fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let response = handle_line(&methods, &runtime, &line);
+        let response = handle_line(&state, &line);
         if let Some(response) = response
-            && send(&writer, &response).is_err()
+            && send_line(&writer, response).is_err()
         {
             break;
         }
@@ -230,57 +221,58 @@ pub fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_
     tracing::debug!(connection = id, "RPC client disconnected");
 }
 
-/// The answer to one line (`None` for a notification).
-fn handle_line(methods: &Methods, runtime: &tokio::runtime::Handle, line: &[u8]) -> Option<Value> {
-    let message: Value = match serde_json::from_slice(line) {
-        Ok(message) => message,
-        Err(error) => {
-            return Some(error_response(
-                Value::Null,
-                codes::PARSE_ERROR,
-                format!("parse error: {error}; send one JSON-RPC 2.0 object per line"),
-            ));
-        }
+/// The answer to one line, as the line to write (`None` for a notification).
+fn handle_line(connection: &ConnectionState, line: &[u8]) -> Option<String> {
+    let incoming = match serde_json::from_slice::<Incoming<'_>>(line) {
+        Ok(incoming) => incoming,
+        Err(error) => return Some(not_a_request(line, &error)),
     };
-    let id = message.get("id").cloned();
-    let method = message.get("method").and_then(Value::as_str);
     let (Some(method), true) = (
-        method,
-        message.is_object() && message.get("jsonrpc") == Some(&json!("2.0")),
+        incoming.method.as_deref(),
+        incoming.jsonrpc.as_deref() == Some("2.0"),
     ) else {
-        return Some(error_response(
-            id.unwrap_or(Value::Null),
-            codes::INVALID_REQUEST,
-            "invalid request: expected an object with \"jsonrpc\": \"2.0\" and a string \"method\"",
-        ));
+        return Some(invalid_request(incoming.id));
     };
-    let answer = if methods.method(method).is_none() {
-        let refused = flemma_protocol::methods::unknown_method(method);
-        json!({"error": {"code": refused.code, "message": refused.message}})
-    } else {
-        // The module answers under its own id; the caller's goes back on the answer.
-        let mut call = json!({"jsonrpc": "2.0", "id": 0, "method": method});
-        if let Some(params) = message.get("params") {
-            call["params"] = params.clone();
-        }
-        match runtime.block_on(methods.raw_json_request(&call.to_string(), 1)) {
-            Ok((answer, _)) => serde_json::from_str(answer.get()).unwrap_or(Value::Null),
-            Err(error) => json!({"error": {"code": codes::INVALID_REQUEST,
-                "message": format!("invalid request: {error}")}}),
-        }
-    };
+    let answer = answer(connection, method, incoming.params);
     // A notification (no id) gets no answer, whatever happened.
-    let id = id?;
-    Some(match answer.get("error") {
-        Some(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
-        None => json!({"jsonrpc": "2.0", "id": id,
-            "result": answer.get("result").cloned().unwrap_or(Value::Null)}),
+    let id = incoming.id?;
+    Some(match answer {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+        Err(error) => json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": error.code, "message": error.message}})
+        .to_string(),
     })
 }
 
+/// The answer to a line that is no request: not JSON (`-32700`, id `null`), or JSON that is
+/// not a request object (`-32600`, with its id when it has one).
+fn not_a_request(line: &[u8], error: &serde_json::Error) -> String {
+    match serde_json::from_slice::<Value>(line) {
+        Err(_) => error_response(
+            Value::Null,
+            codes::PARSE_ERROR,
+            format!("parse error: {error}; send one JSON-RPC 2.0 object per line"),
+        )
+        .to_string(),
+        Ok(message) => {
+            let id = message.get("id").cloned().unwrap_or(Value::Null);
+            error_response(id, codes::INVALID_REQUEST, INVALID_REQUEST).to_string()
+        }
+    }
+}
+
+fn invalid_request(id: Option<&RawValue>) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": codes::INVALID_REQUEST,
+        "message": INVALID_REQUEST}})
+    .to_string()
+}
+
+const INVALID_REQUEST: &str =
+    "invalid request: expected an object with \"jsonrpc\": \"2.0\" and a string \"method\"";
+
 /// The filter of a `flemma/subscribe`: `{"uri"?: document, "text"?: bool}` (no params: every
 /// event but the streamed text).
-fn subscribe_filter(params: Option<Value>) -> Result<Filter, RequestError> {
+fn subscribe_filter(params: Option<&str>) -> Result<Filter, RequestError> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct SubscribeParams {
@@ -288,9 +280,9 @@ fn subscribe_filter(params: Option<Value>) -> Result<Filter, RequestError> {
         #[serde(default)]
         text: bool,
     }
-    let params: SubscribeParams = match params {
-        None | Some(Value::Null) => return Ok(Filter::default()),
-        Some(params) => serde_json::from_value(params).map_err(|error| {
+    let params: SubscribeParams = match params.map(str::trim) {
+        None | Some("null") => return Ok(Filter::default()),
+        Some(params) => serde_json::from_str(params).map_err(|error| {
             RequestError::invalid_params(format!(
                 "invalid params for `{SUBSCRIBE}`: {error}; it takes {{\"uri\"?: an absolute path or file:// URI, \"text\"?: true}}"
             ))

@@ -1637,12 +1637,7 @@ async fn a_permission_request_for_an_edit_carries_the_files_diff(sdk: Sdk) {
     project.only_read_runs_alone();
     let notes = project.cwd().join("notes.md");
     std::fs::write(&notes, "alpha\nbeta\n").unwrap();
-    mock.push(Turn::text("Fixing.").tool_call_with_id(
-        "edit",
-        "e1",
-        json!({"label": "fix notes", "path": "notes.md", "oldText": "beta", "newText": "BETA"}),
-    ));
-    mock.push(Turn::text("Not done."));
+    push_notes_edit(&mock);
     let report = project
         .client(
             &client,
@@ -1653,7 +1648,24 @@ async fn a_permission_request_for_an_edit_carries_the_files_diff(sdk: Sdk) {
             ]),
         )
         .await;
-    let step = &report["steps"][1];
+    check_notes_diff(&report["steps"][1], &notes);
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "alpha\nbeta\n");
+}
+
+with_each_sdk!(a_permission_request_for_an_edit_carries_the_files_diff);
+
+/// The model's `edit` of `notes.md` (`e1`, which asks), then a reply.
+fn push_notes_edit(mock: &MockProvider) {
+    mock.push(Turn::text("Fixing.").tool_call_with_id(
+        "edit",
+        "e1",
+        json!({"label": "fix notes", "path": "notes.md", "oldText": "beta", "newText": "BETA"}),
+    ));
+    mock.push(Turn::text("Not done."));
+}
+
+/// The permission request of the prompt `step` asked about `e1` with its diff of `notes`.
+fn check_notes_diff(step: &Value, notes: &Path) {
     let asked = &step["permissions"][0]["toolCall"];
     assert_eq!(asked["toolCallId"], "e1", "{step}");
     let diff = &asked["content"][0];
@@ -1661,10 +1673,7 @@ async fn a_permission_request_for_an_edit_carries_the_files_diff(sdk: Sdk) {
     assert_eq!(diff["path"], notes.display().to_string());
     assert_eq!(diff["oldText"], "alpha\nbeta\n");
     assert_eq!(diff["newText"], "alpha\nBETA\n");
-    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "alpha\nbeta\n");
 }
-
-with_each_sdk!(a_permission_request_for_an_edit_carries_the_files_diff);
 
 /// `session/resume`, `session/close` and `session/delete` (issue 32), through the official
 /// SDK: a second connection resumes the session without a replay and goes on with it; a
@@ -2400,6 +2409,22 @@ async fn an_automatic_compaction_is_a_compaction_update_for_a_client_that_takes_
         );
         assert_eq!(update["_meta"]["flemma"]["messages"], 2, "{update}");
         assert_eq!(update["_meta"]["flemma"]["automatic"], true, "{update}");
+        // The model's summary, appended to the compaction's.
+        let chunks: Vec<&Value> = second["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "compaction_summary_chunk")
+            .collect();
+        assert_eq!(chunks.len(), 1, "{second}");
+        assert_eq!(
+            chunks[0]["compactionId"], update["compactionId"],
+            "{second}"
+        );
+        assert_eq!(
+            chunks[0]["content"]["text"], "\n\nThe user asked a long first question, answered One.",
+            "{second}"
+        );
         assert!(!said.contains("compacted"), "not also as text: {said}");
     } else {
         assert!(compactions.is_empty(), "{second}");
@@ -2472,8 +2497,8 @@ with_each_sdk!(updates_come_in_causal_order_with_a_provider_that_answers_at_once
 /// One conversation, two editors, one daemon (issue 32): an ACP client (the Python SDK's)
 /// and an LSP editor (the test client, through `flemmad lsp`) on the same chat. The ACP
 /// session's first turn is in the file the editor opens; the editor's turn (sent with
-/// `flemma.send`, saved, closed) reaches the ACP client at its next prompt as replayed updates,
-/// before that prompt's own, once; the ACP turn after it is in the file the editor opens again;
+/// `flemma.send`, saved, closed) reaches the ACP client while it runs, once, and its next
+/// prompt replays none of it; the ACP turn after it is in the file the editor opens again;
 /// `session/list` shows a chat another program created in the project's sessions folder.
 #[tokio::test]
 async fn one_conversation_in_an_acp_client_and_an_lsp_editor_through_one_daemon() {
@@ -2556,10 +2581,12 @@ async fn one_conversation_in_an_acp_client_and_an_lsp_editor_through_one_daemon(
     let steps = report["steps"].as_array().unwrap();
     let third = &steps[3];
     assert_eq!(third["result"]["stopReason"], "end_turn", "{report}");
-    // The editor's turn, once, before the prompt's own reply (streamed chunks joined).
+    // The editor's turn, once, while the client waited (live), then the prompt's own reply
+    // (streamed chunks joined).
     let mut said: Vec<String> = Vec::new();
     let mut last_kind = String::new();
-    for update in third["updates"].as_array().unwrap() {
+    let waited = steps[2]["updates"].as_array().unwrap();
+    for update in waited.iter().chain(third["updates"].as_array().unwrap()) {
         let kind = update["sessionUpdate"].as_str().unwrap_or_default();
         if kind != "user_message_chunk" && kind != "agent_message_chunk" {
             continue;
@@ -2578,8 +2605,9 @@ async fn one_conversation_in_an_acp_client_and_an_lsp_editor_through_one_daemon(
             "agent_message_chunk: The editor's answer.",
             "agent_message_chunk: The third answer."
         ],
-        "{third}"
+        "{report}"
     );
+    assert_eq!(message_text(&third["updates"], "user_message_chunk"), "");
     // Every byte once in the file, which the editor opens again.
     let text = std::fs::read_to_string(&chat).unwrap();
     for once in [
@@ -2626,23 +2654,19 @@ async fn an_acp_prompt_goes_through_the_buffer_of_an_editor_that_has_the_chat_op
 
     let reply = "Second answer, the first half. And the second half.";
     mock.push(Turn::text(reply).stall(1500));
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let pump = {
-        let (stop, uri) = (stop.clone(), uri.clone());
-        std::thread::spawn(move || {
-            let mut typed = false;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                editor.pump(Duration::from_millis(20));
-                let text = editor.text(&uri).to_owned();
-                // The reply streams into the buffer: the user types meanwhile.
-                if !typed && text.contains("Second question.") && text.contains("Second answer") {
-                    assert!(!text.contains(reply), "typed after the reply ended: {text}");
-                    let at = text.find("First answer").unwrap() + "First answer".len();
-                    editor.type_at(&uri, at, " (noted)");
-                    typed = true;
-                }
+        let uri = uri.clone();
+        let mut typed = false;
+        EditorPump::start(editor, move |editor| {
+            let text = editor.text(&uri).to_owned();
+            // The reply streams into the buffer: the user types meanwhile.
+            if !typed && text.contains("Second question.") && text.contains("Second answer") {
+                assert!(!text.contains(reply), "typed after the reply ended: {text}");
+                let at = text.find("First answer").unwrap() + "First answer".len();
+                editor.type_at(&uri, at, " (noted)");
+                typed = true;
             }
-            (editor, typed)
+            typed
         })
     };
     let report = project
@@ -2655,8 +2679,7 @@ async fn an_acp_prompt_goes_through_the_buffer_of_an_editor_that_has_the_chat_op
             ]),
         )
         .await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (mut editor, typed) = pump.join().unwrap();
+    let (mut editor, typed) = pump.stop();
     assert!(typed, "the reply never streamed into the editor's buffer");
     let prompt = &report["steps"][1];
     assert_eq!(prompt["result"]["stopReason"], "end_turn", "{prompt}");
@@ -2697,6 +2720,41 @@ async fn an_acp_prompt_goes_through_the_buffer_of_an_editor_that_has_the_chat_op
     daemon.kill().await.unwrap();
 }
 
+type LspEditor = crate::lsp::lsp_client::Client;
+
+/// An LSP editor kept alive on a thread of its own while an ACP client works on its chat
+/// (the daemon edits its buffer and waits for the answers): it reads what the daemon sends and
+/// runs `each` after every read; [`EditorPump::stop`] gives the editor back with `each`'s
+/// last result.
+struct EditorPump<T> {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(LspEditor, T)>,
+}
+
+impl<T: Default + Send + 'static> EditorPump<T> {
+    fn start(
+        mut editor: LspEditor,
+        mut each: impl FnMut(&mut LspEditor) -> T + Send + 'static,
+    ) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut last = T::default();
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                editor.pump(Duration::from_millis(20));
+                last = each(&mut editor);
+            }
+            (editor, last)
+        });
+        EditorPump { stop, thread }
+    }
+
+    fn stop(self) -> (LspEditor, T) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
 /// An LSP editor (Helix, through the project's daemon) with `chat` open holding `text`; its
 /// URI.
 fn editor_with(
@@ -2704,7 +2762,7 @@ fn editor_with(
     mock: &MockProvider,
     chat: &Path,
     text: &str,
-) -> (crate::lsp::lsp_client::Client, String) {
+) -> (LspEditor, String) {
     let uri = format!("file://{}", chat.display());
     let env: Vec<(&str, String)> = project
         .env(&mock.base_url())
@@ -2720,44 +2778,39 @@ fn editor_with(
 /// A call approved in the LSP editor while the ACP client's permission request for it is
 /// open: the agent withdraws the request (the client would answer it too late), the call runs
 /// once, and the prompt goes on to its end.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_approved_in_the_lsp_editor_withdraws_the_acp_permission_request() {
-    let Some((python, project, mock)) = setup("acp approval from the editor").await else {
+async fn a_call_approved_in_the_lsp_editor_withdraws_the_acp_permission_request(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "acp approval from the editor").await
+    else {
         return;
     };
     let mut daemon = project.daemon(&mock.base_url()).await;
     let chat = project.cwd().join("approve.chat");
     let original = "@You:\nHello.\n\n@Assistant:\nHi.\n\n@You:\n";
     std::fs::write(&chat, original).unwrap();
-    let (mut editor, uri) = editor_with(&project, &mock, &chat, original);
+    let (editor, uri) = editor_with(&project, &mock, &chat, original);
     mock.push(bash_turn("p1", "echo once >> ran.txt"));
     mock.push(Turn::text("It ran."));
     let asked = project.root.join("asked");
     let release = project.root.join("release");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let pump = {
-        let (stop, uri, asked, release) =
-            (stop.clone(), uri.clone(), asked.clone(), release.clone());
+        let (uri, asked, release) = (uri.clone(), asked.clone(), release.clone());
         let ran = project.cwd().join("ran.txt");
-        std::thread::spawn(move || {
-            let mut approved = None;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                editor.pump(Duration::from_millis(20));
-                if approved.is_none() && asked.exists() {
-                    approved =
-                        Some(editor.request("flemma/approve", json!({"uri": uri, "toolId": "p1"})));
-                }
-                // The client answers (too late) once the call has run.
-                if approved.is_some() && ran.exists() && !release.exists() {
-                    std::fs::write(&release, "").unwrap();
-                }
+        let mut approved = None;
+        EditorPump::start(editor, move |editor| {
+            if approved.is_none() && asked.exists() {
+                approved =
+                    Some(editor.request("flemma/approve", json!({"uri": uri, "toolId": "p1"})));
             }
-            (editor, approved)
+            // The client answers (too late) once the call has run.
+            if approved.is_some() && ran.exists() && !release.exists() {
+                std::fs::write(&release, "").unwrap();
+            }
+            approved.clone()
         })
     };
     let report = project
         .client(
-            &python,
+            &client,
             &mock.base_url(),
             json!([
                 {"op": "load", "session": chat},
@@ -2766,8 +2819,7 @@ async fn a_call_approved_in_the_lsp_editor_withdraws_the_acp_permission_request(
             ]),
         )
         .await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (mut editor, approved) = pump.join().unwrap();
+    let (mut editor, approved) = pump.stop();
     let approved = approved.expect("the client was never asked");
     assert!(approved.is_ok(), "{approved:?}");
     let prompt = &report["steps"][1];
@@ -2808,6 +2860,208 @@ async fn a_call_approved_in_the_lsp_editor_withdraws_the_acp_permission_request(
         editor.text(&uri).matches("**Tool Result:** `p1`").count(),
         1
     );
+    drop(editor);
+    daemon.kill().await.unwrap();
+}
+
+with_each_sdk!(a_call_approved_in_the_lsp_editor_withdraws_the_acp_permission_request);
+
+/// One conversation, two editors, live (issue 32): a turn sent from an LSP editor on a chat an
+/// ACP client has loaded, through one daemon, streams into the ACP client while it runs — the
+/// editor's question, the reply, the call waiting for approval (pending: it is the editor's to
+/// decide, and no permission request goes to the ACP client), its progress and result once
+/// the editor approved it — from the engine's events; the reply's first half reaches the
+/// client before the turn ends (the provider stalls in its middle). The ACP client's next
+/// prompt replays none of it, and every byte is once in the editor's buffer and the chat.
+async fn an_lsp_editors_turn_streams_live_into_the_acp_client(sdk: Sdk) {
+    let Some((client, project, mock)) = setup_with(sdk, "lsp turn live in acp").await else {
+        return;
+    };
+    let mut daemon = project.daemon(&mock.base_url()).await;
+    let chat = project.cwd().join("live.chat");
+    let original = "@You:\nFirst question.\n\n@Assistant:\nFirst answer.\n\n@You:\n";
+    std::fs::write(&chat, original).unwrap();
+    let (editor, uri) = editor_with(&project, &mock, &chat, original);
+    let reply = "The editor's answer, the first half. And the second half.";
+    mock.push(bash_turn("e1", "echo from-the-editor"));
+    mock.push(Turn::text(reply).stall(3000));
+    mock.push(Turn::text("The third answer."));
+    let marker = |name: &str| project.root.join(name);
+    let (loaded, pending, live, done) = (
+        marker("loaded"),
+        marker("pending"),
+        marker("live"),
+        marker("done"),
+    );
+    // The editor: its question, sent; the call approved once the ACP client showed it
+    // pending; the end of the turn, when the ACP client must have had the first half.
+    let pump = {
+        let (uri, loaded, pending, live, done) = (
+            uri.clone(),
+            loaded.clone(),
+            pending.clone(),
+            live.clone(),
+            done.clone(),
+        );
+        let mut stage = 0;
+        let mut live_at_end = None;
+        EditorPump::start(editor, move |editor| {
+            match stage {
+                0 if loaded.exists() => {
+                    let end = editor.text(&uri).len();
+                    editor.type_at(&uri, end, "The editor's question.\n");
+                    crate::daemon_two_editors::send(editor, &uri);
+                    let stopped = crate::daemon_two_editors::wait_stopped(editor);
+                    assert_eq!(stopped["reason"], "awaiting-approval", "{stopped}");
+                    stage = 1;
+                }
+                1 if pending.exists() => {
+                    let approved =
+                        editor.request("flemma/approve", json!({"uri": uri, "toolId": "e1"}));
+                    assert!(approved.is_ok(), "{approved:?}");
+                    let stopped = crate::daemon_two_editors::wait_stopped(editor);
+                    assert_eq!(stopped["reason"], "idle", "{stopped}");
+                    live_at_end = Some(live.exists());
+                    std::fs::write(&done, "").unwrap();
+                    stage = 2;
+                }
+                _ => {}
+            }
+            live_at_end
+        })
+    };
+    let report = project
+        .client(
+            &client,
+            &mock.base_url(),
+            json!([
+                {"op": "load", "session": chat},
+                {"op": "touch", "path": loaded},
+                {"op": "wait_for_update", "contains": "run the check", "marker": pending},
+                {"op": "wait_for_update", "contains": "The editor's answer", "marker": live},
+                {"op": "wait_for_file", "path": done},
+                {"op": "prompt", "text": "Third question."}
+            ]),
+        )
+        .await;
+    let (mut editor, live_at_end) = pump.stop();
+    assert_eq!(
+        live_at_end,
+        Some(true),
+        "the reply reached the ACP client only after the turn: {report}"
+    );
+    let steps = report["steps"].as_array().unwrap();
+    // The editor's turn, as it ran: told once, in the engine's order, no permission asked.
+    let live_updates: Vec<Value> = steps[2..5]
+        .iter()
+        .flat_map(|step| step["updates"].as_array().unwrap().clone())
+        .collect();
+    for step in &steps[1..6] {
+        assert_eq!(step["permissions"], json!([]), "{step}");
+        assert!(step.get("error").is_none(), "{step}");
+    }
+    let live_updates = Value::Array(live_updates);
+    assert_eq!(
+        message_text(&live_updates, "user_message_chunk"),
+        "The editor's question."
+    );
+    assert_eq!(
+        message_text(&live_updates, "agent_message_chunk"),
+        format!("Let me run it.{reply}")
+    );
+    let calls: Vec<String> = live_updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["toolCallId"] == "e1")
+        // A `tool_call` without a status is `pending` (the schema's default).
+        .map(|u| {
+            let status = u["status"].as_str().unwrap_or("pending");
+            format!("{} {status}", u["sessionUpdate"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "tool_call pending",
+            "tool_call_update in_progress",
+            "tool_call_update completed"
+        ],
+        "{live_updates}"
+    );
+    // The ACP client's own prompt: its reply only.
+    let third = &steps[5];
+    assert_eq!(third["result"]["stopReason"], "end_turn", "{third}");
+    assert_eq!(message_text(&third["updates"], "user_message_chunk"), "");
+    assert_eq!(
+        message_text(&third["updates"], "agent_message_chunk"),
+        "The third answer."
+    );
+    assert!(!third["updates"].to_string().contains("e1"), "{third}");
+    // Every byte once in the editor's buffer, which the editor saves.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !editor.text(&uri).contains("The third answer.") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            editor.text(&uri)
+        );
+        editor.pump(Duration::from_millis(20));
+    }
+    let text = editor.text(&uri).to_owned();
+    for once in [
+        "First answer.",
+        "The editor's question.",
+        "Let me run it.",
+        "**Tool Result:** `e1`",
+        reply,
+        "Third question.",
+        "The third answer.",
+    ] {
+        assert_eq!(text.matches(once).count(), 1, "{once:?} in {text}");
+    }
+    no_error_diagnostics(&text);
+    std::fs::write(&chat, &text).unwrap();
+    drop(editor);
+    daemon.kill().await.unwrap();
+}
+
+with_each_sdk!(an_lsp_editors_turn_streams_live_into_the_acp_client);
+
+/// Review before approval with the chat open in an LSP editor, through one daemon: the call
+/// the permission request asks about is in the editor's buffer (unsaved: the file under it
+/// does not have it), and the request still carries its diff, read through the daemon's
+/// writer as the rest of the chat is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_permission_requests_diff_reads_the_chat_from_the_editors_buffer() {
+    let Some((python, project, mock)) = setup("acp review diff from the buffer").await else {
+        return;
+    };
+    project.only_read_runs_alone();
+    let mut daemon = project.daemon(&mock.base_url()).await;
+    let notes = project.cwd().join("notes.md");
+    std::fs::write(&notes, "alpha\nbeta\n").unwrap();
+    let chat = project.cwd().join("review.chat");
+    let original = "@You:\nHello.\n\n@Assistant:\nHi.\n\n@You:\n";
+    std::fs::write(&chat, original).unwrap();
+    let (editor, _uri) = editor_with(&project, &mock, &chat, original);
+    push_notes_edit(&mock);
+    let pump = EditorPump::start(editor, |_| ());
+    let report = project
+        .client(
+            &python,
+            &mock.base_url(),
+            json!([
+                {"op": "load", "session": chat},
+                {"op": "prompt", "text": "Fix the notes.", "permission": "reject_once"}
+            ]),
+        )
+        .await;
+    let (editor, ()) = pump.stop();
+    check_notes_diff(&report["steps"][1], &notes);
+    // The call was only ever in the editor's buffer.
+    assert_eq!(std::fs::read_to_string(&chat).unwrap(), original);
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "alpha\nbeta\n");
     drop(editor);
     daemon.kill().await.unwrap();
 }

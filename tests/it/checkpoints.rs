@@ -13,7 +13,7 @@ use std::process::Output;
 use flemma_mock_provider::{MockProvider, Turn};
 use serde_json::json;
 
-use crate::common::{chat, flemmad_command, read, stderr, write_user_config};
+use crate::common::{chat, flemmad_command, git, read, stderr, write_user_config};
 
 /// Every file under `.git` with its content: what the user's repository is.
 fn snapshot(git: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -33,20 +33,6 @@ fn snapshot(git: &Path) -> BTreeMap<String, Vec<u8>> {
         }
     }
     out
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "me")
-        .env("GIT_AUTHOR_EMAIL", "me@example.org")
-        .env("GIT_COMMITTER_NAME", "me")
-        .env("GIT_COMMITTER_EMAIL", "me@example.org")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
 }
 
 /// `flemmad ARGS` for `chat` against the mock provider at `base`, run to its end.

@@ -3,7 +3,7 @@
 //! handle of its own. The exceptions write a protocol, not output for a person: `acp.rs` serves
 //! ACP on stdio and `proxy.rs` copies the daemon's LSP stream to stdout.
 
-use std::path::{Path, PathBuf};
+use crate::sources;
 
 /// The one file allowed to write to stdout and stderr.
 const OWNER: &str = "ui.rs";
@@ -21,37 +21,21 @@ const DIRECT: &[&str] = &[
     "io::stderr()",
 ];
 
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("src/cli").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// The lines of a file that write directly (test modules and comments left out).
 fn direct_writes(text: &str) -> Vec<(usize, String)> {
-    let code = text.find("\n#[cfg(test)]").map_or(text, |at| &text[..at]);
+    let code = sources::code(text);
     code.lines()
+        .zip(text.lines())
         .enumerate()
-        .filter_map(|(number, line)| {
-            let code = line.split("//").next().unwrap_or("");
-            DIRECT
-                .iter()
-                .any(|direct| code.contains(direct))
-                .then(|| (number + 1, line.trim().to_owned()))
-        })
+        .filter(|(_, (code, _))| DIRECT.iter().any(|direct| code.contains(direct)))
+        .map(|(number, (_, line))| (number + 1, line.trim().to_owned()))
         .collect()
 }
 
 #[test]
 fn no_cli_file_but_ui_writes_to_the_terminal_directly() {
-    let cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
-    let mut files = Vec::new();
-    sources(&cli, &mut files);
+    let cli = sources::root().join("src/cli");
+    let files = sources::rust_files(&cli);
     assert!(files.len() > 20, "the sources were found ({})", files.len());
     let mut found = Vec::new();
     for file in &files {

@@ -208,8 +208,8 @@ async fn text_appended_while_streaming_is_kept() {
     let mock = MockProvider::start().await.unwrap();
     let chat = chat("@You:\nStream slowly.\n");
     mock.push(Turn::text("word ".repeat(60)).bytes_per_sec(4000));
-    let mut child = send_command(&chat, &mock.base_url())
-        .stderr(std::process::Stdio::null())
+    let child = send_command(&chat, &mock.base_url())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     // Wait for the reply to start landing, then append text as an editor would.
@@ -223,12 +223,12 @@ async fn text_appended_while_streaming_is_kept() {
     assert!(text.contains("@Assistant:"), "the stream started");
     text.push_str("NOTE TYPED WHILE STREAMING\n");
     std::fs::write(&chat.path, text).unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
         .unwrap()
         .unwrap();
-    assert!(status.success());
     let text = read(&chat.path);
+    assert!(out.status.success(), "{}\n--- chat:\n{text}", stderr(&out));
     assert!(text.contains("NOTE TYPED WHILE STREAMING"), "{text}");
     assert!(
         text.contains(&"word ".repeat(60).trim_end().to_string()),

@@ -635,11 +635,7 @@ fn compact_and_undo_go_through_the_daemon_into_the_open_editor() {
     use crate::daemon_two_editors::daemon_and_editor;
     use crate::lsp::lsp_client::Flavor;
     use std::time::{Duration, Instant};
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::common::one_worker_runtime();
     let _inside = runtime.enter();
     let mock = runtime.block_on(MockProvider::start()).unwrap();
     let original = three_exchanges();

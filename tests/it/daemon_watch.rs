@@ -254,11 +254,7 @@ fn slow_writing_chat() -> Chat {
 /// Streams a long reply into the closed chat and appends to it three times meanwhile; returns
 /// the final text, the reply, the three merge latencies and the daemon's log.
 fn appends_while_streaming(env: &[(&str, &str)]) -> (String, String, Vec<Duration>, String) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::common::one_worker_runtime();
     let mock = runtime.block_on(MockProvider::start()).unwrap();
     let base = mock.base_url();
     let chat = slow_writing_chat();
@@ -343,11 +339,7 @@ fn without_the_watcher_the_poll_still_merges_an_append() {
 
 #[test]
 fn an_atomic_save_replacing_the_file_mid_stream_is_merged() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::common::one_worker_runtime();
     let mock = runtime.block_on(MockProvider::start()).unwrap();
     let base = mock.base_url();
     let chat = slow_writing_chat();
@@ -392,11 +384,7 @@ fn an_atomic_save_replacing_the_file_mid_stream_is_merged() {
 
 #[test]
 fn a_file_deleted_mid_stream_is_not_recreated_and_the_daemon_says_so() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::common::one_worker_runtime();
     let mock = runtime.block_on(MockProvider::start()).unwrap();
     let base = mock.base_url();
     let chat = slow_writing_chat();
@@ -433,11 +421,7 @@ fn a_file_deleted_mid_stream_is_not_recreated_and_the_daemon_says_so() {
 
 #[test]
 fn flemmad_events_prints_the_engine_events_of_a_send_as_json_lines() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::common::one_worker_runtime();
     let mock = runtime.block_on(MockProvider::start()).unwrap();
     let base = mock.base_url();
     let chat = common::chat(&format!("{FRONTMATTER}@You:\nHi.\n"));

@@ -67,11 +67,7 @@ fn wait_stop(events: &mut Events, reason: &str, context: impl Fn() -> String) ->
 
 #[test]
 fn close_the_editor_the_job_goes_on_and_reopening_shows_its_result() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::common::one_worker_runtime();
     let mock = runtime.block_on(MockProvider::start()).unwrap();
     let base = mock.base_url();
     let original = format!("{FRONTMATTER}@You:\nBuild it in the background.\n");

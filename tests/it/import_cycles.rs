@@ -4,15 +4,18 @@
 //! piece both need in a file of its own (`cli/progress.rs`, `flemma-tools`'s `PathGuard` in
 //! `sandbox.rs`, `flemma-provider/src/environment.rs`, …).
 //!
-//! The trees that are free of cycles now; `flemma-lsp` is not listed (its `Session` holds the
-//! state of the modules that handle it, the rust-analyzer shape), nor the binary's top level
-//! and `flemma-protocol`, which still have cycles.
+//! Every source tree of the workspace is checked: the binary's whole `src` (its top level with
+//! `cli` and `daemon` in it) and each crate's `src`. The session of `flemma-lsp` holds the
+//! state of the modules that handle it (the rust-analyzer shape), so that state lives in files
+//! that name no `Session` (`open_document.rs`, `analysis_pool.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::sources::{self, code};
 
 const TREES: &[&str] = &[
-    "src/cli",
+    "src",
     "crates/flemma-tools/src",
     "crates/flemma-provider/src",
     "crates/flemma-template/src",
@@ -22,18 +25,12 @@ const TREES: &[&str] = &[
     "crates/flemma-syntax/src",
     "crates/flemma-wire/src",
     "crates/flemma-acp/src",
+    "crates/flemma-lsp/src",
+    "crates/flemma-protocol/src",
+    "crates/flemma-conversation/src",
+    "crates/flemma-mcp/src",
+    "crates/flemma-mock-provider/src",
 ];
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("a source folder").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The module path of `file` below `root` (`a/b.rs` and `a/b/mod.rs` are `a::b`; `lib.rs`,
 /// `main.rs` and `mod.rs` at the root are the root, "").
@@ -51,15 +48,6 @@ fn module_of(root: &Path, file: &Path) -> String {
         parts.pop();
     }
     parts.join("::")
-}
-
-/// The code of a file without its test module and comments.
-fn code(text: &str) -> String {
-    let text = text.find("\n#[cfg(test)]").map_or(text, |at| &text[..at]);
-    text.lines()
-        .map(|line| line.split("//").next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The identifiers after each occurrence of `prefix` (`crate::a::b` gives `["a", "b"]`).
@@ -154,13 +142,11 @@ fn cycles(files: &BTreeMap<String, String>) -> Vec<String> {
 
 #[test]
 fn no_source_tree_has_a_file_level_import_cycle() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut found = Vec::new();
     for tree in TREES {
-        let dir = root.join(tree);
-        let mut paths = Vec::new();
-        rust_files(&dir, &mut paths);
-        assert!(paths.len() > 3, "{tree}: the sources were found");
+        let dir = sources::root().join(tree);
+        let paths = sources::rust_files(&dir);
+        assert!(!paths.is_empty(), "{tree}: the sources were found");
         let files: BTreeMap<String, String> = paths
             .iter()
             .map(|path| {
@@ -175,6 +161,19 @@ fn no_source_tree_has_a_file_level_import_cycle() {
         "file-level import cycles (move what both files need into a file of its own):\n{}",
         found.join("\n")
     );
+}
+
+/// Every crate's tree is checked (a new crate is not forgotten).
+#[test]
+fn every_crate_is_checked() {
+    let crates = std::fs::read_dir(sources::root().join("crates")).expect("crates/");
+    for entry in crates.flatten() {
+        let tree = format!("crates/{}/src", entry.file_name().to_string_lossy());
+        assert!(
+            TREES.contains(&tree.as_str()),
+            "{tree} is not in TREES of tests/it/import_cycles.rs"
+        );
+    }
 }
 
 /// The check finds a cycle through `crate::` and `super::` paths, and none where there is none.

@@ -1072,3 +1072,44 @@ fn a_proposal_is_reviewed_revised_and_approved_in_part_through_the_editor() {
     );
     client.shutdown();
 }
+
+/// The main loop waits for no evaluation (issue 28, item 2): `flemma/switch` resolves the
+/// chat's configuration, evaluating its templates (here each message runs to its time budget),
+/// which once ran on the language server's main loop, so that a `flemma/status` sent after it
+/// was answered only once the switch was. Now the switch is answered off the main loop.
+#[test]
+fn a_switch_evaluating_slow_templates_holds_up_no_other_request() {
+    let mock = Mock::start();
+    let slow: String = (0..12)
+        .map(|i| {
+            format!(
+                "@You:\nturn {i} {{% let n = 0; while true {{ n += 1; }} %}}\n\n@Assistant:\nok\n\n"
+            )
+        })
+        .collect();
+    let chat = common::chat(&format!("{FRONTMATTER}{slow}@You:\nhi\n"));
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    let uri = uri_of(&chat.path);
+    let started = Instant::now();
+    let switch = client.request_later(
+        "flemma/switch",
+        json!({"uri": uri, "model": "anthropic/claude-opus-4-1"}),
+    );
+    let status = client.request("flemma/status", json!({"uri": uri}));
+    let status_took = started.elapsed();
+    assert_eq!(status.unwrap()["state"], "idle");
+    assert!(
+        !client.answered(switch),
+        "flemma/status ({status_took:?}) was answered after the switch it was sent behind"
+    );
+    let switched = client.answer(switch, "flemma/switch").unwrap();
+    let switch_took = started.elapsed();
+    assert_eq!(
+        switched["switched"]["model"], "claude-opus-4-1",
+        "{switched}"
+    );
+    assert!(
+        switch_took > status_took,
+        "the switch ({switch_took:?}) took longer than the status ({status_took:?})"
+    );
+}

@@ -21,11 +21,7 @@ const FRONTMATTER: &str = r#"```json
 #[test]
 fn through_the_proxy_a_reply_streams_into_the_buffer_and_the_rest_into_the_file_after_the_editor_quits()
  {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::common::one_worker_runtime();
     let mock = runtime.block_on(MockProvider::start()).unwrap();
     let original = format!("{FRONTMATTER}@You:\nTell me a story.\n");
     let chat = common::chat(&original);

@@ -154,11 +154,7 @@ enum Path {
 }
 
 fn measure(flavor: Flavor, path: Path) -> Figures {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::common::one_worker_runtime();
     let mock = runtime.block_on(MockProvider::start()).unwrap();
     let (base, reads) = tap(mock.address());
     let words: Vec<String> = (1..=240).map(|i| format!("r{i:03}")).collect();

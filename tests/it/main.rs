@@ -47,6 +47,7 @@ mod reads;
 mod review_hunks;
 mod rewind_ui;
 mod sandbox_holds;
+mod sources;
 mod start_nothing;
 mod trust;
 mod untrusted_limits;
@@ -85,41 +86,24 @@ fn only_src_runtime_rs_builds_a_runtime() {
         "crates/flemma-tools/src/builtin/fetch.rs",
         "crates/flemma-mock-provider/src/main.rs",
     ];
-    let mut sources = vec![root.join("src")];
-    for entry in std::fs::read_dir(root.join("crates")).expect("crates/") {
-        sources.push(entry.expect("a directory entry").path().join("src"));
-    }
     let mut builders = Vec::new();
-    while let Some(dir) = sources.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry.expect("a directory entry").path();
-            if path.is_dir() {
-                sources.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|ext| ext != "rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).expect("a source file");
-            let builds = [
-                "Runtime::new(",
-                "Builder::new_current_thread",
-                "Builder::new_multi_thread",
-                "#[tokio::main",
-            ]
-            .iter()
-            .any(|pattern| text.contains(pattern));
-            let relative = path
-                .strip_prefix(root)
-                .expect("under the root")
-                .to_string_lossy()
-                .replace('\\', "/");
-            if builds && !allowed.contains(&relative.as_str()) {
-                builders.push(relative);
-            }
+    for path in sources::workspace_sources() {
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        let builds = [
+            "Runtime::new(",
+            "Builder::new_current_thread",
+            "Builder::new_multi_thread",
+            "#[tokio::main",
+        ]
+        .iter()
+        .any(|pattern| text.contains(pattern));
+        let relative = path
+            .strip_prefix(root)
+            .expect("under the root")
+            .to_string_lossy()
+            .replace('\\', "/");
+        if builds && !allowed.contains(&relative.as_str()) {
+            builders.push(relative);
         }
     }
     assert!(

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use flemma_mock_provider::{MockProvider, Turn};
 use serde_json::{Value, json};
 
-use crate::common::{chat, read, stderr, write_user_config};
+use crate::common::{chat, git, read, stderr, write_user_config};
 use crate::lsp::lsp_client::{Client, Flavor};
 
 fn command(client: &mut Client, name: &str, arguments: Value) -> Value {
@@ -68,24 +68,10 @@ fn wait_idle(client: &mut Client, uri: &str) {
     }
 }
 
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
-}
-
 #[test]
 fn changes_and_rewind_from_the_editor_and_through_the_daemon() {
     use crate::daemon_two_editors::daemon_and_editor;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::common::one_worker_runtime();
     let _inside = runtime.enter();
     let mock = runtime.block_on(MockProvider::start()).unwrap();
     let base = mock.base_url();

@@ -5,7 +5,9 @@
 //! which check the JSON form, may spell names (a file's `#[cfg(test)]` module and the test
 //! directories are not searched).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::sources::{self, without_tests};
 
 use flemma_protocol::event::{DaemonEvent, EngineEvent};
 use flemma_protocol::methods::{DAEMON_METHODS, EVENT_NOTIFICATION, METHODS};
@@ -16,47 +18,10 @@ const OWNER: &str = "crates/flemma-protocol/src/event.rs";
 /// The one file allowed to spell the method names.
 const METHODS_OWNER: &str = "crates/flemma-protocol/src/methods.rs";
 
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// The code of a source file, without its test module.
-fn code(text: &str) -> &str {
-    text.find("\n#[cfg(test)]").map_or(text, |at| &text[..at])
-}
-
-/// Every source file of the binary and the crates (test directories are not under `src`).
-fn all_sources(root: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    sources(&root.join("src"), &mut files);
-    for crate_dir in std::fs::read_dir(root.join("crates"))
-        .expect("crates/")
-        .flatten()
-    {
-        sources(&crate_dir.path().join("src"), &mut files);
-    }
-    assert!(
-        files.len() > 100,
-        "the sources were found ({})",
-        files.len()
-    );
-    files
-}
-
 /// Where a line of code (comments left out) spells one of `names` as a string literal.
 fn literals_in(text: &str, names: &[&str]) -> Vec<(usize, String)> {
     let mut found = Vec::new();
-    for (number, line) in code(text).lines().enumerate() {
+    for (number, line) in without_tests(text).lines().enumerate() {
         if line.trim_start().starts_with("//") {
             continue;
         }
@@ -71,7 +36,7 @@ fn literals_in(text: &str, names: &[&str]) -> Vec<(usize, String)> {
 
 #[test]
 fn no_method_name_is_a_string_literal_outside_the_typed_method_list() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = sources::root();
     let names: Vec<&str> = METHODS
         .iter()
         .chain(DAEMON_METHODS)
@@ -79,7 +44,7 @@ fn no_method_name_is_a_string_literal_outside_the_typed_method_list() {
         .chain([EVENT_NOTIFICATION])
         .collect();
     let mut found = Vec::new();
-    for file in all_sources(root) {
+    for file in sources::workspace_sources() {
         let relative = file.strip_prefix(root).unwrap_or(&file);
         if relative == Path::new(METHODS_OWNER) {
             continue;
@@ -98,8 +63,8 @@ fn no_method_name_is_a_string_literal_outside_the_typed_method_list() {
 
 #[test]
 fn no_event_name_is_a_string_literal_outside_the_type_that_owns_it() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let files = all_sources(root);
+    let root = sources::root();
+    let files = sources::workspace_sources();
     let names: Vec<&str> = EngineEvent::NAMES
         .iter()
         .chain(DaemonEvent::NAMES)
@@ -112,7 +77,7 @@ fn no_event_name_is_a_string_literal_outside_the_type_that_owns_it() {
             continue;
         }
         let text = std::fs::read_to_string(file).expect("a readable source");
-        for (number, line) in code(&text).lines().enumerate() {
+        for (number, line) in without_tests(&text).lines().enumerate() {
             for name in &names {
                 if line.contains(&format!("\"{name}\"")) {
                     found.push(format!("{}:{}: \"{name}\"", relative.display(), number + 1));
@@ -133,8 +98,8 @@ fn no_event_name_is_a_string_literal_outside_the_type_that_owns_it() {
 fn the_check_sees_a_literal_and_skips_test_modules() {
     let text =
         "fn a() { let _ = \"tool:executing\"; }\n#[cfg(test)]\nmod tests { \"engine:stopped\" }\n";
-    assert!(code(text).contains("\"tool:executing\""));
-    assert!(!code(text).contains("\"engine:stopped\""));
+    assert!(without_tests(text).contains("\"tool:executing\""));
+    assert!(!without_tests(text).contains("\"engine:stopped\""));
     let text = "fn a() { c.request(\"flemma/send\", p); }\n/// `\"flemma/cancel\"`\nfn b() { p(\"flemma/locks\"); }\n#[cfg(test)]\nmod tests { \"flemma/approve\" }\n";
     let found = literals_in(text, METHODS);
     assert_eq!(found, vec![(1, "flemma/send".to_owned())]);

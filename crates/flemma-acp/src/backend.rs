@@ -59,10 +59,11 @@ pub enum TurnEvent {
     /// An agent a call of `ask_agent` asked wants permission for one of its tool calls.
     AgentPermission(delegation::Permission),
     /// The chat was compacted before a request (its older turns summarised): what to tell the
-    /// user, and the compaction's facts for the client's `_meta` (messages, archive, model,
-    /// tokens before and after).
+    /// user, the summary the model wrote (when the engine told it), and the compaction's facts
+    /// for the client's `_meta` (messages, archive, model, tokens before and after).
     Compacted {
         notice: String,
+        summary: Option<String>,
         meta: serde_json::Map<String, serde_json::Value>,
     },
     /// A compaction failed (the chat is unchanged): why.
@@ -150,21 +151,22 @@ pub struct ProposedFile {
 }
 
 /// The seam to the engine: what the agent asks of the rest of flemmad. Every method returns
-/// at once; errors are messages for the user.
+/// at once; an error is a [`RequestError`]: its JSON-RPC code (bad input, a refusal, flemmad's
+/// own failure) and a message for the user, which the client gets as they are.
 pub trait Backend: Send + Sync + 'static {
     /// Creates the file `path` (which must not exist) holding `text`, with its folders.
-    fn create_chat(&self, path: &Path, text: &str) -> Result<(), String>;
+    fn create_chat(&self, path: &Path, text: &str) -> Result<(), RequestError>;
     /// The chat's text.
-    fn read_chat(&self, path: &Path) -> Result<String, String>;
+    fn read_chat(&self, path: &Path) -> Result<String, RequestError>;
     /// The `.chat` files directly in `dir`, with their modification times (none when the
     /// folder does not exist).
     fn chats_in(&self, dir: &Path) -> Vec<list::ChatEntry>;
     /// Removes the chat if it still holds `expected` (a session that was never used); `false`
     /// when it holds something else.
-    fn remove_chat_if_unchanged(&self, path: &Path, expected: &str) -> Result<bool, String>;
+    fn remove_chat_if_unchanged(&self, path: &Path, expected: &str) -> Result<bool, RequestError>;
     /// Replaces the chat's text with `text` if it still is `expected` (atomically); `false`
     /// when someone changed it meanwhile.
-    fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, String>;
+    fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, RequestError>;
     /// The events of the chat at `path` from now on.
     fn events(&self, path: &Path) -> tokio::sync::mpsc::UnboundedReceiver<TurnEvent>;
     /// A typed `flemma/*` request about the chat at `path` (send, approve, reject, cancel,
@@ -173,18 +175,25 @@ pub trait Backend: Send + Sync + 'static {
     fn call(&self, path: &Path, request: FlemmaRequest) -> Result<FlemmaResponse, RequestError>;
     /// A slash command of [`crate::commands::COMMANDS`] on the chat at `path` (`argument`: the text
     /// typed after its name): the text to show the user. The chat is not written.
-    fn slash_command(&self, path: &Path, command: &str, argument: &str) -> Result<String, String> {
+    fn slash_command(
+        &self,
+        path: &Path,
+        command: &str,
+        argument: &str,
+    ) -> Result<String, RequestError> {
         let _ = (path, argument);
-        Err(format!("/{command} is not available here"))
+        Err(RequestError::invalid_params(format!(
+            "/{command} is not available here"
+        )))
     }
     /// The mode the tools of the chat at `path` run in from its next prompt (docs/modes.md).
-    fn mode(&self, path: &Path) -> Result<flemma_config::Mode, String> {
+    fn mode(&self, path: &Path) -> Result<flemma_config::Mode, RequestError> {
         let _ = path;
         Ok(flemma_config::Mode::Default)
     }
     /// The settings of the chat at `path`'s next prompt: its mode, model and thinking level
     /// with their choices.
-    fn settings(&self, path: &Path) -> Result<Settings, String> {
+    fn settings(&self, path: &Path) -> Result<Settings, RequestError> {
         Ok(Settings {
             mode: self.mode(path)?,
             model: None,
@@ -194,19 +203,21 @@ pub trait Backend: Send + Sync + 'static {
     /// The chat's next requests use `model` (`provider/model`, a model of its provider, a
     /// `$preset`), as `flemma.switch` sets it (below its frontmatter); what happened, in a
     /// sentence.
-    fn set_model(&self, path: &Path, model: &str) -> Result<String, String> {
+    fn set_model(&self, path: &Path, model: &str) -> Result<String, RequestError> {
         let _ = (path, model);
-        Err("models are not available here".to_owned())
+        Err(RequestError::refused("models are not available here"))
     }
     /// The chat's next requests think at `level` (a value of [`Settings::thought_level`]),
     /// as `set_model` sets a model; what happened, in a sentence.
-    fn set_thought_level(&self, path: &Path, level: &str) -> Result<String, String> {
+    fn set_thought_level(&self, path: &Path, level: &str) -> Result<String, RequestError> {
         let _ = (path, level);
-        Err("thinking levels are not available here".to_owned())
+        Err(RequestError::refused(
+            "thinking levels are not available here",
+        ))
     }
     /// `session/delete`: moves the chat at `path` out of its project into flemmad's trash
     /// (never destroyed); returns where it lies now, for the user to restore by moving it back.
-    fn trash_chat(&self, path: &Path) -> Result<PathBuf, String>;
+    fn trash_chat(&self, path: &Path) -> Result<PathBuf, RequestError>;
     /// What the pending call `tool_id` of the chat at `path` would change in its file, as the
     /// file is now; `None` for a tool whose effect cannot be known before it runs, or when the
     /// change cannot be computed (the permission request then shows the call's input only).

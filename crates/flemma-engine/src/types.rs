@@ -169,7 +169,7 @@ impl StopReason {
             | StopReason::Error { message }
             | StopReason::Refused { message } => Some(message.clone()),
             StopReason::UserContentInApproved { tool_id } => Some(format!(
-                "the approved tool call `{tool_id}` was not run because its result block holds text you typed; review it and send again"
+                "the approved tool call `{tool_id}` was not run because its result block holds text you typed; review it (delete the text to run the tool, or mark the block as your result) and send again"
             )),
         }
     }

@@ -45,29 +45,24 @@ pub(crate) fn ask(session: &mut Session, uri: &str, asked: &PermissionAsked) {
     );
 }
 
-/// The user chose (`answer`: the action item, or nothing when dismissed).
-pub(crate) fn answered(session: &mut Session, uri: &str, id: &str, answer: Option<Value>) {
+/// The user chose (`answer`: the action item, or nothing when dismissed): the request that
+/// choice is (`flemma/approve` or `flemma/reject` of the question `id`), none when dismissed.
+pub(crate) fn decision(uri: &str, id: &str, answer: Option<Value>) -> Option<FlemmaRequest> {
     let chosen = answer
         .and_then(|value| {
             serde_json::from_value::<Option<lsp_types::MessageActionItem>>(value).ok()
         })
         .flatten();
-    let request = match chosen.as_ref().map(|item| item.title.as_str()) {
-        Some(ALLOW) => FlemmaRequest::Approve(ToolCallParams {
+    match chosen.as_ref().map(|item| item.title.as_str()) {
+        Some(ALLOW) => Some(FlemmaRequest::Approve(ToolCallParams {
             uri: uri.to_owned(),
             tool_id: id.to_owned(),
-        }),
-        Some(REJECT) => FlemmaRequest::Reject(RejectParams {
+        })),
+        Some(REJECT) => Some(FlemmaRequest::Reject(RejectParams {
             uri: uri.to_owned(),
             tool_id: id.to_owned(),
             reason: None,
-        }),
-        _ => return,
-    };
-    if let Err(error) = crate::handlers::execute_command::call(session, request) {
-        session.show_message(
-            lsp_types::MessageType::WARNING,
-            format!("flemma: {}", error.message),
-        );
+        })),
+        _ => None,
     }
 }

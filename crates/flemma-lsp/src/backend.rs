@@ -130,6 +130,9 @@ pub struct ContextMeter {
     pub advice: Option<(String, bool)>,
 }
 
+/// What [`Backend::call_later`] gives its answer to.
+pub type Answer = Box<dyn FnOnce(Result<FlemmaResponse, RequestError>) + Send>;
+
 /// The engine as the session sees it. Every method returns at once.
 pub trait Backend: Send {
     /// Answers a `flemma/*` request (or the `flemma.*` command that is the same request) about
@@ -141,6 +144,20 @@ pub trait Backend: Send {
         request: FlemmaRequest,
         outbox: &Outbox,
     ) -> Result<FlemmaResponse, RequestError>;
+
+    /// [`Backend::call`] for the main loop, which must not wait: `answer` is given the answer
+    /// once, from any thread — at once, or when work that takes long (an evaluation of
+    /// templates, git) is done off the main loop. By default, [`Backend::call`]'s answer, at
+    /// once.
+    fn call_later(
+        &mut self,
+        document: RequestDocument<'_>,
+        request: FlemmaRequest,
+        outbox: &Outbox,
+        answer: Answer,
+    ) {
+        answer(self.call(document, request, outbox));
+    }
 
     /// The client said who it is (`clientInfo.name` of `initialize`: `Helix`, `Visual Studio
     /// Code`), before any document opens: for messages that name the editor.

@@ -15,12 +15,14 @@
 //! [`transport`] frames messages over stdio.
 
 mod agent_permission;
+mod analysis_pool;
 mod analysis_worker;
 mod backend;
 mod commands;
 mod from_proto;
 mod handlers;
 mod main_loop;
+mod open_document;
 mod progress;
 mod publish;
 mod session;
@@ -30,8 +32,8 @@ mod to_proto;
 pub mod transport;
 
 pub use backend::{
-    Backend, BufferAnswer, BufferSnapshot, ClientConfig, ContextMeter, NoEngine, Outbox, Reply,
-    RequestDocument, Task,
+    Answer, Backend, BufferAnswer, BufferSnapshot, ClientConfig, ContextMeter, NoEngine, Outbox,
+    Reply, RequestDocument, Task,
 };
 pub use flemma_protocol::document::{normalize, path_to_uri, uri_to_path};
 pub use main_loop::{LspError, run, run_with};

@@ -30,7 +30,7 @@ enum Event {
     /// A deadline passed: a diagnostics debounce ended.
     Deadline,
     /// The analysis worker finished a document.
-    Analyzed(crate::analysis_worker::Finished),
+    Analyzed(crate::analysis_pool::Finished),
     /// The client connection closed without `exit`.
     Disconnected,
 }
@@ -70,7 +70,7 @@ pub fn run_with(
     }
     let base_config = host.config().clone();
     let (task_tx, task_rx) = crossbeam_channel::unbounded();
-    let (analyses, analyzed_rx) = crate::analysis_worker::Analyses::start();
+    let (analyses, analyzed_rx) = crate::analysis_pool::Analyses::start();
     let mut session = Session {
         sender: connection.sender.clone(),
         encoding,
@@ -146,7 +146,7 @@ fn next_event(
     session: &Session,
     lsp: &Receiver<Message>,
     tasks: &Receiver<Task>,
-    analyzed: &Receiver<crate::analysis_worker::Finished>,
+    analyzed: &Receiver<crate::analysis_pool::Finished>,
 ) -> Event {
     let deadline = session
         .documents

@@ -1,46 +1,13 @@
 //! `$/progress` of the engine's work on an open document, derived from the document's
 //! lifecycle events (the engine knows no LSP; it tells what happens, `flemma/event`) by the
-//! one fold of them, [`Activity`]: a reply streams, or foreground tools run. While either is
+//! one fold of them, `flemma_protocol::activity::Activity`: a reply streams, or foreground tools run. While either is
 //! true the document is busy: a progress begins (`talk.chat: streaming the
 //! reply`: without the server's name, which Helix puts before it), reports what changes (`running bash`), and ends `done` when nothing runs; the
 //! engine's `engine:stopped` ends it with its reason, a failure with `failed`.
 
-use flemma_protocol::activity::Activity;
 use flemma_protocol::event::EngineEvent;
 
 use crate::session::{ResponseHandler, Session};
-
-/// What the engine does for an open document, as its events tell it.
-#[derive(Debug, Default)]
-pub(crate) struct EngineActivity {
-    /// What the engine does.
-    pub activity: Activity,
-    /// The work-done progress shown for it.
-    pub progress: Option<lsp_types::ProgressToken>,
-    /// The last message reported (a report is sent only when it changes).
-    pub shown: String,
-}
-
-impl EngineActivity {
-    /// A reply streams or tools run (diagnostics wait longer, `Cancel the request` is offered).
-    pub fn busy(&self) -> bool {
-        self.activity.busy()
-    }
-
-    fn message(&self) -> String {
-        let activity = &self.activity;
-        if activity.requesting && activity.composing {
-            "Composing a tool call".to_owned()
-        } else if activity.requesting {
-            "streaming the reply".to_owned()
-        } else if let Some(agent) = &activity.agent {
-            agent.clone()
-        } else {
-            let names: Vec<&str> = activity.tool_names().collect();
-            format!("running {}", names.join(", "))
-        }
-    }
-}
 
 /// A lifecycle event of `uri`: the document's activity, and its progress, move on.
 pub(crate) fn on_event(session: &mut Session, uri: &str, event: &EngineEvent) {

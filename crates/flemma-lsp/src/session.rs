@@ -2,14 +2,15 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use flemma_ide::{AnalysisHost, DocumentId};
-use flemma_syntax::{Document, Encoding, LineIndex};
+use flemma_syntax::{Document, Encoding};
 use lsp_server::{Message, Notification, ReqQueue, Request, RequestId, Response};
 
 use crate::backend::{Backend, Outbox};
+pub(crate) use crate::open_document::{BufferEdit, OpenDocument};
 
 /// How long diagnostics wait after a change for the next one. None: the main loop handles
 /// the client's messages already queued before a due analysis (a burst of changes, a paste
@@ -20,39 +21,6 @@ pub(crate) const DIAGNOSTICS_DEBOUNCE: Duration = Duration::ZERO;
 /// The debounce while the engine works on the document (a reply streams in): its edits come
 /// ~10 times a second and need not each be analysed.
 pub(crate) const DIAGNOSTICS_DEBOUNCE_STREAMING: Duration = Duration::from_millis(250);
-
-/// One open document: the client's side of a document the [`AnalysisHost`] holds (the text
-/// and syntax tree live there, under [`Self::id`]).
-#[derive(Debug)]
-pub(crate) struct OpenDocument {
-    pub uri: lsp_types::Uri,
-    pub id: DocumentId,
-    pub version: i32,
-    /// The line index of the host's current text.
-    pub index: LineIndex,
-    /// When the diagnostics of the latest change are due.
-    pub diagnostics_at: Option<Instant>,
-    /// What the engine does for the document, as its events tell it (and its `$/progress`).
-    pub engine: crate::progress::EngineActivity,
-    /// The engine's edit in flight (`Task::ReplaceBuffer`).
-    pub buffer_edit: Option<BufferEdit>,
-    /// The diagnostics the client was last sent for this document (`None` before the first
-    /// publish, which goes out even when empty: the document was analysed). A list equal to
-    /// it, ranges included, is not sent again: Neovim reads every line of the buffer for each
-    /// publish (tens of milliseconds on a 10 MB chat, while keys wait).
-    pub published: Option<Vec<lsp_types::Diagnostic>>,
-}
-
-/// An engine edit sent to the client: answered once its fate shows in the text (the client's
-/// word alone is not enough: Neovim answers `applied: true` for an edit it dropped).
-#[derive(Debug)]
-pub(crate) struct BufferEdit {
-    /// Whether it landed, told by the changes the client reports (`flemma_syntax::RemoteEdit`).
-    pub check: flemma_syntax::RemoteEdit,
-    /// When the wait for the changes after `applied: true` runs out ([`ECHO_WAIT`]).
-    pub echo_deadline: Option<Instant>,
-    pub reply: Option<crate::backend::Reply<crate::backend::BufferAnswer>>,
-}
 
 /// How long the changes that show an edit answered `applied: true` may take to arrive (Neovim
 /// sends them after its answer, debounced by 150 ms); when none came by then, the mirror as it
@@ -102,7 +70,7 @@ pub(crate) struct Session {
     /// The analysis of every open document: text, syntax tree, evaluation, diagnostics.
     pub host: AnalysisHost,
     /// The analyses running off the main loop (see [`crate::analysis_worker`]).
-    pub analyses: crate::analysis_worker::Analyses,
+    pub analyses: crate::analysis_pool::Analyses,
     pub requests: ReqQueue<(), ResponseHandler>,
     pub backend: Box<dyn Backend>,
     pub outbox: Outbox,
@@ -163,11 +131,18 @@ impl Session {
     }
 
     pub fn show_message(&self, typ: lsp_types::MessageType, message: String) {
-        self.notify::<lsp_types::notification::ShowMessage>(lsp_types::ShowMessageParams {
-            typ,
-            message,
-        });
+        self.send(shown(typ, message));
     }
+}
+
+/// `window/showMessage` of `message`, for [`Session::show_message`] and for whoever answers from
+/// another thread through the session's sender.
+pub(crate) fn shown(typ: lsp_types::MessageType, message: String) -> Message {
+    Message::Notification(Notification::new(
+        <lsp_types::notification::ShowMessage as lsp_types::notification::Notification>::METHOD
+            .to_owned(),
+        lsp_types::ShowMessageParams { typ, message },
+    ))
 }
 
 /// What [`Session::syntax`] answers for a document the host lost (never expected).

@@ -10,7 +10,7 @@ use flemma_ide::features::symbols::{Symbol, SymbolKind};
 use flemma_syntax::{Encoding, LineIndex, Role, Severity, TextEdit, TextRange};
 use serde_json::json;
 
-use crate::session::OpenDocument;
+use crate::open_document::OpenDocument;
 
 pub(crate) fn position(
     index: &LineIndex,

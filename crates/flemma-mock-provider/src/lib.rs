@@ -35,6 +35,7 @@
 //!   `DELETE /_mock/requests`.
 
 pub mod chatgpt;
+mod deltas;
 mod formats;
 mod ids;
 pub mod oauth;

@@ -319,11 +319,11 @@ impl Turn {
         let mut thinking = 0u64;
         for step in &self.steps {
             match step {
-                Step::Text(text) => output += crate::formats::word_count(text),
-                Step::Thinking { text, .. } => thinking += crate::formats::word_count(text),
+                Step::Text(text) => output += crate::deltas::word_count(text),
+                Step::Thinking { text, .. } => thinking += crate::deltas::word_count(text),
                 Step::RedactedThinking(_) => thinking += 8,
                 Step::ToolCall { name, input, .. } => {
-                    output += 4 + crate::formats::word_count(name);
+                    output += 4 + crate::deltas::word_count(name);
                     output += (input.to_string().len() / 4) as u64;
                 }
             }

@@ -36,7 +36,7 @@ pub struct EngineStatus {
     /// The context meter of the last request the document's engine sent in this process (its
     /// input tokens against the model's window, docs/context.md), when one was sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<Box<crate::status::ContextStatus>>,
+    pub context: Option<Box<crate::context::ContextStatus>>,
 }
 
 /// A provider and model, as `flemma/switch` sets them.

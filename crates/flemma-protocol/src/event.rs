@@ -654,6 +654,10 @@ pub struct ContextCompacted {
     pub tokens_after: u64,
     /// Made by autopilot at `context.compact_at` (else asked for by hand).
     pub automatic: bool,
+    /// The summary the model wrote, as it is in the chat's summary message (after its first
+    /// lines, which name the archive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

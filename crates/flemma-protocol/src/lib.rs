@@ -19,6 +19,7 @@
 
 pub mod activity;
 pub mod approval;
+pub mod context;
 pub mod document;
 pub mod engine;
 pub mod error;

@@ -1,8 +1,8 @@
 //! The `flemma/*` requests: one typed request per method, decoded once at the edge of every
 //! front end and answered by one handler (the engine host's `call`). The language server
 //! decodes its `flemma/*` requests with [`FlemmaRequest::decode`] and its `flemma.*` commands
-//! with [`FlemmaRequest::from_command`]; `rpc.sock` registers every method of [`METHODS`] in
-//! its `jsonrpsee` module and decodes with [`FlemmaRequest::decode`]; the ACP agent builds the
+//! with [`FlemmaRequest::from_command`]; `rpc.sock` decodes the params' text of a method of
+//! [`METHODS`] straight into its params type with [`FlemmaRequest::decode_text`]; the ACP agent builds the
 //! requests it needs. Adding a method is one line in the `requests!` list below (its params
 //! type) and one arm in the handler.
 //!
@@ -244,6 +244,18 @@ macro_rules! requests {
                 Some(format!("[{}]", names.join(", ")))
             }
 
+            /// The request of `method` decoded from the JSON text of its params straight into
+            /// its params type (no `Value` between): `None` for a method not in [`METHODS`].
+            fn from_params_text(
+                method: &str,
+                text: &str,
+            ) -> Option<Result<Self, serde_json::Error>> {
+                $(if method == $method {
+                    return Some(serde_json::from_str::<$params>(text).map(Self::$variant));
+                })*
+                None
+            }
+
             /// The params of `method` in order, each with whether it is required.
             fn params_of(method: &str) -> Option<Vec<(String, bool)>> {
                 $(if method == $method {
@@ -318,25 +330,37 @@ impl FlemmaRequest {
         if !METHODS.contains(&method) {
             return Err(unknown_method(method));
         }
-        let takes = || {
-            Self::arguments(method)
-                .map(|args| args.replace('[', "{").replace(']', "}"))
-                .unwrap_or_default()
-        };
         if params.is_null() {
-            return Err(RequestError::invalid_params(format!(
-                "invalid params for `{method}`: they are missing; it takes {} (protocol/README.md)",
-                takes()
-            )));
+            return Err(Self::invalid(method, "they are missing"));
         }
-        serde_json::from_value(serde_json::json!({"method": method, "params": params})).map_err(
-            |error| {
-                RequestError::invalid_params(format!(
-                    "invalid params for `{method}`: {error}; it takes {} (protocol/README.md)",
-                    takes()
-                ))
-            },
-        )
+        serde_json::from_value(serde_json::json!({"method": method, "params": params}))
+            .map_err(|error| Self::invalid(method, &error.to_string()))
+    }
+
+    /// Decodes a `flemma/*` request from the JSON text of its params (`None`: it has none), as
+    /// `rpc.sock` reads them: parsed once, into the method's params type. Refuses what
+    /// [`FlemmaRequest::decode`] refuses, with the same messages.
+    pub fn decode_text(method: &str, params: Option<&str>) -> Result<Self, RequestError> {
+        let text = params.map(str::trim).filter(|text| *text != "null");
+        let (Some(text), true) = (text, METHODS.contains(&method)) else {
+            // What is missing (the method, the params) is said by the one decoder.
+            return Self::decode(method, Value::Null);
+        };
+        match Self::from_params_text(method, text) {
+            Some(Ok(request)) => Ok(request),
+            Some(Err(error)) => Err(Self::invalid(method, &without_position(&error))),
+            None => Err(unknown_method(method)),
+        }
+    }
+
+    /// Params of `method` that do not fit (`error`: what serde said).
+    fn invalid(method: &str, error: &str) -> RequestError {
+        let takes = Self::arguments(method)
+            .map(|args| args.replace('[', "{").replace(']', "}"))
+            .unwrap_or_default();
+        RequestError::invalid_params(format!(
+            "invalid params for `{method}`: {error}; it takes {takes} (protocol/README.md)"
+        ))
     }
 
     /// Decodes a `flemma.*` command (`workspace/executeCommand`): the params of its method as
@@ -390,6 +414,17 @@ pub fn unknown_method(method: &str) -> RequestError {
             METHODS.join(", ")
         ),
     )
+}
+
+/// What serde said, without where in the text (a `Value` decoded says no position: the same
+/// message whichever way the params came).
+fn without_position(error: &serde_json::Error) -> String {
+    let message = error.to_string();
+    let position = format!(" at line {} column {}", error.line(), error.column());
+    match message.strip_suffix(&position) {
+        Some(message) => message.to_owned(),
+        None => message,
+    }
 }
 
 /// A params type's fields in order (from its schema), each with whether it is required.
@@ -555,6 +590,36 @@ mod tests {
         );
         let error = FlemmaRequest::decode("flemma/send", Value::Null).unwrap_err();
         assert!(error.message.contains("missing"), "{error}");
+    }
+
+    /// `rpc.sock`'s decode from the params' text answers as the decode from a `Value` does,
+    /// requests and refusals alike (messages included).
+    #[test]
+    fn decoding_the_params_text_answers_as_decoding_a_value() {
+        let table: &[(&str, Option<&str>)] = &[
+            ("flemma/send", Some(r#"{"uri": "/a.chat"}"#)),
+            (
+                "flemma/reject",
+                Some(r#"{"uri": "/a.chat", "toolId": "t1", "reason": "no"}"#),
+            ),
+            ("flemma/approve", Some(r#"{"uri": "a"}"#)),
+            ("flemma/approve", Some(r#"{"uri": "a", "toolId": 7}"#)),
+            ("flemma/send", Some(r#"{"uri": "/a.chat", "x": 1}"#)),
+            ("flemma/compact", Some(r#"{"uri": "/a.chat", "line": -1}"#)),
+            ("flemma/send", Some(r#"["/a.chat"]"#)),
+            ("flemma/send", Some("null")),
+            ("flemma/send", None),
+            ("flemma/explode", Some("{}")),
+            ("flemma/explode", None),
+        ];
+        for &(method, text) in table {
+            let value = text.map_or(Value::Null, |text| serde_json::from_str(text).unwrap());
+            assert_eq!(
+                FlemmaRequest::decode_text(method, text),
+                FlemmaRequest::decode(method, value),
+                "{method} {text:?}"
+            );
+        }
     }
 
     #[test]

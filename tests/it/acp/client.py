@@ -41,6 +41,12 @@ Steps (a JSON list):
                                                   file (the first `old` becomes `new`)
   {"op": "wait_for_chat", "contains": TEXT}       waits (30 s at most) until the session's
                                                   chat file holds TEXT (another editor's turn)
+  {"op": "wait_for_update", "contains": TEXT,     waits (30 s at most) until an update of
+   "marker": PATH}                                the step, or its agent_message_chunks joined,
+                                                  hold TEXT (another editor's turn streaming
+                                                  in), then creates the file `marker`
+  {"op": "wait_for_file", "path": PATH}           waits (30 s at most) until the file exists
+  {"op": "touch", "path": PATH}                   creates the file (the steps before are done)
 The output: {"initialize": ..., "steps": [{"op", "result" | "error", "updates",
 "permissions"}], "seen": [...]}; "seen" is every update ("tool_call_update ID STATUS") and
 file request ("fs/write_text_file PATH") of the run, in the order they arrived. Updates are the session/update notifications received during the step, in
@@ -149,6 +155,10 @@ class Recorder:
 
     def on_connect(self, conn):
         self.conn = conn
+
+
+def dump_dict(update):
+    return update if isinstance(update, dict) else dump(update)
 
 
 def seen_entry(update):
@@ -270,6 +280,40 @@ async def main():
                         await asyncio.sleep(0.05)
                     else:
                         raise AssertionError(f"the chat never held {step['contains']}")
+                    record["result"] = {}
+                elif step["op"] == "wait_for_update":
+                    # Another front end's turn streams in: wait (30 s at most) for an update
+                    # holding TEXT, then create the file `marker` names, if any.
+                    for _ in range(600):
+                        said = "".join(
+                            u.get("content", {}).get("text", "")
+                            for u in map(dump_dict, recorder.updates)
+                            if u["sessionUpdate"] == "agent_message_chunk"
+                        )
+                        if step["contains"] in said or any(
+                            step["contains"] in json.dumps(u) for u in recorder.updates
+                        ):
+                            break
+                        await asyncio.sleep(0.05)
+                    else:
+                        raise AssertionError(
+                            f"no update held {step['contains']}: {recorder.updates}"
+                        )
+                    if "marker" in step:
+                        open(step["marker"], "w").close()
+                    record["result"] = {}
+                elif step["op"] == "touch":
+                    # Tells the test the steps before are done: creates the file `path` names.
+                    open(step["path"], "w").close()
+                    record["result"] = {}
+                elif step["op"] == "wait_for_file":
+                    # Waits (30 s at most) until the file `path` names exists.
+                    for _ in range(600):
+                        if os.path.exists(step["path"]):
+                            break
+                        await asyncio.sleep(0.05)
+                    else:
+                        raise AssertionError(f"{step['path']} never appeared")
                     record["result"] = {}
                 elif step["op"] == "replace_in_chat":
                     with open(session_id, encoding="utf-8") as file:

@@ -238,3 +238,29 @@ pub fn wait_until_contains(path: &Path, needle: &str, what: &str) -> String {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A multi-thread tokio runtime with one worker, for a test that drives processes from plain
+/// threads (`block_on`) while the runtime's worker answers them.
+pub fn one_worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Runs `git ARGS` in `dir` with no user configuration and a fixed identity; fails the test
+/// when git does.
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "me")
+        .env("GIT_AUTHOR_EMAIL", "me@example.org")
+        .env("GIT_COMMITTER_NAME", "me")
+        .env("GIT_COMMITTER_EMAIL", "me@example.org")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+}

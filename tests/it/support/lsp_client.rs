@@ -256,9 +256,25 @@ impl Client {
 
     /// Sends a request and pumps until its answer: `Ok(result)` or `Err(error)`.
     pub fn request(&mut self, method: &str, params: Value) -> Result<Value, Value> {
+        let id = self.request_later(method, params);
+        self.answer(id, method)
+    }
+
+    /// Sends a request without waiting for its answer: its id, for [`Client::answer`].
+    pub fn request_later(&mut self, method: &str, params: Value) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Whether request `id` has been answered (by what was handled so far).
+    pub fn answered(&self, id: i64) -> bool {
+        self.responses.contains_key(&id)
+    }
+
+    /// Pumps until request `id` (of `method`) is answered: `Ok(result)` or `Err(error)`.
+    pub fn answer(&mut self, id: i64, method: &str) -> Result<Value, Value> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(response) = self.responses.remove(&id) {

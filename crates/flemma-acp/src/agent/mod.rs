@@ -2,6 +2,7 @@
 //! one `session/prompt` (write the prompt, run the engine, stream what it does, ask for
 //! permissions, answer with the stop reason).
 
+mod follow;
 mod session_close;
 mod session_list;
 mod session_load;
@@ -25,9 +26,9 @@ use agent_client_protocol::v1::schema::{
     SessionListCapabilities, SessionResumeCapabilities,
 };
 use agent_client_protocol::v1::schema::{
-    ForkSessionRequest, ForkSessionResponse, SessionForkCapabilities,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse,
+    ForkSessionRequest, ForkSessionResponse, SessionConfigOption, SessionForkCapabilities,
+    SessionModeState, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo as _, Error, Lines};
@@ -188,6 +189,29 @@ impl Initializing {
     }
 }
 
+/// The answer of `session/new`, `load`, `resume` and `fork` once the session `opened` names
+/// is open (or the error that kept it from opening): the session's modes and config options
+/// (remembered as told), made into the method's response by `make`; then its slash commands.
+fn session_answer<R: agent_client_protocol::JsonRpcResponse>(
+    state: &State,
+    opened: Result<String, Error>,
+    responder: Responder<R>,
+    cx: &ConnectionTo<Client>,
+    make: impl FnOnce(String, Option<SessionModeState>, Option<Vec<SessionConfigOption>>) -> R,
+) -> Result<(), Error> {
+    let id = match opened {
+        Ok(id) => id,
+        Err(error) => return responder.respond_with_error(error),
+    };
+    let settings = session_settings(state, &id);
+    responder.respond(make(
+        id.clone(),
+        settings.as_ref().map(|s| modes::mode_state(s.mode)),
+        settings.as_ref().map(modes::config_options),
+    ))?;
+    announce_commands(cx, &id)
+}
+
 fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
     let on_initialize = state.clone();
     let on_new = state.clone();
@@ -246,18 +270,12 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
             async move |request: NewSessionRequest,
                         responder: Responder<NewSessionResponse>,
                         cx: ConnectionTo<Client>| {
-                match new_session(&on_new, request, &cx) {
-                    Ok(id) => {
-                        let settings = session_settings(&on_new, &id);
-                        responder.respond(
-                            NewSessionResponse::new(id.clone())
-                                .modes(settings.as_ref().map(|s| modes::mode_state(s.mode)))
-                                .config_options(settings.as_ref().map(modes::config_options)),
-                        )?;
-                        announce_commands(&cx, &id)
-                    }
-                    Err(error) => responder.respond_with_error(error),
-                }
+                let opened = new_session(&on_new, request, &cx);
+                session_answer(&on_new, opened, responder, &cx, |id, modes, options| {
+                    NewSessionResponse::new(id)
+                        .modes(modes)
+                        .config_options(options)
+                })
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -266,18 +284,12 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         responder: Responder<LoadSessionResponse>,
                         cx: ConnectionTo<Client>| {
                 let id = request.session_id.0.to_string();
-                match load_session(&on_load, request, &cx) {
-                    Ok(()) => {
-                        let settings = session_settings(&on_load, &id);
-                        responder.respond(
-                            LoadSessionResponse::new()
-                                .modes(settings.as_ref().map(|s| modes::mode_state(s.mode)))
-                                .config_options(settings.as_ref().map(modes::config_options)),
-                        )?;
-                        announce_commands(&cx, &id)
-                    }
-                    Err(error) => responder.respond_with_error(error),
-                }
+                let opened = load_session(&on_load, request, &cx).map(|()| id);
+                session_answer(&on_load, opened, responder, &cx, |_, modes, options| {
+                    LoadSessionResponse::new()
+                        .modes(modes)
+                        .config_options(options)
+                })
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -286,18 +298,12 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
                         responder: Responder<ResumeSessionResponse>,
                         cx: ConnectionTo<Client>| {
                 let id = request.session_id.0.to_string();
-                match resume_session(&on_resume, request, &cx) {
-                    Ok(()) => {
-                        let settings = session_settings(&on_resume, &id);
-                        responder.respond(
-                            ResumeSessionResponse::new()
-                                .modes(settings.as_ref().map(|s| modes::mode_state(s.mode)))
-                                .config_options(settings.as_ref().map(modes::config_options)),
-                        )?;
-                        announce_commands(&cx, &id)
-                    }
-                    Err(error) => responder.respond_with_error(error),
-                }
+                let opened = resume_session(&on_resume, request, &cx).map(|()| id);
+                session_answer(&on_resume, opened, responder, &cx, |_, modes, options| {
+                    ResumeSessionResponse::new()
+                        .modes(modes)
+                        .config_options(options)
+                })
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -325,18 +331,12 @@ fn builder(state: Arc<State>) -> impl agent_client_protocol::ConnectTo<Client> {
             async move |request: ForkSessionRequest,
                         responder: Responder<ForkSessionResponse>,
                         cx: ConnectionTo<Client>| {
-                match fork_session(&on_fork, request, &cx) {
-                    Ok(id) => {
-                        let settings = session_settings(&on_fork, &id);
-                        responder.respond(
-                            ForkSessionResponse::new(id.clone())
-                                .modes(settings.as_ref().map(|s| modes::mode_state(s.mode)))
-                                .config_options(settings.as_ref().map(modes::config_options)),
-                        )?;
-                        announce_commands(&cx, &id)
-                    }
-                    Err(error) => responder.respond_with_error(error),
-                }
+                let opened = fork_session(&on_fork, request, &cx);
+                session_answer(&on_fork, opened, responder, &cx, |id, modes, options| {
+                    ForkSessionResponse::new(id)
+                        .modes(modes)
+                        .config_options(options)
+                })
             },
             agent_client_protocol::on_receive_request!(),
         )

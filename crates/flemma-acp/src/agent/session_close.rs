@@ -3,7 +3,7 @@
 use agent_client_protocol::Error;
 use agent_client_protocol::v1::schema::{DeleteSessionResponse, SessionId};
 
-use super::state::{State, cancel, chat_of, invalid, lock};
+use super::state::{State, cancel, chat_of, lock, refused};
 
 /// `session/close`: the prompt that runs is cancelled (what it wrote stays in the chat) and
 /// the session is forgotten by this connection; its chat stays where it is. Closing a session
@@ -12,6 +12,9 @@ pub(super) fn close_session(state: &State, session_id: &SessionId) {
     let Some(session) = lock(&state.sessions).remove(&*session_id.0) else {
         return;
     };
+    session
+        .gone
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     if let Some(signal) = lock(&session.running).as_ref() {
         let _ = signal.send(true);
     }
@@ -30,7 +33,7 @@ pub(super) fn delete_session(
     let path = chat_of(session_id)?;
     close_session(state, session_id);
     cancel(&*state.backend, &path);
-    let trashed = state.backend.trash_chat(&path).map_err(invalid)?;
+    let trashed = state.backend.trash_chat(&path).map_err(refused)?;
     tracing::info!(chat = %path.display(), to = %trashed.display(), "session/delete");
     let meta = serde_json::Map::from_iter([(
         "flemma".to_owned(),

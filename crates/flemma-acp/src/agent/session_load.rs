@@ -11,8 +11,8 @@ use agent_client_protocol::{Client, Error};
 
 use crate::{prompt, replay};
 
-use super::session_new::{chat_name, mcp};
-use super::state::{State, chat_of, cwd_of, internal, invalid};
+use super::session_new::{chat_name, open};
+use super::state::{State, chat_of, cwd_of, invalid, refused};
 
 pub(super) fn load_session(
     state: &State,
@@ -20,13 +20,12 @@ pub(super) fn load_session(
     cx: &ConnectionTo<Client>,
 ) -> Result<(), Error> {
     let path = chat_of(&request.session_id)?;
-    let text = state.backend.read_chat(&path).map_err(invalid)?;
+    let text = state.backend.read_chat(&path).map_err(refused)?;
     let cwd = cwd_of(request.cwd, &path);
     for update in replay::history(&text, &cwd) {
         cx.send_notification(SessionNotification::new(request.session_id.clone(), update))?;
     }
-    let session = state.add(path, cwd, None, false, cx);
-    mcp(state, &session, request.mcp_servers);
+    let session = open(state, path, cwd, None, false, request.mcp_servers, cx);
     tracing::info!(chat = %session.id, "session/load");
     Ok(())
 }
@@ -39,10 +38,9 @@ pub(super) fn resume_session(
     cx: &ConnectionTo<Client>,
 ) -> Result<(), Error> {
     let path = chat_of(&request.session_id)?;
-    state.backend.read_chat(&path).map_err(invalid)?;
+    state.backend.read_chat(&path).map_err(refused)?;
     let cwd = cwd_of(request.cwd, &path);
-    let session = state.add(path, cwd, None, false, cx);
-    mcp(state, &session, request.mcp_servers);
+    let session = open(state, path, cwd, None, false, request.mcp_servers, cx);
     tracing::info!(chat = %session.id, "session/resume");
     Ok(())
 }
@@ -57,7 +55,7 @@ pub(super) fn fork_session(
     cx: &ConnectionTo<Client>,
 ) -> Result<String, Error> {
     let original = chat_of(&request.session_id)?;
-    let text = state.backend.read_chat(&original).map_err(invalid)?;
+    let text = state.backend.read_chat(&original).map_err(refused)?;
     let keep = request
         .meta
         .as_ref()
@@ -75,10 +73,9 @@ pub(super) fn fork_session(
     };
     let folder = original.parent().unwrap_or(Path::new("/"));
     let path = folder.join(chat_name());
-    state.backend.create_chat(&path, &text).map_err(internal)?;
+    state.backend.create_chat(&path, &text).map_err(refused)?;
     let cwd = cwd_of(request.cwd, &path);
-    let session = state.add(path, cwd, None, false, cx);
-    mcp(state, &session, request.mcp_servers);
+    let session = open(state, path, cwd, None, false, request.mcp_servers, cx);
     tracing::info!(chat = %session.id, from = %original.display(), "session/fork");
     Ok(session.id.clone())
 }

@@ -11,7 +11,8 @@ use crate::{
     chats::{new_chat_text, sessions_dir},
 };
 
-use super::state::{Session, State, internal, invalid};
+use super::follow::follow;
+use super::state::{Session, State, invalid, refused};
 
 /// The servers flemmad runs, and a line for each it does not (an SSE server: only stdio and
 /// streamable HTTP are advertised).
@@ -88,14 +89,39 @@ pub(super) fn new_session(
     let delegated = asked.is_some();
     let path = asked.unwrap_or_else(|| sessions_dir(&cwd).join(chat_name()));
     let text = new_chat_text(&path, &cwd);
-    state.backend.create_chat(&path, &text).map_err(internal)?;
-    let session = state.add(path, cwd, Some(text), delegated, cx);
-    mcp(state, &session, request.mcp_servers);
+    state.backend.create_chat(&path, &text).map_err(refused)?;
+    let session = open(
+        state,
+        path,
+        cwd,
+        Some(text),
+        delegated,
+        request.mcp_servers,
+        cx,
+    );
     tracing::info!(chat = %session.id, "session/new");
     Ok(session.id.clone())
 }
 
-pub(super) fn mcp(state: &State, session: &Session, servers: Vec<McpServer>) {
+/// The session on `path` in this connection (new, loaded, resumed or forked): its chat
+/// followed (the engine's events of turns other editors start) and the editor's MCP servers
+/// started for it.
+pub(super) fn open(
+    state: &State,
+    path: std::path::PathBuf,
+    cwd: std::path::PathBuf,
+    created: Option<String>,
+    delegated: bool,
+    servers: Vec<McpServer>,
+    cx: &ConnectionTo<Client>,
+) -> std::sync::Arc<Session> {
+    let session = state.add(path, cwd, created, delegated, cx);
+    follow(state, &session, cx);
+    mcp(state, &session, servers);
+    session
+}
+
+fn mcp(state: &State, session: &Session, servers: Vec<McpServer>) {
     if servers.is_empty() {
         return;
     }

@@ -1,6 +1,5 @@
 //! `session/prompt`: a slash command answered here, or the prompt written and its turn run.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -48,7 +47,7 @@ pub(super) fn compact_command(
             Ok(text)
         }
         Err(error) => {
-            tell(CompactionUpdate::new(id, CompactionStatus::Failed).error(error.clone()))?;
+            tell(CompactionUpdate::new(id, CompactionStatus::Failed).error(error.message.clone()))?;
             Ok(format!("/compact: {error}"))
         }
     }
@@ -71,21 +70,35 @@ pub(super) fn start_prompt(
         && let Some((command, argument)) = crate::commands::parse(&request.prompt)
     {
         let running = lock(&session.running).is_some();
-        let answer = if running && command != "status" {
-            format!("/{command}: a prompt runs in this session; run it once that prompt has ended")
-        } else if matches!(command, "model" | "mode") {
-            setting_command(state, &session, command, &argument, &cx)?
-        } else if command == "compact" && state.client_compaction.load(Ordering::Relaxed) {
-            compact_command(state, &session, &argument, &cx)?
-        } else {
-            match state
-                .backend
-                .slash_command(&session.path, command, &argument)
-            {
-                Ok(text) => text,
-                Err(error) => format!("/{command}: {error}"),
-            }
-        };
+        // What the command makes the engine do (a compaction) is this connection's own: the
+        // follower does not tell it as another front end's.
+        let own = (!running).then(|| {
+            let (sender, _) = tokio::sync::mpsc::unbounded_channel();
+            lock(&session.own_events).replace(sender)
+        });
+        let answer = (|| -> Result<String, Error> {
+            Ok(if running && command != "status" {
+                format!(
+                    "/{command}: a prompt runs in this session; run it once that prompt has ended"
+                )
+            } else if matches!(command, "model" | "mode") {
+                setting_command(state, &session, command, &argument, &cx)?
+            } else if command == "compact" && state.client_compaction.load(Ordering::Relaxed) {
+                compact_command(state, &session, &argument, &cx)?
+            } else {
+                match state
+                    .backend
+                    .slash_command(&session.path, command, &argument)
+                {
+                    Ok(text) => text,
+                    Err(error) => format!("/{command}: {error}"),
+                }
+            })
+        })();
+        if let Some(earlier) = own {
+            *lock(&session.own_events) = earlier;
+        }
+        let answer = answer?;
         cx.send_notification(SessionNotification::new(
             session.id.clone(),
             SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::Text(
@@ -99,6 +112,11 @@ pub(super) fn start_prompt(
         Ok(text) => text,
         Err(error) => return responder.respond_with_error(invalid(error.to_string())),
     };
+    if session.other_runs.load(Ordering::SeqCst) {
+        return responder.respond_with_error(invalid(
+            "a turn sent from another editor runs in this chat (its updates stream into this session): wait for it to end, then prompt again; this prompt was not written",
+        ));
+    }
     let cancel = {
         let mut running = lock(&session.running);
         if running.is_some() {
@@ -119,21 +137,7 @@ pub(super) fn start_prompt(
     // still the prompt's own (`stopReason: cancelled`).
     let request_cancel = responder.cancellation();
     cx.spawn(async move {
-        let turn = Turn {
-            backend: &*backend,
-            session: &session,
-            cx: &task_cx,
-            cancel,
-            cancelled: false,
-            announced: HashSet::new(),
-            finished: HashSet::new(),
-            decided: HashSet::new(),
-            calls: HashMap::new(),
-            pending: Vec::new(),
-            delegations: crate::delegation::Delegations::default(),
-            compaction,
-            backlog: std::collections::VecDeque::new(),
-        };
+        let turn = Turn::new(&*backend, &session, &task_cx, cancel, compaction);
         let run = turn.run(&text);
         tokio::pin!(run);
         let mut cancel_asked = false;
@@ -148,9 +152,12 @@ pub(super) fn start_prompt(
                 }
             }
         };
+        // The chat as this prompt left it is known before its events stop coming here: what
+        // follows is another front end's, told from there.
+        *lock(&session.known) = backend.read_chat(&session.path).ok();
+        *lock(&session.own_events) = None;
         *lock(&session.running) = None;
         session.announced.prompt_runs(false);
-        *lock(&session.known) = backend.read_chat(&session.path).ok();
         retell_settings(&*backend, &session, &task_cx)?;
         let sent = match result {
             Ok(stop) => responder.respond(PromptResponse::new(stop)),

@@ -8,6 +8,7 @@ use agent_client_protocol::v1::schema::SessionConfigId;
 use agent_client_protocol::v1::schema::SessionId;
 use agent_client_protocol::{Client, Error};
 
+use flemma_protocol::error::RequestError;
 use flemma_protocol::methods::{FlemmaRequest, ModeParams};
 
 use crate::modes::Setting;
@@ -16,7 +17,7 @@ use crate::{
     modes,
 };
 
-use super::state::{Session, State, engine, internal, invalid, retell_settings};
+use super::state::{Session, State, engine, invalid, refused, retell_settings};
 
 /// `session/set_mode` and `session/set_config_option`: the setting changed (the mode is the
 /// one the session's tools will run in: its chat's frontmatter may make it stricter than
@@ -36,8 +37,8 @@ pub(super) fn set_setting(
     }
     let settings = state.backend.settings(&session.path).ok();
     let setting = modes::requested(config_id.map(|id| &*id.0), value, settings.as_ref())?;
-    apply(&*state.backend, &session.path, setting).map_err(invalid)?;
-    let settings = state.backend.settings(&session.path).map_err(internal)?;
+    apply(&*state.backend, &session.path, setting).map_err(refused)?;
+    let settings = state.backend.settings(&session.path).map_err(refused)?;
     Ok((session, settings))
 }
 
@@ -48,14 +49,13 @@ fn set_mode(
     backend: &dyn Backend,
     path: &Path,
     mode: flemma_config::Mode,
-) -> Result<flemma_config::Mode, String> {
+) -> Result<flemma_config::Mode, RequestError> {
     engine(backend, path, |uri| {
         FlemmaRequest::Mode(ModeParams {
             uri,
             mode: mode.as_str().to_owned(),
         })
-    })
-    .map_err(|error| error.message)?;
+    })?;
     backend.mode(path)
 }
 
@@ -63,7 +63,7 @@ pub(super) fn apply(
     backend: &dyn Backend,
     path: &Path,
     setting: Setting,
-) -> Result<String, String> {
+) -> Result<String, RequestError> {
     match setting {
         Setting::Mode(mode) => set_mode(backend, path, mode).map(|effective| {
             if effective == mode {
@@ -111,7 +111,7 @@ pub(super) fn setting_command(
         "mode" => modes::requested(Some(modes::MODE_OPTION), argument, Some(&settings)),
         _ => Ok(Setting::Model(argument.to_owned())),
     };
-    let answer = match setting.map_err(|e| e.message) {
+    let answer = match setting.map_err(|e| RequestError::new(e.code.into(), e.message)) {
         Ok(setting) => apply(&*state.backend, &session.path, setting),
         Err(error) => Err(error),
     };

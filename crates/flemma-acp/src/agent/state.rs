@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_client_protocol::v1::ConnectionTo;
@@ -14,7 +15,7 @@ use flemma_protocol::methods::{
 use tokio::sync::watch;
 
 use crate::{
-    backend::{Backend, Settings},
+    backend::{Backend, Settings, TurnEvent},
     files::ClientFiles,
     modes,
 };
@@ -55,6 +56,13 @@ pub(super) struct Session {
     /// The session was made for another flemmad's `ask_agent`: its prompts are a model's
     /// text, written as text (neither templates nor file references nor structure).
     pub(super) delegated: bool,
+    /// Where the chat's events go while this connection's own prompt (or slash command) runs;
+    /// otherwise they are another front end's turn, which [`super::follow`] streams live.
+    pub(super) own_events: Mutex<Option<tokio::sync::mpsc::UnboundedSender<TurnEvent>>>,
+    /// A turn another front end started (an LSP editor's `flemma.send`) runs and is streamed.
+    pub(super) other_runs: AtomicBool,
+    /// The session was closed, deleted or loaded again: its follower stops.
+    pub(super) gone: AtomicBool,
 }
 
 /// The tools the user allowed always, by session: for the rest of the session, across the
@@ -128,11 +136,17 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 pub(super) fn invalid(message: impl Into<String>) -> Error {
-    Error::new(-32602, message.into())
+    Error::new(
+        flemma_protocol::error::codes::INVALID_PARAMS,
+        message.into(),
+    )
 }
 
 pub(super) fn internal(message: impl Into<String>) -> Error {
-    Error::new(-32603, message.into())
+    Error::new(
+        flemma_protocol::error::codes::INTERNAL_ERROR,
+        message.into(),
+    )
 }
 
 impl State {
@@ -146,6 +160,7 @@ impl State {
     }
 
     /// A session of the chat at `path`; its tools use the client's files when it has them.
+    /// The caller starts its follower (`follow::follow`) once it is set up.
     pub(super) fn add(
         &self,
         path: PathBuf,
@@ -180,10 +195,15 @@ impl State {
             delegated,
             announced,
             known: Mutex::new(None),
+            own_events: Mutex::new(None),
+            other_runs: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
         });
         *lock(&session.known) = self.backend.read_chat(&session.path).ok();
         // A session loaded again replaces the earlier one (and its files, above).
-        lock(&self.sessions).insert(id, session.clone());
+        if let Some(earlier) = lock(&self.sessions).insert(id, session.clone()) {
+            earlier.gone.store(true, Ordering::SeqCst);
+        }
         session
     }
 }

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CompactionStatus, CompactionUpdate, Diff, SessionInfoUpdate, ToolCallContent,
+    CompactionStatus, CompactionSummaryChunk, CompactionUpdate, Diff, SessionInfoUpdate,
+    ToolCallContent,
 };
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
@@ -63,7 +64,7 @@ pub(super) enum Decision {
     Cancelled,
 }
 
-impl Turn<'_> {
+impl<'a> Turn<'a> {
     fn notify(&self, update: SessionUpdate) -> Result<(), Error> {
         let call = match &update {
             SessionUpdate::ToolCall(call) => Some(call.tool_call_id.0.clone()),
@@ -78,8 +79,8 @@ impl Turn<'_> {
         Ok(())
     }
 
-    fn read(&self) -> Result<String, Error> {
-        self.backend.read_chat(&self.session.path).map_err(internal)
+    pub(super) fn read(&self) -> Result<String, Error> {
+        self.backend.read_chat(&self.session.path).map_err(refused)
     }
 
     /// `session_info_update` with the chat's title (the first line of its first question) when
@@ -116,7 +117,7 @@ impl Turn<'_> {
             if self
                 .backend
                 .replace_chat(&self.session.path, &text, &next)
-                .map_err(internal)?
+                .map_err(refused)?
             {
                 return Ok(Some(next));
             }
@@ -124,43 +125,75 @@ impl Turn<'_> {
         Err(internal(failure))
     }
 
-    /// The turns another editor added to the chat since the client last saw it, told as a
-    /// replay (`user_message_chunk`, `agent_message_chunk`, `tool_call`…) before this
-    /// prompt's own. A chat changed otherwise (an earlier turn edited) is not told again.
-    fn tell_added_turns(&self) -> Result<(), Error> {
+    /// A turn of `session` told to the client through `cx`; `cancel` stops it.
+    pub(super) fn new(
+        backend: &'a dyn Backend,
+        session: &'a Session,
+        cx: &'a ConnectionTo<Client>,
+        cancel: watch::Receiver<bool>,
+        compaction: bool,
+    ) -> Self {
+        Turn {
+            backend,
+            session,
+            cx,
+            cancel,
+            cancelled: false,
+            announced: HashSet::new(),
+            finished: HashSet::new(),
+            decided: HashSet::new(),
+            calls: HashMap::new(),
+            pending: Vec::new(),
+            delegations: crate::delegation::Delegations::default(),
+            compaction,
+            backlog: VecDeque::new(),
+        }
+    }
+
+    /// The turns another front end added to the chat since the client last saw it, told as
+    /// a replay (`user_message_chunk`, `agent_message_chunk`, `tool_call`…). With
+    /// `up_to_last_question`, what follows the last question is left out: the turn that runs
+    /// now, whose reply and calls its events tell (the chat may hold their start already when
+    /// it is read). A chat changed otherwise (an earlier turn edited) is not told again. The
+    /// calls of the chat as it was known, and those told here, are not announced again.
+    pub(super) fn tell_added_turns(&mut self, up_to_last_question: bool) -> Result<(), Error> {
         let known = lock(&self.session.known).clone();
         let (Some(known), Ok(now)) = (known, self.read()) else {
             return Ok(());
         };
+        self.note_calls(&known);
         if known == now {
             return Ok(());
         }
         let cwd = &self.session.cwd;
         let before = replay::history(&known, cwd);
-        let after = replay::history(&now, cwd);
-        if after.len() > before.len() && after[..before.len()] == before[..] {
-            for update in after.into_iter().skip(before.len()) {
-                self.notify(update)?;
+        let mut after = replay::history(&now, cwd);
+        if after.len() <= before.len() || after[..before.len()] != before[..] {
+            return Ok(());
+        }
+        if up_to_last_question {
+            let question = after
+                .iter()
+                .rposition(|update| matches!(update, SessionUpdate::UserMessageChunk(_)));
+            after.truncate(question.map_or(0, |at| at + 1).max(before.len()));
+        }
+        for update in after.into_iter().skip(before.len()) {
+            if let SessionUpdate::ToolCall(call) = &update {
+                let id = call.tool_call_id.0.to_string();
+                self.announced.insert(id.clone());
+                if call.status != agent_client_protocol::v1::schema::ToolCallStatus::Pending {
+                    self.finished.insert(id);
+                }
             }
+            self.notify(update)?;
         }
         Ok(())
     }
 
-    pub(super) async fn run(mut self, prompt: &str) -> Result<StopReason, Error> {
-        let path = self.session.path.clone();
-        self.tell_added_turns()?;
-        let mut events = self.backend.events(&path);
-        // Write the prompt under the trailing `@You:`.
-        let written = self
-            .rewrite(
-                |text| Some(prompt::with_prompt(text, prompt)),
-                "the chat kept changing while the prompt was written; try again",
-            )?
-            .unwrap_or_default();
-        self.tell_title(&written)?;
-        // Calls already in the file are history, not this prompt's.
-        let doc = flemma_syntax::parse(written);
-        self.session.announced.prompt_runs(true);
+    /// The calls in `chat` are known to the client (announced; finished when they have a
+    /// result).
+    fn note_calls(&mut self, chat: &str) {
+        let doc = flemma_syntax::parse(chat);
         for message in doc.messages() {
             for (_, tool) in message.tool_uses() {
                 self.announced.insert(tool.id.clone());
@@ -170,6 +203,26 @@ impl Turn<'_> {
                 }
             }
         }
+    }
+
+    pub(super) async fn run(mut self, prompt: &str) -> Result<StopReason, Error> {
+        let path = self.session.path.clone();
+        self.tell_added_turns(false)?;
+        // The chat's events come here while this prompt runs (the session's follower hands
+        // them on), until `start_prompt` takes the sender back.
+        let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+        *lock(&self.session.own_events) = Some(sender);
+        // Write the prompt under the trailing `@You:`.
+        let written = self
+            .rewrite(
+                |text| Some(prompt::with_prompt(text, prompt)),
+                "the chat kept changing while the prompt was written; try again",
+            )?
+            .unwrap_or_default();
+        self.tell_title(&written)?;
+        // Calls already in the file are history, not this prompt's.
+        self.session.announced.prompt_runs(true);
+        self.note_calls(&written);
         engine(self.backend, &path, |uri| {
             FlemmaRequest::Send(DocumentParams { uri })
         })
@@ -210,97 +263,6 @@ impl Turn<'_> {
                 ));
             };
             match event {
-                TurnEvent::Text(text) => self.notify(SessionUpdate::AgentMessageChunk(
-                    ContentChunk::new(ContentBlock::Text(TextContent::new(text))),
-                ))?,
-                TurnEvent::Thinking(text) => self.notify(SessionUpdate::AgentThoughtChunk(
-                    ContentChunk::new(ContentBlock::Text(TextContent::new(text))),
-                ))?,
-                TurnEvent::ToolComposed {
-                    tool_id,
-                    name,
-                    input,
-                } => self.announce(&tool_id, &name, Some(input))?,
-                TurnEvent::ToolStarted {
-                    tool_id,
-                    name,
-                    input,
-                } => {
-                    // Announced, then in progress, then (a fast tool) its result.
-                    self.announce(&tool_id, &name, input)?;
-                    if !self.finished.contains(&tool_id) {
-                        self.notify(SessionUpdate::ToolCallUpdate(replay::in_progress(&tool_id)))?;
-                    }
-                }
-                TurnEvent::ToolFinished {
-                    tool_id,
-                    name,
-                    output,
-                    failed,
-                } => {
-                    self.announce(&tool_id, &name, None)?;
-                    let input = self
-                        .calls
-                        .get(&tool_id)
-                        .map(|(_, input)| input.clone())
-                        .unwrap_or_default();
-                    let fields =
-                        replay::finished(&name, &input, &output, failed, &self.session.cwd);
-                    self.finish(tool_id, fields)?;
-                }
-                TurnEvent::ToolInBackground {
-                    tool_id,
-                    name,
-                    job_id,
-                } => {
-                    self.announce(&tool_id, &name, None)?;
-                    let text = format!(
-                        "running in the background as the job `{job_id}`; its result comes in a later turn"
-                    );
-                    self.finish(
-                        tool_id,
-                        replay::finished("", &Value::Null, &text, false, &self.session.cwd),
-                    )?;
-                }
-                TurnEvent::ApprovalRequired(calls) => {
-                    for call in &calls {
-                        self.announce(&call.tool_id, &call.name, Some(call.input.clone()))?;
-                    }
-                    self.pending = calls;
-                }
-                // A client that advertised `session.compaction` gets a `compaction_update`
-                // (the summary whole: the engine has it only once it is written); another
-                // one, a line of the reply's text.
-                TurnEvent::Compacted { notice, meta } => {
-                    if self.compaction {
-                        self.notify(SessionUpdate::CompactionUpdate(
-                            CompactionUpdate::new(compaction_id(), CompactionStatus::Completed)
-                                .summary(vec![ContentBlock::Text(TextContent::new(notice))])
-                                .meta(meta),
-                        ))?
-                    } else {
-                        self.notify(SessionUpdate::AgentMessageChunk(ContentChunk::new(
-                            ContentBlock::Text(TextContent::new(format!(
-                                "\n\n_flemmad {notice}_\n\n"
-                            ))),
-                        )))?
-                    }
-                }
-                TurnEvent::CompactionFailed(message) => {
-                    if self.compaction {
-                        self.notify(SessionUpdate::CompactionUpdate(
-                            CompactionUpdate::new(compaction_id(), CompactionStatus::Failed)
-                                .error(message),
-                        ))?
-                    }
-                }
-                TurnEvent::AgentProgress(progress) => {
-                    if self.announced.contains(&progress.tool_id)
-                        && let Some(update) = self.delegations.update(&progress)
-                    {
-                        self.notify(update)?;
-                    }
-                }
                 TurnEvent::AgentPermission(permission) => {
                     let asked = tokio::select! {
                         asked = crate::delegation::ask(self.cx, &self.session.id, &permission) => asked?,
@@ -315,18 +277,6 @@ impl Turn<'_> {
                     if let Err(error) = outcome {
                         tracing::info!(%error, "the asked agent's permission was not answered");
                     }
-                }
-                TurnEvent::Usage {
-                    used,
-                    size,
-                    cost_usd,
-                    meta,
-                } => {
-                    let cost = cost_usd
-                        .map(|amount| agent_client_protocol::v1::schema::Cost::new(amount, "USD"));
-                    self.notify(SessionUpdate::UsageUpdate(
-                        UsageUpdate::new(used, size).cost(cost).meta(meta),
-                    ))?;
                 }
                 TurnEvent::Stopped { reason, message } => {
                     if self.cancelled || reason == StopLabel::Cancelled {
@@ -351,8 +301,133 @@ impl Turn<'_> {
                         }
                     }
                 }
+                other => self.tell(other)?,
             }
         }
+    }
+
+    /// Tells the client what `event` says of the reply and its calls, as the engine knows it
+    /// (the same for this connection's prompt and for another front end's turn). A stop and
+    /// an asked agent's permission are the prompt's to handle: nothing to tell here.
+    pub(super) fn tell(&mut self, event: TurnEvent) -> Result<(), Error> {
+        match event {
+            TurnEvent::Text(text) => self.notify(SessionUpdate::AgentMessageChunk(
+                ContentChunk::new(ContentBlock::Text(TextContent::new(text))),
+            ))?,
+            TurnEvent::Thinking(text) => self.notify(SessionUpdate::AgentThoughtChunk(
+                ContentChunk::new(ContentBlock::Text(TextContent::new(text))),
+            ))?,
+            TurnEvent::ToolComposed {
+                tool_id,
+                name,
+                input,
+            } => self.announce(&tool_id, &name, Some(input))?,
+            TurnEvent::ToolStarted {
+                tool_id,
+                name,
+                input,
+            } => {
+                // Announced, then in progress, then (a fast tool) its result.
+                self.announce(&tool_id, &name, input)?;
+                if !self.finished.contains(&tool_id) {
+                    self.notify(SessionUpdate::ToolCallUpdate(replay::in_progress(&tool_id)))?;
+                }
+            }
+            TurnEvent::ToolFinished {
+                tool_id,
+                name,
+                output,
+                failed,
+            } => {
+                self.announce(&tool_id, &name, None)?;
+                let input = self
+                    .calls
+                    .get(&tool_id)
+                    .map(|(_, input)| input.clone())
+                    .unwrap_or_default();
+                let fields = replay::finished(&name, &input, &output, failed, &self.session.cwd);
+                self.finish(tool_id, fields)?;
+            }
+            TurnEvent::ToolInBackground {
+                tool_id,
+                name,
+                job_id,
+            } => {
+                self.announce(&tool_id, &name, None)?;
+                let text = format!(
+                    "running in the background as the job `{job_id}`; its result comes in a later turn"
+                );
+                self.finish(
+                    tool_id,
+                    replay::finished("", &Value::Null, &text, false, &self.session.cwd),
+                )?;
+            }
+            TurnEvent::ApprovalRequired(calls) => {
+                for call in &calls {
+                    self.announce(&call.tool_id, &call.name, Some(call.input.clone()))?;
+                }
+                self.pending = calls;
+            }
+            // A client that advertised `session.compaction` gets a `compaction_update`
+            // (whole: the engine has it only once it is written) whose summary is the
+            // line saying what was compacted, then the model's summary appended as a
+            // `compaction_summary_chunk`; another one, a line of the reply's text.
+            TurnEvent::Compacted {
+                notice,
+                summary,
+                meta,
+            } => {
+                if self.compaction {
+                    let id = compaction_id();
+                    self.notify(SessionUpdate::CompactionUpdate(
+                        CompactionUpdate::new(id.clone(), CompactionStatus::Completed)
+                            .summary(vec![ContentBlock::Text(TextContent::new(notice))])
+                            .meta(meta),
+                    ))?;
+                    if let Some(summary) = summary {
+                        self.notify(SessionUpdate::CompactionSummaryChunk(
+                            CompactionSummaryChunk::new(
+                                id,
+                                ContentBlock::Text(TextContent::new(format!("\n\n{summary}"))),
+                            ),
+                        ))?;
+                    }
+                } else {
+                    self.notify(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                        ContentBlock::Text(TextContent::new(format!("\n\n_flemmad {notice}_\n\n"))),
+                    )))?
+                }
+            }
+            TurnEvent::CompactionFailed(message) => {
+                if self.compaction {
+                    self.notify(SessionUpdate::CompactionUpdate(
+                        CompactionUpdate::new(compaction_id(), CompactionStatus::Failed)
+                            .error(message),
+                    ))?
+                }
+            }
+            TurnEvent::AgentProgress(progress) => {
+                if self.announced.contains(&progress.tool_id)
+                    && let Some(update) = self.delegations.update(&progress)
+                {
+                    self.notify(update)?;
+                }
+            }
+            TurnEvent::Usage {
+                used,
+                size,
+                cost_usd,
+                meta,
+            } => {
+                let cost = cost_usd
+                    .map(|amount| agent_client_protocol::v1::schema::Cost::new(amount, "USD"));
+                self.notify(SessionUpdate::UsageUpdate(
+                    UsageUpdate::new(used, size).cost(cost).meta(meta),
+                ))?;
+            }
+            TurnEvent::AgentPermission(_) | TurnEvent::Stopped { .. } => {}
+        }
+        Ok(())
     }
 
     /// The final update of the call `id`, unless it had one.

@@ -42,22 +42,22 @@ impl Scripted {
 }
 
 impl Backend for Scripted {
-    fn create_chat(&self, path: &Path, text: &str) -> Result<(), String> {
+    fn create_chat(&self, path: &Path, text: &str) -> Result<(), RequestError> {
         self.chats
             .lock()
             .unwrap()
             .insert(path.to_owned(), text.to_owned());
         Ok(())
     }
-    fn read_chat(&self, path: &Path) -> Result<String, String> {
+    fn read_chat(&self, path: &Path) -> Result<String, RequestError> {
         self.chats
             .lock()
             .unwrap()
             .get(path)
             .cloned()
-            .ok_or_else(|| format!("no chat at {}", path.display()))
+            .ok_or_else(|| RequestError::invalid_params(format!("no chat at {}", path.display())))
     }
-    fn replace_chat(&self, path: &Path, _expected: &str, text: &str) -> Result<bool, String> {
+    fn replace_chat(&self, path: &Path, _expected: &str, text: &str) -> Result<bool, RequestError> {
         self.chats
             .lock()
             .unwrap()
@@ -96,13 +96,17 @@ impl Backend for Scripted {
     fn chats_in(&self, _dir: &Path) -> Vec<flemma_acp::list::ChatEntry> {
         Vec::new()
     }
-    fn remove_chat_if_unchanged(&self, _path: &Path, _expected: &str) -> Result<bool, String> {
+    fn remove_chat_if_unchanged(
+        &self,
+        _path: &Path,
+        _expected: &str,
+    ) -> Result<bool, RequestError> {
         Ok(false)
     }
     fn client_files(&self, _path: &Path, _files: flemma_acp::ClientFiles) {}
     fn client_gone(&self, _path: &Path, _files: &flemma_acp::ClientFiles) {}
-    fn trash_chat(&self, _path: &Path) -> Result<std::path::PathBuf, String> {
-        Err("this test backend keeps no trash".into())
+    fn trash_chat(&self, _path: &Path) -> Result<std::path::PathBuf, RequestError> {
+        Err(RequestError::refused("this test backend keeps no trash"))
     }
 }
 
@@ -246,4 +250,41 @@ fn tempfile_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("flemma-acp-serve-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// A backend's refusal reaches the client with its own JSON-RPC code and message: a trash
+/// that cannot be used is a refusal (`-32001`), not bad params; a chat that cannot be read is
+/// bad params (`-32602`), its message the backend's.
+#[test]
+fn a_backends_error_keeps_its_code_and_message() {
+    let backend = Arc::new(Scripted::default());
+    let mut peer = start(backend);
+    let dir = tempfile_dir();
+    peer.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}));
+    assert_eq!(peer.next()["result"]["protocolVersion"], 1);
+    let missing = dir.join("missing.chat");
+    peer.send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/load", "params": {"sessionId": missing, "cwd": dir, "mcpServers": []}}));
+    let answer = peer.next();
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        format!("no chat at {}", missing.display()),
+        "{answer}"
+    );
+    peer.send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": dir, "mcpServers": []}}));
+    let mut answer = peer.next();
+    while answer["id"] != 2 {
+        answer = peer.next();
+    }
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
+    peer.send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/delete", "params": {"sessionId": session}}));
+    let mut answer = peer.next();
+    while answer["id"] != 3 {
+        answer = peer.next();
+    }
+    assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    assert_eq!(
+        answer["error"]["message"], "this test backend keeps no trash",
+        "{answer}"
+    );
 }

@@ -5,7 +5,7 @@ use flemma_ide::features::completion::{CompletionContext, completions};
 use lsp_types::{CompletionParams, CompletionResponse};
 
 use super::{HandlerResult, chat_dir, document};
-use crate::analysis_worker::KnownTools;
+use crate::analysis_pool::KnownTools;
 use crate::session::Session;
 use crate::{from_proto, to_proto};
 

@@ -1,7 +1,7 @@
 //! `workspace/executeCommand`: the `flemma.*` commands, and the `flemma/*` requests that are
 //! the same operations. Both are decoded into `flemma-protocol`'s [`FlemmaRequest`] and handed
-//! to the engine ([`Backend::call`](crate::Backend::call)), which answers at once; its edits,
-//! events and progress follow. `flemma.trustFolder` alone is the editor's own (not a request).
+//! to the engine ([`Backend::call_later`](crate::Backend::call_later)), which answers at once or,
+//! for work that takes long, from another thread; its edits, events and progress follow. `flemma.trustFolder` alone is the editor's own (not a request).
 
 use flemma_protocol::error::RequestError;
 use flemma_protocol::methods::FlemmaRequest;
@@ -28,9 +28,20 @@ pub(crate) fn handle(
             commands::commands().join(", ")
         ))));
     }
-    let request =
-        FlemmaRequest::from_command(&params.command, &params.arguments).map_err(response_error)?;
-    call(session, request).map(Some)
+    // A known command that is a request was handed to the engine (`engine_request`): what is
+    // left is its arguments' refusal.
+    FlemmaRequest::from_command(&params.command, &params.arguments)
+        .map(|_| None)
+        .map_err(response_error)
+}
+
+/// The request a `flemma.*` command is, when it is a known one with good arguments (the rest is
+/// answered by [`handle`]).
+pub(crate) fn engine_request(params: &ExecuteCommandParams) -> Option<FlemmaRequest> {
+    if params.command == commands::TRUST_FOLDER || !commands::commands().contains(&params.command) {
+        return None;
+    }
+    FlemmaRequest::from_command(&params.command, &params.arguments).ok()
 }
 
 /// `flemma.trustFolder [uri]`, the one command that is not a `flemma/*` request (only the
@@ -58,32 +69,43 @@ fn trust_folder(session: &mut Session, arguments: &[Value]) -> HandlerResult<Val
     }))
 }
 
-/// Resolves the request's document in this session and hands the request to the engine.
-pub(crate) fn call(session: &mut Session, request: FlemmaRequest) -> HandlerResult<Value> {
-    let uri = commands::resolve_document(
+/// Resolves the request's document in this session and hands the request to the engine, whose
+/// answer `respond` is given: at once, or from another thread when it takes long
+/// ([`Backend::call_later`](crate::Backend::call_later)).
+pub(crate) fn call_later(
+    session: &mut Session,
+    request: FlemmaRequest,
+    respond: Box<dyn FnOnce(HandlerResult<Value>) + Send>,
+) {
+    let uri = match commands::resolve_document(
         request.method(),
         request.uri(),
         session.documents.keys().map(String::as_str),
         session.root.as_deref(),
         session.base_config.home_dir.as_deref(),
-    )
-    .map_err(response_error)?;
+    ) {
+        Ok(uri) => uri,
+        Err(refused) => return respond(Err(response_error(refused))),
+    };
     let buffer = session
         .documents
         .get(&uri)
         .and_then(|doc| session.host.document(&doc.id))
         .map(|document| &**document);
     let document = RequestDocument { uri: &uri, buffer };
-    let response = session
+    let answer: crate::Answer = Box::new(move |response| {
+        respond(response.map_err(response_error).and_then(|response| {
+            serde_json::to_value(response).map_err(|error| {
+                response_error(RequestError::new(
+                    flemma_protocol::error::codes::INTERNAL_ERROR,
+                    format!("cannot encode the answer: {error}"),
+                ))
+            })
+        }))
+    });
+    session
         .backend
-        .call(document, request, &session.outbox)
-        .map_err(response_error)?;
-    serde_json::to_value(response).map_err(|error| {
-        response_error(RequestError::new(
-            flemma_protocol::error::codes::INTERNAL_ERROR,
-            format!("cannot encode the answer: {error}"),
-        ))
-    })
+        .call_later(document, request, &session.outbox, answer);
 }
 
 /// A refusal as the LSP answers it: the same code and message every front end gives.

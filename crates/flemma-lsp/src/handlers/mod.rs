@@ -89,7 +89,8 @@ pub(crate) fn on_request(session: &mut Session, request: Request) {
 
 /// `workspace/executeCommand`, answered as any request; a failure is also told through
 /// `window/showMessage`, since Helix 25.07 only logs the error answer of a command (a key bound
-/// to `:lsp-workspace-command` seemed to do nothing).
+/// to `:lsp-workspace-command` seemed to do nothing). A `flemma.*` command is its request,
+/// answered as [`flemma_request`] answers it.
 fn execute_command(session: &mut Session, request: Request) {
     let command = request
         .params
@@ -97,34 +98,84 @@ fn execute_command(session: &mut Session, request: Request) {
         .and_then(serde_json::Value::as_str)
         .unwrap_or("workspace/executeCommand")
         .to_owned();
-    let response =
-        handle::<lsp_types::request::ExecuteCommand>(session, request, execute_command::handle);
-    let failure = response
-        .response_result
-        .as_ref()
-        .err()
-        .map(|e| e.message.clone());
-    session.respond(response);
-    if let Some(message) = failure {
-        session.show_message(
-            lsp_types::MessageType::ERROR,
-            format!("flemma: `{command}` failed: {message}"),
-        );
+    let method = lsp_types::request::ExecuteCommand::METHOD;
+    let engine_request =
+        serde_json::from_value::<lsp_types::ExecuteCommandParams>(request.params.clone())
+            .ok()
+            .and_then(|params| execute_command::engine_request(&params));
+    if let Some(decoded) = engine_request {
+        let id = request.id;
+        return engine_call(session, id, method, Some(command), decoded);
     }
+    let respond = responder(session, Some(command));
+    respond(handle::<lsp_types::request::ExecuteCommand>(
+        session,
+        request,
+        execute_command::handle,
+    ));
+}
+
+/// Hands a decoded request to the engine; the answer is sent when the engine gives it (from
+/// another thread when it takes long: the main loop does not wait for an evaluation or git).
+fn engine_call(
+    session: &mut Session,
+    id: lsp_server::RequestId,
+    method: &str,
+    command: Option<String>,
+    request: flemma_protocol::methods::FlemmaRequest,
+) {
+    let respond = responder(session, command.clone());
+    let answering = (id.clone(), method.to_owned());
+    let answer_with = Box::new(move |result: HandlerResult<serde_json::Value>| {
+        respond(answer(answering.0, &answering.1, Ok(result)));
+    });
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        execute_command::call_later(session, request, answer_with)
+    }));
+    // A panic before the engine had the request: its answer says so.
+    if let Err(panic) = outcome {
+        responder(session, command)(answer::<()>(id, method, Err(panic)));
+    }
+}
+
+/// Sends the answer to a request from any thread; a failed `command` is also shown.
+fn responder(session: &Session, command: Option<String>) -> Box<dyn FnOnce(Response) + Send> {
+    let sender = session.sender.clone();
+    Box::new(move |response: Response| {
+        let failure = response
+            .response_result
+            .as_ref()
+            .err()
+            .map(|e| e.message.clone());
+        let send = |message| {
+            if sender.send(message).is_err() {
+                tracing::warn!("the client connection is closed; dropping an answer");
+            }
+        };
+        send(lsp_server::Message::Response(response));
+        if let (Some(command), Some(message)) = (command, failure) {
+            let message = format!("flemma: `{command}` failed: {message}");
+            send(crate::session::shown(
+                lsp_types::MessageType::ERROR,
+                message,
+            ));
+        }
+    })
 }
 
 /// A `flemma/*` request: decoded into `flemma_protocol::methods::FlemmaRequest` (an unknown
 /// `flemma/` method is `MethodNotFound`, bad parameters `InvalidParams`, with the messages
 /// every front end gives), then handed to the engine as its command is.
 fn flemma_request(session: &mut Session, request: Request) {
-    let id = request.id.clone();
-    let method = request.method.clone();
-    let decoded = flemma_protocol::methods::FlemmaRequest::decode(&method, request.params);
-    let outcome = match decoded {
-        Ok(decoded) => catch_unwind(AssertUnwindSafe(|| execute_command::call(session, decoded))),
-        Err(refused) => Ok(Err(execute_command::response_error(refused))),
-    };
-    session.respond(answer(id, &method, outcome));
+    let method = request.method;
+    match flemma_protocol::methods::FlemmaRequest::decode(&method, request.params) {
+        Ok(decoded) => engine_call(session, request.id, &method, None, decoded),
+        Err(refused) => session.respond(answer::<()>(
+            request.id,
+            &method,
+            Ok(Err(execute_command::response_error(refused))),
+        )),
+    }
 }
 
 /// Decodes the parameters, runs the handler under `catch_unwind`, and answers.
@@ -246,7 +297,21 @@ pub(crate) fn on_response(session: &mut Session, response: lsp_server::Response)
     };
     if let ResponseHandler::AgentPermission { uri, id } = &handler {
         let answer = response.response_result.clone().ok();
-        return crate::agent_permission::answered(session, uri, id, answer);
+        if let Some(request) = crate::agent_permission::decision(uri, id, answer) {
+            // A refusal (another front end answered first) is shown, not lost.
+            let sender = session.sender.clone();
+            let respond = Box::new(move |answer: HandlerResult<serde_json::Value>| {
+                if let Err(error) = answer {
+                    let message = format!("flemma: {}", error.message);
+                    let _ = sender.send(crate::session::shown(
+                        lsp_types::MessageType::WARNING,
+                        message,
+                    ));
+                }
+            });
+            execute_command::call_later(session, request, respond);
+        }
+        return;
     }
     let applied = response
         .response_result

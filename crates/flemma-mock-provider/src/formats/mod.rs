@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use crate::WireFormat;
 use crate::script::Turn;
 
+pub(crate) use crate::deltas::split_deltas;
+
 /// Which reasoning delta field Chat Completions streams use for thinking text.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -314,31 +316,6 @@ fn has_text(message: &Value, content_key: &str) -> bool {
 /// A rough token count of a request body, for `count_tokens` endpoints and default usage.
 pub(crate) fn estimate_tokens(body_len: usize) -> u64 {
     (body_len / 4).max(1) as u64
-}
-
-/// Number of word-deltas in `text` (a crude token estimate).
-pub(crate) fn word_count(text: &str) -> u64 {
-    split_deltas(text).len() as u64
-}
-
-/// Splits text into streaming deltas: one per word, each word carrying the whitespace before
-/// it, so that concatenating the deltas gives back `text` exactly. Empty text gives no delta.
-pub(crate) fn split_deltas(text: &str) -> Vec<String> {
-    let mut deltas = Vec::new();
-    let mut current = String::new();
-    let mut previous_was_space = false;
-    for ch in text.chars() {
-        let is_space = ch.is_whitespace();
-        if is_space && !previous_was_space && !current.is_empty() {
-            deltas.push(std::mem::take(&mut current));
-        }
-        current.push(ch);
-        previous_was_space = is_space;
-    }
-    if !current.is_empty() {
-        deltas.push(current);
-    }
-    deltas
 }
 
 /// Splits serialized tool arguments into pieces of about 12 characters (on char boundaries).

@@ -15,7 +15,7 @@
 // `$/cancel_request` goes out the SDK's own way (aborting the request's cancellation signal).
 
 import { spawn } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 
 import * as acp from "@agentclientprotocol/sdk/unstable";
@@ -68,6 +68,14 @@ const app = acp
     if (recorder.answer === "cancel") {
       return { outcome: { outcome: "cancelled" } };
     }
+    if (recorder.answer === "hold") {
+      // Left open (as a user who has not looked yet) until the test releases it, then
+      // rejected (as client.py's "hold").
+      writeFileSync(recorder.askedMarker, "");
+      return waitFor(() => existsSync(recorder.releaseMarker), "never released").then(() => ({
+        outcome: { outcome: "selected", optionId: "reject_once" },
+      }));
+    }
     return { outcome: { outcome: "selected", optionId: recorder.answer } };
   })
   .onRequest(acp.methods.client.fs.readTextFile, ({ params }) => {
@@ -103,6 +111,15 @@ const app = acp
     }
   });
 
+// Waits (30 s at most) until `done()` holds.
+async function waitFor(done, failure) {
+  for (let i = 0; i < 600; i += 1) {
+    if (done()) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(failure);
+}
+
 function blocksOf(step) {
   return step.blocks ?? [{ type: "text", text: step.text }];
 }
@@ -124,6 +141,8 @@ await app.connectWith(stream, async (context) => {
     recorder.cancelAfter = step.cancel_after_chunks;
     recorder.cancelRequestAfter = step.cancel_request_after_chunks;
     recorder.cancelWhenSeen = step.cancel_when_seen;
+    recorder.askedMarker = step.asked_marker;
+    recorder.releaseMarker = step.release_marker;
     const record = { op: step.op };
     try {
       switch (step.op) {
@@ -183,6 +202,31 @@ await app.connectWith(stream, async (context) => {
           break;
         case "list":
           record.result = await agent.request(acp.methods.agent.session.list, { cwd });
+          break;
+        case "wait_for_update": {
+          // Another front end's turn streams in (as client.py's step).
+          const said = () =>
+            recorder.updates
+              .filter((u) => u.sessionUpdate === "agent_message_chunk")
+              .map((u) => u.content?.text ?? "")
+              .join("");
+          await waitFor(
+            () =>
+              said().includes(step.contains) ||
+              recorder.updates.some((u) => JSON.stringify(u).includes(step.contains)),
+            `no update held ${step.contains}`,
+          );
+          if (step.marker !== undefined) writeFileSync(step.marker, "");
+          record.result = {};
+          break;
+        }
+        case "touch":
+          writeFileSync(step.path, "");
+          record.result = {};
+          break;
+        case "wait_for_file":
+          await waitFor(() => existsSync(step.path), `${step.path} never appeared`);
+          record.result = {};
           break;
         case "replace_in_chat": {
           const text = readFileSync(sessionId, "utf8");

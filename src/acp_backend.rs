@@ -19,11 +19,11 @@ use crate::engine_host::{DocumentRef, EngineHost};
 
 /// `flemmad acp`'s view of the engine host.
 #[derive(Debug)]
-pub struct AcpHost {
+pub struct AcpBackend {
     host: Arc<EngineHost>,
 }
 
-impl AcpHost {
+impl AcpBackend {
     pub fn new(host: Arc<EngineHost>) -> Self {
         Self { host }
     }
@@ -34,13 +34,14 @@ impl AcpHost {
         &self,
         path: &Path,
         request: impl FnOnce(String) -> FlemmaRequest,
-    ) -> Result<FlemmaResponse, String> {
+    ) -> Result<FlemmaResponse, RequestError> {
         let uri = path.to_string_lossy().into_owned();
-        Backend::call(self, path, request(uri)).map_err(|e| e.message)
+        Backend::call(self, path, request(uri))
     }
 
-    /// `flemma/switch` to `model` on the chat: its one-line message.
-    fn switch(&self, path: &Path, model: &str) -> Result<String, String> {
+    /// `flemma/switch` to `model` on the chat: its one-line message, or the host's refusal
+    /// (its code kept).
+    fn switch(&self, path: &Path, model: &str) -> Result<String, RequestError> {
         let model = model.to_owned();
         match self.request(path, |uri| {
             FlemmaRequest::Switch(SwitchParams {
@@ -79,7 +80,8 @@ impl AcpHost {
                 focus,
                 keep: None,
             })
-        })?;
+        })
+        .map_err(|e| e.message)?;
         let deadline = std::time::Instant::now() + COMPACT_WAIT;
         let mut outcome = None;
         loop {
@@ -125,6 +127,14 @@ where
     std::thread::scope(|scope| scope.spawn(move || runtime.block_on(make())).join())
         .map_err(|_| "reading or writing the editor's buffer failed (a bug in flemmad)".to_owned())?
         .map_err(|e| format!("{e:#}"))
+}
+
+/// flemmad's own failure (the file system, an editor's buffer) as the client's JSON-RPC error.
+fn failed(message: impl std::fmt::Display) -> RequestError {
+    RequestError::new(
+        flemma_protocol::error::codes::INTERNAL_ERROR,
+        message.to_string(),
+    )
 }
 
 /// How long `/compact` waits for its summary.
@@ -239,10 +249,18 @@ pub fn turn_event(event: &EngineEvent) -> Option<TurnEvent> {
                 input: asked.data.input.clone().filter(|v| !v.is_null()),
             })
         }
-        EngineEvent::ContextCompacted(data) => TurnEvent::Compacted {
-            notice: crate::compaction::notice(data),
-            meta: serde_json::Map::from_iter([("flemma".to_owned(), json!(data))]),
-        },
+        EngineEvent::ContextCompacted(data) => {
+            let mut facts = json!(data);
+            // The summary goes as text of its own, not again in the facts.
+            if let Some(facts) = facts.as_object_mut() {
+                facts.remove("summary");
+            }
+            TurnEvent::Compacted {
+                notice: crate::compaction::notice(data),
+                summary: data.summary.clone(),
+                meta: serde_json::Map::from_iter([("flemma".to_owned(), facts)]),
+            }
+        }
         EngineEvent::ContextCompactionFailed(failed) => {
             TurnEvent::CompactionFailed(failed.message.clone())
         }
@@ -254,12 +272,16 @@ pub fn turn_event(event: &EngineEvent) -> Option<TurnEvent> {
     })
 }
 
-impl Backend for AcpHost {
+impl Backend for AcpBackend {
     fn proposed_change(&self, path: &Path, tool_id: &str) -> Option<flemma_acp::ProposedFile> {
-        let loaded = crate::chat::load(
+        // The chat as its writer holds it (an editor's unsaved buffer too): the call may be
+        // written there only.
+        let text = self.read_chat(path).ok()?;
+        let loaded = crate::chat::load_text(
             "acp",
             flemma_ide::Purpose::Inspect,
             path,
+            text,
             self.host.config_path(),
         )
         .ok()?;
@@ -282,49 +304,21 @@ impl Backend for AcpHost {
         })
     }
 
-    fn create_chat(&self, path: &Path, text: &str) -> Result<(), String> {
-        use std::io::Write as _;
-        let dir = path.parent().ok_or("a chat needs a folder")?;
-        let name = path.file_name().ok_or("a chat needs a name")?;
-        // The sessions folder is made, and the chat created, following no link below the
-        // project: a repository that ships `.flemma/sessions` as a link (to `/tmp`, say) would
-        // put the chat, and the working directory it records as `../..`, somewhere else.
-        let (base, below) = match (dir.ancestors().nth(2), dir.ancestors().nth(3)) {
-            (Some(project), _) if dir.ends_with(".flemma/sessions") => {
-                (project, Path::new(".flemma/sessions"))
-            }
-            // An asked agent's chat, in the asking chat's `.flemma/<chat>/agents/`.
-            (_, Some(folder)) if flemma_acp::ask::is_agent_chat(path) => {
-                (folder, dir.strip_prefix(folder).unwrap_or(Path::new("")))
-            }
-            _ => (dir, Path::new("")),
-        };
-        let refused = |e: std::io::Error| {
-            format!(
-                "cannot create the sessions folder {}: {e} (a `.flemma` or `sessions` that is a symbolic link is refused; remove the link)",
-                dir.display()
-            )
-        };
-        let folder =
-            flemma_tools::nofollow::Dir::open_beneath(base, below, Some(0o755)).map_err(refused)?;
-        if folder.contains(name) {
-            return Err(format!("the chat {} already exists", path.display()));
-        }
-        let mut file = folder
-            .open_for_write(name, 0o644, true)
-            .map_err(|e| format!("cannot create the chat {}: {e}", path.display()))?;
-        file.write_all(text.as_bytes())
-            .map_err(|e| format!("cannot write the chat {}: {e}", path.display()))
+    fn create_chat(&self, path: &Path, text: &str) -> Result<(), RequestError> {
+        create_chat_file(path, text).map_err(RequestError::refused)
     }
 
     /// The chat as its writer holds it: the buffer of the editor that has it open (its unsaved
     /// text too), else the file.
-    fn read_chat(&self, path: &Path) -> Result<String, String> {
+    fn read_chat(&self, path: &Path) -> Result<String, RequestError> {
         let store = self.host.writer(path);
         if store.is_disk() {
-            return crate::fsutil::read_chat(path).map_err(|e| format!("{e:#}"));
+            // The path names no chat flemmad can read.
+            return crate::fsutil::read_chat(path)
+                .map_err(|e| RequestError::invalid_params(format!("{e:#}")));
         }
         on_store_thread(move || async move { store.read().await.map(|read| read.text) })
+            .map_err(failed)
     }
 
     fn chats_in(&self, dir: &Path) -> Vec<flemma_acp::list::ChatEntry> {
@@ -344,23 +338,26 @@ impl Backend for AcpHost {
             .collect()
     }
 
-    fn remove_chat_if_unchanged(&self, path: &Path, expected: &str) -> Result<bool, String> {
+    fn remove_chat_if_unchanged(&self, path: &Path, expected: &str) -> Result<bool, RequestError> {
         if self.read_chat(path)? != expected {
             return Ok(false);
         }
-        std::fs::remove_file(path)
-            .map(|()| true)
-            .map_err(|e| format!("cannot remove the unused chat {}: {e}", path.display()))
+        std::fs::remove_file(path).map(|()| true).map_err(|e| {
+            failed(format!(
+                "cannot remove the unused chat {}: {e}",
+                path.display()
+            ))
+        })
     }
 
     /// Through the chat's writer, as the document session writes it: an editor that has the
     /// chat open receives the change as an edit of its buffer (the file under it is not
     /// written); else the file.
-    fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, String> {
+    fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, RequestError> {
         let store = self.host.writer(path);
         if store.is_disk() {
             return crate::fsutil::replace_chat_if_unchanged(path, expected, text)
-                .map_err(|e| format!("{e:#}"));
+                .map_err(|e| failed(format!("{e:#}")));
         }
         on_store_thread(move || async move {
             let current = store.read().await?;
@@ -369,17 +366,32 @@ impl Backend for AcpHost {
             }
             store.replace_if_unchanged(&current, text).await
         })
+        .map_err(failed)
     }
 
     fn events(&self, path: &Path) -> tokio::sync::mpsc::UnboundedReceiver<TurnEvent> {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         let events = self.host.subscribe();
         let path = path.to_owned();
-        // Ends when the prompt stops listening (at the next event after that).
+        // Ends within a second of the session's follower letting go (a session closed, or
+        // loaded again), even while no event comes; then the host drops its subscriber.
         let _ = std::thread::Builder::new()
             .name("acp-events".into())
             .spawn(move || {
-                while let Ok(event) = events.recv() {
+                loop {
+                    let event = match events.recv_timeout(std::time::Duration::from_secs(1)) {
+                        Ok(event) => event,
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                            if sender.is_closed() {
+                                break;
+                            }
+                            continue;
+                        }
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                    };
+                    if sender.is_closed() {
+                        break;
+                    }
                     if event.path != path {
                         continue;
                     }
@@ -422,14 +434,17 @@ impl Backend for AcpHost {
         self.host.editor_sessions().files_gone(path, files);
     }
 
-    fn mode(&self, path: &Path) -> Result<flemma_config::Mode, String> {
+    fn mode(&self, path: &Path) -> Result<flemma_config::Mode, RequestError> {
         self.host
             .resolved_mode(path, None)
-            .map_err(|e| e.to_string())
+            .map_err(|e| RequestError::refused(e.to_string()))
     }
 
-    fn settings(&self, path: &Path) -> Result<flemma_acp::Settings, String> {
-        let resolved = self.host.resolved_config(path).map_err(|e| e.to_string())?;
+    fn settings(&self, path: &Path) -> Result<flemma_acp::Settings, RequestError> {
+        let resolved = self
+            .host
+            .resolved_config(path)
+            .map_err(|e| RequestError::refused(e.to_string()))?;
         let current = self.selected_model(path, &resolved);
         Ok(flemma_acp::Settings {
             mode: resolved.config.mode,
@@ -438,12 +453,15 @@ impl Backend for AcpHost {
         })
     }
 
-    fn set_model(&self, path: &Path, model: &str) -> Result<String, String> {
+    fn set_model(&self, path: &Path, model: &str) -> Result<String, RequestError> {
         self.switch(path, model)
     }
 
-    fn set_thought_level(&self, path: &Path, level: &str) -> Result<String, String> {
-        let resolved = self.host.resolved_config(path).map_err(|e| e.to_string())?;
+    fn set_thought_level(&self, path: &Path, level: &str) -> Result<String, RequestError> {
+        let resolved = self
+            .host
+            .resolved_config(path)
+            .map_err(|e| RequestError::refused(e.to_string()))?;
         let thinking = match level {
             "off" => "false",
             level => level,
@@ -454,21 +472,69 @@ impl Backend for AcpHost {
         self.switch(path, &format!("{model};thinking={thinking}"))
     }
 
-    fn slash_command(&self, path: &Path, command: &str, argument: &str) -> Result<String, String> {
+    fn slash_command(
+        &self,
+        path: &Path,
+        command: &str,
+        argument: &str,
+    ) -> Result<String, RequestError> {
         match command {
             "status" => slash_status(path, self.host.config_path()),
             "rewind" => slash_rewind(path, argument, self.host.config_path()),
             "compact" => self.slash_compact(path, argument),
-            other => Err(format!("/{other} is not a command of flemmad")),
+            other => {
+                return Err(RequestError::invalid_params(format!(
+                    "/{other} is not a command of flemmad"
+                )));
+            }
         }
+        .map_err(RequestError::refused)
     }
 
-    fn trash_chat(&self, path: &Path) -> Result<PathBuf, String> {
+    fn trash_chat(&self, path: &Path) -> Result<PathBuf, RequestError> {
         let trash = crate::user_dirs::flemma_state()
-            .ok_or("no folder for flemmad's state: set HOME or XDG_STATE_HOME")?
+            .ok_or_else(|| {
+                RequestError::refused("no folder for flemmad's state: set HOME or XDG_STATE_HOME")
+            })?
             .join("trash");
-        crate::fsutil::move_to_trash(path, &trash).map_err(|error| format!("{error:#}"))
+        crate::fsutil::move_to_trash(path, &trash).map_err(|error| failed(format!("{error:#}")))
     }
+}
+
+/// Creates the chat `path` holding `text` (`Backend::create_chat`).
+fn create_chat_file(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write as _;
+    let dir = path.parent().ok_or("a chat needs a folder")?;
+    let name = path.file_name().ok_or("a chat needs a name")?;
+    // The sessions folder is made, and the chat created, following no link below the
+    // project: a repository that ships `.flemma/sessions` as a link (to `/tmp`, say) would
+    // put the chat, and the working directory it records as `../..`, somewhere else.
+    let (base, below) = match (dir.ancestors().nth(2), dir.ancestors().nth(3)) {
+        (Some(project), _) if dir.ends_with(".flemma/sessions") => {
+            (project, Path::new(".flemma/sessions"))
+        }
+        // An asked agent's chat, in the asking chat's `.flemma/<chat>/agents/`.
+        (_, Some(folder)) if flemma_acp::ask::is_agent_chat(path) => {
+            (folder, dir.strip_prefix(folder).unwrap_or(Path::new("")))
+        }
+        _ => (dir, Path::new("")),
+    };
+    let refused = |e: std::io::Error| {
+        format!(
+            "cannot create the sessions folder {}: {e} (a `.flemma` or `sessions` that is a symbolic link is refused; remove the link)",
+            dir.display()
+        )
+    };
+    let folder =
+        flemma_tools::nofollow::Dir::open_beneath(base, below, Some(0o755)).map_err(refused)?;
+    if folder.contains(name) {
+        return Err(format!("the chat {} already exists", path.display()));
+    }
+    let mut file = folder
+        .open_for_write(name, 0o644, true)
+        .map_err(|e| format!("cannot create the chat {}: {e}", path.display()))?;
+    file.write_all(text.as_bytes())
+        .map_err(|e| format!("cannot write the chat {}: {e}", path.display()))
 }
 
 /// The model picker of a chat configured as `config`: the catalogue's models of its provider,

@@ -1,0 +1,141 @@
+//! The editors that have a document open, as the host sees them: who writes the document (the
+//! most recently active editor, else the file), and who is told what happens to it.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use flemma_engine::EngineEvent;
+
+use crate::chat_store::{ChatStore, FileStore, SharedText};
+use crate::engine_host::state::Command;
+use crate::engine_host::{EngineHost, HostEvent, Shared, lock};
+
+/// An editor that has a document open, as the host sees it: it is told what happens to the
+/// document and, as the document's writer, gives the store that writes its buffer. An LSP
+/// session implements it for each document it opens (`lsp_backend`).
+pub trait Editor: Send + Sync + std::fmt::Debug {
+    /// A lifecycle event of the document (the editor shows it; the language server sends it
+    /// as `flemma/event` and derives its `$/progress` from it).
+    fn event(&self, event: &EngineEvent);
+    /// A message for the user that is not an error (a retry, a refused input, a warning).
+    fn notice(&self, message: &str);
+    /// The engine's work on the document stopped on an error.
+    fn failed(&self, message: &str);
+    /// The store that writes the document through this editor.
+    fn store(&self) -> Box<dyn ChatStore>;
+}
+
+/// The client settings of an editor session, as a configuration layer or what is wrong with
+/// them.
+pub type ClientSettings = Result<flemma_config::ConfigLayer, flemma_config::ConfigErrors>;
+
+/// An editor session's hold on one open document.
+#[derive(Debug, Clone)]
+pub struct EditorHandle {
+    /// The session (unique in the process).
+    pub session: u64,
+    pub editor: Arc<dyn Editor>,
+    /// What the editor and the engine last agreed on (the merge base when it becomes the
+    /// writer).
+    pub shared: SharedText,
+    /// The session's client settings (its `initializationOptions`): used by the sends the
+    /// editor starts (it is the writer then).
+    pub client_config: Option<ClientSettings>,
+}
+
+impl EngineHost {
+    /// `editor` has `path` open (or was just active on it): it becomes the document's writer.
+    pub fn attach_editor(&self, path: &Path, editor: EditorHandle) {
+        {
+            let mut editors = lock(&self.shared.editors);
+            let list = editors.entry(path.to_owned()).or_default();
+            let changed = list
+                .last()
+                .is_none_or(|last| last.session != editor.session);
+            list.retain(|e| e.session != editor.session);
+            list.push(editor);
+            if !changed {
+                return;
+            }
+        }
+        let _ = self.command(Command::Writer {
+            path: path.to_owned(),
+        });
+    }
+
+    /// `session`'s client settings changed: its editors carry the new ones (the writer stays).
+    pub fn set_client_config(&self, session: u64, config: Option<ClientSettings>) {
+        for list in lock(&self.shared.editors).values_mut() {
+            for editor in list.iter_mut().filter(|e| e.session == session) {
+                editor.client_config = config.clone();
+            }
+        }
+    }
+
+    /// `session` closed `path` (or ended): the next most recent editor writes it, else the
+    /// file on disk.
+    pub fn detach_editor(&self, path: &Path, session: u64) {
+        {
+            let mut editors = lock(&self.shared.editors);
+            let Some(list) = editors.get_mut(path) else {
+                return;
+            };
+            list.retain(|e| e.session != session);
+            if list.is_empty() {
+                editors.remove(path);
+            }
+        }
+        let _ = self.command(Command::Writer {
+            path: path.to_owned(),
+        });
+    }
+}
+
+impl Shared {
+    /// The document's text now: the writer editor's buffer as last shared, else the file.
+    pub(in crate::engine_host) fn text_of(&self, path: &Path) -> Result<String, String> {
+        if let Some(editor) = lock(&self.editors).get(path).and_then(|list| list.last()) {
+            return Ok(editor.shared.get().to_string());
+        }
+        crate::fsutil::read_chat(path).map_err(|error| format!("{error:#}"))
+    }
+
+    /// The store that writes `path` now: the most recently active editor, else the file.
+    pub(in crate::engine_host) fn writer(&self, path: &Path) -> Box<dyn ChatStore> {
+        match lock(&self.editors).get(path).and_then(|list| list.last()) {
+            Some(editor) => editor.editor.store(),
+            None => Box::new(FileStore {
+                path: path.to_owned(),
+            }),
+        }
+    }
+
+    /// The session of the editor that writes `path` now (`None`: the file).
+    pub(in crate::engine_host) fn writer_session(&self, path: &Path) -> Option<u64> {
+        lock(&self.editors)
+            .get(path)
+            .and_then(|list| list.last())
+            .map(|e| e.session)
+    }
+
+    /// Tells every editor that has `path` open.
+    pub(in crate::engine_host) fn tell_editors(&self, path: &Path, tell: impl Fn(&dyn Editor)) {
+        let editors = lock(&self.editors).get(path).cloned().unwrap_or_default();
+        for editor in editors {
+            tell(editor.editor.as_ref());
+        }
+    }
+
+    pub(in crate::engine_host) fn publish(&self, path: &Path, event: EngineEvent) {
+        self.tell_editors(path, |editor| editor.event(&event));
+        self.publish_to_subscribers(path, event);
+    }
+
+    pub(in crate::engine_host) fn publish_to_subscribers(&self, path: &Path, event: EngineEvent) {
+        let host_event = HostEvent {
+            path: path.to_owned(),
+            event,
+        };
+        lock(&self.subscribers).retain(|s| s.send(host_event.clone()).is_ok());
+    }
+}

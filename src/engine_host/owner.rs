@@ -1,0 +1,262 @@
+//! The host's thread: it owns the drivers (on a `LocalSet`), hands each command to the host's
+//! state ([`HostState::handle`]) and runs the effects it returns. It decides nothing itself.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flemma_engine::{EngineEvent, Input, StopReason};
+use flemma_protocol::event::StreamedText;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine_driver::{Driver, DriverHandle, DriverState, Report};
+use crate::engine_host::state::{Command, Effect, First};
+use crate::engine_host::{Shared, lock};
+use crate::engine_setup::{self, SetupError, SetupOptions};
+
+/// How long shutdown waits for the drivers to write their abort markers.
+pub(super) const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// The host thread's own resources: the handles of the drivers it runs and their tasks.
+pub(super) struct Inner {
+    pub shared: Arc<Shared>,
+    pub config_path: Option<PathBuf>,
+    handles: RefCell<HashMap<PathBuf, DriverHandle>>,
+    tasks: RefCell<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Inner {
+    pub fn new(shared: Arc<Shared>, config_path: Option<PathBuf>) -> Self {
+        Self {
+            shared,
+            config_path,
+            handles: RefCell::default(),
+            tasks: RefCell::default(),
+        }
+    }
+}
+
+/// Runs the host's commands until it stops.
+pub(super) async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<Command>) {
+    while let Some(command) = receiver.recv().await {
+        let effects = lock(&inner.shared.state).handle(command);
+        for effect in effects {
+            if effect == Effect::Stop {
+                stop(&inner).await;
+                return;
+            }
+            run(&inner, effect);
+        }
+    }
+}
+
+/// Runs one effect (all but [`Effect::Stop`]).
+fn run(inner: &Rc<Inner>, effect: Effect) {
+    let handle = |path: &Path| inner.handles.borrow().get(path).cloned();
+    match effect {
+        Effect::Feed(path, input) => {
+            if let Some(handle) = handle(&path) {
+                handle.input(input);
+            }
+        }
+        Effect::Revise(path, tool_id, input) => {
+            if let Some(handle) = handle(&path) {
+                handle.revise(tool_id, input);
+            }
+        }
+        Effect::SetWriter(path) => {
+            if let Some(handle) = handle(&path) {
+                handle.set_store(inner.shared.writer(&path));
+            }
+        }
+        Effect::Leave(path) => {
+            if let Some(handle) = handle(&path) {
+                handle.leave();
+            }
+        }
+        Effect::Start { path, first, send } => {
+            let task = tokio::task::spawn_local(drive(inner.clone(), path, first, send));
+            let mut tasks = inner.tasks.borrow_mut();
+            // A finished driver's handle holds its task's memory: forget it.
+            tasks.retain(|task| !task.is_finished());
+            tasks.push(task);
+        }
+        Effect::Notice(path, message) => {
+            inner
+                .shared
+                .tell_editors(&path, |editor| editor.notice(&message));
+        }
+        Effect::Failed(path, message) => {
+            inner
+                .shared
+                .tell_editors(&path, |editor| editor.failed(&message));
+        }
+        Effect::Publish(path, event) => inner.shared.publish(&path, event),
+        Effect::Stop => {}
+    }
+}
+
+/// Waits for the drivers' writes (at most [`SHUTDOWN_WAIT`]) and closes the shared services.
+async fn stop(inner: &Rc<Inner>) {
+    let tasks: Vec<_> = inner.tasks.borrow_mut().drain(..).collect();
+    let all = async {
+        for task in tasks {
+            let _ = task.await;
+        }
+    };
+    if tokio::time::timeout(SHUTDOWN_WAIT, all).await.is_err() {
+        tracing::warn!("drivers still writing after shutdown began; stopping anyway");
+    }
+    // The MCP servers live on this thread's runtime: close them before it ends.
+    inner.shared.mcp.shutdown().await;
+    crate::agent_setup::shutdown().await;
+}
+
+/// Sets up and runs one driver for `path` until nothing runs any more.
+async fn drive(inner: Rc<Inner>, path: PathBuf, first: First, send: bool) {
+    // One driver per chat across processes: held while this one runs.
+    let outcome =
+        match crate::driver_lock::DriverLock::acquire(&path, &crate::driver_lock::process_role()) {
+            Ok(_lock) => run_driver(&inner, &path, first, send).await,
+            Err(busy) => Err(busy.to_string()),
+        };
+    inner.handles.borrow_mut().remove(&path);
+    let effects = lock(&inner.shared.state).driver_ended(&path, &outcome);
+    for effect in effects {
+        run(&inner, effect);
+    }
+}
+
+async fn run_driver(
+    inner: &Rc<Inner>,
+    path: &Path,
+    first: First,
+    send: bool,
+) -> Result<StopReason, String> {
+    let shared = inner.shared.clone();
+    let writer = shared.writer_session(path);
+    let store = shared.writer(path);
+    let snapshot = store.read().await.map_err(|e| format!("{e:#}"))?;
+    let prepared = match engine_setup::prepare(
+        path,
+        &snapshot.text,
+        shared.config_input(path, inner.config_path.as_deref()),
+        SetupOptions::default(),
+        &shared.analyses,
+        &shared.mcp,
+        &shared.services,
+    )
+    .await
+    {
+        Ok(prepared) => prepared,
+        Err(error @ SetupError::Blocked { .. }) => return Err(error.to_string()),
+        Err(SetupError::Failed(message)) => return Err(message),
+    };
+    if send && !prepared.nothing_to_send.is_empty() {
+        let reasons: Vec<String> = prepared
+            .nothing_to_send
+            .iter()
+            .map(|d| d.message.clone())
+            .collect();
+        return Err(format!("nothing was sent: {}", reasons.join("; ")));
+    }
+    for warning in prepared
+        .model_warnings
+        .iter()
+        .chain(&prepared.tool_warnings)
+    {
+        let message = format!("warning: {warning}");
+        shared.tell_editors(path, |editor| editor.notice(&message));
+    }
+    // Said once per send: what the untrusted chat's frontmatter set that was ignored.
+    if let Some(event) = engine_setup::trust_notice(&prepared.analysis) {
+        shared.publish(path, event);
+    }
+    let report = reporter(shared.clone(), path.to_owned());
+    let mut driver = Driver::with_store(prepared.parts, store, snapshot, report);
+    let state_shared = shared.clone();
+    let state_path = path.to_owned();
+    driver.on_state(Box::new(move |state: DriverState| {
+        lock(&state_shared.state).driver_state(&state_path, state);
+    }));
+    let handle = driver.commands();
+    inner
+        .handles
+        .borrow_mut()
+        .insert(path.to_owned(), handle.clone());
+    let backlog = lock(&shared.state).driver_running(path);
+    // The writer may have changed while the driver was set up.
+    if shared.writer_session(path) != writer {
+        handle.set_store(shared.writer(path));
+    }
+    let mut inputs = vec![Input::Load];
+    match first {
+        First::Input(input) => inputs.push(input),
+        First::Compact(order) => driver.by_hand(order),
+        // After `Load` (the revision is a message the driver reads once it runs).
+        First::Revise(tool_id, input) => {
+            handle.revise(tool_id, input);
+        }
+    }
+    for (tool_id, input) in backlog.revisions {
+        handle.revise(tool_id, input);
+    }
+    inputs.extend(backlog.inputs);
+    if backlog.leave {
+        handle.leave();
+    }
+    driver
+        // Stopped through `leave` (shutdown), never interrupted like a Ctrl-C.
+        .run(inputs, CancellationToken::new())
+        .await
+        .map_err(|e| format!("{e:#}"))
+}
+
+/// What the driver of `path` reports, told to the editors and the subscribers. A compaction, its
+/// undo or a cut is told to the editors as a notice too (it rewrote their chat).
+fn reporter(report_shared: Arc<Shared>, report_path: PathBuf) -> Box<dyn FnMut(Report) + Send> {
+    Box::new(move |report: Report| match report {
+        Report::Event(event) => {
+            // A compaction is told to the editors too (it rewrote their chat).
+            match &event {
+                EngineEvent::ContextCompacted(data) => {
+                    let notice = crate::compaction::notice(data);
+                    report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
+                }
+                EngineEvent::ContextCompactionFailed(failed) => {
+                    report_shared
+                        .tell_editors(&report_path, |editor| editor.notice(&failed.message));
+                }
+                EngineEvent::ContextRestored(data) => {
+                    let notice = crate::compaction::restored_notice(data);
+                    report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
+                }
+                EngineEvent::ChatRewound(data) => {
+                    let notice = crate::rewind_chat::notice(data);
+                    report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
+                }
+                EngineEvent::ChatRewindFailed(failed) => {
+                    report_shared
+                        .tell_editors(&report_path, |editor| editor.notice(&failed.message));
+                }
+                _ => {}
+            }
+            report_shared.publish(&report_path, event)
+        }
+        Report::Notice(notice) => {
+            report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
+        }
+        Report::Text(text) => report_shared.publish_to_subscribers(
+            &report_path,
+            EngineEvent::RequestText(StreamedText { text }),
+        ),
+        Report::Thinking(text) => report_shared.publish_to_subscribers(
+            &report_path,
+            EngineEvent::RequestThinking(StreamedText { text }),
+        ),
+    })
+}

@@ -1,0 +1,92 @@
+//! `flemma/send`, `flemma/cancel`, `flemma/background` and `flemma/execute`: inputs for the
+//! document's driver.
+
+use std::path::Path;
+
+use flemma_engine::{CancelScope, Input};
+use flemma_protocol::engine::Accepted;
+use flemma_protocol::error::RequestError;
+
+use crate::engine_host::state::Command;
+use crate::engine_host::{EngineHost, lock};
+
+impl EngineHost {
+    /// `flemma/send`: advance the cycle (stream a reply, run approved tools) with autopilot.
+    pub(in crate::engine_host) fn send(&self, path: &Path) -> Result<Accepted, RequestError> {
+        let accepted = self.accepted(path);
+        self.command(Command::Input {
+            path: path.to_owned(),
+            input: Input::Advance,
+            send: true,
+        })?;
+        Ok(accepted)
+    }
+
+    /// `flemma/cancel`: the request, the foreground tools and the resume timer (background
+    /// jobs keep running); what ran is marked aborted as the format says.
+    pub(in crate::engine_host) fn cancel(&self, path: &Path) -> Result<Accepted, RequestError> {
+        self.running_only(
+            path,
+            Input::Cancel {
+                scope: CancelScope::All,
+            },
+            "request",
+            "cancel",
+        )
+    }
+
+    /// `flemma/background`: a running foreground tool becomes a background job.
+    pub(in crate::engine_host) fn background(
+        &self,
+        path: &Path,
+        tool_id: &str,
+    ) -> Result<Accepted, RequestError> {
+        self.running_only(
+            path,
+            Input::Background {
+                tool_id: tool_id.to_owned(),
+            },
+            "running tool",
+            "move to the background",
+        )
+    }
+
+    /// `flemma/execute`: run or resolve one tool call now.
+    pub(in crate::engine_host) fn execute(
+        &self,
+        path: &Path,
+        tool_id: &str,
+    ) -> Result<Accepted, RequestError> {
+        self.input(
+            path,
+            Input::Execute {
+                tool_id: tool_id.to_owned(),
+            },
+        )
+    }
+
+    fn input(&self, path: &Path, input: Input) -> Result<Accepted, RequestError> {
+        let accepted = self.accepted(path);
+        self.command(Command::Input {
+            path: path.to_owned(),
+            input,
+            send: false,
+        })?;
+        Ok(accepted)
+    }
+
+    fn running_only(
+        &self,
+        path: &Path,
+        input: Input,
+        what: &str,
+        action: &str,
+    ) -> Result<Accepted, RequestError> {
+        lock(&self.shared.state).running_only(path, what, action)?;
+        self.command(Command::IfRunning {
+            path: path.to_owned(),
+            input,
+        })?;
+        Ok(Accepted::default())
+    }
+}
