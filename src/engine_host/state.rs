@@ -330,13 +330,31 @@ impl HostState {
     }
 
     /// The driver of `path` ended (or could not start) with `outcome`: how it stopped is told.
+    /// A driver that could not start says what was asked of it meanwhile and not done (the
+    /// inputs and revisions that waited for it), so that nothing is dropped unsaid.
     pub fn driver_ended(
         &mut self,
         path: &Path,
         outcome: &Result<StopReason, String>,
     ) -> Vec<Effect> {
-        let stopped = stopped(outcome);
         let doc = self.doc(path);
+        let waited = match &doc.phase {
+            Phase::Starting { queued, revisions } => queued.len() + revisions.len(),
+            Phase::Idle | Phase::Running => 0,
+        };
+        let mut stopped = stopped(outcome);
+        if let (Err(_), Some(message)) = (outcome, stopped.message.as_mut())
+            && waited > 0
+        {
+            let (requests, were, them) = if waited == 1 {
+                ("request", "was", "it")
+            } else {
+                ("requests", "were", "them")
+            };
+            message.push_str(&format!(
+                " ({waited} {requests} made while the driver started {were} not done: make {them} again)"
+            ));
+        }
         doc.phase = Phase::Idle;
         doc.last_failed = outcome.is_err();
         doc.last_stop = Some(stopped.clone());

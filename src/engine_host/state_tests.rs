@@ -100,6 +100,10 @@ fn start(first: First, send: bool) -> Effect {
     }
 }
 
+/// A driver's failure to start, with the one approval that waited for it.
+const WAITED: &str =
+    "the file is gone (1 request made while the driver started was not done: make it again)";
+
 /// A case: its name, what happened before, the step, the effects it has and the phase after.
 type Row = (&'static str, Vec<Step>, Step, Vec<Effect>, &'static str);
 
@@ -160,6 +164,11 @@ fn commands_start_queue_or_feed_a_driver() {
             vec![Effect::Failed(path(), "the file is gone".into()),
                  Effect::Publish(path(), EngineEvent::EngineStopped(EngineStopped {
                 reason: StopLabel::Error, message: Some("the file is gone".into()) }))], "idle"),
+        ("what waited for a driver that could not start is said", vec![send(), input(approve("t1"))],
+            Step::Ended(Err("the file is gone".into())),
+            vec![Effect::Failed(path(), WAITED.into()),
+                 Effect::Publish(path(), EngineEvent::EngineStopped(EngineStopped {
+                reason: StopLabel::Error, message: Some(WAITED.into()) }))], "idle"),
         ("shutdown makes running drivers leave", vec![send(), Step::Running],
             Step::Do(Command::Shutdown), vec![Effect::Leave(path()), Effect::Stop], "running"),
         ("a driver set up during shutdown leaves at once", vec![send(), Step::Do(Command::Shutdown)],

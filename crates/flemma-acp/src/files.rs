@@ -5,9 +5,11 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
@@ -88,7 +90,7 @@ pub struct ClientFiles {
     writes: bool,
     /// Set when the client's side of the connection closed (the connection itself may live on
     /// while a prompt the engine still runs ends).
-    closed: Arc<AtomicBool>,
+    closed: CancellationToken,
     /// Tells this session's access from another's (of another connection) on the same chat.
     id: u64,
     /// The calls the session's prompt told the client about.
@@ -113,7 +115,7 @@ impl ClientFiles {
         session: SessionId,
         reads: bool,
         writes: bool,
-        closed: Arc<AtomicBool>,
+        closed: CancellationToken,
         announced: Arc<Announced>,
     ) -> Option<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -132,12 +134,12 @@ impl ClientFiles {
 
     /// Whether the client reads files, and is still there.
     pub fn reads(&self) -> bool {
-        self.reads && !self.closed.load(Ordering::SeqCst)
+        self.reads && !self.closed.is_cancelled()
     }
 
     /// Whether the client writes files, and is still there.
     pub fn writes(&self) -> bool {
-        self.writes && !self.closed.load(Ordering::SeqCst)
+        self.writes && !self.closed.is_cancelled()
     }
 
     /// Waits until the client knows the call `tool_id` (its `tool_call` was sent) before that

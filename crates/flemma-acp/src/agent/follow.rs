@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
@@ -16,14 +15,10 @@ use super::state::{Session, State, lock};
 use super::turn::Turn;
 use crate::backend::TurnEvent;
 
-/// How often a follower with no event checks that its session and client are still there.
-const IDLE_CHECK: Duration = Duration::from_millis(250);
-
 /// Starts the follower of `session` (until the session is closed, loaded again, or the
 /// client goes).
 pub(super) fn follow(state: &State, session: &Arc<Session>, cx: &ConnectionTo<Client>) {
     let backend = state.backend.clone();
-    let closed = state.closed.clone();
     let compaction = state.client_compaction.load(Ordering::Relaxed);
     let mut events = backend.events(&session.path);
     let (followed, task_cx) = (session.clone(), cx.clone());
@@ -33,26 +28,30 @@ pub(super) fn follow(state: &State, session: &Arc<Session>, cx: &ConnectionTo<Cl
         let (_keep, cancel) = tokio::sync::watch::channel(false);
         let mut other = Turn::new(&*backend, &session, &task_cx, cancel, compaction);
         loop {
+            // `gone` is cancelled when the session is closed, deleted or loaded again, and
+            // when the client's input ends.
             let event = tokio::select! {
+                biased;
+                () = session.gone.cancelled() => break,
                 event = events.recv() => event,
-                () = tokio::time::sleep(IDLE_CHECK) => {
-                    if session.gone.load(Ordering::SeqCst) || closed.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    continue;
-                }
             };
             let Some(event) = event else { break };
-            if session.gone.load(Ordering::SeqCst) || closed.load(Ordering::SeqCst) {
-                break;
-            }
-            if let Some(own) = lock(&session.own_events).as_ref() {
-                // The prompt may have just ended: what it no longer takes is its own still.
-                let _ = own.send(event);
-                session.other_runs.store(false, Ordering::SeqCst);
-                continue;
-            }
-            if let Err(error) = tell_other(&mut other, &session, event) {
+            let starts = {
+                let own = lock(&session.own_events);
+                if let Some(own) = own.as_ref() {
+                    // The prompt may have just ended: what it no longer takes is its own still.
+                    let _ = own.send(event);
+                    session.other_runs.store(false, Ordering::SeqCst);
+                    continue;
+                }
+                // Marked under the lock a prompt takes the events under (`Turn::run`).
+                let starts = !session.other_runs.load(Ordering::SeqCst) && opens_a_turn(&event);
+                if starts {
+                    session.other_runs.store(true, Ordering::SeqCst);
+                }
+                starts
+            };
+            if let Err(error) = tell_other(&mut other, &session, event, starts) {
                 // The client is gone or refused the update: nothing more to tell it.
                 tracing::info!(chat = %session.id, %error, "stopped following the chat");
                 break;
@@ -66,38 +65,40 @@ pub(super) fn follow(state: &State, session: &Arc<Session>, cx: &ConnectionTo<Cl
     }
 }
 
-/// An event of another front end's turn, told to the client. Its first event tells the
-/// question that started it (read from the chat once: the engine sends what the chat says, no
-/// event carries it), the rest what the events say; its stop makes the chat as it is now the
-/// one the client knows (the next prompt replays nothing of it).
+/// Whether `event`, outside a turn, is the start of another front end's. A stop ends one;
+/// the usage, a compaction and an agent's permission question outside a turn are a slash
+/// command's or a compaction's of this connection, already told.
+fn opens_a_turn(event: &TurnEvent) -> bool {
+    !matches!(
+        event,
+        TurnEvent::Stopped { .. }
+            | TurnEvent::Usage { .. }
+            | TurnEvent::Compacted { .. }
+            | TurnEvent::CompactionFailed(_)
+            | TurnEvent::AgentPermission(_)
+    )
+}
+
+/// An event of another front end's turn (`starts`: its first), told to the client. Its first
+/// event tells the question that started it (read from the chat once: the engine sends what
+/// the chat says, no event carries it), the rest what the events say; its stop makes the chat
+/// as it is now the one the client knows (the next prompt replays nothing of it).
 fn tell_other(
     turn: &mut Turn<'_>,
     session: &Session,
     event: TurnEvent,
+    starts: bool,
 ) -> Result<(), agent_client_protocol::Error> {
-    let running = session.other_runs.load(Ordering::SeqCst);
-    match &event {
-        TurnEvent::Stopped { .. } => {
-            if running {
-                *lock(&session.known) = turn.read().ok();
-                session.other_runs.store(false, Ordering::SeqCst);
-            }
-            return Ok(());
-        }
-        // Told only within a turn: outside one they are a slash command's or a compaction's
-        // of this connection, already told.
-        TurnEvent::Usage { .. }
-        | TurnEvent::Compacted { .. }
-        | TurnEvent::CompactionFailed(_)
-        | TurnEvent::AgentPermission(_)
-            if !running =>
-        {
-            return Ok(());
-        }
-        _ => {}
+    if !session.other_runs.load(Ordering::SeqCst) {
+        // Outside a turn: nothing to tell (see `opens_a_turn`).
+        return Ok(());
     }
-    if !running {
-        session.other_runs.store(true, Ordering::SeqCst);
+    if let TurnEvent::Stopped { .. } = &event {
+        *lock(&session.known) = turn.read().ok();
+        session.other_runs.store(false, Ordering::SeqCst);
+        return Ok(());
+    }
+    if starts {
         turn.tell_added_turns(true)?;
     }
     turn.tell(event)

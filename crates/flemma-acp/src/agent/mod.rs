@@ -72,7 +72,7 @@ pub async fn serve(
         })
         .map_err(Error::into_internal_error)?;
     let (in_tx, in_rx) = futures::channel::mpsc::unbounded::<std::io::Result<String>>();
-    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let closed = tokio_util::sync::CancellationToken::new();
     let input_closed = closed.clone();
     std::thread::Builder::new()
         .name("acp-in".into())
@@ -97,7 +97,7 @@ pub async fn serve(
             }
             // The client is gone: its files are no longer reachable, even while a prompt the
             // engine still runs keeps the connection's tasks alive.
-            input_closed.store(true, std::sync::atomic::Ordering::SeqCst);
+            input_closed.cancel();
         })
         .map_err(Error::into_internal_error)?;
     let outgoing = line_tx

@@ -12,9 +12,7 @@ pub(super) fn close_session(state: &State, session_id: &SessionId) {
     let Some(session) = lock(&state.sessions).remove(&*session_id.0) else {
         return;
     };
-    session
-        .gone
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    session.gone.cancel();
     if let Some(signal) = lock(&session.running).as_ref() {
         let _ = signal.send(true);
     }

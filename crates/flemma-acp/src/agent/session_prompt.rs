@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use crate::prompt;
 
 use super::set_config::setting_command;
-use super::state::{Session, State, invalid, lock, retell_settings};
+use super::state::{Session, State, another_turn_runs, invalid, lock, retell_settings};
 use super::turn::{Turn, compaction_id};
 
 /// `/compact [focus]` for a client that takes `compaction_update`s: one `in_progress`, then
@@ -112,10 +112,9 @@ pub(super) fn start_prompt(
         Ok(text) => text,
         Err(error) => return responder.respond_with_error(invalid(error.to_string())),
     };
+    // Checked again, atomically with taking the chat's events, when the turn starts.
     if session.other_runs.load(Ordering::SeqCst) {
-        return responder.respond_with_error(invalid(
-            "a turn sent from another editor runs in this chat (its updates stream into this session): wait for it to end, then prompt again; this prompt was not written",
-        ));
+        return responder.respond_with_error(another_turn_runs());
     }
     let cancel = {
         let mut running = lock(&session.running);

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agent_client_protocol::v1::ConnectionTo;
@@ -13,6 +13,7 @@ use flemma_protocol::methods::{
     DocumentParams, FlemmaRequest, FlemmaResponse, RejectParams, ToolCallParams,
 };
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     backend::{Backend, Settings, TurnEvent},
@@ -28,8 +29,8 @@ pub(super) struct State {
     pub(super) client_fs: Mutex<(bool, bool)>,
     /// The client advertised `session.compaction`: compactions are `compaction_update`s.
     pub(super) client_compaction: std::sync::atomic::AtomicBool,
-    /// Set when the client's input ends.
-    pub(super) closed: Arc<std::sync::atomic::AtomicBool>,
+    /// Cancelled when the client's input ends (every session's `gone` with it).
+    pub(super) closed: CancellationToken,
 }
 
 /// One session: its chat, its working directory, and the prompt that runs.
@@ -61,8 +62,9 @@ pub(super) struct Session {
     pub(super) own_events: Mutex<Option<tokio::sync::mpsc::UnboundedSender<TurnEvent>>>,
     /// A turn another front end started (an LSP editor's `flemma.send`) runs and is streamed.
     pub(super) other_runs: AtomicBool,
-    /// The session was closed, deleted or loaded again: its follower stops.
-    pub(super) gone: AtomicBool,
+    /// Cancelled when the session is closed, deleted or loaded again, or the client's input
+    /// ends: its follower stops.
+    pub(super) gone: CancellationToken,
 }
 
 /// The tools the user allowed always, by session: for the rest of the session, across the
@@ -142,6 +144,13 @@ pub(super) fn invalid(message: impl Into<String>) -> Error {
     )
 }
 
+/// A prompt refused because a turn another front end sent runs in the chat.
+pub(super) fn another_turn_runs() -> Error {
+    invalid(
+        "a turn sent from another editor runs in this chat (its updates stream into this session): wait for it to end, then prompt again; this prompt was not written",
+    )
+}
+
 pub(super) fn internal(message: impl Into<String>) -> Error {
     Error::new(
         flemma_protocol::error::codes::INTERNAL_ERROR,
@@ -197,12 +206,12 @@ impl State {
             known: Mutex::new(None),
             own_events: Mutex::new(None),
             other_runs: AtomicBool::new(false),
-            gone: AtomicBool::new(false),
+            gone: self.closed.child_token(),
         });
         *lock(&session.known) = self.backend.read_chat(&session.path).ok();
         // A session loaded again replaces the earlier one (and its files, above).
         if let Some(earlier) = lock(&self.sessions).insert(id, session.clone()) {
-            earlier.gone.store(true, Ordering::SeqCst);
+            earlier.gone.cancel();
         }
         session
     }

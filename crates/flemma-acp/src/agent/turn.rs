@@ -25,8 +25,8 @@ use crate::{
 };
 
 use super::state::{
-    CANCEL_RETRY, CANCEL_TRIES, Session, allow_always, always_allowed, cancel, decide, engine,
-    internal, lock, refused,
+    CANCEL_RETRY, CANCEL_TRIES, Session, allow_always, always_allowed, another_turn_runs, cancel,
+    decide, engine, internal, lock, refused,
 };
 
 /// One `session/prompt`.
@@ -207,11 +207,20 @@ impl<'a> Turn<'a> {
 
     pub(super) async fn run(mut self, prompt: &str) -> Result<StopReason, Error> {
         let path = self.session.path.clone();
-        self.tell_added_turns(false)?;
         // The chat's events come here while this prompt runs (the session's follower hands
-        // them on), until `start_prompt` takes the sender back.
+        // them on), until `start_prompt` takes the sender back. Taken under the same lock
+        // under which the follower marks another front end's turn as running: either that
+        // turn was seen first and this prompt is refused before anything is written, or the
+        // events are this prompt's from here on.
         let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
-        *lock(&self.session.own_events) = Some(sender);
+        {
+            let mut own = lock(&self.session.own_events);
+            if self.session.other_runs.load(Ordering::SeqCst) {
+                return Err(another_turn_runs());
+            }
+            *own = Some(sender);
+        }
+        self.tell_added_turns(false)?;
         // Write the prompt under the trailing `@You:`.
         let written = self
             .rewrite(

@@ -90,29 +90,33 @@ pub(crate) fn on_request(session: &mut Session, request: Request) {
 /// `workspace/executeCommand`, answered as any request; a failure is also told through
 /// `window/showMessage`, since Helix 25.07 only logs the error answer of a command (a key bound
 /// to `:lsp-workspace-command` seemed to do nothing). A `flemma.*` command is its request,
-/// answered as [`flemma_request`] answers it.
+/// answered as [`flemma_request`] answers it. The parameters are decoded once.
 fn execute_command(session: &mut Session, request: Request) {
-    let command = request
+    type ExecuteCommand = lsp_types::request::ExecuteCommand;
+    let method = ExecuteCommand::METHOD;
+    let id = request.id;
+    // The command's name for the message of a refusal (the parameters may not decode).
+    let named = request
         .params
         .get("command")
         .and_then(serde_json::Value::as_str)
-        .unwrap_or("workspace/executeCommand")
+        .unwrap_or(method)
         .to_owned();
-    let method = lsp_types::request::ExecuteCommand::METHOD;
-    let engine_request =
-        serde_json::from_value::<lsp_types::ExecuteCommandParams>(request.params.clone())
-            .ok()
-            .and_then(|params| execute_command::engine_request(&params));
-    if let Some(decoded) = engine_request {
-        let id = request.id;
-        return engine_call(session, id, method, Some(command), decoded);
+    let params = match params_of::<ExecuteCommand>(&id, request.params) {
+        Ok(params) => params,
+        Err(refusal) => {
+            responder(session, Some(named))(*refusal);
+            return;
+        }
+    };
+    let command = Some(params.command.clone());
+    if let Some(decoded) = execute_command::engine_request(&params) {
+        return engine_call(session, id, method, command, decoded);
     }
-    let respond = responder(session, Some(command));
-    respond(handle::<lsp_types::request::ExecuteCommand>(
-        session,
-        request,
-        execute_command::handle,
-    ));
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        execute_command::handle(session, params)
+    }));
+    responder(session, command)(answer(id, method, outcome));
 }
 
 /// Hands a decoded request to the engine; the answer is sent when the engine gives it (from
@@ -194,19 +198,27 @@ fn handle<R: lsp_types::request::Request>(
     request: Request,
     handler: fn(&mut Session, R::Params) -> HandlerResult<R::Result>,
 ) -> Response {
-    let id = request.id.clone();
-    let params: R::Params = match serde_json::from_value(request.params) {
+    let id = request.id;
+    let params = match params_of::<R>(&id, request.params) {
         Ok(params) => params,
-        Err(e) => {
-            return Response::new_err(
-                id,
-                ErrorCode::InvalidParams as i32,
-                format!("invalid parameters for `{}`: {e}", R::METHOD),
-            );
-        }
+        Err(refusal) => return *refusal,
     };
     let outcome = catch_unwind(AssertUnwindSafe(|| handler(session, params)));
     answer(id, R::METHOD, outcome)
+}
+
+/// A request's parameters, or the `InvalidParams` answer that says what is wrong with them.
+fn params_of<R: lsp_types::request::Request>(
+    id: &lsp_server::RequestId,
+    params: serde_json::Value,
+) -> Result<R::Params, Box<Response>> {
+    serde_json::from_value(params).map_err(|e| {
+        Box::new(Response::new_err(
+            id.clone(),
+            ErrorCode::InvalidParams as i32,
+            format!("invalid parameters for `{}`: {e}", R::METHOD),
+        ))
+    })
 }
 
 /// The response to a request, from what its handler did (a panic is an internal error).
