@@ -92,8 +92,9 @@ struct Shared {
     /// What the host knows and decides ([`state::HostState`]): the one source of truth of
     /// every document's phase, decided calls and runtime layers.
     state: Mutex<HostState>,
-    /// Editors by document, the most recently active last.
-    editors: Mutex<HashMap<PathBuf, Vec<EditorHandle>>>,
+    /// The handles of the editors that have each document open, by session (which of them
+    /// writes it is `state`'s).
+    editors: Mutex<HashMap<PathBuf, std::collections::BTreeMap<u64, EditorHandle>>>,
     subscribers: Mutex<Vec<std::sync::mpsc::Sender<HostEvent>>>,
     /// The host's MCP servers (the drivers' chats share them), closed when the host stops.
     mcp: flemma_mcp::McpHub,
@@ -331,7 +332,7 @@ impl EngineHost {
     }
 
     fn has_editor(&self, path: &Path) -> bool {
-        lock(&self.shared.editors).contains_key(path)
+        lock(&self.shared.state).has_editor(path)
     }
 
     /// The template cache of the process's analyses: the language server's hosts share it

@@ -1,5 +1,8 @@
-//! The editors that have a document open, as the host sees them: who writes the document (the
-//! most recently active editor, else the file), and who is told what happens to it.
+//! The editors that have a document open, as the host sees them: their handles (the store that
+//! writes an editor's buffer, who is told what happens to the document). Who writes the
+//! document (the most recently active editor, else the file) is the host state's decision
+//! ([`HostState::attach`](crate::engine_host::state::HostState::attach) and `detach`); the
+//! handles here are only looked up by it.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -44,29 +47,27 @@ pub struct EditorHandle {
 }
 
 impl EngineHost {
-    /// `editor` has `path` open (or was just active on it): it becomes the document's writer.
+    /// `editor` has `path` open (or was just active on it): it becomes the document's writer
+    /// (decided by [`HostState::attach`](crate::engine_host::state::HostState::attach)).
     pub fn attach_editor(&self, path: &Path, editor: EditorHandle) {
-        {
-            let mut editors = lock(&self.shared.editors);
-            let list = editors.entry(path.to_owned()).or_default();
-            let changed = list
-                .last()
-                .is_none_or(|last| last.session != editor.session);
-            list.retain(|e| e.session != editor.session);
-            list.push(editor);
-            if !changed {
-                return;
-            }
+        let session = editor.session;
+        lock(&self.shared.editors)
+            .entry(path.to_owned())
+            .or_default()
+            .insert(session, editor);
+        let mut state = lock(&self.shared.state);
+        if state.attach(path, session) {
+            // Sent under the state's lock: writer changes reach the driver in order.
+            let _ = self.command(Command::Writer {
+                path: path.to_owned(),
+            });
         }
-        let _ = self.command(Command::Writer {
-            path: path.to_owned(),
-        });
     }
 
     /// `session`'s client settings changed: its editors carry the new ones (the writer stays).
     pub fn set_client_config(&self, session: u64, config: Option<ClientSettings>) {
-        for list in lock(&self.shared.editors).values_mut() {
-            for editor in list.iter_mut().filter(|e| e.session == session) {
+        for handles in lock(&self.shared.editors).values_mut() {
+            if let Some(editor) = handles.get_mut(&session) {
                 editor.client_config = config.clone();
             }
         }
@@ -77,24 +78,32 @@ impl EngineHost {
     pub fn detach_editor(&self, path: &Path, session: u64) {
         {
             let mut editors = lock(&self.shared.editors);
-            let Some(list) = editors.get_mut(path) else {
-                return;
-            };
-            list.retain(|e| e.session != session);
-            if list.is_empty() {
-                editors.remove(path);
+            if let Some(handles) = editors.get_mut(path) {
+                handles.remove(&session);
+                if handles.is_empty() {
+                    editors.remove(path);
+                }
             }
         }
-        let _ = self.command(Command::Writer {
-            path: path.to_owned(),
-        });
+        let mut state = lock(&self.shared.state);
+        if state.detach(path, session) {
+            let _ = self.command(Command::Writer {
+                path: path.to_owned(),
+            });
+        }
     }
 }
 
 impl Shared {
+    /// The editor that writes `path` now (`None`: the file), as the host's state decides.
+    pub(in crate::engine_host) fn writer_editor(&self, path: &Path) -> Option<EditorHandle> {
+        let session = lock(&self.state).writer(path)?;
+        lock(&self.editors).get(path)?.get(&session).cloned()
+    }
+
     /// The document's text now: the writer editor's buffer as last shared, else the file.
     pub(in crate::engine_host) fn text_of(&self, path: &Path) -> Result<String, String> {
-        if let Some(editor) = lock(&self.editors).get(path).and_then(|list| list.last()) {
+        if let Some(editor) = self.writer_editor(path) {
             return Ok(editor.shared.get().to_string());
         }
         crate::fsutil::read_chat(path).map_err(|error| format!("{error:#}"))
@@ -102,7 +111,7 @@ impl Shared {
 
     /// The store that writes `path` now: the most recently active editor, else the file.
     pub(in crate::engine_host) fn writer(&self, path: &Path) -> Box<dyn ChatStore> {
-        match lock(&self.editors).get(path).and_then(|list| list.last()) {
+        match self.writer_editor(path) {
             Some(editor) => editor.editor.store(),
             None => Box::new(FileStore {
                 path: path.to_owned(),
@@ -112,15 +121,15 @@ impl Shared {
 
     /// The session of the editor that writes `path` now (`None`: the file).
     pub(in crate::engine_host) fn writer_session(&self, path: &Path) -> Option<u64> {
-        lock(&self.editors)
-            .get(path)
-            .and_then(|list| list.last())
-            .map(|e| e.session)
+        lock(&self.state).writer(path)
     }
 
     /// Tells every editor that has `path` open.
     pub(in crate::engine_host) fn tell_editors(&self, path: &Path, tell: impl Fn(&dyn Editor)) {
-        let editors = lock(&self.editors).get(path).cloned().unwrap_or_default();
+        let editors: Vec<EditorHandle> = lock(&self.editors)
+            .get(path)
+            .map(|handles| handles.values().cloned().collect())
+            .unwrap_or_default();
         for editor in editors {
             tell(editor.editor.as_ref());
         }

@@ -73,6 +73,9 @@ pub(crate) struct DocumentState {
     decided: HashMap<String, (Decided, u64, u64)>,
     /// How many decisions were recorded (the next one's order).
     decisions: u64,
+    /// The editor sessions that have the document open, the most recently active last: the
+    /// last one writes the document (none: the file on disk).
+    editors: Vec<u64>,
 }
 
 impl DocumentState {
@@ -112,7 +115,8 @@ pub(crate) enum Command {
         tool_id: String,
         input: serde_json::Value,
     },
-    /// The writer of `path` may have changed (an editor attached or detached).
+    /// The writer of `path` changed (an editor attached or detached: [`HostState::attach`],
+    /// [`HostState::detach`]).
     Writer { path: PathBuf },
     /// The host stops: drivers leave, then the shared services close.
     Shutdown,
@@ -198,6 +202,38 @@ impl HostState {
             started: !self.is_running(path),
             tool_ids: Vec::new(),
         }
+    }
+
+    /// The editor session that writes `path`: the most recently active one that has it open
+    /// (`None`: the file on disk).
+    pub fn writer(&self, path: &Path) -> Option<u64> {
+        self.docs.get(path)?.editors.last().copied()
+    }
+
+    /// Whether an editor has `path` open.
+    pub fn has_editor(&self, path: &Path) -> bool {
+        self.writer(path).is_some()
+    }
+
+    /// `session` has `path` open, or was just active on it: it writes it now. Whether the
+    /// writer changed (then [`Command::Writer`] tells a running driver).
+    pub fn attach(&mut self, path: &Path, session: u64) -> bool {
+        let before = self.writer(path);
+        let editors = &mut self.doc(path).editors;
+        editors.retain(|&s| s != session);
+        editors.push(session);
+        before != Some(session)
+    }
+
+    /// `session` closed `path` (or ended): the next most recently active editor writes it,
+    /// else the file. Whether the writer changed.
+    pub fn detach(&mut self, path: &Path, session: u64) -> bool {
+        let Some(doc) = self.docs.get_mut(path) else {
+            return false;
+        };
+        let before = doc.editors.last().copied();
+        doc.editors.retain(|&s| s != session);
+        before != doc.editors.last().copied()
     }
 
     pub fn switch(&self, path: &Path) -> Option<&(ConfigLayer, ModelSwitch)> {

@@ -400,3 +400,52 @@ fn the_decisions_kept_are_bounded_and_the_newest() {
         "the newest decision was forgotten"
     );
 }
+
+/// Who writes a document: each row is what editors did (`+N` opened or was active on it,
+/// `-N` closed it), whether each step changed the writer, and the writer after (`None`: the
+/// file on disk).
+#[test]
+fn the_most_recently_active_editor_writes_else_the_file() {
+    #[rustfmt::skip]
+    let table: Vec<(&str, Vec<i64>, Vec<bool>, Option<u64>)> = vec![
+        ("nobody has it open", vec![], vec![], None),
+        ("an editor opens it", vec![1], vec![true], Some(1)),
+        ("a second one opens it", vec![1, 2], vec![true, true], Some(2)),
+        ("the first is active again", vec![1, 2, 1], vec![true, true, true], Some(1)),
+        ("the writer active again changes nothing", vec![1, 1], vec![true, false], Some(1)),
+        ("the writer closes it: the one before writes", vec![1, 2, -2], vec![true, true, true], Some(1)),
+        ("another closes it: the writer stays", vec![1, 2, -1], vec![true, true, false], Some(2)),
+        ("the last closes it: the file writes", vec![1, -1], vec![true, true], None),
+        ("closing what was never open changes nothing", vec![-3], vec![false], None),
+    ];
+    for (name, steps, changes, writer) in table {
+        let mut state = HostState::default();
+        let changed: Vec<bool> = steps
+            .iter()
+            .map(|&step| {
+                let session = step.unsigned_abs();
+                if step > 0 {
+                    state.attach(&path(), session)
+                } else {
+                    state.detach(&path(), session)
+                }
+            })
+            .collect();
+        assert_eq!(changed, changes, "{name}");
+        assert_eq!(state.writer(&path()), writer, "{name}");
+        assert_eq!(state.has_editor(&path()), writer.is_some(), "{name}");
+    }
+}
+
+#[test]
+fn a_writer_change_reaches_only_a_running_driver() {
+    let mut state = state_after(vec![send(), Step::Running]);
+    assert!(state.attach(&path(), 7));
+    assert_eq!(
+        state.handle(Command::Writer { path: path() }),
+        vec![Effect::SetWriter(path())]
+    );
+    let mut idle = HostState::default();
+    assert!(idle.attach(&path(), 7));
+    assert_eq!(idle.handle(Command::Writer { path: path() }), Vec::new());
+}

@@ -264,10 +264,9 @@ impl Shared {
         config_path: Option<&Path>,
     ) -> ConfigInput {
         let mut input = crate::chat::config_input(config_path);
-        let client = lock(&self.editors)
-            .get(path)
-            .and_then(|list| list.last())
-            .and_then(|editor| editor.client_config.clone());
+        let client = self
+            .writer_editor(path)
+            .and_then(|editor| editor.client_config);
         if let Some(read) = client {
             input = input.with_layer(read);
         }
