@@ -132,7 +132,7 @@ impl Shared {
     }
 
     pub(in crate::engine_host) fn publish_to_subscribers(&self, path: &Path, event: EngineEvent) {
-        self.tell_followers(path, Followed::Event(event.clone()));
+        self.tell_followers_with(path, || Followed::Event(event.clone()));
         let host_event = HostEvent {
             path: path.to_owned(),
             event,

@@ -75,8 +75,18 @@ impl EngineHost {
 impl Shared {
     /// Tells the followers of `path`.
     pub(in crate::engine_host) fn tell_followers(&self, path: &Path, followed: Followed) {
+        self.tell_followers_with(path, || followed.clone());
+    }
+
+    /// Tells the followers of `path` what `followed` makes, made only when one follows it
+    /// (the daemon's host streams every reply's text with no follower).
+    pub(in crate::engine_host) fn tell_followers_with(
+        &self,
+        path: &Path,
+        followed: impl Fn() -> Followed,
+    ) {
         lock(&self.followers).retain(|(followed_path, sender)| {
-            followed_path != path || sender.send(followed.clone()).is_ok()
+            followed_path != path || sender.send(followed()).is_ok()
         });
     }
 
