@@ -36,14 +36,9 @@ struct Waiting {
     reporter: Arc<dyn ToolReporter>,
 }
 
-/// What a process with nobody to ask does with a question (`flemmad send` without a daemon:
-/// it stops, saying which question and how to answer such questions).
-pub type Unattended = Box<dyn Fn(&Pending) + Send + Sync>;
-
 #[derive(Default)]
 struct Table {
     waiting: HashMap<(PathBuf, String), Waiting>,
-    unattended: Option<Arc<Unattended>>,
 }
 
 fn table() -> &'static Mutex<Table> {
@@ -53,11 +48,6 @@ fn table() -> &'static Mutex<Table> {
 
 fn lock() -> std::sync::MutexGuard<'static, Table> {
     table().lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Sets what this process does with questions (`flemmad send` in-process).
-pub fn set_unattended(handler: Unattended) {
-    lock().unattended = Some(Arc::new(handler));
 }
 
 /// Puts `question` of `agent` (asked by the `ask_agent` call `reporter` tells of, in the chat
@@ -81,18 +71,14 @@ pub fn ask(
         input: question.input.clone(),
     };
     let (sender, receiver) = oneshot::channel();
-    let unattended = {
-        let mut table = lock();
-        table.waiting.insert(
-            (chat.to_owned(), id.clone()),
-            Waiting {
-                pending: pending.clone(),
-                answer: sender,
-                reporter: reporter.clone(),
-            },
-        );
-        table.unattended.clone()
-    };
+    lock().waiting.insert(
+        (chat.to_owned(), id.clone()),
+        Waiting {
+            pending,
+            answer: sender,
+            reporter: reporter.clone(),
+        },
+    );
     reporter.event(CallNews::PermissionAsked(PermissionAsked {
         agent: agent.to_owned(),
         permission_id: id.clone(),
@@ -100,9 +86,6 @@ pub fn ask(
         kind: question.kind,
         input: question.input,
     }));
-    if let Some(unattended) = unattended {
-        unattended(&pending);
-    }
     let guard = Forget {
         key: (chat.to_owned(), id),
     };

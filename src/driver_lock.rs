@@ -1,5 +1,6 @@
-//! One driver per chat, across processes (docs/engine.md): whoever drives a chat — `flemmad
-//! send` in-process, a daemon's or an in-process language server's engine host, `flemmad acp` —
+//! One driver per chat, across processes (docs/engine.md): whoever drives a chat — the engine
+//! host of a daemon, of an in-process language server or of `flemmad send` without a daemon,
+//! `flemmad acp` —
 //! holds an exclusive non-blocking `flock` on `$XDG_STATE_HOME/flemma/locks/<chat key>.lock`
 //! for as long as it drives, with its pid and role written in it. A second driver is refused at
 //! once, naming the first (it would pay for a second reply and interleave the two in the file).

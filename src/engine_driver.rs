@@ -166,14 +166,6 @@ pub struct Driver {
 }
 
 impl Driver {
-    /// A driver for the file whose text is `text` (as just read).
-    pub fn new(parts: DriverParts, text: String, report: Box<dyn FnMut(Report) + Send>) -> Self {
-        let store = Box::new(FileStore {
-            path: parts.path.clone(),
-        });
-        Self::with_store(parts, store, Snapshot::file(text), report)
-    }
-
     /// A driver writing through `store`, whose text is `stored` (as just read from it).
     pub fn with_store(
         parts: DriverParts,
@@ -243,10 +235,6 @@ impl Driver {
             summary_waiting: None,
             restored: Vec::new(),
         }
-    }
-
-    pub fn engine(&self) -> &Engine {
-        self.session.engine()
     }
 
     /// Calls `observe` whenever what the engine is doing changes.

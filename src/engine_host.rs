@@ -20,6 +20,7 @@
 //! closes goes on into the file, and background jobs survive the editor.
 
 mod editors;
+mod follow;
 mod owner;
 mod requests;
 mod state;
@@ -38,6 +39,7 @@ use tokio::sync::mpsc;
 
 use crate::chat_store::ChatStore;
 pub use editors::{Editor, EditorHandle};
+pub use follow::{Followed, SetupReport, SetupSeen};
 use state::{Command, Decided, HostState};
 
 /// An event of one document.
@@ -63,6 +65,17 @@ impl<'a> DocumentRef<'a> {
     pub fn path(path: &'a Path) -> Self {
         Self { path, buffer: None }
     }
+}
+
+/// How a driver that a call starts runs, for a caller in this process (the command line without
+/// a daemon, `cli/local_host`): not part of the protocol's requests, which always run with the
+/// chat's autopilot. A driver already running for the document is not changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallOptions {
+    /// One step without autopilot: a `send` streams one reply or runs one round of tools
+    /// (`flemmad send --no-autopilot`); an `approve`, `reject` or `approveAll` only marks the
+    /// calls, and the next send runs them.
+    pub no_autopilot: bool,
 }
 
 /// What [`EngineHost::call_later`] gives its answer to.
@@ -96,6 +109,10 @@ struct Shared {
     /// writes it is `state`'s).
     editors: Mutex<HashMap<PathBuf, std::collections::BTreeMap<u64, EditorHandle>>>,
     subscribers: Mutex<Vec<std::sync::mpsc::Sender<HostEvent>>>,
+    /// The followers in this process of one document each ([`EngineHost::follow`]).
+    followers: Mutex<follow::Followers>,
+    /// Cancelled when the process is interrupted ([`EngineHost::interrupt`]).
+    interrupt: tokio_util::sync::CancellationToken,
     /// The host's MCP servers (the drivers' chats share them), closed when the host stops.
     mcp: flemma_mcp::McpHub,
     /// The host's file watcher and editors' sessions (the drivers' chats share them).
@@ -119,6 +136,8 @@ impl EngineHost {
             state: Mutex::default(),
             editors: Mutex::default(),
             subscribers: Mutex::default(),
+            followers: Mutex::default(),
+            interrupt: tokio_util::sync::CancellationToken::new(),
             mcp: crate::mcp_setup::new_hub(),
             services: crate::engine_driver::DriverServices::default(),
         });
@@ -179,6 +198,16 @@ impl EngineHost {
         document: DocumentRef<'_>,
         request: FlemmaRequest,
     ) -> Result<FlemmaResponse, RequestError> {
+        self.call_with(document, request, CallOptions::default())
+    }
+
+    /// [`EngineHost::call`], a driver it starts running as `options` say.
+    pub fn call_with(
+        &self,
+        document: DocumentRef<'_>,
+        request: FlemmaRequest,
+        options: CallOptions,
+    ) -> Result<FlemmaResponse, RequestError> {
         use FlemmaRequest as R;
         let method = request.method();
         let path = document.path;
@@ -199,7 +228,7 @@ impl EngineHost {
             self.check_driver(path)?;
         }
         Ok(match request {
-            R::Send(_) => FlemmaResponse::Accepted(self.send(path)?),
+            R::Send(_) => FlemmaResponse::Accepted(self.send(path, options)?),
             R::Cancel(_) => FlemmaResponse::Accepted(self.cancel(path)?),
             R::Approve(p) => {
                 let input = Input::Approve {
@@ -210,6 +239,7 @@ impl EngineHost {
                     Some(&p.tool_id),
                     Decided::Approved,
                     input,
+                    options,
                 )?)
             }
             R::Reject(p) => {
@@ -222,6 +252,7 @@ impl EngineHost {
                     Some(&p.tool_id),
                     Decided::Rejected,
                     input,
+                    options,
                 )?)
             }
             R::ApproveAll(_) => FlemmaResponse::Accepted(self.decide(
@@ -229,6 +260,7 @@ impl EngineHost {
                 None,
                 Decided::Approved,
                 Input::ApproveAll,
+                options,
             )?),
             R::Background(p) => FlemmaResponse::Accepted(self.background(path, &p.tool_id)?),
             R::Execute(p) => FlemmaResponse::Accepted(self.execute(path, &p.tool_id)?),
@@ -251,7 +283,9 @@ impl EngineHost {
                 &self.pending(document, &p.tool_id)?,
             )),
             R::ReviseProposal(p) => FlemmaResponse::Accepted(self.revise(document, p)?),
-            R::ApproveHunks(p) => FlemmaResponse::Accepted(self.approve_hunks(document, p)?),
+            R::ApproveHunks(p) => {
+                FlemmaResponse::Accepted(self.approve_hunks(document, p, options)?)
+            }
             R::CompactUndo(p) => FlemmaResponse::Accepted(self.compact_undo(document, &p)?),
             R::Changes(p) => FlemmaResponse::Changes(
                 crate::checkpoints::changes_result(path, p.tool_id.as_deref())

@@ -1,7 +1,8 @@
 //! One setup for every driver of the engine: from a chat's text and the user configuration to
 //! the [`DriverParts`] a [`Driver`](crate::engine_driver::Driver) runs with (provider, tools,
-//! engine configuration, HTTP client, analysis host). `flemmad send` and the engine host of
-//! `flemmad lsp`/`flemmad serve` both use it, so they send the same requests.
+//! engine configuration, HTTP client, analysis host). The engine host uses it — in `flemmad
+//! lsp`/`flemmad serve`, and in `flemmad send`'s own process without a daemon — so every
+//! front end sends the same requests.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,6 +1,7 @@
-//! `flemmad approve FILE (TOOL_ID… | --all)`: mark pending tool calls approved in the file, so
-//! the next `flemmad send` runs them. The edits are `flemma_ide::actions`' (the language server
-//! makes the same ones).
+//! `flemmad approve FILE (TOOL_ID… | --all)`: approve pending tool calls through the engine
+//! host — the daemon's, which goes on with the chat (its autopilot runs them), else this
+//! process's (`cli/local_host`), which only marks them approved in the file, so the next
+//! `flemmad send` runs them.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,8 +11,10 @@ use flemma_ide::actions::{self, ActionError};
 use flemma_syntax::{Document, TextEdit};
 
 use super::CliError;
+use super::local_host::LocalHost;
 use super::progress::shell_quote;
 use super::via_daemon::{self, Action, DaemonClient, Follow};
+use crate::engine_host::CallOptions;
 use crate::fsutil;
 
 #[derive(Debug, Args)]
@@ -48,9 +51,6 @@ pub struct ApproveArgs {
     pub reason: Option<String>,
 }
 
-/// How often an edit is rebuilt when the file changes between our read and our write.
-const ATTEMPTS: usize = 20;
-
 pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
     if let Some(hunks) = &args.hunks {
         return approve_hunks(&args, hunks, config_path);
@@ -70,16 +70,11 @@ pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
         if args.all || !args.tool_ids.iter().all(|id| is_permission_id(id)) {
             check_placeholders("approve", &args.file, build)?;
         }
-        let action = if args.all {
-            Action::ApproveAll
-        } else {
-            Action::Approve(args.tool_ids.clone())
-        };
         return via_daemon::run_with(
             client,
             "approve",
             &args.file,
-            action,
+            action(&args),
             Follow::progress(args.detach),
         );
     }
@@ -89,19 +84,10 @@ pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     if let Some(id) = args.tool_ids.iter().find(|id| is_permission_id(id)) {
         return Err(CliError::failed("approve", no_daemon_to_answer(id)));
     }
-    // The calls as the edit that was written saw them: flemmad records their approval, so
-    // that they run in an untrusted chat too (docs/security.md).
-    let approved = std::cell::RefCell::new(Vec::new());
-    let ids = edit_placeholders("approve", &args.file, |doc: &Document| {
-        let built = build(doc)?;
-        *approved.borrow_mut() = built
-            .0
-            .iter()
-            .filter_map(|id| call_of(doc, id).map(|(name, input)| (id.clone(), name, input)))
-            .collect();
-        Ok(built)
-    })?;
-    record_approvals(&args.file, &approved.into_inner());
+    // Checked here first (exit 2, nothing changed), as with a daemon.
+    check_placeholders("approve", &args.file, build)?;
+    let ids =
+        LocalHost::start("approve", &args.file, config_path)?.decide(&action(&args), MARK_ONLY)?;
     let list = ids
         .iter()
         .map(|id| format!("`{id}`"))
@@ -115,10 +101,23 @@ pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `flemmad approve` asks the engine.
+fn action(args: &ApproveArgs) -> Action {
+    if args.all {
+        Action::ApproveAll
+    } else {
+        Action::Approve(args.tool_ids.clone())
+    }
+}
+
+/// How the in-process host takes a decision: it only marks the calls (the next `flemmad send`
+/// runs them), where the daemon goes on with the chat's autopilot.
+pub(super) const MARK_ONLY: CallOptions = CallOptions { no_autopilot: true };
+
 /// `flemmad approve FILE ID --hunks N,… [--reason …]`: the call is recorded as approved in
 /// part (it runs the approved hunks only; its result names the others and the reason), then
-/// approved as usual — through the daemon when one runs (`flemma/approveHunks`), else in the
-/// file.
+/// approved as usual, with `flemma/approveHunks` — through the daemon when one runs, else through
+/// this process's engine host.
 fn approve_hunks(
     args: &ApproveArgs,
     hunks: &[u32],
@@ -143,48 +142,30 @@ fn approve_hunks(
     // Checked here first (exit 2, nothing changed), with a daemon too: the daemon checks
     // again on the chat as it holds it.
     let pending = crate::proposals::pending(&chat, text, tool_id, config_path).map_err(refused)?;
-    crate::proposals::approved_in_part(&pending, hunks, args.reason.as_deref()).map_err(refused)?;
+    let (_, note) = crate::proposals::approved_in_part(&pending, hunks, args.reason.as_deref())
+        .map_err(refused)?;
+    let action = Action::ApproveHunks {
+        tool_id: tool_id.clone(),
+        hunks: hunks.to_vec(),
+        reason: args.reason.clone(),
+    };
     if !args.no_daemon
         && let Some(client) = DaemonClient::connect()
     {
-        return via_daemon::run_with(
-            client,
-            COMMAND,
-            &args.file,
-            Action::ApproveHunks {
-                tool_id: tool_id.clone(),
-                hunks: hunks.to_vec(),
-                reason: args.reason.clone(),
-            },
-            Follow::progress(args.detach),
-        );
+        let follow = Follow::progress(args.detach);
+        return via_daemon::run_with(client, COMMAND, &args.file, action, follow);
     }
     if args.detach {
         return Err(CliError::failed(COMMAND, via_daemon::NO_DAEMON_TO_DETACH));
     }
-    let note =
-        crate::proposals::record_in_part(&chat, tool_id, &pending, hunks, args.reason.as_deref())
-            .map_err(refused)?;
-    let ids = std::slice::from_ref(tool_id);
-    let approved = edit_placeholders(COMMAND, &args.file, |doc: &Document| {
-        actions::approve(doc, ids).map(|edits| (ids.to_vec(), edits))
-    })
-    .inspect_err(|_| crate::reviewed::forget_partial(&chat, tool_id))?;
-    let calls: Vec<_> = call_of_text(&args.file, tool_id).into_iter().collect();
-    record_approvals(&args.file, &calls);
+    let approved =
+        LocalHost::start(COMMAND, &args.file, config_path)?.decide(&action, MARK_ONLY)?;
     super::Ui::new("approve").note(format!(
         "approved part of `{}`: {note}\nRun `flemmad send {}` to run it",
         approved.join(", "),
         shell_quote(&args.file.display().to_string())
     ));
     Ok(ExitCode::SUCCESS)
-}
-
-/// The call `id` of the chat at `file` as it is on disk now: its id, name and input.
-fn call_of_text(file: &Path, id: &str) -> Option<(String, String, serde_json::Value)> {
-    let text = fsutil::read_chat(file).ok()?;
-    let doc = flemma_syntax::parse(text.as_str());
-    call_of(&doc, id).map(|(name, input)| (id.to_owned(), name, input))
 }
 
 /// Whether `id` names an asked agent's question rather than a tool call.
@@ -199,29 +180,9 @@ pub(super) fn no_daemon_to_answer(id: &str) -> String {
     )
 }
 
-/// The name and input of the tool use `id` (its input must be a JSON object).
-fn call_of(doc: &Document, id: &str) -> Option<(String, serde_json::Value)> {
-    let (_, _, tool_use) = doc.tool_use(id)?;
-    let raw = tool_use.fence.as_ref().map_or("", |f| doc.slice(f.content));
-    let input: serde_json::Value = serde_json::from_str(raw).ok()?;
-    input.is_object().then(|| (tool_use.name.clone(), input))
-}
-
-/// Records that the user approved `calls` of the chat at `file` through flemmad.
-fn record_approvals(file: &Path, calls: &[(String, String, serde_json::Value)]) {
-    let chat = std::path::absolute(file).unwrap_or_else(|_| file.to_owned());
-    let records = crate::trust::CallRecords::from_env();
-    for (id, name, input) in calls {
-        if let Err(error) = records.record(&chat, flemma_config::Seen::Approved, id, name, input) {
-            super::Ui::new("approve").warn(format!(
-                "cannot record the approval of `{id}` ({error:#}); if the chat is untrusted, `flemmad send` will ask for it again"
-            ));
-        }
-    }
-}
-
 /// Builds the edits of `build` on the chat as it is on disk without writing them: the check
-/// of a command the daemon carries out. Exits 2 as [`edit_placeholders`] does.
+/// of a command the engine host carries out (the daemon's, or this process's). A refusal
+/// (unknown or already-resolved id) exits 2 with the pending ids.
 pub fn check_placeholders(
     command: &str,
     path: &Path,
@@ -235,39 +196,4 @@ pub fn check_placeholders(
             &anyhow::anyhow!("{error}; nothing was changed in {}", path.display()),
         )
     })
-}
-
-/// Reads the chat, builds the edits with `build` on its document and writes the result
-/// atomically (rebuilt when someone wrote the file meanwhile). A refusal (unknown or
-/// already-resolved id) exits 2 with the pending ids; nothing is written.
-pub fn edit_placeholders(
-    command: &str,
-    path: &Path,
-    build: impl Fn(&Document) -> Result<(Vec<String>, Vec<TextEdit>), ActionError>,
-) -> Result<Vec<String>, CliError> {
-    for _ in 0..ATTEMPTS {
-        let text =
-            fsutil::read_chat(path).map_err(|error| CliError::unreadable(command, &error))?;
-        let doc = flemma_syntax::parse(text.as_str());
-        let (ids, edits) = build(&doc).map_err(|error| {
-            CliError::unreadable(
-                command,
-                &anyhow::anyhow!("{error}; nothing was changed in {}", path.display()),
-            )
-        })?;
-        let next = flemma_syntax::apply_edits(&text, &edits)
-            .map_err(|error| CliError::failed(command, format!("cannot edit the chat: {error}")))?;
-        let replaced = fsutil::replace_chat_if_unchanged(path, &text, &next)
-            .map_err(|error| CliError::failed(command, format!("{error:#}")))?;
-        if replaced {
-            return Ok(ids);
-        }
-    }
-    Err(CliError::failed(
-        command,
-        format!(
-            "{} keeps changing; nothing was changed after {ATTEMPTS} attempts, try again",
-            path.display()
-        ),
-    ))
 }

@@ -11,6 +11,7 @@ mod error;
 mod events;
 mod fmt;
 mod install_service;
+mod local_host;
 mod lsp;
 mod models;
 mod parse;
@@ -346,7 +347,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Fmt(args) => return Ok(fmt::run(args)?),
         Command::Send(args) => return send::run(args, config),
         Command::Approve(args) => return approve::run(args, config),
-        Command::Reject(args) => return reject::run(args),
+        Command::Reject(args) => return reject::run(args, config),
         Command::Cancel(args) => cancel::run(args),
         Command::Status(args) => status::run(args, config),
         Command::Count(args) => count::run(args, config),

@@ -2,42 +2,13 @@
 //! tool calls (its entry says `permissions = "ask"`): the send stops with exit 3, listing the
 //! question and the commands that answer it. Through the daemon the question waits there for
 //! `flemmad approve FILE ID` (or `reject`), which answers it and follows the chat as `send`
-//! does. In this process nothing can wait once the send exits: the run is cancelled (the call
-//! is marked aborted) and the listing says how to let such questions wait.
+//! does. In this process nothing can wait once the send exits: the run is interrupted (the
+//! call is marked aborted) and the listing says how to let such questions wait.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
-
-use tokio_util::sync::CancellationToken;
 
 use super::progress::shell_quote;
 use crate::agent_permissions::Pending;
-
-/// The questions an in-process send met (it stops at the first).
-#[derive(Debug, Clone, Default)]
-pub struct Asked(Arc<Mutex<Vec<Pending>>>);
-
-impl Asked {
-    /// Stops this process's send at the first question: it is kept for the listing, and
-    /// `interrupt` stops the cycle.
-    pub fn stop_at_first(interrupt: CancellationToken) -> Self {
-        let asked = Self::default();
-        let kept = asked.0.clone();
-        crate::agent_permissions::set_unattended(Box::new(move |pending| {
-            kept.lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(pending.clone());
-            interrupt.cancel();
-        }));
-        asked
-    }
-
-    /// The listing of the questions met, `None` when there were none.
-    pub fn listing(&self, path: &Path, summary: &str) -> Option<String> {
-        let asked = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        (!asked.is_empty()).then(|| listing(path, &asked, summary, false))
-    }
-}
 
 /// A question from an `agent:permission-required` event's data.
 pub fn pending_of(

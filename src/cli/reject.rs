@@ -1,17 +1,18 @@
-//! `flemmad reject FILE TOOL_ID [--reason TEXT]`: mark a pending tool call rejected (with a
-//! reason: an error result holding `User feedback: <reason>`), so the next `flemmad send` tells
-//! the model.
+//! `flemmad reject FILE TOOL_ID [--reason TEXT]`: reject a pending tool call (with a reason:
+//! an error result holding `User feedback: <reason>`) through the engine host — the daemon's,
+//! which goes on with the chat, else this process's (`cli/local_host`), which only marks it,
+//! so the next `flemmad send` tells the model.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
 use flemma_ide::actions;
+use flemma_protocol::methods::{FlemmaRequest, ToolCallParams};
 
 use super::CliError;
-use super::approve::{
-    check_placeholders, edit_placeholders, is_permission_id, no_daemon_to_answer,
-};
+use super::approve::{MARK_ONLY, check_placeholders, is_permission_id, no_daemon_to_answer};
+use super::local_host::LocalHost;
 use super::progress::shell_quote;
 use super::via_daemon::{self, Action, DaemonClient, Follow};
 
@@ -32,7 +33,15 @@ pub struct RejectArgs {
     pub detach: bool,
 }
 
-pub fn run(args: RejectArgs) -> Result<ExitCode, CliError> {
+/// What `flemmad reject` asks the engine.
+fn action(args: &RejectArgs) -> Action {
+    Action::Reject {
+        tool_id: args.tool_id.clone(),
+        reason: args.reason.clone(),
+    }
+}
+
+pub fn run(args: RejectArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
     let build = |doc: &flemma_syntax::Document| {
         actions::reject(doc, &args.tool_id, args.reason.as_deref())
             .map(|edit| (vec![args.tool_id.clone()], vec![edit]))
@@ -43,15 +52,11 @@ pub fn run(args: RejectArgs) -> Result<ExitCode, CliError> {
         if !is_permission_id(&args.tool_id) {
             check_placeholders("reject", &args.file, build)?;
         }
-        let action = Action::Reject {
-            tool_id: args.tool_id.clone(),
-            reason: args.reason.clone(),
-        };
         return via_daemon::run_with(
             client,
             "reject",
             &args.file,
-            action,
+            action(&args),
             Follow::progress(args.detach),
         );
     }
@@ -64,7 +69,19 @@ pub fn run(args: RejectArgs) -> Result<ExitCode, CliError> {
             no_daemon_to_answer(&args.tool_id),
         ));
     }
-    edit_placeholders("reject", &args.file, build)?;
+    // Checked here first (exit 2, nothing changed), as with a daemon.
+    check_placeholders("reject", &args.file, build)?;
+    let host = LocalHost::start("reject", &args.file, config_path)?;
+    let mut requests = action(&args).requests(&host.uri());
+    if args.reason.as_deref().is_some_and(|r| !r.trim().is_empty()) {
+        // The rejection with its reason is resolved at once into the error result the model
+        // reads (`flemma/execute` of a rejected call), as the daemon's autopilot resolves it.
+        requests.push(FlemmaRequest::Execute(ToolCallParams {
+            uri: host.uri(),
+            tool_id: args.tool_id.clone(),
+        }));
+    }
+    host.decide_with(requests, MARK_ONLY)?;
     super::Ui::new("reject").note(format!(
         "rejected `{}`; run `flemmad send {}` to tell the model",
         args.tool_id,

@@ -1,25 +1,27 @@
 //! `flemmad send FILE`: the agentic main job. Loads the chat (recovering orphaned jobs), then
 //! runs the engine's cycle with autopilot — stream the reply, run the approved tools and jobs,
 //! send their results — writing every change into the file as it happens, until the
-//! conversation is idle, waits for an approval, or fails.
+//! conversation is idle, waits for an approval, or fails. Through the daemon when one runs
+//! (`via_daemon`), else through an engine host started in this process (`cli/local_host`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use clap::Args;
-use flemma_engine::Input;
-use flemma_protocol::event::EngineStopped;
-use tokio_util::sync::CancellationToken;
+use flemma_engine::{EngineEvent, PendingCall};
+use flemma_protocol::engine::UsageTotals;
+use flemma_protocol::methods::{DocumentParams, FlemmaRequest, FlemmaResponse, ModeParams};
 
 use super::CliError;
 use super::error::{CycleEnd, cycle_end};
+use super::local_host::LocalHost;
 use super::progress::{Progress, approval_listing, summary};
 use super::proposed::diffs;
 use crate::chat;
-use crate::driver_lock::{DriverLock, LockError};
-use crate::engine_driver::{Driver, Report};
-use crate::engine_setup::{self, SetupError, SetupOptions};
+use crate::engine_driver::Report;
+use crate::engine_host::{CallOptions, Followed, SetupReport};
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
@@ -79,191 +81,178 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
             super::via_daemon::NO_DAEMON_TO_DETACH,
         ));
     }
-    let runtime = crate::runtime::get()?;
-    let hub = crate::mcp_setup::new_hub();
-    let outcome = runtime.block_on(send(args, config_path, &hub));
-    // No MCP server outlives the send (they live on this runtime).
-    runtime.block_on(hub.shutdown());
-    runtime.block_on(crate::agent_setup::shutdown());
-    outcome
+    in_process(&args, config_path)
 }
 
-async fn send(
-    args: SendArgs,
-    config_path: Option<&Path>,
-    hub: &flemma_mcp::McpHub,
-) -> Result<ExitCode, CliError> {
-    let path = args.file.clone();
-    // Held until the cycle stops: a second driver of the same file (another send, a daemon)
-    // is refused at once, before it reads a file the first one is still writing.
-    let lock = DriverLock::acquire(&path, "send");
-    let refuse = |error: LockError| CliError::blocked("send", String::new(), &error.to_string());
-    if let Err(busy @ LockError::Busy { .. }) = lock {
-        return Err(refuse(busy));
-    }
-    // An unreadable chat says so (exit 2) before a lock that could not be created does.
-    let text =
-        crate::fsutil::read_chat(&path).map_err(|error| CliError::unreadable("send", &error))?;
-    let _lock = lock.map_err(refuse)?;
-    // Tool uses without results and placeholders are the engine's to resolve (run, ask, or
-    // stop on them), so they block nothing here; and a chat whose tool calls wait for results
-    // has something to do even when its last message is not a `@You:` with text. Each request
-    // is evaluated again before it is sent.
-    let options = SetupOptions {
-        no_autopilot: args.no_autopilot,
-    };
-    let mut input = chat::config_input(config_path);
+/// What a send that is refused before anything went out says last.
+const NOT_SENT: &str = "nothing was sent; fix the errors above and send again";
+
+/// The send through this process's engine host (`cli/local_host`): the same `flemma/send`,
+/// followed as `via_daemon` follows the daemon's, decided by the same `cycle_end`.
+fn in_process(args: &SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+    let path = &args.file;
+    let host = LocalHost::start("send", path, config_path)?;
     if let Some(mode) = &args.mode {
         // The mode chosen for this send: a runtime layer (the frontmatter may narrow it).
-        let mut layer = flemma_config::ConfigLayer::new(flemma_config::LayerKind::Runtime);
-        layer
-            .set("mode", serde_json::Value::String(mode.clone()))
-            .map_err(|error| CliError::failed("send", error))?;
-        input.layers.push(layer);
-    }
-    let prepared = match engine_setup::prepare(
-        &path,
-        &text,
-        input,
-        options,
-        &crate::analyses::analyses(flemma_template::TemplateCache::new()),
-        hub,
-        &crate::engine_driver::DriverServices::default(),
-    )
-    .await
-    {
-        Ok(prepared) => prepared,
-        Err(SetupError::Blocked { analysis }) => {
-            let loaded = chat::LoadedChat {
-                path: path.clone(),
-                analysis,
-            };
-            return Err(CliError::blocked(
-                "send",
-                loaded.report(true),
-                "nothing was sent; fix the errors above and send again",
-            ));
-        }
-        Err(SetupError::Failed(message)) => return Err(CliError::failed("send", message)),
-    };
-    let doc = &prepared.analysis.document;
-    let ui = super::Ui::root();
-    if !args.quiet {
-        let shown: Vec<_> = prepared
-            .analysis
-            .diagnostics
-            .iter()
-            .filter(|d| d.severity <= flemma_syntax::Severity::Warning && d.code != TOOL_DIAGNOSTIC)
-            .cloned()
-            .collect();
-        ui.stderr(&chat::render_all(
-            &path,
-            Some((doc, &doc.line_index())),
-            &shown,
-        ));
+        let mode = FlemmaRequest::Mode(ModeParams {
+            uri: host.uri(),
+            mode: mode.clone(),
+        });
+        host.call(mode, CallOptions::default())?;
     }
     // The reply must have somewhere to go before it is paid for.
-    if let Err(error) = crate::fsutil::check_writable(&path) {
+    if let Err(error) = crate::fsutil::check_writable(path) {
         return Err(CliError::failed(
             "send",
             format!("{error:#}; nothing was sent"),
         ));
     }
-    for warning in prepared
-        .model_warnings
-        .iter()
-        .chain(&prepared.tool_warnings)
-    {
-        ui.warn(warning);
-    }
-    if !prepared.nothing_to_send.is_empty() {
-        return Err(CliError::blocked(
-            "send",
-            chat::render_all(
-                &path,
-                Some((doc, &doc.line_index())),
-                &prepared.nothing_to_send,
-            ),
-            "nothing was sent; fix the errors above and send again",
-        ));
-    }
-    let absolute = prepared.parts.id.path().to_owned();
-    let coalesce_ms = prepared.parts.coalesce.as_millis() as u64;
-    let parts = prepared.parts;
+    let ui = super::Ui::root();
     let mut progress = Progress::new(
         ui.clone(),
-        flemma_protocol::document::path_to_uri(&absolute),
+        flemma_protocol::document::path_to_uri(host.path()),
         args.events,
         args.quiet,
     );
-    // Said when a request really goes out: a step that only runs tools, or an `(approved)`
-    // sent back to pending, asks the provider nothing.
-    let requested = progress.announce_on_first_request(format!(
-        "sending {} to {} ({})…",
-        path.display(),
-        prepared.provider_name,
-        prepared.model
-    ));
-    // Said once per send: on stderr by the diagnostics above, in the event stream here.
-    if let Some(event) = engine_setup::trust_notice(&prepared.analysis) {
-        progress.show(Report::Event(event));
-    }
-    let mut driver = Driver::new(parts, text, Box::new(move |report| progress.show(report)));
-    let interrupt = CancellationToken::new();
-    // An asked agent's question stops the send (nothing can wait for it in this process).
-    let asked = super::questions::Asked::stop_at_first(interrupt.clone());
-    let on_interrupt = interrupt.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            on_interrupt.cancel();
-        }
-    });
+    host.interrupt_on_ctrl_c();
+    let options = CallOptions {
+        no_autopilot: args.no_autopilot,
+    };
+    let document = || DocumentParams { uri: host.uri() };
+    host.call(FlemmaRequest::Send(document()), options)?;
     let started = Instant::now();
-    let stopped = tokio::task::LocalSet::new()
-        .run_until(driver.run(vec![Input::Load, Input::Advance], interrupt))
-        .await
-        .map_err(|error| CliError::failed("send", format!("{error:#}")))?;
+    // Whether a request really went out: a step that only runs tools, or an `(approved)` sent
+    // back to pending, asks the provider nothing.
+    let mut requested = None;
+    let mut pending = Vec::new();
+    let mut asked = Vec::new();
+    let stopped = loop {
+        let Some(followed) = host.next() else {
+            break super::local_host::host_ended();
+        };
+        let event = match followed {
+            Followed::Setup(SetupReport::Blocked(analysis)) => {
+                let loaded = chat::LoadedChat {
+                    path: path.clone(),
+                    analysis,
+                };
+                return Err(CliError::blocked("send", loaded.report(true), NOT_SENT));
+            }
+            Followed::Setup(SetupReport::Failed(message)) => {
+                return Err(CliError::failed("send", message));
+            }
+            Followed::Setup(SetupReport::Ready(seen)) => {
+                let doc = &seen.analysis.document;
+                let rendered = |diagnostics: &[flemma_ide::Diagnostic]| {
+                    chat::render_all(path, Some((doc, &doc.line_index())), diagnostics)
+                };
+                if !args.quiet {
+                    let shown: Vec<_> = seen
+                        .analysis
+                        .diagnostics
+                        .iter()
+                        .filter(|d| {
+                            d.severity <= flemma_syntax::Severity::Warning
+                                && d.code != TOOL_DIAGNOSTIC
+                        })
+                        .cloned()
+                        .collect();
+                    ui.stderr(&rendered(&shown));
+                }
+                for warning in &seen.warnings {
+                    ui.warn(warning);
+                }
+                if !seen.nothing_to_send.is_empty() {
+                    return Err(CliError::blocked(
+                        "send",
+                        rendered(&seen.nothing_to_send),
+                        NOT_SENT,
+                    ));
+                }
+                requested = Some(progress.announce_on_first_request(format!(
+                    "sending {} to {} ({})…",
+                    path.display(),
+                    seen.provider,
+                    seen.model
+                )));
+                continue;
+            }
+            Followed::Notice(notice) => {
+                progress.show(Report::Notice(notice));
+                continue;
+            }
+            Followed::Event(event) => event,
+        };
+        match event {
+            EngineEvent::EngineStopped(stopped) => break stopped,
+            EngineEvent::RequestText(streamed) => progress.show(Report::Text(streamed.text)),
+            EngineEvent::RequestThinking(streamed) => {
+                progress.show(Report::Thinking(streamed.text));
+            }
+            event => {
+                match &event {
+                    EngineEvent::ToolApprovalRequired(required) => {
+                        pending = super::via_daemon::pending_calls(required);
+                    }
+                    // Nothing in this process can wait for an asked agent's question: the
+                    // send stops at the first, which the listing shows.
+                    EngineEvent::AgentPermissionRequired(question) => {
+                        if asked.is_empty() {
+                            host.interrupt();
+                        }
+                        asked.push(super::questions::pending_of(path, question));
+                    }
+                    _ => {}
+                }
+                progress.show(Report::Event(event));
+            }
+        }
+    };
     ui.stderr("\n");
-    tracing::info!(
-        max_delay_ms = driver.max_write_delay().as_millis() as u64,
-        coalesce_ms,
-        "longest wait between an edit and its write"
-    );
-    let engine = driver.engine();
-    let summary = if requested.load(std::sync::atomic::Ordering::Relaxed) {
-        summary(
-            started.elapsed(),
-            &crate::usage_report::totals(
-                &engine.usage(),
-                engine.cost(),
-                engine.cache_saved(),
-                engine.rate_limits(),
-            ),
-        )
+    let summary = if requested.is_some_and(|requested| requested.load(Ordering::Relaxed)) {
+        let usage = match host.call(FlemmaRequest::Usage(document()), CallOptions::default()) {
+            Ok(FlemmaResponse::Usage(usage)) => usage,
+            _ => UsageTotals::default(),
+        };
+        summary(started.elapsed(), &usage)
     } else {
         format!(
             "{:.1}s, nothing was sent to the provider",
             started.elapsed().as_secs_f64()
         )
     };
-    if let Some(listing) = asked.listing(&path, &summary) {
-        ui.stderr(&listing);
+    if !asked.is_empty() {
+        ui.stderr(&super::questions::listing(path, &asked, &summary, false));
         return Ok(CycleEnd::AwaitingApproval.exit_code());
     }
     // The exit code, decided from the typed stop as the daemon's followers decide it.
-    let stopped = EngineStopped {
-        reason: stopped.label(),
-        message: stopped.message(),
-    };
     let end = cycle_end("send", &stopped)?;
     match end {
         CycleEnd::Done => ui.note(format_args!("done in {summary}")),
-        CycleEnd::AwaitingApproval => ui.stderr(&approval_listing(
-            &path,
-            &engine.pending_calls(),
-            &summary,
-            &diffs(args.diff, &path, config_path),
-        )),
+        CycleEnd::AwaitingApproval => {
+            if pending.is_empty() {
+                pending = pending_from_status(&host);
+            }
+            ui.stderr(&approval_listing(
+                path,
+                &pending,
+                &summary,
+                &diffs(args.diff, path, config_path),
+            ))
+        }
     }
     Ok(end.exit_code())
+}
+
+/// The pending calls the host knows of, when no event named them.
+fn pending_from_status(host: &LocalHost) -> Vec<PendingCall> {
+    let status = FlemmaRequest::Status(DocumentParams { uri: host.uri() });
+    match host.call(status, CallOptions::default()) {
+        Ok(FlemmaResponse::Status(status)) => status
+            .pending
+            .into_iter()
+            .map(super::via_daemon::unnamed_call)
+            .collect(),
+        _ => Vec::new(),
+    }
 }

@@ -2,7 +2,7 @@
 //! and `cancel` ask the daemon's engine over `rpc.sock` (docs/rpc.md), then follow the
 //! document's events until its cycle stops, showing progress as the in-process `send` does and
 //! exiting with the same codes. Each command calls in here first; `None` means no daemon
-//! answers and the command runs in this process as before.
+//! answers and the command asks an engine host started in this process (`cli/local_host`).
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::net::UnixStream;
@@ -73,13 +73,7 @@ impl DaemonClient {
     /// the in-process commands do); its uri, as the daemon's requests name it.
     pub fn subscribe_chat(&mut self, command: &str, file: &Path) -> Result<String, CliError> {
         crate::fsutil::read_chat(file).map_err(|error| CliError::unreadable(command, &error))?;
-        let path = std::path::absolute(file).map_err(|error| {
-            CliError::failed(
-                command,
-                format!("cannot make {} absolute: {error}", file.display()),
-            )
-        })?;
-        let uri = path.display().to_string();
+        let uri = absolute(command, file)?.display().to_string();
         self.request(SUBSCRIBE, json!({"uri": uri, "text": false}))
             .map_err(|error| error.failed(command))?;
         Ok(uri)
@@ -180,9 +174,9 @@ impl DaemonClient {
     }
 }
 
-/// The absolute path of a document the daemon should work on (the daemon's working directory
-/// is not ours).
-fn absolute(command: &str, file: &Path) -> Result<PathBuf, CliError> {
+/// The absolute path of a document the daemon (or this process's host) should work on (the
+/// daemon's working directory is not ours).
+pub(super) fn absolute(command: &str, file: &Path) -> Result<PathBuf, CliError> {
     std::path::absolute(file).map_err(|error| {
         CliError::failed(
             command,
@@ -236,6 +230,43 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The engine's requests that carry the action out on the document `uri`, in order (the
+    /// daemon's `rpc.sock` and the in-process host take the same ones).
+    pub fn requests(&self, uri: &str) -> Vec<FlemmaRequest> {
+        let uri = uri.to_owned();
+        let document = || DocumentParams { uri: uri.clone() };
+        match self {
+            Action::Send => vec![FlemmaRequest::Send(document())],
+            Action::ApproveAll => vec![FlemmaRequest::ApproveAll(document())],
+            Action::Approve(ids) => ids
+                .iter()
+                .map(|id| {
+                    FlemmaRequest::Approve(ToolCallParams {
+                        uri: uri.clone(),
+                        tool_id: id.clone(),
+                    })
+                })
+                .collect(),
+            Action::Reject { tool_id, reason } => vec![FlemmaRequest::Reject(RejectParams {
+                uri: uri.clone(),
+                tool_id: tool_id.clone(),
+                reason: reason.clone(),
+            })],
+            Action::ApproveHunks {
+                tool_id,
+                hunks,
+                reason,
+            } => vec![FlemmaRequest::ApproveHunks(ApproveHunksParams {
+                uri: uri.clone(),
+                tool_id: tool_id.clone(),
+                hunks: hunks.clone(),
+                reason: reason.clone(),
+            })],
+        }
+    }
+}
+
 /// Runs `action` on `file` through the daemon and follows the document until its cycle stops.
 /// `None` when no daemon answers.
 pub fn run(
@@ -265,34 +296,7 @@ pub fn run_with(
             .map_err(|error| daemon_failed(command, error))?;
     }
     let document = || DocumentParams { uri: uri.clone() };
-    let requests: Vec<FlemmaRequest> = match &action {
-        Action::Send => vec![FlemmaRequest::Send(document())],
-        Action::ApproveAll => vec![FlemmaRequest::ApproveAll(document())],
-        Action::Approve(ids) => ids
-            .iter()
-            .map(|id| {
-                FlemmaRequest::Approve(ToolCallParams {
-                    uri: uri.clone(),
-                    tool_id: id.clone(),
-                })
-            })
-            .collect(),
-        Action::Reject { tool_id, reason } => vec![FlemmaRequest::Reject(RejectParams {
-            uri: uri.clone(),
-            tool_id: tool_id.clone(),
-            reason: reason.clone(),
-        })],
-        Action::ApproveHunks {
-            tool_id,
-            hunks,
-            reason,
-        } => vec![FlemmaRequest::ApproveHunks(ApproveHunksParams {
-            uri: uri.clone(),
-            tool_id: tool_id.clone(),
-            hunks: hunks.clone(),
-            reason: reason.clone(),
-        })],
-    };
+    let requests = action.requests(&uri);
     for request in &requests {
         client
             .call(request)
@@ -412,7 +416,9 @@ fn shown_in_progress(event: &EngineEvent) -> bool {
 }
 
 /// The calls of a `tool:approval-required` event.
-fn pending_calls(required: &flemma_protocol::event::ApprovalRequired) -> Vec<PendingCall> {
+pub(super) fn pending_calls(
+    required: &flemma_protocol::event::ApprovalRequired,
+) -> Vec<PendingCall> {
     required
         .tools
         .iter()
@@ -423,6 +429,16 @@ fn pending_calls(required: &flemma_protocol::event::ApprovalRequired) -> Vec<Pen
             resolver: call.resolver.clone(),
         })
         .collect()
+}
+
+/// A pending call known only by its id (`flemma/status` names no more).
+pub(super) fn unnamed_call(tool_id: String) -> PendingCall {
+    PendingCall {
+        tool_id,
+        tool_name: "?".into(),
+        input: Value::Null,
+        resolver: "the approval chain".into(),
+    }
 }
 
 /// The pending calls the daemon knows of, when no event named them.
@@ -438,12 +454,7 @@ fn pending_from_status(client: &mut DaemonClient, uri: &str) -> Vec<PendingCall>
         .map(|ids| {
             ids.iter()
                 .filter_map(Value::as_str)
-                .map(|id| PendingCall {
-                    tool_id: id.to_owned(),
-                    tool_name: "?".into(),
-                    input: Value::Null,
-                    resolver: "the approval chain".into(),
-                })
+                .map(|id| unnamed_call(id.to_owned()))
                 .collect()
         })
         .unwrap_or_default()

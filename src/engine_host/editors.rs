@@ -11,7 +11,7 @@ use flemma_engine::EngineEvent;
 
 use crate::chat_store::{ChatStore, FileStore, SharedText};
 use crate::engine_host::state::Command;
-use crate::engine_host::{EngineHost, HostEvent, Shared, lock};
+use crate::engine_host::{EngineHost, Followed, HostEvent, Shared, lock};
 
 /// An editor that has a document open, as the host sees it: it is told what happens to the
 /// document and, as the document's writer, gives the store that writes its buffer. An LSP
@@ -141,6 +141,7 @@ impl Shared {
     }
 
     pub(in crate::engine_host) fn publish_to_subscribers(&self, path: &Path, event: EngineEvent) {
+        self.tell_followers_with(path, || Followed::Event(event.clone()));
         let host_event = HostEvent {
             path: path.to_owned(),
             event,

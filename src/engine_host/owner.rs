@@ -11,11 +11,10 @@ use std::time::Duration;
 use flemma_engine::{EngineEvent, Input, StopReason};
 use flemma_protocol::event::StreamedText;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use crate::engine_driver::{Driver, DriverHandle, DriverState, Report};
 use crate::engine_host::state::{Command, Effect, First};
-use crate::engine_host::{Shared, lock};
+use crate::engine_host::{CallOptions, Followed, SetupReport, SetupSeen, Shared, lock};
 use crate::engine_setup::{self, SetupError, SetupOptions};
 
 /// How long shutdown waits for the drivers to write their abort markers.
@@ -78,8 +77,13 @@ fn run(inner: &Rc<Inner>, effect: Effect) {
                 handle.leave();
             }
         }
-        Effect::Start { path, first, send } => {
-            let task = tokio::task::spawn_local(drive(inner.clone(), path, first, send));
+        Effect::Start {
+            path,
+            first,
+            send,
+            options,
+        } => {
+            let task = tokio::task::spawn_local(drive(inner.clone(), path, first, send, options));
             let mut tasks = inner.tasks.borrow_mut();
             // A finished driver's handle holds its task's memory: forget it.
             tasks.retain(|task| !task.is_finished());
@@ -117,11 +121,11 @@ async fn stop(inner: &Rc<Inner>) {
 }
 
 /// Sets up and runs one driver for `path` until nothing runs any more.
-async fn drive(inner: Rc<Inner>, path: PathBuf, first: First, send: bool) {
+async fn drive(inner: Rc<Inner>, path: PathBuf, first: First, send: bool, options: CallOptions) {
     // One driver per chat across processes: held while this one runs.
     let outcome =
         match crate::driver_lock::DriverLock::acquire(&path, &crate::driver_lock::process_role()) {
-            Ok(_lock) => run_driver(&inner, &path, first, send).await,
+            Ok(_lock) => run_driver(&inner, &path, first, send, options).await,
             Err(busy) => Err(busy.to_string()),
         };
     inner.handles.borrow_mut().remove(&path);
@@ -136,16 +140,24 @@ async fn run_driver(
     path: &Path,
     first: First,
     send: bool,
+    options: CallOptions,
 ) -> Result<StopReason, String> {
     let shared = inner.shared.clone();
     let writer = shared.writer_session(path);
     let store = shared.writer(path);
-    let snapshot = store.read().await.map_err(|e| format!("{e:#}"))?;
+    let refused = |report: SetupReport| shared.tell_followers(path, Followed::Setup(report));
+    let snapshot = store.read().await.map_err(|e| {
+        let message = format!("{e:#}");
+        refused(SetupReport::Failed(message.clone()));
+        message
+    })?;
     let prepared = match engine_setup::prepare(
         path,
         &snapshot.text,
         shared.config_input(path, inner.config_path.as_deref()),
-        SetupOptions::default(),
+        SetupOptions {
+            no_autopilot: options.no_autopilot,
+        },
         &shared.analyses,
         &shared.mcp,
         &shared.services,
@@ -153,22 +165,41 @@ async fn run_driver(
     .await
     {
         Ok(prepared) => prepared,
-        Err(error @ SetupError::Blocked { .. }) => return Err(error.to_string()),
-        Err(SetupError::Failed(message)) => return Err(message),
+        Err(error) => {
+            let message = error.to_string();
+            refused(match error {
+                SetupError::Blocked { analysis } => SetupReport::Blocked(analysis),
+                SetupError::Failed(message) => SetupReport::Failed(message),
+            });
+            return Err(message);
+        }
     };
-    if send && !prepared.nothing_to_send.is_empty() {
-        let reasons: Vec<String> = prepared
-            .nothing_to_send
-            .iter()
-            .map(|d| d.message.clone())
-            .collect();
-        return Err(format!("nothing was sent: {}", reasons.join("; ")));
-    }
-    for warning in prepared
+    let nothing_to_send = if send {
+        prepared.nothing_to_send.clone()
+    } else {
+        Vec::new()
+    };
+    let warnings: Vec<String> = prepared
         .model_warnings
         .iter()
         .chain(&prepared.tool_warnings)
-    {
+        .cloned()
+        .collect();
+    shared.tell_followers(
+        path,
+        Followed::Setup(SetupReport::Ready(Arc::new(SetupSeen {
+            analysis: prepared.analysis.clone(),
+            warnings: warnings.clone(),
+            provider: prepared.provider_name,
+            model: prepared.model.clone(),
+            nothing_to_send: nothing_to_send.clone(),
+        }))),
+    );
+    if !nothing_to_send.is_empty() {
+        let reasons: Vec<String> = nothing_to_send.iter().map(|d| d.message.clone()).collect();
+        return Err(format!("nothing was sent: {}", reasons.join("; ")));
+    }
+    for warning in &warnings {
         let message = format!("warning: {warning}");
         shared.tell_editors(path, |editor| editor.notice(&message));
     }
@@ -177,6 +208,7 @@ async fn run_driver(
         shared.publish(path, event);
     }
     let report = reporter(shared.clone(), path.to_owned());
+    let coalesce_ms = prepared.parts.coalesce.as_millis() as u64;
     let mut driver = Driver::with_store(prepared.parts, store, snapshot, report);
     let state_shared = shared.clone();
     let state_path = path.to_owned();
@@ -209,11 +241,18 @@ async fn run_driver(
     if backlog.leave {
         handle.leave();
     }
-    driver
-        // Stopped through `leave` (shutdown), never interrupted like a Ctrl-C.
-        .run(inputs, CancellationToken::new())
+    // Stopped through `leave` (shutdown), or interrupted like a Ctrl-C when the host lives in
+    // the command's process (`EngineHost::interrupt`).
+    let stopped = driver
+        .run(inputs, shared.interruption())
         .await
-        .map_err(|e| format!("{e:#}"))
+        .map_err(|e| format!("{e:#}"));
+    tracing::info!(
+        max_delay_ms = driver.max_write_delay().as_millis() as u64,
+        coalesce_ms,
+        "longest wait between an edit and its write"
+    );
+    stopped
 }
 
 /// What the driver of `path` reports, told to the editors and the subscribers. A compaction, its
@@ -249,6 +288,7 @@ fn reporter(report_shared: Arc<Shared>, report_path: PathBuf) -> Box<dyn FnMut(R
         }
         Report::Notice(notice) => {
             report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
+            report_shared.tell_followers(&report_path, Followed::Notice(notice));
         }
         Report::Text(text) => report_shared.publish_to_subscribers(
             &report_path,

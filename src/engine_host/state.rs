@@ -22,6 +22,7 @@ use flemma_protocol::methods::FlemmaRequest;
 
 use crate::compaction::ByHand;
 use crate::engine_driver::DriverState;
+use crate::engine_host::CallOptions;
 
 /// Where a document's driver is.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -102,6 +103,8 @@ pub(crate) enum Command {
         input: Input,
         /// `Advance` refuses to start a driver when there is nothing to send.
         send: bool,
+        /// How a driver started for it runs.
+        options: CallOptions,
     },
     /// Feed `input` only to a running driver.
     IfRunning { path: PathBuf, input: Input },
@@ -134,6 +137,7 @@ pub(crate) enum Effect {
         path: PathBuf,
         first: First,
         send: bool,
+        options: CallOptions,
     },
     /// The document's running driver writes through its current writer.
     SetWriter(PathBuf),
@@ -255,7 +259,12 @@ impl HostState {
     /// The host's thread handles `command`: the effects to run, in order.
     pub fn handle(&mut self, command: Command) -> Vec<Effect> {
         match command {
-            Command::Input { path, input, send } => {
+            Command::Input {
+                path,
+                input,
+                send,
+                options,
+            } => {
                 if self.stopping {
                     return Vec::new();
                 }
@@ -266,7 +275,7 @@ impl HostState {
                         Vec::new()
                     }
                     Phase::Running => vec![Effect::Feed(path, input)],
-                    Phase::Idle => self.start(path, First::Input(input), send),
+                    Phase::Idle => self.start(path, First::Input(input), send, options),
                 }
             }
             Command::IfRunning { path, input } => match self.docs.get_mut(&path) {
@@ -290,7 +299,7 @@ impl HostState {
                     let notice = "not compacted: a send started on the chat meanwhile";
                     vec![Effect::Notice(path, notice.into())]
                 } else {
-                    self.start(path, First::Compact(order), false)
+                    self.start(path, First::Compact(order), false, CallOptions::default())
                 }
             }
             Command::Revise {
@@ -307,7 +316,12 @@ impl HostState {
                         Vec::new()
                     }
                     Phase::Running => vec![Effect::Revise(path, tool_id, input)],
-                    Phase::Idle => self.start(path, First::Revise(tool_id, input), false),
+                    Phase::Idle => self.start(
+                        path,
+                        First::Revise(tool_id, input),
+                        false,
+                        CallOptions::default(),
+                    ),
                 }
             }
             Command::Writer { path } => match self.docs.get(&path) {
@@ -333,14 +347,25 @@ impl HostState {
         }
     }
 
-    fn start(&mut self, path: PathBuf, first: First, send: bool) -> Vec<Effect> {
+    fn start(
+        &mut self,
+        path: PathBuf,
+        first: First,
+        send: bool,
+        options: CallOptions,
+    ) -> Vec<Effect> {
         let doc = self.doc(&path);
         doc.phase = Phase::Starting {
             queued: Vec::new(),
             revisions: Vec::new(),
         };
         doc.epoch += 1;
-        vec![Effect::Start { path, first, send }]
+        vec![Effect::Start {
+            path,
+            first,
+            send,
+            options,
+        }]
     }
 
     /// The driver of `path` is set up and runs: what waited for it.

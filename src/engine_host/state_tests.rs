@@ -26,6 +26,7 @@ fn input(input: Input) -> Step {
         path: path(),
         input,
         send: false,
+        options: CallOptions::default(),
     })
 }
 
@@ -34,6 +35,7 @@ fn send() -> Step {
         path: path(),
         input: Input::Advance,
         send: true,
+        options: CallOptions::default(),
     })
 }
 
@@ -97,6 +99,7 @@ fn start(first: First, send: bool) -> Effect {
         path: path(),
         first,
         send,
+        options: CallOptions::default(),
     }
 }
 
@@ -181,6 +184,36 @@ fn commands_start_queue_or_feed_a_driver() {
         assert_eq!(apply(&mut state, step), effects, "{name}");
         assert_eq!(phase(&state), after, "{name}");
     }
+}
+
+/// A caller's options reach the driver a command starts, and only that one: a driver already
+/// set up or running keeps how it runs.
+#[test]
+fn options_go_with_the_driver_a_command_starts() {
+    let step = CallOptions { no_autopilot: true };
+    let marked = |input| {
+        Step::Do(Command::Input {
+            path: path(),
+            input,
+            send: false,
+            options: step,
+        })
+    };
+    let mut state = state_after(vec![]);
+    assert_eq!(
+        apply(&mut state, marked(approve("t1"))),
+        vec![Effect::Start {
+            path: path(),
+            first: First::Input(approve("t1")),
+            send: false,
+            options: step,
+        }]
+    );
+    let mut state = state_after(vec![send(), Step::Running]);
+    assert_eq!(
+        apply(&mut state, marked(approve("t1"))),
+        vec![Effect::Feed(path(), approve("t1"))]
+    );
 }
 
 #[test]

@@ -9,7 +9,7 @@ use flemma_protocol::error::RequestError;
 use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 
 use crate::engine_host::state::{Checked, Command, Decided};
-use crate::engine_host::{DocumentRef, EngineHost, lock};
+use crate::engine_host::{CallOptions, DocumentRef, EngineHost, lock};
 
 impl EngineHost {
     /// Decides `tool_id` (or, with `None`, every pending call) as `how`, as the host's state
@@ -24,6 +24,7 @@ impl EngineHost {
         tool_id: Option<&str>,
         how: Decided,
         input: Input,
+        options: CallOptions,
     ) -> Result<Accepted, RequestError> {
         let path = document.path;
         let another_editor = document.buffer.is_none() && self.has_editor(path);
@@ -44,6 +45,7 @@ impl EngineHost {
             path: path.to_owned(),
             input,
             send: false,
+            options,
         })?;
         drop(state);
         Ok(accepted)
@@ -56,6 +58,7 @@ impl EngineHost {
         &self,
         document: DocumentRef<'_>,
         params: flemma_protocol::methods::ApproveHunksParams,
+        options: CallOptions,
     ) -> Result<Accepted, RequestError> {
         let pending = self.pending(document, &params.tool_id)?;
         crate::proposals::record_in_part(
@@ -69,8 +72,14 @@ impl EngineHost {
         let input = Input::Approve {
             tool_id: params.tool_id.clone(),
         };
-        self.decide(document, Some(&params.tool_id), Decided::Approved, input)
-            .inspect_err(|_| crate::reviewed::forget_partial(document.path, &params.tool_id))
+        self.decide(
+            document,
+            Some(&params.tool_id),
+            Decided::Approved,
+            input,
+            options,
+        )
+        .inspect_err(|_| crate::reviewed::forget_partial(document.path, &params.tool_id))
     }
 }
 

@@ -8,16 +8,22 @@ use flemma_protocol::engine::Accepted;
 use flemma_protocol::error::RequestError;
 
 use crate::engine_host::state::Command;
-use crate::engine_host::{EngineHost, lock};
+use crate::engine_host::{CallOptions, EngineHost, lock};
 
 impl EngineHost {
-    /// `flemma/send`: advance the cycle (stream a reply, run approved tools) with autopilot.
-    pub(in crate::engine_host) fn send(&self, path: &Path) -> Result<Accepted, RequestError> {
+    /// `flemma/send`: advance the cycle (stream a reply, run approved tools) with autopilot (one
+    /// step with `options.no_autopilot`, when it starts the driver).
+    pub(in crate::engine_host) fn send(
+        &self,
+        path: &Path,
+        options: CallOptions,
+    ) -> Result<Accepted, RequestError> {
         let accepted = self.accepted(path);
         self.command(Command::Input {
             path: path.to_owned(),
             input: Input::Advance,
             send: true,
+            options,
         })?;
         Ok(accepted)
     }
@@ -71,6 +77,7 @@ impl EngineHost {
             path: path.to_owned(),
             input,
             send: false,
+            options: CallOptions::default(),
         })?;
         Ok(accepted)
     }

@@ -1,0 +1,101 @@
+//! What a caller in this process follows of one document ([`EngineHost::follow`]): its events,
+//! and what only such a caller is given — how the setup of a driver went, typed
+//! ([`SetupReport`]: the analysis whose diagnostics it renders with the path its user named,
+//! the warnings, what is sent where, or why nothing runs), where an editor gets notices and the
+//! daemon's subscribers the `engine:stopped` message; and the notices the driver tells its
+//! editors. The command line without a daemon (`cli/local_host`) shows a send from it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender};
+
+use flemma_engine::EngineEvent;
+use flemma_ide::{Analysis, Diagnostic};
+use tokio_util::sync::CancellationToken;
+
+use crate::engine_host::{EngineHost, Shared, lock};
+
+/// What a follower of a document is told, in order.
+#[derive(Debug, Clone)]
+pub enum Followed {
+    /// A lifecycle event of the document (its streamed text included).
+    Event(EngineEvent),
+    /// How the setup of a driver for the document went, before it runs.
+    Setup(SetupReport),
+    /// A message its editors are told (a retry, a refused input, a write that failed).
+    Notice(String),
+}
+
+/// How the setup of a driver went.
+#[derive(Debug, Clone)]
+pub enum SetupReport {
+    /// Set up: the driver runs, unless a send finds nothing to send
+    /// ([`SetupSeen::nothing_to_send`]), which ends it at once.
+    Ready(Arc<SetupSeen>),
+    /// The chat's errors stop it (its analysis holds them, with their ranges): nothing runs.
+    Blocked(Arc<Analysis>),
+    /// The configuration, the provider, the tools or the client cannot be set up, or the
+    /// chat cannot be read: nothing runs.
+    Failed(String),
+}
+
+/// What a driver's setup found, for a caller that shows it before a send.
+#[derive(Debug)]
+pub struct SetupSeen {
+    /// The analysis of the text as read (its diagnostics are worth showing).
+    pub analysis: Arc<Analysis>,
+    /// The model's and the tools' warnings, one line each.
+    pub warnings: Vec<String>,
+    /// Where a request goes: the provider (`anthropic`, …) and the model.
+    pub provider: &'static str,
+    pub model: String,
+    /// Why a send refuses (no `@You:` with text, nothing to continue, no call waiting);
+    /// empty when it runs.
+    pub nothing_to_send: Vec<Diagnostic>,
+}
+
+impl EngineHost {
+    /// What happens to the document at `path` from now on (see [`Followed`]). A receiver that
+    /// is dropped is forgotten.
+    pub fn follow(&self, path: &Path) -> Receiver<Followed> {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        lock(&self.shared.followers).push((path.to_owned(), sender));
+        receiver
+    }
+
+    /// Interrupts every driver as a Ctrl-C interrupts `flemmad send`: everything it runs is
+    /// cancelled and marked `aborted`, background jobs too, and it stops `cancelled`. Drivers
+    /// started afterwards are interrupted at once. For the process's own Ctrl-C, where the
+    /// host lives in the command's process (`flemma/cancel` leaves background jobs running).
+    pub fn interrupt(&self) {
+        self.shared.interrupt.cancel();
+    }
+}
+
+impl Shared {
+    /// Tells the followers of `path`.
+    pub(in crate::engine_host) fn tell_followers(&self, path: &Path, followed: Followed) {
+        self.tell_followers_with(path, || followed.clone());
+    }
+
+    /// Tells the followers of `path` what `followed` makes, made only when one follows it
+    /// (the daemon's host streams every reply's text with no follower).
+    pub(in crate::engine_host) fn tell_followers_with(
+        &self,
+        path: &Path,
+        followed: impl Fn() -> Followed,
+    ) {
+        lock(&self.followers).retain(|(followed_path, sender)| {
+            followed_path != path || sender.send(followed()).is_ok()
+        });
+    }
+
+    /// The interruption a driver starting now runs under (a driver being set up when the
+    /// host is interrupted is interrupted once it runs).
+    pub(in crate::engine_host) fn interruption(&self) -> CancellationToken {
+        self.interrupt.child_token()
+    }
+}
+
+/// The followers of every document, with the document each follows.
+pub(in crate::engine_host) type Followers = Vec<(PathBuf, Sender<Followed>)>;
