@@ -215,16 +215,7 @@ impl EngineHost {
         if let Some(answered) = requests::agent_permission(path, &request) {
             return answered;
         }
-        if matches!(
-            request,
-            R::Send(_)
-                | R::Approve(_)
-                | R::Reject(_)
-                | R::ApproveAll(_)
-                | R::Execute(_)
-                | R::ReviseProposal(_)
-                | R::ApproveHunks(_)
-        ) {
+        if state::may_start_a_driver(&request) {
             self.check_driver(path)?;
         }
         Ok(match request {
@@ -326,47 +317,6 @@ impl EngineHost {
                 ))
             }));
         });
-    }
-
-    /// Refuses a document that is neither open in an editor (the caller's or another) nor a
-    /// regular file, nor being worked on.
-    fn check_exists(&self, method: &str, document: DocumentRef<'_>) -> Result<(), RequestError> {
-        let path = document.path;
-        if document.buffer.is_some() || self.has_editor(path) || self.is_running(path) {
-            return Ok(());
-        }
-        let problem = match std::fs::metadata(path) {
-            Ok(meta) if meta.is_file() => return Ok(()),
-            Ok(meta) if meta.is_dir() => "is a directory, not a chat file".to_owned(),
-            Ok(_) => "is not a regular file".to_owned(),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                "does not exist and no editor has it open".to_owned()
-            }
-            Err(error) => format!("cannot be read ({error})"),
-        };
-        Err(RequestError::invalid_params(format!(
-            "{method}: {} {problem}; name an existing .chat file or a document open in an editor",
-            path.display()
-        )))
-    }
-
-    /// Refuses a command that would start a driver for a chat another process drives (one
-    /// driver per chat, across processes: `crate::driver_lock`).
-    fn check_driver(&self, path: &Path) -> Result<(), RequestError> {
-        if self.is_running(path) {
-            return Ok(());
-        }
-        match crate::driver_lock::DriverLock::owner(path) {
-            Some(owner) if owner.pid != std::process::id() => Err(RequestError::refused(format!(
-                "{} is being driven by {owner}: nothing was done here; wait for it to finish, or stop it where it runs",
-                path.display()
-            ))),
-            _ => Ok(()),
-        }
-    }
-
-    fn has_editor(&self, path: &Path) -> bool {
-        lock(&self.shared.state).has_editor(path)
     }
 
     /// The template cache of the process's analyses: the language server's hosts share it

@@ -3,6 +3,7 @@
 //! command to the host's thread.
 
 mod by_hand;
+mod checks;
 mod decide;
 mod proposal;
 mod run;

@@ -570,29 +570,30 @@ impl HostState {
     /// Refuses a compaction, its undo or a cut by hand while a driver works on `path`
     /// (automatic compaction runs there).
     pub fn by_hand(&self, path: &Path, order: &ByHand) -> Result<Accepted, RequestError> {
-        if !self.is_running(path) {
-            return Ok(self.accepted(path));
-        }
-        Err(RequestError::refused(format!(
-            "flemmad works on {} (a send, tools or jobs): {} once it stops (during a send, `context.compact_at` compacts on its own)",
-            path.display(),
-            match order {
-                ByHand::Compact(_) => "compact",
-                ByHand::Undo { .. } => "undo the compaction",
-                ByHand::Rewind { .. } => "cut the chat back",
-            }
-        )))
+        let what = match order {
+            ByHand::Compact(_) => "compact",
+            ByHand::Undo { .. } => "undo the compaction",
+            ByHand::Rewind { .. } => "cut the chat back",
+        };
+        let hint = "during a send, `context.compact_at` compacts on its own";
+        self.idle_for(path, what, hint)?;
+        Ok(self.accepted(path))
     }
 
     /// Refuses a rewind while a driver works on `path`.
     pub fn rewind(&self, path: &Path) -> Result<(), RequestError> {
-        match self.is_running(path) {
-            false => Ok(()),
-            true => Err(RequestError::refused(format!(
-                "flemmad works on {} (a send, tools or jobs): rewind once it stops (cancel it first)",
-                path.display()
-            ))),
+        self.idle_for(path, "rewind", "cancel it first")
+    }
+
+    /// Refuses `what` while a driver works on `path` (`hint`: what to do meanwhile).
+    fn idle_for(&self, path: &Path, what: &str, hint: &str) -> Result<(), RequestError> {
+        if !self.is_running(path) {
+            return Ok(());
         }
+        Err(RequestError::refused(format!(
+            "flemmad works on {} (a send, tools or jobs): {what} once it stops ({hint})",
+            path.display()
+        )))
     }
 
     /// `flemma/status` of `path`; `questions` are the ids of the questions asked agents wait
@@ -659,6 +660,21 @@ pub(crate) fn answered_off_thread(request: &FlemmaRequest) -> bool {
 }
 
 /// How a driver's end is told (`engine:stopped`): its stop reason, or the error it ended on.
+/// Whether `request` may start a driver (then no other process may be driving the chat).
+pub(crate) fn may_start_a_driver(request: &FlemmaRequest) -> bool {
+    use FlemmaRequest as R;
+    matches!(
+        request,
+        R::Send(_)
+            | R::Approve(_)
+            | R::Reject(_)
+            | R::ApproveAll(_)
+            | R::Execute(_)
+            | R::ReviseProposal(_)
+            | R::ApproveHunks(_)
+    )
+}
+
 pub(crate) fn stopped(outcome: &Result<StopReason, String>) -> EngineStopped {
     match outcome {
         Ok(reason) => EngineStopped {

@@ -434,13 +434,17 @@ fn the_decisions_kept_are_bounded_and_the_newest() {
     );
 }
 
+/// A case of who writes: its name, the editors' steps, whether each changed the writer, and
+/// the writer after.
+type WriterRow = (&'static str, Vec<i64>, Vec<bool>, Option<u64>);
+
 /// Who writes a document: each row is what editors did (`+N` opened or was active on it,
 /// `-N` closed it), whether each step changed the writer, and the writer after (`None`: the
 /// file on disk).
 #[test]
 fn the_most_recently_active_editor_writes_else_the_file() {
     #[rustfmt::skip]
-    let table: Vec<(&str, Vec<i64>, Vec<bool>, Option<u64>)> = vec![
+    let table: Vec<WriterRow> = vec![
         ("nobody has it open", vec![], vec![], None),
         ("an editor opens it", vec![1], vec![true], Some(1)),
         ("a second one opens it", vec![1, 2], vec![true, true], Some(2)),
