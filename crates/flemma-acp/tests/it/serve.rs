@@ -187,17 +187,11 @@ fn a_pending_call_is_asked_before_it_runs_and_the_turn_ends_after_it() {
                     output: "ok\n".into(),
                     failed: false,
                 },
-                TurnEvent::Stopped {
-                    reason: flemma_protocol::event::StopLabel::Idle,
-                    message: None,
-                },
+                idle(),
             ],
         ),
     ];
-    let mut peer = start(backend.clone());
-    let dir = tempfile_dir();
-    peer.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}));
-    assert_eq!(peer.next()["result"]["protocolVersion"], 1);
+    let (mut peer, dir) = initialized(backend.clone());
     peer.send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": dir, "mcpServers": []}}));
     let answer = peer.next();
     let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
@@ -246,6 +240,22 @@ fn a_pending_call_is_asked_before_it_runs_and_the_turn_ends_after_it() {
     assert_eq!(*backend.calls.lock().unwrap(), ["send", "approve t1"]);
 }
 
+/// The agent serving `backend`, initialized, and a folder for its sessions.
+fn initialized(backend: Arc<Scripted>) -> (Peer, PathBuf) {
+    let mut peer = start(backend);
+    peer.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}));
+    assert_eq!(peer.next()["result"]["protocolVersion"], 1);
+    (peer, tempfile_dir())
+}
+
+/// The engine stopped with nothing more to do.
+fn idle() -> TurnEvent {
+    TurnEvent::Stopped {
+        reason: flemma_protocol::event::StopLabel::Idle,
+        message: None,
+    }
+}
+
 fn tempfile_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("flemma-acp-serve-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -286,5 +296,96 @@ fn a_backends_error_keeps_its_code_and_message() {
     assert_eq!(
         answer["error"]["message"], "this test backend keeps no trash",
         "{answer}"
+    );
+}
+
+/// Reads until the answer to request `id`, returning it and the updates before it.
+fn answer_to(peer: &mut Peer, id: u64) -> (Value, Vec<Value>) {
+    let mut updates = Vec::new();
+    loop {
+        let message = peer.next();
+        if message["id"] == id && message.get("method").is_none() {
+            return (message, updates);
+        }
+        updates.push(message);
+    }
+}
+
+/// A turn another front end sent (its events arrive with no prompt of this client's) is
+/// streamed to the client; a prompt meanwhile is refused and writes nothing; once that turn
+/// has stopped, a prompt runs and its events are its own.
+#[test]
+fn a_prompt_while_another_front_ends_turn_runs_is_refused_and_writes_nothing() {
+    let backend = Arc::new(Scripted::default());
+    *backend.steps.lock().unwrap() = vec![(None, vec![TurnEvent::Text("Mine.".into()), idle()])];
+    let (mut peer, dir) = initialized(backend.clone());
+    peer.send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": dir, "mcpServers": []}}));
+    let (answer, _) = answer_to(&mut peer, 1);
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
+    let chat = PathBuf::from(&session);
+
+    // Another editor sends a turn on the chat: its question is in the chat, its reply streams.
+    let theirs = "@You:\nfrom the editor\n\n@Assistant:\n";
+    backend
+        .chats
+        .lock()
+        .unwrap()
+        .insert(chat.clone(), theirs.to_owned());
+    let sender = backend.sender.lock().unwrap().clone().unwrap();
+    sender.send(TurnEvent::Text("Theirs.".into())).unwrap();
+    loop {
+        let message = peer.next();
+        let update = &message["params"]["update"];
+        if update["sessionUpdate"] == "agent_message_chunk" {
+            assert_eq!(update["content"]["text"], "Theirs.", "{message}");
+            break;
+        }
+    }
+
+    let prompt = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt", "params": {"sessionId": session, "prompt": [{"type": "text", "text": "mine"}]}});
+    peer.send(prompt(2));
+    let (answer, _) = answer_to(&mut peer, 2);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("another editor") && message.contains("not written"),
+        "{answer}"
+    );
+    assert_eq!(
+        backend.chats.lock().unwrap()[&chat],
+        theirs,
+        "nothing written"
+    );
+    assert!(backend.calls.lock().unwrap().is_empty(), "nothing sent");
+
+    // Their turn stops; the follower takes that in its own time, so the prompt is tried until
+    // it is taken (each refusal writes nothing).
+    sender.send(idle()).unwrap();
+    let mut id = 3;
+    let updates = loop {
+        peer.send(prompt(id));
+        let (answer, updates) = answer_to(&mut peer, id);
+        if answer.get("error").is_none() {
+            assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+            break updates;
+        }
+        assert!(
+            id < 100,
+            "the prompt was refused after their turn stopped: {answer}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        id += 1;
+    };
+    assert_eq!(*backend.calls.lock().unwrap(), ["send"]);
+    let chunks: Vec<&Value> = updates
+        .iter()
+        .map(|message| &message["params"]["update"])
+        .filter(|update| update["sessionUpdate"] == "agent_message_chunk")
+        .map(|update| &update["content"]["text"])
+        .collect();
+    assert_eq!(chunks, ["Mine."], "its own reply, once");
+    assert!(
+        backend.chats.lock().unwrap()[&chat].contains("mine"),
+        "the prompt was written"
     );
 }
