@@ -19,7 +19,7 @@ use flemma_engine::session::{
 use flemma_engine::{
     EngineConfig, Input as EngineInput, Millis, RequestId, StopReason, StreamOutcome,
 };
-use flemma_syntax::{RemoteEdit, TextEdit, Verdict, apply_edits, single_edit};
+use flemma_syntax::{EditFate, RemoteEdit, TextEdit, apply_edits, single_edit};
 
 use crate::common::{FakePolicy, text};
 
@@ -566,13 +566,13 @@ impl World {
             return;
         };
         let verdict = match editor.pending.as_ref() {
-            Some(check) => check.verdict(),
+            Some(check) => check.fate(),
             None => return,
         };
         let outcome = match verdict {
-            Verdict::Waiting => return,
-            Verdict::Landed => ReplaceOutcome::Written,
-            Verdict::Refused | Verdict::Dropped => ReplaceOutcome::Moved,
+            EditFate::Waiting => return,
+            EditFate::Landed => ReplaceOutcome::Written,
+            EditFate::Refused | EditFate::Dropped => ReplaceOutcome::Moved,
         };
         editor.pending = None;
         if self.replacing == Some(id) {

@@ -9,7 +9,7 @@ use crate::backend::{BufferAnswer, BufferSnapshot, Task};
 use crate::session::{BufferEdit, ECHO_WAIT, ResponseHandler, Session};
 use crate::to_proto;
 use flemma_protocol::event::{EngineEvent, LifecycleEvent};
-use flemma_syntax::Verdict;
+use flemma_syntax::EditFate;
 
 pub(crate) fn on_task(session: &mut Session, task: Task) {
     match task {
@@ -148,17 +148,17 @@ pub(crate) fn settle_buffer_edit(session: &mut Session, uri: &str) {
     let Some(doc) = session.documents.get_mut(uri) else {
         return;
     };
-    let answer = match doc.buffer_edit.as_ref().map(|e| e.check.verdict()) {
-        Some(Verdict::Refused) => BufferAnswer::Refused,
-        Some(Verdict::Landed) => BufferAnswer::Applied,
-        Some(Verdict::Dropped) => {
+    let answer = match doc.buffer_edit.as_ref().map(|e| e.check.fate()) {
+        Some(EditFate::Refused) => BufferAnswer::Refused,
+        Some(EditFate::Landed) => BufferAnswer::Applied,
+        Some(EditFate::Dropped) => {
             tracing::info!(
                 uri,
                 "the client answered `applied: true` for an edit its text does not hold; sending it again"
             );
             BufferAnswer::Dropped
         }
-        Some(Verdict::Waiting) | None => return,
+        Some(EditFate::Waiting) | None => return,
     };
     if let Some(mut edit) = doc.buffer_edit.take()
         && let Some(reply) = edit.reply.take()

@@ -28,7 +28,7 @@ mod text_edit;
 
 pub use document::{Document, LineEnding, NodeAt};
 pub use merge::{MergeConflict, three_way_base};
-pub use remote::{RemoteEdit, Verdict};
+pub use remote::{EditFate, RemoteEdit};
 pub use scan::scan_templated;
 pub use text_edit::{
     Assoc, EditError, TextEdit, TextEdits, apply_edits, diff_to_edits, edits_fit, map_offset,

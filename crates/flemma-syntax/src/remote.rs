@@ -13,35 +13,35 @@
 //! it.
 //!
 //! The verdict ([`RemoteEdit::verdict`]):
-//! * `applied: false` → [`Verdict::Refused`] (nothing was applied);
-//! * `applied: true` and a change made the edit's text → [`Verdict::Landed`] (Helix reports the
+//! * `applied: false` → [`EditFate::Refused`] (nothing was applied);
+//! * `applied: true` and a change made the edit's text → [`EditFate::Landed`] (Helix reports the
 //!   change before its answer, VS Code and Neovim after it);
 //! * `applied: true` and the first batch of changes reported after the answer (one `didChange`)
 //!   did not make it, or no change came within the caller's bounded wait ([`RemoteEdit::expire`])
-//!   → [`Verdict::Dropped`]: the caller rebuilds the edit on the text as it is and sends it again,
+//!   → [`EditFate::Dropped`]: the caller rebuilds the edit on the text as it is and sends it again,
 //!   exactly as after a refusal.
 //!
 //! ```
-//! use flemma_syntax::{RemoteEdit, TextEdit, Verdict};
+//! use flemma_syntax::{RemoteEdit, TextEdit, EditFate};
 //! // Neovim: the user typed `x` at 0 before the edit arrived; the edit is dropped, `applied: true`.
 //! let mut sent = RemoteEdit::new(TextEdit::insert(5, " world"));
 //! sent.answered(true);
 //! sent.changed("hello", &TextEdit::insert(0, "x"));
 //! sent.batch_ended();
-//! assert_eq!(sent.verdict(), Verdict::Dropped);
+//! assert_eq!(sent.fate(), EditFate::Dropped);
 //! // Helix: the echo comes first, then `applied: true`.
 //! let mut sent = RemoteEdit::new(TextEdit::insert(5, " world"));
 //! sent.changed("hello", &TextEdit::insert(5, " world"));
 //! sent.batch_ended();
 //! sent.answered(true);
-//! assert_eq!(sent.verdict(), Verdict::Landed);
+//! assert_eq!(sent.fate(), EditFate::Landed);
 //! ```
 
 use crate::{Assoc, TextEdit, map_offset, same_result};
 
 /// What became of a [`RemoteEdit`] so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum EditFate {
     /// Not known yet: no answer, or `applied: true` and the changes that tell not seen yet.
     Waiting,
     /// Applied, and a reported change made the edit's text.
@@ -157,16 +157,16 @@ impl RemoteEdit {
     /// Whether the caller waits for changes after `applied: true` (and should call
     /// [`Self::expire`] when its bounded wait runs out).
     pub fn awaits_echo(&self) -> bool {
-        self.verdict() == Verdict::Waiting && self.answer == Some(true)
+        self.fate() == EditFate::Waiting && self.answer == Some(true)
     }
 
-    pub fn verdict(&self) -> Verdict {
+    pub fn fate(&self) -> EditFate {
         match self.answer {
-            None => Verdict::Waiting,
-            Some(false) => Verdict::Refused,
-            Some(true) if self.landed => Verdict::Landed,
-            Some(true) if self.settled => Verdict::Dropped,
-            Some(true) => Verdict::Waiting,
+            None => EditFate::Waiting,
+            Some(false) => EditFate::Refused,
+            Some(true) if self.landed => EditFate::Landed,
+            Some(true) if self.settled => EditFate::Dropped,
+            Some(true) => EditFate::Waiting,
         }
     }
 }
@@ -184,10 +184,10 @@ mod tests {
     fn the_echo_before_or_after_the_answer_lands_it() {
         let mut helix = sent();
         helix.changed("hello", &TextEdit::insert(5, " world"));
-        assert_eq!(helix.verdict(), Verdict::Waiting);
+        assert_eq!(helix.fate(), EditFate::Waiting);
         helix.batch_ended();
         helix.answered(true);
-        assert_eq!(helix.verdict(), Verdict::Landed);
+        assert_eq!(helix.fate(), EditFate::Landed);
 
         let mut vscode = sent();
         vscode.answered(true);
@@ -195,7 +195,7 @@ mod tests {
         vscode.changed("hello", &TextEdit::insert(5, " world"));
         vscode.changed("hello world", &TextEdit::insert(0, "typed "));
         vscode.batch_ended();
-        assert_eq!(vscode.verdict(), Verdict::Landed);
+        assert_eq!(vscode.fate(), EditFate::Landed);
     }
 
     #[test]
@@ -205,7 +205,7 @@ mod tests {
         neovim.answered(true);
         neovim.changed("ab", &TextEdit::insert(2, "b"));
         neovim.batch_ended();
-        assert_eq!(neovim.verdict(), Verdict::Landed);
+        assert_eq!(neovim.fate(), EditFate::Landed);
     }
 
     #[test]
@@ -218,13 +218,13 @@ mod tests {
             "me, please\n",
             &TextEdit::replace(TextRange::new(10, 11), "\n\n@Assistant:\n\n"),
         );
-        assert_eq!(neovim.verdict(), Verdict::Landed);
+        assert_eq!(neovim.fate(), EditFate::Landed);
         // A keystroke elsewhere does not show it.
         let mut dropped = RemoteEdit::new(TextEdit::insert(11, "\n@Assistant:\n"));
         dropped.answered(true);
         dropped.changed("me, please\n", &TextEdit::insert(0, "K"));
         dropped.batch_ended();
-        assert_eq!(dropped.verdict(), Verdict::Dropped);
+        assert_eq!(dropped.fate(), EditFate::Dropped);
     }
 
     #[test]
@@ -233,15 +233,15 @@ mod tests {
         let mut neovim = sent();
         neovim.answered(true);
         neovim.changed("hello", &TextEdit::insert(5, "!"));
-        assert_eq!(neovim.verdict(), Verdict::Waiting);
+        assert_eq!(neovim.fate(), EditFate::Waiting);
         neovim.batch_ended();
-        assert_eq!(neovim.verdict(), Verdict::Dropped);
+        assert_eq!(neovim.fate(), EditFate::Dropped);
         // No change at all after the answer: the bounded wait decides.
         let mut silent = sent();
         silent.answered(true);
-        assert_eq!(silent.verdict(), Verdict::Waiting);
+        assert_eq!(silent.fate(), EditFate::Waiting);
         silent.expire();
-        assert_eq!(silent.verdict(), Verdict::Dropped);
+        assert_eq!(silent.fate(), EditFate::Dropped);
     }
 
     #[test]
@@ -255,7 +255,7 @@ mod tests {
         neovim.answered(true);
         neovim.changed("xhello", &TextEdit::insert(6, " world"));
         neovim.batch_ended();
-        assert_eq!(neovim.verdict(), Verdict::Landed);
+        assert_eq!(neovim.fate(), EditFate::Landed);
     }
 
     #[test]
@@ -263,7 +263,7 @@ mod tests {
         let mut helix = sent();
         helix.changed("hello", &TextEdit::insert(0, "x"));
         helix.answered(false);
-        assert_eq!(helix.verdict(), Verdict::Refused);
+        assert_eq!(helix.fate(), EditFate::Refused);
         // Text typed at the start of the replaced range moves it; typed at an insertion's
         // place, it stays after the insertion.
         let mut typed = RemoteEdit::new(TextEdit::replace(TextRange::new(2, 4), "Z"));

@@ -59,7 +59,7 @@ pub(super) fn compaction_id() -> String {
     format!("compaction-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-pub(super) enum Decision {
+pub(super) enum AfterAsking {
     Continue,
     Cancelled,
 }
@@ -297,8 +297,8 @@ impl<'a> Turn<'a> {
                         StopLabel::Refused => return Ok(StopReason::Refusal),
                         StopLabel::AwaitingApproval => {
                             match self.ask_permissions(&mut events).await? {
-                                Decision::Continue => {}
-                                Decision::Cancelled => return Ok(StopReason::Cancelled),
+                                AfterAsking::Continue => {}
+                                AfterAsking::Cancelled => return Ok(StopReason::Cancelled),
                             }
                         }
                         StopLabel::Error
@@ -507,7 +507,7 @@ impl<'a> Turn<'a> {
     async fn ask_permissions(
         &mut self,
         events: &mut tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
-    ) -> Result<Decision, Error> {
+    ) -> Result<AfterAsking, Error> {
         let pending: Vec<crate::backend::PendingCall> = std::mem::take(&mut self.pending)
             .into_iter()
             .filter(|call| !self.decided.contains(&call.tool_id))
@@ -568,7 +568,7 @@ impl<'a> Turn<'a> {
                     _ = self.cancel.changed(), if !self.cancelled => {
                         self.cancelled = true;
                         self.abort_calls(&asked)?;
-                        return Ok(Decision::Cancelled);
+                        return Ok(AfterAsking::Cancelled);
                     }
                     event = events.recv(), if listening => match event {
                         Some(event) => {
@@ -596,7 +596,7 @@ impl<'a> Turn<'a> {
                 },
                 _ => {
                     self.abort_calls(&asked)?;
-                    return Ok(Decision::Cancelled);
+                    return Ok(AfterAsking::Cancelled);
                 }
             }
         }
@@ -605,6 +605,6 @@ impl<'a> Turn<'a> {
             self.decided.insert(id.clone());
             decide(self.backend, path, &id, allowed).map_err(refused)?;
         }
-        Ok(Decision::Continue)
+        Ok(AfterAsking::Continue)
     }
 }

@@ -240,7 +240,7 @@ fn base_href(node: &Node) -> Option<String> {
     node.children.borrow().iter().find_map(|c| base_href(c))
 }
 
-enum Verdict {
+enum Treatment {
     Keep,
     Drop,
     /// Stands in for the element (a `javascript:` link's text, a `data:` image's alt).
@@ -256,15 +256,15 @@ impl Cleaner {
     fn clean(&self, node: &Rc<Node>, in_main: bool) {
         let mut kept: Vec<Rc<Node>> = Vec::new();
         for child in children(node) {
-            match self.verdict(node, &child, &kept, in_main) {
-                Verdict::Drop => {}
-                Verdict::Keep => {
+            match self.treatment(node, &child, &kept, in_main) {
+                Treatment::Drop => {}
+                Treatment::Keep => {
                     let main_here = in_main || matches!(tag(&child), Some("article" | "main"));
                     self.trim_attributes(&child);
                     self.clean(&child, main_here);
                     kept.push(child);
                 }
-                Verdict::Replace(nodes) => {
+                Treatment::Replace(nodes) => {
                     for n in nodes {
                         self.clean(&n, in_main);
                         kept.push(n);
@@ -278,22 +278,22 @@ impl Cleaner {
         *node.children.borrow_mut() = kept;
     }
 
-    fn verdict(
+    fn treatment(
         &self,
         parent: &Node,
         node: &Rc<Node>,
         before: &[Rc<Node>],
         in_main: bool,
-    ) -> Verdict {
+    ) -> Treatment {
         let tag = match &node.data {
             NodeData::Comment { .. } | NodeData::ProcessingInstruction { .. } => {
-                return Verdict::Drop;
+                return Treatment::Drop;
             }
             NodeData::Element { name, .. } => name.local.to_string(),
-            _ => return Verdict::Keep,
+            _ => return Treatment::Keep,
         };
         if REMOVED.contains(&tag.as_str()) || (tag == "footer" && !in_main) {
-            return Verdict::Drop;
+            return Treatment::Drop;
         }
         if tag == "input" {
             let checkbox = attr(node, "type").is_some_and(|t| t.eq_ignore_ascii_case("checkbox"));
@@ -302,23 +302,23 @@ impl Cleaner {
                     matches!(&b.data, NodeData::Text { contents } if contents.borrow().trim().is_empty())
                 });
             return if checkbox && self.task_list && starts_item {
-                Verdict::Keep
+                Treatment::Keep
             } else {
-                Verdict::Drop
+                Treatment::Drop
             };
         }
         if attr(node, "role").is_some_and(|r| CHROME_ROLES.contains(&r.trim()))
             || attr(node, "aria-hidden").is_some_and(|v| v.trim() == "true")
             || attr(node, "hidden").is_some()
         {
-            return Verdict::Drop;
+            return Treatment::Drop;
         }
         let class = attr(node, "class").unwrap_or_default().to_ascii_lowercase();
         if class
             .split_whitespace()
             .any(|c| SCREEN_READER_CLASSES.contains(&c))
         {
-            return Verdict::Drop;
+            return Treatment::Drop;
         }
         let id = attr(node, "id").unwrap_or_default().to_ascii_lowercase();
         let chrome = class
@@ -331,37 +331,37 @@ impl Cleaner {
                         .any(|word| CHROME_WORDS.contains(&word))
             });
         if chrome && !CONTENT_TAGS.contains(&tag.as_str()) && !has_descendant(node, &CONTENT_TAGS) {
-            return Verdict::Drop;
+            return Treatment::Drop;
         }
         match tag.as_str() {
             "a" => self.link(node),
             "img" => self.image(node),
-            _ => Verdict::Keep,
+            _ => Treatment::Keep,
         }
     }
 
-    fn link(&self, node: &Rc<Node>) -> Verdict {
+    fn link(&self, node: &Rc<Node>) -> Treatment {
         let Some(href) = attr(node, "href") else {
-            return Verdict::Keep;
+            return Treatment::Keep;
         };
         if href
             .trim_start()
             .get(..11)
             .is_some_and(|s| s.eq_ignore_ascii_case("javascript:"))
         {
-            return Verdict::Replace(children(node));
+            return Treatment::Replace(children(node));
         }
         let absolute = self.absolute(&href);
         set_attr(node, "href", &absolute);
         if text_of(node).trim().is_empty() && !has_descendant(node, &["img"]) {
             *node.children.borrow_mut() = vec![text_node(&absolute)];
         }
-        Verdict::Keep
+        Treatment::Keep
     }
 
-    fn image(&self, node: &Rc<Node>) -> Verdict {
+    fn image(&self, node: &Rc<Node>) -> Treatment {
         let Some(src) = attr(node, "src") else {
-            return Verdict::Drop;
+            return Treatment::Drop;
         };
         if src
             .trim_start()
@@ -369,12 +369,12 @@ impl Cleaner {
             .is_some_and(|s| s.eq_ignore_ascii_case("data:"))
         {
             return match attr(node, "alt").filter(|a| !a.trim().is_empty()) {
-                Some(alt) => Verdict::Replace(vec![text_node(&alt)]),
-                None => Verdict::Drop,
+                Some(alt) => Treatment::Replace(vec![text_node(&alt)]),
+                None => Treatment::Drop,
             };
         }
         set_attr(node, "src", &self.absolute(&src));
-        Verdict::Keep
+        Treatment::Keep
     }
 
     fn absolute(&self, reference: &str) -> String {
