@@ -13,6 +13,7 @@ use super::CliError;
 use super::progress::shell_quote;
 use super::via_daemon::{self, Action, DaemonClient, Follow};
 use crate::fsutil;
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("which").required(true).args(["tool_ids", "all"])))]
@@ -51,9 +52,9 @@ pub struct ApproveArgs {
 /// How often an edit is rebuilt when the file changes between our read and our write.
 const ATTEMPTS: usize = 20;
 
-pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+pub fn run(args: ApproveArgs, context: &ProcessContext) -> Result<ExitCode, CliError> {
     if let Some(hunks) = &args.hunks {
-        return approve_hunks(&args, hunks, config_path);
+        return approve_hunks(&args, hunks, context);
     }
     let build = |doc: &Document| {
         if args.all {
@@ -63,12 +64,12 @@ pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
         }
     };
     if !args.no_daemon
-        && let Some(client) = DaemonClient::connect()
+        && let Some(client) = DaemonClient::connect(context)
     {
         // Unknown or resolved ids are refused here (exit 2), as without a daemon; an asked
         // agent's question is the daemon's to know.
         if args.all || !args.tool_ids.iter().all(|id| is_permission_id(id)) {
-            check_placeholders("approve", &args.file, build)?;
+            check_placeholders(context, "approve", &args.file, build)?;
         }
         let action = if args.all {
             Action::ApproveAll
@@ -92,7 +93,7 @@ pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
     // The calls as the edit that was written saw them: flemmad records their approval, so
     // that they run in an untrusted chat too (docs/security.md).
     let approved = std::cell::RefCell::new(Vec::new());
-    let ids = edit_placeholders("approve", &args.file, |doc: &Document| {
+    let ids = edit_placeholders(context, "approve", &args.file, |doc: &Document| {
         let built = build(doc)?;
         *approved.borrow_mut() = built
             .0
@@ -101,7 +102,7 @@ pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
             .collect();
         Ok(built)
     })?;
-    record_approvals(&args.file, &approved.into_inner());
+    record_approvals(context, &args.file, &approved.into_inner());
     let list = ids
         .iter()
         .map(|id| format!("`{id}`"))
@@ -122,7 +123,7 @@ pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
 fn approve_hunks(
     args: &ApproveArgs,
     hunks: &[u32],
-    config_path: Option<&Path>,
+    context: &ProcessContext,
 ) -> Result<ExitCode, CliError> {
     const COMMAND: &str = "approve";
     let [tool_id] = args.tool_ids.as_slice() else {
@@ -131,9 +132,9 @@ fn approve_hunks(
             &anyhow::anyhow!("--hunks approves part of one call: name exactly one tool id"),
         ));
     };
-    let text =
-        fsutil::read_chat(&args.file).map_err(|error| CliError::unreadable(COMMAND, &error))?;
-    let chat = std::path::absolute(&args.file).unwrap_or_else(|_| args.file.clone());
+    let text = fsutil::read_chat(&context.dirs, &args.file)
+        .map_err(|error| CliError::unreadable(COMMAND, &error))?;
+    let chat = context.absolute(&args.file);
     let refused = |why: String| {
         CliError::unreadable(
             COMMAND,
@@ -142,10 +143,10 @@ fn approve_hunks(
     };
     // Checked here first (exit 2, nothing changed), with a daemon too: the daemon checks
     // again on the chat as it holds it.
-    let pending = crate::proposals::pending(&chat, text, tool_id, config_path).map_err(refused)?;
+    let pending = crate::proposals::pending(&chat, text, tool_id, context).map_err(refused)?;
     crate::proposals::approved_in_part(&pending, hunks, args.reason.as_deref()).map_err(refused)?;
     if !args.no_daemon
-        && let Some(client) = DaemonClient::connect()
+        && let Some(client) = DaemonClient::connect(context)
     {
         return via_daemon::run_with(
             client,
@@ -162,16 +163,24 @@ fn approve_hunks(
     if args.detach {
         return Err(CliError::failed(COMMAND, via_daemon::NO_DAEMON_TO_DETACH));
     }
-    let note =
-        crate::proposals::record_in_part(&chat, tool_id, &pending, hunks, args.reason.as_deref())
-            .map_err(refused)?;
+    let note = crate::proposals::record_in_part(
+        &context.dirs,
+        &chat,
+        tool_id,
+        &pending,
+        hunks,
+        args.reason.as_deref(),
+    )
+    .map_err(refused)?;
     let ids = std::slice::from_ref(tool_id);
-    let approved = edit_placeholders(COMMAND, &args.file, |doc: &Document| {
+    let approved = edit_placeholders(context, COMMAND, &args.file, |doc: &Document| {
         actions::approve(doc, ids).map(|edits| (ids.to_vec(), edits))
     })
-    .inspect_err(|_| crate::reviewed::forget_partial(&chat, tool_id))?;
-    let calls: Vec<_> = call_of_text(&args.file, tool_id).into_iter().collect();
-    record_approvals(&args.file, &calls);
+    .inspect_err(|_| crate::reviewed::forget_partial(&context.dirs, &chat, tool_id))?;
+    let calls: Vec<_> = call_of_text(context, &args.file, tool_id)
+        .into_iter()
+        .collect();
+    record_approvals(context, &args.file, &calls);
     super::Ui::new("approve").note(format!(
         "approved part of `{}`: {note}\nRun `flemmad send {}` to run it",
         approved.join(", "),
@@ -181,8 +190,12 @@ fn approve_hunks(
 }
 
 /// The call `id` of the chat at `file` as it is on disk now: its id, name and input.
-fn call_of_text(file: &Path, id: &str) -> Option<(String, String, serde_json::Value)> {
-    let text = fsutil::read_chat(file).ok()?;
+fn call_of_text(
+    context: &ProcessContext,
+    file: &Path,
+    id: &str,
+) -> Option<(String, String, serde_json::Value)> {
+    let text = fsutil::read_chat(&context.dirs, file).ok()?;
     let doc = flemma_syntax::parse(text.as_str());
     call_of(&doc, id).map(|(name, input)| (id.to_owned(), name, input))
 }
@@ -208,9 +221,13 @@ fn call_of(doc: &Document, id: &str) -> Option<(String, serde_json::Value)> {
 }
 
 /// Records that the user approved `calls` of the chat at `file` through flemmad.
-fn record_approvals(file: &Path, calls: &[(String, String, serde_json::Value)]) {
-    let chat = std::path::absolute(file).unwrap_or_else(|_| file.to_owned());
-    let records = crate::trust::CallRecords::from_env();
+fn record_approvals(
+    context: &ProcessContext,
+    file: &Path,
+    calls: &[(String, String, serde_json::Value)],
+) {
+    let chat = context.absolute(file);
+    let records = crate::trust::CallRecords::for_dirs(&context.dirs);
     for (id, name, input) in calls {
         if let Err(error) = records.record(&chat, flemma_config::Seen::Approved, id, name, input) {
             super::Ui::new("approve").warn(format!(
@@ -223,11 +240,13 @@ fn record_approvals(file: &Path, calls: &[(String, String, serde_json::Value)]) 
 /// Builds the edits of `build` on the chat as it is on disk without writing them: the check
 /// of a command the daemon carries out. Exits 2 as [`edit_placeholders`] does.
 pub fn check_placeholders(
+    context: &ProcessContext,
     command: &str,
     path: &Path,
     build: impl Fn(&Document) -> Result<(Vec<String>, Vec<TextEdit>), ActionError>,
 ) -> Result<Vec<String>, CliError> {
-    let text = fsutil::read_chat(path).map_err(|error| CliError::unreadable(command, &error))?;
+    let text = fsutil::read_chat(&context.dirs, path)
+        .map_err(|error| CliError::unreadable(command, &error))?;
     let doc = flemma_syntax::parse(text.as_str());
     build(&doc).map(|(ids, _)| ids).map_err(|error| {
         CliError::unreadable(
@@ -241,13 +260,14 @@ pub fn check_placeholders(
 /// atomically (rebuilt when someone wrote the file meanwhile). A refusal (unknown or
 /// already-resolved id) exits 2 with the pending ids; nothing is written.
 pub fn edit_placeholders(
+    context: &ProcessContext,
     command: &str,
     path: &Path,
     build: impl Fn(&Document) -> Result<(Vec<String>, Vec<TextEdit>), ActionError>,
 ) -> Result<Vec<String>, CliError> {
     for _ in 0..ATTEMPTS {
-        let text =
-            fsutil::read_chat(path).map_err(|error| CliError::unreadable(command, &error))?;
+        let text = fsutil::read_chat(&context.dirs, path)
+            .map_err(|error| CliError::unreadable(command, &error))?;
         let doc = flemma_syntax::parse(text.as_str());
         let (ids, edits) = build(&doc).map_err(|error| {
             CliError::unreadable(
@@ -257,7 +277,7 @@ pub fn edit_placeholders(
         })?;
         let next = flemma_syntax::apply_edits(&text, &edits)
             .map_err(|error| CliError::failed(command, format!("cannot edit the chat: {error}")))?;
-        let replaced = fsutil::replace_chat_if_unchanged(path, &text, &next)
+        let replaced = fsutil::replace_chat_if_unchanged(&context.dirs, path, &text, &next)
             .map_err(|error| CliError::failed(command, format!("{error:#}")))?;
         if replaced {
             return Ok(ids);

@@ -20,10 +20,13 @@ pub struct Asked(Arc<Mutex<Vec<Pending>>>);
 impl Asked {
     /// Stops this process's send at the first question: it is kept for the listing, and
     /// `interrupt` stops the cycle.
-    pub fn stop_at_first(interrupt: CancellationToken) -> Self {
+    pub fn stop_at_first(
+        questions: &crate::agent_permissions::Questions,
+        interrupt: CancellationToken,
+    ) -> Self {
         let asked = Self::default();
         let kept = asked.0.clone();
-        crate::agent_permissions::set_unattended(Box::new(move |pending| {
+        questions.set_unattended(Box::new(move |pending| {
             kept.lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(pending.clone());

@@ -14,6 +14,7 @@ use super::approve::{
 };
 use super::progress::shell_quote;
 use super::via_daemon::{self, Action, DaemonClient, Follow};
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
 pub struct RejectArgs {
@@ -32,16 +33,16 @@ pub struct RejectArgs {
     pub detach: bool,
 }
 
-pub fn run(args: RejectArgs) -> Result<ExitCode, CliError> {
+pub fn run(args: RejectArgs, context: &ProcessContext) -> Result<ExitCode, CliError> {
     let build = |doc: &flemma_syntax::Document| {
         actions::reject(doc, &args.tool_id, args.reason.as_deref())
             .map(|edit| (vec![args.tool_id.clone()], vec![edit]))
     };
     if !args.no_daemon
-        && let Some(client) = DaemonClient::connect()
+        && let Some(client) = DaemonClient::connect(context)
     {
         if !is_permission_id(&args.tool_id) {
-            check_placeholders("reject", &args.file, build)?;
+            check_placeholders(context, "reject", &args.file, build)?;
         }
         let action = Action::Reject {
             tool_id: args.tool_id.clone(),
@@ -64,7 +65,7 @@ pub fn run(args: RejectArgs) -> Result<ExitCode, CliError> {
             no_daemon_to_answer(&args.tool_id),
         ));
     }
-    edit_placeholders("reject", &args.file, build)?;
+    edit_placeholders(context, "reject", &args.file, build)?;
     super::Ui::new("reject").note(format!(
         "rejected `{}`; run `flemmad send {}` to tell the model",
         args.tool_id,

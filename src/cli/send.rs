@@ -3,8 +3,9 @@
 //! send their results — writing every change into the file as it happens, until the
 //! conversation is idle, waits for an approval, or fails.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
@@ -20,6 +21,7 @@ use crate::chat;
 use crate::driver_lock::{DriverLock, LockError};
 use crate::engine_driver::{Driver, Report};
 use crate::engine_setup::{self, SetupError, SetupOptions};
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
@@ -60,7 +62,7 @@ pub struct SendArgs {
 /// unresolved placeholders).
 const TOOL_DIAGNOSTIC: &str = "template-tool";
 
-pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+pub fn run(args: SendArgs, context: &ProcessContext) -> Result<ExitCode, CliError> {
     if !args.no_daemon && !args.no_autopilot && args.mode.is_none() {
         let follow = super::via_daemon::Follow {
             events: args.events,
@@ -69,7 +71,7 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
             diff: args.diff,
         };
         let action = super::via_daemon::Action::Send;
-        if let Some(outcome) = super::via_daemon::run("send", &args.file, action, follow) {
+        if let Some(outcome) = super::via_daemon::run(context, "send", &args.file, action, follow) {
             return outcome;
         }
     }
@@ -81,29 +83,31 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
     }
     let runtime = crate::runtime::get()?;
     let hub = crate::mcp_setup::new_hub();
-    let outcome = runtime.block_on(send(args, config_path, &hub));
-    // No MCP server outlives the send (they live on this runtime).
+    let services = crate::engine_driver::DriverServices::new(Arc::new(context.clone()));
+    let outcome = runtime.block_on(send(args, &services, &hub));
+    // No MCP server or asked agent outlives the send (they live on this runtime).
     runtime.block_on(hub.shutdown());
-    runtime.block_on(crate::agent_setup::shutdown());
+    runtime.block_on(services.agents.shutdown());
     outcome
 }
 
 async fn send(
     args: SendArgs,
-    config_path: Option<&Path>,
+    services: &crate::engine_driver::DriverServices,
     hub: &flemma_mcp::McpHub,
 ) -> Result<ExitCode, CliError> {
+    let context = &*services.context;
     let path = args.file.clone();
     // Held until the cycle stops: a second driver of the same file (another send, a daemon)
     // is refused at once, before it reads a file the first one is still writing.
-    let lock = DriverLock::acquire(&path, "send");
+    let lock = DriverLock::acquire(&context.dirs, &path, "send");
     let refuse = |error: LockError| CliError::blocked("send", String::new(), &error.to_string());
     if let Err(busy @ LockError::Busy { .. }) = lock {
         return Err(refuse(busy));
     }
     // An unreadable chat says so (exit 2) before a lock that could not be created does.
-    let text =
-        crate::fsutil::read_chat(&path).map_err(|error| CliError::unreadable("send", &error))?;
+    let text = crate::fsutil::read_chat(&context.dirs, &path)
+        .map_err(|error| CliError::unreadable("send", &error))?;
     let _lock = lock.map_err(refuse)?;
     // Tool uses without results and placeholders are the engine's to resolve (run, ask, or
     // stop on them), so they block nothing here; and a chat whose tool calls wait for results
@@ -112,7 +116,7 @@ async fn send(
     let options = SetupOptions {
         no_autopilot: args.no_autopilot,
     };
-    let mut input = chat::config_input(config_path);
+    let mut input = chat::config_input(context);
     if let Some(mode) = &args.mode {
         // The mode chosen for this send: a runtime layer (the frontmatter may narrow it).
         let mut layer = flemma_config::ConfigLayer::new(flemma_config::LayerKind::Runtime);
@@ -128,7 +132,7 @@ async fn send(
         options,
         &crate::analyses::analyses(flemma_template::TemplateCache::new()),
         hub,
-        &crate::engine_driver::DriverServices::default(),
+        services,
     )
     .await
     {
@@ -211,7 +215,8 @@ async fn send(
     let mut driver = Driver::new(parts, text, Box::new(move |report| progress.show(report)));
     let interrupt = CancellationToken::new();
     // An asked agent's question stops the send (nothing can wait for it in this process).
-    let asked = super::questions::Asked::stop_at_first(interrupt.clone());
+    let asked =
+        super::questions::Asked::stop_at_first(&services.agents.questions, interrupt.clone());
     let on_interrupt = interrupt.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -262,7 +267,7 @@ async fn send(
             &path,
             &engine.pending_calls(),
             &summary,
-            &diffs(args.diff, &path, config_path),
+            &diffs(args.diff, &path, context),
         )),
     }
     Ok(end.exit_code())

@@ -97,7 +97,8 @@ impl Shared {
         if let Some(editor) = lock(&self.editors).get(path).and_then(|list| list.last()) {
             return Ok(editor.shared.get().to_string());
         }
-        crate::fsutil::read_chat(path).map_err(|error| format!("{error:#}"))
+        crate::fsutil::read_chat(&self.services.context.dirs, path)
+            .map_err(|error| format!("{error:#}"))
     }
 
     /// The store that writes `path` now: the most recently active editor, else the file.
@@ -106,6 +107,7 @@ impl Shared {
             Some(editor) => editor.editor.store(),
             None => Box::new(FileStore {
                 path: path.to_owned(),
+                dirs: self.services.context.dirs.clone(),
             }),
         }
     }

@@ -1,0 +1,137 @@
+//! What this process was started with, read once in `main` and handed down (issue 28, "one
+//! process context"): the user's folders ([`UserDirs`], one rule for XDG and `HOME`), the
+//! current directory, the configuration file chosen by `--config` or `$FLEMMA_CONFIG`, and the
+//! daemon's runtime folder. Nothing below `main` reads these from the environment again; a
+//! path from the command line is made absolute against [`ProcessContext::cwd`] at the edge
+//! ([`ProcessContext::absolute`]), so a bare `c.chat` names the chat in its folder for every
+//! part that takes it.
+
+use std::path::{Path, PathBuf};
+
+use crate::runtime_dir::RuntimePaths;
+use crate::user_dirs::UserDirs;
+
+/// The process's environment as flemmad uses it.
+#[derive(Debug, Clone)]
+pub struct ProcessContext {
+    /// The user's folders.
+    pub dirs: UserDirs,
+    /// The working directory the process started in (`/` when it cannot be read: a folder
+    /// removed under the process).
+    pub cwd: PathBuf,
+    /// `$FLEMMA_CONFIG` when set and not empty: the configuration file instead of
+    /// `$XDG_CONFIG_HOME/flemma/config.toml`, also protected from the tools.
+    pub flemma_config: Option<PathBuf>,
+    /// `--config`: the configuration file to use instead of either (which must exist;
+    /// `crate::chat::config_input` reads the choice).
+    pub explicit_config: Option<PathBuf>,
+    /// The daemon's runtime folder and sockets.
+    pub runtime: RuntimePaths,
+    /// `FLEMMAD_WATCH=poll`: chat files are polled, not watched, and checkpoints scan the
+    /// project each time (no inotify).
+    pub poll_files: bool,
+}
+
+impl ProcessContext {
+    /// This process's, with the command line's `--config`.
+    pub fn from_process(explicit_config: Option<&Path>) -> Self {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let dirs = UserDirs::from_process();
+        let flemma_config = std::env::var_os("FLEMMA_CONFIG")
+            .filter(|value| !value.is_empty())
+            .map(PathBuf::from);
+        let mut context = Self::new(
+            dirs,
+            cwd,
+            flemma_config,
+            explicit_config.map(Path::to_owned),
+        );
+        context.poll_files =
+            std::env::var(crate::watcher::WATCH_ENV).is_ok_and(|value| value == "poll");
+        context
+    }
+
+    /// A context from its parts.
+    pub fn new(
+        dirs: UserDirs,
+        cwd: PathBuf,
+        flemma_config: Option<PathBuf>,
+        explicit_config: Option<PathBuf>,
+    ) -> Self {
+        Self {
+            runtime: RuntimePaths::for_dirs(&dirs),
+            dirs,
+            cwd,
+            flemma_config,
+            explicit_config,
+            poll_files: false,
+        }
+    }
+
+    /// `path` made absolute against the process's working directory (`.` components and
+    /// doubled separators removed, `..` kept, as `std::path::absolute` does).
+    pub fn absolute(&self, path: &Path) -> PathBuf {
+        let joined = self.cwd.join(path);
+        std::path::absolute(&joined).unwrap_or(joined)
+    }
+
+    /// The configuration file without `--config`: `$FLEMMA_CONFIG`, else
+    /// `$XDG_CONFIG_HOME/flemma/config.toml`.
+    pub fn default_config_file(&self) -> Option<PathBuf> {
+        self.flemma_config
+            .clone()
+            .or_else(|| self.dirs.flemma_config().map(|dir| dir.join("config.toml")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context(cwd: &str) -> ProcessContext {
+        let dirs = UserDirs {
+            home: Some(PathBuf::from("/home/me")),
+            config: Some(PathBuf::from("/home/me/.config")),
+            ..UserDirs::default()
+        };
+        ProcessContext::new(
+            dirs,
+            PathBuf::from(cwd),
+            Some(PathBuf::from("flemma.toml")),
+            None,
+        )
+    }
+
+    #[test]
+    fn paths_are_made_absolute_against_the_starting_folder() {
+        let context = context("/work/project");
+        assert_eq!(
+            context.absolute(Path::new("c.chat")),
+            PathBuf::from("/work/project/c.chat")
+        );
+        assert_eq!(
+            context.absolute(Path::new("./sub//c.chat")),
+            PathBuf::from("/work/project/sub/c.chat")
+        );
+        assert_eq!(
+            context.absolute(Path::new("/elsewhere/c.chat")),
+            PathBuf::from("/elsewhere/c.chat")
+        );
+        assert_eq!(
+            context.default_config_file(),
+            Some(PathBuf::from("flemma.toml"))
+        );
+    }
+
+    #[test]
+    fn the_default_configuration_follows_the_user_folders() {
+        let mut context = context("/");
+        context.flemma_config = None;
+        assert_eq!(
+            context.default_config_file(),
+            Some(PathBuf::from("/home/me/.config/flemma/config.toml"))
+        );
+        context.dirs = UserDirs::default();
+        assert_eq!(context.default_config_file(), None);
+    }
+}
