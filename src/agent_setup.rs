@@ -197,19 +197,21 @@ fn make_conversations_dir(chat: &Path) -> Result<PathBuf, String> {
 
 /// Registers `ask_agent` in the `registry` of the chat at `chat` when it may ask agents: its
 /// description lists them (with the title an agent gave when it has no description and ran
-/// before). A chat that is being sent (`for_send`) gets its conversations folder now, before
+/// before); `folder` is the chat's folder (`ProcessContext::chat_folder`), which relative
+/// settings are taken against. A chat that is being sent (`for_send`) gets its conversations
+/// folder now, before
 /// any of its tools runs, so that every sandbox keeps it read-only. Returns the agents it may
 /// ask and what was ignored.
 pub fn register(
     registry: &mut flemma_tools::registry::Registry,
     chat: Option<&Path>,
     resolved: &ResolvedConfig,
+    folder: &Path,
     for_send: bool,
     owner: &AskedAgents,
 ) -> (Vec<AgentDef>, Vec<String>) {
-    let dir = crate::fsutil::chat_folder(chat);
     let env = |name: &str| std::env::var(name).ok();
-    let defined = defined(resolved, &dir, &env);
+    let defined = defined(resolved, folder, &env);
     let mut notes = defined.notes;
     if defined.agents.is_empty() {
         return (Vec::new(), notes);

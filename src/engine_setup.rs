@@ -128,7 +128,7 @@ pub async fn prepare(
     let mcp = crate::mcp_setup::McpTools::discover(
         mcp,
         resolved,
-        Some(&absolute),
+        &context.chat_folder(Some(&absolute)),
         &session_servers,
         tools.sandbox_wrap(),
     )

@@ -3,7 +3,7 @@
 //! temporary file in the same directory, fsync, rename; never truncate-and-write).
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context as _;
 
@@ -398,17 +398,6 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// The folder a chat's relative settings are taken against: the chat's own, made absolute
-/// before anything joins onto it (the folder of a bare `c.chat` is ""), else the current one.
-pub fn chat_folder(chat: Option<&Path>) -> PathBuf {
-    chat.and_then(|chat| std::path::absolute(chat).ok())
-        .as_deref()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

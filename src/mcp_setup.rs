@@ -39,19 +39,19 @@ pub struct McpTools {
 }
 
 impl McpTools {
-    /// Starts (or reuses, in `hub`) the servers `resolved` defines for the chat at `chat` (its
-    /// directory; without a chat, the current directory), plus `extra` (a session's own).
+    /// Starts (or reuses, in `hub`) the servers `resolved` defines for the chat whose folder is
+    /// `folder` (`ProcessContext::chat_folder`: without a chat, the working directory), plus
+    /// `extra` (a session's own).
     pub async fn discover(
         hub: &McpHub,
         resolved: &ResolvedConfig,
-        chat: Option<&Path>,
+        folder: &Path,
         extra: &[ServerDef],
         sandbox: Option<flemma_mcp::connection::SandboxWrap>,
     ) -> Self {
         let mcp = &resolved.config.tools.mcp;
-        let dir = crate::fsutil::chat_folder(chat);
         let env = |name: &str| std::env::var(name).ok();
-        let defined = flemma_mcp::definition::defined(resolved, &dir, &env);
+        let defined = flemma_mcp::definition::defined(resolved, folder, &env);
         let mut notes = defined.notes;
         let mut defs = defined.servers;
         defs.extend(extra.iter().cloned());

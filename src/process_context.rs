@@ -75,6 +75,16 @@ impl ProcessContext {
         std::path::absolute(&joined).unwrap_or(joined)
     }
 
+    /// The folder a chat's relative settings are taken against: the chat's own, made absolute
+    /// before anything joins onto it (the folder of a bare `c.chat` is ""), else the working
+    /// directory.
+    pub fn chat_folder(&self, chat: Option<&Path>) -> PathBuf {
+        chat.map(|chat| self.absolute(chat))
+            .as_deref()
+            .and_then(Path::parent)
+            .map_or_else(|| self.cwd.clone(), Path::to_path_buf)
+    }
+
     /// The configuration file without `--config`: `$FLEMMA_CONFIG`, else
     /// `$XDG_CONFIG_HOME/flemma/config.toml`.
     pub fn default_config_file(&self) -> Option<PathBuf> {
@@ -117,6 +127,11 @@ mod tests {
             context.absolute(Path::new("/elsewhere/c.chat")),
             PathBuf::from("/elsewhere/c.chat")
         );
+        assert_eq!(
+            context.chat_folder(Some(Path::new("c.chat"))),
+            PathBuf::from("/work/project")
+        );
+        assert_eq!(context.chat_folder(None), PathBuf::from("/work/project"));
         assert_eq!(
             context.default_config_file(),
             Some(PathBuf::from("flemma.toml"))

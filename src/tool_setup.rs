@@ -244,10 +244,12 @@ impl ToolSetup {
         for_send: bool,
         owner: &crate::agent_setup::AskedAgents,
     ) -> Vec<String> {
+        let chat = self.ctx.chat_path.as_deref();
         let (agents, notes) = crate::agent_setup::register(
             &mut self.registry,
-            self.ctx.chat_path.as_deref(),
+            chat,
             resolved,
+            &self.context.chat_folder(chat),
             for_send,
             owner,
         );

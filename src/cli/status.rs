@@ -58,7 +58,7 @@ pub fn run(args: StatusArgs, context: &ProcessContext) -> Result<(), CliError> {
     let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(
         &hub,
         resolved,
-        Some(&chat),
+        &context.chat_folder(Some(&chat)),
         &[],
         tools.sandbox_wrap(),
     ));
