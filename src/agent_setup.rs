@@ -197,8 +197,8 @@ fn make_conversations_dir(chat: &Path) -> Result<PathBuf, String> {
 
 /// Registers `ask_agent` in the `registry` of the chat at `chat` when it may ask agents: its
 /// description lists them (with the title an agent gave when it has no description and ran
-/// before); `folder` is the chat's folder (`ProcessContext::chat_folder`), which relative
-/// settings are taken against. A chat that is being sent (`for_send`) gets its conversations
+/// before); relative settings are taken against the chat's folder and `${VAR}` expands from
+/// the process's `context`. A chat that is being sent (`for_send`) gets its conversations
 /// folder now, before
 /// any of its tools runs, so that every sandbox keeps it read-only. Returns the agents it may
 /// ask and what was ignored.
@@ -206,12 +206,12 @@ pub fn register(
     registry: &mut flemma_tools::registry::Registry,
     chat: Option<&Path>,
     resolved: &ResolvedConfig,
-    folder: &Path,
+    context: &crate::process_context::ProcessContext,
     for_send: bool,
     owner: &AskedAgents,
 ) -> (Vec<AgentDef>, Vec<String>) {
-    let env = |name: &str| std::env::var(name).ok();
-    let defined = defined(resolved, folder, &env);
+    let env = |name: &str| context.var(name);
+    let defined = defined(resolved, &context.chat_folder(chat), &env);
     let mut notes = defined.notes;
     if defined.agents.is_empty() {
         return (Vec::new(), notes);

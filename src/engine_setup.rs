@@ -128,7 +128,8 @@ pub async fn prepare(
     let mcp = crate::mcp_setup::McpTools::discover(
         mcp,
         resolved,
-        &context.chat_folder(Some(&absolute)),
+        context,
+        Some(&absolute),
         &session_servers,
         tools.sandbox_wrap(),
     )

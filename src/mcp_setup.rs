@@ -39,19 +39,21 @@ pub struct McpTools {
 }
 
 impl McpTools {
-    /// Starts (or reuses, in `hub`) the servers `resolved` defines for the chat whose folder is
-    /// `folder` (`ProcessContext::chat_folder`: without a chat, the working directory), plus
-    /// `extra` (a session's own).
+    /// Starts (or reuses, in `hub`) the servers `resolved` defines for the chat at `chat` (its
+    /// folder, `ProcessContext::chat_folder`; without a chat, the working directory; `${VAR}`
+    /// from the process's `context`), plus `extra` (a session's own).
     pub async fn discover(
         hub: &McpHub,
         resolved: &ResolvedConfig,
-        folder: &Path,
+        context: &crate::process_context::ProcessContext,
+        chat: Option<&Path>,
         extra: &[ServerDef],
         sandbox: Option<flemma_mcp::connection::SandboxWrap>,
     ) -> Self {
         let mcp = &resolved.config.tools.mcp;
-        let env = |name: &str| std::env::var(name).ok();
-        let defined = flemma_mcp::definition::defined(resolved, folder, &env);
+        let env = |name: &str| context.var(name);
+        let folder = context.chat_folder(chat);
+        let defined = flemma_mcp::definition::defined(resolved, &folder, &env);
         let mut notes = defined.notes;
         let mut defs = defined.servers;
         defs.extend(extra.iter().cloned());

@@ -1,12 +1,14 @@
 //! What this process was started with, read once in `main` and handed down (issue 28, "one
 //! process context"): the user's folders ([`UserDirs`], one rule for XDG and `HOME`), the
-//! current directory, the configuration file chosen by `--config` or `$FLEMMA_CONFIG`, and the
-//! daemon's runtime folder. Nothing below `main` reads these from the environment again; a
+//! current directory, the configuration file chosen by `--config` or `$FLEMMA_CONFIG`, the
+//! daemon's runtime folder, and the variables a configuration's `${VAR}` may name. Nothing below `main` reads these from the environment again; a
 //! path from the command line is made absolute against [`ProcessContext::cwd`] at the edge
 //! ([`ProcessContext::absolute`]), so a bare `c.chat` names the chat in its folder for every
 //! part that takes it.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::runtime_dir::RuntimePaths;
 use crate::user_dirs::UserDirs;
@@ -30,6 +32,19 @@ pub struct ProcessContext {
     /// `FLEMMAD_WATCH=poll`: chat files are polled, not watched, and checkpoints scan the
     /// project each time (no inotify).
     pub poll_files: bool,
+    /// The environment's variables, for `${VAR}` in the configuration ([`ProcessContext::var`]).
+    vars: Variables,
+}
+
+/// The environment's variables (UTF-8 names and values), shared by the context's clones; its
+/// `Debug` names none (values may be secrets).
+#[derive(Clone, Default)]
+struct Variables(Arc<HashMap<String, String>>);
+
+impl std::fmt::Debug for Variables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} variables", self.0.len())
+    }
 }
 
 impl ProcessContext {
@@ -46,8 +61,14 @@ impl ProcessContext {
             flemma_config,
             explicit_config.map(Path::to_owned),
         );
-        context.poll_files =
-            std::env::var(crate::watcher::WATCH_ENV).is_ok_and(|value| value == "poll");
+        context.vars = Variables(Arc::new(
+            std::env::vars_os()
+                .filter_map(|(name, value)| {
+                    Some((name.into_string().ok()?, value.into_string().ok()?))
+                })
+                .collect(),
+        ));
+        context.poll_files = context.var(crate::watcher::WATCH_ENV).as_deref() == Some("poll");
         context
     }
 
@@ -65,7 +86,25 @@ impl ProcessContext {
             flemma_config,
             explicit_config,
             poll_files: false,
+            vars: Variables::default(),
         }
+    }
+
+    /// The environment variable `name` as the process started with it (`None` when unset or
+    /// not UTF-8): what `${VAR}` in the configuration expands to.
+    pub fn var(&self, name: &str) -> Option<String> {
+        self.vars.0.get(name).cloned()
+    }
+
+    /// The same context with these environment variables instead (tests).
+    #[cfg(test)]
+    pub fn with_vars(mut self, vars: &[(&str, &str)]) -> Self {
+        self.vars = Variables(Arc::new(
+            vars.iter()
+                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+                .collect(),
+        ));
+        self
     }
 
     /// `path` made absolute against the process's working directory (`.` components and
@@ -136,6 +175,15 @@ mod tests {
             context.default_config_file(),
             Some(PathBuf::from("flemma.toml"))
         );
+    }
+
+    #[test]
+    fn variables_are_read_and_never_shown() {
+        let context = context("/").with_vars(&[("TOKEN", "s3cret")]);
+        assert_eq!(context.var("TOKEN").as_deref(), Some("s3cret"));
+        assert_eq!(context.var("OTHER"), None);
+        let shown = format!("{context:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
     }
 
     #[test]

@@ -107,7 +107,7 @@ impl ToolSetup {
     ) -> Result<Self, String> {
         let dirs = &context.dirs;
         let chat = chat.map(|path| context.absolute(path));
-        let env = |name: &str| std::env::var(name).ok();
+        let env = |name: &str| context.var(name);
         let here = context.cwd.clone();
         let chat_dir = chat
             .as_deref()
@@ -244,12 +244,11 @@ impl ToolSetup {
         for_send: bool,
         owner: &crate::agent_setup::AskedAgents,
     ) -> Vec<String> {
-        let chat = self.ctx.chat_path.as_deref();
         let (agents, notes) = crate::agent_setup::register(
             &mut self.registry,
-            chat,
+            self.ctx.chat_path.as_deref(),
             resolved,
-            &self.context.chat_folder(chat),
+            &self.context,
             for_send,
             owner,
         );

@@ -58,7 +58,8 @@ pub fn run(args: StatusArgs, context: &ProcessContext) -> Result<(), CliError> {
     let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(
         &hub,
         resolved,
-        &context.chat_folder(Some(&chat)),
+        context,
+        Some(&chat),
         &[],
         tools.sandbox_wrap(),
     ));

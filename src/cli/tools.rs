@@ -111,7 +111,8 @@ pub fn run(args: ToolsArgs, context: &ProcessContext) -> anyhow::Result<ExitCode
     let mcp = runtime.block_on(McpTools::discover(
         &hub,
         &resolved,
-        &context.chat_folder(chat.as_deref()),
+        context,
+        chat.as_deref(),
         &[],
         setup.sandbox_wrap(),
     ));

@@ -375,10 +375,8 @@ pub fn run_with(
                 pending = pending_from_status(&mut client, &uri);
             }
             // The user's default configuration, as ever here (not `--config`).
-            let context = ProcessContext {
-                explicit_config: None,
-                ..client.context.clone()
-            };
+            let mut context = client.context.clone();
+            context.explicit_config = None;
             let diffs = super::proposed::diffs(follow.diff, file, &context);
             ui.stderr(&approval_listing(file, &pending, &summary, &diffs));
         }

@@ -15,7 +15,7 @@ pub(super) fn check_agents(context: &ProcessContext, findings: &mut Vec<Finding>
         return;
     }
     let here = context.cwd.clone();
-    let env = |name: &str| std::env::var(name).ok();
+    let env = |name: &str| context.var(name);
     let defined = crate::agent_setup::defined(&resolved, &here, &env);
     for note in &defined.notes {
         findings.push(Finding::new(CHECK, Status::Warn, note.clone()));

@@ -25,7 +25,8 @@ pub(super) fn check_mcp(context: &ProcessContext, findings: &mut Vec<Finding>) {
     let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(
         &hub,
         &resolved,
-        &context.chat_folder(None),
+        context,
+        None,
         &[],
         None,
     ));
