@@ -16,6 +16,7 @@ use flemma_protocol::methods::{CompactParams, FlemmaRequest, FlemmaResponse, Swi
 use serde_json::{Value, json};
 
 use crate::engine_host::{DocumentRef, EngineHost};
+use crate::process_context::ProcessContext;
 
 /// `flemmad acp`'s view of the engine host.
 #[derive(Debug)]
@@ -282,7 +283,7 @@ impl Backend for AcpBackend {
             flemma_ide::Purpose::Inspect,
             path,
             text,
-            self.host.config_path(),
+            self.host.context(),
         )
         .ok()?;
         let doc = &*loaded.analysis.document;
@@ -292,7 +293,9 @@ impl Backend for AcpBackend {
             .as_ref()
             .and_then(|fence| serde_json::from_str(doc.slice(fence.content)).ok())
             .unwrap_or(Value::Null);
-        let mut setup = crate::tool_setup::ToolSetup::for_chat(&loaded.analysis, path).ok()?;
+        let mut setup =
+            crate::tool_setup::ToolSetup::for_chat(self.host.context(), &loaded.analysis, path)
+                .ok()?;
         // Against the disk: a read through the client from inside the agent's own turn would
         // wait on the connection that is asking.
         setup.ctx.editor = None;
@@ -314,7 +317,7 @@ impl Backend for AcpBackend {
         let store = self.host.writer(path);
         if store.is_disk() {
             // The path names no chat flemmad can read.
-            return crate::fsutil::read_chat(path)
+            return crate::fsutil::read_chat(&self.host.context().dirs, path)
                 .map_err(|e| RequestError::invalid_params(format!("{e:#}")));
         }
         on_store_thread(move || async move { store.read().await.map(|read| read.text) })
@@ -356,8 +359,13 @@ impl Backend for AcpBackend {
     fn replace_chat(&self, path: &Path, expected: &str, text: &str) -> Result<bool, RequestError> {
         let store = self.host.writer(path);
         if store.is_disk() {
-            return crate::fsutil::replace_chat_if_unchanged(path, expected, text)
-                .map_err(|e| failed(format!("{e:#}")));
+            return crate::fsutil::replace_chat_if_unchanged(
+                &self.host.context().dirs,
+                path,
+                expected,
+                text,
+            )
+            .map_err(|e| failed(format!("{e:#}")));
         }
         on_store_thread(move || async move {
             let current = store.read().await?;
@@ -479,8 +487,8 @@ impl Backend for AcpBackend {
         argument: &str,
     ) -> Result<String, RequestError> {
         match command {
-            "status" => slash_status(path, self.host.config_path()),
-            "rewind" => slash_rewind(path, argument, self.host.config_path()),
+            "status" => slash_status(self.host.context(), path),
+            "rewind" => slash_rewind(self.host.context(), path, argument),
             "compact" => self.slash_compact(path, argument),
             other => {
                 return Err(RequestError::invalid_params(format!(
@@ -492,7 +500,11 @@ impl Backend for AcpBackend {
     }
 
     fn trash_chat(&self, path: &Path) -> Result<PathBuf, RequestError> {
-        let trash = crate::user_dirs::flemma_state()
+        let trash = self
+            .host
+            .context()
+            .dirs
+            .flemma_state()
             .ok_or_else(|| {
                 RequestError::refused("no folder for flemmad's state: set HOME or XDG_STATE_HOME")
             })?
@@ -680,13 +692,14 @@ fn server_def(server: McpServerSpec) -> Result<ServerDef, String> {
 }
 
 /// `/status`: the context meter of the next request and the calls waiting for approval.
-fn slash_status(path: &Path, config_path: Option<&Path>) -> Result<String, String> {
-    let loaded = crate::chat::load("status", flemma_ide::Purpose::Inspect, path, config_path)
-        .map_err(|error| match error {
+fn slash_status(context: &ProcessContext, path: &Path) -> Result<String, String> {
+    let loaded = crate::chat::load("status", flemma_ide::Purpose::Inspect, path, context).map_err(
+        |error| match error {
             crate::chat::LoadError::Unreadable { error, .. } => format!("{error:#}"),
             crate::chat::LoadError::Failed { message, .. } => message,
-        })?;
-    let tools = crate::tool_setup::ToolSetup::for_chat(&loaded.analysis, path)
+        },
+    )?;
+    let tools = crate::tool_setup::ToolSetup::for_chat(context, &loaded.analysis, path)
         .map(|tools| tools.definitions())
         .unwrap_or_default();
     let mut meter = flemma_provider::Meter::new();
@@ -722,9 +735,9 @@ fn slash_status(path: &Path, config_path: Option<&Path>) -> Result<String, Strin
 /// `/rewind [ID]`: the project's files as they were before the call `ID` (default: the last
 /// call recorded), as `flemmad rewind` does; a file changed since by someone else is not
 /// overwritten (then nothing is).
-fn slash_rewind(path: &Path, argument: &str, config_path: Option<&Path>) -> Result<String, String> {
-    let limits = crate::checkpoints::limits_of_chat(path, config_path);
-    let checkpoints = crate::checkpoints::of(path)
+fn slash_rewind(context: &ProcessContext, path: &Path, argument: &str) -> Result<String, String> {
+    let limits = crate::checkpoints::limits_of_chat(context, path);
+    let checkpoints = crate::checkpoints::of(context, path)
         .map(|checkpoints| checkpoints.with_limits(limits))
         .map_err(|error| error.to_string())?;
     let target = match argument.split_whitespace().next() {

@@ -1,4 +1,4 @@
-//! The permissions asked agents wait for, in this process: an agent whose entry says
+//! The permissions asked agents wait for, in their owner ([`Questions`]): an agent whose entry says
 //! `permissions = "ask"` asks for one of its tool calls, and the user decides where they are.
 //! Each question gets an id (`<ask_agent call id>.perm-<n>`) and an `agent:permission-required`
 //! event of the chat that asked; it is answered like any pending call — `flemma/approve` or
@@ -9,8 +9,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use flemma_acp::client::{PermissionAnswer, PermissionQuestion};
 use flemma_protocol::event::{CallNews, PermissionAsked, PermissionDecision, PermissionResolved};
@@ -39,71 +38,131 @@ struct Waiting {
 #[derive(Default)]
 struct Table {
     waiting: HashMap<(PathBuf, String), Waiting>,
+    /// The number of the next question.
+    next: u64,
 }
 
-fn table() -> &'static Mutex<Table> {
-    static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
-    TABLE.get_or_init(Mutex::default)
+/// The questions of the agents one owner asks (the engine host's, `flemmad send`'s; no
+/// process-wide global: it travels with [`crate::agent_setup::AskedAgents`]). Clones share
+/// the questions.
+#[derive(Clone, Default)]
+pub struct Questions(Arc<Mutex<Table>>);
+
+impl std::fmt::Debug for Questions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Questions")
+            .field("waiting", &self.lock().waiting.len())
+            .finish()
+    }
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Table> {
-    table().lock().unwrap_or_else(PoisonError::into_inner)
-}
+impl Questions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 
-/// Puts `question` of `agent` (asked by the `ask_agent` call `reporter` tells of, in the chat
-/// at `chat`) to the user: the answer when it comes; `Cancel` when the returned future is
-/// dropped first (the run ended) or nobody can answer.
-pub fn ask(
-    chat: &Path,
-    agent: &str,
-    question: PermissionQuestion,
-    reporter: Arc<dyn ToolReporter>,
-) -> BoxFuture<PermissionAnswer> {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    let tool_id = reporter.tool_id().to_owned();
-    let id = format!("{tool_id}.perm-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-    let pending = Pending {
-        chat: chat.to_owned(),
-        id: id.clone(),
-        tool_id,
-        agent: agent.to_owned(),
-        title: question.title.clone(),
-        input: question.input.clone(),
-    };
-    let (sender, receiver) = oneshot::channel();
-    lock().waiting.insert(
-        (chat.to_owned(), id.clone()),
-        Waiting {
-            pending,
-            answer: sender,
-            reporter: reporter.clone(),
-        },
-    );
-    reporter.event(CallNews::PermissionAsked(PermissionAsked {
-        agent: agent.to_owned(),
-        permission_id: id.clone(),
-        title: question.title,
-        kind: question.kind,
-        input: question.input,
-    }));
-    let guard = Forget {
-        key: (chat.to_owned(), id),
-    };
-    Box::pin(async move {
-        let answer = receiver.await.unwrap_or(PermissionAnswer::Cancel);
-        drop(guard);
-        answer
-    })
+    /// Puts `question` of `agent` (asked by the `ask_agent` call `reporter` tells of, in the
+    /// chat at `chat`) to the user: the answer when it comes; `Cancel` when the returned
+    /// future is dropped first (the run ended) or nobody can answer.
+    pub fn ask(
+        &self,
+        chat: &Path,
+        agent: &str,
+        question: PermissionQuestion,
+        reporter: Arc<dyn ToolReporter>,
+    ) -> BoxFuture<PermissionAnswer> {
+        let tool_id = reporter.tool_id().to_owned();
+        let (sender, receiver) = oneshot::channel();
+        let id = {
+            let mut table = self.lock();
+            table.next += 1;
+            let pending = Pending {
+                chat: chat.to_owned(),
+                id: format!("{tool_id}.perm-{}", table.next),
+                tool_id,
+                agent: agent.to_owned(),
+                title: question.title.clone(),
+                input: question.input.clone(),
+            };
+            table.waiting.insert(
+                (chat.to_owned(), pending.id.clone()),
+                Waiting {
+                    pending: pending.clone(),
+                    answer: sender,
+                    reporter: reporter.clone(),
+                },
+            );
+            pending.id
+        };
+        reporter.event(CallNews::PermissionAsked(PermissionAsked {
+            agent: agent.to_owned(),
+            permission_id: id.clone(),
+            title: question.title,
+            kind: question.kind,
+            input: question.input,
+        }));
+        let guard = Forget {
+            questions: self.clone(),
+            key: (chat.to_owned(), id),
+        };
+        Box::pin(async move {
+            let answer = receiver.await.unwrap_or(PermissionAnswer::Cancel);
+            drop(guard);
+            answer
+        })
+    }
+
+    /// Answers the question `id` of the chat at `chat` (`allow`: allowed once, else
+    /// rejected); `None` when no such question waits here.
+    pub fn answer(&self, chat: &Path, id: &str, allow: bool) -> Option<()> {
+        let waiting = self
+            .lock()
+            .waiting
+            .remove(&(chat.to_owned(), id.to_owned()))?;
+        let decision = if allow {
+            PermissionDecision::Allowed
+        } else {
+            PermissionDecision::Rejected
+        };
+        waiting
+            .reporter
+            .event(CallNews::PermissionResolved(PermissionResolved {
+                agent: waiting.pending.agent.clone(),
+                permission_id: id.to_owned(),
+                decision,
+            }));
+        let answer = if allow {
+            PermissionAnswer::Allow
+        } else {
+            PermissionAnswer::Reject
+        };
+        let _ = waiting.answer.send(answer);
+        Some(())
+    }
+
+    /// The questions waiting in the chat at `chat`.
+    pub fn pending(&self, chat: &Path) -> Vec<Pending> {
+        let mut out: Vec<Pending> = self
+            .lock()
+            .waiting
+            .values()
+            .filter(|waiting| waiting.pending.chat == chat)
+            .map(|waiting| waiting.pending.clone())
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
 }
 
 /// Removes a question whose run stopped waiting for it.
 struct Forget {
+    questions: Questions,
     key: (PathBuf, String),
 }
 
 impl Drop for Forget {
     fn drop(&mut self) {
-        let gone = lock().waiting.remove(&self.key);
+        let gone = self.questions.lock().waiting.remove(&self.key);
         if let Some(gone) = gone {
             gone.reporter
                 .event(CallNews::PermissionResolved(PermissionResolved {
@@ -115,48 +174,11 @@ impl Drop for Forget {
     }
 }
 
-/// Answers the question `id` of the chat at `chat` (`allow`: allowed once, else rejected);
-/// `None` when no such question waits in this process.
-pub fn answer(chat: &Path, id: &str, allow: bool) -> Option<()> {
-    let waiting = lock().waiting.remove(&(chat.to_owned(), id.to_owned()))?;
-    let decision = if allow {
-        PermissionDecision::Allowed
-    } else {
-        PermissionDecision::Rejected
-    };
-    waiting
-        .reporter
-        .event(CallNews::PermissionResolved(PermissionResolved {
-            agent: waiting.pending.agent.clone(),
-            permission_id: id.to_owned(),
-            decision,
-        }));
-    let answer = if allow {
-        PermissionAnswer::Allow
-    } else {
-        PermissionAnswer::Reject
-    };
-    let _ = waiting.answer.send(answer);
-    Some(())
-}
-
 /// Whether `id` names a question of an asked agent (`<call id>.perm-<n>`), whether or not it
 /// still waits.
 pub fn is_permission_id(id: &str) -> bool {
     id.rsplit_once(".perm-")
         .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// The questions waiting in the chat at `chat`.
-pub fn pending(chat: &Path) -> Vec<Pending> {
-    let mut out: Vec<Pending> = lock()
-        .waiting
-        .values()
-        .filter(|waiting| waiting.pending.chat == chat)
-        .map(|waiting| waiting.pending.clone())
-        .collect();
-    out.sort_by(|a, b| a.id.cmp(&b.id));
-    out
 }
 
 #[cfg(test)]
@@ -192,16 +214,25 @@ mod tests {
     async fn a_question_is_answered_once_and_leaves_the_table() {
         let chat = Path::new("/tmp/permissions-test/a.chat");
         let recorder = Arc::new(Recorder::default());
-        let waiting = ask(chat, "reviewer", question(), recorder.clone());
-        let listed = pending(chat);
+        let questions = Questions::default();
+        let waiting = questions.ask(chat, "reviewer", question(), recorder.clone());
+        let listed = questions.pending(chat);
         assert_eq!(listed.len(), 1);
         let id = listed[0].id.clone();
         assert!(is_permission_id(&id), "{id}");
         assert!(!is_permission_id("toolu_9"));
-        assert_eq!(answer(chat, &id, true), Some(()));
-        assert_eq!(answer(chat, &id, false), None, "the first answer counts");
+        assert_eq!(questions.answer(chat, &id, true), Some(()));
+        assert_eq!(
+            questions.answer(chat, &id, false),
+            None,
+            "the first answer counts"
+        );
         assert_eq!(waiting.await, PermissionAnswer::Allow);
-        assert!(pending(chat).is_empty());
+        assert!(questions.pending(chat).is_empty());
+        assert!(
+            Questions::default().pending(chat).is_empty(),
+            "another owner's questions are its own"
+        );
         let told: Vec<Option<EngineEvent>> = recorder
             .0
             .lock()
@@ -225,9 +256,10 @@ mod tests {
     async fn a_run_that_stops_waiting_cancels_its_question() {
         let chat = Path::new("/tmp/permissions-test/b.chat");
         let recorder = Arc::new(Recorder::default());
-        let waiting = ask(chat, "reviewer", question(), recorder.clone());
+        let questions = Questions::default();
+        let waiting = questions.ask(chat, "reviewer", question(), recorder.clone());
         drop(waiting);
-        assert!(pending(chat).is_empty());
+        assert!(questions.pending(chat).is_empty());
         let last = recorder
             .0
             .lock()

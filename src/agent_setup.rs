@@ -1,6 +1,7 @@
-//! The agents `ask_agent` asks (`[agents.NAME]` of the user's configuration): the process's
-//! [`AgentHub`] (their processes, started through flemmad's parent-death shim, owned by this
-//! process and stopped with it), which agents a chat may ask (only the user file defines one),
+//! The agents `ask_agent` asks (`[agents.NAME]` of the user's configuration): their owner's
+//! [`AskedAgents`] (an [`AgentHub`] of their processes, started through flemmad's
+//! parent-death shim, and the permission questions they wait for; owned by the engine host or
+//! the command that runs them, stopped with it — no process-wide global), which agents a chat may ask (only the user file defines one),
 //! and the tool itself: registered beside the built-ins with the agents in its description,
 //! and its runner — the depth limit, the task (with the conversation when asked), the run on
 //! the hub with its progress told as `tool:progress` events and its permission requests
@@ -9,7 +10,7 @@
 //! Shared by `send`, the engine host, `tools`, `status` and `doctor`.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use flemma_acp::ask;
@@ -24,15 +25,19 @@ use flemma_tools::{Outcome, RunContext, ToolReporter};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-/// The process's agents.
-pub fn hub() -> &'static AgentHub {
-    static HUB: OnceLock<AgentHub> = OnceLock::new();
-    HUB.get_or_init(AgentHub::new)
+/// The agents one owner (the engine host, a command) asks: their processes and the
+/// permission questions they wait for. Clones share both.
+#[derive(Debug, Clone, Default)]
+pub struct AskedAgents {
+    pub hub: Arc<AgentHub>,
+    pub questions: crate::agent_permissions::Questions,
 }
 
-/// Stops every agent of this process (at the end of a command, or of the daemon).
-pub async fn shutdown() {
-    hub().shutdown().await;
+impl AskedAgents {
+    /// Stops every agent of this owner (at the end of a command, or of the host).
+    pub async fn shutdown(&self) {
+        self.hub.shutdown().await;
+    }
 }
 
 /// One agent a chat may ask, as the configuration defines it.
@@ -192,18 +197,21 @@ fn make_conversations_dir(chat: &Path) -> Result<PathBuf, String> {
 
 /// Registers `ask_agent` in the `registry` of the chat at `chat` when it may ask agents: its
 /// description lists them (with the title an agent gave when it has no description and ran
-/// before). A chat that is being sent (`for_send`) gets its conversations folder now, before
+/// before); relative settings are taken against the chat's folder and `${VAR}` expands from
+/// the process's `context`. A chat that is being sent (`for_send`) gets its conversations
+/// folder now, before
 /// any of its tools runs, so that every sandbox keeps it read-only. Returns the agents it may
 /// ask and what was ignored.
 pub fn register(
     registry: &mut flemma_tools::registry::Registry,
     chat: Option<&Path>,
     resolved: &ResolvedConfig,
+    context: &crate::process_context::ProcessContext,
     for_send: bool,
+    owner: &AskedAgents,
 ) -> (Vec<AgentDef>, Vec<String>) {
-    let dir = crate::fsutil::chat_folder(chat);
-    let env = |name: &str| std::env::var(name).ok();
-    let defined = defined(resolved, &dir, &env);
+    let env = |name: &str| context.var(name);
+    let defined = defined(resolved, &context.chat_folder(chat), &env);
     let mut notes = defined.notes;
     if defined.agents.is_empty() {
         return (Vec::new(), notes);
@@ -221,11 +229,12 @@ pub fn register(
             purpose: agent
                 .description
                 .clone()
-                .or_else(|| hub().info(&agent.name).and_then(|info| info.title)),
+                .or_else(|| owner.hub.info(&agent.name).and_then(|info| info.title)),
         })
         .collect();
     let registered = defined.agents.clone();
     let agents = Arc::new(Agents {
+        owner: owner.clone(),
         defs: defined.agents,
         idle: Duration::from_secs(resolved.config.parameters.idle_timeout.max(1)),
     });
@@ -243,6 +252,7 @@ const MIN_STARTUP: Duration = Duration::from_secs(30);
 /// What the runner knows of a chat's agents.
 #[derive(Debug)]
 struct Agents {
+    owner: AskedAgents,
     defs: Vec<AgentDef>,
     /// The watchdog (`parameters.idle_timeout`), also the time an agent may take to start.
     idle: Duration,
@@ -301,12 +311,14 @@ fn run(ctx: &RunContext, input: &Value, agents: &Agents) -> Outcome {
         policy: agent.permissions,
         chat: ctx.chat_path.clone(),
         reporter: ctx.reporter.clone(),
+        questions: agents.owner.questions.clone(),
     };
     let cancel = CancellationToken::new();
     let watched = ctx.cancel.clone();
     // On one of the runtime's threads: the agent's process is started there, and the
     // parent-death signal of flemmad's shim follows the thread that started it (a tool's
     // thread ends with the call).
+    let hub = agents.owner.hub.clone();
     let run = runtime.spawn(async move {
         let stop = cancel.clone();
         let poll = tokio::spawn(async move {
@@ -315,7 +327,7 @@ fn run(ctx: &RunContext, input: &Value, agents: &Agents) -> Outcome {
             }
             stop.cancel();
         });
-        let outcome = hub().ask(&command, request, &events, cancel).await;
+        let outcome = hub.ask(&command, request, &events, cancel).await;
         poll.abort();
         outcome
     });
@@ -439,6 +451,7 @@ struct Events {
     policy: AgentPermissions,
     chat: Option<PathBuf>,
     reporter: Option<Arc<dyn ToolReporter>>,
+    questions: crate::agent_permissions::Questions,
 }
 
 impl AskEvents for Events {
@@ -494,7 +507,8 @@ impl AskEvents for Events {
         }
         match (&self.chat, &self.reporter) {
             (Some(chat), Some(reporter)) => {
-                crate::agent_permissions::ask(chat, &self.agent, question, reporter.clone())
+                self.questions
+                    .ask(chat, &self.agent, question, reporter.clone())
             }
             // Nobody to ask (`flemmad tools run`): refused.
             _ => Box::pin(std::future::ready(PermissionAnswer::Reject)),

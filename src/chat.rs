@@ -1,6 +1,7 @@
 //! The edge between the command line and `flemma-ide`: read the chat and the user
-//! configuration (the only place the binary looks at the environment for them), analyse, and
-//! render diagnostics as `path:line:col: severity: message` (one renderer for every command).
+//! configuration (the file the process context chose: `--config`, `$FLEMMA_CONFIG` or the
+//! XDG default), analyse, and render diagnostics as `path:line:col: severity: message` (one
+//! renderer for every command).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -11,24 +12,26 @@ use flemma_ide::{Analysis, AnalysisHost, ConfigInput, Diagnostic, DocumentId, Pu
 use flemma_syntax::{Document, Encoding, LineIndex, Severity};
 use flemma_template::FsHost;
 
+use crate::process_context::ProcessContext;
+
 /// The configuration below the frontmatter: `--config` (which must exist), else
 /// `$FLEMMA_CONFIG`, else `$XDG_CONFIG_HOME/flemma/config.toml` when it exists; with the
 /// folders trusted with `flemmad trust` and flemmad's record of untrusted chats' calls.
-pub fn config_input(explicit: Option<&Path>) -> ConfigInput {
-    let home_dir = crate::user_dirs::home();
-    let (trusted_folders, warning) = crate::trust::read_folders();
+pub fn config_input(context: &ProcessContext) -> ConfigInput {
+    let home_dir = context.dirs.home.clone();
+    let (trusted_folders, warning) = crate::trust::read_folders(&context.dirs);
     if let Some(warning) = warning {
         tracing::warn!("{warning}");
     }
     let input = ConfigInput {
         home_dir,
         trusted_folders,
-        call_history: Some(Arc::new(crate::trust::CallRecords::from_env())),
+        call_history: Some(Arc::new(crate::trust::CallRecords::for_dirs(&context.dirs))),
         ..ConfigInput::default()
     };
-    let path = match explicit {
-        Some(path) => path.to_owned(),
-        None => match flemma_config::default_config_path(&|key| std::env::var(key).ok()) {
+    let path = match &context.explicit_config {
+        Some(path) => path.clone(),
+        None => match context.default_config_file() {
             Some(path) if path.exists() => path,
             _ => return input,
         },
@@ -88,13 +91,14 @@ pub fn load(
     command: &str,
     purpose: Purpose,
     path: &Path,
-    config_path: Option<&Path>,
+    context: &ProcessContext,
 ) -> Result<LoadedChat, LoadError> {
-    let text = crate::fsutil::read_chat(path).map_err(|error| LoadError::Unreadable {
-        command: command.to_owned(),
-        error,
-    })?;
-    load_text(command, purpose, path, text, config_path)
+    let text =
+        crate::fsutil::read_chat(&context.dirs, path).map_err(|error| LoadError::Unreadable {
+            command: command.to_owned(),
+            error,
+        })?;
+    load_text(command, purpose, path, text, context)
 }
 
 /// [`load`] with the chat's text given (an editor's unsaved buffer): `path` still says where
@@ -104,10 +108,10 @@ pub fn load_text(
     purpose: Purpose,
     path: &Path,
     text: String,
-    config_path: Option<&Path>,
+    context: &ProcessContext,
 ) -> Result<LoadedChat, LoadError> {
-    let id = DocumentId::new(std::path::absolute(path).unwrap_or_else(|_| path.to_owned()));
-    let mut host = AnalysisHost::new(Arc::new(FsHost), config_input(config_path));
+    let id = DocumentId::new(context.absolute(path));
+    let mut host = AnalysisHost::new(Arc::new(FsHost), config_input(context));
     host.set_purpose(purpose);
     host.set_text(id.clone(), text);
     let analysis = host.analysis(&id).map_err(|error| LoadError::Failed {

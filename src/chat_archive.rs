@@ -9,11 +9,13 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::user_dirs::UserDirs;
+
 /// The folder of `kind`'s archives of `chat` (`None` without a state folder).
-pub fn dir(kind: &str, chat: &Path) -> Option<PathBuf> {
+pub fn dir(dirs: &UserDirs, kind: &str, chat: &Path) -> Option<PathBuf> {
     let absolute = std::path::absolute(chat).unwrap_or_else(|_| chat.to_owned());
     Some(
-        crate::user_dirs::flemma_state()?
+        dirs.flemma_state()?
             .join(kind)
             .join(crate::user_dirs::chat_key(&absolute)),
     )
@@ -21,8 +23,14 @@ pub fn dir(kind: &str, chat: &Path) -> Option<PathBuf> {
 
 /// Keeps `text` as a new archive of `kind` for `chat`, named `<nanoseconds>[-<tag>].chat`
 /// (the newest sorts last); returns its path.
-pub fn write(kind: &str, chat: &Path, tag: &str, text: &str) -> anyhow::Result<PathBuf> {
-    let Some(dir) = dir(kind, chat) else {
+pub fn write(
+    dirs: &UserDirs,
+    kind: &str,
+    chat: &Path,
+    tag: &str,
+    text: &str,
+) -> anyhow::Result<PathBuf> {
+    let Some(dir) = dir(dirs, kind, chat) else {
         anyhow::bail!("no state folder to keep the archive in (set HOME or XDG_STATE_HOME)");
     };
     {
@@ -47,8 +55,8 @@ pub fn write(kind: &str, chat: &Path, tag: &str, text: &str) -> anyhow::Result<P
 }
 
 /// `kind`'s archives of `chat`, oldest first.
-pub fn list(kind: &str, chat: &Path) -> Vec<PathBuf> {
-    let Some(dir) = dir(kind, chat) else {
+pub fn list(dirs: &UserDirs, kind: &str, chat: &Path) -> Vec<PathBuf> {
+    let Some(dir) = dir(dirs, kind, chat) else {
         return Vec::new();
     };
     let mut archives: Vec<PathBuf> = std::fs::read_dir(&dir)

@@ -113,12 +113,14 @@ impl SharedText {
 #[derive(Debug, Clone)]
 pub struct FileStore {
     pub path: PathBuf,
+    /// The user's folders (its writes' journal is in their state folder).
+    pub dirs: crate::user_dirs::UserDirs,
 }
 
 impl ChatStore for FileStore {
     fn read(&self) -> StoreFuture<'_, Snapshot> {
         Box::pin(async move {
-            let text = fsutil::read_chat(&self.path).map_err(|error| {
+            let text = fsutil::read_chat(&self.dirs, &self.path).map_err(|error| {
                 let gone = error
                     .downcast_ref::<std::io::Error>()
                     .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound);
@@ -147,9 +149,10 @@ impl ChatStore for FileStore {
         // Off the async thread: a write waits for the disk (its fsyncs), and the drivers of
         // every other chat share that thread (docs/benchmarks.md, "fsync per write").
         let (path, expected, next) = (self.path.clone(), current.text.clone(), next.to_owned());
+        let dirs = self.dirs.clone();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
-                fsutil::replace_chat_if_unchanged(&path, &expected, &next)
+                fsutil::replace_chat_if_unchanged(&dirs, &path, &expected, &next)
             })
             .await
             .map_err(|error| anyhow::anyhow!("writing the chat stopped: {error}"))?

@@ -8,12 +8,15 @@ use std::process::{Command, Stdio};
 
 pub use flemma_tools::checkpoints::{CheckpointError, Checkpoints, Limits, Phase, changes_files};
 
+use crate::process_context::ProcessContext;
+use crate::user_dirs::UserDirs;
+
 /// The limits the chat at `chat` is recorded under (its resolved configuration's
 /// `[checkpoints]`), for the commands that work on its checkpoints outside a driver (a
 /// rewind's own snapshot must leave out the same large files); [`Limits::FALLBACK`] when
 /// the configuration cannot be read.
-pub fn limits_of_chat(chat: &Path, config_path: Option<&Path>) -> Limits {
-    crate::chat::load("rewind", flemma_ide::Purpose::Inspect, chat, config_path)
+pub fn limits_of_chat(context: &ProcessContext, chat: &Path) -> Limits {
+    crate::chat::load("rewind", flemma_ide::Purpose::Inspect, chat, context)
         .ok()
         .and_then(|loaded| {
             let resolved = loaded.analysis.config.as_ref()?;
@@ -23,12 +26,16 @@ pub fn limits_of_chat(chat: &Path, config_path: Option<&Path>) -> Limits {
 }
 
 /// The checkpoints of the chat at `chat` (absolute), whose project is `project`.
-pub fn for_chat(chat: &Path, project: &Path) -> Result<Checkpoints, CheckpointError> {
-    let state = crate::user_dirs::flemma_state().ok_or(CheckpointError::NoHome)?;
+pub fn for_chat(
+    context: &ProcessContext,
+    chat: &Path,
+    project: &Path,
+) -> Result<Checkpoints, CheckpointError> {
+    let dirs = &context.dirs;
+    let state = dirs.flemma_state().ok_or(CheckpointError::NoHome)?;
     let project_key = crate::user_dirs::chat_key(project);
     // flemmad's own folders when they lie in the project (its state holds the repository).
-    let dirs = crate::user_dirs::UserDirs::from_process();
-    let excluded = [dirs.state, dirs.cache]
+    let excluded = [&dirs.state, &dirs.cache]
         .into_iter()
         .flatten()
         .filter_map(|dir| {
@@ -46,30 +53,28 @@ pub fn for_chat(chat: &Path, project: &Path) -> Result<Checkpoints, CheckpointEr
     )
     .excluding(excluded);
     // `FLEMMAD_WATCH=poll` turns inotify off for checkpoints too: each one scans.
-    if std::env::var(crate::watcher::WATCH_ENV).is_ok_and(|value| value == "poll") {
+    if context.poll_files {
         return Ok(checkpoints.without_monitor());
     }
     Ok(checkpoints)
 }
 
 /// The checkpoints of `chat` in its project (its git work tree, else its folder).
-pub fn of(chat: &Path) -> Result<Checkpoints, CheckpointError> {
-    let chat = std::path::absolute(chat)?;
-    let home = crate::user_dirs::home();
-    let project =
-        flemma_config::reach::chat_project(&chat, home.as_deref(), |dir| dir.join(".git").exists());
-    for_chat(&chat, &own_tree(&chat, project))
+pub fn of(context: &ProcessContext, chat: &Path) -> Result<Checkpoints, CheckpointError> {
+    let chat = context.absolute(chat);
+    let home = context.dirs.home.as_deref();
+    let project = flemma_config::reach::chat_project(&chat, home, |dir| dir.join(".git").exists());
+    for_chat(context, &chat, &own_tree(&chat, project))
 }
 
 /// The checkpoints to record for calls of `chat`, unless its project is too broad to
 /// record: the home directory or `/` (a chat kept directly in either).
-pub fn recording(chat: &Path, limits: Limits) -> Option<Checkpoints> {
-    let checkpoints = of(chat)
+pub fn recording(context: &ProcessContext, chat: &Path, limits: Limits) -> Option<Checkpoints> {
+    let checkpoints = of(context, chat)
         .map(|checkpoints| checkpoints.with_limits(limits))
         .map_err(|error| tracing::info!(%error, "no checkpoints"))
         .ok()?;
-    let home = crate::user_dirs::home();
-    (!too_broad(checkpoints.project(), home.as_deref())).then_some(checkpoints)
+    (!too_broad(checkpoints.project(), context.dirs.home.as_deref())).then_some(checkpoints)
 }
 
 /// A project too broad to record: `/` or the home directory itself.
@@ -114,20 +119,21 @@ fn own_tree(chat: &Path, project: PathBuf) -> PathBuf {
 
 /// The checkpoints of the chat at `chat` under its configuration's limits, for the commands
 /// that work on them outside a driver (`flemmad changes`/`rewind`, `flemma/changes`/`rewind`).
-pub fn of_chat(chat: &Path, config_path: Option<&Path>) -> Result<Checkpoints, CheckpointError> {
-    let limits = limits_of_chat(chat, config_path);
-    of(chat).map(|checkpoints| checkpoints.with_limits(limits))
+pub fn of_chat(context: &ProcessContext, chat: &Path) -> Result<Checkpoints, CheckpointError> {
+    let limits = limits_of_chat(context, chat);
+    of(context, chat).map(|checkpoints| checkpoints.with_limits(limits))
 }
 
 /// `flemma/changes`: what the calls of the chat at `chat` changed (only `tool_id`'s when
 /// given), as data.
 pub fn changes_result(
+    context: &ProcessContext,
     chat: &Path,
     tool_id: Option<&str>,
 ) -> Result<flemma_protocol::engine::ChangesResult, CheckpointError> {
     use flemma_protocol::engine::{CallChanges, ChangedFile, ChangesResult};
     let calls = tool_id.map(|id| vec![id.to_owned()]);
-    let changes = of(chat)?.call_changes(calls.as_deref())?;
+    let changes = of(context, chat)?.call_changes(calls.as_deref())?;
     Ok(ChangesResult {
         calls: changes
             .into_iter()
@@ -155,7 +161,10 @@ pub fn changes_result(
 /// its project is found once) while its branch's tip is the same, which costs one small file
 /// read; computed again, in one git process, once a checkpoint was recorded or rewound.
 /// `None` when the chat has no checkpoints to read.
-pub fn changed_files(chat: &Path) -> Option<std::collections::HashMap<String, usize>> {
+pub fn changed_files(
+    context: &ProcessContext,
+    chat: &Path,
+) -> Option<std::collections::HashMap<String, usize>> {
     use std::collections::HashMap;
     use std::sync::{Mutex, PoisonError};
     struct Known {
@@ -174,7 +183,7 @@ pub fn changed_files(chat: &Path) -> Option<std::collections::HashMap<String, us
             }
             entry.checkpoints.clone()
         }
-        None => of(chat).ok()?,
+        None => of(context, chat).ok()?,
     };
     let tip = checkpoints.tip();
     let counts = checkpoints
@@ -198,8 +207,8 @@ pub fn changed_files(chat: &Path) -> Option<std::collections::HashMap<String, us
 
 /// What the checkpoints take on disk: the folder of the shadow repositories, their bytes, and
 /// how many projects they record (`flemmad doctor`). `None` without a state folder.
-pub fn space_used() -> Option<(PathBuf, u64, usize)> {
-    let dir = crate::user_dirs::flemma_state()?.join("checkpoints");
+pub fn space_used(dirs: &UserDirs) -> Option<(PathBuf, u64, usize)> {
+    let dir = dirs.flemma_state()?.join("checkpoints");
     let projects = std::fs::read_dir(&dir)
         .into_iter()
         .flatten()

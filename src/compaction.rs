@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use flemma_protocol::event::{ContextCompacted, ContextRestored, EngineEvent};
 
 use crate::provider_setup::ProviderSetup;
+use crate::user_dirs::UserDirs;
 
 /// Why nothing was changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,12 +187,19 @@ impl Compaction {
 /// Writes the archive of `plan` over `text` (the chat `chat`'s) and makes the summary message
 /// of `summary`; an error when the summary would not read as one plain `@You:` message, or the
 /// archive cannot be written (nothing is left behind then).
-pub fn prepare(chat: &Path, text: &str, plan: Plan, summary: &str) -> Result<Compaction, String> {
+pub fn prepare(
+    dirs: &UserDirs,
+    chat: &Path,
+    text: &str,
+    plan: Plan,
+    summary: &str,
+) -> Result<Compaction, String> {
     // The archive: a valid chat of the frontmatter (and system prompt) and the turns.
     let head = &text[..plan.start];
     let region = &text[plan.start..plan.cut];
     let archive_text = format!("{head}{region}");
-    let archive = archive_path(chat).ok_or("no state directory (set XDG_STATE_HOME or HOME)")?;
+    let archive =
+        archive_path(dirs, chat).ok_or("no state directory (set XDG_STATE_HOME or HOME)")?;
     let message = summary_message(&archive, &archive_text, head.len(), plan.messages, summary);
     let next = format!("{head}{message}{}", &text[plan.cut..]);
     check_summary(&next, plan.start, message.len())?;
@@ -443,20 +451,20 @@ fn check_summary(next: &str, start: usize, len: usize) -> Result<(), String> {
 
 /// Where the archives of `chat` live: `$XDG_STATE_HOME/flemma/compacted/<chat key>/`, which
 /// no tool of any chat may write (docs/security.md).
-fn archive_dir(chat: &Path) -> Option<PathBuf> {
+fn archive_dir(dirs: &UserDirs, chat: &Path) -> Option<PathBuf> {
     let absolute = std::path::absolute(chat).unwrap_or_else(|_| chat.to_owned());
     Some(
-        crate::user_dirs::flemma_state()?
+        dirs.flemma_state()?
             .join("compacted")
             .join(crate::user_dirs::chat_key(&absolute)),
     )
 }
 
-fn archive_path(chat: &Path) -> Option<PathBuf> {
+fn archive_path(dirs: &UserDirs, chat: &Path) -> Option<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    Some(archive_dir(chat)?.join(format!("{nanos}.chat")))
+    Some(archive_dir(dirs, chat)?.join(format!("{nanos}.chat")))
 }
 
 /// An undo ready to be written: replace `range` of the text it was planned on with `turns`,
@@ -517,7 +525,12 @@ impl Restore {
 /// The undo of a compaction of the chat `path` whose text is `text`: the summary whose message
 /// holds `line` (0-based), else the last summary, replaced by the turns its archive holds —
 /// when the archive is this chat's and unchanged since it was written.
-pub fn plan_undo(path: &Path, text: &str, line: Option<usize>) -> Result<Restore, Refused> {
+pub fn plan_undo(
+    dirs: &UserDirs,
+    path: &Path,
+    text: &str,
+    line: Option<usize>,
+) -> Result<Restore, Refused> {
     let failed = |why: String| Refused::Unchanged(why);
     let doc = flemma_syntax::parse(text.to_owned());
     let summary = |m: &&flemma_syntax::Message| {
@@ -554,7 +567,7 @@ pub fn plan_undo(path: &Path, text: &str, line: Option<usize>) -> Result<Restore
     };
     let archive = PathBuf::from(archive);
     // Only this chat's own archives: a summary line is text anyone could have written.
-    let own = archive_dir(path).is_some_and(|dir| archive.parent() == Some(dir.as_path()));
+    let own = archive_dir(dirs, path).is_some_and(|dir| archive.parent() == Some(dir.as_path()));
     if !own {
         return Err(failed(format!(
             "{} is not an archive of this chat",
@@ -587,12 +600,12 @@ pub fn plan_undo(path: &Path, text: &str, line: Option<usize>) -> Result<Restore
 
 /// `--undo` on the file: the last summary in the chat replaced by the turns its archive holds
 /// ([`plan_undo`]).
-pub fn undo(path: &Path) -> Result<Restore, Refused> {
+pub fn undo(dirs: &UserDirs, path: &Path) -> Result<Restore, Refused> {
     let failed = |why: String| Refused::Unchanged(why);
-    let text = crate::fsutil::read_chat(path)
+    let text = crate::fsutil::read_chat(dirs, path)
         .map_err(|error| Refused::Unreadable(format!("{error:#}")))?;
-    let restore = plan_undo(path, &text, None)?;
-    match crate::fsutil::replace_chat_if_unchanged(path, &text, &restore.apply(&text)) {
+    let restore = plan_undo(dirs, path, &text, None)?;
+    match crate::fsutil::replace_chat_if_unchanged(dirs, path, &text, &restore.apply(&text)) {
         Ok(true) => {}
         Ok(false) => {
             return Err(failed(
@@ -783,6 +796,7 @@ impl Auto {
     pub fn finish(
         &mut self,
         answer: AutoSummary,
+        dirs: &UserDirs,
         chat: &Path,
         current: &str,
     ) -> Result<(TextEdit, String), String> {
@@ -792,7 +806,7 @@ impl Auto {
             if current.get(..plan.cut) != answer.text.get(..plan.cut) {
                 return Err("the chat changed while its summary was written".to_owned());
             }
-            prepare(chat, &answer.text, answer.plan, &summary)
+            prepare(dirs, chat, &answer.text, answer.plan, &summary)
         });
         match prepared {
             Ok(compaction) => {

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use flemma_tools::nofollow::Dir;
 
+use crate::user_dirs::UserDirs;
+
 /// Who holds a chat's lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
@@ -91,17 +93,17 @@ pub fn process_role() -> String {
 
 impl DriverLock {
     /// The folder of the locks: `$XDG_STATE_HOME/flemma/locks` (`None` without a home).
-    fn folder_path() -> Option<PathBuf> {
-        Some(crate::user_dirs::flemma_state()?.join("locks"))
+    fn folder_path(dirs: &UserDirs) -> Option<PathBuf> {
+        Some(dirs.flemma_state()?.join("locks"))
     }
 
     /// The lock file of `chat`.
-    pub fn path_for(chat: &Path) -> Option<PathBuf> {
-        Some(Self::folder_path()?.join(lock_name(chat)))
+    pub fn path_for(dirs: &UserDirs, chat: &Path) -> Option<PathBuf> {
+        Some(Self::folder_path(dirs)?.join(lock_name(chat)))
     }
 
-    fn folder(create: bool) -> std::io::Result<Dir> {
-        let path = Self::folder_path().ok_or_else(|| {
+    fn folder(dirs: &UserDirs, create: bool) -> std::io::Result<Dir> {
+        let path = Self::folder_path(dirs).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 "neither XDG_STATE_HOME nor HOME is set",
@@ -123,10 +125,11 @@ impl DriverLock {
     }
 
     /// Takes the lock of `chat` without waiting, as `role`.
-    pub fn acquire(chat: &Path, role: &str) -> Result<Self, LockError> {
+    /// `dirs` are the user's folders (the locks are in their state folder).
+    pub fn acquire(dirs: &UserDirs, chat: &Path, role: &str) -> Result<Self, LockError> {
         let name = lock_name(chat);
-        let shown =
-            Self::path_for(chat).map_or_else(|| name.clone(), |path| path.display().to_string());
+        let shown = Self::path_for(dirs, chat)
+            .map_or_else(|| name.clone(), |path| path.display().to_string());
         let create = |source: std::io::Error| {
             if source.kind() == std::io::ErrorKind::InvalidInput {
                 LockError::Refused {
@@ -140,7 +143,7 @@ impl DriverLock {
                 }
             }
         };
-        let folder = Self::folder(true).map_err(create)?;
+        let folder = Self::folder(dirs, true).map_err(create)?;
         let mut file = folder
             .open_for_write(OsStr::new(&name), 0o600, false)
             .map_err(create)?;
@@ -158,8 +161,8 @@ impl DriverLock {
     /// Who drives `chat` now, as its lock says (a holder writes itself in, and clears it when
     /// it lets go; a process that was killed is recognised as gone); read without following a
     /// link and at most a few bytes.
-    pub fn owner(chat: &Path) -> Option<Owner> {
-        let folder = Self::folder(false).ok()?;
+    pub fn owner(dirs: &UserDirs, chat: &Path) -> Option<Owner> {
+        let folder = Self::folder(dirs, false).ok()?;
         let name = lock_name(chat);
         let mut file = folder.open_regular(OsStr::new(&name)).ok()??;
         read_owner(&mut file).filter(|owner| process_alive(owner.pid))

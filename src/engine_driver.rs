@@ -84,13 +84,33 @@ pub struct DriverParts {
 }
 
 /// What the owner of the drivers (the engine host, `flemmad send`) owns and hands to each of
-/// them, instead of a process-wide global: the file watcher and the editors' sessions.
-#[derive(Debug, Clone, Default)]
+/// them, instead of a process-wide global: the process's context, the file watcher, the
+/// editors' sessions, the agents `ask_agent` asks and the records of interrupted drivers.
+#[derive(Debug, Clone)]
 pub struct DriverServices {
+    /// The process's folders and configuration choice (read once in `main`).
+    pub context: Arc<crate::process_context::ProcessContext>,
     /// Tells of changes made on disk by others.
     pub watcher: crate::watcher::ChatWatcher,
     /// What ACP sessions gave the chats (MCP servers, the client's files).
     pub editors: crate::editor_sessions::EditorSessions,
+    /// The agents the chats' `ask_agent` asks, and their questions.
+    pub agents: crate::agent_setup::AskedAgents,
+    /// What a driver that does not end cleanly leaves for the next one.
+    pub interruptions: crate::interruptions::Interruptions,
+}
+
+impl DriverServices {
+    /// New services (no chat watched yet) for the drivers of a process with `context`.
+    pub fn new(context: Arc<crate::process_context::ProcessContext>) -> Self {
+        Self {
+            interruptions: crate::interruptions::Interruptions::for_dirs(&context.dirs),
+            watcher: crate::watcher::ChatWatcher::new(context.poll_files),
+            context,
+            editors: crate::editor_sessions::EditorSessions::default(),
+            agents: crate::agent_setup::AskedAgents::default(),
+        }
+    }
 }
 
 /// What arrives from the driver's tasks and threads.
@@ -177,6 +197,7 @@ impl Driver {
         let (sender, receiver) = mpsc::unbounded_channel();
         let file: Rc<dyn ChatStore> = Rc::new(FileStore {
             path: parts.path.clone(),
+            dirs: parts.services.context.dirs.clone(),
         });
         let mut stores = HashMap::from([(FILE, file)]);
         let writer = if store.is_disk() {
@@ -289,7 +310,7 @@ impl Driver {
                             // Everything is written: nothing for the next driver to recover,
                             // and what the undone compactions' archives held is in the file
                             // (an editor's buffer may still be thrown away: kept then).
-                            crate::interruptions::clear(self.id.path());
+                            self.services.interruptions.clear(self.id.path());
                             let on_disk = self.session.writer() == FILE;
                             for restore in self.restored.drain(..) {
                                 if on_disk {

@@ -38,6 +38,7 @@ use flemma_template::TemplateCache;
 use tokio::sync::mpsc;
 
 use crate::chat_store::ChatStore;
+use crate::process_context::ProcessContext;
 pub use editors::{Editor, EditorHandle};
 pub use follow::{Followed, SetupReport, SetupSeen};
 use state::{Command, Decided, HostState};
@@ -90,8 +91,6 @@ fn shutting_down() -> RequestError {
 pub struct EngineHost {
     commands: mpsc::UnboundedSender<Command>,
     shared: Arc<Shared>,
-    /// The configuration file (`--config`), else the user's default.
-    config_path: Option<PathBuf>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -120,14 +119,14 @@ struct Shared {
 }
 
 impl EngineHost {
-    /// The configuration file the host's chats use (`--config`), else the user's default.
-    pub fn config_path(&self) -> Option<&Path> {
-        self.config_path.as_deref()
+    /// The process's context the host works in: the user's folders, and the configuration
+    /// file its chats use (`--config`, else the user's default).
+    pub fn context(&self) -> &ProcessContext {
+        &self.shared.services.context
     }
 
-    /// Starts the host's thread. `config_path` is the configuration file (`--config`), else
-    /// the user's default.
-    pub fn start(config_path: Option<PathBuf>) -> anyhow::Result<Arc<EngineHost>> {
+    /// Starts the host's thread in the process's `context` (handed down from `main`).
+    pub fn start(context: Arc<ProcessContext>) -> anyhow::Result<Arc<EngineHost>> {
         let (sender, receiver) = mpsc::unbounded_channel();
         let template_cache = TemplateCache::new();
         let shared = Arc::new(Shared {
@@ -139,22 +138,20 @@ impl EngineHost {
             followers: Mutex::default(),
             interrupt: tokio_util::sync::CancellationToken::new(),
             mcp: crate::mcp_setup::new_hub(),
-            services: crate::engine_driver::DriverServices::default(),
+            services: crate::engine_driver::DriverServices::new(context),
         });
         let runtime = crate::runtime::get()?;
         let thread_shared = shared.clone();
-        let thread_config_path = config_path.clone();
         let thread = std::thread::Builder::new()
             .name("engine-host".into())
             .spawn(move || {
                 let local = tokio::task::LocalSet::new();
-                let inner = owner::Inner::new(thread_shared, thread_config_path);
+                let inner = owner::Inner::new(thread_shared);
                 local.block_on(runtime, owner::run_host(Rc::new(inner), receiver));
             })?;
         Ok(Arc::new(EngineHost {
             commands: sender,
             shared,
-            config_path,
             thread: Mutex::new(Some(thread)),
         }))
     }
@@ -212,7 +209,9 @@ impl EngineHost {
         let method = request.method();
         let path = document.path;
         self.check_exists(method, document)?;
-        if let Some(answered) = requests::agent_permission(path, &request) {
+        if let Some(answered) =
+            requests::agent_permission(&self.shared.services.agents.questions, path, &request)
+        {
             return answered;
         }
         if state::may_start_a_driver(&request) {
@@ -257,7 +256,12 @@ impl EngineHost {
             R::Execute(p) => FlemmaResponse::Accepted(self.execute(path, &p.tool_id)?),
             R::Status(_) => {
                 // The questions asked agents wait for are answered as pending calls are.
-                let questions = crate::agent_permissions::pending(path)
+                let questions = self
+                    .shared
+                    .services
+                    .agents
+                    .questions
+                    .pending(path)
                     .into_iter()
                     .map(|question| question.id)
                     .collect();
@@ -279,7 +283,7 @@ impl EngineHost {
             }
             R::CompactUndo(p) => FlemmaResponse::Accepted(self.compact_undo(document, &p)?),
             R::Changes(p) => FlemmaResponse::Changes(
-                crate::checkpoints::changes_result(path, p.tool_id.as_deref())
+                crate::checkpoints::changes_result(self.context(), path, p.tool_id.as_deref())
                     .map_err(requests::checkpoint_refusal)?,
             ),
             R::Rewind(p) => FlemmaResponse::Rewind(self.rewind(document, &p)?),

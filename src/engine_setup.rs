@@ -100,7 +100,8 @@ pub async fn prepare(
     mcp: &flemma_mcp::McpHub,
     services: &crate::engine_driver::DriverServices,
 ) -> Result<Prepared, SetupError> {
-    let absolute: PathBuf = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let context = &*services.context;
+    let absolute: PathBuf = context.absolute(path);
     let id = DocumentId::new(absolute.clone());
     let analysis = crate::analyses::analysis(analyses, &id, true, |host| {
         host.set_text(id.clone(), text.to_owned());
@@ -120,20 +121,22 @@ pub async fn prepare(
     let mut setup = provider_setup(&config, Some(&absolute), &environment)
         .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
     // The chat's own approval function (frontmatter Rhai) decides too.
-    let mut tools = ToolSetup::for_chat(&analysis, &absolute).map_err(SetupError::Failed)?;
+    let mut tools =
+        ToolSetup::for_chat(context, &analysis, &absolute).map_err(SetupError::Failed)?;
     // An ACP session's view of files and MCP servers, when one gave them for this chat.
     tools.ctx.editor = services.editors.editor_files(&absolute);
     let session_servers = services.editors.mcp_servers(&absolute);
     let mcp = crate::mcp_setup::McpTools::discover(
         mcp,
         resolved,
+        context,
         Some(&absolute),
         &session_servers,
         tools.sandbox_wrap(),
     )
     .await;
     tools.add_mcp(&mcp);
-    let agent_notes = tools.add_agents(resolved, true);
+    let agent_notes = tools.add_agents(resolved, true, &services.agents);
     setup.options.tools = tools.definitions();
     let client = crate::provider_setup::client(&config, &setup, environment)
         .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
@@ -160,7 +163,7 @@ pub async fn prepare(
     engine.provider = Some(setup.kind.name().to_owned());
     engine.model = Some(setup.options.model.clone());
     let tools = Arc::new(tools);
-    let recovery = crate::interruptions::recovery(&absolute);
+    let recovery = services.interruptions.recovery(&absolute);
     // Nothing to do? Judged on the text as orphan recovery leaves it (a lost job's result is
     // something to send), and tool calls waiting for results are something to do.
     let mut probe = Engine::new(
@@ -187,8 +190,8 @@ pub async fn prepare(
             .filter(|d| d.code == NOTHING_TO_SEND)
             .collect()
     };
-    let untrusted =
-        (!analysis.trust.trusted).then(|| Arc::new(crate::trust::CallRecords::from_env()));
+    let untrusted = (!analysis.trust.trusted)
+        .then(|| Arc::new(crate::trust::CallRecords::for_dirs(&context.dirs)));
     Ok(Prepared {
         model_warnings: setup.model_warnings.clone(),
         tool_warnings: mcp.warnings().into_iter().chain(agent_notes).collect(),

@@ -3,14 +3,17 @@
 //! temporary file in the same directory, fsync, rename; never truncate-and-write).
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context as _;
 
+use crate::user_dirs::UserDirs;
+
 /// Reads a chat file as UTF-8, with an error that names the file and the reason. A write of
 /// flemmad's that a killed process left half done is finished first ([`recover_chat`]).
-pub fn read_chat(path: &Path) -> anyhow::Result<String> {
-    recover_chat(path);
+/// `dirs` are the user's folders (the journal is in their state folder).
+pub fn read_chat(dirs: &UserDirs, path: &Path) -> anyhow::Result<String> {
+    recover_chat(dirs, path);
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     String::from_utf8(bytes).map_err(|e| {
         anyhow::anyhow!(
@@ -120,11 +123,12 @@ fn replace_if(
 /// write), and a process killed halfway leaves the journal, which the next read of the chat
 /// finishes ([`recover_chat`]). Returns whether it wrote.
 pub fn replace_chat_if_unchanged(
+    dirs: &UserDirs,
     path: &Path,
     expected: &str,
     contents: &str,
 ) -> anyhow::Result<bool> {
-    replace_in_place(path, expected, contents, Journal::for_chat(path))
+    replace_in_place(path, expected, contents, Journal::for_chat(dirs, path))
 }
 
 fn replace_in_place(
@@ -206,7 +210,7 @@ fn replace_in_place(
 }
 
 /// Writes the chat at `path` (whatever it holds) in place, as [`replace_chat_if_unchanged`].
-pub fn write_chat(path: &Path, contents: &str) -> anyhow::Result<()> {
+pub fn write_chat(dirs: &UserDirs, path: &Path, contents: &str) -> anyhow::Result<()> {
     for _ in 0..3 {
         let current = match std::fs::read(path) {
             Ok(bytes) => bytes,
@@ -222,7 +226,7 @@ pub fn write_chat(path: &Path, contents: &str) -> anyhow::Result<()> {
         let Ok(current) = String::from_utf8(current) else {
             anyhow::bail!("cannot write {}: it is not UTF-8 text", path.display());
         };
-        if replace_chat_if_unchanged(path, &current, contents)? {
+        if replace_chat_if_unchanged(dirs, path, &current, contents)? {
             return Ok(());
         }
     }
@@ -283,8 +287,8 @@ pub fn move_to_trash(file: &Path, trash: &Path) -> anyhow::Result<std::path::Pat
 /// the file still holds the part the write kept, the rest is written again; a file someone
 /// changed since is left as it is (with a warning). Errors are logged, never raised: the read
 /// that follows reports what is wrong with the file.
-pub fn recover_chat(path: &Path) {
-    let Some(journal) = Journal::for_chat(path) else {
+pub fn recover_chat(dirs: &UserDirs, path: &Path) {
+    let Some(journal) = Journal::for_chat(dirs, path) else {
         return;
     };
     if let Err(error) = journal.redo(path) {
@@ -309,8 +313,8 @@ struct JournalEntry {
 }
 
 impl Journal {
-    fn for_chat(chat: &Path) -> Option<Self> {
-        let dir = crate::user_dirs::flemma_state()?.join("journal");
+    fn for_chat(dirs: &UserDirs, chat: &Path) -> Option<Self> {
+        let dir = dirs.flemma_state()?.join("journal");
         Some(Self::in_dir(&dir, chat))
     }
 
@@ -394,17 +398,6 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// The folder a chat's relative settings are taken against: the chat's own, made absolute
-/// before anything joins onto it (the folder of a bare `c.chat` is ""), else the current one.
-pub fn chat_folder(chat: Option<&Path>) -> PathBuf {
-    chat.and_then(|chat| std::path::absolute(chat).ok())
-        .as_deref()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

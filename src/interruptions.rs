@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use flemma_engine::Recovery;
 use serde::{Deserialize, Serialize};
@@ -37,96 +37,145 @@ impl From<Record> for Recovery {
     }
 }
 
-/// The records of this process, by chat.
-fn memory() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Record>> {
-    static RECORDS: OnceLock<Mutex<HashMap<PathBuf, Record>>> = OnceLock::new();
-    RECORDS
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
+/// The records of the drivers of one owner: on disk under `$XDG_STATE_HOME/flemma/interrupted`
+/// and in memory, by chat. Clones share the memory.
+#[derive(Debug, Clone, Default)]
+pub struct Interruptions {
+    /// `$XDG_STATE_HOME/flemma/interrupted` (`None` without a state folder: memory only).
+    dir: Option<PathBuf>,
+    records: Arc<Mutex<HashMap<PathBuf, Record>>>,
 }
 
-fn file_of(chat: &Path) -> Option<PathBuf> {
-    let dir = crate::user_dirs::flemma_state()?.join("interrupted");
-    Some(dir.join(format!("{}.json", crate::user_dirs::chat_key(chat))))
-}
+impl Interruptions {
+    /// The records of the user whose folders are `dirs`.
+    pub fn for_dirs(dirs: &crate::user_dirs::UserDirs) -> Self {
+        Self {
+            dir: dirs.flemma_state().map(|dir| dir.join("interrupted")),
+            records: Arc::default(),
+        }
+    }
 
-fn read_file(chat: &Path) -> Option<Record> {
-    let text = std::fs::read(file_of(chat)?).ok()?;
-    serde_json::from_slice(&text).ok()
-}
+    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Record>> {
+        self.records.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 
-/// What the last driver of `chat` left (nothing when it ended cleanly).
-pub fn recovery(chat: &Path) -> Recovery {
-    let kept = memory().get(chat).cloned();
-    kept.or_else(|| read_file(chat)).unwrap_or_default().into()
-}
+    fn file_of(&self, chat: &Path) -> Option<PathBuf> {
+        let dir = self.dir.as_ref()?;
+        Some(dir.join(format!("{}.json", crate::user_dirs::chat_key(chat))))
+    }
 
-/// Changes `chat`'s record and saves it (in memory always, on disk when the disk takes it).
-fn update(chat: &Path, change: impl FnOnce(&mut Record)) {
-    let record = {
-        let mut records = memory();
-        let record = match records.get_mut(chat) {
-            Some(record) => record,
-            None => records
-                .entry(chat.to_owned())
-                .or_insert(read_file(chat).unwrap_or_default()),
+    fn read_file(&self, chat: &Path) -> Option<Record> {
+        let text = std::fs::read(self.file_of(chat)?).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// What the last driver of `chat` left (nothing when it ended cleanly).
+    pub fn recovery(&self, chat: &Path) -> Recovery {
+        let kept = self.memory().get(chat).cloned();
+        kept.or_else(|| self.read_file(chat))
+            .unwrap_or_default()
+            .into()
+    }
+
+    /// Changes `chat`'s record and saves it (in memory always, on disk when the disk takes it).
+    fn update(&self, chat: &Path, change: impl FnOnce(&mut Record)) {
+        let record = {
+            let mut records = self.memory();
+            let record = match records.get_mut(chat) {
+                Some(record) => record,
+                None => records
+                    .entry(chat.to_owned())
+                    .or_insert(self.read_file(chat).unwrap_or_default()),
+            };
+            change(record);
+            record.clone()
         };
-        change(record);
-        record.clone()
-    };
-    let Some(file) = file_of(chat) else {
-        return;
-    };
-    let saved = file
-        .parent()
-        .map_or(Ok(()), |dir| {
-            use std::os::unix::fs::DirBuilderExt as _;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-        })
-        .map_err(anyhow::Error::from)
-        .and_then(|()| {
-            let text = serde_json::to_string(&record)?;
-            crate::fsutil::write_atomic(&file, &text)
+        let Some(file) = self.file_of(chat) else {
+            return;
+        };
+        let saved = file
+            .parent()
+            .map_or(Ok(()), |dir| {
+                use std::os::unix::fs::DirBuilderExt as _;
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+            })
+            .map_err(anyhow::Error::from)
+            .and_then(|()| {
+                let text = serde_json::to_string(&record)?;
+                crate::fsutil::write_atomic(&file, &text)
+            });
+        if let Err(error) = saved {
+            tracing::warn!(chat = %chat.display(), "cannot save what the driver leaves for the next one ({error:#}); this process keeps it");
+        }
+    }
+
+    /// A reply is about to stream into `chat`. Recorded until the driver ends cleanly: a final
+    /// `@Assistant:` message is a cut reply only when the process writing it did not.
+    pub fn reply_started(&self, chat: &Path) {
+        self.update(chat, |record| record.reply_streaming = true);
+    }
+
+    /// A foreground tool call of `chat` is about to start.
+    pub fn call_started(&self, chat: &Path, tool_id: &str) {
+        self.update(chat, |record| {
+            if !record.started_calls.iter().any(|id| id == tool_id) {
+                record.started_calls.push(tool_id.to_owned());
+            }
         });
-    if let Err(error) = saved {
-        tracing::warn!(chat = %chat.display(), "cannot save what the driver leaves for the next one ({error:#}); this process keeps it");
+    }
+
+    /// Writing `chat` failed with `reason`: the driver stops writing it.
+    pub fn write_failed(&self, chat: &Path, reason: &str) {
+        self.update(chat, |record| record.write_failed = Some(reason.to_owned()));
+    }
+
+    /// The driver of `chat` ended cleanly: everything it did is written, nothing to recover.
+    pub fn clear(&self, chat: &Path) {
+        self.memory().remove(chat);
+        if let Some(file) = self.file_of(chat) {
+            match std::fs::remove_file(&file) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    tracing::warn!(file = %file.display(), %error, "cannot remove a recovery record");
+                }
+            }
+        }
     }
 }
 
-/// A reply is about to stream into `chat`. Recorded until the driver ends cleanly: a final
-/// `@Assistant:` message is a cut reply only when the process writing it did not.
-pub fn reply_started(chat: &Path) {
-    update(chat, |record| record.reply_streaming = true);
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A foreground tool call of `chat` is about to start.
-pub fn call_started(chat: &Path, tool_id: &str) {
-    update(chat, |record| {
-        if !record.started_calls.iter().any(|id| id == tool_id) {
-            record.started_calls.push(tool_id.to_owned());
-        }
-    });
-}
-
-/// Writing `chat` failed with `reason`: the driver stops writing it.
-pub fn write_failed(chat: &Path, reason: &str) {
-    update(chat, |record| record.write_failed = Some(reason.to_owned()));
-}
-
-/// The driver of `chat` ended cleanly: everything it did is written, nothing to recover.
-pub fn clear(chat: &Path) {
-    memory().remove(chat);
-    if let Some(file) = file_of(chat) {
-        match std::fs::remove_file(&file) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => {
-                tracing::warn!(file = %file.display(), %error, "cannot remove a recovery record");
-            }
-        }
+    #[test]
+    fn records_live_in_their_owner_and_on_disk() {
+        let state = tempfile::tempdir().unwrap();
+        let dirs = crate::user_dirs::UserDirs {
+            state: Some(state.path().to_owned()),
+            ..Default::default()
+        };
+        let chat = Path::new("/p/c.chat");
+        let owner = Interruptions::for_dirs(&dirs);
+        owner.reply_started(chat);
+        owner.call_started(chat, "t1");
+        // Another owner (another process) reads the record from disk.
+        let other = Interruptions::for_dirs(&dirs);
+        let recovery = other.recovery(chat);
+        assert!(recovery.reply_streaming);
+        assert_eq!(recovery.started_calls, vec!["t1".to_owned()]);
+        // An owner without a state folder keeps its own records only.
+        let alone = Interruptions::default();
+        alone.write_failed(chat, "disk full");
+        assert_eq!(
+            alone.recovery(chat).write_failed.as_deref(),
+            Some("disk full")
+        );
+        assert!(!Interruptions::default().recovery(chat).reply_streaming);
+        owner.clear(chat);
+        assert_eq!(other.recovery(chat), Recovery::default());
     }
 }

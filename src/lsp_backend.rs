@@ -188,7 +188,7 @@ impl Backend for LspBackend {
         tool: &str,
         input: &serde_json::Value,
     ) -> Option<flemma_ide::features::ApprovalDecision> {
-        let decision = tool_setup(uri, analysis)?.decide(tool, input)?;
+        let decision = tool_setup(self.host.context(), uri, analysis)?.decide(tool, input)?;
         Some(flemma_ide::features::ApprovalDecision::new(
             decision.verdict,
             decision.resolver,
@@ -202,7 +202,7 @@ impl Backend for LspBackend {
         tool: &str,
         input: &serde_json::Value,
     ) -> Option<Result<String, String>> {
-        let mut setup = tool_setup(uri, analysis)?;
+        let mut setup = tool_setup(self.host.context(), uri, analysis)?;
         // Against the file on disk: a hover never waits for another editor (an ACP client
         // holding the chat) to answer a read.
         setup.ctx.editor = None;
@@ -212,7 +212,7 @@ impl Backend for LspBackend {
 
     fn changed_files(&mut self, uri: &str) -> Option<std::collections::HashMap<String, usize>> {
         let path = self.path_of("textDocument/codeLens", uri).ok()?;
-        crate::checkpoints::changed_files(&path)
+        crate::checkpoints::changed_files(self.host.context(), &path)
     }
 
     fn context(
@@ -222,7 +222,7 @@ impl Backend for LspBackend {
     ) -> Option<flemma_lsp::ContextMeter> {
         let path = flemma_lsp::uri_to_path(uri)?;
         // The built-in and configured tools (an MCP server's are known once a send starts it).
-        let tools = crate::tool_setup::ToolSetup::for_chat(analysis, &path)
+        let tools = crate::tool_setup::ToolSetup::for_chat(self.host.context(), analysis, &path)
             .map(|tools| tools.definitions())
             .unwrap_or_default();
         let meter = self.meters.entry(uri.to_owned()).or_default();
@@ -239,14 +239,15 @@ impl Backend for LspBackend {
         let dir = path.parent().ok_or_else(|| {
             RequestError::invalid_params(format!("{} has no folder to trust", path.display()))
         })?;
-        let added = crate::trust::trust_folder(dir)
+        let dirs = &self.host.context().dirs;
+        let added = crate::trust::trust_folder(dirs, dir)
             .map_err(|error| RequestError::refused(format!("{error:#}")))?;
         tracing::info!(folder = %dir.display(), ?added, "trusted from the editor");
-        Ok(crate::trust::read_folders().0)
+        Ok(crate::trust::read_folders(dirs).0)
     }
 
     fn trusted_folders(&mut self) -> Option<Vec<PathBuf>> {
-        Some(crate::trust::read_folders().0)
+        Some(crate::trust::read_folders(&self.host.context().dirs).0)
     }
 
     fn client_name(&mut self, name: &str) {
@@ -291,9 +292,13 @@ impl Drop for LspBackend {
 
 /// The tools of the chat `uri` as `analysis` configures them (`None`: not a file, or the
 /// setup failed).
-fn tool_setup(uri: &str, analysis: &flemma_ide::Analysis) -> Option<crate::tool_setup::ToolSetup> {
+fn tool_setup(
+    context: &crate::process_context::ProcessContext,
+    uri: &str,
+    analysis: &flemma_ide::Analysis,
+) -> Option<crate::tool_setup::ToolSetup> {
     let path = flemma_lsp::uri_to_path(uri)?;
-    crate::tool_setup::ToolSetup::for_chat(analysis, &path).ok()
+    crate::tool_setup::ToolSetup::for_chat(context, analysis, &path).ok()
 }
 
 /// The buffer of an LSP client: reads are the session's mirror (text and version); a

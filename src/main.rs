@@ -21,6 +21,7 @@ mod fsutil;
 mod interruptions;
 mod lsp_backend;
 mod mcp_setup;
+mod process_context;
 mod proposals;
 mod provider_setup;
 mod reviewed;
@@ -71,8 +72,10 @@ fn main() -> ExitCode {
     }
     exit_quietly_on_broken_pipe();
     let args = cli::Cli::parse();
-    cli::init_logging(&args);
-    match cli::run(args) {
+    // The environment, read once here and handed down from here (issue 28, item 4).
+    let context = process_context::ProcessContext::from_process(args.config.as_deref());
+    cli::init_logging(&args, &context);
+    match cli::run(args, &context) {
         Ok(code) => code,
         Err(error) => error.exit(),
     }

@@ -40,18 +40,20 @@ pub struct McpTools {
 
 impl McpTools {
     /// Starts (or reuses, in `hub`) the servers `resolved` defines for the chat at `chat` (its
-    /// directory; without a chat, the current directory), plus `extra` (a session's own).
+    /// folder, `ProcessContext::chat_folder`; without a chat, the working directory; `${VAR}`
+    /// from the process's `context`), plus `extra` (a session's own).
     pub async fn discover(
         hub: &McpHub,
         resolved: &ResolvedConfig,
+        context: &crate::process_context::ProcessContext,
         chat: Option<&Path>,
         extra: &[ServerDef],
         sandbox: Option<flemma_mcp::connection::SandboxWrap>,
     ) -> Self {
         let mcp = &resolved.config.tools.mcp;
-        let dir = crate::fsutil::chat_folder(chat);
-        let env = |name: &str| std::env::var(name).ok();
-        let defined = flemma_mcp::definition::defined(resolved, &dir, &env);
+        let env = |name: &str| context.var(name);
+        let folder = context.chat_folder(chat);
+        let defined = flemma_mcp::definition::defined(resolved, &folder, &env);
         let mut notes = defined.notes;
         let mut defs = defined.servers;
         defs.extend(extra.iter().cloned());

@@ -26,14 +26,14 @@ pub fn pending(
     path: &Path,
     text: String,
     tool_id: &str,
-    config_path: Option<&Path>,
+    context: &crate::process_context::ProcessContext,
 ) -> Result<Pending, String> {
     let loaded = crate::chat::load_text(
         "proposal",
         flemma_ide::Purpose::Inspect,
         path,
         text,
-        config_path,
+        context,
     )
     .map_err(|error| match error {
         crate::chat::LoadError::Unreadable { error, .. } => format!("{error:#}"),
@@ -59,7 +59,7 @@ pub fn pending(
         .and_then(|fence| serde_json::from_str(doc.slice(fence.content)).ok())
         .filter(Value::is_object)
         .ok_or_else(|| format!("the input of `{tool_id}` is not a JSON object"))?;
-    let mut setup = crate::tool_setup::ToolSetup::for_chat(&loaded.analysis, path)
+    let mut setup = crate::tool_setup::ToolSetup::for_chat(context, &loaded.analysis, path)
         .map_err(|error| format!("the tools of {} cannot be set up: {error}", path.display()))?;
     // Against the disk, as every diff of a proposal (an editor's unsaved buffer is not seen).
     setup.ctx.editor = None;
@@ -161,6 +161,7 @@ fn plural(count: usize) -> &'static str {
 /// Records that the pending call `tool_id` of `chat` runs `pending` narrowed to `hunks` (what
 /// [`crate::reviewed::check`] finds when it runs); returns the note.
 pub fn record_in_part(
+    dirs: &crate::user_dirs::UserDirs,
     chat: &Path,
     tool_id: &str,
     pending: &Pending,
@@ -168,6 +169,13 @@ pub fn record_in_part(
     reason: Option<&str>,
 ) -> Result<String, String> {
     let (input, note) = approved_in_part(pending, hunks, reason)?;
-    crate::reviewed::approve_in_part(chat, tool_id, &pending.change.path, input, note.clone())?;
+    crate::reviewed::approve_in_part(
+        dirs,
+        chat,
+        tool_id,
+        &pending.change.path,
+        input,
+        note.clone(),
+    )?;
     Ok(note)
 }

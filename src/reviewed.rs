@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::user_dirs::UserDirs;
+
 /// The tools whose pending calls are checked: the ones whose change is reviewed as a diff
 /// (`flemma_tools::review::proposed_change`).
 const CHECKED: [&str; 2] = [
@@ -62,20 +64,20 @@ fn guard() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn record_file(chat: &Path) -> Option<PathBuf> {
-    let dir = crate::user_dirs::flemma_state()?.join("reviewed");
+fn record_file(dirs: &UserDirs, chat: &Path) -> Option<PathBuf> {
+    let dir = dirs.flemma_state()?.join("reviewed");
     Some(dir.join(format!("{}.json", crate::user_dirs::chat_key(chat))))
 }
 
-fn read(chat: &Path) -> BTreeMap<String, Base> {
-    record_file(chat)
+fn read(dirs: &UserDirs, chat: &Path) -> BTreeMap<String, Base> {
+    record_file(dirs, chat)
         .and_then(|file| std::fs::read(file).ok())
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or_default()
 }
 
-fn save(chat: &Path, bases: &BTreeMap<String, Base>) -> anyhow::Result<()> {
-    let Some(file) = record_file(chat) else {
+fn save(dirs: &UserDirs, chat: &Path, bases: &BTreeMap<String, Base>) -> anyhow::Result<()> {
+    let Some(file) = record_file(dirs, chat) else {
         anyhow::bail!("no state folder (set HOME or XDG_STATE_HOME)");
     };
     if bases.is_empty() {
@@ -131,9 +133,14 @@ fn digest(path: &Path) -> std::io::Result<Option<String>> {
 
 /// The calls of `chat` now waiting for approval: each `write` and `edit` not recorded yet gets
 /// its file's state recorded (what its diff is computed against until it is approved).
-pub fn pending(chat: &Path, calls: &[flemma_engine::PendingCall], ctx: &flemma_tools::RunContext) {
+pub fn pending(
+    dirs: &UserDirs,
+    chat: &Path,
+    calls: &[flemma_engine::PendingCall],
+    ctx: &flemma_tools::RunContext,
+) {
     let _guard = guard();
-    let mut bases = read(chat);
+    let mut bases = read(dirs, chat);
     let mut added = false;
     for call in calls {
         if bases.contains_key(&call.tool_id) {
@@ -156,7 +163,7 @@ pub fn pending(chat: &Path, calls: &[flemma_engine::PendingCall], ctx: &flemma_t
         );
         added = true;
     }
-    if added && let Err(error) = save(chat, &bases) {
+    if added && let Err(error) = save(dirs, chat, &bases) {
         tracing::warn!(chat = %chat.display(), "cannot record what the pending calls were reviewed against ({error:#}); they will run unchecked");
     }
 }
@@ -165,6 +172,7 @@ pub fn pending(chat: &Path, calls: &[flemma_engine::PendingCall], ctx: &flemma_t
 /// applies those hunks to `path`, computed against the file as it is now) and its result ends
 /// with `note`. The file is recorded as it is now: the hunks were reviewed against it.
 pub fn approve_in_part(
+    dirs: &UserDirs,
     chat: &Path,
     tool_id: &str,
     path: &Path,
@@ -178,7 +186,7 @@ pub fn approve_in_part(
         )
     })?;
     let _guard = guard();
-    let mut bases = read(chat);
+    let mut bases = read(dirs, chat);
     bases.insert(
         tool_id.to_owned(),
         Base {
@@ -187,18 +195,18 @@ pub fn approve_in_part(
             partial: Some(Partial { input, note }),
         },
     );
-    save(chat, &bases).map_err(|error| {
+    save(dirs, chat, &bases).map_err(|error| {
         format!("cannot record which hunks were approved ({error:#}); nothing was approved")
     })
 }
 
 /// Forgets that some hunks of `tool_id` were approved (the approval was refused).
-pub fn forget_partial(chat: &Path, tool_id: &str) {
+pub fn forget_partial(dirs: &UserDirs, chat: &Path, tool_id: &str) {
     let _guard = guard();
-    let mut bases = read(chat);
+    let mut bases = read(dirs, chat);
     if let Some(base) = bases.get_mut(tool_id)
         && base.partial.take().is_some()
-        && let Err(error) = save(chat, &bases)
+        && let Err(error) = save(dirs, chat, &bases)
     {
         tracing::warn!(chat = %chat.display(), "cannot update what the pending calls were reviewed against ({error:#})");
     }
@@ -208,6 +216,7 @@ pub fn forget_partial(chat: &Path, tool_id: &str) {
 /// written) when the file it changes is no longer what it was while the call waited for
 /// approval; else what it runs ([`Checked`]). The call's record is removed either way.
 pub fn check(
+    dirs: &UserDirs,
     chat: &Path,
     tool_id: &str,
     name: &str,
@@ -216,11 +225,11 @@ pub fn check(
 ) -> Result<Checked, String> {
     let base = {
         let _guard = guard();
-        let mut bases = read(chat);
+        let mut bases = read(dirs, chat);
         let Some(base) = bases.remove(tool_id) else {
             return Ok(Checked::AsWritten);
         };
-        if let Err(error) = save(chat, &bases) {
+        if let Err(error) = save(dirs, chat, &bases) {
             tracing::warn!(chat = %chat.display(), "cannot update what the pending calls were reviewed against ({error:#})");
         }
         base

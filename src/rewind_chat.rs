@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::user_dirs::UserDirs;
+
 /// The archives' kind (`$XDG_STATE_HOME/flemma/rewound/`).
 const KIND: &str = "rewound";
 
@@ -36,8 +38,8 @@ pub fn cut_point(text: &str, tool_id: &str) -> Result<Cut, String> {
     })
 }
 
-fn refuse_when_driven(path: &Path) -> Result<(), String> {
-    match crate::driver_lock::DriverLock::owner(path) {
+fn refuse_when_driven(dirs: &UserDirs, path: &Path) -> Result<(), String> {
+    match crate::driver_lock::DriverLock::owner(dirs, path) {
         Some(owner) => Err(format!(
             "{} (pid {}) is writing this chat; nothing was changed: cancel it or let it stop, then try again",
             owner.role, owner.pid
@@ -47,17 +49,17 @@ fn refuse_when_driven(path: &Path) -> Result<(), String> {
 }
 
 /// The whole chat (`text`) kept as the archive of `cut` before it is made.
-fn keep(path: &Path, text: &str, cut: &Cut) -> Result<PathBuf, String> {
-    crate::chat_archive::write(KIND, path, &format!("at{}", cut.at), text)
+fn keep(dirs: &UserDirs, path: &Path, text: &str, cut: &Cut) -> Result<PathBuf, String> {
+    crate::chat_archive::write(dirs, KIND, path, &format!("at{}", cut.at), text)
         .map_err(|error| format!("cannot keep the cut part ({error:#}); nothing was changed"))
 }
 
 /// Cuts the chat at `path` (whose text is `text`) at `cut`, after keeping the whole chat as an
 /// archive; returns the archive's path.
-pub fn cut(path: &Path, text: &str, cut: &Cut) -> Result<PathBuf, String> {
-    refuse_when_driven(path)?;
-    let archive = keep(path, text, cut)?;
-    match crate::fsutil::replace_chat_if_unchanged(path, text, &text[..cut.at]) {
+pub fn cut(dirs: &UserDirs, path: &Path, text: &str, cut: &Cut) -> Result<PathBuf, String> {
+    refuse_when_driven(dirs, path)?;
+    let archive = keep(dirs, path, text, cut)?;
+    match crate::fsutil::replace_chat_if_unchanged(dirs, path, text, &text[..cut.at]) {
         Ok(true) => Ok(archive),
         Ok(false) => {
             let _ = std::fs::remove_file(&archive);
@@ -118,9 +120,14 @@ impl Prepared {
 
 /// Prepares the cut of the chat at `path` (whose text is `text`) before the call `tool_id`:
 /// the whole text kept as an archive first.
-pub fn prepare(path: &Path, text: &str, tool_id: &str) -> Result<Prepared, String> {
+pub fn prepare(
+    dirs: &UserDirs,
+    path: &Path,
+    text: &str,
+    tool_id: &str,
+) -> Result<Prepared, String> {
     let cut = cut_point(text, tool_id)?;
-    let archive = keep(path, text, &cut)?;
+    let archive = keep(dirs, path, text, &cut)?;
     Ok(Prepared {
         archive,
         kept: text[..cut.at].to_owned(),
@@ -207,9 +214,9 @@ fn cut_of(archive: &Path) -> Option<usize> {
 
 /// Puts the chat at `path` back as it was before its last cut; returns the archive it came
 /// from (removed: the chat holds all of it again).
-pub fn undo(path: &Path) -> Result<PathBuf, String> {
-    refuse_when_driven(path)?;
-    let archive = crate::chat_archive::list(KIND, path).pop().ok_or(
+pub fn undo(dirs: &UserDirs, path: &Path) -> Result<PathBuf, String> {
+    refuse_when_driven(dirs, path)?;
+    let archive = crate::chat_archive::list(dirs, KIND, path).pop().ok_or(
         "this chat was never cut back by `flemmad rewind --chat` (or every cut was undone)",
     )?;
     let whole = std::fs::read_to_string(&archive)
@@ -217,14 +224,14 @@ pub fn undo(path: &Path) -> Result<PathBuf, String> {
     let kept = cut_of(&archive)
         .and_then(|at| whole.get(..at))
         .ok_or_else(|| format!("{} is not an archive of a cut", archive.display()))?;
-    let text = crate::fsutil::read_chat(path).map_err(|error| format!("{error:#}"))?;
+    let text = crate::fsutil::read_chat(dirs, path).map_err(|error| format!("{error:#}"))?;
     if text != kept {
         return Err(format!(
             "the chat changed since it was cut back, so putting the cut part back would lose that; nothing was changed. The whole chat as it was before the cut is in {}: copy from it what you need",
             archive.display()
         ));
     }
-    match crate::fsutil::replace_chat_if_unchanged(path, &text, &whole) {
+    match crate::fsutil::replace_chat_if_unchanged(dirs, path, &text, &whole) {
         Ok(true) => {}
         Ok(false) => return Err("the chat changed meanwhile; nothing was changed".to_owned()),
         Err(error) => return Err(format!("cannot write the chat ({error:#})")),

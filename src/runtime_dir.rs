@@ -20,10 +20,9 @@ pub struct RuntimePaths {
 
 impl RuntimePaths {
     /// `$XDG_RUNTIME_DIR/flemma/`, or `/tmp/flemma-$UID/` when `XDG_RUNTIME_DIR` is unset,
-    /// empty or relative.
-    pub fn from_env() -> Self {
-        let runtime = crate::user_dirs::runtime_dir();
-        Self::in_dir(Self::dir_for(runtime.as_deref(), current_uid()))
+    /// empty or relative (the process's are in `ProcessContext::runtime`).
+    pub fn for_dirs(dirs: &crate::user_dirs::UserDirs) -> Self {
+        Self::in_dir(Self::dir_for(dirs.runtime.as_deref(), current_uid()))
     }
 
     /// The one rule for the daemon's folder, given `$XDG_RUNTIME_DIR` and the user's uid.

@@ -17,6 +17,9 @@ use flemma_tools::spec::Capability;
 use flemma_tools::{ApprovalChain, ResultStore, RunContext, ToolSpec};
 use serde_json::Value;
 
+use crate::process_context::ProcessContext;
+use crate::user_dirs::UserDirs;
+
 /// The tool setup of one chat.
 #[derive(Debug)]
 pub struct ToolSetup {
@@ -35,6 +38,8 @@ pub struct ToolSetup {
     /// The chat's checkpoints, set up at its first call that can change files and kept for
     /// the next ones (their monitor knows what changed since: `crate::checkpoints`).
     checkpoints: std::sync::OnceLock<Option<crate::checkpoints::Checkpoints>>,
+    /// The process's context (the user's folders hold the checkpoints' repositories).
+    context: ProcessContext,
 }
 
 impl ToolSetup {
@@ -42,7 +47,11 @@ impl ToolSetup {
     /// assigned a Rhai function to `flemma.opt.tools.auto_approve`, that function deciding
     /// approvals (sandboxed with the template limits). `Err` when the configuration does not
     /// resolve or the paths cannot be set up.
-    pub fn for_chat(analysis: &Analysis, chat: &Path) -> Result<Self, String> {
+    pub fn for_chat(
+        context: &ProcessContext,
+        analysis: &Analysis,
+        chat: &Path,
+    ) -> Result<Self, String> {
         let resolved = analysis
             .config
             .as_ref()
@@ -65,6 +74,7 @@ impl ToolSetup {
             AutoApprove::Tools { .. } => None,
         };
         let mut setup = Self::new(
+            context,
             resolved.config.clone(),
             Some(chat),
             auto_approve,
@@ -89,20 +99,16 @@ impl ToolSetup {
     /// `auto_approve` is the resolved approval policy (`ResolvedConfig::auto_approve`); an
     /// untrusted chat's working directory stays inside its project ([`working_directory`]).
     pub fn new(
+        context: &ProcessContext,
         config: Config,
         chat: Option<&Path>,
         auto_approve: AutoApprove,
         trusted: bool,
     ) -> Result<Self, String> {
-        let chat = match chat {
-            Some(path) => Some(
-                std::path::absolute(path)
-                    .map_err(|e| format!("cannot make {} an absolute path: {e}", path.display()))?,
-            ),
-            None => None,
-        };
-        let env = |name: &str| std::env::var(name).ok();
-        let here = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
+        let dirs = &context.dirs;
+        let chat = chat.map(|path| context.absolute(path));
+        let env = |name: &str| context.var(name);
+        let here = context.cwd.clone();
         let chat_dir = chat
             .as_deref()
             .and_then(Path::parent)
@@ -122,7 +128,7 @@ impl ToolSetup {
             store_dir: Some(store.dir().to_path_buf()),
         };
         let mut policy = PathPolicy::from_config(&config.sandbox.policy, &places, &env)
-            .protect(authority_paths(chat.as_deref()));
+            .protect(authority_paths(context, chat.as_deref()));
         let mode = config.mode;
         if mode == flemma_config::Mode::Ask {
             policy = policy.read_only(
@@ -131,7 +137,7 @@ impl ToolSetup {
         }
         let sandboxed = config.sandbox.enabled && config.sandbox.backend != SandboxBackend::None;
         let private = if sandboxed {
-            private_places(chat.as_deref())
+            private_places(dirs, chat.as_deref())
         } else {
             None
         };
@@ -143,7 +149,7 @@ impl ToolSetup {
         } else {
             Bwrap::for_policy(&policy, config.sandbox.policy.network).map(|bwrap| {
                 bwrap
-                    .with_hidden(hidden_from_sandbox())
+                    .with_hidden(hidden_from_sandbox(context))
                     .with_limits(call_limits(&config.sandbox.limits))
             })
         };
@@ -151,7 +157,7 @@ impl ToolSetup {
         let project = cwd.clone();
         let mut ctx = RunContext::new(cwd, Arc::new(policy));
         // `~/` in the tools' paths: the home directory, for the runners and the approval policy.
-        ctx.home = crate::user_dirs::home();
+        ctx.home = dirs.home.clone();
         ctx.chat_path = chat;
         ctx.fetch_private_addresses = config.tools.fetch_private_addresses;
         ctx.timeout = std::time::Duration::from_secs(config.tools.default_timeout);
@@ -201,14 +207,26 @@ impl ToolSetup {
             mcp: Default::default(),
             agents: Vec::new(),
             checkpoints: std::sync::OnceLock::new(),
+            context: context.clone(),
         })
+    }
+
+    /// The user's folders this setup was made for.
+    pub fn dirs(&self) -> &UserDirs {
+        &self.context.dirs
     }
 
     /// The checkpoints recorded around this chat's calls (`None` when its project is not
     /// recorded: see `Checkpoints::recording`).
     pub fn checkpoints(&self, chat: &Path) -> Option<&crate::checkpoints::Checkpoints> {
         self.checkpoints
-            .get_or_init(|| crate::checkpoints::recording(chat, (&self.config.checkpoints).into()))
+            .get_or_init(|| {
+                crate::checkpoints::recording(
+                    &self.context,
+                    chat,
+                    (&self.config.checkpoints).into(),
+                )
+            })
             .as_ref()
     }
 
@@ -224,12 +242,15 @@ impl ToolSetup {
         &mut self,
         resolved: &flemma_config::ResolvedConfig,
         for_send: bool,
+        owner: &crate::agent_setup::AskedAgents,
     ) -> Vec<String> {
         let (agents, notes) = crate::agent_setup::register(
             &mut self.registry,
             self.ctx.chat_path.as_deref(),
             resolved,
+            &self.context,
             for_send,
+            owner,
         );
         self.agents = agents;
         notes
@@ -331,7 +352,7 @@ pub struct SandboxProbe {
 
 /// Runs a trial command in the sandbox `config` gives a chat in a temporary folder, and says
 /// what held; `Err` when there is no sandbox (and why). Leaves nothing behind.
-pub fn probe_sandbox(config: &Config) -> Result<SandboxProbe, String> {
+pub fn probe_sandbox(context: &ProcessContext, config: &Config) -> Result<SandboxProbe, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("no temporary folder: {e}"))?;
     let chat = dir.path().join("doctor.chat");
     std::fs::write(&chat, "@You:\n").map_err(|e| format!("cannot write a trial chat: {e}"))?;
@@ -340,7 +361,7 @@ pub fn probe_sandbox(config: &Config) -> Result<SandboxProbe, String> {
         exclusions: Vec::new(),
         direct: Vec::new(),
     };
-    let setup = ToolSetup::new(config.clone(), Some(&chat), auto_approve, true)?;
+    let setup = ToolSetup::new(context, config.clone(), Some(&chat), auto_approve, true)?;
     setup.sandbox.clone()?;
     let Some(bwrap) = setup.ctx.sandbox.clone() else {
         return Err("no sandbox backend".into());
@@ -392,14 +413,12 @@ fn call_limits(limits: &flemma_config::SandboxLimits) -> CallLimits {
 /// where a writable root holds it (a chat kept in the home folder, a root the user's config
 /// names): flemmad's configuration (with the trusted folders) and records, the chat itself
 /// (chat files are refused by name too), and the shell's and git's start-up files.
-fn authority_paths(chat: Option<&Path>) -> Vec<PathBuf> {
+fn authority_paths(context: &ProcessContext, chat: Option<&Path>) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = chat.into_iter().map(Path::to_path_buf).collect();
-    paths.extend(crate::user_dirs::flemma_config());
-    paths.extend(crate::user_dirs::flemma_state());
-    if let Some(config) = std::env::var_os("FLEMMA_CONFIG").filter(|v| !v.is_empty()) {
-        paths.push(PathBuf::from(config));
-    }
-    if let Some(home) = crate::user_dirs::home() {
+    paths.extend(context.dirs.flemma_config());
+    paths.extend(context.dirs.flemma_state());
+    paths.extend(context.flemma_config.clone());
+    if let Some(home) = &context.dirs.home {
         paths.extend(HOME_START_UP.iter().map(|name| home.join(name)));
     }
     paths
@@ -436,12 +455,12 @@ const HOME_START_UP: [&str; 22] = [
 /// The chat's private `/tmp` and cache for its sandbox, under
 /// `$XDG_CACHE_HOME/flemma/sandbox/<chat key>`, made by the first sandboxed call (the folders
 /// of chats unused for a month are removed, once per process).
-fn private_places(chat: Option<&Path>) -> Option<PrivatePlaces> {
-    let cache = crate::user_dirs::cache_home()?;
+fn private_places(dirs: &UserDirs, chat: Option<&Path>) -> Option<PrivatePlaces> {
+    let cache = dirs.cache.clone()?;
     let sandboxes = cache.join("flemma").join("sandbox");
     let key = chat.map_or_else(|| "no-chat".to_owned(), crate::user_dirs::chat_key);
     let mut targets = Vec::new();
-    if let Some(home) = crate::user_dirs::home() {
+    if let Some(home) = &dirs.home {
         targets.push(home.join(".cache"));
     }
     if !targets.contains(&cache) {
@@ -482,16 +501,16 @@ fn prune_sandboxes(sandboxes: &Path, keep: &str) {
 /// the credentials in the home directory (`flemma_tools::sandbox::HOME_CREDENTIALS`).
 /// The daemon's directory is created (`0700`, as the daemon does) when missing, so that a
 /// daemon started later is hidden too.
-fn hidden_from_sandbox() -> Vec<PathBuf> {
-    let daemon = crate::runtime_dir::RuntimePaths::from_env().dir;
+fn hidden_from_sandbox(context: &ProcessContext) -> Vec<PathBuf> {
+    let daemon = context.runtime.dir.clone();
     if let Err(error) = crate::runtime_dir::ensure_dir(&daemon) {
         tracing::debug!(%error, "the daemon's runtime directory cannot be prepared for hiding");
     }
     let mut hidden = Vec::new();
-    hidden.extend(crate::user_dirs::runtime_dir());
+    hidden.extend(context.dirs.runtime.clone());
     hidden.push(daemon);
     hidden.extend(SYSTEM_SOCKETS.iter().map(PathBuf::from));
-    if let Some(home) = crate::user_dirs::home() {
+    if let Some(home) = &context.dirs.home {
         hidden.extend(
             flemma_tools::sandbox::HOME_CREDENTIALS
                 .iter()

@@ -18,7 +18,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::user_dirs::{chat_key, hex};
+use crate::user_dirs::{UserDirs, chat_key, hex};
 use anyhow::Context as _;
 use flemma_config::{CallHistory, CallRef, Seen};
 use rustix::fs::{Mode, OFlags};
@@ -30,13 +30,13 @@ const RECORDS_CAP: u64 = 16 << 20;
 const FOLDERS_CAP: u64 = 1 << 20;
 
 /// `$XDG_CONFIG_HOME/flemma/trusted-folders` (`~/.config/flemma/trusted-folders`).
-pub fn folders_file() -> Option<PathBuf> {
-    crate::user_dirs::flemma_config().map(|dir| dir.join("trusted-folders"))
+pub fn folders_file(dirs: &UserDirs) -> Option<PathBuf> {
+    dirs.flemma_config().map(|dir| dir.join("trusted-folders"))
 }
 
 /// `$XDG_STATE_HOME/flemma/calls` (`~/.local/state/flemma/calls`).
-fn records_dir() -> Option<PathBuf> {
-    crate::user_dirs::flemma_state().map(|dir| dir.join("calls"))
+fn records_dir(dirs: &UserDirs) -> Option<PathBuf> {
+    dirs.flemma_state().map(|dir| dir.join("calls"))
 }
 
 /// Opens `path` for reading without following a symlink at its end.
@@ -50,8 +50,8 @@ fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// The folders trusted with `flemmad trust`, and a warning when the file is not used.
-pub fn read_folders() -> (Vec<PathBuf>, Option<String>) {
-    let Some(path) = folders_file() else {
+pub fn read_folders(dirs: &UserDirs) -> (Vec<PathBuf>, Option<String>) {
+    let Some(path) = folders_file(dirs) else {
         return (Vec::new(), None);
     };
     read_folders_at(&path)
@@ -126,7 +126,7 @@ fn spellings(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 /// Trusts the folder `dir` (and everything below it): adds it to the trusted folders. Returns
 /// the spellings added (none when it was trusted already).
-pub fn trust_folder(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub fn trust_folder(dirs: &UserDirs, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let metadata =
         std::fs::metadata(dir).with_context(|| format!("cannot trust {}", dir.display()))?;
     if !metadata.is_dir() {
@@ -135,7 +135,7 @@ pub fn trust_folder(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
             dir.display()
         );
     }
-    let path = folders_file()
+    let path = folders_file(dirs)
         .context("cannot tell where the trusted folders live: set HOME (or XDG_CONFIG_HOME)")?;
     let (mut folders, warning) = read_folders_at(&path);
     if let Some(warning) = warning
@@ -158,8 +158,8 @@ pub fn trust_folder(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 /// Stops trusting `dir`: removes it (every spelling of it) from the trusted folders. Returns
 /// what was removed.
-pub fn untrust_folder(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let path = folders_file()
+pub fn untrust_folder(dirs: &UserDirs, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let path = folders_file(dirs)
         .context("cannot tell where the trusted folders live: set HOME (or XDG_CONFIG_HOME)")?;
     let (folders, warning) = read_folders_at(&path);
     if let Some(warning) = warning {
@@ -257,9 +257,9 @@ impl CallHistory for LoadedCalls {
 
 impl CallRecords {
     /// The records under `$XDG_STATE_HOME/flemma/calls`.
-    pub fn from_env() -> Self {
+    pub fn for_dirs(dirs: &UserDirs) -> Self {
         Self {
-            dir: records_dir(),
+            dir: records_dir(dirs),
             last: Arc::default(),
         }
     }

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use flemma_protocol::engine::{RateLimits, UsageTotals};
 
+use crate::user_dirs::UserDirs;
+
 /// The totals of a document's requests, in the protocol's form.
 pub fn totals(
     usage: &flemma_conversation::Usage,
@@ -124,9 +126,9 @@ fn dollars(amount: f64) -> String {
 
 /// Where the rate limits a provider last reported are kept:
 /// `$XDG_STATE_HOME/flemma/rate-limits/<provider>.json`.
-fn file(provider: &str) -> Option<PathBuf> {
+fn file(dirs: &UserDirs, provider: &str) -> Option<PathBuf> {
     Some(
-        crate::user_dirs::flemma_state()?
+        dirs.flemma_state()?
             .join("rate-limits")
             .join(format!("{provider}.json")),
     )
@@ -143,8 +145,8 @@ pub struct Observed {
 
 /// Keeps what `provider` reported (best effort: a failure is logged, nothing else depends on
 /// it).
-pub fn remember(provider: &str, limits: &flemma_conversation::RateLimits) {
-    let Some(path) = file(provider) else {
+pub fn remember(dirs: &UserDirs, provider: &str, limits: &flemma_conversation::RateLimits) {
+    let Some(path) = file(dirs, provider) else {
         return;
     };
     let observed = Observed {
@@ -167,8 +169,8 @@ pub fn remember(provider: &str, limits: &flemma_conversation::RateLimits) {
 }
 
 /// What `provider` last reported, when flemmad kept it.
-pub fn last(provider: &str) -> Option<Observed> {
-    let text = std::fs::read_to_string(file(provider)?).ok()?;
+pub fn last(dirs: &UserDirs, provider: &str) -> Option<Observed> {
+    let text = std::fs::read_to_string(file(dirs, provider)?).ok()?;
     serde_json::from_str(&text).ok()
 }
 

@@ -5,8 +5,8 @@
 //! fallback (`/tmp/flemma-$UID`, `runtime_dir::RuntimePaths::dir_for`).
 //!
 //! [`UserDirs::from_vars`] is the rule, pure, for whoever reads the environment another way
-//! (`flemmad doctor` reads the environment a test gives it); the functions below read this
-//! process's environment.
+//! (`flemmad doctor` reads the environment a test gives it); [`UserDirs::from_process`] reads
+//! this process's once, in `main`, into the `ProcessContext` handed down from there.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -47,42 +47,20 @@ impl UserDirs {
         }
     }
 
-    /// This process's.
+    /// This process's: read once, by `main` (`ProcessContext::from_process`).
     pub fn from_process() -> Self {
         Self::from_vars(|name| std::env::var_os(name))
     }
-}
 
-/// `$HOME` (absolute), for `~/` in paths and the home folder's files.
-pub fn home() -> Option<PathBuf> {
-    UserDirs::from_process().home
-}
+    /// flemmad's folder in the user's configuration: `$XDG_CONFIG_HOME/flemma`.
+    pub fn flemma_config(&self) -> Option<PathBuf> {
+        self.config.as_ref().map(|dir| dir.join("flemma"))
+    }
 
-/// flemmad's folder in the user's configuration: `$XDG_CONFIG_HOME/flemma`.
-pub fn flemma_config() -> Option<PathBuf> {
-    UserDirs::from_process()
-        .config
-        .map(|dir| dir.join("flemma"))
-}
-
-/// flemmad's folder of state (records, journal, locks, log): `$XDG_STATE_HOME/flemma`.
-pub fn flemma_state() -> Option<PathBuf> {
-    UserDirs::from_process().state.map(|dir| dir.join("flemma"))
-}
-
-/// `$XDG_CACHE_HOME` (`~/.cache`).
-pub fn cache_home() -> Option<PathBuf> {
-    UserDirs::from_process().cache
-}
-
-/// `$XDG_CONFIG_HOME` (`~/.config`): other programs' configuration (systemd units, editors).
-pub fn config_home() -> Option<PathBuf> {
-    UserDirs::from_process().config
-}
-
-/// `$XDG_RUNTIME_DIR` when absolute.
-pub fn runtime_dir() -> Option<PathBuf> {
-    UserDirs::from_process().runtime
+    /// flemmad's folder of state (records, journal, locks, log): `$XDG_STATE_HOME/flemma`.
+    pub fn flemma_state(&self) -> Option<PathBuf> {
+        self.state.as_ref().map(|dir| dir.join("flemma"))
+    }
 }
 
 /// A chat's name in flemmad's own folders (records, journal, locks, archives, checkpoints): the

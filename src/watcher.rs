@@ -234,6 +234,8 @@ pub struct ChatWatcher {
 
 #[derive(Debug, Default)]
 struct ChatWatcherInner {
+    /// Watching is off (`FLEMMAD_WATCH=poll`, `ProcessContext::poll_files`).
+    off: bool,
     /// Started at the first watch: `None` when watching is off or impossible.
     watcher: OnceLock<Option<FileWatcher>>,
     /// A failure was logged (once per owner).
@@ -241,12 +243,22 @@ struct ChatWatcherInner {
 }
 
 impl ChatWatcher {
+    /// A watcher of one owner; `off` (`ProcessContext::poll_files`): every watch is `None`.
+    pub fn new(off: bool) -> Self {
+        Self {
+            inner: Arc::new(ChatWatcherInner {
+                off,
+                ..ChatWatcherInner::default()
+            }),
+        }
+    }
+
     /// Watches `path`; `None` when watching is off or impossible (the caller polls then).
     /// Failures are logged once.
     pub fn watch(&self, path: &Path) -> Option<FileWatch> {
         let inner = &self.inner;
         let watcher = inner.watcher.get_or_init(|| {
-            if std::env::var(WATCH_ENV).is_ok_and(|value| value == "poll") {
+            if inner.off {
                 tracing::info!("{WATCH_ENV}=poll: chat files are polled, not watched");
                 return None;
             }

@@ -6,7 +6,6 @@
 //!
 //! Logs go to `$XDG_STATE_HOME/flemma/flemmad.log` (never stdout, which carries the protocol).
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -14,6 +13,7 @@ use anyhow::Context as _;
 
 use super::proxy;
 use crate::acp_backend::AcpBackend;
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, clap::Args)]
 pub struct AcpArgs {
@@ -23,17 +23,18 @@ pub struct AcpArgs {
     pub no_daemon: bool,
 }
 
-pub fn run(args: AcpArgs, config: Option<&Path>) -> anyhow::Result<ExitCode> {
+pub fn run(args: AcpArgs, context: &ProcessContext) -> anyhow::Result<ExitCode> {
     if !args.no_daemon
         // An ACP session ends with the editor's input alone.
-        && let Some(outcome) = proxy::through_daemon(|paths| &paths.acp_socket, "acp", |_| false)
+        && let Some(outcome) =
+            proxy::through_daemon(&context.runtime, |paths| &paths.acp_socket, "acp", |_| false)
     {
         outcome.context("the connection to the daemon failed")?;
         return Ok(ExitCode::SUCCESS);
     }
     let runtime = crate::runtime::get()?;
     let input = std::io::BufReader::new(std::io::stdin());
-    let engine = crate::engine_host::EngineHost::start(config.map(Path::to_owned))
+    let engine = crate::engine_host::EngineHost::start(Arc::new(context.clone()))
         .context("cannot start the engine")?;
     tracing::info!("acp: serving on stdio");
     let backend = Arc::new(AcpBackend::new(engine.clone()));

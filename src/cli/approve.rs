@@ -16,6 +16,7 @@ use super::progress::shell_quote;
 use super::via_daemon::{self, Action, DaemonClient, Follow};
 use crate::engine_host::CallOptions;
 use crate::fsutil;
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("which").required(true).args(["tool_ids", "all"])))]
@@ -51,9 +52,9 @@ pub struct ApproveArgs {
     pub reason: Option<String>,
 }
 
-pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+pub fn run(args: ApproveArgs, context: &ProcessContext) -> Result<ExitCode, CliError> {
     if let Some(hunks) = &args.hunks {
-        return approve_hunks(&args, hunks, config_path);
+        return approve_hunks(&args, hunks, context);
     }
     let build = |doc: &Document| {
         if args.all {
@@ -63,12 +64,12 @@ pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
         }
     };
     if !args.no_daemon
-        && let Some(client) = DaemonClient::connect()
+        && let Some(client) = DaemonClient::connect(context)
     {
         // Unknown or resolved ids are refused here (exit 2), as without a daemon; an asked
         // agent's question is the daemon's to know.
         if args.all || !args.tool_ids.iter().all(|id| is_permission_id(id)) {
-            check_placeholders("approve", &args.file, build)?;
+            check_placeholders(context, "approve", &args.file, build)?;
         }
         return via_daemon::run_with(
             client,
@@ -85,9 +86,9 @@ pub fn run(args: ApproveArgs, config_path: Option<&Path>) -> Result<ExitCode, Cl
         return Err(CliError::failed("approve", no_daemon_to_answer(id)));
     }
     // Checked here first (exit 2, nothing changed), as with a daemon.
-    check_placeholders("approve", &args.file, build)?;
+    check_placeholders(context, "approve", &args.file, build)?;
     let ids =
-        LocalHost::start("approve", &args.file, config_path)?.decide(&action(&args), MARK_ONLY)?;
+        LocalHost::start("approve", &args.file, context)?.decide(&action(&args), MARK_ONLY)?;
     let list = ids
         .iter()
         .map(|id| format!("`{id}`"))
@@ -121,7 +122,7 @@ pub(super) const MARK_ONLY: CallOptions = CallOptions { no_autopilot: true };
 fn approve_hunks(
     args: &ApproveArgs,
     hunks: &[u32],
-    config_path: Option<&Path>,
+    context: &ProcessContext,
 ) -> Result<ExitCode, CliError> {
     const COMMAND: &str = "approve";
     let [tool_id] = args.tool_ids.as_slice() else {
@@ -130,9 +131,9 @@ fn approve_hunks(
             &anyhow::anyhow!("--hunks approves part of one call: name exactly one tool id"),
         ));
     };
-    let text =
-        fsutil::read_chat(&args.file).map_err(|error| CliError::unreadable(COMMAND, &error))?;
-    let chat = std::path::absolute(&args.file).unwrap_or_else(|_| args.file.clone());
+    let text = fsutil::read_chat(&context.dirs, &args.file)
+        .map_err(|error| CliError::unreadable(COMMAND, &error))?;
+    let chat = context.absolute(&args.file);
     let refused = |why: String| {
         CliError::unreadable(
             COMMAND,
@@ -141,7 +142,7 @@ fn approve_hunks(
     };
     // Checked here first (exit 2, nothing changed), with a daemon too: the daemon checks
     // again on the chat as it holds it.
-    let pending = crate::proposals::pending(&chat, text, tool_id, config_path).map_err(refused)?;
+    let pending = crate::proposals::pending(&chat, text, tool_id, context).map_err(refused)?;
     let (_, note) = crate::proposals::approved_in_part(&pending, hunks, args.reason.as_deref())
         .map_err(refused)?;
     let action = Action::ApproveHunks {
@@ -150,7 +151,7 @@ fn approve_hunks(
         reason: args.reason.clone(),
     };
     if !args.no_daemon
-        && let Some(client) = DaemonClient::connect()
+        && let Some(client) = DaemonClient::connect(context)
     {
         let follow = Follow::progress(args.detach);
         return via_daemon::run_with(client, COMMAND, &args.file, action, follow);
@@ -158,8 +159,7 @@ fn approve_hunks(
     if args.detach {
         return Err(CliError::failed(COMMAND, via_daemon::NO_DAEMON_TO_DETACH));
     }
-    let approved =
-        LocalHost::start(COMMAND, &args.file, config_path)?.decide(&action, MARK_ONLY)?;
+    let approved = LocalHost::start(COMMAND, &args.file, context)?.decide(&action, MARK_ONLY)?;
     super::Ui::new("approve").note(format!(
         "approved part of `{}`: {note}\nRun `flemmad send {}` to run it",
         approved.join(", "),
@@ -184,11 +184,13 @@ pub(super) fn no_daemon_to_answer(id: &str) -> String {
 /// of a command the engine host carries out (the daemon's, or this process's). A refusal
 /// (unknown or already-resolved id) exits 2 with the pending ids.
 pub fn check_placeholders(
+    context: &ProcessContext,
     command: &str,
     path: &Path,
     build: impl Fn(&Document) -> Result<(Vec<String>, Vec<TextEdit>), ActionError>,
 ) -> Result<Vec<String>, CliError> {
-    let text = fsutil::read_chat(path).map_err(|error| CliError::unreadable(command, &error))?;
+    let text = fsutil::read_chat(&context.dirs, path)
+        .map_err(|error| CliError::unreadable(command, &error))?;
     let doc = flemma_syntax::parse(text.as_str());
     build(&doc).map(|(ids, _)| ids).map_err(|error| {
         CliError::unreadable(

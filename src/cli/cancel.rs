@@ -8,6 +8,7 @@ use clap::Args;
 use super::CliError;
 use super::via_daemon;
 use crate::driver_lock::DriverLock;
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {
@@ -19,14 +20,14 @@ pub struct CancelArgs {
     pub no_daemon: bool,
 }
 
-pub fn run(args: CancelArgs) -> Result<(), CliError> {
+pub fn run(args: CancelArgs, context: &ProcessContext) -> Result<(), CliError> {
     if !args.no_daemon
-        && let Some(outcome) = via_daemon::cancel(&args.file)
+        && let Some(outcome) = via_daemon::cancel(context, &args.file)
     {
         return outcome;
     }
     // No daemon: a `flemmad send` of this chat in another process holds its lock.
-    match DriverLock::owner(&args.file) {
+    match DriverLock::owner(&context.dirs, &args.file) {
         None => Err(CliError::failed(
             "cancel",
             format!(

@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::{CliError, Ui};
 use crate::checkpoints::{CheckpointError, Checkpoints};
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
 pub struct ChangesArgs {
@@ -62,7 +63,7 @@ pub struct RewindArgs {
 fn checkpoints(
     command: &str,
     file: &std::path::Path,
-    config_path: Option<&std::path::Path>,
+    context: &ProcessContext,
 ) -> Result<Checkpoints, CliError> {
     if !file.is_file() {
         return Err(CliError::unreadable(
@@ -70,7 +71,7 @@ fn checkpoints(
             &anyhow::anyhow!("{} is not a chat file that exists", file.display()),
         ));
     }
-    crate::checkpoints::of_chat(file, config_path).map_err(|error| CliError::failed(command, error))
+    crate::checkpoints::of_chat(context, file).map_err(|error| CliError::failed(command, error))
 }
 
 fn failed(command: &str, error: CheckpointError) -> CliError {
@@ -81,9 +82,13 @@ fn failed(command: &str, error: CheckpointError) -> CliError {
 }
 
 /// The tool-use ids of the `turn`-th assistant message of `file` (1-based).
-fn calls_of_turn(file: &std::path::Path, turn: usize) -> Result<Vec<String>, CliError> {
-    let text =
-        crate::fsutil::read_chat(file).map_err(|error| CliError::unreadable("changes", &error))?;
+fn calls_of_turn(
+    context: &ProcessContext,
+    file: &std::path::Path,
+    turn: usize,
+) -> Result<Vec<String>, CliError> {
+    let text = crate::fsutil::read_chat(&context.dirs, file)
+        .map_err(|error| CliError::unreadable("changes", &error))?;
     let doc = flemma_syntax::parse(text);
     let answers: Vec<_> = doc
         .messages()
@@ -107,14 +112,11 @@ fn calls_of_turn(file: &std::path::Path, turn: usize) -> Result<Vec<String>, Cli
         .collect())
 }
 
-pub fn run_changes(
-    args: ChangesArgs,
-    config_path: Option<&std::path::Path>,
-) -> Result<(), CliError> {
-    let checkpoints = checkpoints("changes", &args.file, config_path)?;
+pub fn run_changes(args: ChangesArgs, context: &ProcessContext) -> Result<(), CliError> {
+    let checkpoints = checkpoints("changes", &args.file, context)?;
     let calls = match (&args.call, args.turn) {
         (Some(id), _) => Some(vec![id.clone()]),
-        (None, Some(turn)) => Some(calls_of_turn(&args.file, turn)?),
+        (None, Some(turn)) => Some(calls_of_turn(context, &args.file, turn)?),
         (None, None) => None,
     };
     let text = checkpoints
@@ -132,11 +134,11 @@ pub fn run_changes(
     Ok(())
 }
 
-pub fn run_rewind(args: RewindArgs, config_path: Option<&std::path::Path>) -> Result<(), CliError> {
+pub fn run_rewind(args: RewindArgs, context: &ProcessContext) -> Result<(), CliError> {
     let ui = Ui::new("rewind");
     if args.undo_chat {
-        let archive =
-            crate::rewind_chat::undo(&args.file).map_err(|why| CliError::failed("rewind", why))?;
+        let archive = crate::rewind_chat::undo(&context.dirs, &args.file)
+            .map_err(|why| CliError::failed("rewind", why))?;
         ui.note(format_args!(
             "the chat is as it was before it was cut back (from {})",
             archive.display()
@@ -151,13 +153,13 @@ pub fn run_rewind(args: RewindArgs, config_path: Option<&std::path::Path>) -> Re
     };
     if (args.chat || args.both)
         && !args.no_daemon
-        && let Some(client) = super::via_daemon::DaemonClient::connect()
+        && let Some(client) = super::via_daemon::DaemonClient::connect(context)
     {
         return rewind_through_daemon(&ui, client, &args, to);
     }
     // The chat's cut is found first: --both changes nothing when the call is not in the chat.
     let chat_cut = if args.chat || args.both {
-        let text = crate::fsutil::read_chat(&args.file)
+        let text = crate::fsutil::read_chat(&context.dirs, &args.file)
             .map_err(|error| CliError::unreadable("rewind", &error))?;
         let cut = crate::rewind_chat::cut_point(&text, to)
             .map_err(|why| CliError::unreadable("rewind", &anyhow::anyhow!(why)))?;
@@ -166,7 +168,7 @@ pub fn run_rewind(args: RewindArgs, config_path: Option<&std::path::Path>) -> Re
         None
     };
     if !args.chat {
-        rewind_files(&ui, &args, to, config_path)?;
+        rewind_files(&ui, &args, to, context)?;
     }
     let Some((text, cut)) = chat_cut else {
         return Ok(());
@@ -176,7 +178,7 @@ pub fn run_rewind(args: RewindArgs, config_path: Option<&std::path::Path>) -> Re
         ui.line(&format!("would cut {what}"))?;
         return Ok(());
     }
-    let archive = crate::rewind_chat::cut(&args.file, &text, &cut)
+    let archive = crate::rewind_chat::cut(&context.dirs, &args.file, &text, &cut)
         .map_err(|why| CliError::failed("rewind", why))?;
     ui.line(&format!("cut {what}"))?;
     say_chat_kept(&ui, &archive.display(), &args.file);
@@ -195,9 +197,9 @@ fn rewind_files(
     ui: &Ui,
     args: &RewindArgs,
     to: &str,
-    config_path: Option<&std::path::Path>,
+    context: &ProcessContext,
 ) -> Result<(), CliError> {
-    let checkpoints = checkpoints("rewind", &args.file, config_path)?;
+    let checkpoints = checkpoints("rewind", &args.file, context)?;
     let plan = checkpoints
         .rewind(to, args.force, args.dry_run)
         .map_err(|error| failed("rewind", error))?;

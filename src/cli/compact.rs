@@ -6,7 +6,7 @@
 //! (`flemma/compact`, `flemma/compactUndo`: written by the document's writer, so an editor
 //! with the chat open gets the change as an edit), else on the file.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use tokio_util::sync::CancellationToken;
@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::CliError;
 use crate::chat;
 use crate::compaction::{self, Refused};
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
 pub struct CompactArgs {
@@ -35,13 +36,14 @@ pub struct CompactArgs {
     pub no_daemon: bool,
 }
 
-pub fn run(args: CompactArgs, config_path: Option<&Path>) -> Result<(), CliError> {
+pub fn run(args: CompactArgs, context: &ProcessContext) -> Result<(), CliError> {
     if !args.no_daemon
-        && let Some(client) = super::via_daemon::DaemonClient::connect()
+        && let Some(client) = super::via_daemon::DaemonClient::connect(context)
     {
         return through_daemon(client, &args);
     }
-    if let Some(owner) = crate::driver_lock::DriverLock::owner(&args.file) {
+    let dirs = &context.dirs;
+    if let Some(owner) = crate::driver_lock::DriverLock::owner(dirs, &args.file) {
         return Err(CliError::failed(
             "compact",
             format!(
@@ -51,7 +53,7 @@ pub fn run(args: CompactArgs, config_path: Option<&Path>) -> Result<(), CliError
         ));
     }
     if args.undo {
-        return match compaction::undo(&args.file) {
+        return match compaction::undo(dirs, &args.file) {
             Ok(restore) => {
                 super::Ui::new("compact").line(&format!(
                     "restored the compacted turns from {} into {}",
@@ -66,12 +68,7 @@ pub fn run(args: CompactArgs, config_path: Option<&Path>) -> Result<(), CliError
             Err(refused) => Err(CliError::failed("compact", refused)),
         };
     }
-    let loaded = chat::load(
-        "compact",
-        flemma_ide::Purpose::Send,
-        &args.file,
-        config_path,
-    )?;
+    let loaded = chat::load("compact", flemma_ide::Purpose::Send, &args.file, context)?;
     let Some(resolved) = &loaded.analysis.config else {
         return Err(CliError::blocked(
             "compact",
@@ -99,9 +96,10 @@ pub fn run(args: CompactArgs, config_path: Option<&Path>) -> Result<(), CliError
             CancellationToken::new(),
         ))
         .map_err(unchanged)?;
-    let compacted = compaction::prepare(&args.file, text, plan, &summary).map_err(unchanged)?;
+    let compacted =
+        compaction::prepare(dirs, &args.file, text, plan, &summary).map_err(unchanged)?;
     let next = compacted.apply(text);
-    let written = crate::fsutil::replace_chat_if_unchanged(&args.file, text, &next)
+    let written = crate::fsutil::replace_chat_if_unchanged(dirs, &args.file, text, &next)
         .map_err(|error| format!("{error:#}"))
         .and_then(|written| {
             written.then_some(()).ok_or_else(|| {
@@ -119,7 +117,7 @@ pub fn run(args: CompactArgs, config_path: Option<&Path>) -> Result<(), CliError
         flemma_ide::Purpose::Send,
         &args.file,
         next,
-        config_path,
+        context,
     )
     .map(|loaded| meter.estimate(&loaded.analysis.evaluation.conversation, &[]))
     .unwrap_or(before);

@@ -2,7 +2,7 @@
 //! or estimate them locally for providers without one (the Codex backend, Chat Completions
 //! servers; `flemma_wire::estimate`), and say which it is.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use flemma_provider::credentials::CredentialEnvironment;
@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::CliError;
 use crate::chat;
 use crate::context::Counted;
+use crate::process_context::ProcessContext;
 use crate::provider_setup::{client, provider_setup};
 
 #[derive(Debug, Args)]
@@ -23,7 +24,7 @@ pub struct CountArgs {
     pub stdin: bool,
 }
 
-pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> {
+pub fn run(args: CountArgs, context: &ProcessContext) -> Result<(), CliError> {
     let loaded = if args.stdin {
         let mut text = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|error| {
@@ -37,10 +38,10 @@ pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> 
             flemma_ide::Purpose::Send,
             &args.file,
             text,
-            config_path,
+            context,
         )?
     } else {
-        chat::load("count", flemma_ide::Purpose::Send, &args.file, config_path)?
+        chat::load("count", flemma_ide::Purpose::Send, &args.file, context)?
     };
     let report = loaded.report(true);
     // The same rules as `send`: what cannot be sent is not counted (no request is made).
@@ -61,10 +62,12 @@ pub fn run(args: CountArgs, config_path: Option<&Path>) -> Result<(), CliError> 
     };
     let config = &resolved.config;
     let environment = CredentialEnvironment::from_process();
-    let mut setup = provider_setup(config, Some(&args.file), &environment)?;
+    // The chat by its absolute path for every part below (its folder is never "").
+    let chat = context.absolute(&args.file);
+    let mut setup = provider_setup(config, Some(&chat), &environment)?;
     // What the request really holds: the enabled tools' definitions too (no MCP server is
     // started here; theirs are not counted).
-    setup.options.tools = crate::tool_setup::ToolSetup::for_chat(&loaded.analysis, &args.file)
+    setup.options.tools = crate::tool_setup::ToolSetup::for_chat(context, &loaded.analysis, &chat)
         .map(|tools| tools.definitions())
         .unwrap_or_default();
     let conversation = &*crate::context::request_conversation(&loaded.analysis);

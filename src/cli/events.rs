@@ -4,7 +4,7 @@ use std::io::{BufRead as _, BufReader, Write as _};
 
 use serde_json::{Value, json};
 
-use crate::runtime_dir::RuntimePaths;
+use crate::process_context::ProcessContext;
 
 use super::CliError;
 
@@ -15,9 +15,9 @@ pub struct EventsArgs {}
 pub const NO_DAEMON: &str =
     "no daemon runs; start it with `flemmad serve` or `systemctl --user start flemmad.socket`";
 
-pub fn run(_args: EventsArgs) -> Result<(), CliError> {
-    let paths = RuntimePaths::from_env();
-    let Some(mut stream) = crate::daemon::socket::connect_running(&paths, &paths.rpc_socket) else {
+pub fn run(_args: EventsArgs, context: &ProcessContext) -> Result<(), CliError> {
+    let paths = &context.runtime;
+    let Some(mut stream) = crate::daemon::socket::connect_running(paths, &paths.rpc_socket) else {
         return Err(CliError::failed("events", NO_DAEMON));
     };
     let subscribe =

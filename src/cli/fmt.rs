@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::ChatPath;
 use crate::fsutil;
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
 pub struct FmtArgs {
@@ -46,9 +47,9 @@ fn convert_lua(text: &str) -> anyhow::Result<Option<String>> {
     Ok(Some(out))
 }
 
-pub fn run(args: FmtArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: FmtArgs, context: &ProcessContext) -> anyhow::Result<ExitCode> {
     let ui = super::Ui::new("fmt");
-    let text = match fsutil::read_chat(&args.file) {
+    let text = match fsutil::read_chat(&context.dirs, &args.file) {
         Ok(text) => text,
         Err(error) => {
             ui.note(format!("{error:#}"));
@@ -107,7 +108,7 @@ pub fn run(args: FmtArgs) -> anyhow::Result<ExitCode> {
     }
     let edits: Vec<_> = changes.iter().map(|(e, _)| e.clone()).collect();
     let formatted = flemma_syntax::apply_edits(text, &edits)?;
-    fsutil::write_chat(&args.file, &formatted)?;
+    fsutil::write_chat(&context.dirs, &args.file, &formatted)?;
     ui.stderr(&format!(
         "{}: {change_count} change(s) written\n",
         args.file.display()

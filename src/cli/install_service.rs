@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::CliError;
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, clap::Args)]
 pub struct InstallServiceArgs {
@@ -51,12 +52,12 @@ fn systemd_quote(path: &Path) -> String {
     }
 }
 
-fn units_dir() -> Option<PathBuf> {
-    let config = crate::user_dirs::config_home()?;
+fn units_dir(context: &ProcessContext) -> Option<PathBuf> {
+    let config = context.dirs.config.clone()?;
     Some(config.join("systemd").join("user"))
 }
 
-pub fn run(args: InstallServiceArgs) -> Result<(), CliError> {
+pub fn run(args: InstallServiceArgs, context: &ProcessContext) -> Result<(), CliError> {
     let ui = super::Ui::new("install-service");
     let binary = std::env::current_exe()
         .and_then(std::fs::canonicalize)
@@ -74,7 +75,7 @@ pub fn run(args: InstallServiceArgs) -> Result<(), CliError> {
         ))?;
         return Ok(());
     }
-    let dir = units_dir().ok_or_else(|| {
+    let dir = units_dir(context).ok_or_else(|| {
         CliError::failed(
             "install-service",
             "neither XDG_CONFIG_HOME nor HOME is set; set one, or use --print and install the units yourself",

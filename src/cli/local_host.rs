@@ -18,6 +18,7 @@ use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 use super::CliError;
 use super::via_daemon::Action;
 use crate::engine_host::{CallOptions, DocumentRef, EngineHost, Followed};
+use crate::process_context::ProcessContext;
 
 /// This process's engine host, working on one chat. Shut down when dropped (what still runs is
 /// cancelled and written first).
@@ -33,11 +34,11 @@ pub struct LocalHost {
 impl LocalHost {
     /// Starts the host for the chat at `file` (an unreadable chat says so first, exit 2, as
     /// through a daemon).
-    pub fn start(command: &str, file: &Path, config_path: Option<&Path>) -> Result<Self, CliError> {
-        crate::fsutil::read_chat(file).map_err(|error| CliError::unreadable(command, &error))?;
-        let path =
-            flemma_protocol::document::normalize(&super::via_daemon::absolute(command, file)?);
-        let host = EngineHost::start(config_path.map(Path::to_owned))
+    pub fn start(command: &str, file: &Path, context: &ProcessContext) -> Result<Self, CliError> {
+        crate::fsutil::read_chat(&context.dirs, file)
+            .map_err(|error| CliError::unreadable(command, &error))?;
+        let path = flemma_protocol::document::normalize(&context.absolute(file));
+        let host = EngineHost::start(Arc::new(context.clone()))
             .map_err(|error| CliError::failed(command, format!("{error:#}")))?;
         let followed = host.follow(&path);
         Ok(Self {

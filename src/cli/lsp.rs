@@ -10,6 +10,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use super::proxy;
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, clap::Args)]
 pub struct LspArgs {
@@ -22,24 +23,25 @@ pub struct LspArgs {
     pub no_daemon: bool,
 }
 
-pub fn run(args: LspArgs, config: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+pub fn run(args: LspArgs, context: &ProcessContext) -> anyhow::Result<ExitCode> {
     if !args.no_daemon
-        && let Some(outcome) = proxy::through_daemon(|paths| &paths.lsp_socket, "lsp", {
-            let mut watch = flemma_lsp::transport::ExitWatch::default();
-            move |bytes: &[u8]| watch.feed(bytes)
-        })
+        && let Some(outcome) =
+            proxy::through_daemon(&context.runtime, |paths| &paths.lsp_socket, "lsp", {
+                let mut watch = flemma_lsp::transport::ExitWatch::default();
+                move |bytes: &[u8]| watch.feed(bytes)
+            })
     {
         outcome.context("the connection to the daemon failed")?;
         return Ok(ExitCode::SUCCESS);
     }
-    let engine = crate::engine_host::EngineHost::start(config.map(std::path::Path::to_owned))
+    let engine = crate::engine_host::EngineHost::start(Arc::new(context.clone()))
         .context("cannot start the engine")?;
     let backend = Box::new(crate::lsp_backend::LspBackend::new(engine.clone()));
     // The user's config file (FLEMMA_CONFIG / XDG), as the CLI reads it: problems with it are
     // diagnostics of every open chat, not a refusal to start.
     let host = flemma_ide::AnalysisHost::with_template_cache(
         Arc::new(flemma_template::FsHost),
-        crate::chat::config_input(config),
+        crate::chat::config_input(context),
         engine.template_cache(),
     );
     let (connection, io_threads) =
@@ -60,16 +62,16 @@ pub fn run(args: LspArgs, config: Option<&std::path::Path>) -> anyhow::Result<Ex
 }
 
 /// Where the log goes: `$XDG_STATE_HOME/flemma/flemmad.log` (`~/.local/state` by default).
-fn log_path() -> Option<PathBuf> {
-    Some(crate::user_dirs::flemma_state()?.join("flemmad.log"))
+fn log_path(context: &ProcessContext) -> Option<PathBuf> {
+    Some(context.dirs.flemma_state()?.join("flemmad.log"))
 }
 
 /// Logging for LSP mode: to the log file, else (when it cannot be opened) to stderr; never
 /// stdout. `RUST_LOG` chooses the level (default `info`).
-pub fn init_logging() {
+pub fn init_logging(context: &ProcessContext) {
     use tracing_subscriber::EnvFilter;
     let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let file = log_path().and_then(|path| {
+    let file = log_path(context).and_then(|path| {
         std::fs::create_dir_all(path.parent()?).ok()?;
         OpenOptions::new()
             .create(true)

@@ -36,6 +36,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub use error::{BROKEN_PIPE_EXIT, CliError};
 use ui::Ui;
 
+use crate::process_context::ProcessContext;
+
 /// flemmad makes `.chat` files live conversations with LLMs, from any editor or the command line.
 ///
 /// A `.chat` file is plain text: role markers (`@System:`, `@You:`, `@Assistant:`), optional
@@ -289,15 +291,15 @@ pub type ChatPath = PathBuf;
 /// Logging: `RUST_LOG` when set, else the configuration's `log.level` when the configuration
 /// file sets it, else warnings only; to the configuration's `log.file` (appended) when set,
 /// else to stderr.
-pub fn init_logging(cli: &Cli) {
+pub fn init_logging(cli: &Cli, context: &ProcessContext) {
     use tracing_subscriber::EnvFilter;
     if matches!(
         cli.command,
         Command::Lsp(_) | Command::Serve(_) | Command::Acp(_)
     ) {
-        return lsp::init_logging();
+        return lsp::init_logging(context);
     }
-    let layers = crate::chat::config_input(cli.config.as_deref()).layers;
+    let layers = crate::chat::config_input(context).layers;
     let setting = |key: &str| {
         layers
             .iter()
@@ -310,7 +312,7 @@ pub fn init_logging(cli: &Cli) {
     });
     let subscriber = tracing_subscriber::fmt().with_env_filter(filter);
     let file = setting("log.file").and_then(|file| {
-        let path = match (file.strip_prefix("~/"), crate::user_dirs::home()) {
+        let path = match (file.strip_prefix("~/"), &context.dirs.home) {
             (Some(rest), Some(home)) => home.join(rest),
             _ => PathBuf::from(&file),
         };
@@ -340,29 +342,30 @@ pub fn init_logging(cli: &Cli) {
 
 /// Runs the command. Exit codes are decided by [`CliError`] (`fmt` still returns its own
 /// until it moves to `CliError`).
-pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
-    let config = cli.config.as_deref();
+///
+/// Every command gets the process's context (`main` reads it once), never the environment.
+pub fn run(cli: Cli, context: &ProcessContext) -> Result<ExitCode, CliError> {
     match cli.command {
-        Command::Parse(args) => parse::run(args, config),
-        Command::Fmt(args) => return Ok(fmt::run(args)?),
-        Command::Send(args) => return send::run(args, config),
-        Command::Approve(args) => return approve::run(args, config),
-        Command::Reject(args) => return reject::run(args, config),
-        Command::Cancel(args) => cancel::run(args),
-        Command::Status(args) => status::run(args, config),
-        Command::Count(args) => count::run(args, config),
-        Command::Compact(args) => compact::run(args, config),
-        Command::Models(args) => models::run(args, config),
-        Command::Tools(args) => return Ok(tools::run(args, config)?),
-        Command::Lsp(args) => return Ok(lsp::run(args, config)?),
-        Command::Acp(args) => return Ok(acp::run(args, config)?),
-        Command::Serve(args) => serve::run(args, config),
-        Command::Events(args) => events::run(args),
-        Command::InstallService(args) => install_service::run(args),
-        Command::Doctor(args) => return doctor::run(args, config),
-        Command::Trust(args) => trust::run(args, config),
-        Command::Changes(args) => changes::run_changes(args, config),
-        Command::Rewind(args) => changes::run_rewind(args, config),
+        Command::Parse(args) => parse::run(args, context),
+        Command::Fmt(args) => return Ok(fmt::run(args, context)?),
+        Command::Send(args) => return send::run(args, context),
+        Command::Approve(args) => return approve::run(args, context),
+        Command::Reject(args) => return reject::run(args, context),
+        Command::Cancel(args) => cancel::run(args, context),
+        Command::Status(args) => status::run(args, context),
+        Command::Count(args) => count::run(args, context),
+        Command::Compact(args) => compact::run(args, context),
+        Command::Models(args) => models::run(args, context),
+        Command::Tools(args) => return Ok(tools::run(args, context)?),
+        Command::Lsp(args) => return Ok(lsp::run(args, context)?),
+        Command::Acp(args) => return Ok(acp::run(args, context)?),
+        Command::Serve(args) => serve::run(args, context),
+        Command::Events(args) => events::run(args, context),
+        Command::InstallService(args) => install_service::run(args, context),
+        Command::Doctor(args) => return doctor::run(args, context),
+        Command::Trust(args) => trust::run(args, context),
+        Command::Changes(args) => changes::run_changes(args, context),
+        Command::Rewind(args) => changes::run_rewind(args, context),
     }
     .map(|()| ExitCode::SUCCESS)
 }

@@ -1,7 +1,5 @@
 //! `flemmad models PROVIDER`: list the models a provider serves, with catalogue prices.
 
-use std::path::Path;
-
 use clap::Args;
 use flemma_config::{ConfigLayer, LayerKind};
 use flemma_protocol::models::ModelEntry;
@@ -9,6 +7,7 @@ use flemma_provider::credentials::CredentialEnvironment;
 use tokio_util::sync::CancellationToken;
 
 use super::CliError;
+use crate::process_context::ProcessContext;
 use crate::provider_setup::{client, provider_setup};
 
 #[derive(Debug, Args)]
@@ -20,9 +19,9 @@ pub struct ModelsArgs {
     pub json: bool,
 }
 
-pub fn run(args: ModelsArgs, config_path: Option<&Path>) -> Result<(), CliError> {
+pub fn run(args: ModelsArgs, context: &ProcessContext) -> Result<(), CliError> {
     let ui = super::Ui::new("models");
-    let input = crate::chat::config_input(config_path);
+    let input = crate::chat::config_input(context);
     let problems = input.diagnostics();
     if !problems.is_empty() {
         let place = input.user_file.clone().unwrap_or_default();

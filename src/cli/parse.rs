@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::{ChatPath, CliError, PositionEncoding};
 use crate::fsutil;
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
 pub struct ParseArgs {
@@ -23,12 +24,12 @@ pub struct ParseArgs {
     pub position_encoding: PositionEncoding,
 }
 
-pub fn run(args: ParseArgs, config_path: Option<&std::path::Path>) -> Result<(), CliError> {
+pub fn run(args: ParseArgs, context: &ProcessContext) -> Result<(), CliError> {
     if args.eval {
-        return run_eval(&args, config_path);
+        return run_eval(&args, context);
     }
-    let text =
-        fsutil::read_chat(&args.file).map_err(|error| CliError::unreadable("parse", &error))?;
+    let text = fsutil::read_chat(&context.dirs, &args.file)
+        .map_err(|error| CliError::unreadable("parse", &error))?;
     let doc = flemma_syntax::parse(text);
     let mut stdout = super::Ui::new("parse").stdout();
     if args.json {
@@ -43,13 +44,8 @@ pub fn run(args: ParseArgs, config_path: Option<&std::path::Path>) -> Result<(),
 
 /// `parse --eval`: the conversation on stdout (or the JSON form), the diagnostics on stderr
 /// exactly as `send` reports them; exit 1 when one blocks sending.
-fn run_eval(args: &ParseArgs, config_path: Option<&std::path::Path>) -> Result<(), CliError> {
-    let loaded = crate::chat::load(
-        "parse",
-        flemma_ide::Purpose::Inspect,
-        &args.file,
-        config_path,
-    )?;
+fn run_eval(args: &ParseArgs, context: &ProcessContext) -> Result<(), CliError> {
+    let loaded = crate::chat::load("parse", flemma_ide::Purpose::Inspect, &args.file, context)?;
     let mut stdout = super::Ui::new("parse").stdout();
     if args.json {
         let json = flemma_ide::to_protocol::evaluated_document(

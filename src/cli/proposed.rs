@@ -7,6 +7,7 @@ use flemma_syntax::Document;
 use serde_json::Value;
 
 use crate::chat;
+use crate::process_context::ProcessContext;
 use crate::tool_setup::ToolSetup;
 
 /// The input of the call `tool_id` (a JSON object), else null.
@@ -33,10 +34,10 @@ pub(super) fn proposed_diff(
 pub(super) fn diffs(
     wanted: bool,
     path: &Path,
-    config_path: Option<&Path>,
+    context: &ProcessContext,
 ) -> std::collections::HashMap<String, Result<String, String>> {
     if wanted {
-        proposed_diffs(path, config_path)
+        proposed_diffs(path, context)
     } else {
         Default::default()
     }
@@ -46,12 +47,12 @@ pub(super) fn diffs(
 /// empty when the chat cannot be loaded (the listing then goes without them).
 pub(super) fn proposed_diffs(
     file: &Path,
-    config_path: Option<&Path>,
+    context: &ProcessContext,
 ) -> std::collections::HashMap<String, Result<String, String>> {
-    let Ok(loaded) = chat::load("send", flemma_ide::Purpose::Inspect, file, config_path) else {
+    let Ok(loaded) = chat::load("send", flemma_ide::Purpose::Inspect, file, context) else {
         return Default::default();
     };
-    let Ok(tools) = ToolSetup::for_chat(&loaded.analysis, file) else {
+    let Ok(tools) = ToolSetup::for_chat(context, &loaded.analysis, file) else {
         return Default::default();
     };
     let doc = &*loaded.analysis.document;

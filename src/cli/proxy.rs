@@ -21,12 +21,12 @@ pub const DAEMON_WENT_AWAY: &str = "the daemon (`flemmad serve`) closed the conn
 /// closes the connection before is an error ([`DAEMON_WENT_AWAY`]): the editor, seeing the
 /// server fail, starts it again.
 pub fn through_daemon(
+    paths: &RuntimePaths,
     socket: fn(&RuntimePaths) -> &std::path::Path,
     what: &str,
     ended: impl FnMut(&[u8]) -> bool + Send + 'static,
 ) -> Option<io::Result<()>> {
-    let paths = RuntimePaths::from_env();
-    let stream = crate::daemon::socket::connect_running(&paths, socket(&paths))?;
+    let stream = crate::daemon::socket::connect_running(paths, socket(paths))?;
     tracing::info!("{what}: proxying stdio to the daemon");
     let outcome = pump(stream, ended);
     match &outcome {

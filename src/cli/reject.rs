@@ -3,7 +3,7 @@
 //! which goes on with the chat, else this process's (`cli/local_host`), which only marks it,
 //! so the next `flemmad send` tells the model.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -15,6 +15,7 @@ use super::approve::{MARK_ONLY, check_placeholders, is_permission_id, no_daemon_
 use super::local_host::LocalHost;
 use super::progress::shell_quote;
 use super::via_daemon::{self, Action, DaemonClient, Follow};
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
 pub struct RejectArgs {
@@ -41,16 +42,16 @@ fn action(args: &RejectArgs) -> Action {
     }
 }
 
-pub fn run(args: RejectArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+pub fn run(args: RejectArgs, context: &ProcessContext) -> Result<ExitCode, CliError> {
     let build = |doc: &flemma_syntax::Document| {
         actions::reject(doc, &args.tool_id, args.reason.as_deref())
             .map(|edit| (vec![args.tool_id.clone()], vec![edit]))
     };
     if !args.no_daemon
-        && let Some(client) = DaemonClient::connect()
+        && let Some(client) = DaemonClient::connect(context)
     {
         if !is_permission_id(&args.tool_id) {
-            check_placeholders("reject", &args.file, build)?;
+            check_placeholders(context, "reject", &args.file, build)?;
         }
         return via_daemon::run_with(
             client,
@@ -70,8 +71,8 @@ pub fn run(args: RejectArgs, config_path: Option<&Path>) -> Result<ExitCode, Cli
         ));
     }
     // Checked here first (exit 2, nothing changed), as with a daemon.
-    check_placeholders("reject", &args.file, build)?;
-    let host = LocalHost::start("reject", &args.file, config_path)?;
+    check_placeholders(context, "reject", &args.file, build)?;
+    let host = LocalHost::start("reject", &args.file, context)?;
     let mut requests = action(&args).requests(&host.uri());
     if args.reason.as_deref().is_some_and(|r| !r.trim().is_empty()) {
         // The rejection with its reason is resolved at once into the error result the model

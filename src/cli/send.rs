@@ -4,7 +4,7 @@
 //! conversation is idle, waits for an approval, or fails. Through the daemon when one runs
 //! (`via_daemon`), else through an engine host started in this process (`cli/local_host`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -22,6 +22,7 @@ use super::proposed::diffs;
 use crate::chat;
 use crate::engine_driver::Report;
 use crate::engine_host::{CallOptions, Followed, SetupReport};
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
@@ -62,7 +63,7 @@ pub struct SendArgs {
 /// unresolved placeholders).
 const TOOL_DIAGNOSTIC: &str = "template-tool";
 
-pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+pub fn run(args: SendArgs, context: &ProcessContext) -> Result<ExitCode, CliError> {
     if !args.no_daemon && !args.no_autopilot && args.mode.is_none() {
         let follow = super::via_daemon::Follow {
             events: args.events,
@@ -71,7 +72,7 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
             diff: args.diff,
         };
         let action = super::via_daemon::Action::Send;
-        if let Some(outcome) = super::via_daemon::run("send", &args.file, action, follow) {
+        if let Some(outcome) = super::via_daemon::run(context, "send", &args.file, action, follow) {
             return outcome;
         }
     }
@@ -81,7 +82,7 @@ pub fn run(args: SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliEr
             super::via_daemon::NO_DAEMON_TO_DETACH,
         ));
     }
-    in_process(&args, config_path)
+    in_process(&args, context)
 }
 
 /// What a send that is refused before anything went out says last.
@@ -89,9 +90,9 @@ const NOT_SENT: &str = "nothing was sent; fix the errors above and send again";
 
 /// The send through this process's engine host (`cli/local_host`): the same `flemma/send`,
 /// followed as `via_daemon` follows the daemon's, decided by the same `cycle_end`.
-fn in_process(args: &SendArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+fn in_process(args: &SendArgs, context: &ProcessContext) -> Result<ExitCode, CliError> {
     let path = &args.file;
-    let host = LocalHost::start("send", path, config_path)?;
+    let host = LocalHost::start("send", path, context)?;
     if let Some(mode) = &args.mode {
         // The mode chosen for this send: a runtime layer (the frontmatter may narrow it).
         let mode = FlemmaRequest::Mode(ModeParams {
@@ -237,7 +238,7 @@ fn in_process(args: &SendArgs, config_path: Option<&Path>) -> Result<ExitCode, C
                 path,
                 &pending,
                 &summary,
-                &diffs(args.diff, path, config_path),
+                &diffs(args.diff, path, context),
             ))
         }
     }

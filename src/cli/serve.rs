@@ -1,17 +1,17 @@
 //! `flemmad serve`: runs the daemon (see `crate::daemon`).
 
 use crate::daemon::{self, ServeOptions};
-use crate::runtime_dir::RuntimePaths;
+use crate::process_context::ProcessContext;
 
 use super::CliError;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {}
 
-pub fn run(_args: ServeArgs, config: Option<&std::path::Path>) -> Result<(), CliError> {
+pub fn run(_args: ServeArgs, context: &ProcessContext) -> Result<(), CliError> {
     let options = ServeOptions {
-        paths: RuntimePaths::from_env(),
-        config_path: config.map(std::path::Path::to_owned),
+        paths: context.runtime.clone(),
+        context: std::sync::Arc::new(context.clone()),
     };
     daemon::serve(&options).map_err(|error| {
         tracing::error!(%error, "the daemon cannot go on");

@@ -17,6 +17,7 @@ use super::CliError;
 use super::proposed::{input_of, proposed_diff, unresolved_ids};
 use crate::chat;
 use crate::driver_lock::DriverLock;
+use crate::process_context::ProcessContext;
 use crate::tool_setup::ToolSetup;
 
 #[derive(Debug, Args)]
@@ -36,13 +37,11 @@ pub struct StatusArgs {
     pub diff: bool,
 }
 
-pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError> {
-    let loaded = chat::load(
-        "status",
-        flemma_ide::Purpose::Inspect,
-        &args.file,
-        config_path,
-    )?;
+pub fn run(args: StatusArgs, context: &ProcessContext) -> Result<(), CliError> {
+    let loaded = chat::load("status", flemma_ide::Purpose::Inspect, &args.file, context)?;
+    // The chat by its absolute path for every part below (a bare `c.chat` has the folder "",
+    // which once became MCP servers' working directory); `args.file` only in messages.
+    let chat = context.absolute(&args.file);
     let Some(resolved) = &loaded.analysis.config else {
         return Err(CliError::blocked(
             "status",
@@ -50,29 +49,31 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
             "the configuration does not resolve; fix the errors above",
         ));
     };
-    let mut tools = ToolSetup::for_chat(&loaded.analysis, &args.file)
+    let mut tools = ToolSetup::for_chat(context, &loaded.analysis, &chat)
         .map_err(|message| CliError::failed("status", message))?;
     // The chat's MCP servers are started to show their state and tools.
     let runtime = crate::runtime::get().map_err(|e| CliError::failed("status", e.to_string()))?;
     let hub = crate::mcp_setup::new_hub();
+    let agents = crate::agent_setup::AskedAgents::default();
     let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(
         &hub,
         resolved,
-        Some(&args.file),
+        context,
+        Some(&chat),
         &[],
         tools.sandbox_wrap(),
     ));
     runtime.block_on(hub.shutdown());
-    runtime.block_on(crate::agent_setup::shutdown());
+    runtime.block_on(agents.shutdown());
     tools.add_mcp(&mcp);
-    let _ = tools.add_agents(resolved, false);
+    let _ = tools.add_agents(resolved, false, &agents);
     let doc = &*loaded.analysis.document;
-    let send_pid = running_send(&args.file);
+    let send_pid = running_send(&context.dirs, &chat);
     // A running daemon knows what its engine does with the chat (jobs, usage).
     let engine = if args.no_daemon {
         None
     } else {
-        super::via_daemon::engine_status(&args.file)
+        super::via_daemon::engine_status(context, &chat)
     };
     let mut jobs = jobs(doc, send_pid.is_some());
     if let Some(engine) = &engine {
@@ -131,12 +132,12 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
                 permissions: agent.permissions.as_str().to_owned(),
             })
             .collect(),
-        rate_limits: rate_limits(resolved.config.provider, engine.as_ref()),
+        rate_limits: rate_limits(&context.dirs, resolved.config.provider, engine.as_ref()),
         // Estimated: `status` makes no request (`flemmad count` asks the provider).
         context: crate::context::estimate(
             &mut flemma_provider::Meter::new(),
             &loaded.analysis,
-            &args.file,
+            &chat,
             &tools.definitions(),
         ),
     };
@@ -302,6 +303,7 @@ pub fn run(args: StatusArgs, config_path: Option<&Path>) -> Result<(), CliError>
 /// The rate limits of the chat's subscription: what a daemon running it last saw, else what
 /// any send of this user kept ([`crate::usage_report::remember`]).
 fn rate_limits(
+    dirs: &crate::user_dirs::UserDirs,
     provider: flemma_config::Provider,
     engine: Option<&flemma_protocol::engine::EngineStatus>,
 ) -> Option<flemma_protocol::status::ObservedRateLimits> {
@@ -313,7 +315,7 @@ fn rate_limits(
             windows: limits.windows.clone(),
         });
     }
-    let kept = crate::usage_report::last(name)?;
+    let kept = crate::usage_report::last(dirs, name)?;
     Some(flemma_protocol::status::ObservedRateLimits {
         provider: kept.provider,
         observed_at: Some(kept.observed_at),
@@ -399,6 +401,6 @@ fn jobs(doc: &Document, send_running: bool) -> Vec<JobStatus> {
 
 /// The pid of the `flemmad send` that holds the chat's lock (its lock file names it while it
 /// runs and is emptied when it ends; a pid whose process is gone is ignored).
-fn running_send(chat: &Path) -> Option<u32> {
-    DriverLock::owner(chat).map(|owner| owner.pid)
+fn running_send(dirs: &crate::user_dirs::UserDirs, chat: &Path) -> Option<u32> {
+    DriverLock::owner(dirs, chat).map(|owner| owner.pid)
 }

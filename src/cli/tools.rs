@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::Ui;
 use crate::chat;
 use crate::mcp_setup::{Excluded, McpTools};
+use crate::process_context::ProcessContext;
 use crate::tool_setup::{ToolSetup, to_definition};
 
 type Setup = ToolSetup;
@@ -47,18 +48,18 @@ pub enum ToolsAction {
 fn setup(
     ui: &Ui,
     chat: Option<&Path>,
-    config_path: Option<&Path>,
+    context: &ProcessContext,
 ) -> Result<(Setup, flemma_config::ResolvedConfig), String> {
     match chat {
         Some(path) => {
-            let loaded = chat::load("tools", flemma_ide::Purpose::Send, path, config_path)
+            let loaded = chat::load("tools", flemma_ide::Purpose::Send, path, context)
                 .map_err(|e| crate::cli::CliError::from(e).report)?;
             let report = loaded.report(false);
             if loaded.analysis.has_blocking_diagnostics() {
                 return Err(report.trim_end().to_string());
             }
             ui.stderr(&report);
-            let setup = ToolSetup::for_chat(&loaded.analysis, &absolute(path)?)?;
+            let setup = ToolSetup::for_chat(context, &loaded.analysis, &context.absolute(path))?;
             let resolved = loaded
                 .analysis
                 .config
@@ -67,10 +68,13 @@ fn setup(
             Ok((setup, resolved))
         }
         None => {
-            let input = chat::config_input(config_path);
+            let input = chat::config_input(context);
             let errors = input.diagnostics();
             if !errors.is_empty() {
-                let path = config_path.unwrap_or(Path::new("config.toml"));
+                let path = context
+                    .explicit_config
+                    .as_deref()
+                    .unwrap_or(Path::new("config.toml"));
                 return Err(chat::render_all(path, None, &errors).trim_end().to_string());
             }
             let resolved = flemma_config::resolve(&input.layers).map_err(|errors| {
@@ -82,21 +86,15 @@ fn setup(
                     .join("\n")
             })?;
             let auto_approve = resolved.auto_approve();
-            let setup = ToolSetup::new(resolved.config.clone(), None, auto_approve, true)?;
+            let setup = ToolSetup::new(context, resolved.config.clone(), None, auto_approve, true)?;
             Ok((setup, resolved))
         }
     }
 }
 
-/// `chat` made absolute (against the current directory), or why it cannot be.
-fn absolute(chat: &Path) -> Result<std::path::PathBuf, String> {
-    std::path::absolute(chat)
-        .map_err(|error| format!("cannot make {} absolute: {error}", chat.display()))
-}
-
-pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+pub fn run(args: ToolsArgs, context: &ProcessContext) -> anyhow::Result<ExitCode> {
     let ui = Ui::new("tools");
-    let (mut setup, resolved) = match setup(&ui, args.chat.as_deref(), config_path) {
+    let (mut setup, resolved) = match setup(&ui, args.chat.as_deref(), context) {
         Ok(setup) => setup,
         Err(message) => {
             ui.note(message);
@@ -106,18 +104,14 @@ pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
     // MCP servers start here (and end with the command); their calls run on this runtime.
     let runtime = crate::runtime::get()?;
     let hub = crate::mcp_setup::new_hub();
+    let agents = crate::agent_setup::AskedAgents::default();
     // The chat's path as every part below takes it: absolute, resolved once here (a bare
     // `c.chat` has the folder "", which once became MCP servers' working directory).
-    let chat = match args.chat.as_deref().map(absolute).transpose() {
-        Ok(chat) => chat,
-        Err(message) => {
-            ui.note(message);
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let chat = args.chat.as_deref().map(|chat| context.absolute(chat));
     let mcp = runtime.block_on(McpTools::discover(
         &hub,
         &resolved,
+        context,
         chat.as_deref(),
         &[],
         setup.sandbox_wrap(),
@@ -126,7 +120,7 @@ pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
         ui.warn(warning);
     }
     setup.add_mcp(&mcp);
-    for note in setup.add_agents(&resolved, false) {
+    for note in setup.add_agents(&resolved, false, &agents) {
         ui.warn(note);
     }
     let setup = std::sync::Arc::new(setup);
@@ -146,7 +140,7 @@ pub fn run(args: ToolsArgs, config_path: Option<&Path>) -> anyhow::Result<ExitCo
         }
     };
     runtime.block_on(hub.shutdown());
-    runtime.block_on(crate::agent_setup::shutdown());
+    runtime.block_on(agents.shutdown());
     outcome
 }
 

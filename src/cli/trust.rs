@@ -1,11 +1,12 @@
 //! `flemmad trust DIR`, `--list`, `--remove DIR`: the folders whose chats flemmad trusts
 //! (`docs/security.md`; the store is [`crate::trust`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 
 use super::{CliError, Ui};
+use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["dir", "list"])))]
@@ -20,20 +21,20 @@ pub struct TrustArgs {
     pub remove: bool,
 }
 
-pub fn run(args: TrustArgs, config_path: Option<&Path>) -> Result<(), CliError> {
+pub fn run(args: TrustArgs, context: &ProcessContext) -> Result<(), CliError> {
     let ui = Ui::new("trust");
     if args.list {
-        return list(&ui, config_path);
+        return list(&ui, context);
     }
     let Some(dir) = args.dir else {
         return Err(CliError::failed("trust", "name a folder, or use --list"));
     };
-    let file = crate::trust::folders_file().map_or_else(
+    let file = crate::trust::folders_file(&context.dirs).map_or_else(
         || "the trusted-folders file".to_owned(),
         |f| f.display().to_string(),
     );
     if args.remove {
-        let removed = crate::trust::untrust_folder(&dir)
+        let removed = crate::trust::untrust_folder(&context.dirs, &context.absolute(&dir))
             .map_err(|error| CliError::failed("trust", format!("{error:#}")))?;
         if removed.is_empty() {
             return Err(CliError::failed(
@@ -52,7 +53,7 @@ pub fn run(args: TrustArgs, config_path: Option<&Path>) -> Result<(), CliError> 
         }
         return Ok(());
     }
-    let added = crate::trust::trust_folder(&dir)
+    let added = crate::trust::trust_folder(&context.dirs, &context.absolute(&dir))
         .map_err(|error| CliError::failed("trust", format!("{error:#}")))?;
     if added.is_empty() {
         ui.note(format!("{} is trusted already", dir.display()));
@@ -67,15 +68,15 @@ pub fn run(args: TrustArgs, config_path: Option<&Path>) -> Result<(), CliError> 
     Ok(())
 }
 
-fn list(ui: &Ui, config_path: Option<&Path>) -> Result<(), CliError> {
-    let (folders, warning) = crate::trust::read_folders();
+fn list(ui: &Ui, context: &ProcessContext) -> Result<(), CliError> {
+    let (folders, warning) = crate::trust::read_folders(&context.dirs);
     if let Some(warning) = warning {
         ui.warn(warning);
     }
     for folder in &folders {
         ui.line(&folder.display().to_string())?;
     }
-    let input = crate::chat::config_input(config_path);
+    let input = crate::chat::config_input(context);
     let settings = flemma_config::resolve(&input.layers)
         .map(|resolved| resolved.config.trust)
         .ok();

@@ -6,7 +6,7 @@
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -18,7 +18,7 @@ use super::error::{CycleEnd, cycle_end};
 use super::progress::{Progress, approval_listing, shell_quote};
 use super::{CliError, Ui};
 use crate::engine_driver::Report;
-use crate::runtime_dir::RuntimePaths;
+use crate::process_context::ProcessContext;
 use flemma_engine::EngineEvent;
 
 use flemma_protocol::methods::{
@@ -40,6 +40,8 @@ pub struct DaemonClient {
     next_id: u64,
     /// `flemma/event` params that arrived while waiting for an answer.
     queued: std::collections::VecDeque<Value>,
+    /// The process's context (this process's working directory is not the daemon's).
+    context: ProcessContext,
 }
 
 /// Why talking to the daemon failed.
@@ -72,23 +74,27 @@ impl DaemonClient {
     /// Follows the events of the chat at `file` (an unreadable chat says so first, exit 2, as
     /// the in-process commands do); its uri, as the daemon's requests name it.
     pub fn subscribe_chat(&mut self, command: &str, file: &Path) -> Result<String, CliError> {
-        crate::fsutil::read_chat(file).map_err(|error| CliError::unreadable(command, &error))?;
-        let uri = absolute(command, file)?.display().to_string();
+        crate::fsutil::read_chat(&self.context.dirs, file)
+            .map_err(|error| CliError::unreadable(command, &error))?;
+        let path = self.context.absolute(file);
+        let uri = path.display().to_string();
         self.request(SUBSCRIBE, json!({"uri": uri, "text": false}))
             .map_err(|error| error.failed(command))?;
         Ok(uri)
     }
 
-    /// A connection to the running daemon, `None` when none answers.
-    pub fn connect() -> Option<Self> {
-        let paths = RuntimePaths::from_env();
-        let stream = crate::daemon::socket::connect_running(&paths, &paths.rpc_socket)?;
+    /// A connection to the running daemon of the process's `context`, `None` when none
+    /// answers.
+    pub fn connect(context: &ProcessContext) -> Option<Self> {
+        let paths = &context.runtime;
+        let stream = crate::daemon::socket::connect_running(paths, &paths.rpc_socket)?;
         let reader = BufReader::new(stream.try_clone().ok()?);
         Some(Self {
             reader,
             writer: stream,
             next_id: 1,
             queued: std::collections::VecDeque::new(),
+            context: context.clone(),
         })
     }
 
@@ -172,17 +178,6 @@ impl DaemonClient {
             }
         }
     }
-}
-
-/// The absolute path of a document the daemon (or this process's host) should work on (the
-/// daemon's working directory is not ours).
-pub(super) fn absolute(command: &str, file: &Path) -> Result<PathBuf, CliError> {
-    std::path::absolute(file).map_err(|error| {
-        CliError::failed(
-            command,
-            format!("cannot make {} absolute: {error}", file.display()),
-        )
-    })
 }
 
 fn daemon_failed(command: &str, error: ClientError) -> CliError {
@@ -270,12 +265,13 @@ impl Action {
 /// Runs `action` on `file` through the daemon and follows the document until its cycle stops.
 /// `None` when no daemon answers.
 pub fn run(
+    context: &ProcessContext,
     command: &str,
     file: &Path,
     action: Action,
     follow: Follow,
 ) -> Option<Result<ExitCode, CliError>> {
-    let client = DaemonClient::connect()?;
+    let client = DaemonClient::connect(context)?;
     Some(run_with(client, command, file, action, follow))
 }
 
@@ -287,8 +283,10 @@ pub fn run_with(
     follow: Follow,
 ) -> Result<ExitCode, CliError> {
     // An unreadable chat says so (exit 2) as the in-process command does.
-    crate::fsutil::read_chat(file).map_err(|error| CliError::unreadable(command, &error))?;
-    let path = absolute(command, file)?;
+    crate::fsutil::read_chat(&client.context.dirs, file)
+        .map_err(|error| CliError::unreadable(command, &error))?;
+    // The daemon's working directory is not ours: the document by its absolute path.
+    let path = client.context.absolute(file);
     let uri = path.display().to_string();
     if !follow.detach {
         client
@@ -317,7 +315,7 @@ pub fn run_with(
         ));
     }
     let started = Instant::now();
-    cancel_on_ctrl_c(command, &uri);
+    cancel_on_ctrl_c(&client.context, command, &uri);
     let mut progress = Progress::new(
         ui.clone(),
         flemma_protocol::document::path_to_uri(&path),
@@ -386,7 +384,10 @@ pub fn run_with(
             if pending.is_empty() {
                 pending = pending_from_status(&mut client, &uri);
             }
-            let diffs = super::proposed::diffs(follow.diff, file, None);
+            // The user's default configuration, as ever here (not `--config`).
+            let mut context = client.context.clone();
+            context.explicit_config = None;
+            let diffs = super::proposed::diffs(follow.diff, file, &context);
             ui.stderr(&approval_listing(file, &pending, &summary, &diffs));
         }
     }
@@ -462,7 +463,8 @@ fn pending_from_status(client: &mut DaemonClient, uri: &str) -> Vec<PendingCall>
 
 /// On Ctrl-C, cancels the document's cycle through the daemon (the follower then sees it stop
 /// with `cancelled`, exit 130). When nothing runs any more, exits 130 at once.
-fn cancel_on_ctrl_c(command: &str, uri: &str) {
+fn cancel_on_ctrl_c(context: &ProcessContext, command: &str, uri: &str) {
+    let context = context.clone();
     let command = command.to_owned();
     let uri = uri.to_owned();
     let spawned = std::thread::Builder::new()
@@ -474,12 +476,11 @@ fn cancel_on_ctrl_c(command: &str, uri: &str) {
             if runtime.block_on(tokio::signal::ctrl_c()).is_err() {
                 return;
             }
-            let cancelled =
-                DaemonClient::connect()
-                    .ok_or(ClientError::Closed)
-                    .and_then(|mut client| {
-                        client.call(&FlemmaRequest::Cancel(DocumentParams { uri: uri.clone() }))
-                    });
+            let cancelled = DaemonClient::connect(&context)
+                .ok_or(ClientError::Closed)
+                .and_then(|mut client| {
+                    client.call(&FlemmaRequest::Cancel(DocumentParams { uri: uri.clone() }))
+                });
             if let Err(error) = cancelled {
                 let ui = Ui::new(&command);
                 ui.stderr("\n");
@@ -493,10 +494,10 @@ fn cancel_on_ctrl_c(command: &str, uri: &str) {
 }
 
 /// `flemmad cancel FILE` through the daemon: `None` when no daemon answers.
-pub fn cancel(file: &Path) -> Option<Result<(), CliError>> {
-    let mut client = DaemonClient::connect()?;
+pub fn cancel(context: &ProcessContext, file: &Path) -> Option<Result<(), CliError>> {
+    let mut client = DaemonClient::connect(context)?;
     Some((|| {
-        let path = absolute("cancel", file)?;
+        let path = context.absolute(file);
         client
             .call(&FlemmaRequest::Cancel(DocumentParams {
                 uri: path.display().to_string(),
@@ -512,9 +513,12 @@ pub fn cancel(file: &Path) -> Option<Result<(), CliError>> {
 
 /// The engine's status of `file` in the running daemon: `None` when no daemon answers (or it
 /// does not know the document).
-pub fn engine_status(file: &Path) -> Option<flemma_protocol::engine::EngineStatus> {
-    let mut client = DaemonClient::connect()?;
-    let path = std::path::absolute(file).ok()?;
+pub fn engine_status(
+    context: &ProcessContext,
+    file: &Path,
+) -> Option<flemma_protocol::engine::EngineStatus> {
+    let mut client = DaemonClient::connect(context)?;
+    let path = context.absolute(file);
     let status = client
         .call(&FlemmaRequest::Status(DocumentParams {
             uri: path.display().to_string(),

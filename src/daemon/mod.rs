@@ -32,8 +32,10 @@ pub use socket::SocketError;
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub paths: RuntimePaths,
-    /// The configuration file (`--config`), else the user's default.
-    pub config_path: Option<std::path::PathBuf>,
+    /// The process's context (from `main`): the user's folders, and the configuration file
+    /// (`--config`, else the user's default) for the engine and the LSP sessions'
+    /// diagnostics alike.
+    pub context: Arc<crate::process_context::ProcessContext>,
 }
 
 /// Why the daemon stopped or could not start.
@@ -64,13 +66,12 @@ pub struct Daemon {
     pub events: EventHub,
     /// The engine every LSP session shares (set once `serve` starts it).
     engine: std::sync::OnceLock<Arc<crate::engine_host::EngineHost>>,
-    /// The configuration file (`--config`), else the user's default: for the engine and the
-    /// LSP sessions' diagnostics alike.
-    config_path: Option<std::path::PathBuf>,
+    /// The process's context ([`ServeOptions::context`]).
+    context: Arc<crate::process_context::ProcessContext>,
 }
 
 impl Daemon {
-    fn new(config_path: Option<std::path::PathBuf>) -> Self {
+    fn new(context: Arc<crate::process_context::ProcessContext>) -> Self {
         Self {
             started: Instant::now(),
             next_session: AtomicU64::new(1),
@@ -81,7 +82,7 @@ impl Daemon {
             shutdown_requested: tokio::sync::Notify::new(),
             events: EventHub::default(),
             engine: std::sync::OnceLock::new(),
-            config_path,
+            context,
         }
     }
 
@@ -217,8 +218,8 @@ pub fn serve(options: &ServeOptions) -> Result<(), DaemonError> {
         remove_owned(&owned);
         return Err(error.into());
     }
-    let daemon = Arc::new(Daemon::new(options.config_path.clone()));
-    let engine = crate::engine_host::EngineHost::start(options.config_path.clone())
+    let daemon = Arc::new(Daemon::new(options.context.clone()));
+    let engine = crate::engine_host::EngineHost::start(options.context.clone())
         .map_err(|error| DaemonError::Thread(std::io::Error::other(error.to_string())))?;
     forward_engine_events(&daemon, &engine)?;
     let _ = daemon.engine.set(engine.clone());
@@ -378,7 +379,7 @@ fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
             };
             let host = flemma_ide::AnalysisHost::with_template_cache(
                 Arc::new(flemma_template::FsHost),
-                crate::chat::config_input(daemon.config_path.as_deref()),
+                crate::chat::config_input(&daemon.context),
                 daemon
                     .engine
                     .get()

@@ -63,7 +63,12 @@ impl Driver {
             EngineEvent::ChatRewindFailed(flemma_protocol::event::CompactionFailed { message })
         };
         let text = self.session.engine().text().to_owned();
-        let prepared = match crate::rewind_chat::prepare(self.id.path(), &text, tool_id) {
+        let prepared = match crate::rewind_chat::prepare(
+            &self.services.context.dirs,
+            self.id.path(),
+            &text,
+            tool_id,
+        ) {
             Ok(prepared) => prepared,
             Err(why) => return (self.report)(Report::Event(failed(format!("not cut: {why}")))),
         };
@@ -88,7 +93,12 @@ impl Driver {
     /// may be thrown away unsaved: its archive is kept).
     pub(super) fn restore(&mut self, line: Option<usize>) {
         let text = self.session.engine().text().to_owned();
-        let restore = match crate::compaction::plan_undo(self.id.path(), &text, line) {
+        let restore = match crate::compaction::plan_undo(
+            &self.services.context.dirs,
+            self.id.path(),
+            &text,
+            line,
+        ) {
             Ok(restore) => restore,
             Err(refused) => return self.compaction_failed(format!("not restored: {refused}")),
         };
@@ -153,9 +163,12 @@ impl Driver {
 
     pub(super) fn compacted_by_hand(&mut self, summary: crate::compaction::AutoSummary) {
         self.compacting = false;
-        let outcome = self
-            .auto
-            .finish(summary, self.id.path(), self.session.engine().text());
+        let outcome = self.auto.finish(
+            summary,
+            &self.services.context.dirs,
+            self.id.path(),
+            self.session.engine().text(),
+        );
         let (edit, next) = match outcome {
             Ok(done) => done,
             Err(why) => return self.compaction_failed(why),

@@ -94,7 +94,12 @@ impl Driver {
                 if let StopReason::AwaitingApproval { .. } = &reason {
                     // What each pending `write` and `edit` is reviewed against until approved.
                     let calls = self.session.engine().pending_calls();
-                    crate::reviewed::pending(self.id.path(), &calls, &self.tools.ctx);
+                    crate::reviewed::pending(
+                        &self.services.context.dirs,
+                        self.id.path(),
+                        &calls,
+                        &self.tools.ctx,
+                    );
                 }
                 self.outcome = Some(Ok(reason))
             }
@@ -162,6 +167,7 @@ impl Driver {
             return;
         };
         let chat = (id == FILE).then(|| self.id.path().to_owned());
+        let interruptions = self.services.interruptions.clone();
         if id == FILE {
             self.disk.writing();
         }
@@ -177,7 +183,7 @@ impl Driver {
                     let message = format!("{error:#}");
                     // The driver stops writing here: the next one says why on what is left.
                     if let Some(chat) = &chat {
-                        crate::interruptions::write_failed(chat, &message);
+                        interruptions.write_failed(chat, &message);
                     }
                     ReplaceOutcome::Failed(message)
                 }

@@ -16,7 +16,7 @@ impl Driver {
     pub(super) fn start_request(&mut self, request: RequestId, text: String) {
         // Before the reply's first byte reaches the file: a process killed from now on leaves
         // a cut reply that the next driver marks as such.
-        crate::interruptions::reply_started(self.id.path());
+        self.services.interruptions.reply_started(self.id.path());
         let sender = self.sender.clone();
         let fail = |message: String| {
             let _ = sender.send(Message::Session(Input::Engine(EngineInput::StreamEnded {
@@ -97,6 +97,7 @@ impl Driver {
         let client = self.client.clone();
         let provider = self.provider.clone();
         // The provider's observer is not `Send`: the stream runs on the driver's `LocalSet`.
+        let dirs = self.services.context.dirs.clone();
         tokio::task::spawn_local(async move {
             let events = sender.clone();
             let send = |input: EngineInput| {
@@ -147,7 +148,7 @@ impl Driver {
                     &mut |event| match event {
                         ClientEvent::Event(event) => {
                             if let StreamEvent::RateLimits { limits } = &event {
-                                crate::usage_report::remember(provider.kind.name(), limits);
+                                crate::usage_report::remember(&dirs, provider.kind.name(), limits);
                             }
                             send(EngineInput::Stream { request, event })
                         }
@@ -203,10 +204,12 @@ impl Driver {
         }
         self.request = None;
         let text = summary.text.clone();
-        match self
-            .auto
-            .finish(summary, self.id.path(), self.session.engine().text())
-        {
+        match self.auto.finish(
+            summary,
+            &self.services.context.dirs,
+            self.id.path(),
+            self.session.engine().text(),
+        ) {
             Ok((edit, next)) => {
                 self.feed(Input::Rewrite { edits: vec![edit] });
                 if self.auto.applied(self.session.engine().text()) {

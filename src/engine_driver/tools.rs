@@ -75,7 +75,9 @@ impl Driver {
     ) {
         if job_id.is_none() {
             // Killed while it runs, it must not run again unasked (`crate::interruptions`).
-            crate::interruptions::call_started(self.id.path(), &tool_id);
+            self.services
+                .interruptions
+                .call_started(self.id.path(), &tool_id);
         }
         let cancel = Cancel::new();
         let mut ctx = self.tools.ctx.clone();
@@ -103,7 +105,9 @@ impl Driver {
                 };
                 // The file an approved `write`/`edit` changes is still the one reviewed.
                 let reviewed = match ctx.chat_path.as_deref() {
-                    Some(chat) => crate::reviewed::check(chat, &tool_id, &name, &input, &ctx),
+                    Some(chat) => {
+                        crate::reviewed::check(tools.dirs(), chat, &tool_id, &name, &input, &ctx)
+                    }
                     None => Ok(crate::reviewed::Checked::AsWritten),
                 };
                 record(crate::checkpoints::Phase::Before);

@@ -106,7 +106,8 @@ impl Shared {
         if let Some(editor) = self.writer_editor(path) {
             return Ok(editor.shared.get().to_string());
         }
-        crate::fsutil::read_chat(path).map_err(|error| format!("{error:#}"))
+        crate::fsutil::read_chat(&self.services.context.dirs, path)
+            .map_err(|error| format!("{error:#}"))
     }
 
     /// The store that writes `path` now: the most recently active editor, else the file.
@@ -115,6 +116,7 @@ impl Shared {
             Some(editor) => editor.editor.store(),
             None => Box::new(FileStore {
                 path: path.to_owned(),
+                dirs: self.services.context.dirs.clone(),
             }),
         }
     }

@@ -23,16 +23,14 @@ pub(super) const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// The host thread's own resources: the handles of the drivers it runs and their tasks.
 pub(super) struct Inner {
     pub shared: Arc<Shared>,
-    pub config_path: Option<PathBuf>,
     handles: RefCell<HashMap<PathBuf, DriverHandle>>,
     tasks: RefCell<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Inner {
-    pub fn new(shared: Arc<Shared>, config_path: Option<PathBuf>) -> Self {
+    pub fn new(shared: Arc<Shared>) -> Self {
         Self {
             shared,
-            config_path,
             handles: RefCell::default(),
             tasks: RefCell::default(),
         }
@@ -117,17 +115,18 @@ async fn stop(inner: &Rc<Inner>) {
     }
     // The MCP servers live on this thread's runtime: close them before it ends.
     inner.shared.mcp.shutdown().await;
-    crate::agent_setup::shutdown().await;
+    inner.shared.services.agents.shutdown().await;
 }
 
 /// Sets up and runs one driver for `path` until nothing runs any more.
 async fn drive(inner: Rc<Inner>, path: PathBuf, first: First, send: bool, options: CallOptions) {
     // One driver per chat across processes: held while this one runs.
-    let outcome =
-        match crate::driver_lock::DriverLock::acquire(&path, &crate::driver_lock::process_role()) {
-            Ok(_lock) => run_driver(&inner, &path, first, send, options).await,
-            Err(busy) => Err(busy.to_string()),
-        };
+    let dirs = &inner.shared.services.context.dirs;
+    let role = crate::driver_lock::process_role();
+    let outcome = match crate::driver_lock::DriverLock::acquire(dirs, &path, &role) {
+        Ok(_lock) => run_driver(&inner, &path, first, send, options).await,
+        Err(busy) => Err(busy.to_string()),
+    };
     inner.handles.borrow_mut().remove(&path);
     let effects = lock(&inner.shared.state).driver_ended(&path, &outcome);
     for effect in effects {
@@ -154,7 +153,7 @@ async fn run_driver(
     let prepared = match engine_setup::prepare(
         path,
         &snapshot.text,
-        shared.config_input(path, inner.config_path.as_deref()),
+        shared.config_input(path),
         SetupOptions {
             no_autopilot: options.no_autopilot,
         },

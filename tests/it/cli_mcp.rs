@@ -334,15 +334,9 @@ args = ["{}", "--crash"]"#,
     );
 }
 
-/// A chat named by its bare file name from its own folder: a server's `cwd` is taken against
-/// the chat's folder, never against "" (issue 28: `tools --chat c.chat` once started servers
-/// in an empty working directory — "its working directory  does not exist").
-#[tokio::test]
-async fn a_bare_chat_name_gives_servers_the_chats_folder() {
-    let Some(python) = python("a_bare_chat_name_gives_servers_the_chats_folder") else {
-        return;
-    };
-    let mock = MockProvider::start().await.unwrap();
+/// A chat and its folder, with the user configuration's MCP server `here` (the demo server)
+/// whose `cwd` is "" (the chat's folder).
+fn chat_with_a_server_in_its_folder(python: &Path) -> (Chat, PathBuf) {
     let chat = agentic("@You:\nhi\n");
     let folder = chat.path.parent().unwrap().to_path_buf();
     let dir = chat.config_home.join("flemma");
@@ -356,6 +350,19 @@ async fn a_bare_chat_name_gives_servers_the_chats_folder() {
         ),
     )
     .unwrap();
+    (chat, folder)
+}
+
+/// A chat named by its bare file name from its own folder: a server's `cwd` is taken against
+/// the chat's folder, never against "" (issue 28: `tools --chat c.chat` once started servers
+/// in an empty working directory — "its working directory  does not exist").
+#[tokio::test]
+async fn a_bare_chat_name_gives_servers_the_chats_folder() {
+    let Some(python) = python("a_bare_chat_name_gives_servers_the_chats_folder") else {
+        return;
+    };
+    let mock = MockProvider::start().await.unwrap();
+    let (chat, folder) = chat_with_a_server_in_its_folder(&python);
     let mut command = flemmad_command(&chat, &mock.base_url());
     command
         .current_dir(&folder)
@@ -367,6 +374,38 @@ async fn a_bare_chat_name_gives_servers_the_chats_folder() {
         String::from_utf8_lossy(&out.stdout).trim_end(),
         folder.canonicalize().unwrap().display().to_string()
     );
+}
+
+/// `flemmad status` of a chat named by its bare file name: the path is made absolute once, at
+/// the edge (`ProcessContext::absolute`), so its MCP servers start in the chat's folder as for
+/// an absolute path (issue 28, item 4).
+#[tokio::test]
+async fn status_of_a_bare_chat_name_starts_servers_in_the_chats_folder() {
+    let Some(python) = python("status_of_a_bare_chat_name_starts_servers_in_the_chats_folder")
+    else {
+        return;
+    };
+    let mock = MockProvider::start().await.unwrap();
+    let (chat, folder) = chat_with_a_server_in_its_folder(&python);
+    let mut command = flemmad_command(&chat, &mock.base_url());
+    command
+        .current_dir(&folder)
+        .args(["status", "--json", "--no-daemon"])
+        .arg(chat.path.file_name().unwrap());
+    let out = run(command).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let server = &status["mcp_servers"][0];
+    assert_eq!(server["name"], "here", "{status:#}");
+    assert_eq!(server["state"], "running", "{server:#}");
+    let transport = server["transport"].as_str().unwrap();
+    let folder = folder.canonicalize().unwrap();
+    assert!(
+        transport.contains(&format!("(in {}", folder.display())),
+        "{transport}"
+    );
+    // The file is named as the user gave it.
+    assert_eq!(status["file"], "talk.chat", "{status:#}");
 }
 
 #[tokio::test]

@@ -4,9 +4,9 @@ use super::*;
 
 /// Each configured agent: its command resolves, it starts and answers `initialize` (in the
 /// neutral directory, as it runs for a chat; stopped again at once).
-pub(super) fn check_agents(config_path: Option<&Path>, findings: &mut Vec<Finding>) {
+pub(super) fn check_agents(context: &ProcessContext, findings: &mut Vec<Finding>) {
     const CHECK: &str = "agents";
-    let input = crate::chat::config_input(config_path);
+    let input = crate::chat::config_input(context);
     let Ok(resolved) = flemma_config::resolve(&input.layers) else {
         return; // the config check above reports it
     };
@@ -14,8 +14,8 @@ pub(super) fn check_agents(config_path: Option<&Path>, findings: &mut Vec<Findin
         findings.push(Finding::new(CHECK, Status::Info, "no agents configured"));
         return;
     }
-    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let env = |name: &str| std::env::var(name).ok();
+    let here = context.cwd.clone();
+    let env = |name: &str| context.var(name);
     let defined = crate::agent_setup::defined(&resolved, &here, &env);
     for note in &defined.notes {
         findings.push(Finding::new(CHECK, Status::Warn, note.clone()));
@@ -24,10 +24,11 @@ pub(super) fn check_agents(config_path: Option<&Path>, findings: &mut Vec<Findin
         return;
     };
     let startup = Duration::from_secs(resolved.config.parameters.idle_timeout.clamp(1, 30));
+    let agents = crate::agent_setup::AskedAgents::default();
     for agent in &defined.agents {
         let started = agent.command(0).map(|command| {
             runtime.block_on(async {
-                let hub = crate::agent_setup::hub();
+                let hub = agents.hub.clone();
                 runtime
                     .spawn(async move {
                         hub.connect(&command, startup)
@@ -69,5 +70,5 @@ pub(super) fn check_agents(config_path: Option<&Path>, findings: &mut Vec<Findin
             )),
         });
     }
-    runtime.block_on(crate::agent_setup::shutdown());
+    runtime.block_on(agents.shutdown());
 }

@@ -1,8 +1,12 @@
 //! The checkpoints' share of the disk (`crate::checkpoints`, docs/review.md).
 
-use super::{Finding, Machine, Status};
+use super::{Finding, Machine, ProcessContext, Status};
 
-pub(super) fn check_checkpoints(machine: &Machine, findings: &mut Vec<Finding>) {
+pub(super) fn check_checkpoints(
+    context: &ProcessContext,
+    machine: &Machine,
+    findings: &mut Vec<Finding>,
+) {
     if machine.program("git").is_none() {
         findings.push(
             Finding::new(
@@ -14,7 +18,7 @@ pub(super) fn check_checkpoints(machine: &Machine, findings: &mut Vec<Finding>) 
         );
         return;
     }
-    let Some((dir, bytes, projects)) = crate::checkpoints::space_used() else {
+    let Some((dir, bytes, projects)) = crate::checkpoints::space_used(&context.dirs) else {
         findings.push(Finding::new(
             "checkpoints",
             Status::Info,

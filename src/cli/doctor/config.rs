@@ -5,12 +5,12 @@ use super::*;
 /// The configuration file: which one, and whether it is valid. Returns the resolved
 /// configuration when it is.
 pub(super) fn check_config(
-    explicit: Option<&Path>,
+    context: &ProcessContext,
     machine: &Machine,
     findings: &mut Vec<Finding>,
 ) -> Option<Config> {
     const CHECK: &str = "config";
-    let input = crate::chat::config_input(explicit);
+    let input = crate::chat::config_input(context);
     let problems = input.diagnostics();
     if !problems.is_empty() {
         let place = input.user_file.clone().unwrap_or_default();

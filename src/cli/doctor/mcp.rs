@@ -4,9 +4,9 @@ use super::*;
 
 /// Each configured MCP server: does it start and list its tools (stdio servers in their `cwd`,
 /// `/` by default, as every run starts them).
-pub(super) fn check_mcp(config_path: Option<&Path>, findings: &mut Vec<Finding>) {
+pub(super) fn check_mcp(context: &ProcessContext, findings: &mut Vec<Finding>) {
     const CHECK: &str = "mcp";
-    let input = crate::chat::config_input(config_path);
+    let input = crate::chat::config_input(context);
     let Ok(resolved) = flemma_config::resolve(&input.layers) else {
         return; // the config check above reports it
     };
@@ -25,12 +25,12 @@ pub(super) fn check_mcp(config_path: Option<&Path>, findings: &mut Vec<Finding>)
     let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(
         &hub,
         &resolved,
+        context,
         None,
         &[],
         None,
     ));
     runtime.block_on(hub.shutdown());
-    runtime.block_on(crate::agent_setup::shutdown());
     for note in &mcp.notes {
         findings.push(Finding::new(CHECK, Status::Warn, note.clone()));
     }

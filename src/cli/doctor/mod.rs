@@ -20,6 +20,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::CliError;
+use crate::process_context::ProcessContext;
 use crate::provider_setup::{client, provider_setup};
 
 /// How long `--online` waits for the provider.
@@ -143,11 +144,11 @@ impl Machine {
     }
 }
 
-pub fn run(args: DoctorArgs, config_path: Option<&Path>) -> Result<ExitCode, CliError> {
+pub fn run(args: DoctorArgs, context: &ProcessContext) -> Result<ExitCode, CliError> {
     let ui = super::Ui::new("doctor");
     let machine = Machine::from_process();
     let mut findings = Vec::new();
-    let config = check_config(config_path, &machine, &mut findings);
+    let config = check_config(context, &machine, &mut findings);
     if let Some(config) = &config {
         check_credentials(config, &machine, &mut findings)?;
         if args.online {
@@ -161,11 +162,11 @@ pub fn run(args: DoctorArgs, config_path: Option<&Path>) -> Result<ExitCode, Cli
         ));
     }
     check_daemon(&machine, &mut findings);
-    check_sandbox(config.as_ref(), &mut findings);
+    check_sandbox(context, config.as_ref(), &mut findings);
     check_search_tools(&machine, &mut findings);
-    check_mcp(config_path, &mut findings);
-    check_agents(config_path, &mut findings);
-    check_checkpoints(&machine, &mut findings);
+    check_mcp(context, &mut findings);
+    check_agents(context, &mut findings);
+    check_checkpoints(context, &machine, &mut findings);
     check_helix(&machine, &mut findings);
     check_neovim(&machine, &mut findings);
     check_vscode(&machine, &mut findings);

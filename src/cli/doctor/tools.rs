@@ -3,7 +3,11 @@
 use super::*;
 
 /// The process sandbox for tools.
-pub(super) fn check_sandbox(config: Option<&Config>, findings: &mut Vec<Finding>) {
+pub(super) fn check_sandbox(
+    context: &ProcessContext,
+    config: Option<&Config>,
+    findings: &mut Vec<Finding>,
+) {
     const CHECK: &str = "sandbox";
     let (enabled, backend) = config.map_or((true, SandboxBackend::Auto), |c| {
         (c.sandbox.enabled, c.sandbox.backend)
@@ -49,7 +53,7 @@ pub(super) fn check_sandbox(config: Option<&Config>, findings: &mut Vec<Finding>
             Err(_) => return,
         },
     };
-    findings.push(match crate::tool_setup::probe_sandbox(config) {
+    findings.push(match crate::tool_setup::probe_sandbox(context, config) {
         Ok(probe) => {
             let limit = |value: Option<u64>, unit: &str| match value {
                 Some(n) => format!("{n}{unit}"),

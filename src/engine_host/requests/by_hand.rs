@@ -45,12 +45,12 @@ impl EngineHost {
             // Another editor's buffer is not known here: the driver's text says.
             None if self.has_editor(path) => None,
             None => Some(
-                crate::fsutil::read_chat(path)
+                crate::fsutil::read_chat(&self.context().dirs, path)
                     .map_err(|error| RequestError::invalid_params(format!("{error:#}")))?,
             ),
         };
         if let Some(text) = text {
-            crate::compaction::plan_undo(path, &text, line)
+            crate::compaction::plan_undo(&self.context().dirs, path, &text, line)
                 .map_err(|refused| RequestError::refused(refused.to_string()))?;
         }
         self.by_hand(path, crate::compaction::ByHand::Undo { line })
@@ -98,7 +98,7 @@ impl EngineHost {
             message: String::new(),
         };
         if params.rewinds_files() {
-            let plan = crate::checkpoints::of_chat(path, self.config_path())
+            let plan = crate::checkpoints::of_chat(self.context(), path)
                 .and_then(|checkpoints| {
                     checkpoints.rewind(tool_id, params.force == Some(true), dry_run)
                 })

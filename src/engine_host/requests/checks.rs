@@ -41,7 +41,7 @@ impl EngineHost {
         if self.is_running(path) {
             return Ok(());
         }
-        match crate::driver_lock::DriverLock::owner(path) {
+        match crate::driver_lock::DriverLock::owner(&self.context().dirs, path) {
             Some(owner) if owner.pid != std::process::id() => Err(RequestError::refused(format!(
                 "{} is being driven by {owner}: nothing was done here; wait for it to finish, or stop it where it runs",
                 path.display()

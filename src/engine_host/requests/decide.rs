@@ -33,7 +33,7 @@ impl EngineHost {
         let checked = match document.buffer {
             Some(buffer) => Checked::Text(buffer),
             None if state.decided_on_file(path, another_editor) => {
-                let read = crate::fsutil::read_chat(path)
+                let read = crate::fsutil::read_chat(&self.context().dirs, path)
                     .map_err(|error| RequestError::invalid_params(format!("{error:#}")))?;
                 parsed = flemma_syntax::Document::parse(read);
                 Checked::Text(&parsed)
@@ -62,6 +62,7 @@ impl EngineHost {
     ) -> Result<Accepted, RequestError> {
         let pending = self.pending(document, &params.tool_id)?;
         crate::proposals::record_in_part(
+            &self.context().dirs,
             document.path,
             &params.tool_id,
             &pending,
@@ -79,13 +80,16 @@ impl EngineHost {
             input,
             options,
         )
-        .inspect_err(|_| crate::reviewed::forget_partial(document.path, &params.tool_id))
+        .inspect_err(|_| {
+            crate::reviewed::forget_partial(&self.context().dirs, document.path, &params.tool_id)
+        })
     }
 }
 
 /// `approve` or `reject` of a permission an asked agent waits for (its id is no tool call's:
 /// [`crate::agent_permissions`]); `None` for every other request.
 pub(in crate::engine_host) fn agent_permission(
+    questions: &crate::agent_permissions::Questions,
     path: &Path,
     request: &FlemmaRequest,
 ) -> Option<Result<FlemmaResponse, RequestError>> {
@@ -97,7 +101,7 @@ pub(in crate::engine_host) fn agent_permission(
     if !crate::agent_permissions::is_permission_id(id) {
         return None;
     }
-    Some(match crate::agent_permissions::answer(path, id, allow) {
+    Some(match questions.answer(path, id, allow) {
         Some(()) => Ok(FlemmaResponse::Accepted(Accepted {
             started: false,
             tool_ids: vec![id.clone()],

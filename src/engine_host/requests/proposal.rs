@@ -21,7 +21,7 @@ impl EngineHost {
                 .text_of(document.path)
                 .map_err(RequestError::invalid_params)?,
         };
-        crate::proposals::pending(document.path, text, tool_id, self.config_path())
+        crate::proposals::pending(document.path, text, tool_id, self.context())
             .map_err(RequestError::refused)
     }
 

@@ -28,7 +28,7 @@ impl EngineHost {
         let (provider, model) = parse_model_spec(model)?;
         let text = self.shared.text_of(path).map_err(invalid_switch)?;
         // The current provider: the document's, under its layers as they are now.
-        let mut input = self.shared.config_input(path, self.config_path.as_deref());
+        let mut input = self.shared.config_input(path);
         let frontmatter = self.shared.frontmatter_layers(path, &text)?;
         let before = resolved_config(path, &input, &frontmatter)?;
         let provider = provider.unwrap_or_else(|| before.config.provider.as_str().to_owned());
@@ -177,7 +177,7 @@ impl EngineHost {
         instead: Option<ConfigLayer>,
     ) -> Result<flemma_config::Mode, RequestError> {
         let text = self.shared.text_of(path).map_err(invalid_switch)?;
-        let mut input = self.shared.config_input(path, self.config_path.as_deref());
+        let mut input = self.shared.config_input(path);
         if let Some(layer) = instead {
             let set_before = lock(&self.shared.state).mode(path).map(|(l, _)| l.clone());
             input.layers.retain(|l| Some(l) != set_before.as_ref());
@@ -191,7 +191,7 @@ impl EngineHost {
     /// `flemma/switch` and `flemma/mode` layers, its frontmatter).
     pub fn resolved_config(&self, path: &Path) -> Result<ResolvedConfig, RequestError> {
         let text = self.shared.text_of(path).map_err(invalid_switch)?;
-        let input = self.shared.config_input(path, self.config_path.as_deref());
+        let input = self.shared.config_input(path);
         let frontmatter = self.shared.frontmatter_layers(path, &text)?;
         resolved_config(path, &input, &frontmatter)
     }
@@ -258,12 +258,8 @@ fn resolved_config(
 impl Shared {
     /// The layers below the frontmatter of `path`'s next request: the user file, the client
     /// settings of the editor that writes it, and its runtime switch.
-    pub(in crate::engine_host) fn config_input(
-        &self,
-        path: &Path,
-        config_path: Option<&Path>,
-    ) -> ConfigInput {
-        let mut input = crate::chat::config_input(config_path);
+    pub(in crate::engine_host) fn config_input(&self, path: &Path) -> ConfigInput {
+        let mut input = crate::chat::config_input(&self.services.context);
         let client = self
             .writer_editor(path)
             .and_then(|editor| editor.client_config);

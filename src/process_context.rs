@@ -1,0 +1,200 @@
+//! What this process was started with, read once in `main` and handed down (issue 28, "one
+//! process context"): the user's folders ([`UserDirs`], one rule for XDG and `HOME`), the
+//! current directory, the configuration file chosen by `--config` or `$FLEMMA_CONFIG`, the
+//! daemon's runtime folder, and the variables a configuration's `${VAR}` may name. Nothing below `main` reads these from the environment again; a
+//! path from the command line is made absolute against [`ProcessContext::cwd`] at the edge
+//! ([`ProcessContext::absolute`]), so a bare `c.chat` names the chat in its folder for every
+//! part that takes it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::runtime_dir::RuntimePaths;
+use crate::user_dirs::UserDirs;
+
+/// The process's environment as flemmad uses it.
+#[derive(Debug, Clone)]
+pub struct ProcessContext {
+    /// The user's folders.
+    pub dirs: UserDirs,
+    /// The working directory the process started in (`/` when it cannot be read: a folder
+    /// removed under the process).
+    pub cwd: PathBuf,
+    /// `$FLEMMA_CONFIG` when set and not empty: the configuration file instead of
+    /// `$XDG_CONFIG_HOME/flemma/config.toml`, also protected from the tools.
+    pub flemma_config: Option<PathBuf>,
+    /// `--config`: the configuration file to use instead of either (which must exist;
+    /// `crate::chat::config_input` reads the choice).
+    pub explicit_config: Option<PathBuf>,
+    /// The daemon's runtime folder and sockets.
+    pub runtime: RuntimePaths,
+    /// `FLEMMAD_WATCH=poll`: chat files are polled, not watched, and checkpoints scan the
+    /// project each time (no inotify).
+    pub poll_files: bool,
+    /// The environment's variables, for `${VAR}` in the configuration ([`ProcessContext::var`]).
+    vars: Variables,
+}
+
+/// The environment's variables (UTF-8 names and values), shared by the context's clones; its
+/// `Debug` names none (values may be secrets).
+#[derive(Clone, Default)]
+struct Variables(Arc<HashMap<String, String>>);
+
+impl std::fmt::Debug for Variables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} variables", self.0.len())
+    }
+}
+
+impl ProcessContext {
+    /// This process's, with the command line's `--config`.
+    pub fn from_process(explicit_config: Option<&Path>) -> Self {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let dirs = UserDirs::from_process();
+        let flemma_config = std::env::var_os("FLEMMA_CONFIG")
+            .filter(|value| !value.is_empty())
+            .map(PathBuf::from);
+        let mut context = Self::new(
+            dirs,
+            cwd,
+            flemma_config,
+            explicit_config.map(Path::to_owned),
+        );
+        context.vars = Variables(Arc::new(
+            std::env::vars_os()
+                .filter_map(|(name, value)| {
+                    Some((name.into_string().ok()?, value.into_string().ok()?))
+                })
+                .collect(),
+        ));
+        context.poll_files = context.var(crate::watcher::WATCH_ENV).as_deref() == Some("poll");
+        context
+    }
+
+    /// A context from its parts.
+    pub fn new(
+        dirs: UserDirs,
+        cwd: PathBuf,
+        flemma_config: Option<PathBuf>,
+        explicit_config: Option<PathBuf>,
+    ) -> Self {
+        Self {
+            runtime: RuntimePaths::for_dirs(&dirs),
+            dirs,
+            cwd,
+            flemma_config,
+            explicit_config,
+            poll_files: false,
+            vars: Variables::default(),
+        }
+    }
+
+    /// The environment variable `name` as the process started with it (`None` when unset or
+    /// not UTF-8): what `${VAR}` in the configuration expands to.
+    pub fn var(&self, name: &str) -> Option<String> {
+        self.vars.0.get(name).cloned()
+    }
+
+    /// The same context with these environment variables instead (tests).
+    #[cfg(test)]
+    pub fn with_vars(mut self, vars: &[(&str, &str)]) -> Self {
+        self.vars = Variables(Arc::new(
+            vars.iter()
+                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+                .collect(),
+        ));
+        self
+    }
+
+    /// `path` made absolute against the process's working directory (`.` components and
+    /// doubled separators removed, `..` kept, as `std::path::absolute` does).
+    pub fn absolute(&self, path: &Path) -> PathBuf {
+        let joined = self.cwd.join(path);
+        std::path::absolute(&joined).unwrap_or(joined)
+    }
+
+    /// The folder a chat's relative settings are taken against: the chat's own, made absolute
+    /// before anything joins onto it (the folder of a bare `c.chat` is ""), else the working
+    /// directory.
+    pub fn chat_folder(&self, chat: Option<&Path>) -> PathBuf {
+        chat.map(|chat| self.absolute(chat))
+            .as_deref()
+            .and_then(Path::parent)
+            .map_or_else(|| self.cwd.clone(), Path::to_path_buf)
+    }
+
+    /// The configuration file without `--config`: `$FLEMMA_CONFIG`, else
+    /// `$XDG_CONFIG_HOME/flemma/config.toml`.
+    pub fn default_config_file(&self) -> Option<PathBuf> {
+        self.flemma_config
+            .clone()
+            .or_else(|| self.dirs.flemma_config().map(|dir| dir.join("config.toml")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context(cwd: &str) -> ProcessContext {
+        let dirs = UserDirs {
+            home: Some(PathBuf::from("/home/me")),
+            config: Some(PathBuf::from("/home/me/.config")),
+            ..UserDirs::default()
+        };
+        ProcessContext::new(
+            dirs,
+            PathBuf::from(cwd),
+            Some(PathBuf::from("flemma.toml")),
+            None,
+        )
+    }
+
+    #[test]
+    fn paths_are_made_absolute_against_the_starting_folder() {
+        let context = context("/work/project");
+        assert_eq!(
+            context.absolute(Path::new("c.chat")),
+            PathBuf::from("/work/project/c.chat")
+        );
+        assert_eq!(
+            context.absolute(Path::new("./sub//c.chat")),
+            PathBuf::from("/work/project/sub/c.chat")
+        );
+        assert_eq!(
+            context.absolute(Path::new("/elsewhere/c.chat")),
+            PathBuf::from("/elsewhere/c.chat")
+        );
+        assert_eq!(
+            context.chat_folder(Some(Path::new("c.chat"))),
+            PathBuf::from("/work/project")
+        );
+        assert_eq!(context.chat_folder(None), PathBuf::from("/work/project"));
+        assert_eq!(
+            context.default_config_file(),
+            Some(PathBuf::from("flemma.toml"))
+        );
+    }
+
+    #[test]
+    fn variables_are_read_and_never_shown() {
+        let context = context("/").with_vars(&[("TOKEN", "s3cret")]);
+        assert_eq!(context.var("TOKEN").as_deref(), Some("s3cret"));
+        assert_eq!(context.var("OTHER"), None);
+        let shown = format!("{context:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    #[test]
+    fn the_default_configuration_follows_the_user_folders() {
+        let mut context = context("/");
+        context.flemma_config = None;
+        assert_eq!(
+            context.default_config_file(),
+            Some(PathBuf::from("/home/me/.config/flemma/config.toml"))
+        );
+        context.dirs = UserDirs::default();
+        assert_eq!(context.default_config_file(), None);
+    }
+}
