@@ -15,8 +15,7 @@ use std::path::{Path, PathBuf};
 
 use flemma_config::{ConfigLayer, Mode};
 use flemma_engine::{EngineEvent, Input, StopReason};
-use flemma_protocol::engine::{Accepted, EngineStatus, JobState, ModelSwitch};
-use flemma_protocol::error::RequestError;
+use flemma_protocol::engine::{Accepted, ModelSwitch};
 use flemma_protocol::event::{EngineStopped, StopLabel};
 use flemma_protocol::methods::FlemmaRequest;
 
@@ -38,22 +37,6 @@ pub(crate) enum Phase {
     },
     /// A driver runs: inputs are fed to it.
     Running,
-}
-
-/// How a call was decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decided {
-    Approved,
-    Rejected,
-}
-
-impl Decided {
-    fn as_str(self) -> &'static str {
-        match self {
-            Decided::Approved => "approved",
-            Decided::Rejected => "rejected",
-        }
-    }
 }
 
 /// The last known state of one document.
@@ -162,16 +145,6 @@ pub(crate) struct Backlog {
     pub leave: bool,
 }
 
-/// What the calls to be decided are checked on when no driver runs (a running driver's pending
-/// calls, the state's own, always decide).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Checked<'a> {
-    /// A text (the caller's buffer, or the file read under the state's lock).
-    Text(&'a flemma_syntax::Document),
-    /// Nothing known here (another editor's buffer): accepted, its driver decides.
-    Unknown,
-}
-
 /// The host's state. See the module documentation.
 #[derive(Debug, Default)]
 pub(crate) struct HostState {
@@ -182,9 +155,6 @@ pub(crate) struct HostState {
     /// The runtime layer of every document `flemma/mode` set a mode for, with that mode.
     modes: HashMap<PathBuf, (ConfigLayer, Mode)>,
 }
-
-/// The most decisions a document remembers (the oldest are long in the text).
-const DECIDED_KEPT: usize = 1024;
 
 impl HostState {
     #[cfg(test)]
@@ -429,219 +399,6 @@ impl HostState {
         ));
         effects
     }
-
-    /// Whether the calls to decide on `path` are checked on the file when the caller holds no
-    /// buffer: no driver runs, and no other editor has it open.
-    pub fn decided_on_file(&self, path: &Path, another_editor: bool) -> bool {
-        !self.is_running(path) && !another_editor
-    }
-
-    /// Decides `tool_id` (or, with `None`, every pending call) as `how`: **the first decision
-    /// on a call is the one that counts**, whichever front end sends it and however close
-    /// together. Each call is checked on what knows it best — a running driver's pending
-    /// calls, else `text` — and against the decisions already taken; the decision is recorded
-    /// with the driver that will handle it (the running one, else the next). A recorded
-    /// decision is in flight until the text shows it; only a driver that failed may have
-    /// dropped decisions, and then a new one may be taken. Returns what was accepted.
-    pub fn decide(
-        &mut self,
-        path: &Path,
-        tool_id: Option<&str>,
-        how: Decided,
-        text: Checked<'_>,
-    ) -> Result<Accepted, RequestError> {
-        use flemma_ide::actions::{ActionError, check_pending, pending_ids};
-        let state = self.doc(path);
-        let running = state.running();
-        let handler = state.epoch + u64::from(!running);
-        let waiting: Option<Vec<String>> = state
-            .driver
-            .as_ref()
-            .filter(|_| running)
-            .map(|driver| driver.pending.clone());
-        let text = match (&waiting, text) {
-            (Some(_), _) | (None, Checked::Unknown) => None,
-            (None, Checked::Text(doc)) => Some(doc),
-        };
-        let refused = |error: ActionError| RequestError::invalid_params(error.to_string());
-        let pending_now = |id: &str| match (&waiting, text) {
-            (Some(waiting), _) => waiting.iter().any(|w| w == id),
-            (None, Some(doc)) => check_pending(doc, id).is_ok(),
-            (None, None) => true,
-        };
-        let ids: Vec<String> = match tool_id {
-            Some(id) => vec![id.to_owned()],
-            None => match (&waiting, text) {
-                (Some(waiting), _) => waiting.clone(),
-                (None, Some(doc)) => pending_ids(doc),
-                (None, None) => Vec::new(),
-            },
-        };
-        if tool_id.is_none() && ids.is_empty() && (waiting.is_some() || text.is_some()) {
-            return Err(refused(ActionError::NothingPending));
-        }
-        let mut decided = Vec::new();
-        let mut first_refusal = None;
-        for id in &ids {
-            let already = |was: &str| {
-                RequestError::refused(format!(
-                    "`{id}` was already {was}: the first decision on a call (approve, reject or cancel) is the one that counts; edit the chat yourself to change it"
-                ))
-            };
-            let before = state
-                .decided
-                .get(id.as_str())
-                .map(|&(how, by, _)| (how, by));
-            let refusal = match (before, pending_now(id)) {
-                // The text says it is decided: say what it says.
-                (before, false) => Some(match (text, &waiting, before) {
-                    (Some(doc), None, _) => match check_pending(doc, id) {
-                        Err(error) => refused(error),
-                        Ok(()) => already(before.map_or("decided", |b| b.0.as_str())),
-                    },
-                    (_, _, Some((was, _))) => already(was.as_str()),
-                    _ => RequestError::refused(format!(
-                        "`{id}` is not waiting for approval (it was decided already, or it is not in the chat); pending: {}",
-                        waiting
-                            .as_ref()
-                            .filter(|w| !w.is_empty())
-                            .map_or_else(|| "none".to_owned(), |w| w.join(", "))
-                    )),
-                }),
-                // Still pending, decided before: in flight (the host hands every decision to
-                // the running driver, which applies what it got before it ends, or to the next
-                // one), unless the driver failed before applying it.
-                (Some((was, by)), true) => {
-                    let lost = !running && state.last_failed && by <= state.epoch;
-                    (!lost).then(|| already(was.as_str()))
-                }
-                (None, true) => None,
-            };
-            match refusal {
-                Some(refusal) => {
-                    first_refusal.get_or_insert(refusal);
-                }
-                None => decided.push(id.clone()),
-            }
-        }
-        if let (true, Some(refusal)) = (decided.is_empty(), first_refusal) {
-            return Err(refusal);
-        }
-        for id in &decided {
-            state.decisions += 1;
-            let order = state.decisions;
-            state.decided.insert(id.clone(), (how, handler, order));
-        }
-        // An `approveAll` may add many at once: the oldest decisions go until the rest fit.
-        while state.decided.len() > DECIDED_KEPT {
-            let oldest = state
-                .decided
-                .iter()
-                .min_by_key(|(_, (_, _, order))| *order)
-                .map(|(id, _)| id.clone());
-            match oldest {
-                Some(id) => state.decided.remove(&id),
-                None => break,
-            };
-        }
-        Ok(Accepted {
-            started: !running,
-            tool_ids: decided,
-        })
-    }
-
-    /// Refuses `action` (`cancel`, `move to the background`) of `what` when no driver runs for
-    /// `path`.
-    pub fn running_only(
-        &self,
-        path: &Path,
-        what: &str,
-        action: &str,
-    ) -> Result<Accepted, RequestError> {
-        match self.is_running(path) {
-            true => Ok(Accepted::default()),
-            false => Err(RequestError::refused(format!(
-                "nothing runs for {}: there is no {what} to {action}",
-                path.display()
-            ))),
-        }
-    }
-
-    /// Refuses a compaction, its undo or a cut by hand while a driver works on `path`
-    /// (automatic compaction runs there).
-    pub fn by_hand(&self, path: &Path, order: &ByHand) -> Result<Accepted, RequestError> {
-        let what = match order {
-            ByHand::Compact(_) => "compact",
-            ByHand::Undo { .. } => "undo the compaction",
-            ByHand::Rewind { .. } => "cut the chat back",
-        };
-        let hint = "during a send, `context.compact_at` compacts on its own";
-        self.idle_for(path, what, hint)?;
-        Ok(self.accepted(path))
-    }
-
-    /// Refuses a rewind while a driver works on `path`.
-    pub fn rewind(&self, path: &Path) -> Result<(), RequestError> {
-        self.idle_for(path, "rewind", "cancel it first")
-    }
-
-    /// Refuses `what` while a driver works on `path` (`hint`: what to do meanwhile).
-    fn idle_for(&self, path: &Path, what: &str, hint: &str) -> Result<(), RequestError> {
-        if !self.is_running(path) {
-            return Ok(());
-        }
-        Err(RequestError::refused(format!(
-            "flemmad works on {} (a send, tools or jobs): {what} once it stops ({hint})",
-            path.display()
-        )))
-    }
-
-    /// `flemma/status` of `path`; `questions` are the ids of the questions asked agents wait
-    /// for (answered as pending calls are).
-    pub fn status(&self, path: &Path, questions: Vec<String>) -> EngineStatus {
-        let unknown = DocumentState::default();
-        let state = self.docs.get(path).unwrap_or(&unknown);
-        let driver = state.driver.as_ref();
-        let mut pending = driver.map(|d| d.pending.clone()).unwrap_or_default();
-        pending.extend(questions);
-        EngineStatus {
-            path: path.display().to_string(),
-            state: status_label(state).to_owned(),
-            running_tools: driver.map(|d| d.running_tools.clone()).unwrap_or_default(),
-            pending,
-            jobs: driver.map(|d| d.jobs.clone()).unwrap_or_default(),
-            usage: usage_of(driver),
-            last_stop: state.last_stop.as_ref().map(|stop| match &stop.message {
-                Some(message) => format!("{}: {message}", stop.reason),
-                None => stop.reason.to_string(),
-            }),
-            switched: self
-                .switches
-                .get(path)
-                .map(|(_, switched)| switched.clone()),
-            mode: self
-                .modes
-                .get(path)
-                .map(|(_, mode)| mode.as_str().to_owned()),
-            context: driver.and_then(|d| d.context.clone()).map(Box::new),
-        }
-    }
-
-    /// `flemma/jobs` of `path`.
-    pub fn jobs(&self, path: &Path) -> Vec<flemma_protocol::engine::EngineJob> {
-        self.driver(path)
-            .map(|d| d.jobs.clone())
-            .unwrap_or_default()
-    }
-
-    /// `flemma/usage` of `path`.
-    pub fn usage(&self, path: &Path) -> flemma_protocol::engine::UsageTotals {
-        usage_of(self.driver(path))
-    }
-
-    fn driver(&self, path: &Path) -> Option<&DriverState> {
-        self.docs.get(path).and_then(|d| d.driver.as_ref())
-    }
 }
 
 /// Whether `request`'s answer needs work that takes long, which a caller that must not wait
@@ -659,7 +416,6 @@ pub(crate) fn answered_off_thread(request: &FlemmaRequest) -> bool {
     )
 }
 
-/// How a driver's end is told (`engine:stopped`): its stop reason, or the error it ended on.
 /// Whether `request` may start a driver (then no other process may be driving the chat).
 pub(crate) fn may_start_a_driver(request: &FlemmaRequest) -> bool {
     use FlemmaRequest as R;
@@ -675,6 +431,7 @@ pub(crate) fn may_start_a_driver(request: &FlemmaRequest) -> bool {
     )
 }
 
+/// How a driver's end is told (`engine:stopped`): its stop reason, or the error it ended on.
 pub(crate) fn stopped(outcome: &Result<StopReason, String>) -> EngineStopped {
     match outcome {
         Ok(reason) => EngineStopped {
@@ -688,41 +445,10 @@ pub(crate) fn stopped(outcome: &Result<StopReason, String>) -> EngineStopped {
     }
 }
 
-/// The `state` of `flemma/status`: `idle` or `awaiting-approval` when no driver runs (as the
-/// last one stopped), else `streaming`, `tools` (foreground tools or running jobs) or
-/// `working`.
-pub(crate) fn status_label(state: &DocumentState) -> &'static str {
-    let driver = state.driver.as_ref();
-    match driver {
-        _ if !state.running() => {
-            if state
-                .last_stop
-                .as_ref()
-                .is_some_and(|stop| stop.reason == StopLabel::AwaitingApproval)
-            {
-                StopLabel::AwaitingApproval.as_str()
-            } else {
-                "idle"
-            }
-        }
-        Some(d) if d.streaming => "streaming",
-        Some(d)
-            if !d.running_tools.is_empty()
-                || d.jobs.iter().any(|j| j.state == JobState::Running) =>
-        {
-            "tools"
-        }
-        _ => "working",
-    }
-}
+mod decisions;
+mod status;
 
-fn usage_of(driver: Option<&DriverState>) -> flemma_protocol::engine::UsageTotals {
-    driver
-        .map(|d| {
-            crate::usage_report::totals(&d.usage, d.cost, d.cache_saved, d.rate_limits.as_ref())
-        })
-        .unwrap_or_default()
-}
+pub(crate) use decisions::{Checked, Decided};
 
 #[cfg(test)]
 #[path = "state_tests.rs"]

@@ -1,7 +1,9 @@
 //! The host's decisions as data: (what happened before, a command) → (effects, new phase).
 
+use super::decisions::DECIDED_KEPT;
 use super::*;
 use flemma_engine::{CancelScope, StopReason};
+use flemma_protocol::engine::JobState;
 
 const CHAT: &str = "/w/c.chat";
 
