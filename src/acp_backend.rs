@@ -819,6 +819,14 @@ mod tests {
                    "rateLimits": {"windows": [{"name": "primary", "usedPercent": 42.0}]},
                    "contextTokens": 2225, "contextWindow": window})
         };
+        // What a driver's setup found is the CLI's to show, not a turn's.
+        assert_eq!(
+            told(
+                "engine:setup",
+                json!({"provider": "anthropic", "model": "m", "warnings": ["w"], "diagnostics": []})
+            ),
+            None
+        );
         // Without the model's context window there is nothing to tell ACP.
         assert_eq!(told("usage:updated", usage(Value::Null)), None);
         let usage = told("usage:updated", usage(json!(272000)));

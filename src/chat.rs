@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use flemma_config::{ConfigLayer, LayerKind};
 use flemma_ide::{Analysis, AnalysisHost, ConfigInput, Diagnostic, DocumentId, Purpose};
+use flemma_protocol::event::SetupDiagnostic;
 use flemma_syntax::{Document, Encoding, LineIndex, Severity};
 use flemma_template::FsHost;
 
@@ -54,22 +55,30 @@ impl LoadedChat {
     pub fn report(&self, for_send: bool) -> String {
         let doc = &*self.analysis.document;
         let index = doc.line_index();
-        let mut shown: Vec<Diagnostic> = self
-            .analysis
-            .diagnostics
-            .iter()
-            .filter(|d| d.severity <= Severity::Warning)
-            .cloned()
-            .collect();
-        if for_send {
-            for blocker in self.analysis.send_blockers() {
-                if !shown.contains(&blocker) {
-                    shown.push(blocker);
-                }
-            }
-        }
+        let (mut shown, blockers) = reported(&self.analysis, for_send);
+        shown.extend(blockers);
         render_all(&self.path, Some((doc, &index)), &shown)
     }
+}
+
+/// What [`LoadedChat::report`] shows of `analysis`: its errors and warnings in the order
+/// found, and after them (when `for_send`) the send blockers that are not among them.
+pub fn reported(analysis: &Analysis, for_send: bool) -> (Vec<Diagnostic>, Vec<Diagnostic>) {
+    let shown: Vec<Diagnostic> = analysis
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity <= Severity::Warning)
+        .cloned()
+        .collect();
+    let mut blockers: Vec<Diagnostic> = Vec::new();
+    if for_send {
+        for blocker in analysis.send_blockers() {
+            if !shown.contains(&blocker) && !blockers.contains(&blocker) {
+                blockers.push(blocker);
+            }
+        }
+    }
+    (shown, blockers)
 }
 
 /// Why a chat could not be loaded, for the command that asked (the command's `CliError` turns
@@ -133,30 +142,72 @@ pub fn render_all(
 ) -> String {
     let mut out = String::new();
     for d in diagnostics {
-        let here = || match document {
-            Some((doc, index)) => {
-                let p = index.position(doc.text(), d.range.start, Encoding::Utf8);
-                format!("{}:{}:{}", path.display(), p.line + 1, p.character + 1)
-            }
-            None => path.display().to_string(),
-        };
-        let place = match (&d.file, d.line_in_file) {
-            (Some(file), line) => {
-                let mut place = file.display().to_string();
-                if let Some(line) = line {
-                    let _ = write!(place, ":{line}");
-                }
-                if !d.is_outside_document() {
-                    let _ = write!(place, " (included from {})", here());
-                }
-                place
-            }
-            (None, _) => here(),
-        };
-        let _ = writeln!(out, "{place}: {}: {}", d.severity.as_str(), d.message);
-        if let Some(hint) = &d.hint {
-            let _ = writeln!(out, "  hint: {hint}");
+        match document {
+            Some(document) => render_one(&mut out, path, true, &diagnostic_data(document, d)),
+            None => render_one(&mut out, path, false, &diagnostic_data_unplaced(d)),
         }
     }
     out
+}
+
+/// Renders diagnostics carried as data (`engine:setup`), as [`render_all`] renders them.
+pub fn render_data(path: &Path, diagnostics: &[SetupDiagnostic]) -> String {
+    let mut out = String::new();
+    for d in diagnostics {
+        render_one(&mut out, path, true, d);
+    }
+    out
+}
+
+/// A diagnostic of `document` as data, placed as [`render_all`] places it.
+pub fn diagnostic_data((doc, index): (&Document, &LineIndex), d: &Diagnostic) -> SetupDiagnostic {
+    let p = index.position(doc.text(), d.range.start, Encoding::Utf8);
+    SetupDiagnostic {
+        line: u64::from(p.line) + 1,
+        column: u64::from(p.character) + 1,
+        ..diagnostic_data_unplaced(d)
+    }
+}
+
+/// A diagnostic as data without its place in a chat (line and column 0).
+fn diagnostic_data_unplaced(d: &Diagnostic) -> SetupDiagnostic {
+    SetupDiagnostic {
+        severity: d.severity.as_str().to_owned(),
+        message: d.message.clone(),
+        hint: d.hint.clone(),
+        code: Some(d.code.clone()).filter(|code| !code.is_empty()),
+        line: 0,
+        column: 0,
+        file: d.file.as_ref().map(|file| file.display().to_string()),
+        line_in_file: d.line_in_file.map(|line| line as u64),
+        outside_document: d.is_outside_document(),
+    }
+}
+
+/// One diagnostic's line (and its hint's): at `path:line:col` when `placed`, else at `path`.
+fn render_one(out: &mut String, path: &Path, placed: bool, d: &SetupDiagnostic) {
+    let here = || {
+        if placed {
+            format!("{}:{}:{}", path.display(), d.line, d.column)
+        } else {
+            path.display().to_string()
+        }
+    };
+    let place = match &d.file {
+        Some(file) => {
+            let mut place = file.clone();
+            if let Some(line) = d.line_in_file {
+                let _ = write!(place, ":{line}");
+            }
+            if !d.outside_document {
+                let _ = write!(place, " (included from {})", here());
+            }
+            place
+        }
+        None => here(),
+    };
+    let _ = writeln!(out, "{place}: {}: {}", d.severity, d.message);
+    if let Some(hint) = &d.hint {
+        let _ = writeln!(out, "  hint: {hint}");
+    }
 }

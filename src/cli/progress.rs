@@ -8,10 +8,51 @@ use std::time::{Duration, Instant};
 
 use flemma_engine::{EngineEvent, PendingCall};
 use flemma_protocol::activity::Activity;
-use flemma_protocol::event::{LifecycleEvent, Written};
+use flemma_protocol::event::{EngineSetup, LifecycleEvent, Written};
 
 use super::Ui;
 use crate::engine_driver::Report;
+
+/// The code of the template diagnostics about tool uses and results (missing results,
+/// unresolved placeholders), which a send does not show before it goes out.
+const TOOL_DIAGNOSTIC: &str = "template-tool";
+
+/// What a send shows of its driver's setup (`engine:setup`), in this process as through the
+/// daemon: the chat's errors and warnings but the tool ones (not when `quiet`), then the
+/// model's and the tools' warnings. `Some`: nothing runs, and these are the lines that say
+/// why (the chat's errors, or why there is nothing to send), shown by the caller.
+pub(super) fn show_setup(ui: &Ui, path: &Path, setup: &EngineSetup, quiet: bool) -> Option<String> {
+    if setup.provider.is_none() {
+        // The chat's errors block it: all of them are the refusal.
+        let mut all = setup.diagnostics.clone();
+        all.extend(setup.blocking.iter().cloned());
+        return Some(crate::chat::render_data(path, &all));
+    }
+    if !quiet {
+        let shown: Vec<_> = setup
+            .diagnostics
+            .iter()
+            .filter(|d| d.code.as_deref() != Some(TOOL_DIAGNOSTIC))
+            .cloned()
+            .collect();
+        ui.stderr(&crate::chat::render_data(path, &shown));
+    }
+    for warning in &setup.warnings {
+        ui.warn(warning);
+    }
+    (!setup.blocking.is_empty()).then(|| crate::chat::render_data(path, &setup.blocking))
+}
+
+/// The line a send says when its first request goes out: `sending PATH to PROVIDER (MODEL)…`,
+/// with `how` (` through the daemon`) before the ellipsis.
+pub(super) fn sending_line(path: &Path, setup: &EngineSetup, how: &str) -> String {
+    match (&setup.provider, &setup.model) {
+        (Some(provider), Some(model)) => {
+            format!("sending {} to {provider} ({model}){how}…", path.display())
+        }
+        _ => format!("sending {}{how}…", path.display()),
+    }
+}
 
 /// The stderr listing of the calls waiting for approval, with the commands to answer them
 /// (and, with `--diff`, what each `write` and `edit` would change: `diffs` by tool use id).

@@ -17,9 +17,8 @@ use flemma_protocol::methods::{DocumentParams, FlemmaRequest, FlemmaResponse, Mo
 use super::CliError;
 use super::error::{CycleEnd, cycle_end};
 use super::local_host::LocalHost;
-use super::progress::{Progress, approval_listing, summary};
+use super::progress::{Progress, approval_listing, sending_line, show_setup, summary};
 use super::proposed::diffs;
-use crate::chat;
 use crate::engine_driver::Report;
 use crate::engine_host::{CallOptions, Followed, SetupReport};
 use crate::process_context::ProcessContext;
@@ -58,10 +57,6 @@ pub struct SendArgs {
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(flemma_config::MODES))]
     pub mode: Option<String>,
 }
-
-/// The code of the template diagnostics about tool uses and results (missing results,
-/// unresolved placeholders).
-const TOOL_DIAGNOSTIC: &str = "template-tool";
 
 pub fn run(args: SendArgs, context: &ProcessContext) -> Result<ExitCode, CliError> {
     if !args.no_daemon && !args.no_autopilot && args.mode.is_none() {
@@ -132,52 +127,11 @@ fn in_process(args: &SendArgs, context: &ProcessContext) -> Result<ExitCode, Cli
             break super::local_host::host_ended();
         };
         let event = match followed {
-            Followed::Setup(SetupReport::Blocked(analysis)) => {
-                let loaded = chat::LoadedChat {
-                    path: path.clone(),
-                    analysis,
-                };
-                return Err(CliError::blocked("send", loaded.report(true), NOT_SENT));
-            }
             Followed::Setup(SetupReport::Failed(message)) => {
                 return Err(CliError::failed("send", message));
             }
-            Followed::Setup(SetupReport::Ready(seen)) => {
-                let doc = &seen.analysis.document;
-                let rendered = |diagnostics: &[flemma_ide::Diagnostic]| {
-                    chat::render_all(path, Some((doc, &doc.line_index())), diagnostics)
-                };
-                if !args.quiet {
-                    let shown: Vec<_> = seen
-                        .analysis
-                        .diagnostics
-                        .iter()
-                        .filter(|d| {
-                            d.severity <= flemma_syntax::Severity::Warning
-                                && d.code != TOOL_DIAGNOSTIC
-                        })
-                        .cloned()
-                        .collect();
-                    ui.stderr(&rendered(&shown));
-                }
-                for warning in &seen.warnings {
-                    ui.warn(warning);
-                }
-                if !seen.nothing_to_send.is_empty() {
-                    return Err(CliError::blocked(
-                        "send",
-                        rendered(&seen.nothing_to_send),
-                        NOT_SENT,
-                    ));
-                }
-                requested = Some(progress.announce_on_first_request(format!(
-                    "sending {} to {} ({})…",
-                    path.display(),
-                    seen.provider,
-                    seen.model
-                )));
-                continue;
-            }
+            // Shown from `engine:setup`, as through the daemon.
+            Followed::Setup(SetupReport::Ready | SetupReport::Blocked) => continue,
             Followed::Notice(notice) => {
                 progress.show(Report::Notice(notice));
                 continue;
@@ -186,6 +140,15 @@ fn in_process(args: &SendArgs, context: &ProcessContext) -> Result<ExitCode, Cli
         };
         match event {
             EngineEvent::EngineStopped(stopped) => break stopped,
+            EngineEvent::EngineSetup(setup) => {
+                let refusal = show_setup(&ui, path, &setup, args.quiet);
+                requested =
+                    Some(progress.announce_on_first_request(sending_line(path, &setup, "")));
+                progress.show(Report::Event(EngineEvent::EngineSetup(setup)));
+                if let Some(refusal) = refusal {
+                    return Err(CliError::blocked("send", refusal, NOT_SENT));
+                }
+            }
             EngineEvent::RequestText(streamed) => progress.show(Report::Text(streamed.text)),
             EngineEvent::RequestThinking(streamed) => {
                 progress.show(Report::Thinking(streamed.text));

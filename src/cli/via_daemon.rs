@@ -15,16 +15,21 @@ use flemma_protocol::engine::UsageTotals;
 use serde_json::{Value, json};
 
 use super::error::{CycleEnd, cycle_end};
-use super::progress::{Progress, approval_listing, shell_quote};
+use super::progress::{Progress, approval_listing, sending_line, shell_quote, show_setup};
 use super::{CliError, Ui};
 use crate::engine_driver::Report;
 use crate::process_context::ProcessContext;
 use flemma_engine::EngineEvent;
+use flemma_protocol::event::EngineSetup;
 
 use flemma_protocol::methods::{
     ApproveHunksParams, DocumentParams, EVENT_NOTIFICATION, FlemmaRequest, RejectParams, SUBSCRIBE,
     ToolCallParams,
 };
+
+/// How a send through the daemon says it sends (`sending FILE to PROVIDER (MODEL) through the
+/// daemon…`).
+const THROUGH: &str = " through the daemon";
 
 /// How long a request may wait for its answer.
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -308,12 +313,6 @@ pub fn run_with(
         return Ok(ExitCode::SUCCESS);
     }
     let ui = Ui::root();
-    if !follow.quiet && matches!(action, Action::Send) {
-        ui.note(format_args!(
-            "sending {} through the daemon…",
-            file.display()
-        ));
-    }
     let started = Instant::now();
     cancel_on_ctrl_c(&client.context, command, &uri);
     let mut progress = Progress::new(
@@ -322,6 +321,12 @@ pub fn run_with(
         follow.events,
         follow.quiet,
     );
+    let send = matches!(action, Action::Send);
+    if send {
+        // Until `engine:setup` names the provider and model (a daemon of an older version
+        // does not).
+        progress.announce_on_first_request(sending_line(file, &EngineSetup::default(), THROUGH));
+    }
     let mut pending: Vec<PendingCall> = Vec::new();
     let mut asked = Vec::new();
     // How the following ended: the engine stopped, or an asked agent's question waits.
@@ -345,6 +350,14 @@ pub fn run_with(
             EngineEvent::RequestText(streamed) => {
                 progress.show(Report::Text(streamed.text.clone()));
                 continue;
+            }
+            // Shown as the in-process send shows it; a refusal's lines come before the stop
+            // that says it.
+            EngineEvent::EngineSetup(setup) if send => {
+                if let Some(refusal) = show_setup(&ui, file, setup, follow.quiet) {
+                    ui.stderr(&refusal);
+                }
+                progress.announce_on_first_request(sending_line(file, setup, THROUGH));
             }
             EngineEvent::ToolApprovalRequired(required) => pending = pending_calls(required),
             // An asked agent's question waits in the daemon: the command stops here (exit 3).

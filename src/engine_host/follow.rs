@@ -1,16 +1,13 @@
-//! What a caller in this process follows of one document ([`EngineHost::follow`]): its events,
-//! and what only such a caller is given — how the setup of a driver went, typed
-//! ([`SetupReport`]: the analysis whose diagnostics it renders with the path its user named,
-//! the warnings, what is sent where, or why nothing runs), where an editor gets notices and the
-//! daemon's subscribers the `engine:stopped` message; and the notices the driver tells its
-//! editors. The command line without a daemon (`cli/local_host`) shows a send from it.
+//! What a caller in this process follows of one document ([`EngineHost::follow`]): its events
+//! (`engine:setup` among them: what a driver's setup found, as every front end gets it), and
+//! what only such a caller is given — how the setup went ([`SetupReport`]: ready, blocked, or
+//! why it failed, where the daemon's subscribers get the `engine:stopped` message); and the
+//! notices the driver tells its editors. The command line without a daemon (`cli/local_host`) shows a send from it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 
 use flemma_engine::EngineEvent;
-use flemma_ide::{Analysis, Diagnostic};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine_host::{EngineHost, Shared, lock};
@@ -26,32 +23,18 @@ pub enum Followed {
     Notice(String),
 }
 
-/// How the setup of a driver went.
+/// How the setup of a driver went (what it found, every follower is told by `engine:setup`:
+/// the diagnostics, the warnings, the provider and model, why nothing runs).
 #[derive(Debug, Clone)]
 pub enum SetupReport {
-    /// Set up: the driver runs, unless a send finds nothing to send
-    /// ([`SetupSeen::nothing_to_send`]), which ends it at once.
-    Ready(Arc<SetupSeen>),
-    /// The chat's errors stop it (its analysis holds them, with their ranges): nothing runs.
-    Blocked(Arc<Analysis>),
+    /// Set up: the driver runs, unless a send finds nothing to send (`engine:setup`'s
+    /// `blocking`), which ends it at once.
+    Ready,
+    /// The chat's errors stop it (`engine:setup` holds them): nothing runs.
+    Blocked,
     /// The configuration, the provider, the tools or the client cannot be set up, or the
     /// chat cannot be read: nothing runs.
     Failed(String),
-}
-
-/// What a driver's setup found, for a caller that shows it before a send.
-#[derive(Debug)]
-pub struct SetupSeen {
-    /// The analysis of the text as read (its diagnostics are worth showing).
-    pub analysis: Arc<Analysis>,
-    /// The model's and the tools' warnings, one line each.
-    pub warnings: Vec<String>,
-    /// Where a request goes: the provider (`anthropic`, …) and the model.
-    pub provider: &'static str,
-    pub model: String,
-    /// Why a send refuses (no `@You:` with text, nothing to continue, no call waiting);
-    /// empty when it runs.
-    pub nothing_to_send: Vec<Diagnostic>,
 }
 
 impl EngineHost {

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flemma_engine::{EngineEvent, Input, StopReason};
-use flemma_protocol::event::StreamedText;
+use flemma_ide::{Analysis, Diagnostic};
+use flemma_protocol::event::{EngineSetup, StreamedText};
 use tokio::sync::mpsc;
 
 use crate::engine_driver::{Driver, DriverHandle, DriverState, Report};
 use crate::engine_host::state::{Command, Effect, First};
-use crate::engine_host::{CallOptions, Followed, SetupReport, SetupSeen, Shared, lock};
+use crate::engine_host::{CallOptions, Followed, SetupReport, Shared, lock};
 use crate::engine_setup::{self, SetupError, SetupOptions};
 
 /// How long shutdown waits for the drivers to write their abort markers.
@@ -167,7 +168,12 @@ async fn run_driver(
         Err(error) => {
             let message = error.to_string();
             refused(match error {
-                SetupError::Blocked { analysis } => SetupReport::Blocked(analysis),
+                SetupError::Blocked { analysis } => {
+                    // Every front end is told the errors, before the stop that says why.
+                    let setup = setup_blocked(&analysis, send);
+                    shared.publish(path, EngineEvent::EngineSetup(setup));
+                    SetupReport::Blocked
+                }
                 SetupError::Failed(message) => SetupReport::Failed(message),
             });
             return Err(message);
@@ -184,16 +190,17 @@ async fn run_driver(
         .chain(&prepared.tool_warnings)
         .cloned()
         .collect();
-    shared.tell_followers(
+    shared.publish(
         path,
-        Followed::Setup(SetupReport::Ready(Arc::new(SetupSeen {
-            analysis: prepared.analysis.clone(),
-            warnings: warnings.clone(),
-            provider: prepared.provider_name,
-            model: prepared.model.clone(),
-            nothing_to_send: nothing_to_send.clone(),
-        }))),
+        EngineEvent::EngineSetup(setup_ready(
+            &prepared.analysis,
+            &warnings,
+            prepared.provider_name,
+            &prepared.model,
+            &nothing_to_send,
+        )),
     );
+    shared.tell_followers(path, Followed::Setup(SetupReport::Ready));
     if !nothing_to_send.is_empty() {
         let reasons: Vec<String> = nothing_to_send.iter().map(|d| d.message.clone()).collect();
         return Err(format!("nothing was sent: {}", reasons.join("; ")));
@@ -298,4 +305,40 @@ fn reporter(report_shared: Arc<Shared>, report_path: PathBuf) -> Box<dyn FnMut(R
             EngineEvent::RequestThinking(StreamedText { text }),
         ),
     })
+}
+
+/// `engine:setup` of a driver set up: where it sends, its warnings, the chat's warnings and
+/// errors, and why a send has nothing to send.
+fn setup_ready(
+    analysis: &Analysis,
+    warnings: &[String],
+    provider: &str,
+    model: &str,
+    nothing_to_send: &[Diagnostic],
+) -> EngineSetup {
+    let doc = &*analysis.document;
+    let index = doc.line_index();
+    let data = |d: &Diagnostic| crate::chat::diagnostic_data((doc, &index), d);
+    let (shown, _) = crate::chat::reported(analysis, false);
+    EngineSetup {
+        provider: Some(provider.to_owned()),
+        model: Some(model.to_owned()),
+        warnings: warnings.to_vec(),
+        diagnostics: shown.iter().map(data).collect(),
+        blocking: nothing_to_send.iter().map(data).collect(),
+    }
+}
+
+/// `engine:setup` of a driver the chat's errors block: what `flemmad send` reports of it
+/// (its errors and warnings, then the send's blockers when it is a send).
+fn setup_blocked(analysis: &Analysis, send: bool) -> EngineSetup {
+    let doc = &*analysis.document;
+    let index = doc.line_index();
+    let data = |d: &Diagnostic| crate::chat::diagnostic_data((doc, &index), d);
+    let (shown, blockers) = crate::chat::reported(analysis, send);
+    EngineSetup {
+        diagnostics: shown.iter().map(data).collect(),
+        blocking: blockers.iter().map(data).collect(),
+        ..EngineSetup::default()
+    }
 }

@@ -1207,3 +1207,118 @@ async fn a_stalled_stream_through_the_daemon_is_ended_by_the_watchdog() {
     );
     assert!(text.ends_with(" -->\n\n@You:\n\n"), "{text:?}");
 }
+
+/// Issue 28: a send through the daemon says what the in-process send says before it goes out
+/// — the chat's warning (at its line and column, with its hint), the model's warning — and
+/// names the provider and model when the request goes out; `--events` carries `engine:setup`
+/// on both paths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_through_the_daemon_says_what_an_in_process_send_says() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let text = "```json\n{\"flemma\": {\"provider\": \"anthropic\", \"model\": \"claude-sonet-5\"}}\n```\n@You:\nHi {{ recipent }}\n";
+    let chat = common::chat(text);
+    // The lines up to the request: diagnostics, hints, warnings, the `sending` line (through
+    // the daemon it says so, after the model).
+    let said = |out: &Output| -> Vec<String> {
+        let mut said = Vec::new();
+        for line in stderr(out).lines() {
+            if line.contains("warning") || line.starts_with("  hint:") {
+                said.push(line.to_owned());
+            } else if line.contains("sending ") {
+                said.push(line.replace(" through the daemon…", "…"));
+                break;
+            }
+        }
+        said
+    };
+    let events = |out: &Output| String::from_utf8_lossy(&out.stdout).into_owned();
+    let file = chat.path.display().to_string();
+
+    mock.push(Turn::text("Hello."));
+    let in_process = run(flemmad(
+        &chat,
+        &base,
+        &["send", "--no-daemon", "--events", &file],
+    ))
+    .await;
+    assert_eq!(in_process.status.code(), Some(0), "{}", stderr(&in_process));
+
+    std::fs::write(&chat.path, text).unwrap();
+    let mut daemon = Served::start(&chat, &base).await;
+    mock.push(Turn::text("Hello."));
+    let through = run(flemmad(&chat, &base, &["send", "--events", &file])).await;
+    assert_eq!(through.status.code(), Some(0), "{}", stderr(&through));
+    assert!(
+        stderr(&through).contains("through the daemon"),
+        "{}",
+        stderr(&through)
+    );
+
+    let lines = said(&in_process);
+    let path = chat.path.display().to_string();
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with(&format!("{path}:5:")) && line.contains(": warning: ")),
+        "the chat's warning at its place: {lines:?}"
+    );
+    assert!(
+        lines.iter().any(|line| line.contains("did you mean")),
+        "the model's warning: {lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.contains(&format!("sending {path} to anthropic (claude-sonet-5)…"))),
+        "{lines:?}"
+    );
+    assert_eq!(said(&through), lines, "{}", stderr(&through));
+    for out in [&in_process, &through] {
+        assert!(events(out).contains("\"engine:setup\""), "{}", events(out));
+    }
+    daemon.signal("TERM");
+    let _ = daemon.exit_code().await;
+}
+
+/// Issue 28: a chat whose errors block the send says them through the daemon as in-process
+/// (`engine:setup` with the errors, before `engine:stopped`), and nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_send_through_the_daemon_shows_the_errors_as_in_process() {
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let text = "@You:\nHi.\n{% let x = ; %}\n";
+    let chat = common::chat(text);
+    let file = chat.path.display().to_string();
+    // The diagnostic lines (the closing `flemmad send: …` says why in each path's words;
+    // the daemon's follower ends its progress with an empty line).
+    let diagnostics = |out: &Output| -> Vec<String> {
+        stderr(out)
+            .lines()
+            .filter(|line| !line.starts_with("flemmad") && !line.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let in_process = run(flemmad(&chat, &base, &["send", "--no-daemon", &file])).await;
+    assert_eq!(in_process.status.code(), Some(1), "{}", stderr(&in_process));
+    let lines = diagnostics(&in_process);
+    assert!(
+        lines.iter().any(|line| line.contains(": error: ")),
+        "{lines:?}"
+    );
+
+    let mut daemon = Served::start(&chat, &base).await;
+    let through = run(flemmad(&chat, &base, &["send", "--events", &file])).await;
+    assert_eq!(through.status.code(), Some(1), "{}", stderr(&through));
+    assert_eq!(diagnostics(&through), lines, "{}", stderr(&through));
+    let events = String::from_utf8_lossy(&through.stdout).into_owned();
+    let setup = events
+        .find("\"engine:setup\"")
+        .expect("engine:setup is told");
+    let stopped = events.find("\"engine:stopped\"").unwrap_or(usize::MAX);
+    assert!(setup < stopped, "{events}");
+    assert!(mock.requests().is_empty(), "nothing was sent");
+    assert_eq!(read(&chat.path), text);
+    daemon.signal("TERM");
+    let _ = daemon.exit_code().await;
+}

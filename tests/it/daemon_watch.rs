@@ -438,7 +438,9 @@ fn flemmad_events_prints_the_engine_events_of_a_send_as_json_lines() {
         .iter()
         .map(|event| event["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names.first(), Some(&"request:sending"), "{names:?}");
+    // What the driver's setup found, then the request (nothing else before it).
+    assert_eq!(names.first(), Some(&"engine:setup"), "{names:?}");
+    assert_eq!(names.get(1), Some(&"request:sending"), "{names:?}");
     assert!(names.contains(&"request:finished"), "{names:?}");
     for event in &events.seen {
         // `{name, uri, data}`: every one an event of this document (no reply text: that

@@ -170,6 +170,11 @@ mod tests {
             serde_json::json!({"requestId": 1, "text": "hi"})
         )));
         assert_eq!(activity, before);
+        assert!(!activity.apply(&event(
+            "engine:setup",
+            serde_json::json!({"provider": "anthropic", "model": "m", "warnings": [], "diagnostics": []})
+        )));
+        assert_eq!(activity, before);
         activity.apply(&event(
             "engine:stopped",
             serde_json::json!({"reason": "idle"}),

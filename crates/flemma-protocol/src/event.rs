@@ -143,6 +143,10 @@ events! {
         ConfigUpdated(ConfigUpdated) = "config:updated",
         /// What an untrusted chat's frontmatter set that was ignored (once per send).
         TrustIgnored(TrustIgnored) = "trust:ignored",
+        /// A driver's setup is done (before anything is sent): where its requests go, the
+        /// model's and the tools' warnings and the chat's diagnostics; or, when the chat's
+        /// errors block it, those errors (`engine:stopped` follows).
+        EngineSetup(EngineSetup) = "engine:setup",
         /// The engine host's driver for the document ended, after its last write.
         EngineStopped(EngineStopped) = "engine:stopped",
         /// The chat was compacted (docs/context.md): its older turns became a summary in it,
@@ -633,6 +637,53 @@ impl std::fmt::Display for StopLabel {
     }
 }
 
+/// How a driver's setup went (`engine:setup`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineSetup {
+    /// Where the requests go (`anthropic`, …) and the model; absent when the chat's errors
+    /// block the driver (`blocking` then holds them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The model's and the tools' warnings, one line each.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// The chat's diagnostics of severity warning or worse, in the order found.
+    #[serde(default)]
+    pub diagnostics: Vec<SetupDiagnostic>,
+    /// Why nothing runs: the errors that block the chat, or why a send has nothing to send.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocking: Vec<SetupDiagnostic>,
+}
+
+/// A diagnostic of the chat, placed as its file shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SetupDiagnostic {
+    /// `error`, `warning`, `information` or `hint`.
+    pub severity: String,
+    pub message: String,
+    /// A further suggestion (the option the user probably meant, the edit that fixes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// What kind of diagnostic it is (`template-tool`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// Where it starts in the chat, 1-based (the column counts UTF-8 bytes).
+    pub line: u64,
+    pub column: u64,
+    /// The included file it is in, and the 1-based line there when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_in_file: Option<u64>,
+    /// It is about the included file itself, not the place in the chat that includes it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outside_document: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EngineStopped {
     pub reason: StopLabel,
@@ -800,6 +851,26 @@ mod tests {
                 })
                 .of_call("t1", "ask_agent"),
                 r#"{"name":"agent:permission-resolved","data":{"agent":"helper","permissionId":"t1.perm-1","decision":"cancelled","toolId":"t1","toolName":"ask_agent"}}"#,
+            ),
+            (
+                EngineEvent::EngineSetup(EngineSetup {
+                    provider: Some("anthropic".into()),
+                    model: Some("claude-sonnet-4-5".into()),
+                    warnings: vec!["w".into()],
+                    diagnostics: vec![SetupDiagnostic {
+                        severity: "warning".into(),
+                        message: "undefined variable".into(),
+                        hint: None,
+                        code: Some("template-undefined".into()),
+                        line: 5,
+                        column: 7,
+                        file: Some("/p/part.md".into()),
+                        line_in_file: Some(2),
+                        outside_document: false,
+                    }],
+                    blocking: vec![],
+                }),
+                r#"{"name":"engine:setup","data":{"provider":"anthropic","model":"claude-sonnet-4-5","warnings":["w"],"diagnostics":[{"severity":"warning","message":"undefined variable","code":"template-undefined","line":5,"column":7,"file":"/p/part.md","lineInFile":2}]}}"#,
             ),
             (
                 EngineEvent::DocumentRecovered(DocumentRecovered {
