@@ -83,14 +83,6 @@ fn process_alive(pid: u32) -> bool {
     })
 }
 
-/// The role this process writes in the locks it takes: its command (`send`, `serve`, …).
-pub fn process_role() -> String {
-    std::env::args()
-        .nth(1)
-        .filter(|arg| !arg.starts_with('-'))
-        .unwrap_or_else(|| "flemmad".to_owned())
-}
-
 impl DriverLock {
     /// The folder of the locks: `$XDG_STATE_HOME/flemma/locks` (`None` without a home).
     fn folder_path(dirs: &UserDirs) -> Option<PathBuf> {

@@ -146,8 +146,17 @@ impl EngineHost {
             .name("engine-host".into())
             .spawn(move || {
                 let local = tokio::task::LocalSet::new();
-                let inner = owner::Inner::new(thread_shared);
-                local.block_on(runtime, owner::run_host(Rc::new(inner), receiver));
+                let inner = owner::Inner::new(thread_shared.clone());
+                let run = std::panic::AssertUnwindSafe(|| {
+                    local.block_on(runtime, owner::run_host(Rc::new(inner), receiver));
+                });
+                let ended = std::panic::catch_unwind(run);
+                // Whoever follows a document learns that nothing more comes (its receiver
+                // ends), however the thread ended.
+                lock(&thread_shared.followers).clear();
+                if ended.is_err() {
+                    tracing::error!("the engine host's thread panicked; its chats stop");
+                }
             })?;
         Ok(Arc::new(EngineHost {
             commands: sender,
@@ -253,7 +262,7 @@ impl EngineHost {
                 options,
             )?),
             R::Background(p) => FlemmaResponse::Accepted(self.background(path, &p.tool_id)?),
-            R::Execute(p) => FlemmaResponse::Accepted(self.execute(path, &p.tool_id)?),
+            R::Execute(p) => FlemmaResponse::Accepted(self.execute(path, &p.tool_id, options)?),
             R::Status(_) => {
                 // The questions asked agents wait for are answered as pending calls are.
                 let questions = self

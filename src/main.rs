@@ -37,8 +37,6 @@ mod watcher;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 /// Ends the process quietly when printing fails because the reader closed the pipe (Rust
 /// ignores SIGPIPE, so `println!` panics with "Broken pipe" instead); other panics report as
 /// usual.
@@ -71,9 +69,14 @@ fn main() -> ExitCode {
         return ExitCode::from(127);
     }
     exit_quietly_on_broken_pipe();
-    let args = cli::Cli::parse();
+    let matches = <cli::Cli as clap::CommandFactory>::command().get_matches();
+    let args = <cli::Cli as clap::FromArgMatches>::from_arg_matches(&matches)
+        .unwrap_or_else(|error| error.exit());
     // The environment, read once here and handed down from here (issue 28, item 4).
-    let context = process_context::ProcessContext::from_process(args.config.as_deref());
+    let mut context = process_context::ProcessContext::from_process(args.config.as_deref());
+    if let Some(command) = matches.subcommand_name() {
+        context.role = command.to_owned();
+    }
     cli::init_logging(&args, &context);
     match cli::run(args, &context) {
         Ok(code) => code,

@@ -1,7 +1,11 @@
 //! What this process was started with, read once in `main` and handed down (issue 28, "one
 //! process context"): the user's folders ([`UserDirs`], one rule for XDG and `HOME`), the
 //! current directory, the configuration file chosen by `--config` or `$FLEMMA_CONFIG`, the
-//! daemon's runtime folder, and the variables a configuration's `${VAR}` may name. Nothing below `main` reads these from the environment again; a
+//! daemon's runtime folder, the command it runs (the role its driver locks name), and the
+//! variables a configuration's `${VAR}` may name. Nothing of the binary below `main` reads
+//! these from the environment again (the template library's file host, `flemma-template`'s
+//! `FsHost`, still reads `HOME` for `~/` and the working directory for the personalities of
+//! its own accord: docs/architecture.md names the exceptions); a
 //! path from the command line is made absolute against [`ProcessContext::cwd`] at the edge
 //! ([`ProcessContext::absolute`]), so a bare `c.chat` names the chat in its folder for every
 //! part that takes it.
@@ -32,6 +36,9 @@ pub struct ProcessContext {
     /// `FLEMMAD_WATCH=poll`: chat files are polled, not watched, and checkpoints scan the
     /// project each time (no inotify).
     pub poll_files: bool,
+    /// The command this process runs (`send`, `lsp`, `serve`…): the role its driver locks
+    /// name (`flemmad cancel` interrupts a `send` that holds one, and says where else to cancel).
+    pub role: String,
     /// The environment's variables, for `${VAR}` in the configuration ([`ProcessContext::var`]).
     vars: Variables,
 }
@@ -86,6 +93,7 @@ impl ProcessContext {
             flemma_config,
             explicit_config,
             poll_files: false,
+            role: "flemmad".to_owned(),
             vars: Variables::default(),
         }
     }

@@ -35,6 +35,7 @@ impl LocalHost {
     /// Starts the host for the chat at `file` (an unreadable chat says so first, exit 2, as
     /// through a daemon).
     pub fn start(command: &str, file: &Path, context: &ProcessContext) -> Result<Self, CliError> {
+        // Read as the user named it (its messages keep that spelling).
         crate::fsutil::read_chat(&context.dirs, file)
             .map_err(|error| CliError::unreadable(command, &error))?;
         let path = flemma_protocol::document::normalize(&context.absolute(file));
@@ -99,6 +100,11 @@ impl LocalHost {
                 }
             }
         }
+        // The requests follow each other at once, so they reach the driver the first one
+        // started (each "started" is answered before the host's thread has run the ones
+        // before it: counting them would wait for stops that never come). Should a driver
+        // end between them, the next one starts another with the same options, and shutdown
+        // makes it leave, its decisions written.
         if started {
             let stopped = self.stopped();
             if stopped.reason == StopLabel::Error {
@@ -109,8 +115,8 @@ impl LocalHost {
         refused.map_or(Ok(decided), Err)
     }
 
-    /// What happens next to the chat; `None` once the host's thread has ended (it cannot
-    /// while this holds it).
+    /// What happens next to the chat; `None` once the host's thread has ended (however it
+    /// ended: the thread lets its followers go).
     pub fn next(&self) -> Option<Followed> {
         self.followed.recv().ok()
     }
@@ -132,7 +138,8 @@ impl LocalHost {
     }
 
     /// On Ctrl-C (or `flemmad cancel`'s `SIGINT`), interrupts what the host runs: the driver
-    /// stops `cancelled`, what ran marked `aborted`. Watched from now on.
+    /// stops `cancelled`, what ran marked `aborted`; a second one quits at once (exit 130).
+    /// Watched from now on.
     pub fn interrupt_on_ctrl_c(&self) {
         let watched = crate::runtime::get().and_then(|runtime| {
             let _entered = runtime.enter();
@@ -145,6 +152,11 @@ impl LocalHost {
                 runtime.spawn(async move {
                     if signal.recv().await.is_some() {
                         host.interrupt();
+                    }
+                    // A second Ctrl-C does not wait for what the first one stops.
+                    if signal.recv().await.is_some() {
+                        super::Ui::root().warn("interrupted again: quitting without waiting");
+                        std::process::exit(130);
                     }
                 });
             }

@@ -76,20 +76,21 @@ impl EngineHost {
     /// `session` closed `path` (or ended): the next most recent editor writes it, else the
     /// file on disk.
     pub fn detach_editor(&self, path: &Path, session: u64) {
+        // The state first: the writer it names always has its handle (the handle goes after).
         {
-            let mut editors = lock(&self.shared.editors);
-            if let Some(handles) = editors.get_mut(path) {
-                handles.remove(&session);
-                if handles.is_empty() {
-                    editors.remove(path);
-                }
+            let mut state = lock(&self.shared.state);
+            if state.detach(path, session) {
+                let _ = self.command(Command::Writer {
+                    path: path.to_owned(),
+                });
             }
         }
-        let mut state = lock(&self.shared.state);
-        if state.detach(path, session) {
-            let _ = self.command(Command::Writer {
-                path: path.to_owned(),
-            });
+        let mut editors = lock(&self.shared.editors);
+        if let Some(handles) = editors.get_mut(path) {
+            handles.remove(&session);
+            if handles.is_empty() {
+                editors.remove(path);
+            }
         }
     }
 }

@@ -123,9 +123,23 @@ async fn stop(inner: &Rc<Inner>) {
 async fn drive(inner: Rc<Inner>, path: PathBuf, first: First, send: bool, options: CallOptions) {
     // One driver per chat across processes: held while this one runs.
     let dirs = &inner.shared.services.context.dirs;
-    let role = crate::driver_lock::process_role();
-    let outcome = match crate::driver_lock::DriverLock::acquire(dirs, &path, &role) {
-        Ok(_lock) => run_driver(&inner, &path, first, send, options).await,
+    let role = &inner.shared.services.context.role;
+    let outcome = match crate::driver_lock::DriverLock::acquire(dirs, &path, role) {
+        Ok(_lock) => {
+            // A panic ends the driver as an error, told as any other (`engine:stopped`): a
+            // caller waiting for the driver to stop is not left waiting.
+            let (driving, chat) = (inner.clone(), path.clone());
+            let run = tokio::task::spawn_local(async move {
+                run_driver(&driving, &chat, first, send, options).await
+            });
+            match run.await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(
+                    "flemmad failed while running this chat (a bug: see the log); what was written stays"
+                        .to_owned(),
+                ),
+            }
+        }
         Err(busy) => Err(busy.to_string()),
     };
     inner.handles.borrow_mut().remove(&path);
@@ -151,7 +165,7 @@ async fn run_driver(
         refused(SetupReport::Failed(message.clone()));
         message
     })?;
-    let prepared = match engine_setup::prepare(
+    let setup = engine_setup::prepare(
         path,
         &snapshot.text,
         shared.config_input(path),
@@ -161,9 +175,16 @@ async fn run_driver(
         &shared.analyses,
         &shared.mcp,
         &shared.services,
-    )
-    .await
-    {
+    );
+    // The process's Ctrl-C (`EngineHost::interrupt`) does not wait for the setup (MCP servers
+    // starting, templates evaluated): nothing ran yet, the driver stops cancelled.
+    let interruption = shared.interruption();
+    let setup = tokio::select! {
+        biased;
+        () = interruption.cancelled() => return Ok(StopReason::Cancelled),
+        setup = setup => setup,
+    };
+    let prepared = match setup {
         Ok(prepared) => prepared,
         Err(error) => {
             let message = error.to_string();

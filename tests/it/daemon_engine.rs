@@ -688,6 +688,17 @@ async fn a_hundred_documents_stream_at_once_through_one_daemon() {
 /// another process, as Ctrl-C would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_without_a_daemon_interrupts_the_running_send() {
+    cancel_interrupts_the_send(false).await;
+}
+
+/// The same with an option before `send` (`flemmad --config FILE send …`): the chat's lock
+/// still names the command, so `cancel` finds the send to interrupt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_finds_a_send_started_with_options_before_the_command() {
+    cancel_interrupts_the_send(true).await;
+}
+
+async fn cancel_interrupts_the_send(options_first: bool) {
     let mock = MockProvider::start().await.unwrap();
     let base = mock.base_url();
     let chat = agentic_chat("@You:\nTell me a long story.\n");
@@ -696,7 +707,15 @@ async fn cancel_without_a_daemon_interrupts_the_running_send() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("nothing runs"), "{}", stderr(&out));
     mock.push(Turn::text("Far, far away. ".repeat(300)).bytes_per_sec(1500));
-    let child = send_command(&chat, &base)
+    let mut send = if options_first {
+        let config = chat.path.parent().unwrap().join("given.toml");
+        std::fs::write(&config, "").unwrap();
+        let config = config.display().to_string();
+        flemmad(&chat, &base, &["--config", &config, "send", &file])
+    } else {
+        send_command(&chat, &base)
+    };
+    let child = send
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

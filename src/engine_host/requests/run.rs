@@ -57,28 +57,28 @@ impl EngineHost {
         )
     }
 
-    /// `flemma/execute`: run or resolve one tool call now.
+    /// `flemma/execute`: run or resolve one tool call now (a driver it starts runs as
+    /// `options` say).
     pub(in crate::engine_host) fn execute(
         &self,
         path: &Path,
         tool_id: &str,
+        options: CallOptions,
     ) -> Result<Accepted, RequestError> {
-        self.input(
-            path,
-            Input::Execute {
-                tool_id: tool_id.to_owned(),
-            },
-        )
-    }
-
-    fn input(&self, path: &Path, input: Input) -> Result<Accepted, RequestError> {
-        let accepted = self.accepted(path);
+        let input = Input::Execute {
+            tool_id: tool_id.to_owned(),
+        };
+        // What is answered and the command it sends are taken under the state's lock, so that
+        // the answer says whether this command starts the driver.
+        let state = lock(&self.shared.state);
+        let accepted = state.accepted(path);
         self.command(Command::Input {
             path: path.to_owned(),
             input,
             send: false,
-            options: CallOptions::default(),
+            options,
         })?;
+        drop(state);
         Ok(accepted)
     }
 
