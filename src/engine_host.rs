@@ -40,7 +40,7 @@ use tokio::sync::mpsc;
 use crate::chat_store::ChatStore;
 use crate::process_context::ProcessContext;
 pub use editors::{Editor, EditorHandle};
-pub use follow::{Followed, SetupReport};
+pub use follow::Followed;
 use state::{Command, Decided, HostState};
 
 /// An event of one document.

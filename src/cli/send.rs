@@ -20,7 +20,7 @@ use super::local_host::LocalHost;
 use super::progress::{Progress, approval_listing, sending_line, show_setup, summary};
 use super::proposed::diffs;
 use crate::engine_driver::Report;
-use crate::engine_host::{CallOptions, Followed, SetupReport};
+use crate::engine_host::{CallOptions, Followed};
 use crate::process_context::ProcessContext;
 
 #[derive(Debug, Args)]
@@ -127,11 +127,9 @@ fn in_process(args: &SendArgs, context: &ProcessContext) -> Result<ExitCode, Cli
             break super::local_host::host_ended();
         };
         let event = match followed {
-            Followed::Setup(SetupReport::Failed(message)) => {
+            Followed::SetupFailed(message) => {
                 return Err(CliError::failed("send", message));
             }
-            // Shown from `engine:setup`, as through the daemon.
-            Followed::Setup(SetupReport::Ready | SetupReport::Blocked) => continue,
             Followed::Notice(notice) => {
                 progress.show(Report::Notice(notice));
                 continue;

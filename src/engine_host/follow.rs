@@ -1,8 +1,8 @@
 //! What a caller in this process follows of one document ([`EngineHost::follow`]): its events
 //! (`engine:setup` among them: what a driver's setup found, as every front end gets it), and
-//! what only such a caller is given — how the setup went ([`SetupReport`]: ready, blocked, or
-//! why it failed, where the daemon's subscribers get the `engine:stopped` message); and the
-//! notices the driver tells its editors. The command line without a daemon (`cli/local_host`) shows a send from it.
+//! what only such a caller is given — why a driver could not be set up (where the daemon's
+//! subscribers get the `engine:stopped` message) and the notices the driver tells its editors.
+//! The command line without a daemon (`cli/local_host`) shows a send from it.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender};
@@ -17,24 +17,12 @@ use crate::engine_host::{EngineHost, Shared, lock};
 pub enum Followed {
     /// A lifecycle event of the document (its streamed text included).
     Event(EngineEvent),
-    /// How the setup of a driver for the document went, before it runs.
-    Setup(SetupReport),
+    /// A driver for the document could not be set up (the configuration, the provider, the
+    /// tools or the client, or the chat cannot be read): nothing runs. What a setup found
+    /// otherwise, every follower is told by `engine:setup`.
+    SetupFailed(String),
     /// A message its editors are told (a retry, a refused input, a write that failed).
     Notice(String),
-}
-
-/// How the setup of a driver went (what it found, every follower is told by `engine:setup`:
-/// the diagnostics, the warnings, the provider and model, why nothing runs).
-#[derive(Debug, Clone)]
-pub enum SetupReport {
-    /// Set up: the driver runs, unless a send finds nothing to send (`engine:setup`'s
-    /// `blocking`), which ends it at once.
-    Ready,
-    /// The chat's errors stop it (`engine:setup` holds them): nothing runs.
-    Blocked,
-    /// The configuration, the provider, the tools or the client cannot be set up, or the
-    /// chat cannot be read: nothing runs.
-    Failed(String),
 }
 
 impl EngineHost {

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::engine_driver::{Driver, DriverHandle, DriverState, Report};
 use crate::engine_host::state::{Command, Effect, First};
-use crate::engine_host::{CallOptions, Followed, SetupReport, Shared, lock};
+use crate::engine_host::{CallOptions, Followed, Shared, lock};
 use crate::engine_setup::{self, SetupError, SetupOptions};
 
 /// How long shutdown waits for the drivers to write their abort markers.
@@ -159,10 +159,10 @@ async fn run_driver(
     let shared = inner.shared.clone();
     let writer = shared.writer_session(path);
     let store = shared.writer(path);
-    let refused = |report: SetupReport| shared.tell_followers(path, Followed::Setup(report));
+    let failed = |message: &str| shared.tell_followers(path, Followed::SetupFailed(message.into()));
     let snapshot = store.read().await.map_err(|e| {
         let message = format!("{e:#}");
-        refused(SetupReport::Failed(message.clone()));
+        failed(&message);
         message
     })?;
     let setup = engine_setup::prepare(
@@ -188,15 +188,14 @@ async fn run_driver(
         Ok(prepared) => prepared,
         Err(error) => {
             let message = error.to_string();
-            refused(match error {
+            match error {
                 SetupError::Blocked { analysis } => {
                     // Every front end is told the errors, before the stop that says why.
                     let setup = setup_blocked(&analysis, send);
                     shared.publish(path, EngineEvent::EngineSetup(setup));
-                    SetupReport::Blocked
                 }
-                SetupError::Failed(message) => SetupReport::Failed(message),
-            });
+                SetupError::Failed(message) => failed(&message),
+            }
             return Err(message);
         }
     };
@@ -221,7 +220,6 @@ async fn run_driver(
             &nothing_to_send,
         )),
     );
-    shared.tell_followers(path, Followed::Setup(SetupReport::Ready));
     if !nothing_to_send.is_empty() {
         let reasons: Vec<String> = nothing_to_send.iter().map(|d| d.message.clone()).collect();
         return Err(format!("nothing was sent: {}", reasons.join("; ")));

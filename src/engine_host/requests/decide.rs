@@ -8,7 +8,7 @@ use flemma_protocol::engine::Accepted;
 use flemma_protocol::error::RequestError;
 use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 
-use crate::engine_host::state::{Checked, Command, Decided};
+use crate::engine_host::state::{Checked, Decided};
 use crate::engine_host::{CallOptions, DocumentRef, EngineHost, lock};
 
 impl EngineHost {
@@ -41,12 +41,7 @@ impl EngineHost {
             None => Checked::Unknown,
         };
         let accepted = state.decide(path, tool_id, how, checked)?;
-        self.command(Command::Input {
-            path: path.to_owned(),
-            input,
-            send: false,
-            options,
-        })?;
+        self.feed(path, input, options)?;
         drop(state);
         Ok(accepted)
     }

@@ -72,14 +72,26 @@ impl EngineHost {
         // the answer says whether this command starts the driver.
         let state = lock(&self.shared.state);
         let accepted = state.accepted(path);
+        self.feed(path, input, options)?;
+        drop(state);
+        Ok(accepted)
+    }
+
+    /// Hands `input` to the document's driver, or starts one for it (which runs as `options`
+    /// say, and does not send by itself). Called with the state's lock held, so that the
+    /// answer decided under it and the command reach the host's thread in order.
+    pub(in crate::engine_host) fn feed(
+        &self,
+        path: &Path,
+        input: Input,
+        options: CallOptions,
+    ) -> Result<(), RequestError> {
         self.command(Command::Input {
             path: path.to_owned(),
             input,
             send: false,
             options,
-        })?;
-        drop(state);
-        Ok(accepted)
+        })
     }
 
     fn running_only(
