@@ -31,7 +31,8 @@ pub struct ApproveArgs {
     /// Approve every pending tool call.
     #[arg(long, conflicts_with = "tool_ids")]
     pub all: bool,
-    /// Only edit the file, even when a daemon (`flemmad serve`) runs.
+    /// Only mark the decision in this process (the next `flemmad send` acts on it), even when a
+    /// daemon (`flemmad serve`) runs.
     #[arg(long)]
     pub no_daemon: bool,
     /// With a daemon: return once it took the approval instead of following the cycle.

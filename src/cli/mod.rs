@@ -114,7 +114,8 @@ pub enum Command {
     ///
     /// With a daemon running, the daemon approves and (with autopilot) goes on with the
     /// conversation; the command follows it as `send` does, with its exit codes (--detach
-    /// returns at once, --no-daemon only edits the file).
+    /// returns at once; --no-daemon, or no daemon running, only marks the call in this process, and
+    /// the next `flemmad send` runs it).
     Approve(approve::ApproveArgs),
     /// Reject a tool call that waits for approval (optionally telling the model why).
     ///

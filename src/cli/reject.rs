@@ -26,7 +26,8 @@ pub struct RejectArgs {
     /// Why: written into the result as `User feedback: <reason>` for the model to read.
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
-    /// Only edit the file, even when a daemon (`flemmad serve`) runs.
+    /// Only mark the decision in this process (the next `flemmad send` acts on it), even when a
+    /// daemon (`flemmad serve`) runs.
     #[arg(long)]
     pub no_daemon: bool,
     /// With a daemon: return once it took the rejection instead of following the cycle.
