@@ -1,7 +1,7 @@
 //! The engine host: one per process (`flemmad lsp` in-process, `flemmad serve`), shared by
 //! every LSP session and the RPC socket. It owns a [`Driver`] for every document being worked
 //! on, keyed by absolute path, all running on one thread with a `LocalSet` on the process's
-//! runtime.
+//! runtime; what it knows and decides ([`state::HostState`]) is owned by a thread of its own.
 //!
 //! Every front end (the language server, `rpc.sock`, the ACP agent) decodes its requests into
 //! `flemma-protocol`'s [`FlemmaRequest`] and hands them to one method, [`EngineHost::call`],
@@ -19,19 +19,19 @@
 //! written ([`FileStore`]). The writer changes while a driver runs: a reply streaming when the editor
 //! closes goes on into the file, and background jobs survive the editor.
 
+mod drivers;
 mod editors;
 mod follow;
-mod owner;
 mod requests;
 mod state;
+mod state_thread;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use flemma_engine::{EngineEvent, Input};
-use flemma_protocol::engine::{Accepted, JobsResult};
+use flemma_engine::EngineEvent;
 use flemma_protocol::error::RequestError;
 use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 use flemma_template::TemplateCache;
@@ -41,7 +41,8 @@ use crate::chat_store::ChatStore;
 use crate::process_context::ProcessContext;
 pub use editors::{Editor, EditorHandle};
 pub use follow::Followed;
-use state::{Command, Decided, HostState};
+use state::Command;
+use state_thread::StateThread;
 
 /// An event of one document.
 #[derive(Debug, Clone)]
@@ -82,6 +83,13 @@ pub struct CallOptions {
 /// What [`EngineHost::call_later`] gives its answer to.
 pub type Answer = Box<dyn FnOnce(Result<FlemmaResponse, RequestError>) + Send>;
 
+fn answer_panicked() -> RequestError {
+    RequestError::new(
+        flemma_protocol::error::codes::INTERNAL_ERROR,
+        "flemmad failed while answering this request (a bug: see the log)",
+    )
+}
+
 fn shutting_down() -> RequestError {
     RequestError::shutting_down("flemmad is shutting down; the command was not run")
 }
@@ -89,12 +97,11 @@ fn shutting_down() -> RequestError {
 /// The engine host. See the module documentation.
 #[derive(Debug)]
 pub struct EngineHost {
-    commands: mpsc::UnboundedSender<Command>,
     shared: Arc<Shared>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
-/// What the host's thread and its callers share.
+/// What the host's threads and its callers share.
 #[derive(Debug)]
 struct Shared {
     /// The analysis of the documents the engine works on (one per document, for the drivers
@@ -102,8 +109,8 @@ struct Shared {
     analyses: crate::analyses::Analyses,
     template_cache: TemplateCache,
     /// What the host knows and decides ([`state::HostState`]): the one source of truth of
-    /// every document's phase, decided calls and runtime layers.
-    state: Mutex<HostState>,
+    /// every document's phase, decided calls and runtime layers, owned by its own thread.
+    state: StateThread,
     /// The handles of the editors that have each document open, by session (which of them
     /// writes it is `state`'s).
     editors: Mutex<HashMap<PathBuf, std::collections::BTreeMap<u64, EditorHandle>>>,
@@ -125,14 +132,15 @@ impl EngineHost {
         &self.shared.services.context
     }
 
-    /// Starts the host's thread in the process's `context` (handed down from `main`).
+    /// Starts the host's threads (the state's, the drivers') in the process's `context` (handed
+    /// down from `main`).
     pub fn start(context: Arc<ProcessContext>) -> anyhow::Result<Arc<EngineHost>> {
-        let (sender, receiver) = mpsc::unbounded_channel();
+        let (effects, receiver) = mpsc::unbounded_channel();
         let template_cache = TemplateCache::new();
         let shared = Arc::new(Shared {
             analyses: crate::analyses::analyses(template_cache.clone()),
             template_cache,
-            state: Mutex::default(),
+            state: StateThread::start(effects)?,
             editors: Mutex::default(),
             subscribers: Mutex::default(),
             followers: Mutex::default(),
@@ -146,9 +154,9 @@ impl EngineHost {
             .name("engine-host".into())
             .spawn(move || {
                 let local = tokio::task::LocalSet::new();
-                let inner = owner::Inner::new(thread_shared.clone());
+                let inner = drivers::Inner::new(thread_shared.clone());
                 let run = std::panic::AssertUnwindSafe(|| {
-                    local.block_on(runtime, owner::run_host(Rc::new(inner), receiver));
+                    local.block_on(runtime, drivers::run_host(Rc::new(inner), receiver));
                 });
                 let ended = std::panic::catch_unwind(run);
                 // Whoever follows a document learns that nothing more comes (its receiver
@@ -159,7 +167,6 @@ impl EngineHost {
                 }
             })?;
         Ok(Arc::new(EngineHost {
-            commands: sender,
             shared,
             thread: Mutex::new(Some(thread)),
         }))
@@ -183,16 +190,9 @@ impl EngineHost {
         &self.shared.services.editors
     }
 
+    /// Hands `command` to the host's state, whose effects go to the drivers' thread.
     fn command(&self, command: Command) -> Result<(), RequestError> {
-        self.commands.send(command).map_err(|_| shutting_down())
-    }
-
-    fn is_running(&self, path: &Path) -> bool {
-        lock(&self.shared.state).is_running(path)
-    }
-
-    fn accepted(&self, path: &Path) -> Accepted {
-        lock(&self.shared.state).accepted(path)
+        self.shared.state.ask(move |owned| owned.command(command))
     }
 
     /// Answers one request about `document`, the one way every front end reaches the engine.
@@ -207,95 +207,30 @@ impl EngineHost {
         self.call_with(document, request, CallOptions::default())
     }
 
-    /// [`EngineHost::call`], a driver it starts running as `options` say.
+    /// [`EngineHost::call`], a driver it starts running as `options` say. A request whose
+    /// answer needs an evaluation of templates or git work ([`state::answered_off_thread`]) is
+    /// answered on a thread of its own, which the caller waits for; every other at once, here.
     pub fn call_with(
         &self,
         document: DocumentRef<'_>,
         request: FlemmaRequest,
         options: CallOptions,
     ) -> Result<FlemmaResponse, RequestError> {
-        use FlemmaRequest as R;
-        let method = request.method();
-        let path = document.path;
-        self.check_exists(method, document)?;
-        if let Some(answered) =
-            requests::agent_permission(&self.shared.services.agents.questions, path, &request)
-        {
-            return answered;
+        if !state::answered_off_thread(&request) {
+            return self.answer(document, request, options);
         }
-        if state::may_start_a_driver(&request) {
-            self.check_driver(path)?;
-        }
-        Ok(match request {
-            R::Send(_) => FlemmaResponse::Accepted(self.send(path, options)?),
-            R::Cancel(_) => FlemmaResponse::Accepted(self.cancel(path)?),
-            R::Approve(p) => {
-                let input = Input::Approve {
-                    tool_id: p.tool_id.clone(),
-                };
-                FlemmaResponse::Accepted(self.decide(
-                    document,
-                    Some(&p.tool_id),
-                    Decided::Approved,
-                    input,
-                    options,
-                )?)
-            }
-            R::Reject(p) => {
-                let input = Input::Reject {
-                    tool_id: p.tool_id.clone(),
-                    reason: p.reason.filter(|reason| !reason.trim().is_empty()),
-                };
-                FlemmaResponse::Accepted(self.decide(
-                    document,
-                    Some(&p.tool_id),
-                    Decided::Rejected,
-                    input,
-                    options,
-                )?)
-            }
-            R::ApproveAll(_) => FlemmaResponse::Accepted(self.decide(
-                document,
-                None,
-                Decided::Approved,
-                Input::ApproveAll,
-                options,
-            )?),
-            R::Background(p) => FlemmaResponse::Accepted(self.background(path, &p.tool_id)?),
-            R::Execute(p) => FlemmaResponse::Accepted(self.execute(path, &p.tool_id, options)?),
-            R::Status(_) => {
-                // The questions asked agents wait for are answered as pending calls are.
-                let questions = self
-                    .shared
-                    .services
-                    .agents
-                    .questions
-                    .pending(path)
-                    .into_iter()
-                    .map(|question| question.id)
-                    .collect();
-                FlemmaResponse::Status(lock(&self.shared.state).status(path, questions))
-            }
-            R::Jobs(_) => FlemmaResponse::Jobs(JobsResult {
-                jobs: lock(&self.shared.state).jobs(path),
-            }),
-            R::Usage(_) => FlemmaResponse::Usage(lock(&self.shared.state).usage(path)),
-            R::Switch(p) => FlemmaResponse::Switch(self.switch(path, &p.model)?),
-            R::Mode(p) => FlemmaResponse::Mode(self.set_mode(path, &p.mode)?),
-            R::Compact(p) => FlemmaResponse::Accepted(self.compact(path, p)?),
-            R::Proposal(p) => FlemmaResponse::Proposal(crate::proposals::result(
-                &self.pending(document, &p.tool_id)?,
-            )),
-            R::ReviseProposal(p) => FlemmaResponse::Accepted(self.revise(document, p)?),
-            R::ApproveHunks(p) => {
-                FlemmaResponse::Accepted(self.approve_hunks(document, p, options)?)
-            }
-            R::CompactUndo(p) => FlemmaResponse::Accepted(self.compact_undo(document, &p)?),
-            R::Changes(p) => FlemmaResponse::Changes(
-                crate::checkpoints::changes_result(self.context(), path, p.tool_id.as_deref())
-                    .map_err(requests::checkpoint_refusal)?,
-            ),
-            R::Rewind(p) => FlemmaResponse::Rewind(self.rewind(document, &p)?),
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("engine-answer".into())
+                .spawn_scoped(scope, || self.answer(document, request, options))
+                .map_err(|error| {
+                    RequestError::new(
+                        flemma_protocol::error::codes::INTERNAL_ERROR,
+                        format!("flemmad could not start a thread to answer this request ({error}); try again"),
+                    )
+                })?
+                .join()
+                .unwrap_or_else(|_| Err(answer_panicked()))
         })
     }
 
@@ -311,7 +246,7 @@ impl EngineHost {
     ) {
         let runtime = match crate::runtime::get() {
             Ok(runtime) if state::answered_off_thread(&request) => runtime,
-            _ => return answer(self.call(document, request)),
+            _ => return answer(self.answer(document, request, CallOptions::default())),
         };
         let host = self.clone();
         let path = document.path.to_owned();
@@ -322,13 +257,10 @@ impl EngineHost {
                 buffer: buffer.as_ref(),
             };
             // A panic answers too: the editor's request must not wait forever.
-            let call = std::panic::AssertUnwindSafe(|| host.call(document, request));
-            answer(std::panic::catch_unwind(call).unwrap_or_else(|_| {
-                Err(RequestError::new(
-                    flemma_protocol::error::codes::INTERNAL_ERROR,
-                    "flemmad failed while answering this request (a bug: see the log)",
-                ))
-            }));
+            let call = std::panic::AssertUnwindSafe(|| {
+                host.answer(document, request, CallOptions::default())
+            });
+            answer(std::panic::catch_unwind(call).unwrap_or_else(|_| Err(answer_panicked())));
         });
     }
 
@@ -347,13 +279,13 @@ impl EngineHost {
     }
 
     /// Cancels every request and foreground tool (what ran is marked aborted, as the format
-    /// says), waits for the writes (at most a few seconds), and stops the host's thread.
+    /// says), waits for the writes (at most a few seconds), and stops the drivers' thread.
     /// Background jobs are not cancelled: they stay in the files as running, and the next
     /// start's orphan recovery marks them lost.
     pub fn shutdown(&self) {
-        // The thread ends once the drivers have written (at most `owner::SHUTDOWN_WAIT`) and
+        // The thread ends once the drivers have written (at most `drivers::SHUTDOWN_WAIT`) and
         // the shared services are closed.
-        let _ = self.commands.send(Command::Shutdown);
+        let _ = self.command(Command::Shutdown);
         if let Some(thread) = lock(&self.thread).take() {
             let _ = thread.join();
         }

@@ -55,13 +55,14 @@ impl EngineHost {
             .entry(path.to_owned())
             .or_default()
             .insert(session, editor);
-        let mut state = lock(&self.shared.state);
-        if state.attach(path, session) {
-            // Sent under the state's lock: writer changes reach the driver in order.
-            let _ = self.command(Command::Writer {
-                path: path.to_owned(),
-            });
-        }
+        let path = path.to_owned();
+        // One job of the state's thread: writer changes reach the driver in order.
+        let _ = self.shared.state.ask(move |owned| {
+            if owned.state.attach(&path, session) {
+                owned.command(Command::Writer { path })?;
+            }
+            Ok::<_, flemma_protocol::error::RequestError>(())
+        });
     }
 
     /// `session`'s client settings changed: its editors carry the new ones (the writer stays).
@@ -77,14 +78,13 @@ impl EngineHost {
     /// file on disk.
     pub fn detach_editor(&self, path: &Path, session: u64) {
         // The state first: the writer it names always has its handle (the handle goes after).
-        {
-            let mut state = lock(&self.shared.state);
-            if state.detach(path, session) {
-                let _ = self.command(Command::Writer {
-                    path: path.to_owned(),
-                });
+        let detached = path.to_owned();
+        let _ = self.shared.state.ask(move |owned| {
+            if owned.state.detach(&detached, session) {
+                owned.command(Command::Writer { path: detached })?;
             }
-        }
+            Ok::<_, flemma_protocol::error::RequestError>(())
+        });
         let mut editors = lock(&self.shared.editors);
         if let Some(handles) = editors.get_mut(path) {
             handles.remove(&session);
@@ -98,7 +98,7 @@ impl EngineHost {
 impl Shared {
     /// The editor that writes `path` now (`None`: the file), as the host's state decides.
     pub(in crate::engine_host) fn writer_editor(&self, path: &Path) -> Option<EditorHandle> {
-        let session = lock(&self.state).writer(path)?;
+        let session = self.writer_session(path)?;
         lock(&self.editors).get(path)?.get(&session).cloned()
     }
 
@@ -124,7 +124,8 @@ impl Shared {
 
     /// The session of the editor that writes `path` now (`None`: the file).
     pub(in crate::engine_host) fn writer_session(&self, path: &Path) -> Option<u64> {
-        lock(&self.state).writer(path)
+        let path = path.to_owned();
+        self.state.ask(move |owned| owned.state.writer(&path))
     }
 
     /// Tells every editor that has `path` open.

@@ -2,10 +2,11 @@
 //! ran for (its [`Phase`], the calls decided on it, how its last driver stopped), its runtime
 //! layers (`flemma/switch`, `flemma/mode`), and whether the host is stopping. The host's
 //! commands go through [`HostState::handle`], which changes the state and returns the
-//! [`Effect`]s for the host's thread to run; the questions callers ask (`flemma/status`, may a
-//! call be decided, may a compaction start) are answered from it. It is the one source of
-//! truth for "is a driver running": the host's thread keeps only the handles of the drivers it
-//! runs, to run the effects.
+//! [`Effect`]s for the drivers' thread to run; the questions callers ask (`flemma/status`, may
+//! a call be decided, may a compaction start) are answered from it. It is the one source of
+//! truth for "is a driver running": the drivers' thread keeps only the handles of the drivers
+//! it runs, to run the effects. It lives on its own thread (`state_thread.rs`), which alone
+//! holds it.
 //!
 //! The host makes no decision that depends on time (its one wait, the drivers' writes at
 //! shutdown, is the effect's own timeout), so no clock is passed in.
@@ -77,7 +78,7 @@ pub(crate) enum First {
     Revise(String, serde_json::Value),
 }
 
-/// What the host's thread is told.
+/// What the host's state is told to do (its effects go to the drivers' thread).
 #[derive(Debug)]
 pub(crate) enum Command {
     /// Feed `input` to the document's driver, or start one with `Load` and `input`.
@@ -108,7 +109,19 @@ pub(crate) enum Command {
     Shutdown,
 }
 
-/// What the host's thread does for a command.
+impl Command {
+    /// Feed `input` to the document's driver, or start one (which does not send by itself).
+    pub fn fed(path: PathBuf, input: Input, options: CallOptions) -> Self {
+        Command::Input {
+            path,
+            input,
+            send: false,
+            options,
+        }
+    }
+}
+
+/// What the drivers' thread does for a command.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Effect {
     /// Hand `input` to the document's running driver.
@@ -132,7 +145,7 @@ pub(crate) enum Effect {
     Failed(PathBuf, String),
     /// An event for the editors and the subscribers.
     Publish(PathBuf, EngineEvent),
-    /// Wait for the drivers' writes, close the shared services, and end the host's thread.
+    /// Wait for the drivers' writes, close the shared services, and end the drivers' thread.
     Stop,
 }
 
@@ -145,9 +158,12 @@ pub(crate) struct Backlog {
     pub leave: bool,
 }
 
-/// The host's state. See the module documentation.
+/// The host's state. See the module documentation. It is not `Send`: made on the state's
+/// thread (`state_thread.rs`), it never leaves it, so no other thread can hold it.
 #[derive(Debug, Default)]
 pub(crate) struct HostState {
+    /// Keeps the state on the thread that made it.
+    on_one_thread: std::marker::PhantomData<std::rc::Rc<()>>,
     docs: HashMap<PathBuf, DocumentState>,
     stopping: bool,
     /// The runtime layer of every document `flemma/switch` switched, with what it set.
@@ -226,7 +242,7 @@ impl HostState {
         self.modes.insert(path.to_owned(), (layer, mode));
     }
 
-    /// The host's thread handles `command`: the effects to run, in order.
+    /// Handles `command`: the effects for the drivers' thread to run, in order.
     pub fn handle(&mut self, command: Command) -> Vec<Effect> {
         match command {
             Command::Input {

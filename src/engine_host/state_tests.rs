@@ -278,7 +278,7 @@ fn decide(
 ) -> Result<Vec<String>, String> {
     let doc = flemma_syntax::Document::parse(PENDING.to_owned());
     let checked = match on {
-        On::Text => Checked::Text(&doc),
+        On::Text => Checked::text(&doc, id),
         On::Unknown => Checked::Unknown,
     };
     state
@@ -487,4 +487,31 @@ fn a_writer_change_reaches_only_a_running_driver() {
     let mut idle = HostState::default();
     assert!(idle.attach(&path(), 7));
     assert_eq!(idle.handle(Command::Writer { path: path() }), Vec::new());
+}
+
+/// A decision is checked on the file only when no driver runs and no editor has the chat open;
+/// the driver's number tells the caller, who read the file meanwhile, whether a driver started
+/// or ended since (then it reads the file again).
+#[test]
+fn the_file_decides_only_when_nothing_else_holds_the_chat_and_says_which_driver_left_it() {
+    let mut state = HostState::default();
+    assert_eq!(state.decided_on_file(&path()), Some(0));
+    state.attach(&path(), 7);
+    assert_eq!(
+        state.decided_on_file(&path()),
+        None,
+        "an editor has it open"
+    );
+    state.detach(&path(), 7);
+    assert_eq!(state.decided_on_file(&path()), Some(0));
+    apply(&mut state, send());
+    assert_eq!(state.decided_on_file(&path()), None, "a driver starts");
+    apply(&mut state, Step::Running);
+    assert_eq!(state.decided_on_file(&path()), None, "a driver runs");
+    apply(&mut state, Step::Ended(Ok(StopReason::Idle)));
+    assert_eq!(
+        state.decided_on_file(&path()),
+        Some(1),
+        "read before this driver, the file is read again"
+    );
 }

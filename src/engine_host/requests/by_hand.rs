@@ -7,7 +7,7 @@ use flemma_protocol::engine::Accepted;
 use flemma_protocol::error::RequestError;
 
 use crate::engine_host::state::Command;
-use crate::engine_host::{DocumentRef, EngineHost, lock};
+use crate::engine_host::{DocumentRef, EngineHost};
 
 impl EngineHost {
     /// `flemma/compact`: compacted through a driver of its own, so that the new text is written
@@ -43,7 +43,7 @@ impl EngineHost {
         let text = match document.buffer {
             Some(buffer) => Some(buffer.text().to_owned()),
             // Another editor's buffer is not known here: the driver's text says.
-            None if self.has_editor(path) => None,
+            None if self.held(path).editor => None,
             None => Some(
                 crate::fsutil::read_chat(&self.context().dirs, path)
                     .map_err(|error| RequestError::invalid_params(format!("{error:#}")))?,
@@ -69,8 +69,14 @@ impl EngineHost {
         let path = document.path;
         let tool_id = &params.tool_id;
         let dry_run = params.dry_run == Some(true);
-        lock(&self.shared.state).rewind(path)?;
-        self.check_driver(path)?;
+        {
+            let path = path.to_owned();
+            self.shared
+                .state
+                .ask(move |owned| owned.state.rewind(&path))?;
+        }
+        // Refused above while a driver of this host runs.
+        self.check_driver(path, false)?;
         let cut = if params.cuts_chat() {
             let text = match document.buffer {
                 Some(buffer) => buffer.text().to_owned(),
@@ -129,12 +135,12 @@ impl EngineHost {
         path: &Path,
         order: crate::compaction::ByHand,
     ) -> Result<Accepted, RequestError> {
-        let accepted = lock(&self.shared.state).by_hand(path, &order)?;
-        self.command(Command::Compact {
-            path: path.to_owned(),
-            order,
-        })?;
-        Ok(accepted)
+        let path = path.to_owned();
+        self.shared.state.ask(move |owned| {
+            let accepted = owned.state.by_hand(&path, &order)?;
+            owned.command(Command::Compact { path, order })?;
+            Ok(accepted)
+        })
     }
 }
 

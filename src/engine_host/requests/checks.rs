@@ -6,18 +6,36 @@ use std::path::Path;
 
 use flemma_protocol::error::RequestError;
 
-use crate::engine_host::{DocumentRef, EngineHost, lock};
+use crate::engine_host::{DocumentRef, EngineHost};
+
+/// What the host holds of a document when a request arrives: whether an editor has it open,
+/// whether a driver runs for it (asked once per request).
+#[derive(Debug, Clone, Copy)]
+pub(in crate::engine_host) struct Held {
+    pub editor: bool,
+    pub running: bool,
+}
 
 impl EngineHost {
+    /// What the host holds of `path` now.
+    pub(in crate::engine_host) fn held(&self, path: &Path) -> Held {
+        let path = path.to_owned();
+        self.shared.state.ask(move |owned| Held {
+            editor: owned.state.has_editor(&path),
+            running: owned.state.is_running(&path),
+        })
+    }
+
     /// Refuses a document that is neither open in an editor (the caller's or another) nor a
     /// regular file, nor being worked on.
     pub(in crate::engine_host) fn check_exists(
         &self,
         method: &str,
         document: DocumentRef<'_>,
+        held: Held,
     ) -> Result<(), RequestError> {
         let path = document.path;
-        if document.buffer.is_some() || self.has_editor(path) || self.is_running(path) {
+        if document.buffer.is_some() || held.editor || held.running {
             return Ok(());
         }
         let problem = match std::fs::metadata(path) {
@@ -36,9 +54,14 @@ impl EngineHost {
     }
 
     /// Refuses a command that would start a driver for a chat another process drives (one
-    /// driver per chat, across processes: `crate::driver_lock`).
-    pub(in crate::engine_host) fn check_driver(&self, path: &Path) -> Result<(), RequestError> {
-        if self.is_running(path) {
+    /// driver per chat, across processes: `crate::driver_lock`); `running`: a driver of this
+    /// host runs for it.
+    pub(in crate::engine_host) fn check_driver(
+        &self,
+        path: &Path,
+        running: bool,
+    ) -> Result<(), RequestError> {
+        if running {
             return Ok(());
         }
         match crate::driver_lock::DriverLock::owner(&self.context().dirs, path) {
@@ -48,9 +71,5 @@ impl EngineHost {
             ))),
             _ => Ok(()),
         }
-    }
-
-    pub(in crate::engine_host) fn has_editor(&self, path: &Path) -> bool {
-        lock(&self.shared.state).has_editor(path)
     }
 }

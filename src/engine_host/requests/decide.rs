@@ -8,16 +8,19 @@ use flemma_protocol::engine::Accepted;
 use flemma_protocol::error::RequestError;
 use flemma_protocol::methods::{FlemmaRequest, FlemmaResponse};
 
-use crate::engine_host::state::{Checked, Decided};
-use crate::engine_host::{CallOptions, DocumentRef, EngineHost, lock};
+use crate::engine_host::state::{Checked, Command, Decided};
+use crate::engine_host::{CallOptions, DocumentRef, EngineHost};
+
+/// How many times the file is read for a decision while drivers start and stop for it.
+const FILE_READS: usize = 8;
 
 impl EngineHost {
     /// Decides `tool_id` (or, with `None`, every pending call) as `how`, as the host's state
-    /// says ([`HostState::decide`]). Under the state's lock each call is checked on what knows
-    /// it best — a running driver's pending calls, else the caller's buffer, else the file
-    /// (read under the lock, so a driver that ended has written it) — and the decision goes to
-    /// the host's thread before the lock is released, so decisions reach the drivers in the
-    /// order they were taken.
+    /// says ([`HostState::decide`]), and hands `input` to the document's driver (or starts one),
+    /// both in one job of the state's thread, so that decisions reach the drivers in the order
+    /// they were taken. Each call is checked on what knows it best — a running driver's pending
+    /// calls, else the caller's buffer, else the file. The file is read here, off the state's
+    /// thread, and counts only if no driver ran meanwhile (else it is read again).
     pub(in crate::engine_host) fn decide(
         &self,
         document: DocumentRef<'_>,
@@ -26,24 +29,55 @@ impl EngineHost {
         input: Input,
         options: CallOptions,
     ) -> Result<Accepted, RequestError> {
-        let path = document.path;
-        let another_editor = document.buffer.is_none() && self.has_editor(path);
-        let mut state = lock(&self.shared.state);
-        let parsed;
-        let checked = match document.buffer {
-            Some(buffer) => Checked::Text(buffer),
-            None if state.decided_on_file(path, another_editor) => {
-                let read = crate::fsutil::read_chat(&self.context().dirs, path)
-                    .map_err(|error| RequestError::invalid_params(format!("{error:#}")))?;
-                parsed = flemma_syntax::Document::parse(read);
-                Checked::Text(&parsed)
+        let path = document.path.to_owned();
+        let tool_id = tool_id.map(str::to_owned);
+        if let Some(buffer) = document.buffer {
+            let checked = Checked::text(buffer, tool_id.as_deref());
+            return self.shared.state.ask(move |owned| {
+                let accepted = owned
+                    .state
+                    .decide(&path, tool_id.as_deref(), how, checked)?;
+                owned.command(Command::fed(path, input, options))?;
+                Ok(accepted)
+            });
+        }
+        for _ in 0..FILE_READS {
+            let on_file = {
+                let path = path.clone();
+                self.shared
+                    .state
+                    .ask(move |owned| owned.state.decided_on_file(&path))
+            };
+            let checked = match on_file {
+                Some(_) => {
+                    let read = crate::fsutil::read_chat(&self.context().dirs, &path)
+                        .map_err(|error| RequestError::invalid_params(format!("{error:#}")))?;
+                    Checked::text(&flemma_syntax::Document::parse(read), tool_id.as_deref())
+                }
+                None => Checked::Unknown,
+            };
+            let (path, tool_id, input) = (path.clone(), tool_id.clone(), input.clone());
+            let decided = self.shared.state.ask(move |owned| {
+                if owned.state.decided_on_file(&path) != on_file {
+                    return None;
+                }
+                let decided = owned
+                    .state
+                    .decide(&path, tool_id.as_deref(), how, checked)
+                    .and_then(|accepted| {
+                        owned.command(Command::fed(path, input, options))?;
+                        Ok(accepted)
+                    });
+                Some(decided)
+            });
+            if let Some(decided) = decided {
+                return decided;
             }
-            None => Checked::Unknown,
-        };
-        let accepted = state.decide(path, tool_id, how, checked)?;
-        self.feed(path, input, options)?;
-        drop(state);
-        Ok(accepted)
+        }
+        Err(RequestError::refused(format!(
+            "{} kept changing (drivers started and stopped) while the decision was checked: nothing was decided; decide again",
+            path.display()
+        )))
     }
 
     /// `flemma/approveHunks`: the call is recorded as approved in part (it will run the

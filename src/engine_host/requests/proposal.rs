@@ -36,15 +36,18 @@ impl EngineHost {
         let pending = self.pending(document, &params.tool_id)?;
         let input = crate::proposals::revised_input(&pending, &params.content)
             .map_err(RequestError::refused)?;
-        let accepted = Accepted {
-            started: !self.is_running(document.path),
-            tool_ids: vec![params.tool_id.clone()],
-        };
-        self.command(Command::Revise {
-            path: document.path.to_owned(),
-            tool_id: params.tool_id,
-            input,
-        })?;
-        Ok(accepted)
+        let path = document.path.to_owned();
+        self.shared.state.ask(move |owned| {
+            let accepted = Accepted {
+                started: !owned.state.is_running(&path),
+                tool_ids: vec![params.tool_id.clone()],
+            };
+            owned.command(Command::Revise {
+                path,
+                tool_id: params.tool_id,
+                input,
+            })?;
+            Ok(accepted)
+        })
     }
 }

@@ -8,7 +8,7 @@ use flemma_protocol::engine::Accepted;
 use flemma_protocol::error::RequestError;
 
 use crate::engine_host::state::Command;
-use crate::engine_host::{CallOptions, EngineHost, lock};
+use crate::engine_host::{CallOptions, EngineHost};
 
 impl EngineHost {
     /// `flemma/send`: advance the cycle (stream a reply, run approved tools) with autopilot (one
@@ -18,14 +18,7 @@ impl EngineHost {
         path: &Path,
         options: CallOptions,
     ) -> Result<Accepted, RequestError> {
-        let accepted = self.accepted(path);
-        self.command(Command::Input {
-            path: path.to_owned(),
-            input: Input::Advance,
-            send: true,
-            options,
-        })?;
-        Ok(accepted)
+        self.feed_accepted(path, Input::Advance, true, options)
     }
 
     /// `flemma/cancel`: the request, the foreground tools and the resume timer (background
@@ -68,29 +61,30 @@ impl EngineHost {
         let input = Input::Execute {
             tool_id: tool_id.to_owned(),
         };
-        // What is answered and the command it sends are taken under the state's lock, so that
-        // the answer says whether this command starts the driver.
-        let state = lock(&self.shared.state);
-        let accepted = state.accepted(path);
-        self.feed(path, input, options)?;
-        drop(state);
-        Ok(accepted)
+        self.feed_accepted(path, input, false, options)
     }
 
     /// Hands `input` to the document's driver, or starts one for it (which runs as `options`
-    /// say, and does not send by itself). Called with the state's lock held, so that the
-    /// answer decided under it and the command reach the host's thread in order.
-    pub(in crate::engine_host) fn feed(
+    /// say; `send`: `Advance` refuses to start one when there is nothing to send), and says
+    /// whether it started one: both in one job of the state's thread, so that the answer is
+    /// true of this command.
+    fn feed_accepted(
         &self,
         path: &Path,
         input: Input,
+        send: bool,
         options: CallOptions,
-    ) -> Result<(), RequestError> {
-        self.command(Command::Input {
-            path: path.to_owned(),
-            input,
-            send: false,
-            options,
+    ) -> Result<Accepted, RequestError> {
+        let path = path.to_owned();
+        self.shared.state.ask(move |owned| {
+            let accepted = owned.state.accepted(&path);
+            owned.command(Command::Input {
+                path,
+                input,
+                send,
+                options,
+            })?;
+            Ok(accepted)
         })
     }
 
@@ -101,11 +95,11 @@ impl EngineHost {
         what: &str,
         action: &str,
     ) -> Result<Accepted, RequestError> {
-        lock(&self.shared.state).running_only(path, what, action)?;
-        self.command(Command::IfRunning {
-            path: path.to_owned(),
-            input,
-        })?;
-        Ok(Accepted::default())
+        let (path, what, action) = (path.to_owned(), what.to_owned(), action.to_owned());
+        self.shared.state.ask(move |owned| {
+            let accepted = owned.state.running_only(&path, &what, &action)?;
+            owned.command(Command::IfRunning { path, input })?;
+            Ok(accepted)
+        })
     }
 }

@@ -10,7 +10,7 @@ use flemma_protocol::engine::{ModeResult, ModelSwitch, SwitchResult};
 use flemma_protocol::error::RequestError;
 use flemma_protocol::event::{ConfigUpdated, ModelRef};
 
-use crate::engine_host::{EngineHost, Shared, lock};
+use crate::engine_host::{EngineHost, Shared};
 
 fn invalid_switch(message: String) -> RequestError {
     RequestError::invalid_params(message)
@@ -102,7 +102,12 @@ impl EngineHost {
                 next.provider, next.model
             )
         };
-        lock(&self.shared.state).set_switch(path, layer, switched.clone());
+        {
+            let (path, switched) = (path.to_owned(), switched.clone());
+            self.shared
+                .state
+                .tell(move |owned| owned.state.set_switch(&path, layer, switched));
+        }
         self.shared.publish(
             path,
             EngineEvent::ConfigUpdated(ConfigUpdated {
@@ -142,7 +147,12 @@ impl EngineHost {
             .set("mode", serde_json::Value::String(name.to_owned()))
             .map_err(|error| RequestError::invalid_params(error.to_string()))?;
         let effective = self.resolved_mode(path, Some(layer.clone()))?;
-        lock(&self.shared.state).set_mode(path, layer, mode);
+        {
+            let path = path.to_owned();
+            self.shared
+                .state
+                .tell(move |owned| owned.state.set_mode(&path, layer, mode));
+        }
         let name = path.file_name().map_or_else(
             || path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
@@ -179,7 +189,12 @@ impl EngineHost {
         let text = self.shared.text_of(path).map_err(invalid_switch)?;
         let mut input = self.shared.config_input(path);
         if let Some(layer) = instead {
-            let set_before = lock(&self.shared.state).mode(path).map(|(l, _)| l.clone());
+            let set_before = {
+                let path = path.to_owned();
+                self.shared
+                    .state
+                    .ask(move |owned| owned.state.mode(&path).map(|(l, _)| l.clone()))
+            };
             input.layers.retain(|l| Some(l) != set_before.as_ref());
             input.layers.push(layer);
         }
@@ -199,10 +214,14 @@ impl EngineHost {
     /// The model the document's `flemma/switch` layer holds, as written (a `$preset` stays
     /// one, a model string keeps its parameters); `None` before any switch.
     pub fn switched_model(&self, path: &Path) -> Option<String> {
-        lock(&self.shared.state)
-            .switch(path)
-            .and_then(|(layer, _)| layer.get("model"))
-            .and_then(|value| value.as_str().map(str::to_owned))
+        let path = path.to_owned();
+        self.shared.state.ask(move |owned| {
+            owned
+                .state
+                .switch(&path)
+                .and_then(|(layer, _)| layer.get("model"))
+                .and_then(|value| value.as_str().map(str::to_owned))
+        })
     }
 }
 
@@ -266,13 +285,13 @@ impl Shared {
         if let Some(read) = client {
             input = input.with_layer(read);
         }
-        let state = lock(&self.state);
-        if let Some((layer, _)) = state.switch(path) {
-            input.layers.push(layer.clone());
-        }
-        if let Some((layer, _)) = state.mode(path) {
-            input.layers.push(layer.clone());
-        }
+        let path = path.to_owned();
+        let runtime = self.state.ask(move |owned| {
+            let switch = owned.state.switch(&path).map(|(layer, _)| layer.clone());
+            let mode = owned.state.mode(&path).map(|(layer, _)| layer.clone());
+            [switch, mode]
+        });
+        input.layers.extend(runtime.into_iter().flatten());
         input
     }
 

@@ -7,6 +7,8 @@ use std::path::Path;
 use flemma_protocol::engine::Accepted;
 use flemma_protocol::error::RequestError;
 
+use flemma_ide::actions::{ActionError, check_pending, pending_ids};
+
 use super::HostState;
 use crate::compaction::ByHand;
 
@@ -27,13 +29,51 @@ impl Decided {
 }
 
 /// What the calls to be decided are checked on when no driver runs (a running driver's pending
-/// calls, the state's own, always decide).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Checked<'a> {
-    /// A text (the caller's buffer, or the file read under the state's lock).
-    Text(&'a flemma_syntax::Document),
+/// calls, the state's own, always decide). Read by the caller from a text, so that the state
+/// never holds one.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Checked {
+    /// What a text (the caller's buffer, or the file) says: the calls pending in it, and
+    /// whether the call named is pending (why not, when it is not).
+    Text {
+        pending: Vec<String>,
+        named: Option<(String, Result<(), ActionError>)>,
+    },
     /// Nothing known here (another editor's buffer): accepted, its driver decides.
     Unknown,
+}
+
+impl Checked {
+    /// What `doc` says of the call `tool_id` (with `None`, of every pending call).
+    pub fn text(doc: &flemma_syntax::Document, tool_id: Option<&str>) -> Self {
+        Checked::Text {
+            pending: pending_ids(doc),
+            named: tool_id.map(|id| (id.to_owned(), check_pending(doc, id))),
+        }
+    }
+
+    /// Whether the text says `id` is pending (`None`: no text).
+    fn pending(&self, id: &str) -> Option<bool> {
+        match self {
+            Checked::Text {
+                named: Some((named, check)),
+                ..
+            } if named == id => Some(check.is_ok()),
+            Checked::Text { pending, .. } => Some(pending.iter().any(|p| p == id)),
+            Checked::Unknown => None,
+        }
+    }
+
+    /// Why the text says `id` is not pending, when it is the call named and not pending.
+    fn why_not(&self, id: &str) -> Option<&ActionError> {
+        match self {
+            Checked::Text {
+                named: Some((named, Err(error))),
+                ..
+            } if named == id => Some(error),
+            _ => None,
+        }
+    }
 }
 
 /// The most decisions a document remembers (the oldest are long in the text).
@@ -41,9 +81,12 @@ pub(super) const DECIDED_KEPT: usize = 1024;
 
 impl HostState {
     /// Whether the calls to decide on `path` are checked on the file when the caller holds no
-    /// buffer: no driver runs, and no other editor has it open.
-    pub fn decided_on_file(&self, path: &Path, another_editor: bool) -> bool {
-        !self.is_running(path) && !another_editor
+    /// buffer — no driver runs, and no editor has it open — with the number of the last driver
+    /// that ran for it (the file is read as that driver left it).
+    pub fn decided_on_file(&self, path: &Path) -> Option<u64> {
+        let doc = self.docs.get(path);
+        let checked = !self.is_running(path) && !self.has_editor(path);
+        checked.then(|| doc.map_or(0, |doc| doc.epoch))
     }
 
     /// Decides `tool_id` (or, with `None`, every pending call) as `how`: **the first decision
@@ -58,9 +101,8 @@ impl HostState {
         path: &Path,
         tool_id: Option<&str>,
         how: Decided,
-        text: Checked<'_>,
+        text: Checked,
     ) -> Result<Accepted, RequestError> {
-        use flemma_ide::actions::{ActionError, check_pending, pending_ids};
         let state = self.doc(path);
         let running = state.running();
         let handler = state.epoch + u64::from(!running);
@@ -71,20 +113,20 @@ impl HostState {
             .map(|driver| driver.pending.clone());
         let text = match (&waiting, text) {
             (Some(_), _) | (None, Checked::Unknown) => None,
-            (None, Checked::Text(doc)) => Some(doc),
+            (None, text @ Checked::Text { .. }) => Some(text),
         };
         let refused = |error: ActionError| RequestError::invalid_params(error.to_string());
-        let pending_now = |id: &str| match (&waiting, text) {
+        let pending_now = |id: &str| match (&waiting, &text) {
             (Some(waiting), _) => waiting.iter().any(|w| w == id),
-            (None, Some(doc)) => check_pending(doc, id).is_ok(),
+            (None, Some(text)) => text.pending(id) == Some(true),
             (None, None) => true,
         };
         let ids: Vec<String> = match tool_id {
             Some(id) => vec![id.to_owned()],
-            None => match (&waiting, text) {
+            None => match (&waiting, &text) {
                 (Some(waiting), _) => waiting.clone(),
-                (None, Some(doc)) => pending_ids(doc),
-                (None, None) => Vec::new(),
+                (None, Some(Checked::Text { pending, .. })) => pending.clone(),
+                (None, _) => Vec::new(),
             },
         };
         if tool_id.is_none() && ids.is_empty() && (waiting.is_some() || text.is_some()) {
@@ -104,10 +146,10 @@ impl HostState {
                 .map(|&(how, by, _)| (how, by));
             let refusal = match (before, pending_now(id)) {
                 // The text says it is decided: say what it says.
-                (before, false) => Some(match (text, &waiting, before) {
-                    (Some(doc), None, _) => match check_pending(doc, id) {
-                        Err(error) => refused(error),
-                        Ok(()) => already(before.map_or("decided", |b| b.0.as_str())),
+                (before, false) => Some(match (&text, &waiting, before) {
+                    (Some(text), None, _) => match text.why_not(id) {
+                        Some(error) => refused(error.clone()),
+                        None => already(before.map_or("decided", |b| b.0.as_str())),
                     },
                     (_, _, Some((was, _))) => already(was.as_str()),
                     _ => RequestError::refused(format!(

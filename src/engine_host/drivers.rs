@@ -1,5 +1,6 @@
-//! The host's thread: it owns the drivers (on a `LocalSet`), hands each command to the host's
-//! state ([`HostState::handle`]) and runs the effects it returns. It decides nothing itself.
+//! The drivers' thread: it owns the drivers (on a `LocalSet`) and runs the effects the host's
+//! state returns ([`HostState::handle`], on the state's own thread: `state_thread.rs`), in the
+//! order they were decided. It decides nothing itself.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -14,8 +15,8 @@ use flemma_protocol::event::{EngineSetup, StreamedText};
 use tokio::sync::mpsc;
 
 use crate::engine_driver::{Driver, DriverHandle, DriverState, Report};
-use crate::engine_host::state::{Command, Effect, First};
-use crate::engine_host::{CallOptions, Followed, Shared, lock};
+use crate::engine_host::state::{Effect, First};
+use crate::engine_host::{CallOptions, Followed, Shared};
 use crate::engine_setup::{self, SetupError, SetupOptions};
 
 /// How long shutdown waits for the drivers to write their abort markers.
@@ -38,17 +39,14 @@ impl Inner {
     }
 }
 
-/// Runs the host's commands until it stops.
-pub(super) async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<Command>) {
-    while let Some(command) = receiver.recv().await {
-        let effects = lock(&inner.shared.state).handle(command);
-        for effect in effects {
-            if effect == Effect::Stop {
-                stop(&inner).await;
-                return;
-            }
-            run(&inner, effect);
+/// Runs the effects the host's state decides until it stops.
+pub(super) async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedReceiver<Effect>) {
+    while let Some(effect) = receiver.recv().await {
+        if effect == Effect::Stop {
+            stop(&inner).await;
+            return;
         }
+        run(&inner, effect);
     }
 }
 
@@ -143,7 +141,13 @@ async fn drive(inner: Rc<Inner>, path: PathBuf, first: First, send: bool, option
         Err(busy) => Err(busy.to_string()),
     };
     inner.handles.borrow_mut().remove(&path);
-    let effects = lock(&inner.shared.state).driver_ended(&path, &outcome);
+    // Run here, not sent to the loop: after shutdown's `Stop` the loop runs no more, and a
+    // driver's end is told even then.
+    let ended = path.clone();
+    let effects = inner
+        .shared
+        .state
+        .ask(move |owned| owned.state.driver_ended(&ended, &outcome));
     for effect in effects {
         run(&inner, effect);
     }
@@ -238,14 +242,22 @@ async fn run_driver(
     let state_shared = shared.clone();
     let state_path = path.to_owned();
     driver.on_state(Box::new(move |state: DriverState| {
-        lock(&state_shared.state).driver_state(&state_path, state);
+        let path = state_path.clone();
+        state_shared
+            .state
+            .tell(move |owned| owned.state.driver_state(&path, state));
     }));
     let handle = driver.commands();
     inner
         .handles
         .borrow_mut()
         .insert(path.to_owned(), handle.clone());
-    let backlog = lock(&shared.state).driver_running(path);
+    let backlog = {
+        let path = path.to_owned();
+        shared
+            .state
+            .ask(move |owned| owned.state.driver_running(&path))
+    };
     // The writer may have changed while the driver was set up.
     if shared.writer_session(path) != writer {
         handle.set_store(shared.writer(path));
