@@ -704,7 +704,7 @@ fn slash_status(context: &ProcessContext, path: &Path) -> Result<String, String>
         .unwrap_or_default();
     let mut meter = flemma_provider::Meter::new();
     let mut out = String::new();
-    match crate::context::estimate(&mut meter, &loaded.analysis, path, &tools) {
+    match crate::context::estimate(&mut meter, &loaded.analysis, path, &tools, context) {
         Some(status) => {
             out.push_str(&format!("context: {}\n", crate::context::line(&status)));
             if let Some(advice) = crate::context::advice(&status) {

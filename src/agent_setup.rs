@@ -25,12 +25,15 @@ use flemma_tools::{Outcome, RunContext, ToolReporter};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-/// The agents one owner (the engine host, a command) asks: their processes and the
-/// permission questions they wait for. Clones share both.
+/// The agents one owner (the engine host, a command) asks: their processes, the permission
+/// questions they wait for and the conversation files its calls took. Clones share them.
 #[derive(Debug, Clone, Default)]
 pub struct AskedAgents {
     pub hub: Arc<AgentHub>,
     pub questions: crate::agent_permissions::Questions,
+    /// The conversation files this owner's calls chose ([`next_conversation`]): two calls
+    /// running at once never take the same number before either file exists.
+    taken: Arc<std::sync::Mutex<Vec<PathBuf>>>,
 }
 
 impl AskedAgents {
@@ -69,16 +72,22 @@ impl AgentDef {
     }
 
     /// The command as it runs for a chat `depth` levels below the user's: the program found
-    /// on `PATH`'s absolute entries (the entry's own `env.PATH` when it has one), started
-    /// through flemmad's shim, with the depth its own `ask_agent` starts from.
-    pub fn command(&self, depth: u32) -> Result<AgentCommand, String> {
+    /// on `PATH`'s absolute entries (the entry's own `env.PATH` when it has one, else the
+    /// process `context`'s), started through the shim of the context's executable (flemmad),
+    /// with the depth its own `ask_agent` starts from.
+    pub fn command(
+        &self,
+        depth: u32,
+        context: &crate::process_context::ProcessContext,
+    ) -> Result<AgentCommand, String> {
         let search_path = self
             .env
             .iter()
             .rev()
             .find(|(key, _)| key == "PATH")
-            .map(|(_, value)| std::ffi::OsString::from(value))
-            .or_else(|| std::env::var_os("PATH"))
+            .map(|(_, value)| value.clone())
+            .or_else(|| context.var("PATH"))
+            .map(std::ffi::OsString::from)
             .unwrap_or_default();
         let program =
             flemma_tools::launch::find_program(&self.command, Some(&search_path), &self.cwd)
@@ -92,8 +101,8 @@ impl AgentDef {
         let argv: Vec<String> = std::iter::once(program.display().to_string())
             .chain(self.args.iter().cloned())
             .collect();
-        let argv = match std::env::current_exe() {
-            Ok(flemmad) => flemma_mcp::shim::wrap(&flemmad, &argv)
+        let argv = match context.executable() {
+            Ok(flemmad) => flemma_mcp::shim::wrap(flemmad, &argv)
                 .into_iter()
                 .map(|arg| arg.to_string_lossy().into_owned())
                 .collect(),
@@ -163,11 +172,11 @@ pub fn defined(
 }
 
 /// How deep the chat at `chat` is (0: the chat the user talks to): its path, or what the
-/// process that asked it says (`FLEMMA_ASK_DEPTH`), whichever is deeper.
-pub fn depth(chat: Option<&Path>) -> u32 {
+/// process that asked it says (`FLEMMA_ASK_DEPTH` in its `context`), whichever is deeper.
+pub fn depth(chat: Option<&Path>, context: &crate::process_context::ProcessContext) -> u32 {
     let by_path = chat.map_or(0, ask::depth_of);
-    let by_process = std::env::var(ask::DEPTH_VARIABLE)
-        .ok()
+    let by_process = context
+        .var(ask::DEPTH_VARIABLE)
         .and_then(|value| value.trim().parse::<u32>().ok())
         .unwrap_or(0);
     by_path.max(by_process)
@@ -234,6 +243,7 @@ pub fn register(
         .collect();
     let registered = defined.agents.clone();
     let agents = Arc::new(Agents {
+        context: context.clone(),
         owner: owner.clone(),
         defs: defined.agents,
         idle: Duration::from_secs(resolved.config.parameters.idle_timeout.max(1)),
@@ -252,6 +262,8 @@ const MIN_STARTUP: Duration = Duration::from_secs(30);
 /// What the runner knows of a chat's agents.
 #[derive(Debug)]
 struct Agents {
+    /// The process's (its `PATH`, the depth it was asked at, its executable).
+    context: crate::process_context::ProcessContext,
     owner: AskedAgents,
     defs: Vec<AgentDef>,
     /// The watchdog (`parameters.idle_timeout`), also the time an agent may take to start.
@@ -262,7 +274,7 @@ struct Agents {
 fn run(ctx: &RunContext, input: &Value, agents: &Agents) -> Outcome {
     let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
     let name = text("agent");
-    let depth = depth(ctx.chat_path.as_deref());
+    let depth = depth(ctx.chat_path.as_deref(), &agents.context);
     if depth >= ask::MAX_DEPTH {
         return Outcome::error(ask::too_deep(depth));
     }
@@ -282,7 +294,7 @@ fn run(ctx: &RunContext, input: &Value, agents: &Agents) -> Outcome {
                 .map(|chat| ask::context(chat, ask::CONTEXT_LIMIT))
         })
         .flatten();
-    let command = match agent.command(depth) {
+    let command = match agent.command(depth, &agents.context) {
         Ok(command) => command,
         Err(reason) => return Outcome::error(ask::failed(name, &reason)),
     };
@@ -295,7 +307,7 @@ fn run(ctx: &RunContext, input: &Value, agents: &Agents) -> Outcome {
     };
     let conversation = ctx.chat_path.as_deref().and_then(|chat| {
         let dir = make_conversations_dir(chat).ok()?;
-        Some(next_conversation(&dir, name))
+        Some(next_conversation(&agents.owner, &dir, name))
     });
     let request = AskRequest {
         cwd: ctx.cwd.clone(),
@@ -340,10 +352,10 @@ fn run(ctx: &RunContext, input: &Value, agents: &Agents) -> Outcome {
     result(ctx, agent, conversation.as_deref(), outcome)
 }
 
-/// The next free `NAME-N.chat` in `dir` (a number no other call of this process took).
-fn next_conversation(dir: &Path, agent: &str) -> PathBuf {
-    static TAKEN: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-    let mut taken = TAKEN
+/// The next free `NAME-N.chat` in `dir` (a number no other call of `owner` took).
+fn next_conversation(owner: &AskedAgents, dir: &Path, agent: &str) -> PathBuf {
+    let mut taken = owner
+        .taken
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let path = (1..)
@@ -595,11 +607,95 @@ mod tests {
             Some(PathBuf::from("/p/.flemma/talk.chat/agents"))
         );
         assert_eq!(
-            depth(Some(Path::new(
-                "/p/.flemma/talk.chat/agents/reviewer-1.chat"
-            )))
+            depth(
+                Some(Path::new("/p/.flemma/talk.chat/agents/reviewer-1.chat")),
+                &context(&[])
+            )
             .max(1),
             1
+        );
+    }
+
+    fn context(vars: &[(&str, &str)]) -> crate::process_context::ProcessContext {
+        crate::process_context::ProcessContext::new(
+            crate::user_dirs::UserDirs::default(),
+            PathBuf::from("/"),
+            None,
+            None,
+        )
+        .with_vars(vars)
+    }
+
+    /// The depth an asking process set is the context's variable, not this process's.
+    #[test]
+    fn the_depth_the_asker_set_is_read_from_the_context() {
+        assert_eq!(depth(None, &context(&[])), 0);
+        assert_eq!(depth(None, &context(&[(ask::DEPTH_VARIABLE, "2")])), 2);
+        let nested = Path::new("/p/.flemma/talk.chat/agents/reviewer-1.chat");
+        assert_eq!(
+            depth(Some(nested), &context(&[(ask::DEPTH_VARIABLE, "0")])),
+            depth(Some(nested), &context(&[]))
+        );
+    }
+
+    /// An agent's program is found on the context's `PATH` and started through the shim of
+    /// the context's executable, with the next depth.
+    #[test]
+    fn an_agent_starts_through_the_context_s_executable_on_its_path() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let bin = tempfile::tempdir().expect("temp dir");
+        let program = bin.path().join("my-agent");
+        std::fs::write(&program, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let agent = AgentDef {
+            name: "mine".into(),
+            command: "my-agent".into(),
+            args: vec!["--acp".into()],
+            env: Vec::new(),
+            cwd: PathBuf::from("/"),
+            description: None,
+            permissions: AgentPermissions::Ask,
+        };
+        let path = bin.path().display().to_string();
+        let context = context(&[("PATH", path.as_str())]);
+        // Not on the PATH the context has: refused, whatever this process's PATH is.
+        assert!(agent.command(0, &context.clone().with_vars(&[])).is_err());
+        let flemmad = Path::new("/opt/flemma/bin/flemmad");
+        let command = agent
+            .command(1, &context.with_executable(flemmad))
+            .expect("found on the context's PATH");
+        let expected: Vec<String> = flemma_mcp::shim::wrap(
+            flemmad,
+            &[program.display().to_string(), "--acp".to_owned()],
+        )
+        .into_iter()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+        assert_eq!(command.argv, expected);
+        assert_eq!(command.argv[0], flemmad.display().to_string());
+        assert!(command.env.contains(&("PATH".to_owned(), path.clone())));
+        assert!(
+            command
+                .env
+                .contains(&(ask::DEPTH_VARIABLE.to_owned(), "2".to_owned()))
+        );
+    }
+
+    /// Two calls of one owner never take the same conversation file; another owner's calls
+    /// are its own.
+    #[test]
+    fn an_owner_s_calls_take_distinct_conversations() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let owner = AskedAgents::default();
+        let first = next_conversation(&owner, dir.path(), "r");
+        let second = next_conversation(&owner, dir.path(), "r");
+        assert_eq!(first, dir.path().join("r-1.chat"));
+        assert_eq!(second, dir.path().join("r-2.chat"));
+        let other = AskedAgents::default();
+        assert_eq!(next_conversation(&other, dir.path(), "r"), first);
+        assert_eq!(
+            next_conversation(&owner.clone(), dir.path(), "r"),
+            dir.path().join("r-3.chat")
         );
     }
 }

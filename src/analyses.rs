@@ -14,12 +14,13 @@ use flemma_template::{FsHost, TemplateCache};
 /// delays no other document.
 pub type Analyses = Arc<Mutex<AnalysisHost>>;
 
-/// The analysis host of a process's engine, sharing `template_cache` with its other hosts.
+/// The analysis host of a process's engine, reading files through `files` (the process
+/// context's `file_host`), sharing `template_cache` with its other hosts.
 /// Its analyses are for sending ([`Purpose::Send`]): an untrusted chat's frontmatter parser
 /// runs here (in a neutral directory), never in a host that only shows a chat.
-pub fn analyses(template_cache: TemplateCache) -> Analyses {
+pub fn analyses(files: FsHost, template_cache: TemplateCache) -> Analyses {
     let mut host =
-        AnalysisHost::with_template_cache(Arc::new(FsHost), ConfigInput::default(), template_cache);
+        AnalysisHost::with_template_cache(Arc::new(files), ConfigInput::default(), template_cache);
     host.set_purpose(Purpose::Send);
     Arc::new(Mutex::new(host))
 }
@@ -84,7 +85,7 @@ mod tests {
                 let _ = lock_std(&self.entered).send(());
                 let _ = lock_std(&self.gate).recv();
             }
-            FsHost.read_file(path, limit)
+            FsHost::default().read_file(path, limit)
         }
         fn home_dir(&self) -> Option<PathBuf> {
             None
@@ -93,10 +94,10 @@ mod tests {
             SystemTime::now()
         }
         fn environment(&self) -> PersonalityContext {
-            FsHost.environment()
+            FsHost::default().environment()
         }
         fn is_readable(&self, path: &Path) -> bool {
-            FsHost.is_readable(path)
+            FsHost::default().is_readable(path)
         }
         fn run_filter(
             &self,
@@ -104,7 +105,7 @@ mod tests {
             input: &[u8],
             timeout: Duration,
         ) -> std::io::Result<Vec<u8>> {
-            FsHost.run_filter(argv, input, timeout)
+            FsHost::default().run_filter(argv, input, timeout)
         }
     }
 

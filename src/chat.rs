@@ -11,7 +11,6 @@ use flemma_config::{ConfigLayer, LayerKind};
 use flemma_ide::{Analysis, AnalysisHost, ConfigInput, Diagnostic, DocumentId, Purpose};
 use flemma_protocol::event::SetupDiagnostic;
 use flemma_syntax::{Document, Encoding, LineIndex, Severity};
-use flemma_template::FsHost;
 
 use crate::process_context::ProcessContext;
 
@@ -120,7 +119,7 @@ pub fn load_text(
     context: &ProcessContext,
 ) -> Result<LoadedChat, LoadError> {
     let id = DocumentId::new(context.absolute(path));
-    let mut host = AnalysisHost::new(Arc::new(FsHost), config_input(context));
+    let mut host = AnalysisHost::new(Arc::new(context.file_host()), config_input(context));
     host.set_purpose(purpose);
     host.set_text(id.clone(), text);
     let analysis = host.analysis(&id).map_err(|error| LoadError::Failed {

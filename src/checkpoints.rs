@@ -3,6 +3,7 @@
 //! configuration. The checkpoints themselves (recording, the monitor that spares a scan,
 //! `changes`, `rewind`, pruning) are `flemma_tools::checkpoints`.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -156,53 +157,58 @@ pub fn changes_result(
     })
 }
 
-/// How many files each call of the chat at `chat` changed, by tool use id (the editors' code
-/// lenses). Asked on every `textDocument/codeLens`: kept per chat (with its checkpoints, so
-/// its project is found once) while its branch's tip is the same, which costs one small file
-/// read; computed again, in one git process, once a checkpoint was recorded or rewound.
-/// `None` when the chat has no checkpoints to read.
-pub fn changed_files(
-    context: &ProcessContext,
-    chat: &Path,
-) -> Option<std::collections::HashMap<String, usize>> {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, PoisonError};
-    struct Known {
-        checkpoints: Checkpoints,
-        tip: Option<String>,
-        counts: HashMap<String, usize>,
-    }
-    static KNOWN: Mutex<Option<HashMap<PathBuf, Known>>> = Mutex::new(None);
-    let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
-    let known = known.get_or_insert_with(HashMap::new);
-    let checkpoints = match known.get(chat) {
-        Some(entry) => {
-            let tip = entry.checkpoints.tip();
-            if tip == entry.tip {
-                return Some(entry.counts.clone());
+/// How many files each call changed, by chat: the code lenses' cache, owned by the language
+/// server session that asks ([`ChangedFiles::of`]; no process-wide global).
+#[derive(Debug, Default)]
+pub struct ChangedFiles {
+    known: HashMap<PathBuf, KnownChanges>,
+}
+
+/// A chat's counts, with its checkpoints (so its project is found once) and the tip of its
+/// branch they were counted at.
+#[derive(Debug)]
+struct KnownChanges {
+    checkpoints: Checkpoints,
+    tip: Option<String>,
+    counts: HashMap<String, usize>,
+}
+
+impl ChangedFiles {
+    /// How many files each call of the chat at `chat` changed, by tool use id (the editors'
+    /// code lenses). Asked on every `textDocument/codeLens`: kept per chat while its branch's
+    /// tip is the same, which costs one small file read; computed again, in one git process,
+    /// once a checkpoint was recorded or rewound. `None` when the chat has no checkpoints to
+    /// read.
+    pub fn of(&mut self, context: &ProcessContext, chat: &Path) -> Option<HashMap<String, usize>> {
+        let checkpoints = match self.known.get(chat) {
+            Some(entry) => {
+                let tip = entry.checkpoints.tip();
+                if tip == entry.tip {
+                    return Some(entry.counts.clone());
+                }
+                entry.checkpoints.clone()
             }
-            entry.checkpoints.clone()
+            None => of(context, chat).ok()?,
+        };
+        let tip = checkpoints.tip();
+        let counts = checkpoints
+            .file_counts()
+            .map_err(|error| tracing::debug!(%error, "no changes for the code lenses"))
+            .ok()?;
+        // A handful of chats are open at once; a long-lived session forgets the others.
+        if self.known.len() >= 64 {
+            self.known.clear();
         }
-        None => of(context, chat).ok()?,
-    };
-    let tip = checkpoints.tip();
-    let counts = checkpoints
-        .file_counts()
-        .map_err(|error| tracing::debug!(%error, "no changes for the code lenses"))
-        .ok()?;
-    // A handful of chats are open at once; a long-lived daemon forgets the others.
-    if known.len() >= 64 {
-        known.clear();
+        self.known.insert(
+            chat.to_owned(),
+            KnownChanges {
+                checkpoints,
+                tip,
+                counts: counts.clone(),
+            },
+        );
+        Some(counts)
     }
-    known.insert(
-        chat.to_owned(),
-        Known {
-            checkpoints,
-            tip,
-            counts: counts.clone(),
-        },
-    );
-    Some(counts)
 }
 
 /// What the checkpoints take on disk: the folder of the shadow repositories, their bytes, and

@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::process_context::ProcessContext;
 use flemma_config::{Config, ConfigLayer, LayerKind};
 use flemma_conversation::{Conversation, Message, Part, Role, StreamEvent};
 use flemma_engine::RequestId;
-use flemma_provider::credentials::CredentialEnvironment;
 use flemma_provider::http::{ClientEvent, ProviderClient};
 use flemma_syntax::write::COMPACTED_MARKER as MARKER;
 use flemma_syntax::{Document, SegmentKind, TextEdit, TextRange};
@@ -62,6 +62,7 @@ impl Summariser {
         config: &Config,
         chat: &Path,
         chat_model: Option<(&ProviderSetup, &Arc<ProviderClient>)>,
+        process: &ProcessContext,
     ) -> anyhow::Result<Self> {
         let config = match (&config.context.compact_model, chat_model) {
             (None, Some((setup, client))) => {
@@ -83,7 +84,7 @@ impl Summariser {
                     .config
             }
         };
-        let environment = CredentialEnvironment::from_process();
+        let environment = process.credentials();
         let setup = crate::provider_setup::provider_setup(&config, Some(chat), &environment)?;
         let client = crate::provider_setup::client(&config, &setup, environment)?;
         Ok(Self {
@@ -700,6 +701,7 @@ impl Auto {
         estimate: u64,
         chat_model: (&ProviderSetup, &Arc<ProviderClient>),
         chat: &Path,
+        process: &ProcessContext,
         cancel: CancellationToken,
     ) -> AutoStart {
         if self.tried == Some(request) {
@@ -721,9 +723,15 @@ impl Auto {
         self.cannot = None;
         let keep = usize::try_from(context.keep).unwrap_or(usize::MAX);
         let planned = plan(&analysis.document, keep).and_then(|plan| {
-            Summariser::for_chat(&analysis.layers, &resolved.config, chat, Some(chat_model))
-                .map(|summariser| (plan, summariser))
-                .map_err(|error| format!("{error:#}"))
+            Summariser::for_chat(
+                &analysis.layers,
+                &resolved.config,
+                chat,
+                Some(chat_model),
+                process,
+            )
+            .map(|summariser| (plan, summariser))
+            .map_err(|error| format!("{error:#}"))
         });
         let (plan, summariser) = match planned {
             Ok(planned) => planned,
@@ -751,6 +759,7 @@ impl Auto {
 
     /// A compaction asked for by hand of `text` (analysed as `analysis`, `estimate` input
     /// tokens): its summary request, or why it cannot be done.
+    #[allow(clippy::too_many_arguments)]
     pub fn manual(
         &mut self,
         text: &str,
@@ -759,6 +768,7 @@ impl Auto {
         estimate: u64,
         chat_model: (&ProviderSetup, &Arc<ProviderClient>),
         chat: &Path,
+        process: &ProcessContext,
     ) -> Result<SummaryTask, String> {
         let resolved = analysis
             .config
@@ -772,9 +782,14 @@ impl Auto {
                 )),
             };
         let plan = plan_for(&analysis.document, upto)?;
-        let summariser =
-            Summariser::for_chat(&analysis.layers, &resolved.config, chat, Some(chat_model))
-                .map_err(|error| format!("{error:#}"))?;
+        let summariser = Summariser::for_chat(
+            &analysis.layers,
+            &resolved.config,
+            chat,
+            Some(chat_model),
+            process,
+        )
+        .map_err(|error| format!("{error:#}"))?;
         Ok(summary_task(
             None,
             text,

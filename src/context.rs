@@ -77,9 +77,10 @@ pub fn estimate(
     analysis: &flemma_ide::Analysis,
     path: &std::path::Path,
     tools: &[flemma_provider::ToolDefinition],
+    process: &crate::process_context::ProcessContext,
 ) -> Option<ContextStatus> {
     let config = &analysis.config.as_ref()?.config;
-    let environment = flemma_provider::credentials::CredentialEnvironment::from_process();
+    let environment = process.credentials();
     let setup = crate::provider_setup::provider_setup(config, Some(path), &environment).ok()?;
     let used = meter.estimate(&request_conversation(analysis), tools);
     Some(status(used, Counted::Estimate, &setup, &config.context))

@@ -138,14 +138,14 @@ impl EngineHost {
         let (effects, receiver) = mpsc::unbounded_channel();
         let template_cache = TemplateCache::new();
         let shared = Arc::new(Shared {
-            analyses: crate::analyses::analyses(template_cache.clone()),
+            analyses: crate::analyses::analyses(context.file_host(), template_cache.clone()),
             template_cache,
             state: StateThread::start(effects)?,
             editors: Mutex::default(),
             subscribers: Mutex::default(),
             followers: Mutex::default(),
             interrupt: tokio_util::sync::CancellationToken::new(),
-            mcp: crate::mcp_setup::new_hub(),
+            mcp: crate::mcp_setup::new_hub(&context),
             services: crate::engine_driver::DriverServices::new(context),
         });
         let runtime = crate::runtime::get()?;

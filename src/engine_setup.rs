@@ -12,7 +12,6 @@ use flemma_engine::{Engine, EngineConfig, EngineEvent, Input};
 use flemma_ide::{Analysis, ConfigInput, Diagnostic, DocumentId, NOTHING_TO_SEND};
 use flemma_protocol::event::{IgnoredOption, TrustIgnored};
 use flemma_provider::ProviderKind;
-use flemma_provider::credentials::CredentialEnvironment;
 
 use crate::engine_driver::DriverParts;
 use crate::provider_setup::provider_setup;
@@ -117,7 +116,7 @@ pub async fn prepare(
         ));
     };
     let config = resolved.config.clone();
-    let environment = CredentialEnvironment::from_process();
+    let environment = context.credentials();
     let mut setup = provider_setup(&config, Some(&absolute), &environment)
         .map_err(|error| SetupError::Failed(format!("{error:#}")))?;
     // The chat's own approval function (frontmatter Rhai) decides too.

@@ -35,6 +35,9 @@ pub struct LspBackend {
     open: Vec<(String, PathBuf, SharedText)>,
     /// The context meter of each open document (its messages' counts kept between edits).
     meters: std::collections::HashMap<String, flemma_provider::Meter>,
+    /// The code lenses' counts of each chat's changed files (kept while its checkpoints'
+    /// tip is the same).
+    changed_files: crate::checkpoints::ChangedFiles,
 }
 
 impl LspBackend {
@@ -46,6 +49,7 @@ impl LspBackend {
             client_config: None,
             open: Vec::new(),
             meters: std::collections::HashMap::new(),
+            changed_files: crate::checkpoints::ChangedFiles::default(),
         }
     }
 
@@ -212,7 +216,7 @@ impl Backend for LspBackend {
 
     fn changed_files(&mut self, uri: &str) -> Option<std::collections::HashMap<String, usize>> {
         let path = self.path_of("textDocument/codeLens", uri).ok()?;
-        crate::checkpoints::changed_files(self.host.context(), &path)
+        self.changed_files.of(self.host.context(), &path)
     }
 
     fn context(
@@ -226,7 +230,7 @@ impl Backend for LspBackend {
             .map(|tools| tools.definitions())
             .unwrap_or_default();
         let meter = self.meters.entry(uri.to_owned()).or_default();
-        let status = crate::context::estimate(meter, analysis, &path, &tools)?;
+        let status = crate::context::estimate(meter, analysis, &path, &tools, self.host.context())?;
         Some(flemma_lsp::ContextMeter {
             line: crate::context::line(&status),
             advice: crate::context::advice_while_typing(&status)

@@ -16,12 +16,18 @@ use flemma_mcp::{HubOptions, McpHub, ServerDef, ServerState, ServerStatus};
 use flemma_tools::registry::Registry;
 use flemma_tools::truncate::Keep;
 
-/// A new set of MCP servers (none started yet): a command's, or an engine host's. Close it
+/// A new set of MCP servers (none started yet): a command's, or an engine host's; stdio
+/// servers start through the shim of `context`'s executable (without one, directly). Close it
 /// with [`McpHub::shutdown`] where its owner ends.
-pub fn new_hub() -> McpHub {
+pub fn new_hub(context: &crate::process_context::ProcessContext) -> McpHub {
+    McpHub::new(hub_options(context))
+}
+
+/// The options of [`new_hub`]'s hub.
+fn hub_options(context: &crate::process_context::ProcessContext) -> HubOptions {
     let mut options = HubOptions::default();
-    options.launch.shim = std::env::current_exe().ok();
-    McpHub::new(options)
+    options.launch.shim = context.executable().ok().map(Path::to_owned);
+    options
 }
 
 /// The MCP side of one chat's tools: the servers' states, what was ignored, and how calls run.
@@ -192,4 +198,27 @@ pub fn server_of<'a>(mcp: &'a McpTools, tool: &str) -> Option<&'a ServerStatus> 
     mcp.servers
         .iter()
         .find(|server| server.tools.iter().any(|t| t.full_name == tool))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::process_context::ProcessContext;
+    use crate::user_dirs::UserDirs;
+
+    /// Stdio servers start through the shim of the context's executable (read once in
+    /// `main`), not of whatever binary runs this code; a context without one starts them
+    /// directly.
+    #[test]
+    fn the_shim_is_the_context_s_executable() {
+        let context = ProcessContext::new(UserDirs::default(), PathBuf::from("/"), None, None);
+        assert_eq!(hub_options(&context).launch.shim, None);
+        let context = context.with_executable(Path::new("/opt/flemma/bin/flemmad"));
+        assert_eq!(
+            hub_options(&context).launch.shim,
+            Some(PathBuf::from("/opt/flemma/bin/flemmad"))
+        );
+    }
 }

@@ -1,11 +1,11 @@
 //! What this process was started with, read once in `main` and handed down (issue 28, "one
 //! process context"): the user's folders ([`UserDirs`], one rule for XDG and `HOME`), the
 //! current directory, the configuration file chosen by `--config` or `$FLEMMA_CONFIG`, the
-//! daemon's runtime folder, the command it runs (the role its driver locks name), and the
-//! variables a configuration's `${VAR}` may name. Nothing of the binary below `main` reads
-//! these from the environment again (the template library's file host, `flemma-template`'s
-//! `FsHost`, still reads `HOME` for `~/` and the working directory for the personalities of
-//! its own accord: docs/architecture.md names the exceptions); a
+//! daemon's runtime folder, the command it runs (the role its driver locks name), the
+//! running binary, and the variables a configuration's `${VAR}` may name. Nothing of the binary below `main` reads
+//! these from the environment again, and the libraries are handed what they need (the
+//! template library's file host gets its home, working directory and `PATH` from
+//! [`ProcessContext::file_host`]; docs/architecture.md names the few reads left); a
 //! path from the command line is made absolute against [`ProcessContext::cwd`] at the edge
 //! ([`ProcessContext::absolute`]), so a bare `c.chat` names the chat in its folder for every
 //! part that takes it.
@@ -41,6 +41,9 @@ pub struct ProcessContext {
     pub role: String,
     /// The environment's variables, for `${VAR}` in the configuration ([`ProcessContext::var`]).
     vars: Variables,
+    /// The running binary (`std::env::current_exe`), or why it cannot be told
+    /// ([`ProcessContext::executable`]).
+    executable: Result<PathBuf, String>,
 }
 
 /// The environment's variables (UTF-8 names and values), shared by the context's clones; its
@@ -76,6 +79,7 @@ impl ProcessContext {
                 .collect(),
         ));
         context.poll_files = context.var(crate::watcher::WATCH_ENV).as_deref() == Some("poll");
+        context.executable = std::env::current_exe().map_err(|error| error.to_string());
         context
     }
 
@@ -95,6 +99,7 @@ impl ProcessContext {
             poll_files: false,
             role: "flemmad".to_owned(),
             vars: Variables::default(),
+            executable: Err("a context made from its parts knows no executable".to_owned()),
         }
     }
 
@@ -102,6 +107,20 @@ impl ProcessContext {
     /// not UTF-8): what `${VAR}` in the configuration expands to.
     pub fn var(&self, name: &str) -> Option<String> {
         self.vars.0.get(name).cloned()
+    }
+
+    /// The running flemmad binary, read once in `main`: the parent-death shim MCP servers and
+    /// asked agents start through, the `ExecStart=` of `flemmad install-service`. The error
+    /// says why it cannot be told.
+    pub fn executable(&self) -> Result<&Path, &str> {
+        self.executable.as_deref().map_err(String::as_str)
+    }
+
+    /// The same context with this binary as its executable (tests).
+    #[cfg(test)]
+    pub fn with_executable(mut self, executable: &Path) -> Self {
+        self.executable = Ok(executable.to_owned());
+        self
     }
 
     /// The same context with these environment variables instead (tests).
@@ -113,6 +132,27 @@ impl ProcessContext {
                 .collect(),
         ));
         self
+    }
+
+    /// The variables the credential resolvers see (`api_key` commands, `gcloud`, the
+    /// ChatGPT login): the context's, not read again from the environment.
+    pub fn credentials(&self) -> flemma_provider::credentials::CredentialEnvironment {
+        flemma_provider::credentials::CredentialEnvironment::from_vars(
+            self.vars
+                .0
+                .iter()
+                .map(|(name, value)| (name.clone(), value.clone())),
+        )
+    }
+
+    /// The template library's file host with this process's home, working directory and
+    /// `PATH` (`flemma_template::FsHost` reads no environment of its own).
+    pub fn file_host(&self) -> flemma_template::FsHost {
+        flemma_template::FsHost {
+            home: self.dirs.home.clone(),
+            cwd: Some(self.cwd.clone()),
+            search_path: self.var("PATH").map(std::ffi::OsString::from),
+        }
     }
 
     /// `path` made absolute against the process's working directory (`.` components and
@@ -192,6 +232,30 @@ mod tests {
         assert_eq!(context.var("OTHER"), None);
         let shown = format!("{context:?}");
         assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    /// The template library's file host is handed the context's home, working directory and
+    /// `PATH`, whatever this test process's own are.
+    #[test]
+    fn the_file_host_has_the_context_s_home_cwd_and_path() {
+        use flemma_template::Host as _;
+        let context = context("/work/project").with_vars(&[("PATH", "/opt/tools/bin")]);
+        let host = context.file_host();
+        assert_eq!(host.home_dir(), Some(PathBuf::from("/home/me")));
+        assert_eq!(host.environment().cwd, Some(PathBuf::from("/work/project")));
+        assert_eq!(
+            host.search_path,
+            Some(std::ffi::OsString::from("/opt/tools/bin"))
+        );
+    }
+
+    /// The credential resolvers see the context's variables, not this test process's.
+    #[test]
+    fn credentials_see_the_context_s_variables() {
+        let context = context("/").with_vars(&[("FLEMMA_TEST_KEY", "k")]);
+        let credentials = context.credentials();
+        assert_eq!(credentials.var("FLEMMA_TEST_KEY"), Some("k"));
+        assert_eq!(credentials.var("PATH"), None);
     }
 
     #[test]

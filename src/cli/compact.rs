@@ -87,6 +87,7 @@ pub fn run(args: CompactArgs, context: &ProcessContext) -> Result<(), CliError> 
         &resolved.config,
         &args.file,
         None,
+        context,
     )
     .map_err(|error| CliError::failed("compact", format!("{error:#}")))?;
     let summary = crate::runtime::get()?

@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use flemma_provider::credentials::CredentialEnvironment;
 use tokio_util::sync::CancellationToken;
 
 use super::CliError;
@@ -61,7 +60,7 @@ pub fn run(args: CountArgs, context: &ProcessContext) -> Result<(), CliError> {
         ));
     };
     let config = &resolved.config;
-    let environment = CredentialEnvironment::from_process();
+    let environment = context.credentials();
     // The chat by its absolute path for every part below (its folder is never "").
     let chat = context.absolute(&args.file);
     let mut setup = provider_setup(config, Some(&chat), &environment)?;

@@ -59,8 +59,10 @@ fn units_dir(context: &ProcessContext) -> Option<PathBuf> {
 
 pub fn run(args: InstallServiceArgs, context: &ProcessContext) -> Result<(), CliError> {
     let ui = super::Ui::new("install-service");
-    let binary = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
+    let binary = context
+        .executable()
+        .map_err(str::to_owned)
+        .and_then(|binary| std::fs::canonicalize(binary).map_err(|error| error.to_string()))
         .map_err(|error| {
             CliError::failed(
                 "install-service",

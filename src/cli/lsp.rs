@@ -40,7 +40,7 @@ pub fn run(args: LspArgs, context: &ProcessContext) -> anyhow::Result<ExitCode> 
     // The user's config file (FLEMMA_CONFIG / XDG), as the CLI reads it: problems with it are
     // diagnostics of every open chat, not a refusal to start.
     let host = flemma_ide::AnalysisHost::with_template_cache(
-        Arc::new(flemma_template::FsHost),
+        Arc::new(context.file_host()),
         crate::chat::config_input(context),
         engine.template_cache(),
     );

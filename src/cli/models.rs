@@ -3,7 +3,6 @@
 use clap::Args;
 use flemma_config::{ConfigLayer, LayerKind};
 use flemma_protocol::models::ModelEntry;
-use flemma_provider::credentials::CredentialEnvironment;
 use tokio_util::sync::CancellationToken;
 
 use super::CliError;
@@ -41,7 +40,7 @@ pub fn run(args: ModelsArgs, context: &ProcessContext) -> Result<(), CliError> {
         Ok(resolved) => resolved.config,
         Err(errors) => return Err(CliError::failed("models", errors)),
     };
-    let environment = CredentialEnvironment::from_process();
+    let environment = context.credentials();
     let setup = provider_setup(&config, None, &environment)?;
     let catalogue = flemma_provider::catalogue::Catalogue::builtin();
     let models = if setup.kind == flemma_provider::ProviderKind::Codex {

@@ -53,7 +53,7 @@ pub fn run(args: StatusArgs, context: &ProcessContext) -> Result<(), CliError> {
         .map_err(|message| CliError::failed("status", message))?;
     // The chat's MCP servers are started to show their state and tools.
     let runtime = crate::runtime::get().map_err(|e| CliError::failed("status", e.to_string()))?;
-    let hub = crate::mcp_setup::new_hub();
+    let hub = crate::mcp_setup::new_hub(context);
     let agents = crate::agent_setup::AskedAgents::default();
     let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(
         &hub,
@@ -139,6 +139,7 @@ pub fn run(args: StatusArgs, context: &ProcessContext) -> Result<(), CliError> {
             &loaded.analysis,
             &chat,
             &tools.definitions(),
+            context,
         ),
     };
     let mut out = super::Ui::new("status").stdout();

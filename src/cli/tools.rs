@@ -103,7 +103,7 @@ pub fn run(args: ToolsArgs, context: &ProcessContext) -> anyhow::Result<ExitCode
     };
     // MCP servers start here (and end with the command); their calls run on this runtime.
     let runtime = crate::runtime::get()?;
-    let hub = crate::mcp_setup::new_hub();
+    let hub = crate::mcp_setup::new_hub(context);
     let agents = crate::agent_setup::AskedAgents::default();
     // The chat's path as every part below takes it: absolute, resolved once here (a bare
     // `c.chat` has the folder "", which once became MCP servers' working directory).

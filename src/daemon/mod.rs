@@ -378,7 +378,7 @@ fn serve_lsp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
                 None => Box::new(flemma_lsp::NoEngine),
             };
             let host = flemma_ide::AnalysisHost::with_template_cache(
-                Arc::new(flemma_template::FsHost),
+                Arc::new(daemon.context.file_host()),
                 crate::chat::config_input(&daemon.context),
                 daemon
                     .engine

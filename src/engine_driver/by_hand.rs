@@ -141,6 +141,7 @@ impl Driver {
             estimate,
             (&self.provider, &self.client),
             self.id.path(),
+            &self.services.context,
         ) {
             Ok(task) => {
                 self.compacting = true;

@@ -73,6 +73,7 @@ impl Driver {
             estimate,
             (&self.provider, &self.client),
             self.id.path(),
+            &self.services.context,
             token.clone(),
         ) {
             crate::compaction::AutoStart::Summarising(task) => {

@@ -42,6 +42,7 @@ mod lsp_proxy;
 mod lsp_stream_latency;
 mod lsp_two_writers;
 mod modes;
+mod process_context;
 mod provider_data;
 mod reads;
 mod review_hunks;

@@ -226,7 +226,8 @@ fn breakdown() {
     use std::sync::Arc;
     let (text, _) = chat(10 * 1024 * 1024);
     let config = flemma_ide::ConfigInput::default();
-    let mut host = flemma_ide::AnalysisHost::new(Arc::new(flemma_template::FsHost), config);
+    let mut host =
+        flemma_ide::AnalysisHost::new(Arc::new(flemma_template::FsHost::default()), config);
     let id = flemma_ide::DocumentId::new("/bench/big.chat");
     host.set_text(id.clone(), text.clone());
     host.analysis(&id).unwrap();
@@ -251,7 +252,7 @@ fn breakdown() {
         let started = Instant::now();
         let evaluation = flemma_template::evaluate(
             &analysis.document,
-            Arc::new(flemma_template::FsHost),
+            Arc::new(flemma_template::FsHost::default()),
             &flemma_template::EvalOptions::default(),
         );
         let evaluate = started.elapsed();

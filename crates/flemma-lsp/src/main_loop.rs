@@ -36,9 +36,13 @@ enum Event {
 }
 
 /// Runs a session on `connection` until the client sends `exit` or goes away, analysing
-/// documents with the real file system and no configuration file (see [`run_with`]).
+/// documents with the real file system, no configuration file and no environment (a default
+/// `FsHost`: no home, working directory or `PATH`; see [`run_with`]).
 pub fn run(connection: Connection, backend: Box<dyn Backend>) -> Result<(), LspError> {
-    let host = AnalysisHost::new(Arc::new(flemma_template::FsHost), ConfigInput::default());
+    let host = AnalysisHost::new(
+        Arc::new(flemma_template::FsHost::default()),
+        ConfigInput::default(),
+    );
     run_with(connection, backend, host)
 }
 

@@ -45,16 +45,8 @@ pub struct CredentialEnvironment {
 }
 
 impl CredentialEnvironment {
-    /// A snapshot of this process's environment.
-    pub fn from_process() -> Self {
-        CredentialEnvironment {
-            vars: std::env::vars().collect(),
-            is_macos: cfg!(target_os = "macos"),
-            is_linux: cfg!(target_os = "linux"),
-        }
-    }
-
-    /// An explicit set of variables (tests, embedding), for the current operating system.
+    /// These variables (the binary's process context's; a test's own), for the current
+    /// operating system. The library reads no environment itself.
     pub fn from_vars<K: Into<String>, V: Into<String>>(
         vars: impl IntoIterator<Item = (K, V)>,
     ) -> Self {

@@ -1,5 +1,6 @@
 //! Everything the evaluator needs from the outside world goes through [`Host`].
 
+use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -112,12 +113,22 @@ pub trait Host: Send + Sync + std::fmt::Debug {
     ) -> std::io::Result<Vec<u8>>;
 }
 
-/// The real filesystem, the real clock and the process environment.
+/// The real filesystem and the real clock, with the home directory, working directory and
+/// `PATH` its creator hands it (the library reads no environment: the binary gives its
+/// process context's, a test its own).
 ///
-/// `environment()` reports the process working directory and its git branch (read from
-/// `.git/HEAD`, walking up); it knows no enabled tools; wrap it to add them.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FsHost;
+/// `environment()` reports [`FsHost::cwd`] and its git branch (read from `.git/HEAD`, walking
+/// up); it knows no enabled tools; wrap it to add them. The default knows no home (`@~/…`
+/// names nothing), no working directory and an empty `PATH` (no frontmatter parser is found).
+#[derive(Debug, Clone, Default)]
+pub struct FsHost {
+    /// The user's home directory, for `@~/…`.
+    pub home: Option<PathBuf>,
+    /// The working directory personalities describe.
+    pub cwd: Option<PathBuf>,
+    /// `PATH`, where frontmatter parsers are looked up (its absolute entries only).
+    pub search_path: Option<OsString>,
+}
 
 impl Host for FsHost {
     fn read_file(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
@@ -134,9 +145,7 @@ impl Host for FsHost {
     }
 
     fn home_dir(&self) -> Option<PathBuf> {
-        std::env::var_os("HOME")
-            .filter(|home| !home.is_empty())
-            .map(PathBuf::from)
+        self.home.clone()
     }
 
     fn now(&self) -> SystemTime {
@@ -144,7 +153,7 @@ impl Host for FsHost {
     }
 
     fn environment(&self) -> PersonalityContext {
-        let cwd = std::env::current_dir().ok();
+        let cwd = self.cwd.clone();
         let git_branch = cwd.as_deref().and_then(git_branch_of);
         PersonalityContext {
             cwd,
@@ -191,7 +200,7 @@ impl Host for FsHost {
         input: &[u8],
         timeout: Duration,
     ) -> std::io::Result<Vec<u8>> {
-        run_process(argv, input, timeout)
+        run_process(argv, input, timeout, self.search_path.as_deref())
     }
 }
 
@@ -280,19 +289,23 @@ pub(crate) fn human_bytes(bytes: u64) -> String {
 pub const NEUTRAL_DIR: &str = "/";
 
 /// Runs `argv` in [`NEUTRAL_DIR`] with `input` on stdin, capturing stdout and stderr, killing
-/// it after `timeout`. The program is looked up in the absolute entries of `PATH` only (`.`,
-/// an empty or a relative entry would name a folder of the working directory's choosing), and
-/// the parser gets that `PATH`.
-fn run_process(argv: &[String], input: &[u8], timeout: Duration) -> std::io::Result<Vec<u8>> {
+/// it after `timeout`. The program is looked up in the absolute entries of `path` (the
+/// host's `PATH`) only (`.`, an empty or a relative entry would name a folder of the working
+/// directory's choosing), and the parser gets those as its `PATH`.
+fn run_process(
+    argv: &[String],
+    input: &[u8],
+    timeout: Duration,
+    path: Option<&OsStr>,
+) -> std::io::Result<Vec<u8>> {
     let Some((program, args)) = argv.split_first() else {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "the command is empty",
         ));
     };
-    let search_path: std::ffi::OsString = std::env::join_paths(
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .filter(|dir| dir.is_absolute()),
+    let search_path: OsString = std::env::join_paths(
+        std::env::split_paths(path.unwrap_or_default()).filter(|dir| dir.is_absolute()),
     )
     .unwrap_or_default();
     let is_executable = |path: &Path| {

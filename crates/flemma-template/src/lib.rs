@@ -15,7 +15,7 @@
 //! let doc = flemma_syntax::parse(
 //!     "```rhai\nlet who = \"QA\";\nflemma.opt.thinking = \"medium\";\n```\n@You:\nHello {{ who }}!\n",
 //! );
-//! let evaluation = evaluate(&doc, std::sync::Arc::new(FsHost), &EvalOptions::default());
+//! let evaluation = evaluate(&doc, std::sync::Arc::new(FsHost::default()), &EvalOptions::default());
 //! assert!(evaluation.diagnostics.is_empty());
 //! let text = flemma_conversation::Part::joined_text(&evaluation.conversation.messages[0].parts);
 //! assert_eq!(text, "Hello QA!");

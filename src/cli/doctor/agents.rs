@@ -26,7 +26,7 @@ pub(super) fn check_agents(context: &ProcessContext, findings: &mut Vec<Finding>
     let startup = Duration::from_secs(resolved.config.parameters.idle_timeout.clamp(1, 30));
     let agents = crate::agent_setup::AskedAgents::default();
     for agent in &defined.agents {
-        let started = agent.command(0).map(|command| {
+        let started = agent.command(0, context).map(|command| {
             runtime.block_on(async {
                 let hub = agents.hub.clone();
                 runtime

@@ -21,7 +21,7 @@ pub(super) fn check_mcp(context: &ProcessContext, findings: &mut Vec<Finding>) {
     let Ok(runtime) = crate::runtime::get() else {
         return;
     };
-    let hub = crate::mcp_setup::new_hub();
+    let hub = crate::mcp_setup::new_hub(context);
     let mcp = runtime.block_on(crate::mcp_setup::McpTools::discover(
         &hub,
         &resolved,

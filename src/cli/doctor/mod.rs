@@ -112,7 +112,7 @@ impl Finding {
     }
 }
 
-/// What the checks look at: the environment of this process, read once.
+/// What the checks look at: the variables of the process context (read once, in `main`).
 #[derive(Debug)]
 struct Machine {
     environment: CredentialEnvironment,
@@ -122,8 +122,8 @@ struct Machine {
 }
 
 impl Machine {
-    fn from_process() -> Self {
-        let environment = CredentialEnvironment::from_process();
+    fn from_context(context: &ProcessContext) -> Self {
+        let environment = context.credentials();
         let dirs = crate::user_dirs::UserDirs::from_vars(|name| {
             environment.var(name).map(std::ffi::OsString::from)
         });
@@ -146,7 +146,7 @@ impl Machine {
 
 pub fn run(args: DoctorArgs, context: &ProcessContext) -> Result<ExitCode, CliError> {
     let ui = super::Ui::new("doctor");
-    let machine = Machine::from_process();
+    let machine = Machine::from_context(context);
     let mut findings = Vec::new();
     let config = check_config(context, &machine, &mut findings);
     if let Some(config) = &config {

@@ -12,7 +12,7 @@ use flemma_template::FsHost;
 fn host_with(config: ConfigInput, text: &str) -> (AnalysisHost, DocumentId, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let id = DocumentId::new(dir.path().join("talk.chat"));
-    let mut host = AnalysisHost::new(Arc::new(FsHost), config);
+    let mut host = AnalysisHost::new(Arc::new(FsHost::default()), config);
     host.set_text(id.clone(), text);
     (host, id, dir)
 }
@@ -286,10 +286,16 @@ fn a_document_can_have_its_own_configuration_and_hosts_can_share_evaluations() {
     // Two hosts with one template cache: the second finds the first's message results, and
     // forgetting a document in one leaves them for the other.
     let cache = flemma_template::TemplateCache::new();
-    let mut first =
-        AnalysisHost::with_template_cache(Arc::new(FsHost), ConfigInput::default(), cache.clone());
-    let mut second =
-        AnalysisHost::with_template_cache(Arc::new(FsHost), ConfigInput::default(), cache.clone());
+    let mut first = AnalysisHost::with_template_cache(
+        Arc::new(FsHost::default()),
+        ConfigInput::default(),
+        cache.clone(),
+    );
+    let mut second = AnalysisHost::with_template_cache(
+        Arc::new(FsHost::default()),
+        ConfigInput::default(),
+        cache.clone(),
+    );
     let text = "@You:\nHello {{ 1 + 1 }}\n\n@Assistant:\nHi\n\n@You:\nMore\n";
     first.set_text(id.clone(), text);
     first.analysis(&id).unwrap();

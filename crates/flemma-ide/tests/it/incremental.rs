@@ -96,7 +96,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("notes.md"), "the notes\n").unwrap();
         let id = DocumentId::new(dir.path().join("talk.chat"));
-        let mut host = AnalysisHost::new(Arc::new(FsHost), ConfigInput::default());
+        let mut host = AnalysisHost::new(Arc::new(FsHost::default()), ConfigInput::default());
         host.set_text(id.clone(), CHAT);
         host.analysis(&id).unwrap();
         for edit in &edits {
@@ -104,7 +104,7 @@ proptest! {
             host.apply_edits(&id, &[edit.to_text_edit(&text)]).unwrap();
             let incremental = host.analysis(&id).unwrap();
 
-            let mut cold_host = AnalysisHost::new(Arc::new(FsHost), ConfigInput::default());
+            let mut cold_host = AnalysisHost::new(Arc::new(FsHost::default()), ConfigInput::default());
             cold_host.set_text(id.clone(), incremental.document.text());
             let cold = cold_host.analysis(&id).unwrap();
             prop_assert_eq!(&incremental.diagnostics, &cold.diagnostics, "text:\n{}", cold.document.text());
@@ -133,7 +133,7 @@ proptest! {
     fn a_refused_batch_leaves_the_document_as_it_was(edits in prop::collection::vec(random_edit(), 1..5)) {
         let dir = tempfile::tempdir().unwrap();
         let id = DocumentId::new(dir.path().join("talk.chat"));
-        let mut host = AnalysisHost::new(Arc::new(FsHost), ConfigInput::default());
+        let mut host = AnalysisHost::new(Arc::new(FsHost::default()), ConfigInput::default());
         host.set_text(id.clone(), CHAT);
         let before = host.document(&id).unwrap().clone();
         // Each edit in the coordinates of the text the earlier ones produced.
@@ -159,7 +159,7 @@ fn an_edit_in_the_last_message_evaluates_only_that_message() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.md"), "the notes\n").unwrap();
     let id = DocumentId::new(dir.path().join("talk.chat"));
-    let mut host = AnalysisHost::new(Arc::new(FsHost), ConfigInput::default());
+    let mut host = AnalysisHost::new(Arc::new(FsHost::default()), ConfigInput::default());
     host.set_text(id.clone(), CHAT);
     host.analysis(&id).unwrap();
     let end = CHAT.len() - 1;
@@ -178,7 +178,7 @@ fn an_edit_in_the_middle_reuses_the_messages_after_it() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.md"), "the notes\n").unwrap();
     let id = DocumentId::new(dir.path().join("talk.chat"));
-    let mut host = AnalysisHost::new(Arc::new(FsHost), ConfigInput::default());
+    let mut host = AnalysisHost::new(Arc::new(FsHost::default()), ConfigInput::default());
     host.set_text(id.clone(), CHAT);
     host.analysis(&id).unwrap();
     let at = CHAT.find("Plain question.").unwrap();
@@ -201,7 +201,7 @@ fn an_edit_in_the_middle_reuses_the_messages_after_it() {
         "missing",
         "{missing:?}"
     );
-    let mut cold_host = AnalysisHost::new(Arc::new(FsHost), ConfigInput::default());
+    let mut cold_host = AnalysisHost::new(Arc::new(FsHost::default()), ConfigInput::default());
     cold_host.set_text(id.clone(), analysis.document.text());
     let cold = cold_host.analysis(&id).unwrap();
     assert_eq!(

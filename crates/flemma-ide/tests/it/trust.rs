@@ -17,7 +17,7 @@ const WIDENING: &str = "```json\n{\"flemma\": {\n  \"model\": \"claude-opus-4-1\
 
 fn analyse(config: ConfigInput, dir: &Path, text: &str) -> Arc<flemma_ide::Analysis> {
     let id = DocumentId::new(dir.join("talk.chat"));
-    let mut host = AnalysisHost::new(Arc::new(FsHost), config);
+    let mut host = AnalysisHost::new(Arc::new(FsHost::default()), config);
     host.set_text(id.clone(), text);
     host.analysis(&id).unwrap()
 }
@@ -179,7 +179,7 @@ struct CountingParsers(std::sync::atomic::AtomicUsize);
 
 impl flemma_template::Host for CountingParsers {
     fn read_file(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-        FsHost.read_file(path, limit)
+        FsHost::default().read_file(path, limit)
     }
     fn home_dir(&self) -> Option<std::path::PathBuf> {
         None

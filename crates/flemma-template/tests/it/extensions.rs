@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{TestHost, assert_clean, blocking, covered, text_of};
 use flemma_template::{
-    Category, EvalOptions, FsHost, Host, TemplatingOptions, evaluate, evaluate_frontmatter,
+    Category, EvalOptions, Host, TemplatingOptions, evaluate, evaluate_frontmatter,
 };
 use serde_json::json;
 
@@ -400,7 +400,7 @@ fn without_a_configured_parser_the_template_crate_adds_nothing() {
 
 #[test]
 fn fs_host_captures_stdout_and_feeds_stdin() {
-    let output = FsHost
+    let output = common::fs_host()
         .run_filter(
             &["tr".to_string(), "a-z".to_string(), "A-Z".to_string()],
             b"shout",
@@ -410,10 +410,42 @@ fn fs_host_captures_stdout_and_feeds_stdin() {
     assert_eq!(output, b"SHOUT");
     // Larger than a pipe buffer in both directions.
     let big = vec![b'x'; 1 << 20];
-    let output = FsHost
+    let output = common::fs_host()
         .run_filter(&["cat".to_string()], &big, Duration::from_secs(10))
         .expect("cat runs");
     assert_eq!(output.len(), big.len());
+}
+
+/// `FsHost` reads no environment: `~/` is the home its creator gave (not `$HOME`), the
+/// personalities' working directory is the one it was given (not the process's), and a
+/// parser is looked up on its `PATH` only.
+#[test]
+fn fs_host_uses_the_home_cwd_and_path_it_is_given() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let host = flemma_template::FsHost {
+        home: Some(home.path().to_path_buf()),
+        cwd: Some(cwd.path().to_path_buf()),
+        search_path: None,
+    };
+    assert_eq!(host.home_dir().as_deref(), Some(home.path()));
+    assert_eq!(host.environment().cwd.as_deref(), Some(cwd.path()));
+    let options = EvalOptions {
+        path: Some(cwd.path().join("c.chat")),
+        ..EvalOptions::default()
+    };
+    let doc = flemma_syntax::parse("@You:\n{{ path_absolute(\"~/x\") }}\n");
+    let evaluation = evaluate(&doc, Arc::new(host.clone()), &options);
+    assert_clean(&evaluation);
+    assert_eq!(
+        text_of(&evaluation, 0),
+        home.path().join("x").display().to_string()
+    );
+    let refused = host
+        .run_filter(&["cat".to_string()], b"x", Duration::from_secs(10))
+        .expect_err("no PATH, no cat");
+    assert_eq!(refused.kind(), std::io::ErrorKind::NotFound);
+    assert!(flemma_template::FsHost::default().home_dir().is_none());
 }
 
 // ---- path helpers --------------------------------------------------------------------------

@@ -105,7 +105,7 @@ fn options() -> RequestOptions {
 fn check(text: &str, thinking: &str, cuts: &[usize]) -> Result<(), TestCaseError> {
     let file = rendered_file(&chunks(text, cuts), thinking);
     let doc = flemma_syntax::parse(file.as_str());
-    let evaluation = evaluate(&doc, Arc::new(FsHost), &EvalOptions::default());
+    let evaluation = evaluate(&doc, Arc::new(FsHost::default()), &EvalOptions::default());
     let assistant = evaluation
         .conversation
         .messages

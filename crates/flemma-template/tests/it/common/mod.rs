@@ -81,7 +81,7 @@ impl Host for TestHost {
     }
 
     fn real_path(&self, path: &Path) -> Option<PathBuf> {
-        flemma_template::FsHost.real_path(path)
+        fs_host().real_path(path)
     }
 
     fn run_filter(
@@ -90,7 +90,15 @@ impl Host for TestHost {
         input: &[u8],
         timeout: Duration,
     ) -> std::io::Result<Vec<u8>> {
-        flemma_template::FsHost.run_filter(argv, input, timeout)
+        fs_host().run_filter(argv, input, timeout)
+    }
+}
+
+/// The real file system with this test process's `PATH` (frontmatter parsers are found there).
+pub fn fs_host() -> flemma_template::FsHost {
+    flemma_template::FsHost {
+        search_path: std::env::var_os("PATH"),
+        ..flemma_template::FsHost::default()
     }
 }
 
