@@ -38,7 +38,14 @@ pub fn run(args: AcpArgs, context: &ProcessContext) -> anyhow::Result<ExitCode> 
         .context("cannot start the engine")?;
     tracing::info!("acp: serving on stdio");
     let backend = Arc::new(AcpBackend::new(engine.clone()));
-    let outcome = runtime.block_on(flemma_acp::serve(backend, input, std::io::stdout()));
+    // One connection in this process: what the user allows always lasts as long as it.
+    let allowed = flemma_acp::AllowedAlways::default();
+    let outcome = runtime.block_on(flemma_acp::serve(
+        backend,
+        allowed,
+        input,
+        std::io::stdout(),
+    ));
     // What still runs is cancelled with the abort marker (in-process, nothing outlives the
     // editor).
     engine.shutdown();

@@ -68,6 +68,9 @@ pub struct Daemon {
     engine: std::sync::OnceLock<Arc<crate::engine_host::EngineHost>>,
     /// The process's context ([`ServeOptions::context`]).
     context: Arc<crate::process_context::ProcessContext>,
+    /// The tools ACP users allowed always, by session, across the ACP connections (an editor
+    /// that reconnects and loads its session again keeps them).
+    allowed_always: flemma_acp::AllowedAlways,
 }
 
 impl Daemon {
@@ -79,6 +82,7 @@ impl Daemon {
             lsp_sessions: Mutex::new(HashSet::new()),
             sessions_changed: Condvar::new(),
             stopping: AtomicBool::new(false),
+            allowed_always: flemma_acp::AllowedAlways::default(),
             shutdown_requested: tokio::sync::Notify::new(),
             events: EventHub::default(),
             engine: std::sync::OnceLock::new(),
@@ -421,7 +425,12 @@ fn serve_acp(daemon: &Arc<Daemon>, stream: UnixStream, id: u64, peer_pid: i32) {
     };
     tracing::info!(connection = id, peer_pid, "ACP connection opened");
     let backend = Arc::new(crate::acp_backend::AcpBackend::new(engine.clone()));
-    if let Err(error) = runtime.block_on(flemma_acp::serve(backend, reader, stream)) {
+    if let Err(error) = runtime.block_on(flemma_acp::serve(
+        backend,
+        daemon.allowed_always.clone(),
+        reader,
+        stream,
+    )) {
         tracing::warn!(connection = id, %error, "ACP connection ended with an error");
     }
     tracing::info!(connection = id, "ACP connection closed");

@@ -27,7 +27,7 @@ pub mod modes;
 pub mod prompt;
 pub mod replay;
 
-pub use agent::serve;
+pub use agent::{AllowedAlways, serve};
 pub use backend::{
     Backend, Choice, McpServerSpec, PendingCall, Picker, ProposedFile, Settings, TurnEvent,
 };

@@ -40,14 +40,17 @@ use self::session_load::{fork_session, load_session, resume_session};
 use self::session_new::new_session;
 use self::session_prompt::start_prompt;
 use self::set_config::set_setting;
+pub use self::state::AllowedAlways;
 use self::state::{State, announce_commands, lock, session_settings, tell_settings};
 use crate::{backend::Backend, modes};
 
 /// Serves ACP on `input`/`output` (stdin and stdout) until the client closes its side. Lines
 /// are read and written on threads of their own (blocking IO), so the runtime needs no
-/// standard-stream support.
+/// standard-stream support. `allowed`: the tools the user allowed always, kept by the caller
+/// across the connections it serves.
 pub async fn serve(
     backend: Arc<dyn Backend>,
+    allowed: AllowedAlways,
     input: impl std::io::BufRead + Send + 'static,
     mut output: impl std::io::Write + Send + 'static,
 ) -> Result<(), Error> {
@@ -109,6 +112,7 @@ pub async fn serve(
         client_fs: Mutex::default(),
         client_compaction: std::sync::atomic::AtomicBool::new(false),
         closed,
+        allowed,
     });
     let result = builder(state.clone())
         .connect_to(Lines::new(outgoing, in_rx))

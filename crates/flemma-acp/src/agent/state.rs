@@ -31,6 +31,8 @@ pub(super) struct State {
     pub(super) client_compaction: std::sync::atomic::AtomicBool,
     /// Cancelled when the client's input ends (every session's `gone` with it).
     pub(super) closed: CancellationToken,
+    /// The tools the user allowed always, kept by the connection's owner.
+    pub(super) allowed: AllowedAlways,
 }
 
 /// One session: its chat, its working directory, and the prompt that runs.
@@ -65,28 +67,31 @@ pub(super) struct Session {
     /// Cancelled when the session is closed, deleted or loaded again, or the client's input
     /// ends: its follower stops.
     pub(super) gone: CancellationToken,
+    /// The tools the user allowed always (the connection's owner's table).
+    pub(super) allowed: AllowedAlways,
 }
 
 /// The tools the user allowed always, by session: for the rest of the session, across the
-/// connections of one process (a daemon keeps them while an editor reconnects and loads the
-/// session again).
-pub(super) fn allowed_always_table() -> &'static Mutex<HashMap<String, HashSet<String>>> {
-    static TABLE: std::sync::OnceLock<Mutex<HashMap<String, HashSet<String>>>> =
-        std::sync::OnceLock::new();
-    TABLE.get_or_init(Default::default)
-}
+/// connections its owner serves (a daemon keeps one while an editor reconnects and loads the
+/// session again; `flemmad acp` on its own, one per process). Clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct AllowedAlways(Arc<Mutex<HashMap<String, HashSet<String>>>>);
 
-pub(super) fn always_allowed(session: &str, tool: &str) -> bool {
-    lock(allowed_always_table())
-        .get(session)
-        .is_some_and(|tools| tools.contains(tool))
-}
+impl AllowedAlways {
+    /// Whether the user allowed `tool` always in `session`.
+    pub fn contains(&self, session: &str, tool: &str) -> bool {
+        lock(&self.0)
+            .get(session)
+            .is_some_and(|tools| tools.contains(tool))
+    }
 
-pub(super) fn allow_always(session: &str, tool: String) {
-    lock(allowed_always_table())
-        .entry(session.to_owned())
-        .or_default()
-        .insert(tool);
+    /// The user allowed `tool` always in `session`.
+    pub fn allow(&self, session: &str, tool: String) {
+        lock(&self.0)
+            .entry(session.to_owned())
+            .or_default()
+            .insert(tool);
+    }
 }
 
 /// How often, and how many times, a cancel that found nothing running is tried again.
@@ -207,6 +212,7 @@ impl State {
             own_events: Mutex::new(None),
             other_runs: AtomicBool::new(false),
             gone: self.closed.child_token(),
+            allowed: self.allowed.clone(),
         });
         *lock(&session.known) = self.backend.read_chat(&session.path).ok();
         // A session loaded again replaces the earlier one (and its files, above).

@@ -25,8 +25,8 @@ use crate::{
 };
 
 use super::state::{
-    CANCEL_RETRY, CANCEL_TRIES, Session, allow_always, always_allowed, another_turn_runs, cancel,
-    decide, engine, internal, lock, refused,
+    CANCEL_RETRY, CANCEL_TRIES, Session, another_turn_runs, cancel, decide, engine, internal, lock,
+    refused,
 };
 
 /// One `session/prompt`.
@@ -521,7 +521,7 @@ impl<'a> Turn<'a> {
             input,
         } in pending
         {
-            if always_allowed(&self.session.id, &name) {
+            if self.session.allowed.contains(&self.session.id, &name) {
                 decisions.push((id, true));
                 continue;
             }
@@ -589,7 +589,7 @@ impl<'a> Turn<'a> {
                 RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
                     "allow_once" => decisions.push((id, true)),
                     "allow_always" => {
-                        allow_always(&self.session.id, name);
+                        self.session.allowed.allow(&self.session.id, name);
                         decisions.push((id, true));
                     }
                     _ => decisions.push((id, false)),

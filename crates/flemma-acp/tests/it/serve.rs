@@ -138,7 +138,12 @@ fn start(backend: Arc<Scripted>) -> Peer {
             .enable_all()
             .build()
             .unwrap();
-        let _ = runtime.block_on(flemma_acp::serve(backend, input, theirs));
+        let _ = runtime.block_on(flemma_acp::serve(
+            backend,
+            flemma_acp::AllowedAlways::default(),
+            input,
+            theirs,
+        ));
     });
     Peer {
         reader: BufReader::new(ours.try_clone().unwrap()),
