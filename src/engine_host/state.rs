@@ -104,8 +104,33 @@ pub(crate) enum Command {
     /// The writer of `path` changed (an editor attached or detached: [`HostState::attach`],
     /// [`HostState::detach`]).
     Writer { path: PathBuf },
+    /// Answers, once every command sent before it was handled, how many drivers started for
+    /// `path` until now and whether one runs ([`Drivers`]).
+    Flush {
+        path: PathBuf,
+        reply: std::sync::mpsc::Sender<Drivers>,
+    },
     /// The host stops: drivers leave, then the shared services close.
     Shutdown,
+}
+
+/// The drivers of one document, as the host's thread knows them once it handled every command
+/// sent before the question ([`Command::Flush`]). Every driver started ends with one
+/// `engine:stopped`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drivers {
+    /// How many started (the document's epoch).
+    pub started: u64,
+    /// One runs, or is being set up: its `engine:stopped` is still to come.
+    pub running: bool,
+}
+
+impl Drivers {
+    /// How many `engine:stopped` come from the drivers that ran at `before` or started
+    /// between `before` and `self` (a driver that ran then has not stopped yet).
+    pub fn stops_since(self, before: Drivers) -> u64 {
+        self.started.saturating_sub(before.started) + u64::from(before.running)
+    }
 }
 
 /// What the host's thread does for a command.
@@ -293,6 +318,18 @@ impl HostState {
                         CallOptions::default(),
                     ),
                 }
+            }
+            Command::Flush { path, reply } => {
+                let drivers = self
+                    .docs
+                    .get(&path)
+                    .map_or_else(Drivers::default, |doc| Drivers {
+                        started: doc.epoch,
+                        running: doc.running(),
+                    });
+                // A caller that stopped waiting misses nothing.
+                let _ = reply.send(drivers);
+                Vec::new()
             }
             Command::Writer { path } => match self.docs.get(&path) {
                 Some(doc) if doc.phase == Phase::Running => vec![Effect::SetWriter(path)],

@@ -488,3 +488,38 @@ fn a_writer_change_reaches_only_a_running_driver() {
     assert!(idle.attach(&path(), 7));
     assert_eq!(idle.handle(Command::Writer { path: path() }), Vec::new());
 }
+
+/// `Flush` answers what the host knows once it ran the commands before it: how many drivers
+/// started and whether one runs. Two decisions whose first driver ended in between started two.
+#[test]
+fn a_flush_counts_the_drivers_the_commands_before_it_started() {
+    let mut state = HostState::default();
+    let flush = |state: &mut HostState| {
+        let (reply, answer) = std::sync::mpsc::channel();
+        let effects = state.handle(Command::Flush {
+            path: path(),
+            reply,
+        });
+        assert!(effects.is_empty());
+        answer.recv().unwrap()
+    };
+    let before = flush(&mut state);
+    assert_eq!(before, Drivers::default());
+    for step in [
+        input(approve("t1")),
+        Step::Running,
+        Step::Ended(Ok(StopReason::StepDone)),
+        input(approve("t2")),
+    ] {
+        apply(&mut state, step);
+    }
+    let after = flush(&mut state);
+    assert_eq!(
+        after,
+        Drivers {
+            started: 2,
+            running: true
+        }
+    );
+    assert_eq!(after.stops_since(before), 2);
+}
