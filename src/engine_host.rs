@@ -9,10 +9,11 @@
 //! whichever front end asked. Every call returns at once and may be made from any thread: a
 //! command for a document whose driver runs is fed to it; otherwise a driver is started (its
 //! first input `Load`, for orphan recovery) and ends when nothing runs or is scheduled any
-//! more. What happens is told through [`EngineHost::subscribe`] (every document's events) and
-//! to the [`Editor`]s that have the document open: its events (the language server sends them
-//! as `flemma/event` and turns them into `$/progress`), notices and failures. The host knows no
-//! LSP: an editor is whatever implements [`Editor`].
+//! more. What happens is told through [`EngineHost::subscribe`] (every document's events, its
+//! notices as `engine:notice`) and to the [`Editor`]s that have the document open: its events
+//! (the language server sends them as `flemma/event` and turns them into `$/progress`), notices
+//! (as messages, never as `engine:notice` too) and failures. The host knows no LSP: an editor
+//! is whatever implements [`Editor`].
 //!
 //! **Who writes.** The most recently active editor that has the document open writes it
 //! (through the store it gives, [`Editor::store`]); when none has it open, the file on disk is
@@ -42,6 +43,7 @@ use crate::process_context::ProcessContext;
 pub use editors::{Editor, EditorHandle};
 pub use follow::Followed;
 use state::Command;
+pub use state::Drivers;
 use state_thread::StateThread;
 
 /// An event of one document.
@@ -163,7 +165,7 @@ impl EngineHost {
                 // ends), however the thread ended.
                 lock(&thread_shared.followers).clear();
                 if ended.is_err() {
-                    tracing::error!("the engine host's thread panicked; its chats stop");
+                    tracing::error!("the engine host's drivers' thread panicked; its chats stop");
                 }
             })?;
         Ok(Arc::new(EngineHost {
@@ -268,6 +270,15 @@ impl EngineHost {
     /// with the engine's (`AnalysisHost::with_template_cache`).
     pub fn template_cache(&self) -> TemplateCache {
         self.shared.template_cache.clone()
+    }
+
+    /// The drivers of the document at `path` once the host's state has decided every request
+    /// made before this call: how many started and whether one runs.
+    pub fn drivers(&self, path: &Path) -> Drivers {
+        let path = path.to_owned();
+        self.shared
+            .state
+            .ask(move |owned| owned.state.drivers(&path))
     }
 
     /// Every document's events from now on (the host's own `EngineEvent::EngineStopped` included). A

@@ -1,8 +1,8 @@
 //! The commands' path without a daemon: the engine host the daemon runs ([`EngineHost`]),
 //! started in this process. `send`, `approve` and `reject` hand it the same typed requests
 //! `via_daemon` writes on `rpc.sock` ([`Action::requests`]) and follow the chat as the host
-//! tells it ([`Followed`]: its events, and what only a caller in the process is given — how
-//! the setup went, typed, and the driver's notices). Refusals are the daemon's, and how a
+//! tells it ([`Followed`]: its events, the driver's notices among them, and what only a caller
+//! in the process is given — why a driver could not be set up). Refusals are the daemon's, and how a
 //! driver stopped is its typed `engine:stopped`. `approve` and `reject` ask with
 //! [`CallOptions::no_autopilot`]: the driver the decision starts only marks the calls (the next
 //! `flemmad send` runs them).
@@ -72,8 +72,8 @@ impl LocalHost {
             .map_err(|error| CliError::failed(&self.command, error.message))
     }
 
-    /// Asks the host for `action` on the chat, the driver it starts running as `options` say,
-    /// and waits for that driver (if one started) to stop. The ids of the calls decided.
+    /// Asks the host for `action` on the chat, the drivers it starts running as `options` say,
+    /// and waits for them to stop. The ids of the calls decided.
     pub fn decide(&self, action: &Action, options: CallOptions) -> Result<Vec<String>, CliError> {
         self.decide_with(action.requests(&self.uri()), options)
     }
@@ -84,15 +84,12 @@ impl LocalHost {
         requests: Vec<FlemmaRequest>,
         options: CallOptions,
     ) -> Result<Vec<String>, CliError> {
+        let before = self.host.drivers(&self.path);
         let mut decided = Vec::new();
-        let mut started = false;
         let mut refused = None;
         for request in requests {
             match self.call(request, options) {
-                Ok(FlemmaResponse::Accepted(accepted)) => {
-                    started |= accepted.started;
-                    decided.extend(accepted.tool_ids);
-                }
+                Ok(FlemmaResponse::Accepted(accepted)) => decided.extend(accepted.tool_ids),
                 Ok(_) => {}
                 Err(error) => {
                     refused = Some(error);
@@ -100,35 +97,22 @@ impl LocalHost {
                 }
             }
         }
-        // The requests follow each other at once, so they reach the driver the first one
-        // started (each "started" is answered before the host's thread has run the ones
-        // before it: counting them would wait for stops that never come). Should a driver
-        // end between them, the next one starts another with the same options, and shutdown
-        // makes it leave, its decisions written.
-        if started {
-            let stopped = self.stopped();
-            if stopped.reason == StopLabel::Error {
-                let message = stopped.message.unwrap_or_default();
-                return Err(CliError::failed(&self.command, message));
-            }
+        // The requests follow each other at once and mostly reach the driver the first one
+        // started, but one that ended between two of them is followed by another. The host's
+        // state counts the drivers its decisions started: each one's stop is waited for, so
+        // that what the last one did is in the file when this returns.
+        let stops = self.host.drivers(&self.path).stops_since(before);
+        if let Err(stopped) = wait_for_stops(stops, || self.next()) {
+            let message = stopped.message.unwrap_or_default();
+            return Err(CliError::failed(&self.command, message));
         }
         refused.map_or(Ok(decided), Err)
     }
 
-    /// What happens next to the chat; `None` once the host's thread has ended (however it
+    /// What happens next to the chat; `None` once the host's drivers' thread has ended (however it
     /// ended: the thread lets its followers go).
     pub fn next(&self) -> Option<Followed> {
         self.followed.recv().ok()
-    }
-
-    /// Waits for the chat's driver to stop: how it stopped (`engine:stopped`).
-    fn stopped(&self) -> EngineStopped {
-        while let Some(followed) = self.next() {
-            if let Followed::Event(EngineEvent::EngineStopped(stopped)) = followed {
-                return stopped;
-            }
-        }
-        host_ended()
     }
 
     /// Interrupts the chat's driver as Ctrl-C does (an asked agent's question, which nothing
@@ -167,7 +151,31 @@ impl LocalHost {
     }
 }
 
-/// How a followed driver "stopped" when the host's thread ended first.
+/// Waits for `count` drivers of the chat to stop (`engine:stopped`), taking what happens to it
+/// from `next`: `Err` with the first that stopped on an error (or the host's end, should it
+/// end first).
+fn wait_for_stops(
+    count: u64,
+    mut next: impl FnMut() -> Option<Followed>,
+) -> Result<(), EngineStopped> {
+    let mut failed = None;
+    let mut stopped = 0;
+    while stopped < count {
+        match next() {
+            Some(Followed::Event(EngineEvent::EngineStopped(stop))) => {
+                stopped += 1;
+                if stop.reason == StopLabel::Error && failed.is_none() {
+                    failed = Some(stop);
+                }
+            }
+            Some(_) => {}
+            None => return Err(failed.unwrap_or_else(host_ended)),
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// How a followed driver "stopped" when the host's drivers' thread ended first.
 pub fn host_ended() -> EngineStopped {
     EngineStopped {
         reason: StopLabel::Error,
@@ -178,5 +186,67 @@ pub fn host_ended() -> EngineStopped {
 impl Drop for LocalHost {
     fn drop(&mut self) {
         self.host.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine_host::Drivers;
+
+    fn stop(reason: StopLabel, message: Option<&str>) -> Option<Followed> {
+        Some(Followed::Event(EngineEvent::EngineStopped(EngineStopped {
+            reason,
+            message: message.map(str::to_owned),
+        })))
+    }
+
+    /// Issue 28: two decisions whose first driver ended before the second reached the host
+    /// start two drivers; both are waited for, and the second's failure is the command's.
+    #[test]
+    fn every_driver_the_decisions_started_is_waited_for() {
+        let before = Drivers::default();
+        // The first driver ended before the host ran the second decision, which started
+        // another: two started, none runs.
+        let after = Drivers {
+            started: 2,
+            running: false,
+        };
+        assert_eq!(after.stops_since(before), 2);
+        let followed = || {
+            let mut followed = vec![
+                stop(StopLabel::StepDone, None),
+                Some(Followed::Event(EngineEvent::ConversationIdle(
+                    flemma_protocol::event::Empty {},
+                ))),
+                stop(StopLabel::Error, Some("cannot write the chat")),
+            ]
+            .into_iter();
+            move || followed.next().flatten()
+        };
+        let failed = wait_for_stops(after.stops_since(before), followed());
+        assert_eq!(
+            failed.map_err(|stopped| stopped.message),
+            Err(Some("cannot write the chat".to_owned()))
+        );
+        // Waiting for the first stop only (the race this replaced) missed it.
+        assert_eq!(wait_for_stops(1, followed()), Ok(()));
+        // A driver that ran before the decisions stops too; nothing started, nothing waited.
+        let running = Drivers {
+            started: 3,
+            running: true,
+        };
+        assert_eq!(running.stops_since(running), 1);
+        let idle = Drivers {
+            started: 3,
+            running: false,
+        };
+        assert_eq!(idle.stops_since(idle), 0);
+        assert_eq!(wait_for_stops(0, || None), Ok(()));
+        // The host's end stops the wait.
+        assert_eq!(
+            wait_for_stops(1, || None).map_err(|stopped| stopped.reason),
+            Err(StopLabel::Error)
+        );
     }
 }

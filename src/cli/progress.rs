@@ -10,23 +10,34 @@ use flemma_engine::{EngineEvent, PendingCall};
 use flemma_protocol::activity::Activity;
 use flemma_protocol::event::{EngineSetup, LifecycleEvent, Written};
 
-use super::Ui;
+use super::{CliError, Ui};
 use crate::engine_driver::Report;
 
 /// The code of the template diagnostics about tool uses and results (missing results,
 /// unresolved placeholders), which a send does not show before it goes out.
 const TOOL_DIAGNOSTIC: &str = "template-tool";
 
+/// What a send that is refused before anything went out says last, in this process as through
+/// the daemon.
+const NOT_SENT: &str = "nothing was sent; fix the errors above and send again";
+
 /// What a send shows of its driver's setup (`engine:setup`), in this process as through the
 /// daemon: the chat's errors and warnings but the tool ones (not when `quiet`), then the
-/// model's and the tools' warnings. `Some`: nothing runs, and these are the lines that say
-/// why (the chat's errors, or why there is nothing to send), shown by the caller.
-pub(super) fn show_setup(ui: &Ui, path: &Path, setup: &EngineSetup, quiet: bool) -> Option<String> {
+/// model's and the tools' warnings. `Err`: nothing runs, and the send ends with it — the lines
+/// that say why (the chat's errors, or why there is nothing to send), then [`NOT_SENT`]
+/// (exit 1): one wording on both paths.
+pub(super) fn show_setup(
+    ui: &Ui,
+    path: &Path,
+    setup: &EngineSetup,
+    quiet: bool,
+) -> Result<(), CliError> {
+    let refused = |lines: String| Err(CliError::blocked("send", lines, NOT_SENT));
     if setup.provider.is_none() {
         // The chat's errors block it: all of them are the refusal.
         let mut all = setup.diagnostics.clone();
         all.extend(setup.blocking.iter().cloned());
-        return Some(crate::chat::render_data(path, &all));
+        return refused(crate::chat::render_data(path, &all));
     }
     if !quiet {
         let shown: Vec<_> = setup
@@ -40,7 +51,11 @@ pub(super) fn show_setup(ui: &Ui, path: &Path, setup: &EngineSetup, quiet: bool)
     for warning in &setup.warnings {
         ui.warn(warning);
     }
-    (!setup.blocking.is_empty()).then(|| crate::chat::render_data(path, &setup.blocking))
+    if setup.blocking.is_empty() {
+        Ok(())
+    } else {
+        refused(crate::chat::render_data(path, &setup.blocking))
+    }
 }
 
 /// The line a send says when its first request goes out: `sending PATH to PROVIDER (MODEL)…`,
@@ -209,6 +224,9 @@ impl Progress {
                     // A reader gone away stops no send: the reply still goes to the file.
                     let _ = self.ui.json(&line);
                 }
+                if let EngineEvent::EngineNotice(notice) = &event {
+                    return self.notice(&notice.message);
+                }
                 let line = describe(&event);
                 if let Some(live) = &self.live {
                     let above = line.filter(|_| worth_a_line_above_the_live_line(&event));
@@ -227,18 +245,21 @@ impl Progress {
             }
             // `send` shows the reply, not the thinking (it is in the file).
             Report::Thinking(_) => {}
-            Report::Notice(notice) => {
-                if let Some(live) = &self.live {
-                    live.update(Some(&notice), |_| {});
-                    return;
-                }
-                if !self.at_line_start {
-                    self.ui.stderr("\n");
-                    self.at_line_start = true;
-                }
-                self.ui.note(notice);
-            }
+            Report::Notice(notice) => self.notice(&notice),
         }
+    }
+
+    /// A driver's notice (`engine:notice`): a line of its own, even with `--quiet`.
+    fn notice(&mut self, notice: &str) {
+        if let Some(live) = &self.live {
+            live.update(Some(notice), |_| {});
+            return;
+        }
+        if !self.at_line_start {
+            self.ui.stderr("\n");
+            self.at_line_start = true;
+        }
+        self.ui.note(notice);
     }
 
     fn line(&mut self, line: &str) {

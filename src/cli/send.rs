@@ -80,9 +80,6 @@ pub fn run(args: SendArgs, context: &ProcessContext) -> Result<ExitCode, CliErro
     in_process(&args, context)
 }
 
-/// What a send that is refused before anything went out says last.
-const NOT_SENT: &str = "nothing was sent; fix the errors above and send again";
-
 /// The send through this process's engine host (`cli/local_host`): the same `flemma/send`,
 /// followed as `via_daemon` follows the daemon's, decided by the same `cycle_end`.
 fn in_process(args: &SendArgs, context: &ProcessContext) -> Result<ExitCode, CliError> {
@@ -130,22 +127,16 @@ fn in_process(args: &SendArgs, context: &ProcessContext) -> Result<ExitCode, Cli
             Followed::SetupFailed(message) => {
                 return Err(CliError::failed("send", message));
             }
-            Followed::Notice(notice) => {
-                progress.show(Report::Notice(notice));
-                continue;
-            }
             Followed::Event(event) => event,
         };
         match event {
             EngineEvent::EngineStopped(stopped) => break stopped,
             EngineEvent::EngineSetup(setup) => {
-                let refusal = show_setup(&ui, path, &setup, args.quiet);
+                let shown = show_setup(&ui, path, &setup, args.quiet);
                 requested =
                     Some(progress.announce_on_first_request(sending_line(path, &setup, "")));
                 progress.show(Report::Event(EngineEvent::EngineSetup(setup)));
-                if let Some(refusal) = refusal {
-                    return Err(CliError::blocked("send", refusal, NOT_SENT));
-                }
+                shown?;
             }
             EngineEvent::RequestText(streamed) => progress.show(Report::Text(streamed.text)),
             EngineEvent::RequestThinking(streamed) => {

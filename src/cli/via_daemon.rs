@@ -351,13 +351,15 @@ pub fn run_with(
                 progress.show(Report::Text(streamed.text.clone()));
                 continue;
             }
-            // Shown as the in-process send shows it; a refusal's lines come before the stop
-            // that says it.
+            // Shown as the in-process send shows it, and a refusal ends the send as it ends
+            // there (the daemon's driver stops by itself).
             EngineEvent::EngineSetup(setup) if send => {
-                if let Some(refusal) = show_setup(&ui, file, setup, follow.quiet) {
-                    ui.stderr(&refusal);
-                }
+                let shown = show_setup(&ui, file, setup, follow.quiet);
                 progress.announce_on_first_request(sending_line(file, setup, THROUGH));
+                if let Err(refused) = shown {
+                    progress.show(Report::Event(event));
+                    return Err(refused);
+                }
             }
             EngineEvent::ToolApprovalRequired(required) => pending = pending_calls(required),
             // An asked agent's question waits in the daemon: the command stops here (exit 3).

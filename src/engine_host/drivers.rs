@@ -86,11 +86,7 @@ fn run(inner: &Rc<Inner>, effect: Effect) {
             tasks.retain(|task| !task.is_finished());
             tasks.push(task);
         }
-        Effect::Notice(path, message) => {
-            inner
-                .shared
-                .tell_editors(&path, |editor| editor.notice(&message));
-        }
+        Effect::Notice(path, message) => inner.shared.notice(&path, message),
         Effect::Failed(path, message) => {
             inner
                 .shared
@@ -292,8 +288,9 @@ async fn run_driver(
     stopped
 }
 
-/// What the driver of `path` reports, told to the editors and the subscribers. A compaction, its
-/// undo or a cut is told to the editors as a notice too (it rewrote their chat).
+/// What the driver of `path` reports, told to the editors and the subscribers (its notices too,
+/// as `engine:notice`: [`Shared::notice`]). A compaction, its undo or a cut is told to the
+/// editors as a notice too (it rewrote their chat).
 fn reporter(report_shared: Arc<Shared>, report_path: PathBuf) -> Box<dyn FnMut(Report) + Send> {
     Box::new(move |report: Report| match report {
         Report::Event(event) => {
@@ -323,10 +320,7 @@ fn reporter(report_shared: Arc<Shared>, report_path: PathBuf) -> Box<dyn FnMut(R
             }
             report_shared.publish(&report_path, event)
         }
-        Report::Notice(notice) => {
-            report_shared.tell_editors(&report_path, |editor| editor.notice(&notice));
-            report_shared.tell_followers(&report_path, Followed::Notice(notice));
-        }
+        Report::Notice(notice) => report_shared.notice(&report_path, notice),
         Report::Text(text) => report_shared.publish_to_subscribers(
             &report_path,
             EngineEvent::RequestText(StreamedText { text }),

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use flemma_engine::EngineEvent;
+use flemma_protocol::event::EngineNotice;
 
 use crate::chat_store::{ChatStore, FileStore, SharedText};
 use crate::engine_host::state::Command;
@@ -137,6 +138,16 @@ impl Shared {
         for editor in editors {
             tell(editor.editor.as_ref());
         }
+    }
+
+    /// A message for the user about `path` (a driver's notice, a refused request): the
+    /// editors show it ([`Editor::notice`]), everyone else gets it as `engine:notice` — the
+    /// `rpc.sock` subscribers and the followers in this process, so that `flemmad send` shows
+    /// it through the daemon as in its own process. Not an event for the editors: the language
+    /// server would show it twice.
+    pub(in crate::engine_host) fn notice(&self, path: &Path, message: String) {
+        self.tell_editors(path, |editor| editor.notice(&message));
+        self.publish_to_subscribers(path, EngineEvent::EngineNotice(EngineNotice { message }));
     }
 
     pub(in crate::engine_host) fn publish(&self, path: &Path, event: EngineEvent) {

@@ -1,8 +1,8 @@
 //! What a caller in this process follows of one document ([`EngineHost::follow`]): its events
-//! (`engine:setup` among them: what a driver's setup found, as every front end gets it), and
-//! what only such a caller is given — why a driver could not be set up (where the daemon's
-//! subscribers get the `engine:stopped` message) and the notices the driver tells its editors.
-//! The command line without a daemon (`cli/local_host`) shows a send from it.
+//! as the daemon's subscribers get them (`engine:setup`: what a driver's setup found;
+//! `engine:notice`: what the driver tells its editors), and what only such a caller is given —
+//! why a driver could not be set up (where the daemon's subscribers get the `engine:stopped`
+//! message). The command line without a daemon (`cli/local_host`) shows a send from it.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender};
@@ -15,14 +15,12 @@ use crate::engine_host::{EngineHost, Shared, lock};
 /// What a follower of a document is told, in order.
 #[derive(Debug, Clone)]
 pub enum Followed {
-    /// A lifecycle event of the document (its streamed text included).
+    /// A lifecycle event of the document (its streamed text and its notices included).
     Event(EngineEvent),
     /// A driver for the document could not be set up (the configuration, the provider, the
     /// tools or the client, or the chat cannot be read): nothing runs. What a setup found
     /// otherwise, every follower is told by `engine:setup`.
     SetupFailed(String),
-    /// A message its editors are told (a retry, a refused input, a write that failed).
-    Notice(String),
 }
 
 impl EngineHost {

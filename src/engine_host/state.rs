@@ -121,6 +121,24 @@ impl Command {
     }
 }
 
+/// The drivers of one document, as the host's state knows them ([`HostState::drivers`]). Every
+/// driver started ends with one `engine:stopped`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drivers {
+    /// How many started (the document's epoch).
+    pub started: u64,
+    /// One runs, or is being set up: its `engine:stopped` is still to come.
+    pub running: bool,
+}
+
+impl Drivers {
+    /// How many `engine:stopped` come from the drivers that ran at `before` or started
+    /// between `before` and `self` (a driver that ran then has not stopped yet).
+    pub fn stops_since(self, before: Drivers) -> u64 {
+        self.started.saturating_sub(before.started) + u64::from(before.running)
+    }
+}
+
 /// What the drivers' thread does for a command.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Effect {
@@ -192,6 +210,16 @@ impl HostState {
             started: !self.is_running(path),
             tool_ids: Vec::new(),
         }
+    }
+
+    /// How many drivers started for `path` until now, and whether one runs.
+    pub fn drivers(&self, path: &Path) -> Drivers {
+        self.docs
+            .get(path)
+            .map_or_else(Drivers::default, |doc| Drivers {
+                started: doc.epoch,
+                running: doc.running(),
+            })
     }
 
     /// The editor session that writes `path`: the most recently active one that has it open

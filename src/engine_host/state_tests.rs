@@ -515,3 +515,29 @@ fn the_file_decides_only_when_nothing_else_holds_the_chat_and_says_which_driver_
         "read before this driver, the file is read again"
     );
 }
+
+/// The state counts the drivers its commands started and says whether one runs: two decisions
+/// whose first driver ended in between started two.
+#[test]
+fn the_state_counts_the_drivers_its_commands_started() {
+    let mut state = HostState::default();
+    let before = state.drivers(&path());
+    assert_eq!(before, Drivers::default());
+    for step in [
+        input(approve("t1")),
+        Step::Running,
+        Step::Ended(Ok(StopReason::StepDone)),
+        input(approve("t2")),
+    ] {
+        apply(&mut state, step);
+    }
+    let after = state.drivers(&path());
+    assert_eq!(
+        after,
+        Drivers {
+            started: 2,
+            running: true
+        }
+    );
+    assert_eq!(after.stops_since(before), 2);
+}

@@ -207,22 +207,46 @@ async fn a_dropped_connection_after_content_leaves_the_abort_marker() {
 async fn text_appended_while_streaming_is_kept() {
     let mock = MockProvider::start().await.unwrap();
     let chat = chat("@You:\nStream slowly.\n");
-    mock.push(Turn::text("word ".repeat(60)).bytes_per_sec(4000));
+    // The reply pauses in its middle (the request still streams): the text is typed then.
+    mock.push(Turn::text("word ".repeat(60)).stall(2000));
     let child = send_command(&chat, &mock.base_url())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the reply to start landing, then append text as an editor would.
-    for _ in 0..400 {
-        if read(&chat.path).contains("@Assistant:") {
+    // Wait for the reply to start landing and the file to rest (flemmad writes it in place,
+    // and a write by someone else at the very moment flemmad writes is lost: none can close
+    // that window, fsutil::replace_in_place), then append as an editor saving to disk would.
+    let mut last = String::new();
+    let mut quiet = 0;
+    for _ in 0..600 {
+        let now = read(&chat.path);
+        quiet = if now.contains("@Assistant:\nword") && now == last {
+            quiet + 1
+        } else {
+            0
+        };
+        if quiet == 4 {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        last = now;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let mut text = read(&chat.path);
-    assert!(text.contains("@Assistant:"), "the stream started");
-    text.push_str("NOTE TYPED WHILE STREAMING\n");
-    std::fs::write(&chat.path, text).unwrap();
+    assert_eq!(quiet, 4, "the stream started and paused: {last}");
+    assert!(
+        !last.contains(&"word ".repeat(60)),
+        "the reply is not complete yet: {last}"
+    );
+    // Appended to the file as it is when written (`O_APPEND`), not read, changed and written
+    // back: flemmad writes the reply meanwhile, and writing back the text read before would
+    // delete what it wrote in between — the reply being written, which cancels the request.
+    {
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&chat.path)
+            .unwrap();
+        file.write_all(b"NOTE TYPED WHILE STREAMING\n").unwrap();
+    }
     let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
         .unwrap()

@@ -1300,44 +1300,121 @@ async fn a_send_through_the_daemon_says_what_an_in_process_send_says() {
     let _ = daemon.exit_code().await;
 }
 
-/// Issue 28: a chat whose errors block the send says them through the daemon as in-process
-/// (`engine:setup` with the errors, before `engine:stopped`), and nothing is sent.
+/// Issue 28, one output: the same send prints the same lines on stderr and the same events on
+/// stdout (`--events`) through the daemon as in its own process (`--no-daemon`) — a send whose
+/// request the driver warns about (the thinking budget lowered below `max_tokens`: a driver's
+/// notice, `engine:notice`), a chat whose errors block it (its errors at their place, in
+/// `engine:setup` too, and nothing sent), a chat with nothing to send, and a send that fails
+/// before its request goes out (Vertex without a project). Only the `through the daemon` of
+/// the `sending` line and the time taken differ.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_blocked_send_through_the_daemon_shows_the_errors_as_in_process() {
+async fn a_send_prints_the_same_through_the_daemon_and_in_process() {
     let mock = MockProvider::start().await.unwrap();
     let base = mock.base_url();
-    let text = "@You:\nHi.\n{% let x = ; %}\n";
-    let chat = common::chat(text);
+    let thinking = "```json\n{\"flemma\": {\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\", \"thinking\": \"high\", \"max_tokens\": 4096}}\n```\n@You:\nThink.\n";
+    let blocked = "@You:\nHi.\n{% let x = ; %}\n";
+    let nothing = "@You:\nhi\n\n@Assistant:\nhello\n\n@You:\n\n";
+    let no_project = "```json\n{\"flemma\": {\"provider\": \"vertex\", \"model\": \"gemini-2.5-pro\"}}\n```\n@You:\nHi.\n";
+    let chat = common::chat(thinking);
     let file = chat.path.display().to_string();
-    // The diagnostic lines (the closing `flemmad send: …` says why in each path's words;
-    // the daemon's follower ends its progress with an empty line).
-    let diagnostics = |out: &Output| -> Vec<String> {
+    // stderr without what may differ: the path's words in the `sending` line, the time.
+    let said = |out: &Output| -> Vec<String> {
         stderr(out)
             .lines()
-            .filter(|line| !line.starts_with("flemmad") && !line.is_empty())
-            .map(str::to_owned)
+            .map(|line| {
+                let line = line.replace(" through the daemon…", "…");
+                match line.strip_prefix("flemmad: done in ") {
+                    Some(rest) => format!(
+                        "flemmad: done in _, {}",
+                        rest.split_once(", ").map_or("", |(_, usage)| usage)
+                    ),
+                    None => line,
+                }
+            })
             .collect()
     };
-    let in_process = run(flemmad(&chat, &base, &["send", "--no-daemon", &file])).await;
-    assert_eq!(in_process.status.code(), Some(1), "{}", stderr(&in_process));
-    let lines = diagnostics(&in_process);
+    let events = |out: &Output| String::from_utf8_lossy(&out.stdout).into_owned();
+    let cases: [(&str, &str, Option<Turn>, i32); 4] = [
+        ("thinking", thinking, Some(Turn::text("Thought.")), 0),
+        ("blocked", blocked, None, 1),
+        ("nothing to send", nothing, None, 1),
+        ("fails before its request", no_project, None, 1),
+    ];
+
+    let mut in_process = Vec::new();
+    for (name, text, turn, code) in cases.clone() {
+        std::fs::write(&chat.path, text).unwrap();
+        if let Some(turn) = turn {
+            mock.push(turn);
+        }
+        let out = run(flemmad(
+            &chat,
+            &base,
+            &["send", "--no-daemon", "--events", &file],
+        ))
+        .await;
+        assert_eq!(out.status.code(), Some(code), "{name}: {}", stderr(&out));
+        in_process.push((out, read(&chat.path)));
+    }
+    let notice =
+        "flemmad: warning: thinking budget 8192 lowered to 4095 to stay below max_tokens 4096";
     assert!(
-        lines.iter().any(|line| line.contains(": error: ")),
-        "{lines:?}"
+        said(&in_process[0].0).iter().any(|line| line == notice),
+        "{}",
+        stderr(&in_process[0].0)
     );
+    assert!(
+        events(&in_process[0].0).contains("\"engine:notice\""),
+        "{}",
+        events(&in_process[0].0)
+    );
+    // The blocked chat: its error at its place, then why nothing was sent; `engine:setup`
+    // carries the errors.
+    let blocked_lines = said(&in_process[1].0);
+    assert!(
+        blocked_lines.iter().any(|line| line.contains(": error: ")),
+        "{blocked_lines:?}"
+    );
+    assert_eq!(
+        blocked_lines.last().map(String::as_str),
+        Some("flemmad send: nothing was sent; fix the errors above and send again")
+    );
+    assert!(
+        events(&in_process[1].0).contains("\"engine:setup\""),
+        "{}",
+        events(&in_process[1].0)
+    );
+    assert_eq!(in_process[1].1, blocked);
 
     let mut daemon = Served::start(&chat, &base).await;
-    let through = run(flemmad(&chat, &base, &["send", "--events", &file])).await;
-    assert_eq!(through.status.code(), Some(1), "{}", stderr(&through));
-    assert_eq!(diagnostics(&through), lines, "{}", stderr(&through));
-    let events = String::from_utf8_lossy(&through.stdout).into_owned();
-    let setup = events
-        .find("\"engine:setup\"")
-        .expect("engine:setup is told");
-    let stopped = events.find("\"engine:stopped\"").unwrap_or(usize::MAX);
-    assert!(setup < stopped, "{events}");
-    assert!(mock.requests().is_empty(), "nothing was sent");
-    assert_eq!(read(&chat.path), text);
+    for ((name, text, turn, code), (alone, written)) in cases.into_iter().zip(&in_process) {
+        std::fs::write(&chat.path, text).unwrap();
+        if let Some(turn) = turn {
+            mock.push(turn);
+        }
+        let through = run(flemmad(&chat, &base, &["send", "--events", &file])).await;
+        assert_eq!(
+            through.status.code(),
+            Some(code),
+            "{name}: {}",
+            stderr(&through)
+        );
+        if code == 0 {
+            assert!(
+                stderr(&through).contains("through the daemon…"),
+                "{name}: {}",
+                stderr(&through)
+            );
+        }
+        assert_eq!(said(&through), said(alone), "{name}: {}", stderr(&through));
+        assert_eq!(events(&through), events(alone), "{name}");
+        assert_eq!(&read(&chat.path), written, "{name}");
+    }
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "only the thinking chat was sent, twice"
+    );
     daemon.signal("TERM");
     let _ = daemon.exit_code().await;
 }

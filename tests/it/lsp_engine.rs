@@ -1113,3 +1113,64 @@ fn a_switch_evaluating_slow_templates_holds_up_no_other_request() {
         "the switch ({switch_took:?}) took longer than the status ({status_took:?})"
     );
 }
+
+/// Issue 28: a driver's notice (here a request's warning: the thinking budget lowered below
+/// `max_tokens`) reaches an editor once, as a message — not also as a `flemma/event` (the
+/// `engine:notice` the daemon's subscribers and `flemmad send` get).
+#[test]
+fn a_drivers_notice_is_shown_once_in_an_editor() {
+    let mock = Mock::start();
+    mock.provider().push(Turn::text("Thought."));
+    let original = "```json\n{\"flemma\": {\"provider\": \"anthropic\", \"model\": \"claude-sonnet-4-5\", \"thinking\": \"high\", \"max_tokens\": 4096}}\n```\n@You:\nThink.\n";
+    let chat = common::chat(original);
+    let uri = uri_of(&chat.path);
+    let mut client = start(Flavor::Helix, &mock, &chat);
+    client.open(&uri, original);
+    command(&mut client, "flemma.send", json!([uri])).unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let stopped = |seen: &[Value]| {
+        seen.iter().any(|n: &Value| {
+            n["method"] == "flemma/event" && n["params"]["name"] == "engine:stopped"
+        })
+    };
+    while !stopped(&seen) {
+        assert!(Instant::now() < deadline, "the engine did not stop in time");
+        client.pump(Duration::from_millis(50));
+        seen.extend(client.notifications.drain(..));
+    }
+    // What may still come after the stop.
+    client.pump(Duration::from_millis(300));
+    seen.extend(client.notifications.drain(..));
+    let shown: Vec<&Value> = seen
+        .iter()
+        .filter(|n| n["method"] == "window/showMessage")
+        .filter(|n| {
+            n["params"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("thinking budget"))
+        })
+        .collect();
+    assert_eq!(
+        shown.len(),
+        1,
+        "the notice, once: {:?}",
+        seen.iter()
+            .filter(|n| n["method"] == "window/showMessage")
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        shown[0]["params"]["message"],
+        "flemma: warning: thinking budget 8192 lowered to 4095 to stay below max_tokens 4096"
+    );
+    let names: Vec<&Value> = seen
+        .iter()
+        .filter(|n| n["method"] == "flemma/event")
+        .map(|n| &n["params"]["name"])
+        .collect();
+    assert!(
+        !names.iter().any(|name| *name == "engine:notice"),
+        "{names:?}"
+    );
+    client.shutdown();
+}

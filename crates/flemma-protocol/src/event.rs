@@ -149,6 +149,11 @@ events! {
         EngineSetup(EngineSetup) = "engine:setup",
         /// The engine host's driver for the document ended, after its last write.
         EngineStopped(EngineStopped) = "engine:stopped",
+        /// A message the document's driver tells the user that is not an error (a retry, a
+        /// warning about a request, a refused input, a write that failed). Editors are told it
+        /// as a message, not as this event (the language server shows it once); `rpc.sock`
+        /// subscribers, `flemmad send` and the in-process followers get this event.
+        EngineNotice(EngineNotice) = "engine:notice",
         /// The chat was compacted (docs/context.md): its older turns became a summary in it,
         /// kept whole in an archive.
         ContextCompacted(ContextCompacted) = "context:compacted",
@@ -691,6 +696,13 @@ pub struct EngineStopped {
     pub message: Option<String>,
 }
 
+/// A driver's message for the user ([`EngineEvent::EngineNotice`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EngineNotice {
+    /// One line, as `flemmad send` prints it (`warning: …` for a warning).
+    pub message: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextCompacted {
@@ -880,6 +892,12 @@ mod tests {
                     interrupted: vec!["t9".into()],
                 }),
                 r#"{"name":"document:recovered","data":{"orphans":[],"count":0,"interrupted":["t9"]}}"#,
+            ),
+            (
+                EngineEvent::EngineNotice(EngineNotice {
+                    message: "warning: thinking budget 8192 lowered to 4095".into(),
+                }),
+                r#"{"name":"engine:notice","data":{"message":"warning: thinking budget 8192 lowered to 4095"}}"#,
             ),
         ];
         for (event, json) in cases.into_iter().chain(more) {
