@@ -15,18 +15,21 @@ use flemma_protocol::event::{EngineSetup, StreamedText};
 use tokio::sync::mpsc;
 
 use crate::engine_driver::{Driver, DriverHandle, DriverState, Report};
-use crate::engine_host::state::{Effect, First};
+use crate::engine_host::state::{Command, Effect, First};
 use crate::engine_host::{CallOptions, Followed, Shared};
 use crate::engine_setup::{self, SetupError, SetupOptions};
 
 /// How long shutdown waits for the drivers to write their abort markers.
 pub(super) const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
-/// The host thread's own resources: the handles of the drivers it runs and their tasks.
+/// The drivers' thread's own resources: the handles of the drivers it runs and their tasks.
 pub(super) struct Inner {
     pub shared: Arc<Shared>,
     handles: RefCell<HashMap<PathBuf, DriverHandle>>,
     tasks: RefCell<Vec<tokio::task::JoinHandle<()>>>,
+    /// What was fed to a driver that had already ended (its end not yet told to the state):
+    /// handed back to the state once it is (`drive`).
+    late: RefCell<HashMap<PathBuf, Vec<Command>>>,
 }
 
 impl Inner {
@@ -35,6 +38,28 @@ impl Inner {
             shared,
             handles: RefCell::default(),
             tasks: RefCell::default(),
+            late: RefCell::default(),
+        }
+    }
+
+    /// `command` reached no driver: the one it was decided for had ended. When that end is
+    /// decided (no handle any more: the handle goes in the same step as the state hears of
+    /// the end), the state decides the command again (a driver starts for it); otherwise it
+    /// waits for the end.
+    fn missed(&self, path: &Path, command: Option<Command>) {
+        let Some(command) = command else {
+            return;
+        };
+        if self.handles.borrow().contains_key(path) {
+            self.late
+                .borrow_mut()
+                .entry(path.to_owned())
+                .or_default()
+                .push(command);
+        } else {
+            self.shared.state.tell(move |owned| {
+                let _ = owned.command(command);
+            });
         }
     }
 }
@@ -54,14 +79,23 @@ pub(super) async fn run_host(inner: Rc<Inner>, mut receiver: mpsc::UnboundedRece
 fn run(inner: &Rc<Inner>, effect: Effect) {
     let handle = |path: &Path| inner.handles.borrow().get(path).cloned();
     match effect {
-        Effect::Feed(path, input) => {
-            if let Some(handle) = handle(&path) {
-                handle.input(input);
+        Effect::Feed(path, input, again) => {
+            let fed = handle(&path).is_some_and(|handle| handle.input(input.clone()));
+            if !fed {
+                let again = again.map(|options| Command::fed(path.clone(), input, options));
+                inner.missed(&path, again);
             }
         }
         Effect::Revise(path, tool_id, input) => {
-            if let Some(handle) = handle(&path) {
-                handle.revise(tool_id, input);
+            let revised =
+                handle(&path).is_some_and(|handle| handle.revise(tool_id.clone(), input.clone()));
+            if !revised {
+                let again = Command::Revise {
+                    path: path.clone(),
+                    tool_id,
+                    input,
+                };
+                inner.missed(&path, Some(again));
             }
         }
         Effect::SetWriter(path) => {
@@ -137,13 +171,18 @@ async fn drive(inner: Rc<Inner>, path: PathBuf, first: First, send: bool, option
         Err(busy) => Err(busy.to_string()),
     };
     inner.handles.borrow_mut().remove(&path);
+    let late = inner.late.borrow_mut().remove(&path).unwrap_or_default();
     // Run here, not sent to the loop: after shutdown's `Stop` the loop runs no more, and a
     // driver's end is told even then.
     let ended = path.clone();
-    let effects = inner
-        .shared
-        .state
-        .ask(move |owned| owned.state.driver_ended(&ended, &outcome));
+    let effects = inner.shared.state.ask(move |owned| {
+        let effects = owned.state.driver_ended(&ended, &outcome);
+        // What reached the driver once it had ended is decided again: a driver starts for it.
+        for command in late {
+            let _ = owned.command(command);
+        }
+        effects
+    });
     for effect in effects {
         run(&inner, effect);
     }

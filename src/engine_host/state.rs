@@ -142,8 +142,11 @@ impl Drivers {
 /// What the drivers' thread does for a command.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Effect {
-    /// Hand `input` to the document's running driver.
-    Feed(PathBuf, Input),
+    /// Hand `input` to the document's running driver. Should that driver have ended before
+    /// reading it, the input is handed back (`Command::Input` with these options: a driver
+    /// starts for it) — unless `None`: it concerned only that driver (a cancel, a move to the
+    /// background).
+    Feed(PathBuf, Input, Option<CallOptions>),
     /// Hand a revision of a call's input to the document's running driver.
     Revise(PathBuf, String, serde_json::Value),
     /// Set up and run a driver for the document.
@@ -288,7 +291,7 @@ impl HostState {
                         queued.push(input);
                         Vec::new()
                     }
-                    Phase::Running => vec![Effect::Feed(path, input)],
+                    Phase::Running => vec![Effect::Feed(path, input, Some(options))],
                     Phase::Idle => self.start(path, First::Input(input), send, options),
                 }
             }
@@ -303,7 +306,7 @@ impl HostState {
                 Some(DocumentState {
                     phase: Phase::Running,
                     ..
-                }) => vec![Effect::Feed(path, input)],
+                }) => vec![Effect::Feed(path, input, None)],
                 _ => Vec::new(),
             },
             Command::Compact { path, order } => {

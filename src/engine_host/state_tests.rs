@@ -59,7 +59,7 @@ fn apply(state: &mut HostState, step: Step) -> Vec<Effect> {
             let mut effects: Vec<Effect> = backlog
                 .inputs
                 .into_iter()
-                .map(|input| Effect::Feed(path(), input))
+                .map(|input| Effect::Feed(path(), input, None))
                 .collect();
             effects.extend(
                 backlog
@@ -138,15 +138,15 @@ fn commands_start_queue_or_feed_a_driver() {
         ("an input waits while the driver is set up", vec![send()], input(approve("t1")),
             vec![], "starting"),
         ("then goes to the running driver", vec![send(), Step::Running], input(approve("t1")),
-            vec![Effect::Feed(path(), approve("t1"))], "running"),
+            vec![Effect::Feed(path(), approve("t1"), Some(CallOptions::default()))], "running"),
         ("what waited is fed once it runs", vec![send(), input(approve("t1")), Step::Do(revise())],
             Step::Running,
-            vec![Effect::Feed(path(), approve("t1")),
+            vec![Effect::Feed(path(), approve("t1"), None),
                  Effect::Revise(path(), "t1".into(), serde_json::json!({"a": 1}))], "running"),
         ("a cancel with no driver does nothing", vec![], if_running(), vec![], "idle"),
         ("a cancel waits for a driver being set up", vec![send()], if_running(), vec![], "starting"),
         ("a cancel goes to a running driver", vec![send(), Step::Running], if_running(),
-            vec![Effect::Feed(path(), cancel())], "running"),
+            vec![Effect::Feed(path(), cancel(), None)], "running"),
         ("a revision starts a driver", vec![], Step::Do(revise()),
             vec![start(First::Revise("t1".into(), serde_json::json!({"a": 1})), false)], "starting"),
         ("a revision goes to the running driver", vec![send(), Step::Running], Step::Do(revise()),
@@ -214,7 +214,7 @@ fn options_go_with_the_driver_a_command_starts() {
     let mut state = state_after(vec![send(), Step::Running]);
     assert_eq!(
         apply(&mut state, marked(approve("t1"))),
-        vec![Effect::Feed(path(), approve("t1"))]
+        vec![Effect::Feed(path(), approve("t1"), Some(step))]
     );
 }
 

@@ -1418,3 +1418,30 @@ async fn a_send_prints_the_same_through_the_daemon_and_in_process() {
     daemon.signal("TERM");
     let _ = daemon.exit_code().await;
 }
+
+/// A send that reaches the daemon as the chat's driver ends (its reply written, its end not yet
+/// told) is not lost: the driver reads it, or a new driver starts for it. Each round writes the
+/// next question the moment the last answer is in the file and sends at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_send_that_arrives_as_the_driver_ends_is_not_lost() {
+    const ROUNDS: usize = 12;
+    let mock = MockProvider::start().await.unwrap();
+    let base = mock.base_url();
+    let chat = agentic_chat("@You:\nq0\n");
+    let daemon = Served::start(&chat, &base).await;
+    let mut rpc = daemon.rpc();
+    let path = chat.path.display().to_string();
+    for round in 0..ROUNDS {
+        mock.push(Turn::text(format!("answer {round}.")));
+    }
+    for round in 0..ROUNDS {
+        let answer = rpc.call("flemma/send", json!({"uri": path}));
+        assert!(answer.get("result").is_some(), "round {round}: {answer}");
+        let text = wait_for(&chat.path, &format!("answer {round}.")).await;
+        if round + 1 < ROUNDS {
+            std::fs::write(&chat.path, format!("{text}\n@You:\nq{}\n", round + 1)).unwrap();
+        }
+    }
+    let text = read(&chat.path);
+    assert_eq!(text.matches("@Assistant:").count(), ROUNDS, "{text}");
+}
