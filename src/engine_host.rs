@@ -6,8 +6,10 @@
 //! Every front end (the language server, `rpc.sock`, the ACP agent) decodes its requests into
 //! `flemma-protocol`'s [`FlemmaRequest`] and hands them to one method, [`EngineHost::call`],
 //! with the document it resolved; the answer (or the refusal, a [`RequestError`]) is the same
-//! whichever front end asked. Every call returns at once and may be made from any thread: a
-//! command for a document whose driver runs is fed to it; otherwise a driver is started (its
+//! whichever front end asked. Every call may be made from any thread and returns without
+//! waiting for a driver (a request that evaluates templates or reads the checkpoints waits for
+//! that work, done on a thread of its own): a command for a document whose driver runs is fed
+//! to it; otherwise a driver is started (its
 //! first input `Load`, for orphan recovery) and ends when nothing runs or is scheduled any
 //! more. What happens is told through [`EngineHost::subscribe`] (every document's events, its
 //! notices as `engine:notice`) and to the [`Editor`]s that have the document open: its events
@@ -297,9 +299,19 @@ impl EngineHost {
         // The thread ends once the drivers have written (at most `drivers::SHUTDOWN_WAIT`) and
         // the shared services are closed.
         let _ = self.command(Command::Shutdown);
-        if let Some(thread) = lock(&self.thread).take() {
+        let thread = lock(&self.thread).take();
+        // Not joined from the drivers' thread itself (the host dropped there): it ends alone.
+        if let Some(thread) = thread.filter(|t| t.thread().id() != std::thread::current().id()) {
             let _ = thread.join();
         }
+    }
+}
+
+/// A host dropped without [`EngineHost::shutdown`] (an early return) shuts down all the same:
+/// its threads hold each other's channels and would otherwise never end.
+impl Drop for EngineHost {
+    fn drop(&mut self) {
+        self.shutdown();
     }
 }
 

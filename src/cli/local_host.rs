@@ -102,7 +102,10 @@ impl LocalHost {
         // state counts the drivers its decisions started: each one's stop is waited for, so
         // that what the last one did is in the file when this returns.
         let stops = self.host.drivers(&self.path).stops_since(before);
-        if let Err(stopped) = wait_for_stops(stops, || self.next()) {
+        // The drivers' notices are shown as `via_daemon`'s progress shows them.
+        let ui = crate::cli::ui::Ui::new(&self.command);
+        let notice = |message: &str| ui.note(message);
+        if let Err(stopped) = wait_for_stops(stops, || self.next(), notice) {
             let message = stopped.message.unwrap_or_default();
             return Err(CliError::failed(&self.command, message));
         }
@@ -152,11 +155,12 @@ impl LocalHost {
 }
 
 /// Waits for `count` drivers of the chat to stop (`engine:stopped`), taking what happens to it
-/// from `next`: `Err` with the first that stopped on an error (or the host's end, should it
-/// end first).
+/// from `next` and giving its notices (`engine:notice`) to `notice`: `Err` with the first that
+/// stopped on an error (or the host's end, should it end first).
 fn wait_for_stops(
     count: u64,
     mut next: impl FnMut() -> Option<Followed>,
+    mut notice: impl FnMut(&str),
 ) -> Result<(), EngineStopped> {
     let mut failed = None;
     let mut stopped = 0;
@@ -168,6 +172,7 @@ fn wait_for_stops(
                     failed = Some(stop);
                 }
             }
+            Some(Followed::Event(EngineEvent::EngineNotice(said))) => notice(&said.message),
             Some(_) => {}
             None => return Err(failed.unwrap_or_else(host_ended)),
         }
@@ -219,18 +224,28 @@ mod tests {
                 Some(Followed::Event(EngineEvent::ConversationIdle(
                     flemma_protocol::event::Empty {},
                 ))),
+                Some(Followed::Event(EngineEvent::EngineNotice(
+                    flemma_protocol::event::EngineNotice {
+                        message: "thinking budget lowered".into(),
+                    },
+                ))),
                 stop(StopLabel::Error, Some("cannot write the chat")),
             ]
             .into_iter();
             move || followed.next().flatten()
         };
-        let failed = wait_for_stops(after.stops_since(before), followed());
+        let mut noticed = Vec::new();
+        let failed = wait_for_stops(after.stops_since(before), followed(), |said: &str| {
+            noticed.push(said.to_owned())
+        });
         assert_eq!(
             failed.map_err(|stopped| stopped.message),
             Err(Some("cannot write the chat".to_owned()))
         );
+        // The drivers' notices are shown on the way.
+        assert_eq!(noticed, ["thinking budget lowered"]);
         // Waiting for the first stop only (the race this replaced) missed it.
-        assert_eq!(wait_for_stops(1, followed()), Ok(()));
+        assert_eq!(wait_for_stops(1, followed(), |_: &str| {}), Ok(()));
         // A driver that ran before the decisions stops too; nothing started, nothing waited.
         let running = Drivers {
             started: 3,
@@ -242,10 +257,10 @@ mod tests {
             running: false,
         };
         assert_eq!(idle.stops_since(idle), 0);
-        assert_eq!(wait_for_stops(0, || None), Ok(()));
+        assert_eq!(wait_for_stops(0, || None, |_: &str| {}), Ok(()));
         // The host's end stops the wait.
         assert_eq!(
-            wait_for_stops(1, || None).map_err(|stopped| stopped.reason),
+            wait_for_stops(1, || None, |_: &str| {}).map_err(|stopped| stopped.reason),
             Err(StopLabel::Error)
         );
     }

@@ -82,7 +82,7 @@ fn run(inner: &Rc<Inner>, effect: Effect) {
         Effect::Feed(path, input, again) => {
             let fed = handle(&path).is_some_and(|handle| handle.input(input.clone()));
             if !fed {
-                let again = again.map(|options| Command::fed(path.clone(), input, options));
+                let again = again.map(|start| start.command(path.clone(), input));
                 inner.missed(&path, again);
             }
         }
@@ -172,16 +172,22 @@ async fn drive(inner: Rc<Inner>, path: PathBuf, first: First, send: bool, option
     };
     inner.handles.borrow_mut().remove(&path);
     let late = inner.late.borrow_mut().remove(&path).unwrap_or_default();
-    // Run here, not sent to the loop: after shutdown's `Stop` the loop runs no more, and a
-    // driver's end is told even then.
     let ended = path.clone();
     let effects = inner.shared.state.ask(move |owned| {
         let effects = owned.state.driver_ended(&ended, &outcome);
+        if owned.state.stopping() {
+            // Run here: after shutdown's `Stop` the loop runs no more, and a driver's end is
+            // told even then.
+            return effects;
+        }
+        // Sent to the loop, behind the effects decided before: an input fed meanwhile to the
+        // driver that ended is handed back (and decided again) before its end is told.
+        let _ = owned.send(effects);
         // What reached the driver once it had ended is decided again: a driver starts for it.
         for command in late {
             let _ = owned.command(command);
         }
-        effects
+        Vec::new()
     });
     for effect in effects {
         run(&inner, effect);

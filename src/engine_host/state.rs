@@ -121,6 +121,26 @@ impl Command {
     }
 }
 
+/// How a driver starts for an input that reached no living driver ([`Effect::Feed`]): as the
+/// command that decided it said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StartAs {
+    pub send: bool,
+    pub options: CallOptions,
+}
+
+impl StartAs {
+    /// The command that decides `input` for `path` again.
+    pub fn command(self, path: PathBuf, input: Input) -> Command {
+        Command::Input {
+            path,
+            input,
+            send: self.send,
+            options: self.options,
+        }
+    }
+}
+
 /// The drivers of one document, as the host's state knows them ([`HostState::drivers`]). Every
 /// driver started ends with one `engine:stopped`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -143,10 +163,10 @@ impl Drivers {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Effect {
     /// Hand `input` to the document's running driver. Should that driver have ended before
-    /// reading it, the input is handed back (`Command::Input` with these options: a driver
+    /// reading it, the input is handed back (`Command::Input` as `StartAs` says: a driver
     /// starts for it) — unless `None`: it concerned only that driver (a cancel, a move to the
     /// background).
-    Feed(PathBuf, Input, Option<CallOptions>),
+    Feed(PathBuf, Input, Option<StartAs>),
     /// Hand a revision of a call's input to the document's running driver.
     Revise(PathBuf, String, serde_json::Value),
     /// Set up and run a driver for the document.
@@ -201,6 +221,11 @@ impl HostState {
 
     fn doc(&mut self, path: &Path) -> &mut DocumentState {
         self.docs.entry(path.to_owned()).or_default()
+    }
+
+    /// The host is stopping: no command starts or feeds a driver any more.
+    pub fn stopping(&self) -> bool {
+        self.stopping
     }
 
     pub fn is_running(&self, path: &Path) -> bool {
@@ -291,7 +316,9 @@ impl HostState {
                         queued.push(input);
                         Vec::new()
                     }
-                    Phase::Running => vec![Effect::Feed(path, input, Some(options))],
+                    Phase::Running => {
+                        vec![Effect::Feed(path, input, Some(StartAs { send, options }))]
+                    }
                     Phase::Idle => self.start(path, First::Input(input), send, options),
                 }
             }

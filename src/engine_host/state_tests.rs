@@ -138,7 +138,7 @@ fn commands_start_queue_or_feed_a_driver() {
         ("an input waits while the driver is set up", vec![send()], input(approve("t1")),
             vec![], "starting"),
         ("then goes to the running driver", vec![send(), Step::Running], input(approve("t1")),
-            vec![Effect::Feed(path(), approve("t1"), Some(CallOptions::default()))], "running"),
+            vec![Effect::Feed(path(), approve("t1"), Some(StartAs { send: false, options: CallOptions::default() }))], "running"),
         ("what waited is fed once it runs", vec![send(), input(approve("t1")), Step::Do(revise())],
             Step::Running,
             vec![Effect::Feed(path(), approve("t1"), None),
@@ -214,7 +214,14 @@ fn options_go_with_the_driver_a_command_starts() {
     let mut state = state_after(vec![send(), Step::Running]);
     assert_eq!(
         apply(&mut state, marked(approve("t1"))),
-        vec![Effect::Feed(path(), approve("t1"), Some(step))]
+        vec![Effect::Feed(
+            path(),
+            approve("t1"),
+            Some(StartAs {
+                send: false,
+                options: step
+            })
+        )]
     );
 }
 

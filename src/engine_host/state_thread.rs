@@ -2,8 +2,7 @@
 //! it is a job run there, in the order it was sent, and the effects a command returns go from
 //! there to the drivers' thread (`drivers.rs`) in that same order. The thread does nothing else
 //! (no IO, no evaluation, no driver's work), so a caller waits for it only as long as the state
-//! takes to decide: `EngineHost::call` answers at once from any thread, whatever the drivers
-//! do.
+//! takes to decide the jobs queued before its own, whatever the drivers do.
 
 use std::sync::mpsc::{Receiver, Sender};
 
@@ -30,8 +29,13 @@ pub(super) struct Owned {
 
 impl Owned {
     /// Hands `command` to the state and sends the effects it returns to the drivers' thread,
-    /// in order; refused when the drivers' thread has ended (the host is shutting down).
+    /// in order; refused once the host is stopping (but what shutdown itself and the editors'
+    /// comings and goings send).
     pub fn command(&mut self, command: Command) -> Result<(), RequestError> {
+        let allowed_while_stopping = matches!(command, Command::Shutdown | Command::Writer { .. });
+        if (self.state.stopping() || self.effects.is_closed()) && !allowed_while_stopping {
+            return Err(super::shutting_down());
+        }
         let effects = self.state.handle(command);
         self.send(effects)
     }
