@@ -475,8 +475,9 @@ impl HostState {
     }
 }
 
-/// Whether `request`'s answer needs work that takes long, which a caller that must not wait
-/// has done elsewhere ([`super::EngineHost::call_later`]): `flemma/switch` and `flemma/mode`
+/// Whether `request`'s answer needs work that takes long, done on a thread of its own, never
+/// the caller's (`EngineHost::call` waits for it there, [`super::EngineHost::call_later`]
+/// does not wait): `flemma/switch` and `flemma/mode`
 /// evaluate the frontmatter (templates, up to their time budget), `flemma/rewind` and
 /// `flemma/changes` read the checkpoints (git). They change nothing a request sent after them
 /// without waiting for their answer could depend on, but the layers `switch` and `mode` set.

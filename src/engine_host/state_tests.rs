@@ -548,3 +548,37 @@ fn the_state_counts_the_drivers_its_commands_started() {
     );
     assert_eq!(after.stops_since(before), 2);
 }
+
+/// An input fed to a running driver that ended before reading it is handed back and decided
+/// again as the command that decided it said: a send still may not start a driver with
+/// nothing to send, a marked approval still runs without autopilot.
+#[test]
+fn an_input_handed_back_is_decided_again_as_its_command_said() {
+    let step = CallOptions { no_autopilot: true };
+    for (input, sends) in [(Input::Advance, true), (approve("t1"), false)] {
+        let mut state = state_after(vec![send(), Step::Running]);
+        let effects = apply(
+            &mut state,
+            Step::Do(Command::Input {
+                path: path(),
+                input: input.clone(),
+                send: sends,
+                options: step,
+            }),
+        );
+        let [Effect::Feed(fed_path, fed, Some(start_as))] = effects.as_slice() else {
+            panic!("fed to the running driver with how to start again: {effects:?}");
+        };
+        apply(&mut state, Step::Ended(Ok(StopReason::Idle)));
+        let again = start_as.command(fed_path.clone(), fed.clone());
+        assert_eq!(
+            state.handle(again),
+            vec![Effect::Start {
+                path: path(),
+                first: First::Input(input),
+                send: sends,
+                options: step,
+            }]
+        );
+    }
+}

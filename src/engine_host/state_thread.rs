@@ -133,6 +133,24 @@ mod tests {
         assert_eq!(backlog.inputs, vec![input("b")]);
     }
 
+    /// Once the host is stopping, a command that would feed or start a driver is refused,
+    /// saying so; shutdown's own goes through.
+    #[test]
+    fn commands_are_refused_once_the_host_stops() {
+        let (effects, mut received) = tokio::sync::mpsc::unbounded_channel();
+        let thread = StateThread::start(effects).expect("the state's thread starts");
+        thread
+            .ask(|owned| owned.command(Command::Shutdown))
+            .expect("shutdown goes through");
+        assert_eq!(received.try_recv().ok(), Some(Effect::Stop));
+        let input = flemma_engine::Input::Advance;
+        let refused = thread
+            .ask(move |owned| owned.command(Command::fed(chat(), input, CallOptions::default())));
+        let error = refused.expect_err("refused while stopping");
+        assert!(error.to_string().contains("shutting down"), "{error}");
+        assert!(received.try_recv().is_err(), "nothing started");
+    }
+
     /// A job that panics fails its caller; the thread goes on with the next.
     #[test]
     fn a_job_that_panics_fails_its_caller_and_the_thread_goes_on() {

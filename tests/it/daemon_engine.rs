@@ -1421,7 +1421,9 @@ async fn a_send_prints_the_same_through_the_daemon_and_in_process() {
 
 /// A send that reaches the daemon as the chat's driver ends (its reply written, its end not yet
 /// told) is not lost: the driver reads it, or a new driver starts for it. Each round writes the
-/// next question the moment the last answer is in the file and sends at once.
+/// next question the moment the last answer is in the file and sends at once. The scenario end
+/// to end; the instant itself is not forced here (how a missed input is decided again is the
+/// host state's table test `an_input_handed_back_is_decided_again_as_its_command_said`).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_send_that_arrives_as_the_driver_ends_is_not_lost() {
     const ROUNDS: usize = 12;
